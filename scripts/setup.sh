@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Everything a fresh machine of this kind needs before the platform runs or
+# its tests do: pnpm 10, system packages (bubblewrap for the sandbox driver,
+# python3-grpcio as an independent gRPC peer in tests), the workspace's node
+# modules. Idempotent and quiet when there is nothing to do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v pnpm >/dev/null 2>&1 || [[ "$(pnpm --version 2>/dev/null)" != 10.* ]]; then
+  echo "setup: installing pnpm 10"
+  npm install -g pnpm@10 >/dev/null 2>&1 || npm install -g pnpm@10
+fi
+
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+python3 -c 'import grpc' >/dev/null 2>&1 || /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 || need+=(python3-grpcio)
+if ((${#need[@]})); then
+  echo "setup: installing ${need[*]} from Debian"
+  if [[ $(id -u) -eq 0 ]]; then
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    sudo apt-get update -qq >/dev/null && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+fi
+
+pnpm install --frozen-lockfile --reporter=silent
