@@ -25,6 +25,7 @@ export function httpStatusOf(code: Code): number {
   switch (code) {
     case Code.InvalidArgument:
     case Code.OutOfRange:
+    case Code.FailedPrecondition:
       return 400;
     case Code.Unauthenticated:
       return 401;
@@ -35,8 +36,6 @@ export function httpStatusOf(code: Code): number {
     case Code.AlreadyExists:
     case Code.Aborted:
       return 409;
-    case Code.FailedPrecondition:
-      return 412;
     case Code.ResourceExhausted:
       return 429;
     case Code.Canceled:

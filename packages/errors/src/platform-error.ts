@@ -15,12 +15,25 @@ export class PlatformError extends Error {
   /** Machine reason, e.g. `refresh_token_reused`, `not_found`. */
   readonly reason: string;
   readonly extra: ErrorExtra;
+  /**
+   * REST status where the contract departs from the standard code table
+   * (design.md: 422 idempotency_key_mismatch). Travels on gRPC as ErrorInfo
+   * metadata `http_status`.
+   */
+  readonly httpStatus?: number;
 
-  constructor(code: Code, reason: string, message: string, extra: ErrorExtra = {}, options?: { cause?: unknown }) {
+  constructor(
+    code: Code,
+    reason: string,
+    message: string,
+    extra: ErrorExtra = {},
+    options?: { cause?: unknown; httpStatus?: number },
+  ) {
     super(message, options);
     this.code = code;
     this.reason = reason;
     this.extra = extra;
+    this.httpStatus = options?.httpStatus;
   }
 
   /**
