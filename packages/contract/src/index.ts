@@ -1,0 +1,2 @@
+export { routeOf, routesOf, type Route } from "./routes.ts";
+export { contractServices } from "./services.ts";

@@ -1,0 +1,113 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { DescEnum, DescMessage } from "@bufbuild/protobuf";
+import * as agents from "@platform/gen/agents/v1/agents_pb";
+import * as compute from "@platform/gen/compute/v1/compute_pb";
+import * as health from "@platform/gen/grpc/health/v1/health_pb";
+import * as auth from "@platform/gen/identity/v1/auth_pb";
+import * as rest from "@platform/gen/identity/v1/rest_pb";
+import * as runtime from "@platform/gen/runtime/v1/runtime_pb";
+
+/** field name → JSON name of a message. */
+const fields = (m: DescMessage) => Object.fromEntries(m.fields.map((f) => [f.name, f.jsonName]));
+const names = (m: DescMessage) => m.fields.map((f) => f.name);
+const values = (e: DescEnum) => e.values.map((v) => v.name);
+
+test("compute messages carry every field the specification names", () => {
+  assert.deepEqual(names(compute.WorkspaceSpecSchema), ["storage_class", "size", "mount_path"]);
+  assert.deepEqual(names(compute.ResourceLimitsSchema), ["cpu_millis", "memory_bytes", "max_runtime"]);
+  assert.deepEqual(names(compute.UsageMetricsSchema), [
+    "cpu_ms",
+    "memory_peak_bytes",
+    "memory_avg_bytes",
+    "disk_read_bytes",
+    "disk_write_bytes",
+    "network_egress_bytes",
+    "network_ingress_bytes",
+  ]);
+  for (const f of compute.UsageMetricsSchema.fields) assert.equal(f.scalar, 4 /* uint64 */, f.name);
+  assert.deepEqual(values(compute.SandboxStatusSchema), [
+    "SANDBOX_STATUS_UNSPECIFIED",
+    "SANDBOX_STATUS_STARTING",
+    "SANDBOX_STATUS_READY",
+    "SANDBOX_STATUS_FAILED",
+    "SANDBOX_STATUS_DESTROYED",
+  ]);
+  assert.deepEqual(names(compute.FileEntrySchema), ["path", "size", "is_dir", "mode", "modified_at"]);
+  assert.deepEqual(names(compute.ExecCompletedSchema), ["exit_code", "wall_time", "cancelled", "usage"]);
+  const exec = compute.ExecEventSchema;
+  assert.deepEqual(names(exec), ["emitted_at", "stdout", "stderr", "completed"]);
+  assert.deepEqual(exec.oneofs.map((o) => [o.name, o.fields.map((f) => f.name)]), [["event", ["stdout", "stderr", "completed"]]]);
+  assert.deepEqual(names(compute.CreateSandboxRequestSchema), ["tenant_id", "session_id", "image", "workspace", "limits"]);
+  assert.deepEqual(names(compute.CreateSandboxResponseSchema), ["sandbox_id", "status", "created_at"]);
+  assert.deepEqual(names(compute.DescribeSandboxResponseSchema), [
+    "sandbox_id",
+    "status",
+    "created_at",
+    "current_uptime",
+    "current_usage",
+  ]);
+  assert.deepEqual(names(compute.DestroySandboxResponseSchema), ["sandbox_id", "total_usage"]);
+  assert.deepEqual(names(compute.ExecCommandRequestSchema), ["sandbox_id", "command", "args", "env", "working_dir", "timeout"]);
+  assert.deepEqual(names(compute.ReadFileRequestSchema), ["sandbox_id", "path", "offset", "max_bytes"]);
+  assert.deepEqual(names(compute.ReadFileResponseSchema), ["data", "total_size", "eof"]);
+  assert.deepEqual(names(compute.WriteFileRequestSchema), ["sandbox_id", "path", "data", "append", "mode"]);
+  assert.deepEqual(names(compute.WriteFileResponseSchema), ["bytes_written"]);
+  assert.deepEqual(names(compute.ListFilesRequestSchema), ["sandbox_id", "path", "recursive", "max_entries"]);
+  assert.deepEqual(names(compute.ListFilesResponseSchema), ["entries", "truncated"]);
+});
+
+test("identity JSON names are snake_case as the specification shows them", () => {
+  assert.deepEqual(fields(rest.TokenPairSchema), {
+    access_token: "access_token",
+    token_type: "token_type",
+    expires_in: "expires_in",
+    refresh_token: "refresh_token",
+  });
+  assert.deepEqual(fields(rest.LoginRequestSchema), { email: "email", password: "password", x_device_label: "x_device_label" });
+  assert.deepEqual(fields(rest.UserSchema), { id: "id", email: "email", name: "name", created_at: "created_at" });
+  assert.deepEqual(Object.values(fields(rest.APIKeySchema)), ["id", "name", "key_prefix", "env", "expires_at", "last_used_at"]);
+  assert.deepEqual(Object.values(fields(rest.CreateAPIKeyResponseSchema)), ["id", "key_prefix", "raw_key", "env", "expires_at"]);
+  assert.deepEqual(Object.values(fields(rest.OrganizationSchema)), ["id", "name", "slug", "created_at", "updated_at"]);
+  assert.deepEqual(Object.values(fields(auth.AuthContextSchema)), [
+    "user_id",
+    "org_id",
+    "mode",
+    "role",
+    "env",
+    "auth_key_id",
+    "api_key_id",
+    "method",
+  ]);
+  assert.deepEqual(values(auth.AuthModeSchema), ["AUTH_MODE_UNSPECIFIED", "AUTH_MODE_JWT", "AUTH_MODE_API_KEY"]);
+  assert.deepEqual(values(auth.RoleSchema), ["ROLE_UNSPECIFIED", "ROLE_OWNER", "ROLE_MEMBER"]);
+  assert.deepEqual(values(auth.EnvSchema), ["ENV_UNSPECIFIED", "ENV_LIVE", "ENV_TEST"]);
+  // Every multi-word identity field keeps its snake_case JSON name.
+  for (const file of [rest.file_identity_v1_rest, auth.file_identity_v1_auth]) {
+    for (const m of file.messages) for (const f of m.fields) assert.equal(f.jsonName, f.name, `${m.typeName}.${f.name}`);
+  }
+});
+
+test("agents JSON names are camelCase", () => {
+  assert.equal(fields(agents.AgentSchema).system_prompt, "systemPrompt");
+  assert.equal(fields(agents.CreateSessionRequestSchema).agent_id, "agentId");
+  assert.equal(fields(agents.MessageSchema).tool_use_id, "toolUseId");
+  assert.equal(fields(agents.MessageSchema).is_error, "isError");
+  assert.equal(fields(agents.SessionEventSchema).tokens_in, "tokensIn");
+  assert.equal(fields(agents.SessionEventSchema).tokens_out, "tokensOut");
+  assert.deepEqual(names(agents.CreateAgentRequestSchema), ["name", "slug", "model", "system_prompt"]);
+  assert.deepEqual(names(agents.ListAgentsResponseSchema), ["items", "next"]);
+  assert.ok(agents.ListAgentsRequestSchema.fields.find((f) => f.name === "limit")?.proto.proto3Optional, "limit 0 is distinguishable");
+});
+
+test("runtime messages and the health protocol", () => {
+  assert.deepEqual(names(runtime.InvokeRequestSchema).slice(0, 3), ["session_id", "request_id", "trace_id"]);
+  assert.deepEqual(
+    runtime.InvokeEventSchema.oneofs.map((o) => o.fields.map((f) => f.name)),
+    [["text_chunk", "turn_done", "error"]],
+  );
+  assert.deepEqual(names(runtime.TextChunkEventSchema), ["content"]);
+  assert.deepEqual(names(runtime.ErrorEventSchema), ["message"]);
+  assert.deepEqual(health.Health.methods.map((m) => m.name), ["Check", "Watch"]);
+  assert.equal(health.Health.typeName, "grpc.health.v1.Health");
+});

@@ -1,0 +1,87 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { routesOf } from "./routes.ts";
+import { contractServices } from "./services.ts";
+
+// The identity REST table of the specification, row by row.
+const identityTable = [
+  ["POST", "/v1/auth/login", "*", 200],
+  ["POST", "/v1/auth/refresh", "*", 200],
+  ["POST", "/v1/auth/logout", "*", 204],
+  ["POST", "/v1/auth/revoke-all", "*", 204],
+  ["GET", "/v1/users/me", "", 200],
+  ["GET", "/v1/users/me/api_keys", "", 200],
+  ["POST", "/v1/users/me/api_keys", "*", 201],
+  ["POST", "/v1/users/me/api_keys/{id}/revoke", "", 204],
+  ["GET", "/v1/orgs/{id}", "", 200],
+  ["PATCH", "/v1/orgs/{id}", "*", 200],
+] as const;
+
+// design.md's agents paths, plus the rejoin and cancel routes we added.
+const agentsTable = [
+  ["POST", "/v1/agents", "*", 201, false],
+  ["GET", "/v1/agents", "", 200, false],
+  ["GET", "/v1/agents/{id}", "", 200, false],
+  ["POST", "/v1/sessions", "*", 201, false],
+  ["GET", "/v1/sessions/{id}", "", 200, false],
+  ["POST", "/v1/sessions/{id}/messages", "*", 200, true],
+] as const;
+
+test("every identity REST row is annotated with its method, path, body and status", () => {
+  const routes = routesOf(contractServices.identity);
+  for (const [verb, path, body, status] of identityTable) {
+    const matches = routes.filter((r) => r.verb === verb && r.path === path);
+    assert.equal(matches.length, 1, `${verb} ${path} bound once`);
+    assert.equal(matches[0].body, body, `${verb} ${path} body`);
+    assert.equal(matches[0].status, status, `${verb} ${path} status`);
+  }
+  assert.equal(routes.length, identityTable.length, "no identity route beyond the table");
+});
+
+test("the identity gRPC surface has the five AuthService RPCs and no REST binding", () => {
+  const [auth] = contractServices.identity;
+  assert.deepEqual(
+    auth.methods.map((m) => m.name),
+    ["VerifyAPIKey", "VerifyJWT", "IssueJWT", "GetPublicKey", "VerifyToken"],
+  );
+  assert.deepEqual(routesOf([auth]), []);
+});
+
+test("every agents path of design.md exists; send-messages is a server stream served as SSE", () => {
+  const routes = routesOf(contractServices.agents);
+  for (const [verb, path, body, status, isSse] of agentsTable) {
+    const r = routes.find((x) => x.verb === verb && x.path === path);
+    assert.ok(r, `${verb} ${path}`);
+    assert.equal(r.body, body, `${verb} ${path} body`);
+    assert.equal(r.status, status, `${verb} ${path} status`);
+    assert.equal(r.sse, isSse, `${verb} ${path} sse`);
+  }
+  const send = contractServices.agents[1].methods.find((m) => m.name === "SendMessages");
+  assert.equal(send?.methodKind, "server_streaming");
+});
+
+test("the runtime router's public invoke route is RuntimeService.Invoke, streamed as SSE", () => {
+  const [route] = routesOf(contractServices.runtime);
+  assert.deepEqual(
+    { verb: route.verb, path: route.path, sse: route.sse, rpc: route.rpc },
+    { verb: "POST", path: "/v1/sessions/{session_id}/invoke", sse: true, rpc: "runtime.v1.RuntimeService/Invoke" },
+  );
+  assert.equal(contractServices.runtime[0].methods[0].methodKind, "server_streaming");
+});
+
+test("compute is gRPC only, with the seven v1 RPCs and no ExecSession", () => {
+  const [compute] = contractServices.compute;
+  assert.deepEqual(
+    compute.methods.map((m) => [m.name, m.methodKind]),
+    [
+      ["CreateSandbox", "unary"],
+      ["DescribeSandbox", "unary"],
+      ["DestroySandbox", "unary"],
+      ["ExecCommand", "server_streaming"],
+      ["ReadFile", "unary"],
+      ["WriteFile", "unary"],
+      ["ListFiles", "unary"],
+    ],
+  );
+  assert.deepEqual(routesOf([compute]), []);
+});
