@@ -1,0 +1,10 @@
+export {
+  type Deployment,
+  type DeploymentSpec,
+  isAlreadyExists,
+  isNotFound,
+  isTransient,
+  type Orchestrator,
+  OrchestratorError,
+  type OrchestratorErrorKind,
+} from "./orchestrator/orchestrator.ts";
