@@ -1,0 +1,212 @@
+/**
+ * The sandbox driver: the one seam between the compute domain (validation,
+ * defaults, the state table, persistence, exec deadlines) and a place that
+ * runs sandboxes (local bubblewrap + cgroups, Kubernetes pods + PVCs).
+ *
+ * Every driver passes `driverContract` from `@platform/compute/testing`,
+ * which checks only behaviour a caller can observe through this interface.
+ *
+ * What the domain does before calling a driver:
+ * - ids are valid UUIDs, the spec has every default resolved;
+ * - workspace paths are already lexically cleaned, relative to mount_path,
+ *   contain no `..` and no leading `/` ("" or "." = the workspace root).
+ *   The driver still owns symlink resolution (rule 2: follow a symlink only
+ *   when it stays inside mount_path, else PermissionDenied), because only it
+ *   can do that race-free against the real filesystem;
+ * - exec waits for READY and the timeout cap are the domain's; the driver
+ *   only sees an AbortSignal.
+ *
+ * Errors: drivers throw PlatformError from @platform/errors (NotFound for an
+ * unknown sandbox or missing file, PermissionDenied for a symlink leaving the
+ * mount, InvalidArgument for e.g. reading a directory, FailedPrecondition for
+ * a sandbox that is not running). Anything else becomes INTERNAL.
+ */
+
+/** Everything needed to run one sandbox, all defaults resolved. */
+export interface SandboxSpec {
+  sandboxId: string;
+  tenantId: string;
+  sessionId: string;
+  image: string;
+  workspace: {
+    /** Kubernetes storage class; the local driver ignores it. */
+    storageClass: string;
+    /** Capacity string such as "5Gi"; the local driver ignores it. */
+    size: string;
+    /** Absolute, cleaned, e.g. "/workspace". */
+    mountPath: string;
+  };
+  limits: {
+    cpuMillis: number;
+    memoryBytes: number;
+    /** Hard wall-time limit, from the sandbox's creation. */
+    maxRuntimeMs: number;
+  };
+  /** When the record was created; deadlines count from here (also after a restart). */
+  createdAt: Date;
+}
+
+export type SandboxPhase = "starting" | "ready" | "failed" | "gone";
+
+/** Why a sandbox failed. */
+export type FailureReason =
+  /** The sandbox's main process exited (non-zero, or at all: a sandbox is not supposed to end). */
+  | "exited"
+  /** Killed because it ran past limits.maxRuntimeMs. */
+  | "deadline"
+  /** The main process was killed for memory (cgroup OOM / OOMKilled). */
+  | "oom"
+  /** Could not be provisioned. */
+  | "start_error"
+  /** Its process or pod vanished (e.g. found missing after a restart of the compute service). */
+  | "lost";
+
+export interface SandboxObservation {
+  phase: SandboxPhase;
+  reason?: FailureReason;
+  /** Exit code of the main process when it exited. */
+  exitCode?: number;
+  /** Human text for logs; never shown as-is to callers. */
+  message?: string;
+}
+
+/** All counters are plain numbers (bytes / milliseconds); 0 when not measurable. */
+export interface Usage {
+  cpuMs: number;
+  memoryPeakBytes: number;
+  memoryAvgBytes: number;
+  diskReadBytes: number;
+  diskWriteBytes: number;
+  networkEgressBytes: number;
+  networkIngressBytes: number;
+}
+
+export const zeroUsage = (): Usage => ({
+  cpuMs: 0,
+  memoryPeakBytes: 0,
+  memoryAvgBytes: 0,
+  diskReadBytes: 0,
+  diskWriteBytes: 0,
+  networkEgressBytes: 0,
+  networkIngressBytes: 0,
+});
+
+export interface ExecRequest {
+  command: string;
+  args: string[];
+  /** Added on top of the sandbox's base environment. */
+  env: Record<string, string>;
+  /** Absolute path inside the sandbox; the domain defaults it to mountPath. */
+  workingDir: string;
+  /**
+   * Aborting cancels the exec: SIGTERM to the whole process tree of this exec,
+   * SIGKILL after the driver's grace (10 s in production), then one final
+   * `completed` event with cancelled = true and exitCode = -1.
+   */
+  signal?: AbortSignal;
+}
+
+export type ExecEvent =
+  | { type: "stdout"; data: Uint8Array }
+  | { type: "stderr"; data: Uint8Array }
+  | {
+      type: "completed";
+      /** Process exit code; 128 + signal number when killed by a signal; -1 when cancelled. */
+      exitCode: number;
+      wallTimeMs: number;
+      cancelled: boolean;
+      /** This exec only. */
+      usage: Usage;
+      /** Set when the process was killed because the sandbox ran out of memory. */
+      oomKilled?: boolean;
+    };
+
+export interface ReadResult {
+  data: Uint8Array;
+  totalSize: number;
+  eof: boolean;
+}
+
+export interface FileEntryInfo {
+  /** Relative to the listed directory, "/"-separated. */
+  path: string;
+  size: number;
+  isDir: boolean;
+  /** Permission bits only (mode & 0o7777). */
+  mode: number;
+  modifiedAt: Date;
+}
+
+export interface ListResult {
+  entries: FileEntryInfo[];
+  truncated: boolean;
+}
+
+export interface SandboxDriver {
+  readonly name: string;
+
+  /**
+   * Starts provisioning and returns without waiting for readiness. Throws
+   * (INTERNAL) only when provisioning cannot even begin.
+   */
+  create(spec: SandboxSpec): Promise<void>;
+
+  /**
+   * Re-attaches to a sandbox created by an earlier process of the compute
+   * service (records outlive restarts). Returns its current observation:
+   * a driver that finds it still running keeps enforcing its limits; one
+   * that cannot find it reports failed/lost.
+   */
+  recover(spec: SandboxSpec): Promise<SandboxObservation>;
+
+  /** Current phase. NotFound for an id the driver never saw. */
+  observe(sandboxId: string): Promise<SandboxObservation>;
+
+  /**
+   * Resolves with the first observation whose phase is not "starting"
+   * (at once if already so); rejects with the signal's reason when aborted.
+   */
+  waitSettled(sandboxId: string, signal?: AbortSignal): Promise<SandboxObservation>;
+
+  /** Calls `listener` on every phase change; returns an unsubscribe function. */
+  onPhaseChange(listener: (sandboxId: string, observation: SandboxObservation) => void): () => void;
+
+  /**
+   * Runs one command in a READY sandbox. The iterable yields stdout/stderr
+   * chunks as they arrive and always ends with exactly one `completed`.
+   * FailedPrecondition if the sandbox is not ready.
+   */
+  exec(sandboxId: string, request: ExecRequest): AsyncIterable<ExecEvent>;
+
+  /** offset ≥ 0; maxBytes > 0 already capped by the domain. */
+  readFile(sandboxId: string, path: string, offset: number, maxBytes: number): Promise<ReadResult>;
+
+  /** Creates missing parent directories; mode applies only when the file is created. */
+  writeFile(sandboxId: string, path: string, data: Uint8Array, append: boolean, mode: number): Promise<number>;
+
+  /** maxEntries already defaulted and capped by the domain. */
+  listFiles(sandboxId: string, path: string, recursive: boolean, maxEntries: number): Promise<ListResult>;
+
+  /** Cumulative usage since creation (also after the sandbox stopped, until destroyed). */
+  usage(sandboxId: string): Promise<Usage>;
+
+  /**
+   * Kills everything in the sandbox, releases its resources and soft-deletes
+   * the workspace (marker `compute.platform.io/delete-after` = now + grace).
+   * Returns the lifetime usage. Idempotent: a second call returns the same.
+   */
+  destroy(sandboxId: string): Promise<Usage>;
+
+  /** Physically removes soft-deleted workspaces whose delete-after has passed. Returns their ids. */
+  collectGarbage(now?: Date): Promise<string[]>;
+
+  /** Stops watching (timers, watchers). Running sandboxes are left alone. */
+  close(): Promise<void>;
+}
+
+/** The soft-delete marker key (annotation on a PVC, a marker file locally). */
+export const DELETE_AFTER_KEY = "compute.platform.io/delete-after";
+/** Soft-delete grace of the spec. */
+export const SOFT_DELETE_GRACE_MS = 24 * 60 * 60 * 1000;
+/** Stop grace after cancel of the spec. */
+export const KILL_GRACE_MS = 10_000;

@@ -1,0 +1,17 @@
+export {
+  DELETE_AFTER_KEY,
+  KILL_GRACE_MS,
+  SOFT_DELETE_GRACE_MS,
+  zeroUsage,
+  type ExecEvent,
+  type ExecRequest,
+  type FailureReason,
+  type FileEntryInfo,
+  type ListResult,
+  type ReadResult,
+  type SandboxDriver,
+  type SandboxObservation,
+  type SandboxPhase,
+  type SandboxSpec,
+  type Usage,
+} from "./driver.ts";

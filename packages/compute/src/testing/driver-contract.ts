@@ -1,0 +1,409 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, describe, test } from "node:test";
+import { Code, PlatformError } from "@platform/errors";
+import type { ExecEvent, ExecRequest, SandboxDriver, SandboxSpec } from "../driver.ts";
+
+/** What a driver factory receives from the contract suite. */
+export interface ContractDriverOptions {
+  /** SIGTERM → SIGKILL grace; the suite uses a short one to stay fast. */
+  killGraceMs: number;
+}
+
+export interface ContractFactoryResult {
+  driver: SandboxDriver;
+  /** Image for sandboxes (the local driver ignores it). */
+  image?: string;
+  cleanup?: () => Promise<void>;
+}
+
+export type DriverFactory = (options: ContractDriverOptions) => Promise<ContractFactoryResult>;
+
+const GRACE_MS = 400;
+
+export function contractSpec(image: string, overrides: Partial<SandboxSpec["limits"]> = {}): SandboxSpec {
+  return {
+    sandboxId: randomUUID(),
+    tenantId: randomUUID(),
+    sessionId: randomUUID(),
+    image,
+    workspace: { storageClass: "", size: "", mountPath: "/workspace" },
+    limits: { cpuMillis: 1000, memoryBytes: 256 * 1024 * 1024, maxRuntimeMs: 5 * 60_000, ...overrides },
+    createdAt: new Date(),
+  };
+}
+
+export interface CollectedExec {
+  stdout: string;
+  stderr: string;
+  completed: Extract<ExecEvent, { type: "completed" }>;
+  events: ExecEvent[];
+}
+
+export async function collectExec(
+  driver: SandboxDriver,
+  sandboxId: string,
+  request: Partial<ExecRequest> & { command: string },
+): Promise<CollectedExec> {
+  const events: ExecEvent[] = [];
+  const dec = { out: new TextDecoder(), err: new TextDecoder() };
+  let stdout = "";
+  let stderr = "";
+  for await (const event of driver.exec(sandboxId, {
+    args: [],
+    env: {},
+    workingDir: "/workspace",
+    ...request,
+  })) {
+    events.push(event);
+    if (event.type === "stdout") stdout += dec.out.decode(event.data, { stream: true });
+    if (event.type === "stderr") stderr += dec.err.decode(event.data, { stream: true });
+  }
+  const last = events.at(-1);
+  assert.ok(last && last.type === "completed", "the last event is completed");
+  assert.equal(events.filter((e) => e.type === "completed").length, 1, "exactly one completed");
+  return { stdout, stderr, completed: last, events };
+}
+
+async function rejectsWith(promise: Promise<unknown>, code: Code): Promise<void> {
+  await assert.rejects(promise, (err: unknown) => {
+    assert.ok(err instanceof PlatformError, `expected PlatformError, got ${String(err)}`);
+    assert.equal(err.code, code, `expected code ${Code[code]}, got ${Code[err.code]}: ${err.message}`);
+    return true;
+  });
+}
+
+const bytes = (s: string) => new TextEncoder().encode(s);
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
+/**
+ * The shared behaviour every SandboxDriver must show. Registers node:test
+ * suites; call once per driver from a test file:
+ *
+ *   driverContract("local", async (o) => ({ driver: new LocalDriver({...o}) }));
+ *
+ * Commands used inside sandboxes are POSIX sh, sleep, ln, mkdir, cat and
+ * /proc, which any sandbox image must provide.
+ */
+export function driverContract(name: string, makeDriver: DriverFactory): void {
+  describe(`SandboxDriver contract: ${name}`, () => {
+    let driver: SandboxDriver;
+    let image = "";
+    let cleanup: (() => Promise<void>) | undefined;
+    let ready: SandboxSpec;
+
+    before(async () => {
+      const made = await makeDriver({ killGraceMs: GRACE_MS });
+      driver = made.driver;
+      image = made.image ?? "contract-image";
+      cleanup = made.cleanup;
+      ready = contractSpec(image);
+      await driver.create(ready);
+      const settled = await driver.waitSettled(ready.sandboxId, AbortSignal.timeout(30_000));
+      assert.equal(settled.phase, "ready");
+    });
+
+    after(async () => {
+      await driver.destroy(ready.sandboxId).catch(() => {});
+      await driver.close();
+      await cleanup?.();
+    });
+
+    test("create returns before the sandbox is settled and reaches ready; phase changes are announced", async () => {
+      const spec = contractSpec(image);
+      const seen: string[] = [];
+      const off = driver.onPhaseChange((id, o) => {
+        if (id === spec.sandboxId) seen.push(o.phase);
+      });
+      await driver.create(spec);
+      const first = await driver.observe(spec.sandboxId);
+      assert.ok(["starting", "ready"].includes(first.phase), first.phase);
+      const settled = await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000));
+      assert.equal(settled.phase, "ready");
+      assert.equal((await driver.observe(spec.sandboxId)).phase, "ready");
+      assert.ok(seen.includes("ready"), `phase changes seen: ${seen.join(",")}`);
+      await driver.destroy(spec.sandboxId);
+      off();
+    });
+
+    test("observe and exec on an unknown sandbox are NotFound", async () => {
+      await rejectsWith(driver.observe(randomUUID()), Code.NotFound);
+      await rejectsWith(driver.readFile(randomUUID(), "a", 0, 10), Code.NotFound);
+    });
+
+    test("exec streams stdout and stderr and completes with the exit code and this exec's usage", async () => {
+      const r = await collectExec(driver, ready.sandboxId, {
+        command: "/bin/sh",
+        args: ["-c", "echo out; echo err >&2; exit 3"],
+      });
+      assert.equal(r.stdout, "out\n");
+      assert.equal(r.stderr, "err\n");
+      assert.equal(r.completed.exitCode, 3);
+      assert.equal(r.completed.cancelled, false);
+      assert.ok(r.completed.wallTimeMs >= 0);
+      assert.equal(typeof r.completed.usage.cpuMs, "number");
+    });
+
+    test("exec honours args, env and working_dir", async () => {
+      await driver.writeFile(ready.sandboxId, "sub/dir/marker", bytes("x"), false, 0o644);
+      const r = await collectExec(driver, ready.sandboxId, {
+        command: "/bin/sh",
+        args: ["-c", 'printf "%s|%s|%s" "$1" "$GREETING" "$(pwd)"', "sh", "arg one"],
+        env: { GREETING: "hello there" },
+        workingDir: "/workspace/sub/dir",
+      });
+      assert.equal(r.stdout, "arg one|hello there|/workspace/sub/dir");
+      assert.equal(r.completed.exitCode, 0);
+    });
+
+    test("a missing executable completes with a non-zero exit code, not a thrown error", async () => {
+      const r = await collectExec(driver, ready.sandboxId, { command: "/no/such/binary" });
+      assert.notEqual(r.completed.exitCode, 0);
+    });
+
+    test("the first stdout chunk arrives while the process is still running", async () => {
+      await driver.writeFile(ready.sandboxId, "stream-go", bytes(""), false, 0o644).catch(() => {});
+      // The process only finishes once the test, having seen "first", creates the file.
+      const gate = `gate-${randomUUID()}`;
+      const events: ExecEvent[] = [];
+      let sawFirstBeforeGate = false;
+      for await (const event of driver.exec(ready.sandboxId, {
+        command: "/bin/sh",
+        args: ["-c", `echo first; while [ ! -e ${gate} ]; do sleep 0.02; done; echo second`],
+        env: {},
+        workingDir: "/workspace",
+      })) {
+        events.push(event);
+        if (event.type === "stdout" && text(event.data).includes("first") && !sawFirstBeforeGate) {
+          sawFirstBeforeGate = true;
+          await driver.writeFile(ready.sandboxId, gate, bytes("go"), false, 0o644);
+        }
+      }
+      assert.ok(sawFirstBeforeGate);
+      const out = events.flatMap((e) => (e.type === "stdout" ? [text(e.data)] : [])).join("");
+      assert.equal(out, "first\nsecond\n");
+      const last = events.at(-1);
+      assert.ok(last?.type === "completed" && last.exitCode === 0);
+    });
+
+    test("cancel sends SIGTERM to the whole tree and completes cancelled with exit -1; no process survives", async () => {
+      const controller = new AbortController();
+      const tag = `t${randomUUID().slice(0, 8)}`;
+      const events: ExecEvent[] = [];
+      // A shell with two background children and a grandchild that ignores nothing.
+      const script = `sleep 1000 & sh -c 'sleep 1001 & wait' & echo ${tag}; wait`;
+      for await (const event of driver.exec(ready.sandboxId, {
+        command: "/bin/sh",
+        args: ["-c", script],
+        env: {},
+        workingDir: "/workspace",
+        signal: controller.signal,
+      })) {
+        events.push(event);
+        if (event.type === "stdout" && text(event.data).includes(tag)) controller.abort();
+      }
+      const last = events.at(-1);
+      assert.ok(last?.type === "completed");
+      assert.equal(last.cancelled, true);
+      assert.equal(last.exitCode, -1);
+      const ps = await collectExec(driver, ready.sandboxId, {
+        command: "/bin/sh",
+        args: ["-c", "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done"],
+      });
+      assert.doesNotMatch(ps.stdout, /sleep 100[01]/, `survivors:\n${ps.stdout}`);
+    });
+
+    test("a process ignoring SIGTERM is SIGKILLed after the grace", async () => {
+      const controller = new AbortController();
+      const events: ExecEvent[] = [];
+      const started = Date.now();
+      let abortedAt = 0;
+      for await (const event of driver.exec(ready.sandboxId, {
+        command: "/bin/sh",
+        args: ["-c", "trap '' TERM; echo armed; while true; do sleep 0.05; done"],
+        env: {},
+        workingDir: "/workspace",
+        signal: controller.signal,
+      })) {
+        events.push(event);
+        if (event.type === "stdout" && !abortedAt) {
+          abortedAt = Date.now();
+          controller.abort();
+        }
+      }
+      const last = events.at(-1);
+      assert.ok(last?.type === "completed" && last.cancelled && last.exitCode === -1);
+      const waited = Date.now() - abortedAt;
+      assert.ok(waited >= GRACE_MS - 50, `killed after ${waited} ms, grace ${GRACE_MS}`);
+      assert.ok(Date.now() - started < 30_000);
+    });
+
+    test("an exec aborted before it starts still ends with one cancelled completed", async () => {
+      const r = await collectExec(driver, ready.sandboxId, {
+        command: "/bin/sleep",
+        args: ["30"],
+        signal: AbortSignal.abort(),
+      });
+      assert.equal(r.completed.cancelled, true);
+      assert.equal(r.completed.exitCode, -1);
+    });
+
+    test("write, read with offset and max_bytes, total_size and eof", async () => {
+      const n = await driver.writeFile(ready.sandboxId, "files/a.txt", bytes("hello world"), false, 0o600);
+      assert.equal(n, 11);
+      const all = await driver.readFile(ready.sandboxId, "files/a.txt", 0, 16 << 20);
+      assert.equal(text(all.data), "hello world");
+      assert.equal(all.totalSize, 11);
+      assert.equal(all.eof, true);
+      const part = await driver.readFile(ready.sandboxId, "files/a.txt", 6, 3);
+      assert.equal(text(part.data), "wor");
+      assert.equal(part.totalSize, 11);
+      assert.equal(part.eof, false);
+      const tail = await driver.readFile(ready.sandboxId, "files/a.txt", 6, 5);
+      assert.equal(text(tail.data), "world");
+      assert.equal(tail.eof, true);
+      const past = await driver.readFile(ready.sandboxId, "files/a.txt", 50, 5);
+      assert.equal(past.data.length, 0);
+      assert.equal(past.eof, true);
+    });
+
+    test("append appends, a plain write truncates, mode applies on create only", async () => {
+      await driver.writeFile(ready.sandboxId, "files/m.txt", bytes("one"), false, 0o640);
+      await driver.writeFile(ready.sandboxId, "files/m.txt", bytes("+two"), true, 0o777);
+      assert.equal(text((await driver.readFile(ready.sandboxId, "files/m.txt", 0, 100)).data), "one+two");
+      await driver.writeFile(ready.sandboxId, "files/m.txt", bytes("z"), false, 0o777);
+      assert.equal(text((await driver.readFile(ready.sandboxId, "files/m.txt", 0, 100)).data), "z");
+      const list = await driver.listFiles(ready.sandboxId, "files", false, 1000);
+      const entry = list.entries.find((e) => e.path === "m.txt");
+      assert.ok(entry);
+      assert.equal(entry.mode, 0o640);
+      assert.equal(entry.size, 1);
+      assert.equal(entry.isDir, false);
+      // The file written by the service is usable from inside the sandbox.
+      const r = await collectExec(driver, ready.sandboxId, { command: "/bin/cat", args: ["files/m.txt"] });
+      assert.equal(r.stdout, "z");
+    });
+
+    test("files written by a command are readable through readFile", async () => {
+      await collectExec(driver, ready.sandboxId, { command: "/bin/sh", args: ["-c", "echo made-inside > inside.txt"] });
+      assert.equal(text((await driver.readFile(ready.sandboxId, "inside.txt", 0, 100)).data), "made-inside\n");
+    });
+
+    test("listFiles: flat and recursive, paths relative to the listed dir, dirs size 0, truncation", async () => {
+      await driver.writeFile(ready.sandboxId, "tree/a", bytes("12345"), false, 0o644);
+      await driver.writeFile(ready.sandboxId, "tree/d/b", bytes("1"), false, 0o644);
+      await driver.writeFile(ready.sandboxId, "tree/d/e/c", bytes("1"), false, 0o644);
+      const flat = await driver.listFiles(ready.sandboxId, "tree", false, 1000);
+      assert.deepEqual(flat.entries.map((e) => e.path).sort(), ["a", "d"]);
+      assert.equal(flat.truncated, false);
+      const dir = flat.entries.find((e) => e.path === "d");
+      assert.ok(dir?.isDir);
+      assert.equal(dir.size, 0);
+      assert.equal(flat.entries.find((e) => e.path === "a")?.size, 5);
+      assert.ok(flat.entries.every((e) => e.modifiedAt instanceof Date && !Number.isNaN(e.modifiedAt.getTime())));
+      const deep = await driver.listFiles(ready.sandboxId, "tree", true, 1000);
+      assert.deepEqual(deep.entries.map((e) => e.path).sort(), ["a", "d", "d/b", "d/e", "d/e/c"]);
+      const capped = await driver.listFiles(ready.sandboxId, "tree", true, 2);
+      assert.equal(capped.entries.length, 2);
+      assert.equal(capped.truncated, true);
+      const root = await driver.listFiles(ready.sandboxId, "", false, 1000);
+      assert.ok(root.entries.some((e) => e.path === "tree" && e.isDir));
+    });
+
+    test("missing files are NotFound; reading a directory is InvalidArgument", async () => {
+      await rejectsWith(driver.readFile(ready.sandboxId, "nope/nothing", 0, 10), Code.NotFound);
+      await rejectsWith(driver.listFiles(ready.sandboxId, "nope", false, 10), Code.NotFound);
+      await driver.writeFile(ready.sandboxId, "adir/x", bytes("x"), false, 0o644);
+      await rejectsWith(driver.readFile(ready.sandboxId, "adir", 0, 10), Code.InvalidArgument);
+    });
+
+    test("symlinks inside the mount are followed; ones leaving it are PermissionDenied (also intermediate)", async () => {
+      await collectExec(driver, ready.sandboxId, {
+        command: "/bin/sh",
+        args: [
+          "-c",
+          [
+            "mkdir -p links/real && echo inner > links/real/f",
+            "ln -sfn real links/in",
+            "ln -sfn /workspace/links/real/f links/abs-in",
+            "ln -sfn /etc links/out",
+            "ln -sfn ../../.. links/up",
+            "ln -sfn /etc/hostname links/file-out",
+          ].join(" && "),
+        ],
+      });
+      assert.equal(text((await driver.readFile(ready.sandboxId, "links/in/f", 0, 100)).data), "inner\n");
+      assert.equal(text((await driver.readFile(ready.sandboxId, "links/abs-in", 0, 100)).data), "inner\n");
+      await rejectsWith(driver.readFile(ready.sandboxId, "links/out/hostname", 0, 100), Code.PermissionDenied);
+      await rejectsWith(driver.readFile(ready.sandboxId, "links/file-out", 0, 100), Code.PermissionDenied);
+      await rejectsWith(driver.readFile(ready.sandboxId, "links/up/etc/hostname", 0, 100), Code.PermissionDenied);
+      await rejectsWith(driver.writeFile(ready.sandboxId, "links/out/evil", bytes("x"), false, 0o644), Code.PermissionDenied);
+      await rejectsWith(driver.writeFile(ready.sandboxId, "links/file-out", bytes("x"), false, 0o644), Code.PermissionDenied);
+      await rejectsWith(driver.listFiles(ready.sandboxId, "links/out", false, 10), Code.PermissionDenied);
+      await rejectsWith(driver.listFiles(ready.sandboxId, "links/up", true, 10), Code.PermissionDenied);
+      await driver.writeFile(ready.sandboxId, "links/in/g", bytes("via-link"), false, 0o644);
+      assert.equal(text((await driver.readFile(ready.sandboxId, "links/real/g", 0, 100)).data), "via-link");
+    });
+
+    test("usage grows with real work and destroy returns lifetime usage", async () => {
+      const spec = contractSpec(image);
+      await driver.create(spec);
+      assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000))).phase, "ready");
+      const r = await collectExec(driver, spec.sandboxId, {
+        command: "/bin/sh",
+        args: ["-c", "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done; head -c 300000 /dev/zero > blob; echo done"],
+      });
+      assert.equal(r.stdout, "done\n");
+      assert.ok(r.completed.usage.cpuMs > 0, `exec cpu_ms ${r.completed.usage.cpuMs}`);
+      assert.ok(r.completed.usage.memoryPeakBytes > 0, "exec memory peak");
+      const now = await driver.usage(spec.sandboxId);
+      assert.ok(now.cpuMs >= r.completed.usage.cpuMs);
+      assert.ok(now.memoryPeakBytes > 0);
+      const total = await driver.destroy(spec.sandboxId);
+      assert.ok(total.cpuMs >= r.completed.usage.cpuMs);
+      const again = await driver.destroy(spec.sandboxId);
+      assert.equal(again.cpuMs, total.cpuMs);
+    });
+
+    test("after destroy the sandbox is gone: exec is FailedPrecondition; GC removes it only after the grace", async () => {
+      const spec = contractSpec(image);
+      await driver.create(spec);
+      await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000));
+      await driver.writeFile(spec.sandboxId, "keep.txt", bytes("x"), false, 0o644);
+      await driver.destroy(spec.sandboxId);
+      assert.equal((await driver.observe(spec.sandboxId)).phase, "gone");
+      await assert.rejects(
+        (async () => {
+          for await (const _ of driver.exec(spec.sandboxId, { command: "/bin/true", args: [], env: {}, workingDir: "/workspace" })) {
+          }
+        })(),
+        (err: unknown) => err instanceof PlatformError && err.code === Code.FailedPrecondition,
+      );
+      assert.ok(!(await driver.collectGarbage(new Date())).includes(spec.sandboxId));
+      const later = new Date(Date.now() + 24 * 3600_000 + 60_000);
+      assert.ok((await driver.collectGarbage(later)).includes(spec.sandboxId));
+    });
+
+    test("a sandbox past its max runtime fails with reason deadline", async () => {
+      const spec = contractSpec(image, { maxRuntimeMs: 1500 });
+      await driver.create(spec);
+      assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000))).phase, "ready");
+      const deadline = Date.now() + 20_000;
+      let o = await driver.observe(spec.sandboxId);
+      while (o.phase === "ready" && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100));
+        o = await driver.observe(spec.sandboxId);
+      }
+      assert.equal(o.phase, "failed");
+      assert.equal(o.reason, "deadline");
+      await rejectsWith(
+        (async () => {
+          for await (const _ of driver.exec(spec.sandboxId, { command: "/bin/true", args: [], env: {}, workingDir: "/workspace" })) {
+          }
+        })(),
+        Code.FailedPrecondition,
+      );
+      await driver.destroy(spec.sandboxId);
+    });
+  });
+}

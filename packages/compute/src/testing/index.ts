@@ -1,0 +1,9 @@
+export {
+  collectExec,
+  contractSpec,
+  driverContract,
+  type CollectedExec,
+  type ContractDriverOptions,
+  type ContractFactoryResult,
+  type DriverFactory,
+} from "./driver-contract.ts";
