@@ -1,0 +1,170 @@
+import { parseDuration } from "./duration.ts";
+
+/** A setting that is missing or invalid; the process exits naming it. */
+export class SettingsError extends Error {
+  override name = "SettingsError";
+  constructor(
+    readonly setting: string,
+    message: string,
+  ) {
+    super(`${setting}: ${message}`);
+  }
+}
+
+export type DeploymentEnv = "dev" | "staging" | "prod";
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+export type Argon2Settings = { memoryKiB: number; timeCost: number; parallelism: number; maxConcurrent: number };
+
+export type Bootstrap = { email: string; password: string; name: string; orgName: string; orgSlug?: string };
+
+/** Every row of the identity Limits table, plus the few settings this implementation adds. */
+export type Settings = {
+  /** Pooled server connection. Absent: embedded PGlite under `dataDir` (design.md's one-machine shape). */
+  databaseUrl?: string;
+  /** Direct connection used by the migrator only; falls back to databaseUrl. */
+  migrationDbUrl?: string;
+  /** PGlite directory when databaseUrl is absent; absent too: in memory. */
+  dataDir?: string;
+  /** 32-byte AES-256 key encrypting signing keys at rest. */
+  kek: Buffer;
+  host: string;
+  serverPort: number;
+  grpcPort: number;
+  env: DeploymentEnv;
+  jwtTtlSeconds: number;
+  refreshTokenTtlSeconds: number;
+  requestTimeoutMs: number;
+  readHeaderTimeoutMs: number;
+  shutdownTimeoutMs: number;
+  bodyLimitBytes: number;
+  dbMaxConns: number;
+  dbMinConns: number;
+  dbMaxConnLifetimeMs: number;
+  logLevel: LogLevel;
+  otelEndpoint?: string;
+  argon2: Argon2Settings;
+  bootstrap?: Bootstrap;
+};
+
+type Env = Record<string, string | undefined>;
+
+function read(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v.trim() === "" ? undefined : v.trim();
+}
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw)) throw new SettingsError(name, `must be an integer, got ${JSON.stringify(raw)}`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new SettingsError(name, `must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function duration(env: Env, name: string, fallbackMs: number, minMs = 1): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallbackMs;
+  const ms = parseDuration(raw);
+  if (ms === undefined) throw new SettingsError(name, `must be a duration such as 30s, 5m or 1h, got ${JSON.stringify(raw)}`);
+  if (ms < minMs) throw new SettingsError(name, `must be at least ${minMs} ms`);
+  return ms;
+}
+
+function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!(values as readonly string[]).includes(raw)) throw new SettingsError(name, `must be one of ${values.join(", ")}, got ${JSON.stringify(raw)}`);
+  return raw as T;
+}
+
+function url(env: Env, name: string): string | undefined {
+  const raw = read(env, name);
+  if (raw === undefined) return undefined;
+  try {
+    new URL(raw);
+  } catch {
+    throw new SettingsError(name, "must be a URL");
+  }
+  return raw;
+}
+
+function postgresUrl(env: Env, name: string): string | undefined {
+  const raw = url(env, name);
+  if (raw !== undefined && !/^postgres(ql)?:$/.test(new URL(raw).protocol)) {
+    throw new SettingsError(name, "must be a postgres:// URL");
+  }
+  return raw;
+}
+
+/**
+ * Reads and validates every setting once, at start-up. Throws SettingsError
+ * naming the first missing or invalid one. Secrets never appear in messages.
+ */
+export function loadSettings(env: Env = process.env): Settings {
+  const kekHex = read(env, "IDENTITY_AUTHKEY_KEK");
+  if (kekHex === undefined) throw new SettingsError("IDENTITY_AUTHKEY_KEK", "is required (64 hex characters, a 32-byte AES-256 key)");
+  if (!/^[0-9a-fA-F]{64}$/.test(kekHex)) throw new SettingsError("IDENTITY_AUTHKEY_KEK", "must be exactly 64 hex characters (a 32-byte AES-256 key)");
+
+  const databaseUrl = postgresUrl(env, "DATABASE_URL");
+  const dataDir = read(env, "IDENTITY_DATA_DIR");
+  // The spec makes DATABASE_URL required (cluster shape). The embedded shape
+  // of design.md runs on PGlite instead, so its absence is accepted only when
+  // IDENTITY_DATA_DIR says where the embedded database lives, or when
+  // IDENTITY_EMBEDDED_MEMORY=1 asks for a throw-away in-memory one.
+  if (!databaseUrl && !dataDir && read(env, "IDENTITY_EMBEDDED_MEMORY") !== "1") {
+    throw new SettingsError("DATABASE_URL", "is required (or set IDENTITY_DATA_DIR for the embedded PGlite database)");
+  }
+
+  const dbMaxConns = int(env, "DB_MAX_CONNS", 20, 1, 10_000);
+  const dbMinConns = int(env, "DB_MIN_CONNS", 2, 0, 10_000);
+  if (dbMinConns > dbMaxConns) throw new SettingsError("DB_MIN_CONNS", `must not exceed DB_MAX_CONNS (${dbMaxConns})`);
+
+  const bootstrapEmail = read(env, "BOOTSTRAP_OWNER_EMAIL");
+  let bootstrap: Bootstrap | undefined;
+  if (bootstrapEmail !== undefined) {
+    const password = env.BOOTSTRAP_OWNER_PASSWORD ?? "";
+    if (password.length < 8) throw new SettingsError("BOOTSTRAP_OWNER_PASSWORD", "is required with BOOTSTRAP_OWNER_EMAIL (at least 8 characters)");
+    const orgName = read(env, "BOOTSTRAP_ORG_NAME");
+    if (orgName === undefined) throw new SettingsError("BOOTSTRAP_ORG_NAME", "is required with BOOTSTRAP_OWNER_EMAIL");
+    if (!/^[^\s@]+@[^\s@]+$/.test(bootstrapEmail)) throw new SettingsError("BOOTSTRAP_OWNER_EMAIL", "must be an email address");
+    bootstrap = {
+      email: bootstrapEmail,
+      password,
+      name: read(env, "BOOTSTRAP_OWNER_NAME") ?? "Owner",
+      orgName,
+      orgSlug: read(env, "BOOTSTRAP_ORG_SLUG"),
+    };
+  }
+
+  return {
+    databaseUrl,
+    migrationDbUrl: postgresUrl(env, "MIGRATION_DB_URL"),
+    dataDir,
+    kek: Buffer.from(kekHex, "hex"),
+    host: read(env, "HOST") ?? "0.0.0.0",
+    serverPort: int(env, "SERVER_PORT", 8081, 0, 65535),
+    grpcPort: int(env, "IDENTITY_GRPC_PORT", 50051, 0, 65535),
+    env: oneOf(env, "ENV", ["dev", "staging", "prod"] as const, "dev"),
+    jwtTtlSeconds: Math.floor(duration(env, "JWT_TTL", 3_600_000, 1000) / 1000),
+    refreshTokenTtlSeconds: Math.floor(duration(env, "REFRESH_TOKEN_TTL", 30 * 24 * 3_600_000, 1000) / 1000),
+    requestTimeoutMs: duration(env, "REQUEST_TIMEOUT", 30_000),
+    readHeaderTimeoutMs: duration(env, "READ_HEADER_TIMEOUT", 5_000),
+    shutdownTimeoutMs: duration(env, "SHUTDOWN_TIMEOUT", 30_000),
+    bodyLimitBytes: int(env, "BODY_LIMIT_BYTES", 1_048_576, 1, 1 << 30),
+    dbMaxConns,
+    dbMinConns,
+    dbMaxConnLifetimeMs: duration(env, "DB_MAX_CONN_LIFETIME", 30 * 60_000),
+    logLevel: oneOf(env, "LOG_LEVEL", ["debug", "info", "warn", "error"] as const, "info"),
+    otelEndpoint: url(env, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    argon2: {
+      // OWASP password storage cheat sheet minimum for argon2id: m=19 MiB, t=2, p=1.
+      memoryKiB: int(env, "ARGON2_MEMORY_KIB", 19_456, 8, 4_194_304),
+      timeCost: int(env, "ARGON2_TIME_COST", 2, 1, 100),
+      parallelism: int(env, "ARGON2_PARALLELISM", 1, 1, 64),
+      maxConcurrent: int(env, "ARGON2_MAX_CONCURRENT", 4, 1, 1024),
+    },
+    bootstrap,
+  };
+}

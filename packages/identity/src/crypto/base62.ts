@@ -1,0 +1,15 @@
+const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/** Big-endian base62 of the bytes, left-padded to `width` characters. */
+export function base62(bytes: Uint8Array, width = 0): string {
+  let n = 0n;
+  for (const b of bytes) n = (n << 8n) | BigInt(b);
+  let out = "";
+  while (n > 0n) {
+    out = ALPHABET[Number(n % 62n)] + out;
+    n /= 62n;
+  }
+  return out.padStart(width, "0");
+}
+
+export const isBase62 = (s: string): boolean => /^[0-9A-Za-z]+$/.test(s);

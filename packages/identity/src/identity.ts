@@ -1,0 +1,63 @@
+import type { Database } from "@platform/db";
+import { ApiKeys } from "./api-keys/api-keys.ts";
+import { type Clock, type KeyEnv, systemClock } from "./auth/auth-context.ts";
+import { Authenticator } from "./auth/authenticator.ts";
+import { type BootstrapResult, bootstrapOwner } from "./bootstrap/bootstrap.ts";
+import type { Argon2Settings, Bootstrap, DeploymentEnv } from "./config/settings.ts";
+import type { IdentityDB } from "./db/schema.ts";
+import { IdempotencyStore } from "./idempotency/idempotency-store.ts";
+import { SigningKeys } from "./keys/signing-keys.ts";
+import { Orgs } from "./orgs/orgs.ts";
+import { PasswordHasher } from "./passwords/password-hasher.ts";
+import { RefreshTokens } from "./sessions/refresh-tokens.ts";
+import { Sessions } from "./sessions/sessions.ts";
+import { JwtService } from "./tokens/jwt-service.ts";
+import { Users } from "./users/users.ts";
+
+export type IdentityOptions = {
+  kek: Buffer;
+  env: DeploymentEnv;
+  jwtTtlSeconds: number;
+  refreshTokenTtlSeconds: number;
+  argon2: Argon2Settings;
+  /** How long a running idempotent request holds its key before another may take over. */
+  idempotencyLockMs: number;
+  clock?: Clock;
+};
+
+/** The spec's `env` claim is live|test; ENV is dev|staging|prod. prod issues live tokens, the rest test. */
+export const claimEnvOf = (env: DeploymentEnv): KeyEnv => (env === "prod" ? "live" : "test");
+
+/** The identity domain, wired on one database. Knows nothing of transports. */
+export function createIdentity(database: Database<IdentityDB>, options: IdentityOptions) {
+  const db = database.db;
+  const clock = options.clock ?? systemClock;
+  const hasher = new PasswordHasher(options.argon2);
+  const keys = new SigningKeys(db, options.kek);
+  const users = new Users(db, hasher);
+  const orgs = new Orgs(db);
+  const apiKeys = new ApiKeys(db, clock);
+  const jwt = new JwtService(db, keys, { env: claimEnvOf(options.env), clock });
+  const refreshTokens = new RefreshTokens(db, options.refreshTokenTtlSeconds);
+  const sessions = new Sessions({ db, users, hasher, jwt, refreshTokens, jwtTtlSeconds: options.jwtTtlSeconds, clock });
+  const authenticator = new Authenticator(jwt, apiKeys);
+  const idempotency = new IdempotencyStore(db, { lockMs: options.idempotencyLockMs, clock });
+  return {
+    database,
+    db,
+    clock,
+    hasher,
+    keys,
+    users,
+    orgs,
+    apiKeys,
+    jwt,
+    refreshTokens,
+    sessions,
+    authenticator,
+    idempotency,
+    bootstrap: (input: Bootstrap): Promise<BootstrapResult> => bootstrapOwner({ db, users, orgs }, input),
+  };
+}
+
+export type Identity = ReturnType<typeof createIdentity>;

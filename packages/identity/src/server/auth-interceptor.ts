@@ -1,0 +1,45 @@
+import { type Interceptor, createContextKey } from "@connectrpc/connect";
+import { Code, type ErrorExtra, IdentityRestCode, PlatformError } from "@platform/errors";
+import type { AuthContext } from "../auth/auth-context.ts";
+import type { Authenticator } from "../auth/authenticator.ts";
+import { ruleOf } from "./policies.ts";
+
+/** The caller of the current request, for handlers: `ctx.values.get(authContextKey)`. */
+export const authContextKey = createContextKey<AuthContext | undefined>(undefined, { description: "identity caller" });
+
+const unauthenticated = (message: string, extra?: ErrorExtra) => PlatformError.unauthenticated(message, IdentityRestCode.unauthenticated, extra);
+
+/**
+ * Applies each RPC's policy (policies.ts) to the `Authorization: Bearer`
+ * credential, JWT or API key, and puts the resolved AuthContext into the
+ * context values. As a Connect interceptor it guards REST and gRPC alike.
+ * The verifier's reasons (expired, key_retired, ...) stay out of the REST
+ * envelope, whose code is `unauthenticated` for any bad credential.
+ */
+export function authInterceptor(authenticator: Authenticator): Interceptor {
+  return (next) => async (req) => {
+    const rule = ruleOf(req.method);
+    if (!rule) throw PlatformError.permissionDenied("method not available", IdentityRestCode.insufficientRole);
+    if (rule.policy === "none") return next(req);
+
+    const header = req.header.get("authorization");
+    if (!header) throw unauthenticated("missing Authorization: Bearer credential");
+    const m = /^bearer\s+(\S+)\s*$/i.exec(header);
+    if (!m) throw unauthenticated("Authorization must be Bearer <token>");
+    let caller: AuthContext;
+    try {
+      caller = await authenticator.verifyToken(m[1]!);
+    } catch (err) {
+      if (err instanceof PlatformError && err.code === Code.Unauthenticated) throw unauthenticated(err.message);
+      throw err;
+    }
+    if (rule.policy === "jwt-only" || rule.policy === "owner") {
+      if (caller.mode !== "jwt") throw PlatformError.permissionDenied("this endpoint requires a JWT session, not an API key", IdentityRestCode.insufficientRole);
+    }
+    if (rule.policy === "owner" && caller.role !== "owner") {
+      throw PlatformError.permissionDenied("owner role required", IdentityRestCode.insufficientRole);
+    }
+    req.contextValues.set(authContextKey, caller);
+    return next(req);
+  };
+}

@@ -1,0 +1,62 @@
+import { createHash } from "node:crypto";
+import { type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
+import type { Interceptor } from "@connectrpc/connect";
+import { PlatformError } from "@platform/errors";
+import { IdempotencyStore } from "../idempotency/idempotency-store.ts";
+import { authContextKey } from "./auth-interceptor.ts";
+import { ruleOf } from "./policies.ts";
+
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+export const REPLAYED_HEADER = "idempotent-replayed";
+
+function fingerprint(method: string, schema: DescMessage, message: unknown): string {
+  return createHash("sha256")
+    .update(method)
+    .update("\0")
+    .update(toBinary(schema, message as never))
+    .digest("hex");
+}
+
+/**
+ * Idempotency-Key on every mutating RPC but login, refresh and logout
+ * (policies.ts marks them). Runs after the auth interceptor: keys are scoped
+ * to the caller (user and org), so two callers may use the same key. The
+ * request fingerprint is the method plus the request message in protobuf
+ * binary, so a REST and a gRPC call of the same request match. A successful
+ * response is stored and replayed for 24 h with `Idempotent-Replayed: true`;
+ * a failed one releases the key so the client can retry.
+ */
+export function idempotencyInterceptor(store: IdempotencyStore): Interceptor {
+  return (next) => async (req) => {
+    const rule = ruleOf(req.method);
+    if (!rule?.idempotent || req.stream) return next(req);
+    const caller = req.contextValues.get(authContextKey);
+    if (!caller) throw PlatformError.internal("idempotent RPC without a caller");
+    const key = IdempotencyStore.validateKey(req.header.get(IDEMPOTENCY_KEY_HEADER));
+    const scope = `${caller.userId}/${caller.orgId}`;
+    const method = `${req.method.parent.typeName}/${req.method.name}`;
+    const claim = await store.claim(scope, key, method, fingerprint(method, req.method.input, req.message));
+    if (claim.kind === "replay") {
+      const header = new Headers();
+      header.set(REPLAYED_HEADER, "true");
+      return {
+        stream: false,
+        service: req.service,
+        method: req.method,
+        header,
+        trailer: new Headers(),
+        message: fromBinary(req.method.output, claim.response),
+      } as Awaited<ReturnType<typeof next>>;
+    }
+    let res: Awaited<ReturnType<typeof next>>;
+    try {
+      res = await next(req);
+    } catch (err) {
+      await store.release(scope, key).catch(() => {});
+      throw err;
+    }
+    if (res.stream) return res;
+    await store.complete(scope, key, toBinary(req.method.output, res.message as never));
+    return res;
+  };
+}

@@ -1,0 +1,117 @@
+import { randomUUID } from "node:crypto";
+import { sql, type Kysely, type Transaction } from "kysely";
+import { randomBase62, sha256 } from "../crypto/hash.ts";
+import type { IdentityDB } from "../db/schema.ts";
+
+export const REFRESH_TOKEN_PREFIX = "rt_";
+
+export type ConsumeResult =
+  | { kind: "consumed"; familyId: string; userId: string; orgId: string }
+  | { kind: "reused"; familyId: string }
+  | { kind: "invalid" };
+
+/**
+ * Refresh-token families. Tokens are opaque (`rt_` + 256 random bits) and
+ * stored as SHA-256. A token is consumed by one conditional UPDATE, so of any
+ * number of concurrent refreshes exactly one sees its row change; every
+ * other one finds the token consumed, which is reuse and revokes the family.
+ */
+export class RefreshTokens {
+  constructor(
+    private readonly db: Kysely<IdentityDB>,
+    private readonly ttlSeconds: number,
+  ) {}
+
+  async startFamily(userId: string, orgId: string, deviceLabel: string | undefined, now: Date): Promise<string> {
+    return this.db.transaction().execute(async (trx) => {
+      const familyId = randomUUID();
+      await trx.insertInto("refresh_token_families").values({ id: familyId, user_id: userId, org_id: orgId, device_label: deviceLabel ?? null }).execute();
+      return this.#mint(trx, familyId, now);
+    });
+  }
+
+  async consume(raw: string, now: Date): Promise<ConsumeResult> {
+    const hash = sha256(raw);
+    const won = await this.db
+      .updateTable("refresh_tokens")
+      .set({ consumed_at: now })
+      .where("token_hash", "=", hash)
+      .where("consumed_at", "is", null)
+      .where("revoked_at", "is", null)
+      .where("expires_at", ">", now)
+      .returning(["family_id"])
+      .executeTakeFirst();
+    if (won) {
+      const family = await this.db
+        .selectFrom("refresh_token_families")
+        .select(["user_id", "org_id", "revoked_at"])
+        .where("id", "=", won.family_id)
+        .executeTakeFirstOrThrow();
+      if (family.revoked_at) return { kind: "invalid" };
+      return { kind: "consumed", familyId: won.family_id, userId: family.user_id, orgId: family.org_id };
+    }
+    const row = await this.db.selectFrom("refresh_tokens").select(["family_id", "consumed_at"]).where("token_hash", "=", hash).executeTakeFirst();
+    if (!row) return { kind: "invalid" };
+    // Consumed wins over revoked: the losers of a concurrent refresh find the
+    // family already revoked by the first loser and must still report reuse.
+    if (row.consumed_at) {
+      await this.revokeFamily(row.family_id, now);
+      return { kind: "reused", familyId: row.family_id };
+    }
+    return { kind: "invalid" };
+  }
+
+  /** Next token of a family whose previous token was just consumed. */
+  async rotate(familyId: string, now: Date): Promise<string> {
+    return this.db.transaction().execute((trx) => this.#mint(trx, familyId, now));
+  }
+
+  /** Logout: revokes the token's family if the token is known; anything else is a no-op. */
+  async revokeByToken(raw: string, now: Date): Promise<void> {
+    if (!raw.startsWith(REFRESH_TOKEN_PREFIX)) return;
+    const row = await this.db.selectFrom("refresh_tokens").select("family_id").where("token_hash", "=", sha256(raw)).executeTakeFirst();
+    if (row) await this.revokeFamily(row.family_id, now);
+  }
+
+  async revokeFamily(familyId: string, now: Date): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx.updateTable("refresh_token_families").set({ revoked_at: now }).where("id", "=", familyId).where("revoked_at", "is", null).execute();
+      await trx.updateTable("refresh_tokens").set({ revoked_at: now }).where("family_id", "=", familyId).where("revoked_at", "is", null).execute();
+    });
+  }
+
+  /** Revokes every non-revoked refresh token of the user. Returns the number of families revoked. */
+  async revokeAllOfUser(userId: string, now: Date): Promise<number> {
+    return this.db.transaction().execute(async (trx) => {
+      const families = await trx
+        .updateTable("refresh_token_families")
+        .set({ revoked_at: now })
+        .where("user_id", "=", userId)
+        .where("revoked_at", "is", null)
+        .returning("id")
+        .execute();
+      await trx
+        .updateTable("refresh_tokens")
+        .set({ revoked_at: now })
+        .where("revoked_at", "is", null)
+        .where("family_id", "in", sql<string>`(select id from refresh_token_families where user_id = ${userId})`)
+        .execute();
+      return families.length;
+    });
+  }
+
+  async #mint(trx: Transaction<IdentityDB>, familyId: string, now: Date): Promise<string> {
+    const raw = REFRESH_TOKEN_PREFIX + randomBase62(32);
+    await trx
+      .insertInto("refresh_tokens")
+      .values({
+        id: randomUUID(),
+        family_id: familyId,
+        token_hash: sha256(raw),
+        created_at: now,
+        expires_at: new Date(now.getTime() + this.ttlSeconds * 1000),
+      })
+      .execute();
+    return raw;
+  }
+}

@@ -1,0 +1,154 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { ErrorAction, IdentityRestCode, PlatformError } from "@platform/errors";
+import { sha256 } from "../crypto/hash.ts";
+import { type Fixture, createFixture } from "../testing/fixture.ts";
+
+let f: Fixture;
+before(async () => {
+  f = await createFixture();
+});
+after(() => f.close());
+
+async function rejects(p: Promise<unknown>, reason: string, extra?: Record<string, string>) {
+  const err = await p.then(
+    () => assert.fail(`expected ${reason}`),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof PlatformError, String(err));
+  assert.equal(err.reason, reason, err.message);
+  if (extra) assert.deepEqual(err.extra, extra);
+  return err;
+}
+
+describe("login", () => {
+  test("returns a token pair; email is case-insensitive; device label stored", async () => {
+    const u = await f.seedUser({ email: "Mixed.Case@Example.com" });
+    const pair = await f.identity.sessions.login({ email: "mixed.case@EXAMPLE.COM", password: u.password, deviceLabel: "laptop" });
+    assert.equal(pair.tokenType, "Bearer");
+    assert.equal(pair.expiresIn, 3600);
+    assert.match(pair.refreshToken, /^rt_[0-9A-Za-z]{43}$/);
+    const ctx = await f.identity.jwt.verify(pair.accessToken);
+    assert.equal(ctx.userId, u.user.id);
+    assert.equal(ctx.orgId, u.orgId);
+    const fam = await f.identity.db.selectFrom("refresh_token_families").select("device_label").where("user_id", "=", u.user.id).executeTakeFirstOrThrow();
+    assert.equal(fam.device_label, "laptop");
+  });
+
+  test("the refresh token is stored only as its SHA-256", async () => {
+    const u = await f.seedUser();
+    const pair = await f.identity.sessions.login({ email: u.email, password: u.password });
+    const rows = await f.identity.db.selectFrom("refresh_tokens").select("token_hash").execute();
+    assert.ok(rows.some((r) => Buffer.from(r.token_hash).equals(sha256(pair.refreshToken))));
+    for (const r of rows) assert.ok(!Buffer.from(r.token_hash).toString("latin1").includes("rt_"));
+  });
+
+  test("wrong password, unknown email and no membership give the same 401 body", async () => {
+    const u = await f.seedUser();
+    const bodies = [];
+    for (const input of [
+      { email: u.email, password: "wrong password" },
+      { email: "nobody@example.com", password: u.password },
+    ]) {
+      const e = await rejects(f.identity.sessions.login(input), IdentityRestCode.unauthenticated);
+      bodies.push([e.code, e.reason, e.message]);
+    }
+    const loner = await f.identity.users.create({ email: "loner@example.com", name: "L", password: "pw-loner-123" });
+    assert.ok(loner.id);
+    const e = await rejects(f.identity.sessions.login({ email: "loner@example.com", password: "pw-loner-123" }), IdentityRestCode.unauthenticated);
+    bodies.push([e.code, e.reason, e.message]);
+    assert.deepEqual(bodies[0], bodies[1]);
+    assert.deepEqual(bodies[0], bodies[2]);
+  });
+
+  test("missing email or password is invalid_request", async () => {
+    await rejects(f.identity.sessions.login({ email: "", password: "x" }), IdentityRestCode.invalidRequest);
+    await rejects(f.identity.sessions.login({ email: "a@b.c", password: "" }), IdentityRestCode.invalidRequest);
+  });
+});
+
+describe("refresh-token family", () => {
+  test("active → consumed: a new pair in the same family; the old token is then reuse", async () => {
+    const u = await f.seedUser();
+    const first = await f.identity.sessions.login({ email: u.email, password: u.password });
+    const second = await f.identity.sessions.refresh(first.refreshToken);
+    assert.notEqual(second.refreshToken, first.refreshToken);
+    assert.equal((await f.identity.jwt.verify(second.accessToken)).userId, u.user.id);
+    await rejects(f.identity.sessions.refresh(first.refreshToken), IdentityRestCode.refreshTokenReused, { action: ErrorAction.reAuthenticate });
+    // Reuse revoked the whole family, the newest token included.
+    await rejects(f.identity.sessions.refresh(second.refreshToken), IdentityRestCode.refreshTokenInvalid);
+  });
+
+  test("missing → refresh_token_required; unknown, malformed, expired, revoked → refresh_token_invalid", async () => {
+    await rejects(f.identity.sessions.refresh(""), IdentityRestCode.refreshTokenRequired);
+    await rejects(f.identity.sessions.refresh("rt_unknown"), IdentityRestCode.refreshTokenInvalid);
+    await rejects(f.identity.sessions.refresh("garbage"), IdentityRestCode.refreshTokenInvalid);
+    const u = await f.seedUser();
+    const pair = await f.identity.sessions.login({ email: u.email, password: u.password });
+    f.clock.advance(31 * 24 * 3600 * 1000);
+    try {
+      await rejects(f.identity.sessions.refresh(pair.refreshToken), IdentityRestCode.refreshTokenInvalid);
+    } finally {
+      f.clock.reset();
+    }
+    const other = await f.identity.sessions.login({ email: u.email, password: u.password });
+    await f.identity.sessions.logout(other.refreshToken);
+    await rejects(f.identity.sessions.refresh(other.refreshToken), IdentityRestCode.refreshTokenInvalid);
+  });
+
+  test("a user removed from the org cannot refresh", async () => {
+    const u = await f.seedUser();
+    const pair = await f.identity.sessions.login({ email: u.email, password: u.password });
+    await f.identity.db.deleteFrom("memberships").where("user_id", "=", u.user.id).execute();
+    await rejects(f.identity.sessions.refresh(pair.refreshToken), IdentityRestCode.refreshTokenInvalid);
+  });
+
+  test("100 concurrent refreshes of one token: exactly one wins, the others are reuse, the family ends revoked", async () => {
+    const u = await f.seedUser();
+    const pair = await f.identity.sessions.login({ email: u.email, password: u.password });
+    const results = await Promise.allSettled(Array.from({ length: 100 }, () => f.identity.sessions.refresh(pair.refreshToken)));
+    const won = results.filter((r) => r.status === "fulfilled");
+    const reasons = results.flatMap((r) => (r.status === "rejected" ? [(r.reason as PlatformError).reason] : []));
+    assert.equal(won.length, 1, `winners: ${won.length}`);
+    assert.equal(reasons.length, 99);
+    assert.ok(reasons.every((r) => r === IdentityRestCode.refreshTokenReused), JSON.stringify([...new Set(reasons)]));
+    const families = await f.identity.db.selectFrom("refresh_token_families").select("revoked_at").where("user_id", "=", u.user.id).execute();
+    assert.equal(families.length, 1);
+    assert.ok(families[0]!.revoked_at, "family revoked");
+    const winner = (won[0] as PromiseFulfilledResult<{ refreshToken: string }>).value;
+    await rejects(f.identity.sessions.refresh(winner.refreshToken), IdentityRestCode.refreshTokenInvalid);
+  });
+});
+
+describe("logout and revoke-all", () => {
+  test("logout revokes the family; unknown or empty tokens are a no-op", async () => {
+    await f.identity.sessions.logout("");
+    await f.identity.sessions.logout("rt_nope");
+    await f.identity.sessions.logout("not even a token");
+    const u = await f.seedUser();
+    const pair = await f.identity.sessions.login({ email: u.email, password: u.password });
+    await f.identity.sessions.logout(pair.refreshToken);
+    await f.identity.sessions.logout(pair.refreshToken);
+    await rejects(f.identity.sessions.refresh(pair.refreshToken), IdentityRestCode.refreshTokenInvalid);
+  });
+
+  test("revoke-all: owner only, target must be in the caller's org, every live token of the target revoked", async () => {
+    const owner = await f.seedUser({ role: "owner" });
+    const member = await f.seedUser({ role: "member", orgId: owner.orgId });
+    const stranger = await f.seedUser();
+    const a = await f.identity.sessions.login({ email: member.email, password: member.password });
+    const b = await f.identity.sessions.login({ email: member.email, password: member.password });
+    const mine = await f.identity.sessions.login({ email: owner.email, password: owner.password });
+
+    await rejects(f.identity.sessions.revokeAll(member.ctx(), owner.user.id), IdentityRestCode.insufficientRole);
+    await rejects(f.identity.sessions.revokeAll(owner.ctx(), ""), IdentityRestCode.userIdRequired);
+    await rejects(f.identity.sessions.revokeAll(owner.ctx(), "not-a-uuid"), IdentityRestCode.userIdInvalid);
+    await rejects(f.identity.sessions.revokeAll(owner.ctx(), stranger.user.id), IdentityRestCode.resourceNotFound);
+
+    await f.identity.sessions.revokeAll(owner.ctx(), member.user.id);
+    await rejects(f.identity.sessions.refresh(a.refreshToken), IdentityRestCode.refreshTokenInvalid);
+    await rejects(f.identity.sessions.refresh(b.refreshToken), IdentityRestCode.refreshTokenInvalid);
+    // The owner's own session is untouched.
+    await f.identity.sessions.refresh(mine.refreshToken);
+  });
+});

@@ -1,0 +1,108 @@
+import { IdentityRestCode, ErrorAction, PlatformError } from "@platform/errors";
+import type { Kysely } from "kysely";
+import { type AuthContext, type Clock, systemClock } from "../auth/auth-context.ts";
+import { isUuid } from "../crypto/hash.ts";
+import type { IdentityDB } from "../db/schema.ts";
+import type { PasswordHasher } from "../passwords/password-hasher.ts";
+import type { JwtService } from "../tokens/jwt-service.ts";
+import { currentRole, defaultMembership } from "../users/memberships.ts";
+import type { Users } from "../users/users.ts";
+import type { RefreshTokens } from "./refresh-tokens.ts";
+
+export type TokenPair = { accessToken: string; tokenType: "Bearer"; expiresIn: number; refreshToken: string };
+
+const MAX_PASSWORD_CHARS = 1024;
+const MAX_DEVICE_LABEL = 200;
+
+// One body for a wrong email, a wrong password and a missing membership, so
+// the response never tells which one it was.
+const loginFailed = () => PlatformError.unauthenticated("invalid email or password", IdentityRestCode.unauthenticated);
+const refreshInvalid = () => PlatformError.unauthenticated("refresh token is invalid", IdentityRestCode.refreshTokenInvalid);
+
+/** Login, refresh with rotation and reuse detection, logout, revoke-all. */
+export class Sessions {
+  constructor(
+    private readonly deps: {
+      db: Kysely<IdentityDB>;
+      users: Users;
+      hasher: PasswordHasher;
+      jwt: JwtService;
+      refreshTokens: RefreshTokens;
+      jwtTtlSeconds: number;
+      clock?: Clock;
+    },
+  ) {}
+
+  get #now(): Date {
+    return (this.deps.clock ?? systemClock)();
+  }
+
+  async login(input: { email: string; password: string; deviceLabel?: string }): Promise<TokenPair> {
+    if (input.email === "" || input.password === "") {
+      throw PlatformError.invalidArgument("email and password are required", IdentityRestCode.invalidRequest);
+    }
+    if (input.deviceLabel && input.deviceLabel.length > MAX_DEVICE_LABEL) {
+      throw PlatformError.invalidArgument(`x_device_label must be at most ${MAX_DEVICE_LABEL} characters`, IdentityRestCode.invalidRequest);
+    }
+    // Over-long passwords would be a cheap way to burn hashing time; they can
+    // never match, and fail with the same body after the same dummy work.
+    const password = input.password.length > MAX_PASSWORD_CHARS ? "" : input.password;
+    const user = await this.deps.users.findByEmail(input.email);
+    if (!user || password === "") {
+      await this.deps.hasher.verifyDummy(input.password.slice(0, MAX_PASSWORD_CHARS));
+      throw loginFailed();
+    }
+    if (!(await this.deps.hasher.verify(user.passwordHash, password))) throw loginFailed();
+    const membership = await defaultMembership(this.deps.db, user.id);
+    if (!membership) throw loginFailed();
+    const now = this.#now;
+    const refreshToken = await this.deps.refreshTokens.startFamily(user.id, membership.orgId, input.deviceLabel || undefined, now);
+    return this.#pair(user.id, membership.orgId, refreshToken);
+  }
+
+  async refresh(raw: string): Promise<TokenPair> {
+    if (raw === "") throw PlatformError.invalidArgument("refresh_token is required", IdentityRestCode.refreshTokenRequired);
+    if (!raw.startsWith("rt_") || raw.length > 200) throw refreshInvalid();
+    const now = this.#now;
+    const result = await this.deps.refreshTokens.consume(raw, now);
+    if (result.kind === "invalid") throw refreshInvalid();
+    if (result.kind === "reused") {
+      throw PlatformError.unauthenticated("refresh token already used; the session has been revoked", IdentityRestCode.refreshTokenReused, {
+        action: ErrorAction.reAuthenticate,
+      });
+    }
+    // A user removed from the org keeps no way back in through an old session.
+    if (!(await currentRole(this.deps.db, result.userId, result.orgId))) {
+      await this.deps.refreshTokens.revokeFamily(result.familyId, now);
+      throw refreshInvalid();
+    }
+    const next = await this.deps.refreshTokens.rotate(result.familyId, now);
+    return this.#pair(result.userId, result.orgId, next);
+  }
+
+  /** Always succeeds: an unknown or empty token is a no-op. */
+  async logout(raw: string): Promise<void> {
+    if (raw === "" || raw.length > 200) return;
+    await this.deps.refreshTokens.revokeByToken(raw, this.#now);
+  }
+
+  /**
+   * Owner only. The target must be a member of the caller's org (else 404
+   * resource_not_found, as for any other tenant's entity); then every
+   * non-revoked refresh token of that user is revoked, as the spec says.
+   */
+  async revokeAll(caller: AuthContext, userId: string): Promise<void> {
+    if (userId === "") throw PlatformError.invalidArgument("user_id is required", IdentityRestCode.userIdRequired);
+    if (!isUuid(userId)) throw PlatformError.invalidArgument("user_id must be a UUID", IdentityRestCode.userIdInvalid);
+    if (caller.role !== "owner") throw PlatformError.permissionDenied("owner role required", IdentityRestCode.insufficientRole);
+    if (!(await currentRole(this.deps.db, userId, caller.orgId))) {
+      throw PlatformError.notFound("user not found in your organization", IdentityRestCode.resourceNotFound);
+    }
+    await this.deps.refreshTokens.revokeAllOfUser(userId, this.#now);
+  }
+
+  async #pair(userId: string, orgId: string, refreshToken: string): Promise<TokenPair> {
+    const jwt = await this.deps.jwt.issue(userId, orgId, this.deps.jwtTtlSeconds);
+    return { accessToken: jwt.token, tokenType: "Bearer", expiresIn: jwt.expiresIn, refreshToken };
+  }
+}
