@@ -1,0 +1,36 @@
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Health, HealthCheckResponse_ServingStatus } from "@platform/gen/grpc/health/v1/health_pb";
+
+export const RUNTIME_SERVICE_NAME = "runtime.v1.RuntimeService";
+
+/** One gRPC health Check of `service` at `baseUrl`; false on any failure. */
+export async function isServing(baseUrl: string, service = RUNTIME_SERVICE_NAME, timeoutMs = 1000): Promise<boolean> {
+  const client = createClient(Health, createGrpcTransport({ baseUrl }));
+  try {
+    const res = await client.check({ service }, { timeoutMs });
+    return res.status === HealthCheckResponse_ServingStatus.SERVING;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Polls health until SERVING or until `timeoutMs` passes; resolves whether it
+ * became SERVING. `signal` stops early (resolves false).
+ */
+export async function waitServing(
+  baseUrl: string,
+  timeoutMs: number,
+  options: { service?: string; intervalMs?: number; signal?: AbortSignal } = {},
+): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  const interval = options.intervalMs ?? 100;
+  while (!options.signal?.aborted) {
+    const left = deadline - Date.now();
+    if (left <= 0) return false;
+    if (await isServing(baseUrl, options.service, Math.min(1000, left))) return true;
+    await new Promise((r) => setTimeout(r, Math.min(interval, Math.max(0, deadline - Date.now()))));
+  }
+  return false;
+}

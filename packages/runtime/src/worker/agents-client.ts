@@ -1,0 +1,36 @@
+import { type Client, createClient, type Transport } from "@connectrpc/connect";
+import { type Message, SessionService } from "@platform/gen/agents/v1/agents_pb";
+import { type CallIdentity, identityHeaders } from "../metadata.ts";
+import type { AgentEvent, AgentsPort } from "./agents-port.ts";
+
+const TERMINAL = new Set(["done", "error"]);
+
+/** AgentsPort over the agents service's gRPC SessionService. */
+export class ConnectAgentsClient implements AgentsPort {
+  readonly #client: Client<typeof SessionService>;
+
+  constructor(transport: Transport) {
+    this.#client = createClient(SessionService, transport);
+  }
+
+  async *sendMessages(
+    sessionId: string,
+    messages: Message[],
+    call: CallIdentity,
+    signal: AbortSignal,
+  ): AsyncIterable<AgentEvent> {
+    const stream = this.#client.sendMessages({ id: sessionId, messages }, { headers: identityHeaders(call), signal });
+    for await (const e of stream) yield { type: e.type, content: e.content };
+  }
+
+  async *rejoin(sessionId: string, call: CallIdentity, signal: AbortSignal): AsyncIterable<AgentEvent> {
+    const headers = identityHeaders(call);
+    const { session, events } = await this.#client.getSession({ id: sessionId }, { headers, signal });
+    if (session?.status !== "running") return;
+    // The current run starts after the last terminal event of the log.
+    let after = 0n;
+    for (const e of events) if (TERMINAL.has(e.type) && e.seq > after) after = e.seq;
+    const stream = this.#client.streamEvents({ id: sessionId, after }, { headers, signal });
+    for await (const e of stream) yield { type: e.type, content: e.content };
+  }
+}

@@ -1,0 +1,103 @@
+import { randomUUID } from "node:crypto";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import { Code, PlatformError } from "@platform/errors";
+import type { InvokeEventSchema, InvokeRequest } from "@platform/gen/runtime/v1/runtime_pb";
+import type { Logger } from "pino";
+import { type CallIdentity, Metadata } from "../metadata.ts";
+import type { AgentEvent, AgentsPort } from "./agents-port.ts";
+
+type InvokeEventInit = MessageInitShape<typeof InvokeEventSchema>;
+
+export interface WorkerInvokeDeps {
+  /** This worker's tenant and org (TENANT_ID, ORG_ID of its environment). */
+  tenantId: string;
+  orgId: string;
+  agents: AgentsPort;
+  logger?: Logger;
+}
+
+/**
+ * RuntimeService.Invoke of the tenant worker: checks the tenant metadata
+ * against the worker's own tenant, forwards to the agents service with the
+ * caller's credential and context, and maps the agents events:
+ * text → text_chunk, done → turn_done, error → error (the stream ends after
+ * done or error). tool_use and tool_result have no runtime event and are
+ * dropped, as are the log-only message types.
+ *
+ * With messages it calls SendMessages. Without, it rejoins the session's
+ * running turn (GetSession + StreamEvents after the last terminal event);
+ * when no turn is running it answers turn_done at once.
+ */
+export function workerInvoke(deps: WorkerInvokeDeps) {
+  const tenantId = deps.tenantId.toLowerCase();
+  const orgId = deps.orgId.toLowerCase();
+  return async function* invoke(req: InvokeRequest, ctx: HandlerContext): AsyncIterable<InvokeEventInit> {
+    const call = callIdentity(req, ctx.requestHeader);
+    if (call.tenantId.toLowerCase() !== tenantId || call.orgId.toLowerCase() !== orgId) {
+      throw PlatformError.unauthenticated("tenant metadata does not match this worker");
+    }
+    if (!req.sessionId) throw PlatformError.invalidArgument("session_id is required");
+    const log = deps.logger?.child({ requestId: call.requestId, traceId: call.traceId, sessionId: req.sessionId });
+    const rejoin = req.messages.length === 0;
+    const events: AsyncIterable<AgentEvent> = rejoin
+      ? deps.agents.rejoin(req.sessionId, call, ctx.signal)
+      : deps.agents.sendMessages(req.sessionId, req.messages, call, ctx.signal);
+    try {
+      for await (const e of events) {
+        switch (e.type) {
+          case "text":
+            yield { event: { case: "textChunk", value: { content: e.content } } };
+            break;
+          case "done":
+            yield { event: { case: "turnDone", value: {} } };
+            return;
+          case "error":
+            yield { event: { case: "error", value: { message: e.content || "agent run failed" } } };
+            return;
+          default:
+            // tool_use, tool_result, user/assistant/tool: not runtime events.
+            break;
+        }
+      }
+    } catch (err) {
+      if (ctx.signal.aborted) throw err;
+      log?.warn({ err: String(err) }, "agents call failed");
+      throw new PlatformError(Code.Internal, "internal", `agents call failed: ${messageOf(err)}`, {}, { cause: err });
+    }
+    if (rejoin) {
+      yield { event: { case: "turnDone", value: {} } };
+      return;
+    }
+    yield { event: { case: "error", value: { message: "agents stream ended without a terminal event" } } };
+  };
+}
+
+/** The tenant metadata of the call; UNAUTHENTICATED when a required entry is missing. */
+function callIdentity(req: InvokeRequest, h: Headers): CallIdentity {
+  const authorization = h.get(Metadata.authorization) ?? "";
+  const tenantId = h.get(Metadata.tenantId) ?? "";
+  const orgId = h.get(Metadata.orgId) ?? "";
+  const userId = h.get(Metadata.userId) ?? "";
+  const missing = [
+    [Metadata.authorization, authorization],
+    [Metadata.tenantId, tenantId],
+    [Metadata.orgId, orgId],
+    [Metadata.userId, userId],
+  ]
+    .filter(([, v]) => !v)
+    .map(([k]) => k);
+  if (missing.length > 0) throw PlatformError.unauthenticated(`missing tenant metadata: ${missing.join(", ")}`);
+  return {
+    authorization,
+    tenantId,
+    orgId,
+    userId,
+    requestId: h.get(Metadata.requestId) || req.requestId || randomUUID(),
+    traceId: h.get(Metadata.traceId) || req.traceId || randomUUID().replaceAll("-", ""),
+  };
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

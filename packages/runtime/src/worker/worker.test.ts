@@ -1,0 +1,199 @@
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, test } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
+import { isServing } from "../health/grpc-health.ts";
+import { Metadata } from "../metadata.ts";
+import type { RunningServer } from "../server/grpc-server.ts";
+import { AgentsDouble } from "../testing/agents-double.ts";
+import { startWorker } from "./worker.ts";
+
+const TENANT = "7e57a000-0000-4000-8000-000000000001";
+const USER = "11111111-0000-4000-8000-000000000002";
+const SESSION = "5e551000-0000-4000-8000-000000000003";
+
+const headers = (over: Record<string, string | undefined> = {}) => {
+  const h: Record<string, string> = {};
+  const all: Record<string, string | undefined> = {
+    [Metadata.authorization]: "Bearer tok.en.sig",
+    [Metadata.tenantId]: TENANT,
+    [Metadata.orgId]: TENANT,
+    [Metadata.userId]: USER,
+    [Metadata.requestId]: "req-1",
+    [Metadata.traceId]: "trace-1",
+    ...over,
+  };
+  for (const [k, v] of Object.entries(all)) if (v !== undefined) h[k] = v;
+  return h;
+};
+
+describe("tenant worker", () => {
+  const agents = new AgentsDouble();
+  let worker: RunningServer;
+  let client: ReturnType<typeof createClient<typeof RuntimeService>>;
+
+  before(async () => {
+    const agentsUrl = await agents.start();
+    worker = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl, port: 0, host: "127.0.0.1" });
+    client = createClient(RuntimeService, createGrpcTransport({ baseUrl: worker.url }));
+  });
+  after(async () => {
+    await worker.close();
+    await agents.close();
+  });
+  beforeEach(() => {
+    agents.calls.length = 0;
+    agents.script = () => [{ type: "text", content: "hello" }, { type: "done" }];
+  });
+
+  async function collect(req: Parameters<typeof client.invoke>[0], h = headers()) {
+    const out: Array<{ case: string | undefined; value: unknown }> = [];
+    for await (const e of client.invoke(req, { headers: h })) out.push({ case: e.event.case, value: e.event.value && { ...e.event.value } });
+    return out.map(({ case: c, value }) => {
+      const { $typeName, ...rest } = (value ?? {}) as Record<string, unknown>;
+      return { case: c, ...rest };
+    });
+  }
+
+  test("reports SERVING for runtime.v1.RuntimeService from start-up", async () => {
+    assert.equal(await isServing(worker.url, "runtime.v1.RuntimeService"), true);
+    assert.equal(await isServing(worker.url, "no.such.Service"), false);
+  });
+
+  test("forwards messages with the caller's credential and context; maps text, done; drops tool events", async () => {
+    agents.script = () => [
+      { type: "text", content: "line one\nline two" },
+      { type: "tool_use", content: 'bash {"cmd":"ls"}', toolUseId: "t1" },
+      { type: "tool_result", content: "a.txt\nexit 0", toolUseId: "t1" },
+      { type: "text", content: "done." },
+      { type: "done", tokensIn: 10n, tokensOut: 5n },
+    ];
+    const events = await collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] });
+    assert.deepEqual(events, [
+      { case: "textChunk", content: "line one\nline two" },
+      { case: "textChunk", content: "done." },
+      { case: "turnDone" },
+    ]);
+    assert.equal(agents.calls.length, 1);
+    const call = agents.calls[0]!;
+    assert.equal(call.method, "sendMessages");
+    assert.equal((call.request as { id: string }).id, SESSION);
+    assert.equal((call.request as { messages: Array<{ content: string }> }).messages[0]?.content, "hi");
+    assert.equal(call.headers.authorization, "Bearer tok.en.sig");
+    assert.equal(call.headers["x-tenant-id"], TENANT);
+    assert.equal(call.headers["x-org-id"], TENANT);
+    assert.equal(call.headers["x-user-id"], USER);
+    assert.equal(call.headers["x-request-id"], "req-1");
+    assert.equal(call.headers["x-trace-id"], "trace-1");
+  });
+
+  test("an agents error event becomes the error event and ends the stream", async () => {
+    agents.script = () => [
+      { type: "text", content: "partial" },
+      { type: "error", content: "model provider unreachable" },
+      { type: "text", content: "never" },
+    ];
+    assert.deepEqual(await collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }), [
+      { case: "textChunk", content: "partial" },
+      { case: "error", message: "model provider unreachable" },
+    ]);
+  });
+
+  for (const key of [Metadata.tenantId, Metadata.orgId, Metadata.userId, Metadata.authorization]) {
+    test(`missing ${key} is UNAUTHENTICATED and nothing is forwarded`, async () => {
+      await assert.rejects(
+        collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }, headers({ [key]: undefined })),
+        (err) => err instanceof ConnectError && err.code === Code.Unauthenticated,
+      );
+      assert.equal(agents.calls.length, 0);
+    });
+  }
+
+  test("metadata of another tenant is UNAUTHENTICATED", async () => {
+    const other = "0a0a0a0a-0000-4000-8000-000000000009";
+    await assert.rejects(
+      collect({ sessionId: SESSION, messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.tenantId]: other, [Metadata.orgId]: other })),
+      (err) => err instanceof ConnectError && err.code === Code.Unauthenticated,
+    );
+  });
+
+  test("an agents call that fails is INTERNAL, also mid-stream", async () => {
+    agents.script = () => new ConnectError("session not found", Code.NotFound);
+    await assert.rejects(
+      collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }),
+      (err) => err instanceof ConnectError && err.code === Code.Internal && /session not found/.test(err.message),
+    );
+    agents.script = () => [{ type: "text", content: "a" }, { type: "__throw", content: "connection reset" }];
+    const seen: string[] = [];
+    await assert.rejects(
+      (async () => {
+        for await (const e of client.invoke({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }, { headers: headers() }))
+          seen.push(e.event.case ?? "");
+      })(),
+      (err) => err instanceof ConnectError && err.code === Code.Internal,
+    );
+    assert.deepEqual(seen, ["textChunk"]);
+  });
+
+  test("an unreachable agents service is INTERNAL", async () => {
+    const lonely = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl: "http://127.0.0.1:9", port: 0, host: "127.0.0.1" });
+    try {
+      const c = createClient(RuntimeService, createGrpcTransport({ baseUrl: lonely.url }));
+      await assert.rejects(
+        (async () => {
+          for await (const _ of c.invoke({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }, { headers: headers() })) {
+          }
+        })(),
+        (err) => err instanceof ConnectError && err.code === Code.Internal,
+      );
+    } finally {
+      await lonely.close();
+    }
+  });
+
+  test("request and trace ids come from the message when the metadata lacks them, else are generated", async () => {
+    await collect({ sessionId: SESSION, requestId: "from-body", traceId: "t-body", messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }));
+    assert.equal(agents.calls[0]?.headers["x-request-id"], "from-body");
+    assert.equal(agents.calls[0]?.headers["x-trace-id"], "t-body");
+    await collect({ sessionId: SESSION, messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }));
+    assert.match(agents.calls[1]?.headers["x-request-id"] ?? "", /^[0-9a-f-]{36}$/);
+    assert.match(agents.calls[1]?.headers["x-trace-id"] ?? "", /^[0-9a-f]{32}$/);
+  });
+
+  test("without messages it rejoins the running turn after the last terminal event", async () => {
+    agents.session = {
+      session: { id: SESSION, status: "running" },
+      events: [
+        { seq: 1n, type: "user" },
+        { seq: 2n, type: "text", content: "old" },
+        { seq: 3n, type: "done" },
+        { seq: 4n, type: "user" },
+        { seq: 5n, type: "text", content: "new" },
+      ],
+    };
+    agents.script = (call) => {
+      assert.equal(call.method, "streamEvents");
+      return [{ type: "text", content: "new" }, { type: "text", content: " more" }, { type: "done" }];
+    };
+    assert.deepEqual(await collect({ sessionId: SESSION }), [
+      { case: "textChunk", content: "new" },
+      { case: "textChunk", content: " more" },
+      { case: "turnDone" },
+    ]);
+    assert.deepEqual(
+      agents.calls.map((c) => c.method),
+      ["getSession", "streamEvents"],
+    );
+    assert.equal((agents.calls[1]!.request as { after: bigint }).after, 3n);
+  });
+
+  test("without messages and no running turn it answers turn_done at once", async () => {
+    agents.session = { session: { id: SESSION, status: "idle" }, events: [] };
+    assert.deepEqual(await collect({ sessionId: SESSION }), [{ case: "turnDone" }]);
+    assert.deepEqual(
+      agents.calls.map((c) => c.method),
+      ["getSession"],
+    );
+  });
+});
