@@ -1,0 +1,104 @@
+import { type Client, createClient, type Transport } from "@connectrpc/connect";
+import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
+import { Code, PlatformError } from "@platform/errors";
+import type { ExecResult, FileEntry, Sandboxes } from "../domain/ports.ts";
+
+/** Sandboxes over compute's gRPC `compute.v1.ComputeService`. */
+export class ComputeSandboxes implements Sandboxes {
+  readonly #client: Client<typeof ComputeService>;
+
+  constructor(transport: Transport) {
+    this.#client = createClient(ComputeService, transport);
+  }
+
+  async create(tenantId: string, sessionId: string): Promise<string> {
+    const res = await call("CreateSandbox", () => this.#client.createSandbox({ tenantId, sessionId }, { timeoutMs: 30_000 }));
+    return res.sandboxId;
+  }
+
+  async exec(
+    sandboxId: string,
+    command: string,
+    args: string[],
+    options: { timeoutMs: number; maxOutputBytes: number; signal: AbortSignal },
+  ): Promise<ExecResult> {
+    const stdout = new Collector(options.maxOutputBytes);
+    const stderr = new Collector(options.maxOutputBytes);
+    const seconds = Math.max(1, Math.ceil(options.timeoutMs / 1000));
+    return call("ExecCommand", async () => {
+      const stream = this.#client.execCommand(
+        { sandboxId, command, args, timeout: { seconds: BigInt(seconds), nanos: 0 } },
+        { signal: options.signal },
+      );
+      for await (const event of stream) {
+        switch (event.event.case) {
+          case "stdout":
+            stdout.add(event.event.value.data);
+            break;
+          case "stderr":
+            stderr.add(event.event.value.data);
+            break;
+          case "completed": {
+            const c = event.event.value;
+            return {
+              exitCode: c.exitCode,
+              cancelled: c.cancelled,
+              stdout: stdout.text(),
+              stderr: stderr.text(),
+              stdoutBytes: stdout.total,
+              stderrBytes: stderr.total,
+            };
+          }
+        }
+      }
+      throw PlatformError.internal("the command's stream ended without a completed event");
+    });
+  }
+
+  async readFile(sandboxId: string, path: string, maxBytes: number, signal: AbortSignal) {
+    const res = await call("ReadFile", () => this.#client.readFile({ sandboxId, path, maxBytes: BigInt(maxBytes) }, { signal }));
+    return { data: res.data, totalSize: Number(res.totalSize), eof: res.eof };
+  }
+
+  async writeFile(sandboxId: string, path: string, data: Uint8Array, signal: AbortSignal): Promise<number> {
+    const res = await call("WriteFile", () => this.#client.writeFile({ sandboxId, path, data }, { signal }));
+    return Number(res.bytesWritten);
+  }
+
+  async listFiles(sandboxId: string, path: string, options: { recursive: boolean; maxEntries: number; signal: AbortSignal }) {
+    const res = await call("ListFiles", () =>
+      this.#client.listFiles({ sandboxId, path, recursive: options.recursive, maxEntries: options.maxEntries }, { signal: options.signal }),
+    );
+    const entries: FileEntry[] = res.entries.map((e) => ({ path: e.path, size: Number(e.size), isDir: e.isDir }));
+    return { entries, truncated: res.truncated };
+  }
+}
+
+/** Keeps the head of a byte stream up to a limit and counts the rest. */
+class Collector {
+  readonly #chunks: Uint8Array[] = [];
+  #kept = 0;
+  total = 0;
+  constructor(private readonly limit: number) {}
+  add(data: Uint8Array): void {
+    this.total += data.length;
+    if (this.#kept >= this.limit) return;
+    const part = data.subarray(0, this.limit - this.#kept);
+    this.#chunks.push(part);
+    this.#kept += part.length;
+  }
+  text(): string {
+    return Buffer.concat(this.#chunks).toString("utf8");
+  }
+}
+
+/** Compute's errors become messages the model can read (the tool loop turns them into error results). */
+async function call<T>(rpc: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof PlatformError) throw err;
+    const message = err instanceof Error ? err.message : String(err);
+    throw new PlatformError(Code.Unavailable, "unavailable", `compute ${rpc} failed: ${message}`, {}, { cause: err });
+  }
+}

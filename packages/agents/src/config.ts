@@ -1,0 +1,75 @@
+/** The agents service's settings, read once from the environment at start-up. */
+export type AgentsConfig = {
+  port: number;
+  host: string;
+  /** postgres:// URL; absent → embedded PGlite under dataDir. */
+  databaseUrl?: string;
+  dataDir: string;
+  identityGrpcUrl: string;
+  computeGrpcUrl: string;
+  anthropic?: { apiKey: string; baseUrl?: string };
+  openai?: { baseUrl?: string; apiKey?: string };
+  toolTimeoutMs: number;
+  toolOutputLimitBytes: number;
+  maxModelCalls: number;
+  maxTokens: number;
+  runLeaseMs: number;
+  logLevel: string;
+};
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** Parses the environment; a missing or invalid setting throws ConfigError naming it. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentsConfig {
+  const str = (name: string) => {
+    const v = env[name]?.trim();
+    return v ? v : undefined;
+  };
+  const required = (name: string) => {
+    const v = str(name);
+    if (!v) throw new ConfigError(`${name} is required`);
+    return v;
+  };
+  const int = (name: string, fallback: number, min: number, max: number) => {
+    const v = str(name);
+    if (v === undefined) return fallback;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${v}"`);
+    return n;
+  };
+  const url = (name: string, value: string | undefined) => {
+    if (value === undefined) return undefined;
+    try {
+      const u = new URL(value);
+      if (!/^https?:$/.test(u.protocol) && !/^postgres(ql)?:$/.test(u.protocol)) throw new Error();
+    } catch {
+      throw new ConfigError(`${name} must be a URL, got "${value}"`);
+    }
+    return value;
+  };
+  const level = str("LOG_LEVEL") ?? "info";
+  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(level)) {
+    throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error, got "${level}"`);
+  }
+  const anthropicKey = str("ANTHROPIC_API_KEY");
+  const openaiBase = url("OPENAI_BASE_URL", str("OPENAI_BASE_URL"));
+  const openaiKey = str("OPENAI_API_KEY");
+  return {
+    port: int("AGENTS_PORT", 8082, 0, 65535),
+    host: str("AGENTS_HOST") ?? "0.0.0.0",
+    databaseUrl: url("DATABASE_URL", str("DATABASE_URL")),
+    dataDir: str("AGENTS_DATA_DIR") ?? ".data/agents",
+    identityGrpcUrl: url("IDENTITY_GRPC_URL", required("IDENTITY_GRPC_URL"))!,
+    computeGrpcUrl: url("COMPUTE_GRPC_URL", required("COMPUTE_GRPC_URL"))!,
+    anthropic: anthropicKey ? { apiKey: anthropicKey, baseUrl: url("ANTHROPIC_BASE_URL", str("ANTHROPIC_BASE_URL")) } : undefined,
+    openai: openaiBase || openaiKey ? { baseUrl: openaiBase, apiKey: openaiKey } : undefined,
+    toolTimeoutMs: int("AGENTS_TOOL_TIMEOUT_MS", 120_000, 100, 600_000),
+    toolOutputLimitBytes: int("AGENTS_TOOL_OUTPUT_LIMIT_BYTES", 16 * 1024, 1024, 1024 * 1024),
+    maxModelCalls: int("AGENTS_MAX_MODEL_CALLS", 25, 1, 1000),
+    maxTokens: int("AGENTS_MAX_TOKENS", 4096, 1, 1_000_000),
+    runLeaseMs: int("AGENTS_RUN_LEASE_MS", 30_000, 300, 3_600_000),
+    logLevel: level,
+  };
+}

@@ -1,0 +1,231 @@
+import { randomUUID } from "node:crypto";
+import { isUniqueViolation } from "@platform/db";
+import { PlatformError } from "@platform/errors";
+import { type Kysely, type Selectable, sql } from "kysely";
+import { decodeCursor, encodeCursor } from "../domain/cursor.ts";
+import type { Agent, EventType, NewEvent, Page, Session, SessionEvent } from "../domain/model.ts";
+import type { AcquireResult, NewAgent, Store } from "../domain/store.ts";
+import type { AgentsDB, AgentsTable, SessionEventsTable, SessionsTable } from "./schema.ts";
+
+/** The Store on PostgreSQL or PGlite through kysely. */
+export class KyselyStore implements Store {
+  constructor(private readonly db: Kysely<AgentsDB>) {}
+
+  async createAgent(agent: NewAgent): Promise<Agent> {
+    try {
+      const row = await this.db
+        .insertInto("agents")
+        .values({
+          id: randomUUID(),
+          org_id: agent.orgId,
+          name: agent.name,
+          slug: agent.slug,
+          model: agent.model,
+          system_prompt: agent.systemPrompt,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return toAgent(row);
+    } catch (err) {
+      if (isUniqueViolation(err)) {
+        throw PlatformError.alreadyExists(`an agent with slug "${agent.slug}" already exists in this organization`);
+      }
+      throw err;
+    }
+  }
+
+  async getAgent(orgId: string, id: string): Promise<Agent | undefined> {
+    const row = await this.db.selectFrom("agents").selectAll().where("org_id", "=", orgId).where("id", "=", id).executeTakeFirst();
+    return row && toAgent(row);
+  }
+
+  async listAgents(orgId: string, limit: number, after?: string): Promise<Page<Agent>> {
+    let query = this.db.selectFrom("agents").selectAll().where("org_id", "=", orgId);
+    if (after !== undefined) query = query.where("pos", "<", decodeCursor(after));
+    // One row more than asked tells whether another page exists.
+    const rows = await query
+      .orderBy("pos", "desc")
+      .limit(limit + 1)
+      .execute();
+    const more = rows.length > limit;
+    const items = rows.slice(0, limit);
+    const last = items.at(-1);
+    return { items: items.map(toAgent), next: more && last ? encodeCursor(Number(last.pos)) : undefined };
+  }
+
+  async createSession(orgId: string, agentId: string): Promise<Session> {
+    const row = await this.db
+      .insertInto("sessions")
+      .values({ id: randomUUID(), org_id: orgId, agent_id: agentId, sandbox_id: null, active_run_id: null, run_lease_until: null })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return toSession(row, new Date());
+  }
+
+  async getSession(orgId: string, id: string): Promise<Session | undefined> {
+    const row = await this.db
+      .selectFrom("sessions")
+      .selectAll()
+      .select(sql<Date>`now()`.as("now"))
+      .where("org_id", "=", orgId)
+      .where("id", "=", id)
+      .executeTakeFirst();
+    return row && toSession(row, row.now);
+  }
+
+  async listEvents(orgId: string, sessionId: string, after = 0): Promise<SessionEvent[]> {
+    const rows = await this.db
+      .selectFrom("session_events as e")
+      .innerJoin("sessions as s", "s.id", "e.session_id")
+      .selectAll("e")
+      .where("s.org_id", "=", orgId)
+      .where("e.session_id", "=", sessionId)
+      .where("e.seq", ">", after)
+      .orderBy("e.seq")
+      .execute();
+    return rows.map(toEvent);
+  }
+
+  async acquireRun(orgId: string, sessionId: string, runId: string, leaseMs: number): Promise<AcquireResult> {
+    const taken = await this.db
+      .updateTable("sessions")
+      .set({
+        active_run_id: runId,
+        run_lease_until: sql`now() + make_interval(secs => ${leaseMs / 1000})`,
+        cancel_requested: false,
+        updated_at: sql`now()`,
+      })
+      .where("org_id", "=", orgId)
+      .where("id", "=", sessionId)
+      .where((eb) => eb.or([eb("active_run_id", "is", null), eb("run_lease_until", "<", sql<Date>`now()`)]))
+      .returningAll()
+      .executeTakeFirst();
+    if (taken) return { ok: true, session: toSession(taken, new Date(0)) };
+    const holder = await this.db
+      .selectFrom("sessions")
+      .select("active_run_id")
+      .where("org_id", "=", orgId)
+      .where("id", "=", sessionId)
+      .executeTakeFirst();
+    if (!holder) return { ok: false, missing: true };
+    // Released between the two statements: try once more.
+    if (!holder.active_run_id) return this.acquireRun(orgId, sessionId, runId, leaseMs);
+    return { ok: false, activeRunId: holder.active_run_id };
+  }
+
+  async renewRun(sessionId: string, runId: string, leaseMs: number): Promise<{ held: boolean; cancelRequested: boolean }> {
+    const row = await this.db
+      .updateTable("sessions")
+      .set({ run_lease_until: sql`now() + make_interval(secs => ${leaseMs / 1000})` })
+      .where("id", "=", sessionId)
+      .where("active_run_id", "=", runId)
+      .returning("cancel_requested")
+      .executeTakeFirst();
+    return { held: row !== undefined, cancelRequested: row?.cancel_requested ?? false };
+  }
+
+  async releaseRun(sessionId: string, runId: string): Promise<void> {
+    await this.db
+      .updateTable("sessions")
+      .set({ active_run_id: null, run_lease_until: null, cancel_requested: false, updated_at: sql`now()` })
+      .where("id", "=", sessionId)
+      .where("active_run_id", "=", runId)
+      .execute();
+  }
+
+  async requestCancel(orgId: string, sessionId: string): Promise<string | undefined> {
+    const row = await this.db
+      .updateTable("sessions")
+      .set({ cancel_requested: true })
+      .where("org_id", "=", orgId)
+      .where("id", "=", sessionId)
+      .where("active_run_id", "is not", null)
+      .where("run_lease_until", ">=", sql<Date>`now()`)
+      .returning("active_run_id")
+      .executeTakeFirst();
+    return row?.active_run_id ?? undefined;
+  }
+
+  async appendEvents(sessionId: string, runId: string | undefined, events: readonly NewEvent[]): Promise<SessionEvent[]> {
+    if (events.length === 0) return [];
+    return this.db.transaction().execute(async (tx) => {
+      // The row lock taken by this update serializes appenders of one
+      // session until commit, so seqs are gapless and never shared.
+      const { last_seq } = await tx
+        .updateTable("sessions")
+        .set({ last_seq: sql`last_seq + ${events.length}`, updated_at: sql`now()` })
+        .where("id", "=", sessionId)
+        .returning("last_seq")
+        .executeTakeFirstOrThrow();
+      const first = Number(last_seq) - events.length + 1;
+      const rows = await tx
+        .insertInto("session_events")
+        .values(
+          events.map((e, i) => ({
+            session_id: sessionId,
+            seq: first + i,
+            run_id: runId ?? null,
+            type: e.type,
+            content: e.content ?? "",
+            tokens_in: e.tokensIn ?? 0,
+            tokens_out: e.tokensOut ?? 0,
+            tool_use_id: e.toolUseId ?? "",
+            is_error: e.isError ?? false,
+          })),
+        )
+        .returningAll()
+        .execute();
+      return rows.map(toEvent).sort((a, b) => a.seq - b.seq);
+    });
+  }
+
+  async setSandbox(sessionId: string, sandboxId: string): Promise<void> {
+    await this.db.updateTable("sessions").set({ sandbox_id: sandboxId, updated_at: sql`now()` }).where("id", "=", sessionId).execute();
+  }
+
+  async ping(): Promise<void> {
+    await sql`select 1`.execute(this.db);
+  }
+}
+
+function toAgent(row: Selectable<AgentsTable>): Agent {
+  return {
+    id: row.id,
+    orgId: row.org_id,
+    name: row.name,
+    slug: row.slug,
+    model: row.model,
+    systemPrompt: row.system_prompt,
+    createdAt: new Date(row.created_at),
+    updatedAt: new Date(row.updated_at),
+  };
+}
+
+function toSession(row: Selectable<SessionsTable>, now: Date): Session {
+  const leased = row.active_run_id !== null && row.run_lease_until !== null && new Date(row.run_lease_until) >= now;
+  return {
+    id: row.id,
+    orgId: row.org_id,
+    agentId: row.agent_id,
+    status: leased ? "running" : "idle",
+    activeRunId: leased ? (row.active_run_id ?? undefined) : undefined,
+    lastSeq: Number(row.last_seq),
+    sandboxId: row.sandbox_id ?? undefined,
+    createdAt: new Date(row.created_at),
+    updatedAt: new Date(row.updated_at),
+  };
+}
+
+function toEvent(row: Selectable<SessionEventsTable>): SessionEvent {
+  return {
+    seq: Number(row.seq),
+    type: row.type as EventType,
+    content: row.content,
+    tokensIn: Number(row.tokens_in),
+    tokensOut: Number(row.tokens_out),
+    toolUseId: row.tool_use_id,
+    isError: row.is_error,
+    createdAt: new Date(row.created_at),
+    runId: row.run_id ?? undefined,
+  };
+}

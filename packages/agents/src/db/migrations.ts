@@ -1,0 +1,53 @@
+import type { Migration } from "@platform/db";
+
+export const MIGRATIONS_TABLE = "agents_migrations";
+
+export const migrations: Migration[] = [
+  {
+    name: "0001_agents_sessions_events",
+    sql: `
+create table agents (
+  id uuid primary key,
+  -- keyset position for pagination: insertion order, newest first
+  pos bigint generated always as identity unique,
+  org_id uuid not null,
+  name text not null,
+  slug text not null,
+  model text not null,
+  system_prompt text not null default '',
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now(),
+  unique (org_id, slug)
+);
+create index agents_org_pos on agents (org_id, pos desc);
+
+create table sessions (
+  id uuid primary key,
+  org_id uuid not null,
+  agent_id uuid not null references agents (id),
+  last_seq bigint not null default 0,
+  sandbox_id text,
+  active_run_id uuid,
+  run_lease_until timestamptz,
+  cancel_requested boolean not null default false,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now()
+);
+create index sessions_org on sessions (org_id, id);
+
+create table session_events (
+  session_id uuid not null references sessions (id) on delete cascade,
+  seq bigint not null,
+  run_id uuid,
+  type text not null,
+  content text not null default '',
+  tokens_in bigint not null default 0,
+  tokens_out bigint not null default 0,
+  tool_use_id text not null default '',
+  is_error boolean not null default false,
+  created_at timestamptz not null default now(),
+  primary key (session_id, seq)
+);
+`,
+  },
+];

@@ -1,0 +1,47 @@
+import type { ColumnType, Generated } from "kysely";
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+
+export interface AgentsTable {
+  id: string;
+  pos: Generated<number>;
+  org_id: string;
+  name: string;
+  slug: string;
+  model: string;
+  system_prompt: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface SessionsTable {
+  id: string;
+  org_id: string;
+  agent_id: string;
+  last_seq: Generated<number>;
+  sandbox_id: string | null;
+  active_run_id: string | null;
+  run_lease_until: Date | null;
+  cancel_requested: Generated<boolean>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface SessionEventsTable {
+  session_id: string;
+  seq: number;
+  run_id: string | null;
+  type: string;
+  content: string;
+  tokens_in: number;
+  tokens_out: number;
+  tool_use_id: string;
+  is_error: boolean;
+  created_at: Timestamp;
+}
+
+export interface AgentsDB {
+  agents: AgentsTable;
+  sessions: SessionsTable;
+  session_events: SessionEventsTable;
+}

@@ -1,0 +1,81 @@
+// The agents domain's own shapes. The server maps them to the generated
+// proto messages; nothing here knows a transport.
+
+/** Who is calling, as resolved by identity. Every query is scoped to orgId. */
+export type AuthContext = {
+  userId: string;
+  orgId: string;
+  /** `jwt_session` or `api_key:<prefix>`, for logs. */
+  method: string;
+};
+
+export type Agent = {
+  id: string;
+  orgId: string;
+  name: string;
+  slug: string;
+  model: string;
+  systemPrompt: string;
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+export type SessionStatus = "idle" | "running";
+
+export type Session = {
+  id: string;
+  orgId: string;
+  agentId: string;
+  status: SessionStatus;
+  /** Run holding the session, when running. */
+  activeRunId?: string;
+  lastSeq: number;
+  sandboxId?: string;
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+/** Types of log entries produced by a run. `done` and `error` end a run. */
+export type StreamEventType = "text" | "tool_use" | "tool_result" | "done" | "error";
+/** Types of log entries written from the client's messages. */
+export type MessageRole = "user" | "assistant" | "tool";
+export type EventType = StreamEventType | MessageRole;
+
+export const TERMINAL_TYPES: ReadonlySet<string> = new Set(["done", "error"]);
+
+/** One element of a session's event log. */
+export type SessionEvent = {
+  seq: number;
+  type: EventType;
+  content: string;
+  tokensIn: number;
+  tokensOut: number;
+  toolUseId: string;
+  isError: boolean;
+  createdAt: Date;
+  /** The run that wrote it (internal: not part of the API). */
+  runId?: string;
+};
+
+/** An event before the log gave it a seq and a time. */
+export type NewEvent = {
+  type: EventType;
+  content?: string;
+  tokensIn?: number;
+  tokensOut?: number;
+  toolUseId?: string;
+  isError?: boolean;
+};
+
+export type MessageInput = {
+  role: string;
+  content: string;
+  toolUseId: string;
+  isError: boolean;
+};
+
+export type Page<T> = { items: T[]; next?: string };
+
+export function isTerminal(event: { type: string }): boolean {
+  return TERMINAL_TYPES.has(event.type);
+}

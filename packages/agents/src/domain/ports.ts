@@ -1,0 +1,44 @@
+import type { AuthContext } from "./model.ts";
+
+/** Resolves a bearer credential (JWT or API key). Adapter: identity's gRPC VerifyToken. */
+export interface Authenticator {
+  /**
+   * Throws PlatformError `unauthenticated` for a missing, invalid or expired
+   * credential and `unavailable` when identity cannot be asked.
+   */
+  verify(token: string): Promise<AuthContext>;
+  /** Whether identity answers at all (readiness). */
+  reachable(): Promise<boolean>;
+}
+
+export type ExecResult = {
+  exitCode: number;
+  /** Head of stdout, at most the requested bytes. */
+  stdout: string;
+  stderr: string;
+  /** Bytes produced, including the part not kept. */
+  stdoutBytes: number;
+  stderrBytes: number;
+  cancelled: boolean;
+};
+
+export type FileEntry = { path: string; size: number; isDir: boolean };
+
+/** The session's sandbox in compute. Adapter: compute.v1.ComputeService over gRPC. */
+export interface Sandboxes {
+  /** Creates the sandbox of one session of a tenant (= org); returns its id. */
+  create(tenantId: string, sessionId: string): Promise<string>;
+  exec(
+    sandboxId: string,
+    command: string,
+    args: string[],
+    options: { timeoutMs: number; maxOutputBytes: number; signal: AbortSignal },
+  ): Promise<ExecResult>;
+  readFile(sandboxId: string, path: string, maxBytes: number, signal: AbortSignal): Promise<{ data: Uint8Array; totalSize: number; eof: boolean }>;
+  writeFile(sandboxId: string, path: string, data: Uint8Array, signal: AbortSignal): Promise<number>;
+  listFiles(
+    sandboxId: string,
+    path: string,
+    options: { recursive: boolean; maxEntries: number; signal: AbortSignal },
+  ): Promise<{ entries: FileEntry[]; truncated: boolean }>;
+}

@@ -1,0 +1,48 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  type Agent as AgentMsg,
+  AgentSchema,
+  type Session as SessionMsg,
+  type SessionEvent as SessionEventMsg,
+  SessionEventSchema,
+  SessionSchema,
+} from "@platform/gen/agents/v1/agents_pb";
+import type { Agent, Session, SessionEvent } from "../domain/model.ts";
+
+export function agentToProto(a: Agent): AgentMsg {
+  return create(AgentSchema, {
+    id: a.id,
+    name: a.name,
+    slug: a.slug,
+    model: a.model,
+    systemPrompt: a.systemPrompt,
+    createdAt: timestampFromDate(a.createdAt),
+    updatedAt: timestampFromDate(a.updatedAt),
+  });
+}
+
+export function sessionToProto(s: Session): SessionMsg {
+  return create(SessionSchema, {
+    id: s.id,
+    agentId: s.agentId,
+    status: s.status,
+    lastSeq: BigInt(s.lastSeq),
+    sandboxId: s.sandboxId ?? "",
+    createdAt: timestampFromDate(s.createdAt),
+    updatedAt: timestampFromDate(s.updatedAt),
+  });
+}
+
+export function eventToProto(e: SessionEvent): SessionEventMsg {
+  return create(SessionEventSchema, {
+    seq: BigInt(e.seq),
+    type: e.type,
+    content: e.content,
+    tokensIn: BigInt(e.tokensIn),
+    tokensOut: BigInt(e.tokensOut),
+    toolUseId: e.toolUseId,
+    isError: e.isError,
+    createdAt: timestampFromDate(e.createdAt),
+  });
+}

@@ -1,0 +1,94 @@
+import { randomUUID } from "node:crypto";
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { ComputeService, type ExecCommandRequest, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
+import { type Served, serveH2c } from "./serve.ts";
+
+/**
+ * A stand-in for compute's gRPC ComputeService, served through the real
+ * Connect stack, with an in-memory workspace per sandbox. ExecCommand runs
+ * `bash -c <script>` by these rules (it is not a shell):
+ *   `echo <text>` → stdout `<text>\n`, exit 0;  `exit <n>` → exit n;
+ *   `yes <n>` → n bytes of "y\n" on stdout;  `hang` → never ends until cancelled;
+ *   `cat <path>` → the file;  anything else → stderr "command not found", exit 127.
+ */
+export class ComputeDouble {
+  readonly createCalls: Array<{ tenantId: string; sessionId: string }> = [];
+  readonly execCalls: Array<{ sandboxId: string; command: string; args: string[] }> = [];
+  readonly files = new Map<string, Map<string, Uint8Array>>();
+  #served?: Served;
+
+  async start(): Promise<string> {
+    this.#served = await serveH2c((router) => {
+      router.service(ComputeService, {
+        createSandbox: (req) => {
+          if (!req.tenantId || !req.sessionId) throw new ConnectError("tenant_id and session_id are required", Code.InvalidArgument);
+          this.createCalls.push({ tenantId: req.tenantId, sessionId: req.sessionId });
+          const sandboxId = randomUUID();
+          this.files.set(sandboxId, new Map());
+          return { sandboxId, status: SandboxStatus.STARTING };
+        },
+        execCommand: (req, ctx) => this.#exec(req, ctx),
+        readFile: (req) => {
+          const data = this.#fs(req.sandboxId).get(clean(req.path));
+          if (!data) throw new ConnectError(`${req.path}: no such file`, Code.NotFound);
+          const max = Number(req.maxBytes) || data.length;
+          return { data: data.subarray(0, max), totalSize: BigInt(data.length), eof: max >= data.length };
+        },
+        writeFile: (req) => {
+          this.#fs(req.sandboxId).set(clean(req.path), req.data);
+          return { bytesWritten: BigInt(req.data.length) };
+        },
+        listFiles: (req) => {
+          const entries = [...this.#fs(req.sandboxId).entries()].map(([path, data]) => ({ path, size: BigInt(data.length), isDir: false }));
+          return { entries, truncated: false };
+        },
+      });
+    });
+    return this.#served.url;
+  }
+
+  async stop(): Promise<void> {
+    await this.#served?.close();
+  }
+
+  async *#exec(req: ExecCommandRequest, ctx: HandlerContext) {
+      const fs = this.#fs(req.sandboxId);
+      this.execCalls.push({ sandboxId: req.sandboxId, command: req.command, args: [...req.args] });
+      const script = req.command.endsWith("bash") && req.args[0] === "-c" ? (req.args[1] ?? "") : [req.command, ...req.args].join(" ");
+      const out = (s: string | Uint8Array) => ({
+        event: { case: "stdout" as const, value: { data: typeof s === "string" ? Buffer.from(s) : s } },
+      });
+      const done = (exitCode: number, cancelled = false) => ({ event: { case: "completed" as const, value: { exitCode, cancelled } } });
+      let m: RegExpExecArray | null;
+      if ((m = /^echo (.*)$/s.exec(script))) {
+        yield out(`${m[1]}\n`);
+        yield done(0);
+      } else if ((m = /^exit (\d+)$/.exec(script))) {
+        yield done(Number(m[1]));
+      } else if ((m = /^yes (\d+)$/.exec(script))) {
+        const n = Number(m[1]);
+        for (let sent = 0; sent < n; sent += 4096) yield out(Buffer.from("y\n".repeat(Math.min(4096, n - sent) / 2)));
+        yield done(0);
+      } else if ((m = /^cat (\S+)$/.exec(script))) {
+        const data = fs.get(m[1]!);
+        if (data) yield out(data);
+        yield done(data ? 0 : 1);
+      } else if (script === "hang") {
+        await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+        yield done(-1, true);
+      } else {
+        yield { event: { case: "stderr" as const, value: { data: Buffer.from(`${script.split(" ")[0]}: command not found\n`) } } };
+        yield done(127);
+      }
+  }
+
+  #fs(sandboxId: string): Map<string, Uint8Array> {
+    const fs = this.files.get(sandboxId);
+    if (!fs) throw new ConnectError(`sandbox ${sandboxId} not found`, Code.NotFound);
+    return fs;
+  }
+}
+
+function clean(path: string): string {
+  return path.replace(/^\.?\/+/, "").replace(/^workspace\//, "");
+}

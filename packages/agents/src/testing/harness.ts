@@ -1,0 +1,86 @@
+import { Code as ConnectCode, ConnectError, createClient, createRouterTransport, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createTestDatabase } from "@platform/db/testing";
+import { PlatformError } from "@platform/errors";
+import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
+import pino from "pino";
+import { ComputeSandboxes } from "../adapters/compute.ts";
+import { IdentityAuthenticator } from "../adapters/identity.ts";
+import { type AgentsAppOptions, createAgentsApp } from "../app.ts";
+import type { AgentsDB } from "../db/schema.ts";
+import { DevModel } from "../providers/dev.ts";
+import { ProviderRegistry } from "../providers/registry.ts";
+import { ComputeDouble } from "./compute-double.ts";
+import { IdentityDouble } from "./identity-double.ts";
+import { ScriptedModel } from "./scripted-model.ts";
+
+/** PlatformError → ConnectError, as the rpc package's server does, for in-process routers. */
+const platformErrors: Interceptor = (next) => async (req) => {
+  try {
+    return await next(req);
+  } catch (err) {
+    if (err instanceof PlatformError) throw new ConnectError(err.message, err.code as unknown as ConnectCode, undefined, undefined, err);
+    throw err;
+  }
+};
+
+export type Harness = Awaited<ReturnType<typeof startHarness>>;
+
+/**
+ * The agents app over a fresh test database, with identity and compute
+ * doubles served over real gRPC, mounted on an in-process Connect router.
+ * Models: `dev/...` and `scripted/...` (the returned ScriptedModel).
+ */
+export async function startHarness(options: Partial<Omit<AgentsAppOptions, "database" | "authenticator" | "sandboxes" | "logger">> = {}) {
+  const database = await createTestDatabase<AgentsDB>();
+  const identity = new IdentityDouble();
+  const compute = new ComputeDouble();
+  const identityUrl = await identity.start();
+  const computeUrl = await compute.start();
+  const scripted = new ScriptedModel();
+  const providers = options.providers ?? new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
+  const logger = pino({ level: process.env.LOG_LEVEL ?? "silent" });
+  const app = await createAgentsApp({
+    pollMs: 200,
+    ...options,
+    providers,
+    database,
+    logger,
+    authenticator: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identityUrl })),
+    sandboxes: new ComputeSandboxes(createGrpcTransport({ baseUrl: computeUrl })),
+  });
+  const transport = createRouterTransport(
+    (router) => {
+      for (const s of app.services) router.service(s.service as never, s.impl as never);
+    },
+    { router: { interceptors: [platformErrors, ...app.interceptors] } },
+  );
+  const agents = createClient(AgentService, transport);
+  const sessions = createClient(SessionService, transport);
+  return {
+    app,
+    database,
+    identity,
+    compute,
+    scripted,
+    agents,
+    sessions,
+    identityUrl,
+    computeUrl,
+    /** Call options carrying a caller's bearer token. */
+    as: (caller: { token: string }) => ({ headers: { authorization: `Bearer ${caller.token}` } }),
+    async close() {
+      await app.stop();
+      await identity.stop();
+      await compute.stop();
+      await database.close();
+    },
+  };
+}
+
+/** Collects a server stream. */
+export async function collect<T>(stream: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of stream) out.push(item);
+  return out;
+}
