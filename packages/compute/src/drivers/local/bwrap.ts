@@ -1,0 +1,82 @@
+import * as fs from "node:fs";
+import { join } from "node:path";
+
+/** Host /etc entries a dynamically linked toolchain needs; nothing with secrets. */
+const ETC_ALLOWLIST = [
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "alternatives",
+  "localtime",
+  "nsswitch.conf",
+  "mime.types",
+  "os-release",
+  "debian_version",
+  "profile",
+  "bash.bashrc",
+  "inputrc",
+  "terminfo",
+];
+
+const SYSTEM_DIRS = ["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+
+/**
+ * bwrap arguments for a sandbox's long-lived init: every namespace new
+ * (user, mount, pid, ipc, uts, net, cgroup), a read-only system root made of
+ * the host's /usr (and the merged-/usr symlinks), a minimal generated /etc,
+ * its own /proc, /dev and /tmp, and the workspace bound read-write at
+ * mount_path. Nothing else of the host is visible: not /root, /home, /work,
+ * /var, /run or the host's /proc.
+ */
+export function bwrapArgs(options: { workspace: string; etcDir: string; mountPath: string }): string[] {
+  const args = ["--unshare-all", "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"];
+  for (const name of SYSTEM_DIRS) {
+    const host = `/${name}`;
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(host);
+    } catch {
+      continue;
+    }
+    if (st.isSymbolicLink()) args.push("--symlink", fs.readlinkSync(host), host);
+    else if (st.isDirectory()) args.push("--ro-bind", host, host);
+  }
+  args.push("--dir", "/etc");
+  for (const name of ETC_ALLOWLIST) args.push("--ro-bind-try", join("/etc", name), join("/etc", name));
+  for (const name of ["passwd", "group", "hosts", "hostname"]) {
+    args.push("--ro-bind", join(options.etcDir, name), join("/etc", name));
+  }
+  args.push(
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+    "--dir",
+    "/var/tmp",
+    "--bind",
+    options.workspace,
+    options.mountPath,
+    "--chdir",
+    options.mountPath,
+    "--remount-ro",
+    "/",
+  );
+  return args;
+}
+
+export const SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/** The environment every process in a sandbox starts from; none of the service's own. */
+export function baseEnv(mountPath: string): Record<string, string> {
+  return {
+    PATH: SANDBOX_PATH,
+    HOME: mountPath,
+    USER: "sandbox",
+    LOGNAME: "sandbox",
+    SHELL: "/bin/sh",
+    LANG: "C.UTF-8",
+    TMPDIR: "/tmp",
+  };
+}

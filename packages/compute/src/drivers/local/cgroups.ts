@@ -1,0 +1,284 @@
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+
+/** Raw counters of one cgroup; 0 where the host does not expose a counter. */
+export interface CgroupStats {
+  cpuNs: number;
+  memoryBytes: number;
+  memoryPeakBytes: number;
+  ioReadBytes: number;
+  ioWriteBytes: number;
+  oomKills: number;
+  pids: number;
+}
+
+export interface CgroupLimits {
+  cpuMillis: number;
+  memoryBytes: number;
+  pidsMax: number;
+}
+
+/**
+ * One logical cgroup (the same relative path in every controller we use):
+ * a sandbox, or one exec inside it. v1 keeps one directory per controller
+ * hierarchy; v2 one directory.
+ */
+export class Cgroup {
+  constructor(
+    readonly version: 1 | 2,
+    /** Directory per controller name (v2: the single dir under "unified"). */
+    readonly dirs: Record<string, string>,
+  ) {}
+
+  /** The cgroup.procs files a process writes its pid into to join. */
+  procsFiles(): string[] {
+    return [...new Set(Object.values(this.dirs))].map((d) => join(d, "cgroup.procs"));
+  }
+
+  child(name: string): Cgroup {
+    const dirs: Record<string, string> = {};
+    for (const [k, d] of Object.entries(this.dirs)) dirs[k] = join(d, name);
+    return new Cgroup(this.version, dirs);
+  }
+
+  create(limits?: CgroupLimits): void {
+    for (const d of new Set(Object.values(this.dirs))) fs.mkdirSync(d, { recursive: true });
+    if (this.version === 2) {
+      // Children of this cgroup (execs) get the same controllers.
+      tryWrite(join(this.dirs.unified as string, "cgroup.subtree_control"), "+cpu +memory +pids +io");
+    }
+    if (!limits) return;
+    const quota = Math.max(1000, Math.round(limits.cpuMillis * 100)); // period 100 ms
+    if (this.version === 1) {
+      write(join(this.dirs.cpu as string, "cpu.cfs_period_us"), "100000");
+      write(join(this.dirs.cpu as string, "cpu.cfs_quota_us"), String(quota));
+      write(join(this.dirs.memory as string, "memory.limit_in_bytes"), String(limits.memoryBytes));
+      // No swap escape hatch: memory+swap capped at the same value when the kernel accounts swap.
+      tryWrite(join(this.dirs.memory as string, "memory.memsw.limit_in_bytes"), String(limits.memoryBytes));
+      write(join(this.dirs.pids as string, "pids.max"), String(limits.pidsMax));
+    } else {
+      const d = this.dirs.unified as string;
+      write(join(d, "cpu.max"), `${quota} 100000`);
+      write(join(d, "memory.max"), String(limits.memoryBytes));
+      tryWrite(join(d, "memory.swap.max"), "0");
+      write(join(d, "pids.max"), String(limits.pidsMax));
+    }
+  }
+
+  exists(): boolean {
+    return Object.values(this.dirs).some((d) => fs.existsSync(d));
+  }
+
+  pids(): number[] {
+    const out = new Set<number>();
+    for (const f of this.procsFiles()) {
+      let text = "";
+      try {
+        text = fs.readFileSync(f, "utf8");
+      } catch {
+        continue;
+      }
+      for (const line of text.split("\n")) if (line) out.add(Number(line));
+    }
+    return [...out];
+  }
+
+  signalAll(signal: NodeJS.Signals): void {
+    for (const pid of this.pids()) {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // already gone
+      }
+    }
+  }
+
+  /**
+   * SIGKILLs every process in the cgroup, including ones forking while we
+   * kill: the cgroup is frozen first so nothing can fork in between.
+   */
+  async killAll(timeoutMs = 10_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (Date.now() < until) {
+      const pids = this.pids();
+      if (pids.length === 0) return;
+      await this.freeze(true);
+      for (const pid of this.pids()) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // gone
+        }
+      }
+      await this.freeze(false);
+      if (this.version === 2) tryWrite(join(this.dirs.unified as string, "cgroup.kill"), "1");
+      await sleep(10);
+    }
+  }
+
+  private async freeze(on: boolean): Promise<void> {
+    if (this.version === 1) {
+      const f = this.dirs.freezer ? join(this.dirs.freezer, "freezer.state") : undefined;
+      if (!f) return;
+      if (!tryWrite(f, on ? "FROZEN" : "THAWED")) return;
+      for (let i = 0; on && i < 100; i++) {
+        if (readText(f).trim() === "FROZEN") return;
+        await sleep(2);
+      }
+    } else {
+      tryWrite(join(this.dirs.unified as string, "cgroup.freeze"), on ? "1" : "0");
+    }
+  }
+
+  stats(): CgroupStats {
+    if (this.version === 1) {
+      const mem = this.dirs.memory as string;
+      const blk = parseBlkio(readText(join(this.dirs.blkio ?? "", "blkio.throttle.io_service_bytes_recursive")));
+      return {
+        cpuNs: readNum(join(this.dirs.cpuacct ?? "", "cpuacct.usage")),
+        memoryBytes: readNum(join(mem, "memory.usage_in_bytes")),
+        memoryPeakBytes: readNum(join(mem, "memory.max_usage_in_bytes")),
+        ioReadBytes: blk.read,
+        ioWriteBytes: blk.write,
+        oomKills: readKey(readText(join(mem, "memory.oom_control")), "oom_kill"),
+        pids: readNum(join(this.dirs.pids ?? "", "pids.current")),
+      };
+    }
+    const d = this.dirs.unified as string;
+    const io = parseIoStat(readText(join(d, "io.stat")));
+    const current = readNum(join(d, "memory.current"));
+    return {
+      cpuNs: readKey(readText(join(d, "cpu.stat")), "usage_usec") * 1000,
+      memoryBytes: current,
+      memoryPeakBytes: readNum(join(d, "memory.peak")) || current,
+      ioReadBytes: io.read,
+      ioWriteBytes: io.write,
+      oomKills: readKey(readText(join(d, "memory.events")), "oom_kill"),
+      pids: readNum(join(d, "pids.current")),
+    };
+  }
+
+  /** Removes the directories (children first); processes must be gone. */
+  async remove(): Promise<void> {
+    for (const d of new Set(Object.values(this.dirs))) {
+      for (let i = 0; i < 50; i++) {
+        try {
+          for (const sub of fs.readdirSync(d, { withFileTypes: true })) {
+            if (sub.isDirectory()) await this.child(sub.name).removeOne(join(d, sub.name));
+          }
+          fs.rmdirSync(d);
+          break;
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code === "ENOENT") break;
+          if (code !== "EBUSY" || i === 49) break;
+          await sleep(20);
+        }
+      }
+    }
+  }
+
+  private async removeOne(dir: string): Promise<void> {
+    for (let i = 0; i < 50; i++) {
+      try {
+        fs.rmdirSync(dir);
+        return;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "EBUSY") return;
+        await sleep(20);
+      }
+    }
+  }
+}
+
+/**
+ * Finds the cgroup hierarchy of this host and builds cgroups under
+ * `<our own cgroup>/<prefix>` so sandboxes stay inside whatever limits the
+ * compute service itself runs under.
+ */
+export function detectCgroups(prefix: string, mount = "/sys/fs/cgroup"): Cgroup {
+  const own = ownCgroupPaths();
+  if (fs.existsSync(join(mount, "cgroup.controllers"))) {
+    // v2: the "no internal processes" rule forbids nesting under our own (populated) cgroup.
+    const base = join(mount, prefix);
+    fs.mkdirSync(base, { recursive: true });
+    tryWrite(join(mount, "cgroup.subtree_control"), "+cpu +memory +pids +io");
+    tryWrite(join(base, "cgroup.subtree_control"), "+cpu +memory +pids +io");
+    return new Cgroup(2, { unified: base });
+  }
+  const dirs: Record<string, string> = {};
+  for (const controller of ["cpu", "cpuacct", "memory", "pids", "blkio", "freezer"]) {
+    const root = join(mount, controller);
+    if (!fs.existsSync(root)) {
+      if (controller === "memory" || controller === "pids" || controller === "cpu") {
+        throw new Error(`cgroup v1 controller ${controller} is not mounted at ${root}`);
+      }
+      continue;
+    }
+    const base = join(fs.realpathSync(root), own.get(controller) ?? "/", prefix);
+    fs.mkdirSync(base, { recursive: true });
+    dirs[controller] = base;
+  }
+  return new Cgroup(1, dirs);
+}
+
+function ownCgroupPaths(): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of readText("/proc/self/cgroup").split("\n")) {
+    const [, controllers, path] = line.split(":");
+    if (!controllers || path === undefined) continue;
+    for (const c of controllers.split(",")) out.set(c, path);
+  }
+  return out;
+}
+
+function parseBlkio(text: string): { read: number; write: number } {
+  let read = 0;
+  let write = 0;
+  for (const line of text.split("\n")) {
+    const [, op, n] = line.split(" ");
+    if (op === "Read") read += Number(n);
+    if (op === "Write") write += Number(n);
+  }
+  return { read, write };
+}
+
+function parseIoStat(text: string): { read: number; write: number } {
+  let read = 0;
+  let write = 0;
+  for (const m of text.matchAll(/rbytes=(\d+)/g)) read += Number(m[1]);
+  for (const m of text.matchAll(/wbytes=(\d+)/g)) write += Number(m[1]);
+  return { read, write };
+}
+
+function readText(file: string): string {
+  try {
+    return fs.readFileSync(file, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+function readNum(file: string): number {
+  const n = Number(readText(file).trim());
+  return Number.isFinite(n) ? n : 0;
+}
+
+function readKey(text: string, key: string): number {
+  const m = new RegExp(`^${key} (\\d+)$`, "m").exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+function write(file: string, value: string): void {
+  fs.writeFileSync(file, value);
+}
+
+function tryWrite(file: string, value: string): boolean {
+  try {
+    fs.writeFileSync(file, value);
+    return true;
+  } catch {
+    return false;
+  }
+}
