@@ -1,0 +1,45 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { randomBytes, randomUUID } from "node:crypto";
+import { type HandlerContext, createContextKey } from "@connectrpc/connect";
+import type { Logger } from "pino";
+
+/** Per-request values the server sets before any interceptor or handler runs. */
+export interface RequestInfo {
+  requestId: string;
+  traceId: string;
+  /** Child logger bound to requestId, traceId and the procedure. */
+  logger: Logger;
+}
+
+/** Context key of the RequestInfo: `ctx.values.get(requestInfoKey)`. */
+export const requestInfoKey = createContextKey<RequestInfo | undefined>(undefined, {
+  description: "@platform/rpc request info",
+});
+
+const store = new AsyncLocalStorage<RequestInfo>();
+
+/** The RequestInfo of the request being served on this async path, if any. */
+export function currentRequest(): RequestInfo | undefined {
+  return store.getStore();
+}
+
+/** Request info of a handler context (falls back to the async-local one). */
+export function requestInfo(ctx?: HandlerContext): RequestInfo | undefined {
+  return ctx?.values.get(requestInfoKey) ?? store.getStore();
+}
+
+export function runWithRequest<T>(info: RequestInfo, fn: () => T): T {
+  return store.run(info, fn);
+}
+
+// Accept ids a client sends if they are short printable tokens; anything else
+// is replaced, so a hostile header cannot break log lines or header values.
+const idPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export function acceptOrGenerateRequestId(value: string | null | undefined): string {
+  return value && idPattern.test(value) ? value : randomUUID();
+}
+
+export function acceptOrGenerateTraceId(value: string | null | undefined): string {
+  return value && idPattern.test(value) ? value : randomBytes(16).toString("hex");
+}

@@ -1,0 +1,364 @@
+import * as http from "node:http";
+import * as http2 from "node:http2";
+import * as net from "node:net";
+import type { DescMethodServerStreaming, DescService, Message } from "@bufbuild/protobuf";
+import {
+  type ConnectRouter,
+  type Interceptor,
+  type ServiceImpl,
+  createConnectRouter,
+  createContextValues,
+} from "@connectrpc/connect";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { type UniversalHandler, createUniversalHandlerClient } from "@connectrpc/connect/protocol";
+import { createTransport } from "@connectrpc/connect/protocol-connect";
+import { PlatformError } from "@platform/errors";
+import { Health } from "@platform/gen/grpc/health/v1/health_pb";
+import * as reflectionV1Pb from "@platform/gen/grpc/reflection/v1/reflection_pb";
+import * as reflectionV1alphaPb from "@platform/gen/grpc/reflection/v1alpha/reflection_pb";
+import { type Logger, pino } from "pino";
+import {
+  type RequestInfo,
+  acceptOrGenerateRequestId,
+  acceptOrGenerateTraceId,
+  currentRequest,
+  requestInfoKey,
+  runWithRequest,
+} from "../context.ts";
+import { type Envelope, type EnvelopeName, envelopeOf } from "../envelope.ts";
+import { HealthRegistry, ServingStatus, healthService } from "../health/health.ts";
+import { Reflector, reflectionV1, reflectionV1alpha } from "../reflection/reflection.ts";
+import type { OutputJsonOptions } from "../transcode/json.ts";
+import { type NodeRequest, type NodeResponse, createRestHandler } from "../transcode/rest-handler.ts";
+import { collectRoutes } from "../transcode/routes.ts";
+import { errorInterceptor } from "./interceptors.ts";
+
+/** A service and its (possibly partial) Connect implementation. */
+export interface ServiceRegistration<S extends DescService = DescService> {
+  service: S;
+  // biome-ignore lint/suspicious/noExplicitAny: each registration has its own service type
+  impl: Partial<ServiceImpl<any>>;
+}
+
+export interface ServerOptions {
+  /** Service name for logs (e.g. "identity"). */
+  name: string;
+  services: ServiceRegistration[];
+  /** REST error body format. */
+  envelope: EnvelopeName | Envelope;
+  /** Run after the built-in error interceptor, for gRPC, Connect and REST alike. */
+  interceptors?: Interceptor[];
+  /** /readyz answers 200 only when this resolves true. */
+  readiness?: () => Promise<boolean>;
+  port?: number;
+  host?: string;
+  /**
+   * A second port (e.g. identity's 50051). It serves exactly what the main
+   * port serves; both sniff HTTP/1.1 vs h2c.
+   */
+  grpcPort?: number;
+  /** BODY_LIMIT_BYTES; default 1 MiB. Applies to REST bodies and RPC messages. */
+  bodyLimitBytes?: number;
+  /** REQUEST_TIMEOUT in ms for unary calls without their own deadline; default 30 s. */
+  requestTimeoutMs?: number;
+  /** Deadline of server-streaming calls without their own; default none. */
+  streamTimeoutMs?: number;
+  /** READ_HEADER_TIMEOUT in ms; default 5 s. */
+  readHeaderTimeoutMs?: number;
+  /** SHUTDOWN_TIMEOUT in ms; default 30 s. */
+  shutdownTimeoutMs?: number;
+  logger?: Logger;
+  /** SSE comment ping interval; default 15 s. */
+  ssePingMs?: number;
+  /** REST/SSE JSON rendering. */
+  json?: OutputJsonOptions;
+  /** Reject unknown fields in REST bodies (default: ignored, like proto3 JSON parsers may). */
+  strictBody?: boolean;
+  /**
+   * The SSE error event for a stream that fails mid-way, for contracts whose
+   * streamed message has no `error` oneof variant (e.g. agents' `{"type":"error"}`).
+   */
+  sseErrorEvent?: (err: PlatformError, method: DescMethodServerStreaming) => Message | undefined;
+  /** Serve gRPC health and reflection (default true). */
+  health?: boolean;
+  reflection?: boolean;
+}
+
+export interface ListenResult {
+  port: number;
+  url: string;
+  grpcPort?: number;
+}
+
+export interface Server {
+  listen(): Promise<ListenResult>;
+  close(): Promise<void>;
+  health: HealthRegistry;
+  logger: Logger;
+}
+
+const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+export function createServer(options: ServerOptions): Server {
+  const logger = options.logger ?? pino({ name: options.name, level: process.env.LOG_LEVEL ?? "info" });
+  const bodyLimitBytes = options.bodyLimitBytes ?? 1024 * 1024;
+  const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+  const readHeaderTimeoutMs = options.readHeaderTimeoutMs ?? 5_000;
+  const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
+  const envelope = envelopeOf(options.envelope);
+  const health = new HealthRegistry();
+  const shutdown = new AbortController();
+
+  const routerInterceptors = [errorInterceptor(logger), ...(options.interceptors ?? [])];
+  const router: ConnectRouter = createConnectRouter({
+    interceptors: routerInterceptors,
+    readMaxBytes: bodyLimitBytes,
+    shutdownSignal: shutdown.signal,
+  });
+  const serviceNames: string[] = [];
+  for (const { service, impl } of options.services) {
+    router.service(service, impl as never);
+    serviceNames.push(service.typeName);
+  }
+  const files = options.services.map((s) => s.service.file);
+  if (options.health !== false) {
+    router.service(Health, healthService(health));
+    serviceNames.push(Health.typeName);
+    files.push(Health.file);
+  }
+  if (options.reflection !== false) {
+    const names = [
+      ...serviceNames,
+      reflectionV1Pb.ServerReflection.typeName,
+      reflectionV1alphaPb.ServerReflection.typeName,
+    ];
+    const reflector = new Reflector([...files, reflectionV1Pb.ServerReflection.file], names);
+    router.service(reflectionV1Pb.ServerReflection, reflectionV1(reflector));
+    router.service(reflectionV1alphaPb.ServerReflection, reflectionV1alpha(reflector));
+  }
+
+  // Every call, whether it came from the network or from the REST
+  // transcoder, carries the RequestInfo as a context value.
+  const wrap = (h: UniversalHandler): UniversalHandler =>
+    Object.assign(
+      (req: Parameters<UniversalHandler>[0]) => {
+        const info = currentRequest() ?? makeInfo(req.header.get("x-request-id"), req.header.get("x-trace-id"));
+        const contextValues = req.contextValues ?? createContextValues();
+        contextValues.set(requestInfoKey, info);
+        return h({ ...req, contextValues });
+      },
+      {
+        requestPath: h.requestPath,
+        protocolNames: h.protocolNames,
+        allowedMethods: h.allowedMethods,
+        supportedContentType: h.supportedContentType,
+        service: h.service,
+        method: h.method,
+      },
+    );
+  const handlers = router.handlers.map(wrap);
+  const byPath = new Map(handlers.map((h) => [h.requestPath, h]));
+
+  const makeInfo = (rid: string | null | undefined, tid: string | null | undefined): RequestInfo => {
+    const requestId = acceptOrGenerateRequestId(rid);
+    const traceId = acceptOrGenerateTraceId(tid);
+    return { requestId, traceId, logger: logger.child({ requestId, traceId }) };
+  };
+
+  const transport = createTransport({
+    httpClient: createUniversalHandlerClient(handlers),
+    baseUrl: "http://in-process",
+    useBinaryFormat: true,
+    interceptors: [],
+    acceptCompression: [],
+    sendCompression: null,
+    compressMinBytes: Number.MAX_SAFE_INTEGER,
+    readMaxBytes: Number.MAX_SAFE_INTEGER,
+    writeMaxBytes: Number.MAX_SAFE_INTEGER,
+  });
+
+  const rest = createRestHandler({
+    routes: collectRoutes(options.services.map((s) => s.service)),
+    transport,
+    envelope,
+    bodyLimitBytes,
+    requestTimeoutMs,
+    streamTimeoutMs: options.streamTimeoutMs,
+    ssePingMs: options.ssePingMs ?? 15_000,
+    json: options.json ?? {},
+    strictBody: options.strictBody ?? false,
+    sseErrorEvent: options.sseErrorEvent,
+    shutdownSignal: shutdown.signal,
+    logger: () => currentRequest()?.logger ?? logger,
+  });
+
+  let closing = false;
+  let active = 0;
+  let idleWaiters: (() => void)[] = [];
+  const sockets = new Set<net.Socket>();
+  const sessions = new Set<http2.Http2Session>();
+
+  const sendJson = (res: NodeResponse, status: number, body: unknown) => {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+    res.end(text);
+  };
+
+  const serveNative = async (handler: UniversalHandler, req: NodeRequest, res: NodeResponse) => {
+    const ureq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+    if (handler.method.methodKind === "unary") {
+      // REQUEST_TIMEOUT for calls that bring no deadline of their own.
+      const ct = ureq.header.get("content-type") ?? "";
+      if (ct.startsWith("application/grpc")) {
+        if (!ureq.header.has("grpc-timeout")) ureq.header.set("grpc-timeout", `${requestTimeoutMs}m`);
+      } else if (!ureq.header.has("connect-timeout-ms")) {
+        ureq.header.set("connect-timeout-ms", String(requestTimeoutMs));
+      }
+    }
+    const ures = await handler(ureq);
+    await universalResponseToNodeResponse(ures, res);
+  };
+
+  const onRequest = (req: NodeRequest, res: NodeResponse) => {
+    const started = performance.now();
+    active++;
+    const info = makeInfo(header(req, "x-request-id"), header(req, "x-trace-id"));
+    req.headers["x-request-id"] = info.requestId;
+    req.headers["x-trace-id"] = info.traceId;
+    res.setHeader("x-request-id", info.requestId);
+    res.setHeader("x-trace-id", info.traceId);
+    res.once("close", () => {
+      active--;
+      info.logger.info(
+        {
+          method: req.method,
+          path: (req.url ?? "").split("?")[0],
+          status: res.statusCode,
+          ms: Math.round(performance.now() - started),
+        },
+        "request",
+      );
+      if (active === 0) {
+        for (const w of idleWaiters) w();
+        idleWaiters = [];
+      }
+    });
+    runWithRequest(info, () => {
+      handle(req, res).catch((err) => {
+        info.logger.error({ err }, "request failed");
+        if (!res.headersSent) sendJson(res, 500, envelope.render(PlatformError.internal()).body);
+        else res.destroy();
+      });
+    });
+  };
+
+  const handle = async (req: NodeRequest, res: NodeResponse) => {
+    const path = (req.url ?? "/").split("?")[0]!;
+    if (req.method === "GET" || req.method === "HEAD") {
+      if (path === "/livez" || path === "/healthz") return sendJson(res, 200, { status: "ok" });
+      if (path === "/readyz") {
+        let ok = !closing;
+        if (ok && options.readiness) ok = await options.readiness().catch(() => false);
+        return sendJson(res, ok ? 200 : 503, { status: ok ? "ready" : "not_ready" });
+      }
+    }
+    const native = byPath.get(path);
+    if (native) return serveNative(native, req, res);
+    return rest(req, res);
+  };
+
+  const h1 = http.createServer(
+    {
+      headersTimeout: readHeaderTimeoutMs,
+      requestTimeout: 0,
+      connectionsCheckingInterval: Math.min(1000, readHeaderTimeoutMs),
+    },
+    onRequest,
+  );
+  const h2 = http2.createServer({}, onRequest);
+  h2.on("session", (s) => {
+    sessions.add(s);
+    s.once("close", () => sessions.delete(s));
+  });
+
+  // HTTP/1.1 and h2c on one port: Node's plaintext http2 server ignores
+  // allowHTTP1, so peek at the first bytes for the HTTP/2 preface.
+  const onConnection = (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    if (closing) {
+      socket.destroy();
+      return;
+    }
+    let buf = Buffer.alloc(0);
+    const timer = setTimeout(() => socket.destroy(), readHeaderTimeoutMs);
+    const onData = (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      const n = Math.min(buf.length, H2_PREFACE.length);
+      const isPrefix = buf.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+      if (isPrefix && buf.length < H2_PREFACE.length) return;
+      clearTimeout(timer);
+      socket.off("data", onData);
+      socket.pause();
+      socket.unshift(buf);
+      (isPrefix ? h2 : h1).emit("connection", socket);
+      socket.resume();
+    };
+    socket.on("data", onData);
+    socket.on("error", () => socket.destroy());
+  };
+
+  const netServers: net.Server[] = [];
+  const listenOn = (port: number, host: string) =>
+    new Promise<number>((resolve, reject) => {
+      const s = net.createServer(onConnection);
+      s.once("error", reject);
+      s.listen(port, host, () => {
+        netServers.push(s);
+        resolve((s.address() as net.AddressInfo).port);
+      });
+    });
+
+  return {
+    health,
+    logger,
+    async listen() {
+      const host = options.host ?? "127.0.0.1";
+      const port = await listenOn(options.port ?? 0, host);
+      const grpcPort = options.grpcPort !== undefined ? await listenOn(options.grpcPort, host) : undefined;
+      health.setServing("");
+      for (const s of options.services) health.setServing(s.service.typeName);
+      const shown = host.includes(":") ? `[${host}]` : host;
+      logger.info({ port, grpcPort }, `${options.name} listening`);
+      return { port, url: `http://${shown}:${port}`, grpcPort };
+    },
+    async close() {
+      if (closing) return;
+      closing = true;
+      health.setAll(ServingStatus.NOT_SERVING);
+      for (const s of netServers) s.close();
+      h1.closeIdleConnections();
+      for (const s of sessions) s.close();
+      const idle = () =>
+        active === 0 ? Promise.resolve() : new Promise<void>((r) => idleWaiters.push(r));
+      const timeout = (ms: number) =>
+        new Promise<void>((r) => setTimeout(r, ms).unref());
+      await Promise.race([idle(), timeout(shutdownTimeoutMs)]);
+      if (active > 0) {
+        logger.warn({ active }, "shutdown timeout: cancelling in-flight requests");
+        shutdown.abort();
+        await Promise.race([idle(), timeout(1000)]);
+      }
+      shutdown.abort();
+      h1.closeAllConnections();
+      for (const s of sockets) s.destroy();
+      await Promise.all(netServers.map((s) => new Promise((r) => s.close(() => r(undefined)))));
+    },
+  };
+}
+
+function header(req: NodeRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+

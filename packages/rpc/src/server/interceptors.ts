@@ -1,0 +1,45 @@
+import type { Interceptor } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
+import { PlatformError } from "@platform/errors";
+import type { Logger } from "pino";
+import { currentRequest } from "../context.ts";
+import { toConnectError } from "../errors.ts";
+
+/**
+ * Outermost interceptor of every server: turns whatever a handler or an
+ * inner interceptor throws into a ConnectError with an ErrorInfo detail.
+ * Unexpected exceptions are logged with the request id and leave as a bare
+ * `internal`.
+ */
+export function errorInterceptor(fallback: Logger): Interceptor {
+  const convert = (e: unknown, procedure: string): ConnectError => {
+    if (e instanceof ConnectError) return e;
+    const log = currentRequest()?.logger ?? fallback;
+    if (!(e instanceof PlatformError)) {
+      log.error({ err: e, procedure }, "unhandled error in handler");
+    } else if (e.code === 13 && e.cause !== undefined) {
+      log.error({ err: e.cause, procedure, reason: e.reason }, "internal error");
+    }
+    return toConnectError(e);
+  };
+  return (next) => async (req) => {
+    const procedure = `${req.service.typeName}/${req.method.name}`;
+    try {
+      const res = await next(req);
+      if (!res.stream) return res;
+      const source = res.message;
+      return {
+        ...res,
+        message: (async function* () {
+          try {
+            yield* source;
+          } catch (e) {
+            throw convert(e, procedure);
+          }
+        })(),
+      };
+    } catch (e) {
+      throw convert(e, procedure);
+    }
+  };
+}

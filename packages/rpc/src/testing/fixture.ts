@@ -1,0 +1,159 @@
+// Test implementations of the rpctest.v1 services and a server factory the
+// package's tests share.
+import { setTimeout as sleep } from "node:timers/promises";
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, PlatformError } from "@platform/errors";
+import {
+  type ChatResponse,
+  ChatResponseSchema,
+  DoneSchema,
+  TextChunkSchema,
+  UsageSchema,
+  LibraryService,
+  StreamService,
+} from "@platform/gen/rpctest/v1/rpctest_pb";
+import { pino } from "pino";
+import { requestInfo } from "../context.ts";
+import { type ServerOptions, createServer } from "../server/create-server.ts";
+
+export interface Probe {
+  /** Set when a handler's AbortSignal fired. */
+  aborted: Set<string>;
+  /** Resolves the next time a handler sees its signal abort. */
+  nextAbort(): Promise<string>;
+  calls: Map<string, number>;
+}
+
+const waiters = new WeakMap<Probe, ((s: string) => void)[]>();
+
+export function createProbe(): Probe {
+  const probe: Probe = {
+    aborted: new Set(),
+    calls: new Map(),
+    nextAbort: () => new Promise((r) => waiters.get(probe)!.push(r)),
+  };
+  waiters.set(probe, []);
+  return probe;
+}
+
+function fire(p: Probe, what: string) {
+  p.aborted.add(what);
+  for (const w of waiters.get(p)!.splice(0)) w(what);
+}
+
+function count(p: Probe, what: string) {
+  p.calls.set(what, (p.calls.get(what) ?? 0) + 1);
+}
+
+const codeByName = new Map(
+  Object.entries(Code)
+    .filter(([, v]) => typeof v === "number")
+    .map(([k, v]) => [k.replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase(), v as Code]),
+);
+
+export function libraryImpl(probe: Probe): ServiceImpl<typeof LibraryService> {
+  return {
+    getShelf(req) {
+      count(probe, "getShelf");
+      if (req.shelf === 404n) throw PlatformError.notFound("shelf not found", "shelf_missing");
+      return { shelf: req.shelf, name: `shelf ${req.shelf}` };
+    },
+    listBooks(req) {
+      return { request: req };
+    },
+    getBook(req) {
+      return { book: { name: req.name, title: "T", pages: 10n } };
+    },
+    createBook(req, ctx) {
+      ctx.responseHeader.set("Idempotent-Replayed", "false");
+      ctx.responseTrailer.set("x-trailer", "t");
+      return { shelf: req.shelf, book: req.book };
+    },
+    updateBook(req) {
+      return { book: req.book, updateMask: req.updateMask };
+    },
+    deleteBook() {
+      return {};
+    },
+    getFile(req) {
+      return { path: req.path };
+    },
+    cancelOperation(req) {
+      return { name: req.name };
+    },
+    echo(req, ctx) {
+      const headers: Record<string, string> = {};
+      for (const h of ["authorization", "idempotency-key", "x-request-id", "x-trace-id", "x-custom"]) {
+        const v = ctx.requestHeader.get(h);
+        if (v !== null) headers[h] = v;
+      }
+      return { text: req.text.repeat(Math.max(1, req.repeat)), headers, requestId: requestInfo(ctx)?.requestId ?? "" };
+    },
+    fail(req) {
+      if (req.code === "") {
+        throw new Error("connect ECONNREFUSED postgres://admin:hunter2@db/select * from users");
+      }
+      const code = codeByName.get(req.code);
+      if (code === undefined) throw new Error(`bad code ${req.code}`);
+      throw new PlatformError(code, req.reason || req.code, req.message, req.extra, {
+        httpStatus: req.httpStatus || undefined,
+      });
+    },
+    async sleep(req, ctx) {
+      try {
+        await sleep(Number(req.ms), undefined, { signal: ctx.signal });
+        return { aborted: false };
+      } catch {
+        fire(probe, "sleep");
+        throw PlatformError.deadlineExceeded("sleep interrupted");
+      }
+    },
+    listTags(req) {
+      return { tags: req.tags };
+    },
+  };
+}
+
+export function streamImpl(probe: Probe): ServiceImpl<typeof StreamService> {
+  return {
+    async *tick(req, ctx) {
+      ctx.signal.addEventListener("abort", () => fire(probe, "tick"));
+      if (req.failFirst) throw PlatformError.notFound("no such stream", "stream_missing");
+      let seq = req.after;
+      for (let i = 0; i < req.count || req.hang; i++) {
+        if (req.failAfter > 0 && i === req.failAfter) throw PlatformError.unavailable("provider went away");
+        seq++;
+        yield { seq, text: `tick ${seq}`, tokens: seq * 1000n, last: i === req.count - 1 };
+        if (req.intervalMs > 0) await sleep(req.intervalMs, undefined, { signal: ctx.signal }).catch(() => {});
+        if (ctx.signal.aborted) return;
+      }
+    },
+    async *chat(req) {
+      const ev = (e: ChatResponse["event"]) => create(ChatResponseSchema, { event: e });
+      for (const c of req.chunks) yield ev({ case: "text", value: create(TextChunkSchema, { content: c }) });
+      if (req.fail) {
+        if (req.fail === "crash") throw new Error("secret stack detail");
+        throw PlatformError.unavailable(req.fail);
+      }
+      yield ev({ case: "usage", value: create(UsageSchema, { tokensIn: 3n }) });
+      yield ev({ case: "done", value: create(DoneSchema) });
+      yield ev({ case: "text", value: create(TextChunkSchema, { content: "after terminal" }) });
+    },
+  };
+}
+
+export function testServer(overrides: Partial<ServerOptions> = {}, probe = createProbe()) {
+  const server = createServer({
+    name: "rpctest",
+    envelope: "agents",
+    services: [
+      { service: LibraryService, impl: libraryImpl(probe) },
+      { service: StreamService, impl: streamImpl(probe) },
+    ],
+    logger: pino({ level: process.env.RPC_TEST_LOG ?? "silent" }),
+    ...overrides,
+  });
+  return { server, probe };
+}
+

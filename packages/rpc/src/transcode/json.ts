@@ -1,0 +1,243 @@
+import {
+  type DescField,
+  type DescMessage,
+  type JsonObject,
+  type JsonValue,
+  type Message,
+  ScalarType,
+  toJson,
+} from "@bufbuild/protobuf";
+import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
+
+/** A value that cannot be bound to its field: the caller answers 400. */
+export class BindError extends Error {
+  override name = "BindError";
+}
+
+/** Finds a field by proto name or JSON name. */
+export function findField(desc: DescMessage, name: string): DescField | undefined {
+  return desc.fields.find((f) => f.name === name || f.jsonName === name);
+}
+
+/**
+ * Resolves a dotted field path; every step but the last must be a singular,
+ * non-well-known message field.
+ */
+export function resolveFieldPath(desc: DescMessage, path: string[]): DescField[] {
+  const out: DescField[] = [];
+  let cur: DescMessage | undefined = desc;
+  for (let k = 0; k < path.length; k++) {
+    const f: DescField | undefined = cur ? findField(cur, path[k]!) : undefined;
+    if (!f) throw new BindError(`unknown field "${path.slice(0, k + 1).join(".")}"`);
+    out.push(f);
+    if (k < path.length - 1) {
+      if (f.fieldKind !== "message" || f.message.file.name.startsWith("google/protobuf/")) {
+        throw new BindError(`field "${path.slice(0, k + 1).join(".")}" has no sub-fields`);
+      }
+      cur = f.message;
+    }
+  }
+  return out;
+}
+
+const int32Re = /^-?\d+$/;
+const uintRe = /^\d+$/;
+
+function scalarFromString(scalar: ScalarType, s: string, what: string): JsonValue {
+  const bad = (): never => {
+    throw new BindError(`invalid value for ${what}: ${JSON.stringify(s)}`);
+  };
+  switch (scalar) {
+    case ScalarType.STRING:
+      return s;
+    case ScalarType.BYTES:
+      if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(s)) bad();
+      return s;
+    case ScalarType.BOOL: {
+      const l = s.toLowerCase();
+      if (l === "true" || s === "1") return true;
+      if (l === "false" || s === "0") return false;
+      return bad();
+    }
+    case ScalarType.INT32:
+    case ScalarType.SINT32:
+    case ScalarType.SFIXED32: {
+      if (!int32Re.test(s)) bad();
+      const n = Number(s);
+      if (n < -2147483648 || n > 2147483647) bad();
+      return n;
+    }
+    case ScalarType.UINT32:
+    case ScalarType.FIXED32: {
+      if (!uintRe.test(s)) bad();
+      const n = Number(s);
+      if (n > 4294967295) bad();
+      return n;
+    }
+    case ScalarType.INT64:
+    case ScalarType.SINT64:
+    case ScalarType.SFIXED64: {
+      if (!int32Re.test(s)) bad();
+      const n = BigInt(s);
+      if (n < -(2n ** 63n) || n >= 2n ** 63n) bad();
+      return n.toString();
+    }
+    case ScalarType.UINT64:
+    case ScalarType.FIXED64: {
+      if (!uintRe.test(s)) bad();
+      const n = BigInt(s);
+      if (n >= 2n ** 64n) bad();
+      return n.toString();
+    }
+    case ScalarType.FLOAT:
+    case ScalarType.DOUBLE: {
+      if (s === "NaN" || s === "Infinity" || s === "-Infinity") return s;
+      if (s.trim() === "") bad();
+      const n = Number(s);
+      if (!Number.isFinite(n)) bad();
+      return n;
+    }
+  }
+  return bad();
+}
+
+// Well-known types whose JSON form is a string that fromJson validates.
+const stringWkts = new Set(["google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.FieldMask"]);
+
+function singleFromString(
+  kind: { scalar?: ScalarType; enum?: DescField["enum"]; message?: DescMessage },
+  s: string,
+  what: string,
+): JsonValue {
+  if (kind.scalar !== undefined) return scalarFromString(kind.scalar, s, what);
+  if (kind.enum) {
+    if (kind.enum.values.some((v) => v.name === s)) return s;
+    if (int32Re.test(s)) {
+      const n = Number(s);
+      if (kind.enum.values.some((v) => v.number === n)) return n;
+    }
+    throw new BindError(`invalid value for ${what}: ${JSON.stringify(s)}`);
+  }
+  const m = kind.message!;
+  if (isWrapperDesc(m)) return scalarFromString(m.fields[0]!.scalar!, s, what);
+  if (stringWkts.has(m.typeName)) return s;
+  throw new BindError(`${what} is a message and cannot be set from a string`);
+}
+
+/** Converts one path or query string to the JSON value of its field. */
+export function valueFromString(field: DescField, s: string, what: string): JsonValue {
+  switch (field.fieldKind) {
+    case "scalar":
+      return singleFromString({ scalar: field.scalar }, s, what);
+    case "enum":
+      return singleFromString({ enum: field.enum }, s, what);
+    case "message":
+      return singleFromString({ message: field.message }, s, what);
+    case "list":
+      return singleFromString({ scalar: field.scalar, enum: field.enum, message: field.message }, s, what);
+    case "map":
+      throw new BindError(`${what} is a map and cannot be set from the URL`);
+  }
+}
+
+/**
+ * Sets `value` at the field path inside a JSON object, replacing whatever
+ * the body had there under either name of the field.
+ */
+export function setJsonPath(root: JsonObject, fields: DescField[], value: JsonValue, append = false): void {
+  let obj = root;
+  for (let k = 0; k < fields.length; k++) {
+    const f = fields[k]!;
+    const existing = obj[f.jsonName] ?? obj[f.name];
+    if (f.name !== f.jsonName) delete obj[f.name];
+    if (k === fields.length - 1) {
+      if (append) {
+        const arr = Array.isArray(existing) ? existing : [];
+        arr.push(value);
+        obj[f.jsonName] = arr;
+      } else obj[f.jsonName] = value;
+      return;
+    }
+    const next: JsonObject =
+      existing !== null && typeof existing === "object" && !Array.isArray(existing) ? { ...existing } : {};
+    obj[f.jsonName] = next;
+    obj = next;
+  }
+}
+
+export interface OutputJsonOptions {
+  /** Write zero and empty fields too (proto3 JSON omits them by default). */
+  alwaysEmitImplicit?: boolean;
+  /** Keep proto3 JSON's string form of 64-bit integers instead of numbers. */
+  int64AsString?: boolean;
+}
+
+/**
+ * proto3 JSON of a message, with 64-bit integers written as JSON numbers when
+ * they are exactly representable (the platform's contract shows `expires_in`
+ * and `tokensIn` as numbers; proto3 JSON would quote them).
+ */
+export function messageToJson(desc: DescMessage, msg: Message, opts: OutputJsonOptions = {}): JsonValue {
+  const json = toJson(desc, msg, { alwaysEmitImplicit: opts.alwaysEmitImplicit ?? false });
+  if (!opts.int64AsString) unquoteInt64(desc, json);
+  return json;
+}
+
+const int64Scalars = new Set([
+  ScalarType.INT64,
+  ScalarType.UINT64,
+  ScalarType.SINT64,
+  ScalarType.FIXED64,
+  ScalarType.SFIXED64,
+]);
+
+function toNumber(v: JsonValue): JsonValue {
+  if (typeof v !== "string") return v;
+  const n = Number(v);
+  return Number.isSafeInteger(n) ? n : v;
+}
+
+function unquoteInt64(desc: DescMessage, json: JsonValue): void {
+  if (json === null || typeof json !== "object" || Array.isArray(json)) return;
+  if (desc.file.name.startsWith("google/protobuf/")) return;
+  for (const f of desc.fields) {
+    const v = json[f.jsonName];
+    if (v === undefined) continue;
+    switch (f.fieldKind) {
+      case "scalar":
+        if (int64Scalars.has(f.scalar)) json[f.jsonName] = toNumber(v);
+        break;
+      case "list":
+        if (!Array.isArray(v)) break;
+        if (f.listKind === "scalar" && int64Scalars.has(f.scalar)) json[f.jsonName] = v.map(toNumber);
+        else if (f.listKind === "message") for (const e of v) unquoteInt64(f.message, e);
+        break;
+      case "map":
+        if (v === null || typeof v !== "object" || Array.isArray(v)) break;
+        for (const [k, e] of Object.entries(v)) {
+          if (f.mapKind === "scalar" && int64Scalars.has(f.scalar)) v[k] = toNumber(e);
+          else if (f.mapKind === "message") unquoteInt64(f.message, e);
+        }
+        break;
+      case "message":
+        unquoteInt64(f.message, v);
+        break;
+    }
+  }
+}
+
+/** The empty JSON value of a field named by response_body when it is unset. */
+export function emptyJsonOf(field: DescField): JsonValue {
+  if (field.fieldKind === "list") return [];
+  if (field.fieldKind === "map" || field.fieldKind === "message") return {};
+  if (field.fieldKind === "enum") return field.enum.values[0]?.name ?? 0;
+  switch (field.scalar) {
+    case ScalarType.STRING:
+    case ScalarType.BYTES:
+      return "";
+    case ScalarType.BOOL:
+      return false;
+    default:
+      return 0;
+  }
+}

@@ -1,0 +1,368 @@
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+import {
+  type DescMethodServerStreaming,
+  type DescMethodUnary,
+  type JsonObject,
+  type JsonValue,
+  type Message,
+  fromJson,
+} from "@bufbuild/protobuf";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
+import type { PlatformError } from "@platform/errors";
+import type { Logger } from "pino";
+import type { Envelope, TransportFault } from "../envelope.ts";
+import { fromConnectError } from "../errors.ts";
+import {
+  BindError,
+  type OutputJsonOptions,
+  emptyJsonOf,
+  messageToJson,
+  resolveFieldPath,
+  setJsonPath,
+  valueFromString,
+} from "./json.ts";
+import { type Route, lookupRoute } from "./routes.ts";
+import { SseFramer } from "./sse.ts";
+
+export type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
+export type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
+
+export interface RestOptions {
+  routes: Route[];
+  transport: Transport;
+  envelope: Envelope;
+  bodyLimitBytes: number;
+  requestTimeoutMs?: number;
+  /** Deadline of SSE streams; unset: none (a model reply may take minutes). */
+  streamTimeoutMs?: number;
+  ssePingMs: number;
+  json: OutputJsonOptions;
+  /** Reject request bodies with fields the message does not have. */
+  strictBody: boolean;
+  /** The stream's error event for a mid-stream failure, when the contract has none. */
+  sseErrorEvent?: (err: PlatformError, method: DescMethodServerStreaming) => Message | undefined;
+  /** Aborts open streams when the server shuts down past its grace period. */
+  shutdownSignal: AbortSignal;
+}
+
+// Headers that belong to the HTTP or RPC framing, not to the application.
+const hopHeaders = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "te",
+  "upgrade",
+  "content-length",
+  "content-type",
+  "content-encoding",
+  "accept-encoding",
+  "accept-post",
+  "trailer",
+  "host",
+  "date",
+  "vary",
+  "http2-settings",
+]);
+
+function isFramingHeader(name: string): boolean {
+  return hopHeaders.has(name) || name.startsWith(":") || name.startsWith("connect-") || name.startsWith("grpc-");
+}
+
+function forwardHeaders(req: NodeRequest): Headers {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v === undefined || isFramingHeader(k)) continue;
+    for (const one of Array.isArray(v) ? v : [v]) h.append(k, one);
+  }
+  return h;
+}
+
+function copyHeaders(from: Headers | undefined, res: NodeResponse): void {
+  if (!from) return;
+  from.forEach((v, k) => {
+    if (!isFramingHeader(k)) res.setHeader(k, v);
+  });
+}
+
+class Fault extends Error {
+  constructor(
+    readonly kind: TransportFault,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function readBody(req: NodeRequest, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers["content-length"] ?? "0");
+  if (declared > limit) throw new Fault("payload_too_large", `request body exceeds ${limit} bytes`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new Fault("payload_too_large", `request body exceeds ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function isJsonContentType(ct: string | undefined): boolean {
+  if (!ct) return false;
+  const type = ct.split(";")[0]!.trim().toLowerCase();
+  return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"));
+}
+
+/** Builds the request message of a route from path, query, body and headers. */
+function buildRequest(
+  route: Route,
+  values: Map<string, string>,
+  url: URL,
+  body: Buffer,
+  req: NodeRequest,
+  strictBody: boolean,
+): Message {
+  const input = route.method.input;
+  let root: JsonObject = {};
+  if (body.length > 0) {
+    if (route.body === "") throw new Fault("invalid_request", "this route takes no request body");
+    if (!isJsonContentType(req.headers["content-type"]))
+      throw new Fault("unsupported_media_type", "Content-Type must be application/json");
+    let parsed: JsonValue;
+    try {
+      parsed = JSON.parse(body.toString("utf8"));
+    } catch {
+      throw new Fault("invalid_request", "malformed JSON body");
+    }
+    if (route.body === "*") {
+      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
+        throw new Fault("invalid_request", "request body must be a JSON object");
+      root = parsed;
+    } else if (route.bodyField) {
+      root = { [route.bodyField.jsonName]: parsed };
+    }
+  }
+  try {
+    for (const [path, value] of values) {
+      const fields = route.pathFields.get(path)!;
+      setJsonPath(root, fields, valueFromString(fields[fields.length - 1]!, value, `path parameter ${path}`));
+    }
+    const seenSingular = new Set<string>();
+    for (const [key, value] of url.searchParams) {
+      if (route.body === "*") throw new BindError(`unknown query parameter "${key}"`);
+      let fields: ReturnType<typeof resolveFieldPath>;
+      try {
+        fields = resolveFieldPath(input, key.split("."));
+      } catch {
+        throw new BindError(`unknown query parameter "${key}"`);
+      }
+      const dotted = fields.map((f) => f.name).join(".");
+      if (fields[0] === route.bodyField || route.pathFields.has(dotted))
+        throw new BindError(`query parameter "${key}" is bound by the path or body`);
+      const last = fields[fields.length - 1]!;
+      if (last.fieldKind !== "list") {
+        if (seenSingular.has(dotted)) throw new BindError(`query parameter "${key}" given more than once`);
+        seenSingular.add(dotted);
+      }
+      setJsonPath(root, fields, valueFromString(last, value, `query parameter ${key}`), last.fieldKind === "list");
+    }
+    const resume = route.sse?.resumeField;
+    const lastEventId = req.headers["last-event-id"];
+    if (resume && typeof lastEventId === "string" && lastEventId !== "" && !seenSingular.has(resume)) {
+      const fields = resolveFieldPath(input, [resume]);
+      setJsonPath(root, fields, valueFromString(fields[0]!, lastEventId, "Last-Event-ID"));
+    }
+  } catch (e) {
+    if (e instanceof BindError) throw new Fault("invalid_request", e.message);
+    throw e;
+  }
+  try {
+    return fromJson(input, root, { ignoreUnknownFields: !strictBody }) as Message;
+  } catch (e) {
+    throw new Fault("invalid_request", `invalid request body: ${(e as Error).message}`);
+  }
+}
+
+export interface RestHandlerDeps extends RestOptions {
+  logger: (req: NodeRequest) => Logger;
+}
+
+/**
+ * Serves the REST routes: resolves the route, builds the request message and
+ * calls the RPC through the in-process Connect transport, so the router's
+ * interceptors run exactly as for gRPC and Connect calls.
+ */
+export function createRestHandler(o: RestHandlerDeps) {
+  const framers = new Map<Route, SseFramer>();
+  const framerOf = (route: Route) => {
+    let f = framers.get(route);
+    if (!f) framers.set(route, (f = new SseFramer(route.method.output, route.sse!, o.json)));
+    return f;
+  };
+
+  const sendError = (res: NodeResponse, err: PlatformError, extraHeaders?: Headers) => {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    copyHeaders(extraHeaders, res);
+    const { status, body } = o.envelope.render(err);
+    const text = JSON.stringify(body);
+    res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+    res.end(text);
+  };
+
+  return async function handleRest(req: NodeRequest, res: NodeResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    const rawPath = (req.url ?? "/").split("?")[0]!;
+    const found = lookupRoute(o.routes, req.method ?? "GET", rawPath);
+    if (found.kind === "not_found") {
+      sendError(res, o.envelope.fault("not_found", `no route for ${req.method} ${url.pathname}`));
+      return;
+    }
+    if (found.kind === "method_not_allowed") {
+      res.setHeader("allow", found.allow.join(", "));
+      sendError(res, o.envelope.fault("method_not_allowed", `method ${req.method} not allowed`));
+      return;
+    }
+    const { route, values } = found;
+    let message: Message;
+    try {
+      const body = await readBody(req, o.bodyLimitBytes);
+      message = buildRequest(route, values, url, body, req, o.strictBody);
+    } catch (e) {
+      if (e instanceof Fault) {
+        if (e.kind === "payload_too_large") res.setHeader("connection", "close");
+        sendError(res, o.envelope.fault(e.kind, e.message));
+        return;
+      }
+      throw e;
+    }
+    const headers = forwardHeaders(req);
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!res.writableFinished) abort.abort(new ConnectError("client went away", Code.Canceled));
+    };
+    res.on("close", onClose);
+    const onShutdown = () => abort.abort(new ConnectError("server shutting down", Code.Unavailable));
+    o.shutdownSignal.addEventListener("abort", onShutdown);
+    try {
+      if (route.sse) {
+        await serveStream(req, res, route, message, headers, abort);
+      } else {
+        await serveUnary(res, route, message, headers, abort.signal);
+      }
+    } finally {
+      res.off("close", onClose);
+      o.shutdownSignal.removeEventListener("abort", onShutdown);
+    }
+  };
+
+  async function serveUnary(res: NodeResponse, route: Route, message: Message, headers: Headers, signal: AbortSignal) {
+    let out: Awaited<ReturnType<Transport["unary"]>>;
+    try {
+      out = await o.transport.unary(
+        route.method as DescMethodUnary,
+        signal,
+        o.requestTimeoutMs,
+        headers,
+        message as never,
+      );
+    } catch (e) {
+      if (signal.aborted && res.destroyed) return;
+      const ce = ConnectError.from(e);
+      sendError(res, fromConnectError(ce), ce.metadata);
+      return;
+    }
+    copyHeaders(out.header, res);
+    copyHeaders(out.trailer, res);
+    if (route.successStatus === 204) {
+      res.writeHead(204);
+      res.end();
+      return;
+    }
+    let json: JsonValue = messageToJson(route.method.output, out.message as Message, o.json);
+    if (route.responseBodyField) {
+      json = (json as JsonObject)[route.responseBodyField.jsonName] ?? emptyJsonOf(route.responseBodyField);
+    }
+    const text = JSON.stringify(json);
+    res.writeHead(route.successStatus, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(text),
+    });
+    res.end(text);
+  }
+
+  async function serveStream(
+    req: NodeRequest,
+    nodeRes: NodeResponse,
+    route: Route,
+    message: Message,
+    headers: Headers,
+    abort: AbortController,
+  ) {
+    // Both response kinds have write/flushHeaders; their union type does not.
+    const res = nodeRes as http.ServerResponse;
+    const framer = framerOf(route);
+    const method = route.method as DescMethodServerStreaming;
+    let it: AsyncIterator<Message>;
+    let first: IteratorResult<Message>;
+    try {
+      const out = await o.transport.stream(
+        method,
+        abort.signal,
+        o.streamTimeoutMs,
+        headers,
+        createAsyncIterable([message as never]),
+      );
+      it = (out.message as AsyncIterable<Message>)[Symbol.asyncIterator]();
+      // An error before the first message still gets the HTTP error envelope.
+      first = await it.next();
+      copyHeaders(out.header, res);
+    } catch (e) {
+      if (abort.signal.aborted && res.destroyed) return;
+      const ce = ConnectError.from(e);
+      sendError(res, fromConnectError(ce), ce.metadata);
+      return;
+    }
+    res.writeHead(200, {
+      "content-type": "text/event-stream",
+      "cache-control": "no-cache",
+      "x-accel-buffering": "no",
+    });
+    res.flushHeaders?.();
+    // A comment line now and then keeps proxies from closing an idle stream.
+    const ping = setInterval(() => res.write(": ping\n\n"), o.ssePingMs);
+    ping.unref();
+    const log = o.logger(req);
+    try {
+      let r = first;
+      while (!r.done) {
+        const frame = framer.frame(r.value);
+        if (frame) {
+          res.write(frame.text);
+          if (frame.terminal) break;
+        }
+        r = await it.next();
+      }
+    } catch (e) {
+      if (!res.destroyed && !abort.signal.aborted) {
+        const err = fromConnectError(e);
+        log.warn({ err: { code: err.code, reason: err.reason, message: err.message } }, "stream failed mid-way");
+        const evMsg = o.sseErrorEvent?.(err, method) ?? framer.errorMessage(safeText(err));
+        const frame = evMsg ? framer.frame(evMsg) : undefined;
+        if (frame) res.write(frame.text);
+      }
+    } finally {
+      clearInterval(ping);
+      // Ends the RPC if the handler still runs (terminal event, disconnect).
+      await it.return?.().catch(() => {});
+      if (!res.destroyed) res.end();
+    }
+  }
+}
+
+function safeText(err: PlatformError): string {
+  return err.code === 13 || err.code === 2 ? "internal error" : err.message;
+}

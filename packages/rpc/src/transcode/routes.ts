@@ -1,0 +1,128 @@
+import { type DescField, type DescMethod, type DescService, getOption, hasOption } from "@bufbuild/protobuf";
+import { http } from "@platform/gen/google/api/annotations_pb";
+import type { HttpRule } from "@platform/gen/google/api/http_pb";
+import { type SseStream, sse, success_status } from "@platform/gen/platform/api/v1/options_pb";
+import { BindError, findField, resolveFieldPath } from "./json.ts";
+import { type PathTemplate, compareScores, matchTemplate, parseTemplate } from "./path-template.ts";
+
+/** One REST binding of an RPC (the rule itself or one of its additional_bindings). */
+export interface Route {
+  method: DescMethod;
+  httpMethod: string;
+  template: PathTemplate;
+  /** Path variables: dotted path → resolved fields. */
+  pathFields: Map<string, DescField[]>;
+  /** "" (no body), "*" or a top-level request field. */
+  body: string;
+  bodyField?: DescField;
+  responseBodyField?: DescField;
+  successStatus: number;
+  sse?: SseStream;
+}
+
+export class RouteConfigError extends Error {
+  override name = "RouteConfigError";
+}
+
+function routeOf(method: DescMethod, rule: HttpRule, top: HttpRule): Route | undefined {
+  let httpMethod: string;
+  let path: string;
+  switch (rule.pattern.case) {
+    case "get":
+    case "put":
+    case "post":
+    case "delete":
+    case "patch":
+      httpMethod = rule.pattern.case.toUpperCase();
+      path = rule.pattern.value;
+      break;
+    case "custom":
+      httpMethod = rule.pattern.value.kind.toUpperCase();
+      path = rule.pattern.value.path;
+      break;
+    default:
+      return undefined;
+  }
+  const where = `${method.parent.typeName}.${method.name} (${httpMethod} ${path})`;
+  try {
+    const template = parseTemplate(path);
+    const pathFields = new Map<string, DescField[]>();
+    for (const v of template.variables) {
+      const fields = resolveFieldPath(method.input, v.fieldPath);
+      const last = fields[fields.length - 1]!;
+      if (last.fieldKind === "list" || last.fieldKind === "map") {
+        throw new BindError(`path variable ${v.fieldPath.join(".")} is repeated`);
+      }
+      pathFields.set(v.fieldPath.join("."), fields);
+    }
+    let bodyField: DescField | undefined;
+    if (rule.body !== "" && rule.body !== "*") {
+      bodyField = findField(method.input, rule.body);
+      if (!bodyField) throw new BindError(`body field "${rule.body}" not in ${method.input.typeName}`);
+    }
+    let responseBodyField: DescField | undefined;
+    if (top.responseBody !== "" || rule.responseBody !== "") {
+      const name = rule.responseBody || top.responseBody;
+      responseBodyField = findField(method.output, name);
+      if (!responseBodyField) throw new BindError(`response_body "${name}" not in ${method.output.typeName}`);
+    }
+    const status = hasOption(method, success_status) ? getOption(method, success_status) : 200;
+    const stream = hasOption(method, sse) ? getOption(method, sse) : undefined;
+    if (method.methodKind !== "unary" && !(method.methodKind === "server_streaming" && stream)) {
+      // Only unary RPCs and SSE-framed server streams have a REST form.
+      return undefined;
+    }
+    return {
+      method,
+      httpMethod,
+      template,
+      pathFields,
+      body: rule.body,
+      bodyField,
+      responseBodyField,
+      successStatus: status || 200,
+      sse: stream,
+    };
+  } catch (e) {
+    throw new RouteConfigError(`${where}: ${(e as Error).message}`);
+  }
+}
+
+/** Every REST binding declared by google.api.http on the services' methods. */
+export function collectRoutes(services: DescService[]): Route[] {
+  const routes: Route[] = [];
+  for (const service of services) {
+    for (const method of service.methods) {
+      if (!hasOption(method, http)) continue;
+      const rule = getOption(method, http);
+      for (const r of [rule, ...rule.additionalBindings]) {
+        const route = routeOf(method, r, rule);
+        if (route) routes.push(route);
+      }
+    }
+  }
+  return routes;
+}
+
+export type RouteLookup =
+  | { kind: "found"; route: Route; values: Map<string, string> }
+  | { kind: "method_not_allowed"; allow: string[] }
+  | { kind: "not_found" };
+
+/** Picks the most specific route for a method and raw path. */
+export function lookupRoute(routes: Route[], httpMethod: string, rawPath: string): RouteLookup {
+  let best: { route: Route; values: Map<string, string>; score: number[] } | undefined;
+  const allow = new Set<string>();
+  // HEAD is answered like GET without a body.
+  const want = httpMethod === "HEAD" ? "GET" : httpMethod;
+  for (const route of routes) {
+    const m = matchTemplate(route.template, rawPath);
+    if (!m) continue;
+    allow.add(route.httpMethod);
+    if (route.httpMethod !== want) continue;
+    if (!best || compareScores(m.score, best.score) > 0) best = { route, values: m.values, score: m.score };
+  }
+  if (best) return { kind: "found", route: best.route, values: best.values };
+  if (allow.size > 0) return { kind: "method_not_allowed", allow: [...allow].sort() };
+  return { kind: "not_found" };
+}

@@ -1,0 +1,104 @@
+import { type DescField, type DescMessage, type Message, create, getOption, hasOption } from "@bufbuild/protobuf";
+import { SseData, type SseEvent, type SseStream, sse_event } from "@platform/gen/platform/api/v1/options_pb";
+import { type OutputJsonOptions, messageToJson } from "./json.ts";
+
+/** One SSE event ready to write, and whether the stream ends after it. */
+export interface SseFrame {
+  text: string;
+  terminal: boolean;
+}
+
+/** Escapes line breaks so one text chunk stays one `data:` line. */
+export function escapeText(s: string): string {
+  return s.replace(/\r\n|\r|\n/g, (m) => (m === "\r" ? "\\r" : m === "\n" ? "\\n" : "\\r\\n"));
+}
+
+function get(msg: Message, field: DescField): unknown {
+  return (msg as unknown as Record<string, unknown>)[field.localName];
+}
+
+/**
+ * Frames streamed messages as SSE events according to the method's
+ * `(platform.api.v1.sse)` option and, with `oneof`, the variants'
+ * `(platform.api.v1.sse_event)` options.
+ */
+export class SseFramer {
+  private readonly idField?: DescField;
+  private readonly oneof?: DescMessage["oneofs"][number];
+  private readonly variants = new Map<string, { field: DescField; opt: SseEvent | undefined }>();
+  private readonly json: OutputJsonOptions;
+
+  constructor(
+    private readonly desc: DescMessage,
+    opt: SseStream,
+    json: OutputJsonOptions = {},
+  ) {
+    // SSE payloads always omit zero and empty fields (the contract says so).
+    this.json = { ...json, alwaysEmitImplicit: false };
+    if (opt.idField) {
+      this.idField = desc.fields.find((f) => f.name === opt.idField);
+      if (!this.idField) throw new Error(`sse id_field "${opt.idField}" not in ${desc.typeName}`);
+    }
+    if (opt.oneof) {
+      this.oneof = desc.oneofs.find((o) => o.name === opt.oneof);
+      if (!this.oneof) throw new Error(`sse oneof "${opt.oneof}" not in ${desc.typeName}`);
+      for (const f of this.oneof.fields) {
+        this.variants.set(f.localName, { field: f, opt: hasOption(f, sse_event) ? getOption(f, sse_event) : undefined });
+      }
+    }
+  }
+
+  /** The variant whose event is named `error`, if the contract has one. */
+  errorVariant(): DescField | undefined {
+    for (const { field, opt } of this.variants.values()) if (opt?.event === "error") return field;
+    return undefined;
+  }
+
+  /**
+   * A message carrying `text` in the contract's error variant (its first
+   * string field), or undefined when the contract defines no error event.
+   */
+  errorMessage(text: string): Message | undefined {
+    const variant = this.errorVariant();
+    if (!variant || !this.oneof) return undefined;
+    let value: unknown = text;
+    if (variant.fieldKind === "message") {
+      const str = variant.message.fields.find((f) => f.fieldKind === "scalar" && f.scalar === 9);
+      value = create(variant.message, str ? { [str.localName]: text } : {});
+    }
+    return create(this.desc, { [this.oneof.localName]: { case: variant.localName, value } } as never);
+  }
+
+  frame(msg: Message): SseFrame | undefined {
+    let head = "";
+    if (this.idField) {
+      const id = get(msg, this.idField);
+      if (id !== undefined && id !== "" && id !== 0 && id !== 0n) head += `id: ${String(id).replace(/[\r\n]/g, "")}\n`;
+    }
+    if (!this.oneof) {
+      const json = messageToJson(this.desc, msg, this.json) as Record<string, unknown>;
+      if (this.idField) delete json[this.idField.jsonName];
+      return { text: `${head}data: ${JSON.stringify(json)}\n\n`, terminal: false };
+    }
+    const sel = (msg as unknown as Record<string, { case?: string; value?: unknown }>)[this.oneof.localName];
+    if (!sel?.case) return undefined;
+    const variant = this.variants.get(sel.case);
+    if (!variant) return undefined;
+    const { field, opt } = variant;
+    if (opt?.event) head += `event: ${opt.event.replace(/[\r\n]/g, "")}\n`;
+    let data: string;
+    if (opt?.data === SseData.ESCAPED_TEXT) {
+      let text = sel.value;
+      if (field.fieldKind === "message") {
+        const tf = field.message.fields.find((f) => f.name === opt.textField) ?? field.message.fields[0];
+        text = tf ? get(sel.value as Message, tf) : "";
+      }
+      data = escapeText(String(text ?? ""));
+    } else if (field.fieldKind === "message") {
+      data = JSON.stringify(messageToJson(field.message, sel.value as Message, this.json));
+    } else {
+      data = JSON.stringify(sel.value);
+    }
+    return { text: `${head}data: ${data}\n\n`, terminal: opt?.terminal ?? false };
+  }
+}
