@@ -75,7 +75,7 @@ export class SigningKeys {
   /** GetPublicKey: only the active key is served; retired and unknown kids are NOT_FOUND kid_unknown. */
   async publicKeyDer(kid: string): Promise<Buffer> {
     const found = kid ? await this.find(kid) : undefined;
-    if (!found || found.state !== "active") throw PlatformError.notFound("signing key not found", AuthReason.kidUnknown);
+    if (found?.state !== "active") throw PlatformError.notFound("signing key not found", AuthReason.kidUnknown);
     return found.der;
   }
 

@@ -3,10 +3,11 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { IdentityRestCode, PlatformError } from "@platform/errors";
 import { type AuthContextSchema, AuthMode, type AuthService, Env, Role } from "@platform/gen/identity/v1/auth_pb";
-import type { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
+import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
 import type { AuthContext, KeyEnv } from "../auth/auth-context.ts";
 import type { Identity } from "../identity.ts";
 import { authContextKey } from "./auth-interceptor.ts";
+import { replayable } from "./idempotency-interceptor.ts";
 
 // Handlers translate between messages and the domain; the rules live in the domain.
 
@@ -33,6 +34,16 @@ const envOf = (e: Env): KeyEnv | undefined => (e === Env.LIVE ? "live" : e === E
 const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
 
 export function sessionService(identity: Identity): Partial<ServiceImpl<typeof SessionService>> {
+  return replayable(SessionService, sessionImpl(identity));
+}
+export function userService(identity: Identity): Partial<ServiceImpl<typeof UserService>> {
+  return replayable(UserService, userImpl(identity));
+}
+export function orgService(identity: Identity): Partial<ServiceImpl<typeof OrgService>> {
+  return replayable(OrgService, orgImpl(identity));
+}
+
+function sessionImpl(identity: Identity): Partial<ServiceImpl<typeof SessionService>> {
   const pair = (p: Awaited<ReturnType<Identity["sessions"]["login"]>>) => ({
     token: { accessToken: p.accessToken, tokenType: p.tokenType, expiresIn: BigInt(p.expiresIn), refreshToken: p.refreshToken },
   });
@@ -50,7 +61,7 @@ export function sessionService(identity: Identity): Partial<ServiceImpl<typeof S
   };
 }
 
-export function userService(identity: Identity): Partial<ServiceImpl<typeof UserService>> {
+function userImpl(identity: Identity): Partial<ServiceImpl<typeof UserService>> {
   return {
     getMe: async (_req, ctx) => {
       const u = await identity.users.get(caller(ctx).userId);
@@ -73,7 +84,7 @@ export function userService(identity: Identity): Partial<ServiceImpl<typeof User
   };
 }
 
-export function orgService(identity: Identity): Partial<ServiceImpl<typeof OrgService>> {
+function orgImpl(identity: Identity): Partial<ServiceImpl<typeof OrgService>> {
   const org = (o: Awaited<ReturnType<Identity["orgs"]["getForCaller"]>>) => ({
     org: { id: o.id, name: o.name, slug: o.slug, createdAt: ts(o.createdAt), updatedAt: ts(o.updatedAt) },
   });

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import { type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
-import type { Interceptor } from "@connectrpc/connect";
+import { type DescMessage, type DescService, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { type HandlerContext, type Interceptor, createContextKey } from "@connectrpc/connect";
 import { PlatformError } from "@platform/errors";
 import { IdempotencyStore } from "../idempotency/idempotency-store.ts";
 import { authContextKey } from "./auth-interceptor.ts";
@@ -8,6 +8,9 @@ import { ruleOf } from "./policies.ts";
 
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
 export const REPLAYED_HEADER = "idempotent-replayed";
+
+/** The stored response to replay instead of running the handler (see `replayable`). */
+const replayKey = createContextKey<Uint8Array | undefined>(undefined, { description: "idempotent replay" });
 
 function fingerprint(method: string, schema: DescMessage, message: unknown): string {
   return createHash("sha256")
@@ -37,16 +40,10 @@ export function idempotencyInterceptor(store: IdempotencyStore): Interceptor {
     const method = `${req.method.parent.typeName}/${req.method.name}`;
     const claim = await store.claim(scope, key, method, fingerprint(method, req.method.input, req.message));
     if (claim.kind === "replay") {
-      const header = new Headers();
-      header.set(REPLAYED_HEADER, "true");
-      return {
-        stream: false,
-        service: req.service,
-        method: req.method,
-        header,
-        trailer: new Headers(),
-        message: fromBinary(req.method.output, claim.response),
-      } as Awaited<ReturnType<typeof next>>;
+      // Answered by `replayable` in place of the handler, so the protocol's
+      // own response headers stay intact.
+      req.contextValues.set(replayKey, claim.response);
+      return next(req);
     }
     let res: Awaited<ReturnType<typeof next>>;
     try {
@@ -59,4 +56,26 @@ export function idempotencyInterceptor(store: IdempotencyStore): Interceptor {
     await store.complete(scope, key, toBinary(req.method.output, res.message as never));
     return res;
   };
+}
+
+type AnyImpl = Record<string, ((req: never, ctx: HandlerContext) => unknown) | undefined>;
+
+/**
+ * Wraps a service implementation so that a request the idempotency
+ * interceptor marked as a replay gets the stored response, with
+ * `Idempotent-Replayed: true`, and the handler does not run.
+ */
+export function replayable<T extends object>(service: DescService, impl: T): T {
+  const wrapped: AnyImpl = { ...(impl as AnyImpl) };
+  for (const method of service.methods) {
+    const fn = (impl as AnyImpl)[method.localName];
+    if (!fn || method.methodKind !== "unary") continue;
+    wrapped[method.localName] = (req: never, ctx: HandlerContext) => {
+      const stored = ctx.values.get(replayKey);
+      if (!stored) return fn(req, ctx);
+      ctx.responseHeader.set(REPLAYED_HEADER, "true");
+      return fromBinary(method.output, stored);
+    };
+  }
+  return wrapped as T;
 }
