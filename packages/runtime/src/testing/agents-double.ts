@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { ConnectError, Code as ConnectCode } from "@connectrpc/connect";
+import { ConnectError, Code as ConnectCode, type ServiceImpl } from "@connectrpc/connect";
 import {
   type GetSessionResponseSchema,
   type SendMessagesRequest,
@@ -7,7 +7,8 @@ import {
   SessionService,
   type StreamEventsRequest,
 } from "@platform/gen/agents/v1/agents_pb";
-import { type RunningServer, startGrpcServer } from "../server/grpc-server.ts";
+import { createServer, type Server } from "@platform/rpc";
+import { pino } from "pino";
 
 type EventInit = MessageInitShape<typeof SessionEventSchema>;
 
@@ -28,7 +29,7 @@ export class AgentsDouble {
   session: MessageInitShape<typeof GetSessionResponseSchema> = { session: { id: "s", status: "idle" }, events: [] };
   /** Delay between streamed events, ms. */
   delayMs = 0;
-  #server?: RunningServer;
+  #server?: Server;
 
   async start(): Promise<string> {
     const stream = async function* (this: AgentsDouble, call: AgentsCall): AsyncIterable<EventInit> {
@@ -45,19 +46,22 @@ export class AgentsDouble {
       this.calls.push(call);
       return call;
     };
-    this.#server = await startGrpcServer({
-      serviceNames: [SessionService.typeName],
-      routes: (router) =>
-        router.service(SessionService, {
-          sendMessages: (req, ctx) => stream(record("sendMessages", req, ctx.requestHeader)),
-          streamEvents: (req, ctx) => stream(record("streamEvents", req, ctx.requestHeader)),
-          getSession: (req, ctx) => {
-            record("getSession", { id: req.id }, ctx.requestHeader);
-            return this.session;
-          },
-        }),
+    const impl: Partial<ServiceImpl<typeof SessionService>> = {
+      sendMessages: (req, ctx) => stream(record("sendMessages", req, ctx.requestHeader)),
+      streamEvents: (req, ctx) => stream(record("streamEvents", req, ctx.requestHeader)),
+      getSession: (req, ctx) => {
+        record("getSession", { id: req.id }, ctx.requestHeader);
+        return this.session;
+      },
+    };
+    this.#server = createServer({
+      name: "agents-double",
+      envelope: "agents",
+      logger: pino({ level: "silent" }),
+      shutdownTimeoutMs: 1000,
+      services: [{ service: SessionService, impl }],
     });
-    return this.#server.url;
+    return (await this.#server.listen()).url;
   }
 
   async close(): Promise<void> {

@@ -93,8 +93,10 @@ function callIdentity(req: InvokeRequest, h: Headers): CallIdentity {
     tenantId,
     orgId,
     userId,
-    requestId: h.get(Metadata.requestId) || req.requestId || randomUUID(),
-    traceId: h.get(Metadata.traceId) || req.traceId || randomUUID().replaceAll("-", ""),
+    // The message's echo fields first: the server stamps generated ids into
+    // the metadata when a caller sent none.
+    requestId: req.requestId || h.get(Metadata.requestId) || randomUUID(),
+    traceId: req.traceId || h.get(Metadata.traceId) || randomUUID().replaceAll("-", ""),
   };
 }
 

@@ -5,9 +5,8 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 import { isServing } from "../health/grpc-health.ts";
 import { Metadata } from "../metadata.ts";
-import type { RunningServer } from "../server/grpc-server.ts";
 import { AgentsDouble } from "../testing/agents-double.ts";
-import { startWorker } from "./worker.ts";
+import { type RunningServer, startWorker } from "./worker.ts";
 
 const TENANT = "7e57a000-0000-4000-8000-000000000001";
 const USER = "11111111-0000-4000-8000-000000000002";
@@ -152,13 +151,15 @@ describe("tenant worker", () => {
     }
   });
 
-  test("request and trace ids come from the message when the metadata lacks them, else are generated", async () => {
+  test("request and trace ids: the message echo first, then metadata, else generated per call", async () => {
     await collect({ sessionId: SESSION, requestId: "from-body", traceId: "t-body", messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }));
     assert.equal(agents.calls[0]?.headers["x-request-id"], "from-body");
     assert.equal(agents.calls[0]?.headers["x-trace-id"], "t-body");
     await collect({ sessionId: SESSION, messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }));
     assert.match(agents.calls[1]?.headers["x-request-id"] ?? "", /^[0-9a-f-]{36}$/);
     assert.match(agents.calls[1]?.headers["x-trace-id"] ?? "", /^[0-9a-f]{32}$/);
+    await collect({ sessionId: SESSION, messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }));
+    assert.notEqual(agents.calls[2]?.headers["x-request-id"], agents.calls[1]?.headers["x-request-id"]);
   });
 
   test("without messages it rejoins the running turn after the last terminal event", async () => {

@@ -1,26 +1,42 @@
+import type { ServiceImpl } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
-import type { Logger } from "pino";
-import { type RunningServer, startGrpcServer } from "../server/grpc-server.ts";
+import { createServer } from "@platform/rpc";
+import { type Logger, pino } from "pino";
 import type { AgentsPort } from "./agents-port.ts";
 import { ConnectAgentsClient } from "./agents-client.ts";
 import type { WorkerConfig } from "./config.ts";
 import { workerInvoke } from "./invoke.ts";
 
-/** Starts the tenant worker's gRPC server (RuntimeService + health). */
+export interface RunningServer {
+  port: number;
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the tenant worker's server: RuntimeService.Invoke over gRPC (and
+ * Connect), gRPC health SERVING for runtime.v1.RuntimeService once listening.
+ */
 export async function startWorker(
   config: Omit<WorkerConfig, "exitWithStdin" | "logLevel">,
-  options: { logger?: Logger; agents?: AgentsPort } = {},
+  options: { logger?: Logger; agents?: AgentsPort; shutdownTimeoutMs?: number } = {},
 ): Promise<RunningServer> {
+  const logger = options.logger ?? pino({ level: "silent" });
   const agents = options.agents ?? new ConnectAgentsClient(createGrpcTransport({ baseUrl: config.agentsUrl }));
-  return startGrpcServer({
-    serviceNames: [RuntimeService.typeName],
-    routes(router) {
-      router.service(RuntimeService, {
-        invoke: workerInvoke({ tenantId: config.tenantId, orgId: config.orgId, agents, logger: options.logger }),
-      });
-    },
+  const impl: ServiceImpl<typeof RuntimeService> = {
+    invoke: workerInvoke({ tenantId: config.tenantId, orgId: config.orgId, agents, logger }),
+  };
+  const server = createServer({
+    name: "runtime-worker",
+    services: [{ service: RuntimeService, impl }],
+    envelope: "runtime",
     port: config.port,
     host: config.host,
+    logger,
+    // The local orchestrator sends SIGKILL 5 s after SIGTERM.
+    shutdownTimeoutMs: options.shutdownTimeoutMs ?? 4000,
   });
+  const { port, url } = await server.listen();
+  return { port, url, close: () => server.close() };
 }
