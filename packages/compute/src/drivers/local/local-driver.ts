@@ -2,7 +2,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import { constants as osConstants } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import {
@@ -21,6 +20,7 @@ import {
 } from "../../driver.ts";
 import { baseEnv, bwrapArgs } from "./bwrap.ts";
 import { type Cgroup, type CgroupStats, detectCgroups } from "./cgroups.ts";
+import { collectExpiredWorkspaces } from "./gc.ts";
 import { processStartTime, SandboxLayout } from "./sandbox-layout.ts";
 import { WorkspaceFs } from "./workspace-fs.ts";
 
@@ -571,30 +571,4 @@ export function sandboxUid(sandboxId: string): number {
 
 function signalNumber(signal: NodeJS.Signals): number {
   return osConstants.signals[signal] ?? 0;
-}
-
-/**
- * Removes sandbox directories whose soft-delete marker has expired. Used by
- * the driver's collectGarbage and the `compute-gc` command.
- */
-export async function collectExpiredWorkspaces(dataDir: string, now: Date): Promise<string[]> {
-  const base = join(dataDir, "sandboxes");
-  const removed: string[] = [];
-  let names: string[] = [];
-  try {
-    names = fs.readdirSync(base);
-  } catch {
-    return removed;
-  }
-  for (const id of names) {
-    const layout = new SandboxLayout(dataDir, id);
-    const after = layout.readAnnotations()?.[DELETE_AFTER_KEY];
-    if (!after) continue;
-    const when = Date.parse(after);
-    if (Number.isNaN(when) || when > now.getTime()) continue;
-    fs.rmSync(layout.dir, { recursive: true, force: true });
-    removed.push(id);
-  }
-  await sleep(0);
-  return removed;
 }

@@ -1,0 +1,88 @@
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { type Database, migrate, openDatabase } from "@platform/db";
+import { createServer, type Server } from "@platform/rpc";
+import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
+import type { Logger } from "pino";
+import type { ComputeConfig } from "./config.ts";
+import type { SandboxDriver } from "./driver.ts";
+import { LocalDriver } from "./drivers/local/local-driver.ts";
+import { computeServiceImpl } from "./server.ts";
+import { ComputeDomain } from "./service/compute-domain.ts";
+import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
+import { MIGRATIONS_TABLE, migrations } from "./store/migrations.ts";
+
+export interface ComputeApp {
+  domain: ComputeDomain;
+  driver: SandboxDriver;
+  database: Database<unknown>;
+  server: Server;
+  /** Stops the GC routine, the server, the driver's watchers and the database (sandboxes keep running). */
+  close(): Promise<void>;
+}
+
+export async function runMigrations(database: Database<unknown>): Promise<string[]> {
+  return migrate(database, MIGRATIONS_TABLE, migrations);
+}
+
+/** Builds the driver named by the config. The Kubernetes one is loaded only when asked for. */
+export async function createDriver(config: ComputeConfig, logger: Logger): Promise<SandboxDriver> {
+  if (config.driver === "local") {
+    return new LocalDriver({ dataDir: config.dataDir, pidsMax: config.pidsMax, logger });
+  }
+  const path = "./drivers/kubernetes/index.ts";
+  const mod = (await import(path)) as { createKubernetesDriver?: (o: { config: ComputeConfig; logger: Logger }) => Promise<SandboxDriver> };
+  if (!mod.createKubernetesDriver) throw new Error("the kubernetes driver does not export createKubernetesDriver");
+  return mod.createKubernetesDriver({ config, logger });
+}
+
+/** Wires store, driver, domain and the Connect server; does not listen. */
+export async function createComputeApp(
+  config: ComputeConfig,
+  logger: Logger,
+  overrides: { driver?: SandboxDriver; database?: Database<unknown> } = {},
+): Promise<ComputeApp> {
+  fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o711 });
+  const database =
+    overrides.database ??
+    (await openDatabase<unknown>(config.databaseUrl ? { url: config.databaseUrl } : { dataDir: join(config.dataDir, "pglite") }));
+  await runMigrations(database);
+  const driver = overrides.driver ?? (await createDriver(config, logger));
+  const domain = new ComputeDomain({
+    driver,
+    store: new KyselySandboxStore(database),
+    defaults: { image: config.sandboxImage, storageClass: config.pvcStorageClass, workspaceSize: config.pvcWorkspaceSize },
+    logger,
+  });
+  await domain.start();
+  const server = createServer({
+    name: "compute",
+    services: [{ service: ComputeService, impl: computeServiceImpl(domain) }],
+    envelope: "identity",
+    port: config.port,
+    host: config.host,
+    // WriteFile carries up to 16 MiB of data plus framing.
+    bodyLimitBytes: 17 * 1024 * 1024,
+    logger,
+  });
+  const gcTimer = setInterval(() => {
+    driver
+      .collectGarbage(new Date())
+      .then((ids) => ids.length > 0 && logger.info({ removed: ids }, "expired workspaces removed"))
+      .catch((err) => logger.error({ err }, "workspace GC failed"));
+  }, config.gcIntervalMs);
+  gcTimer.unref();
+  return {
+    domain,
+    driver,
+    database,
+    server,
+    async close() {
+      clearInterval(gcTimer);
+      await server.close();
+      await domain.stop();
+      await driver.close();
+      if (!overrides.database) await database.close();
+    },
+  };
+}

@@ -1,0 +1,51 @@
+import { resolve } from "node:path";
+
+export interface ComputeConfig {
+  port: number;
+  host: string;
+  databaseUrl?: string;
+  dataDir: string;
+  driver: "local" | "kubernetes";
+  sandboxImage: string;
+  pvcStorageClass: string;
+  pvcWorkspaceSize: string;
+  pidsMax: number;
+  gcIntervalMs: number;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+const QUANTITY = /^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$/;
+
+/** Reads and validates the compute service's environment once, at start-up. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig {
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+    return n;
+  };
+  const driver = env.COMPUTE_DRIVER || "local";
+  if (driver !== "local" && driver !== "kubernetes") throw new ConfigError(`COMPUTE_DRIVER must be local or kubernetes, got ${JSON.stringify(driver)}`);
+  const databaseUrl = env.DATABASE_URL || undefined;
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) throw new ConfigError("DATABASE_URL must be a postgres:// URL");
+  const size = env.PVC_WORKSPACE_SIZE || "5Gi";
+  if (!QUANTITY.test(size)) throw new ConfigError(`PVC_WORKSPACE_SIZE must be a capacity such as 5Gi, got ${JSON.stringify(size)}`);
+  return {
+    port: int("COMPUTE_PORT", 50051, 0, 65535),
+    host: env.COMPUTE_HOST || "0.0.0.0",
+    databaseUrl,
+    dataDir: resolve(env.COMPUTE_DATA_DIR || ".data/compute"),
+    driver,
+    sandboxImage: env.SANDBOX_IMAGE || "debian:bookworm-slim",
+    pvcStorageClass: env.PVC_STORAGE_CLASS || "",
+    pvcWorkspaceSize: size,
+    pidsMax: int("COMPUTE_PIDS_MAX", 512, 16, 1_000_000),
+    gcIntervalMs: int("COMPUTE_GC_INTERVAL_SECONDS", 3600, 1, 7 * 86400) * 1000,
+    logLevel: env.LOG_LEVEL || "info",
+  };
+}

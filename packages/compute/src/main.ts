@@ -1,0 +1,28 @@
+import { pino } from "pino";
+import { createComputeApp } from "./app.ts";
+import { ConfigError, loadConfig } from "./config.ts";
+
+const logger = pino({ name: "compute", level: process.env.LOG_LEVEL || "info" });
+
+let config: ReturnType<typeof loadConfig>;
+try {
+  config = loadConfig();
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(`compute: invalid configuration: ${err.message}`);
+    process.exit(2);
+  }
+  throw err;
+}
+
+const app = await createComputeApp(config, logger);
+const { port } = await app.server.listen();
+logger.info({ port, driver: app.driver.name, dataDir: config.dataDir, database: app.database.kind }, "compute listening");
+
+const shutdown = async (signal: string) => {
+  logger.info({ signal }, "shutting down; sandboxes keep running and are re-attached on the next start");
+  await app.close();
+  process.exit(0);
+};
+process.once("SIGTERM", () => void shutdown("SIGTERM"));
+process.once("SIGINT", () => void shutdown("SIGINT"));

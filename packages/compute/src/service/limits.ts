@@ -1,0 +1,17 @@
+/** The spec's limits and defaults (section 8), in one place. */
+export const LIMITS = {
+  defaultCpuMillis: 1000,
+  defaultMemoryBytes: 1024 * 1024 * 1024,
+  defaultMaxRuntimeMs: 15 * 60_000,
+  defaultMountPath: "/workspace",
+  maxExecTimeoutMs: 600_000,
+  maxFileChunkBytes: 16 * 1024 * 1024,
+  defaultListEntries: 1000,
+  maxListEntries: 10_000,
+  // Bounds of our own, so a typo cannot ask for a machine we do not have.
+  minCpuMillis: 10,
+  maxCpuMillis: 64_000,
+  minMemoryBytes: 16 * 1024 * 1024,
+  maxMemoryBytes: 256 * 1024 * 1024 * 1024,
+  maxMaxRuntimeMs: 7 * 24 * 3_600_000,
+} as const;

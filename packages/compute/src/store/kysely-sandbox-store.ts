@@ -1,0 +1,117 @@
+import type { Database } from "@platform/db";
+import type { Insertable, Kysely, Selectable } from "kysely";
+import type { Usage } from "../driver.ts";
+import { ALLOWED_FROM, type SandboxRecord, type SandboxState, type SandboxStore } from "./sandbox-store.ts";
+
+interface SandboxesTable {
+  id: string;
+  tenant_id: string;
+  session_id: string;
+  image: string;
+  storage_class: string;
+  workspace_size: string;
+  mount_path: string;
+  cpu_millis: number;
+  memory_bytes: number;
+  max_runtime_ms: number;
+  status: SandboxState;
+  failure_reason: string | null;
+  driver: string;
+  created_at: Date;
+  updated_at: Date;
+  destroyed_at: Date | null;
+  total_usage: Usage | null;
+}
+
+export interface ComputeDB {
+  compute_sandboxes: SandboxesTable;
+}
+
+type Row = Selectable<SandboxesTable>;
+
+function fromRow(r: Row): SandboxRecord {
+  return {
+    id: r.id,
+    tenantId: r.tenant_id,
+    sessionId: r.session_id,
+    image: r.image,
+    storageClass: r.storage_class,
+    workspaceSize: r.workspace_size,
+    mountPath: r.mount_path,
+    cpuMillis: Number(r.cpu_millis),
+    memoryBytes: Number(r.memory_bytes),
+    maxRuntimeMs: Number(r.max_runtime_ms),
+    status: r.status,
+    failureReason: r.failure_reason,
+    driver: r.driver,
+    createdAt: new Date(r.created_at),
+    updatedAt: new Date(r.updated_at),
+    destroyedAt: r.destroyed_at ? new Date(r.destroyed_at) : null,
+    totalUsage: typeof r.total_usage === "string" ? (JSON.parse(r.total_usage) as Usage) : r.total_usage,
+  };
+}
+
+export class KyselySandboxStore implements SandboxStore {
+  private readonly db: Kysely<ComputeDB>;
+  constructor(database: Database<ComputeDB> | Database<unknown>) {
+    this.db = database.db as Kysely<ComputeDB>;
+  }
+
+  async insert(r: SandboxRecord): Promise<void> {
+    const row: Insertable<SandboxesTable> = {
+      id: r.id,
+      tenant_id: r.tenantId,
+      session_id: r.sessionId,
+      image: r.image,
+      storage_class: r.storageClass,
+      workspace_size: r.workspaceSize,
+      mount_path: r.mountPath,
+      cpu_millis: r.cpuMillis,
+      memory_bytes: r.memoryBytes,
+      max_runtime_ms: r.maxRuntimeMs,
+      status: r.status,
+      failure_reason: r.failureReason,
+      driver: r.driver,
+      created_at: r.createdAt,
+      updated_at: r.updatedAt,
+      destroyed_at: r.destroyedAt,
+      total_usage: r.totalUsage ? (JSON.stringify(r.totalUsage) as never) : null,
+    };
+    await this.db.insertInto("compute_sandboxes").values(row).execute();
+  }
+
+  async get(id: string): Promise<SandboxRecord | undefined> {
+    const row = await this.db.selectFrom("compute_sandboxes").selectAll().where("id", "=", id).executeTakeFirst();
+    return row ? fromRow(row) : undefined;
+  }
+
+  async transition(
+    id: string,
+    to: SandboxState,
+    extra: { failureReason?: string; totalUsage?: Usage; destroyedAt?: Date } = {},
+  ): Promise<SandboxRecord | undefined> {
+    const set: Record<string, unknown> = { status: to, updated_at: new Date() };
+    if (extra.failureReason !== undefined) set.failure_reason = extra.failureReason;
+    if (extra.totalUsage !== undefined) set.total_usage = JSON.stringify(extra.totalUsage);
+    if (extra.destroyedAt !== undefined) set.destroyed_at = extra.destroyedAt;
+    // The allowed source states are in the WHERE clause, so concurrent updates cannot break the state table.
+    const updated = await this.db
+      .updateTable("compute_sandboxes")
+      .set(set as never)
+      .where("id", "=", id)
+      .where("status", "in", ALLOWED_FROM[to])
+      .returningAll()
+      .executeTakeFirst();
+    return updated ? fromRow(updated) : this.get(id);
+  }
+
+  async listLive(): Promise<SandboxRecord[]> {
+    const rows = await this.db
+      .selectFrom("compute_sandboxes")
+      .selectAll()
+      .where("status", "in", ["STARTING", "READY"])
+      .orderBy("created_at")
+      .execute();
+    return rows.map(fromRow);
+  }
+}

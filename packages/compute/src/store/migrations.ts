@@ -1,0 +1,32 @@
+import type { Migration } from "@platform/db";
+
+export const MIGRATIONS_TABLE = "compute_migrations";
+
+export const migrations: Migration[] = [
+  {
+    name: "0001_sandboxes",
+    sql: `
+create table compute_sandboxes (
+  id uuid primary key,
+  tenant_id uuid not null,
+  session_id uuid not null,
+  image text not null,
+  storage_class text not null,
+  workspace_size text not null,
+  mount_path text not null,
+  cpu_millis integer not null,
+  memory_bytes bigint not null,
+  max_runtime_ms bigint not null,
+  status text not null check (status in ('STARTING', 'READY', 'FAILED', 'DESTROYED')),
+  failure_reason text,
+  driver text not null,
+  created_at timestamptz not null,
+  updated_at timestamptz not null,
+  destroyed_at timestamptz,
+  total_usage jsonb
+);
+create index compute_sandboxes_live on compute_sandboxes (status) where status in ('STARTING', 'READY');
+create index compute_sandboxes_session on compute_sandboxes (tenant_id, session_id);
+`,
+  },
+];
