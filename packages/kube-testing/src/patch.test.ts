@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { jsonPatch, mergePatch, strategicMergePatch } from "./patch.ts";
+import { type Json, jsonPatch, mergePatch, strategicMergePatch } from "./patch.ts";
 
 test("merge patch sets, overwrites and removes keys with null, keeps the rest", () => {
   const doc = { metadata: { annotations: { a: "1", b: "2" }, labels: { x: "y" } } };
@@ -10,7 +10,7 @@ test("merge patch sets, overwrites and removes keys with null, keeps the rest", 
 });
 
 test("strategic merge patch merges containers and env by name instead of replacing the list", () => {
-  const doc = { spec: { containers: [{ name: "a", image: "1", env: [{ name: "X", value: "1" }] }, { name: "b", image: "2" }] } };
+  const doc: Json = { spec: { containers: [{ name: "a", image: "1", env: [{ name: "X", value: "1" }] }, { name: "b", image: "2" }] } };
   const out = strategicMergePatch(doc, { spec: { containers: [{ name: "a", env: [{ name: "Y", value: "2" }] }] } });
   assert.deepEqual(out, {
     spec: {

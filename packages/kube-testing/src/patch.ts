@@ -5,7 +5,7 @@
 // lists are replaced, as the server does for lists without a merge key.
 import { statusErrors } from "./status.ts";
 
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type JsonObject = { [k: string]: Json };
 
 const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
