@@ -132,7 +132,10 @@ export function createServer(options: ServerOptions): Server {
       reflectionV1Pb.ServerReflection.typeName,
       reflectionV1alphaPb.ServerReflection.typeName,
     ];
-    const reflector = new Reflector([...files, reflectionV1Pb.ServerReflection.file], names);
+    const reflector = new Reflector(
+      [...files, reflectionV1Pb.ServerReflection.file, reflectionV1alphaPb.ServerReflection.file],
+      names,
+    );
     router.service(reflectionV1Pb.ServerReflection, reflectionV1(reflector));
     router.service(reflectionV1alphaPb.ServerReflection, reflectionV1alpha(reflector));
   }
@@ -301,8 +304,13 @@ export function createServer(options: ServerOptions): Server {
       socket.off("data", onData);
       socket.pause();
       socket.unshift(buf);
-      (isPrefix ? h2 : h1).emit("connection", socket);
-      socket.resume();
+      // The http2 session drains the socket's buffered bytes itself; the
+      // HTTP/1.1 parser needs the stream flowing again.
+      if (isPrefix) h2.emit("connection", socket);
+      else {
+        h1.emit("connection", socket);
+        socket.resume();
+      }
     };
     socket.on("data", onData);
     socket.on("error", () => socket.destroy());
