@@ -1,0 +1,87 @@
+import { type Database, openDatabase } from "@platform/db";
+import type { DestinationStream, Logger } from "pino";
+import type { Settings } from "./config/settings.ts";
+import { migrateIdentity } from "./db/migrations.ts";
+import type { IdentityDB } from "./db/schema.ts";
+import { type Identity, createIdentity } from "./identity.ts";
+import { createLogger } from "./logger.ts";
+import { type IdentityServers, createIdentityServers } from "./server/servers.ts";
+
+export type App = {
+  identity: Identity;
+  servers: IdentityServers;
+  logger: Logger;
+  urls: { rest: string; grpc: string; restPort: number; grpcPort: number };
+  close(): Promise<void>;
+};
+
+/**
+ * Runs the migrations on MIGRATION_DB_URL when given (a direct session-mode
+ * connection; the pooled DATABASE_URL may sit behind a transaction pooler),
+ * else on the service's own connection. Closes the migrator's connection.
+ */
+export async function runMigrations(settings: Settings, serviceDb?: Database<IdentityDB>): Promise<string[]> {
+  if (settings.migrationDbUrl) {
+    const migrator = await openDatabase<IdentityDB>({ url: settings.migrationDbUrl, maxConnections: 1, minConnections: 0 });
+    try {
+      return await migrateIdentity(migrator as never);
+    } finally {
+      await migrator.close();
+    }
+  }
+  if (!serviceDb) throw new Error("no database to migrate");
+  return migrateIdentity(serviceDb as never);
+}
+
+export function openIdentityDatabase(settings: Settings): Promise<Database<IdentityDB>> {
+  return openDatabase<IdentityDB>({
+    url: settings.databaseUrl,
+    dataDir: settings.databaseUrl ? undefined : settings.dataDir,
+    maxConnections: settings.dbMaxConns,
+    minConnections: settings.dbMinConns,
+    maxLifetimeMs: settings.dbMaxConnLifetimeMs,
+  });
+}
+
+/** Start-up: migrate, ensure an active signing key, bootstrap the owner if configured, listen. */
+export async function startApp(settings: Settings, options: { logDestination?: DestinationStream; database?: Database<IdentityDB> } = {}): Promise<App> {
+  const logger = createLogger(settings.logLevel, options.logDestination);
+  // PGlite has one connection per data directory: the migrator must share it.
+  const database = options.database ?? (await openIdentityDatabase(settings));
+  try {
+    const applied = await runMigrations(settings.databaseUrl ? settings : { ...settings, migrationDbUrl: undefined }, database);
+    if (applied.length) logger.info({ applied }, "migrations applied");
+    const identity = createIdentity(database, {
+      kek: settings.kek,
+      env: settings.env,
+      jwtTtlSeconds: settings.jwtTtlSeconds,
+      refreshTokenTtlSeconds: settings.refreshTokenTtlSeconds,
+      argon2: settings.argon2,
+      idempotencyLockMs: settings.requestTimeoutMs * 2,
+    });
+    const kid = await identity.keys.ensureActiveKey();
+    logger.info({ kid }, "signing key active");
+    if (settings.bootstrap) {
+      const result = await identity.bootstrap(settings.bootstrap);
+      logger.info({ created: result.created, userId: result.userId, orgId: result.orgId }, result.created ? "bootstrap owner created" : "bootstrap owner exists; nothing changed");
+    }
+    const servers = createIdentityServers(identity, settings, logger);
+    const { rest, grpc } = await servers.listen();
+    const purge = setInterval(() => identity.idempotency.purgeExpired().catch((err) => logger.warn({ err }, "idempotency purge failed")), 3600_000);
+    purge.unref();
+    return {
+      identity,
+      servers,
+      logger,
+      urls: { rest: rest.url, grpc: grpc.url, restPort: rest.port, grpcPort: grpc.port },
+      async close() {
+        clearInterval(purge);
+        await servers.close();
+        await database.close();
+      },
+    };
+  } catch (err) {
+    await database.close().catch(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,40 @@
+// `node --import tsx packages/identity/src/bootstrap-command.ts`: creates the
+// initial owner and organization from BOOTSTRAP_OWNER_EMAIL,
+// BOOTSTRAP_OWNER_PASSWORD, BOOTSTRAP_ORG_NAME (optional BOOTSTRAP_OWNER_NAME,
+// BOOTSTRAP_ORG_SLUG) on the configured database. Re-running changes nothing.
+import { SettingsError, loadSettings } from "./config/settings.ts";
+import { openIdentityDatabase, runMigrations } from "./app.ts";
+import { createIdentity } from "./identity.ts";
+
+try {
+  const settings = loadSettings(process.env);
+  if (!settings.bootstrap) throw new SettingsError("BOOTSTRAP_OWNER_EMAIL", "is required for the bootstrap command");
+  const database = await openIdentityDatabase(settings);
+  try {
+    await runMigrations(settings.databaseUrl ? settings : { ...settings, migrationDbUrl: undefined }, database);
+    const identity = createIdentity(database, {
+      kek: settings.kek,
+      env: settings.env,
+      jwtTtlSeconds: settings.jwtTtlSeconds,
+      refreshTokenTtlSeconds: settings.refreshTokenTtlSeconds,
+      argon2: settings.argon2,
+      idempotencyLockMs: settings.requestTimeoutMs * 2,
+    });
+    await identity.keys.ensureActiveKey();
+    const result = await identity.bootstrap(settings.bootstrap);
+    process.stdout.write(
+      result.created
+        ? `created owner ${settings.bootstrap.email} (user ${result.userId}) and organization ${result.orgId}\n`
+        : `owner ${settings.bootstrap.email} already exists (user ${result.userId}); nothing changed\n`,
+    );
+  } finally {
+    await database.close();
+  }
+} catch (err) {
+  if (err instanceof SettingsError) {
+    process.stderr.write(`identity bootstrap: invalid configuration: ${err.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`identity bootstrap: failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,37 @@
+// Identity service entry: settings from the environment, validated once;
+// a missing or invalid one exits with status 2 naming it.
+import { SettingsError, loadSettings } from "./config/settings.ts";
+import { startApp } from "./app.ts";
+
+let settings: ReturnType<typeof loadSettings>;
+try {
+  settings = loadSettings(process.env);
+} catch (err) {
+  if (err instanceof SettingsError) {
+    process.stderr.write(`identity: invalid configuration: ${err.message}\n`);
+    process.exit(2);
+  }
+  throw err;
+}
+
+const app = await startApp(settings).catch((err: unknown) => {
+  process.stderr.write(`identity: start-up failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
+app.logger.info({ rest: app.urls.rest, grpc: app.urls.grpc, env: settings.env }, "identity ready");
+
+let stopping = false;
+const stop = (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  app.logger.info({ signal }, "shutting down");
+  app.close().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      app.logger.error({ err }, "shutdown failed");
+      process.exit(1);
+    },
+  );
+};
+process.on("SIGTERM", () => stop("SIGTERM"));
+process.on("SIGINT", () => stop("SIGINT"));

@@ -1,0 +1,79 @@
+import { AuthService } from "@platform/gen/identity/v1/auth_pb";
+import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
+import { type ListenResult, type Server, createServer } from "@platform/rpc";
+import { sql } from "kysely";
+import type { Logger } from "pino";
+import type { Identity } from "../identity.ts";
+import { authService, orgService, sessionService, userService } from "./handlers.ts";
+import { identityInterceptors } from "./interceptors.ts";
+
+export type ServerSettings = {
+  host: string;
+  serverPort: number;
+  grpcPort: number;
+  bodyLimitBytes: number;
+  requestTimeoutMs: number;
+  readHeaderTimeoutMs: number;
+  shutdownTimeoutMs: number;
+};
+
+export type IdentityServers = {
+  rest: Server;
+  grpc: Server;
+  listen(): Promise<{ rest: ListenResult; grpc: ListenResult }>;
+  close(): Promise<void>;
+};
+
+/**
+ * Two listeners. SERVER_PORT (public) serves the REST surface (Session, User
+ * and Org services, also as gRPC/Connect). IDENTITY_GRPC_PORT (internal, only
+ * agents pods may reach it) serves the same plus AuthService: IssueJWT mints
+ * tokens for any member and must never be reachable from the public port.
+ */
+export function createIdentityServers(identity: Identity, settings: ServerSettings, logger: Logger): IdentityServers {
+  const interceptors = identityInterceptors(identity);
+  const readiness = async () => {
+    await sql`select 1`.execute(identity.db);
+    return true;
+  };
+  const restServices = [
+    { service: SessionService, impl: sessionService(identity) },
+    { service: UserService, impl: userService(identity) },
+    { service: OrgService, impl: orgService(identity) },
+  ];
+  const common = {
+    envelope: "identity" as const,
+    interceptors,
+    readiness,
+    host: settings.host,
+    bodyLimitBytes: settings.bodyLimitBytes,
+    requestTimeoutMs: settings.requestTimeoutMs,
+    readHeaderTimeoutMs: settings.readHeaderTimeoutMs,
+    shutdownTimeoutMs: settings.shutdownTimeoutMs,
+    strictBody: true,
+  };
+  const rest = createServer({ ...common, name: "identity", services: restServices, port: settings.serverPort, logger: logger.child({ listener: "rest" }) });
+  const grpc = createServer({
+    ...common,
+    name: "identity-grpc",
+    services: [{ service: AuthService, impl: authService(identity) }, ...restServices],
+    port: settings.grpcPort,
+    logger: logger.child({ listener: "grpc" }),
+  });
+  return {
+    rest,
+    grpc,
+    async listen() {
+      const r = await rest.listen();
+      try {
+        return { rest: r, grpc: await grpc.listen() };
+      } catch (err) {
+        await rest.close();
+        throw err;
+      }
+    },
+    async close() {
+      await Promise.all([rest.close(), grpc.close()]);
+    },
+  };
+}
