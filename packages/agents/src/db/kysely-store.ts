@@ -148,35 +148,29 @@ export class KyselyStore implements Store {
 
   async appendEvents(sessionId: string, runId: string | undefined, events: readonly NewEvent[]): Promise<SessionEvent[]> {
     if (events.length === 0) return [];
-    return this.db.transaction().execute(async (tx) => {
-      // The row lock taken by this update serializes appenders of one
-      // session until commit, so seqs are gapless and never shared.
-      const { last_seq } = await tx
-        .updateTable("sessions")
-        .set({ last_seq: sql`last_seq + ${events.length}`, updated_at: sql`now()` })
-        .where("id", "=", sessionId)
-        .returning("last_seq")
-        .executeTakeFirstOrThrow();
-      const first = Number(last_seq) - events.length + 1;
-      const rows = await tx
-        .insertInto("session_events")
-        .values(
-          events.map((e, i) => ({
-            session_id: sessionId,
-            seq: first + i,
-            run_id: runId ?? null,
-            type: e.type,
-            content: e.content ?? "",
-            tokens_in: e.tokensIn ?? 0,
-            tokens_out: e.tokensOut ?? 0,
-            tool_use_id: e.toolUseId ?? "",
-            is_error: e.isError ?? false,
-          })),
-        )
-        .returningAll()
-        .execute();
-      return rows.map(toEvent).sort((a, b) => a.seq - b.seq);
-    });
+    const n = events.length;
+    // One statement, so one round trip and atomic: the update's row lock
+    // serializes appenders of a session until commit, so seqs are gapless
+    // and never shared.
+    const result = await sql<Selectable<SessionEventsTable>>`
+      with s as (
+        update sessions set last_seq = last_seq + ${n}, updated_at = now()
+        where id = ${sessionId}
+        returning last_seq
+      )
+      insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error)
+      select ${sessionId}, s.last_seq - ${n} + e.ord, ${runId ?? null}::uuid, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error
+      from s, unnest(
+        ${events.map((e) => e.type)}::text[],
+        ${events.map((e) => e.content ?? "")}::text[],
+        ${events.map((e) => e.tokensIn ?? 0)}::bigint[],
+        ${events.map((e) => e.tokensOut ?? 0)}::bigint[],
+        ${events.map((e) => e.toolUseId ?? "")}::text[],
+        ${events.map((e) => e.isError ?? false)}::boolean[]
+      ) with ordinality as e(type, content, tokens_in, tokens_out, tool_use_id, is_error, ord)
+      returning *`.execute(this.db);
+    if (result.rows.length !== n) throw PlatformError.notFound("session not found");
+    return result.rows.map(toEvent).sort((a, b) => a.seq - b.seq);
   }
 
   async setSandbox(sessionId: string, sandboxId: string): Promise<void> {

@@ -14,7 +14,7 @@ import type { ModelEvent, ModelMessage, ModelProvider, ModelRequest, ToolCall } 
  * - a tool result (the last message is role tool) → a text summary of it;
  * - anything else → `echo: <the user's text>`.
  *
- * Text is streamed in word-sized fragments. Token counts are word counts:
+ * Text is streamed in fragments of whole words, up to 32 characters each. Token counts are word counts:
  * input = words of the system prompt and every message, output = words
  * produced (tool-call input JSON included).
  */
@@ -87,7 +87,15 @@ function words(text: string): number {
   return text.split(/\s+/).filter(Boolean).length;
 }
 
-/** Splits text into fragments of one word each, keeping all whitespace. */
+/**
+ * Splits text into fragments of whole words of up to 32 characters (a
+ * longer word is a fragment of its own), keeping all whitespace.
+ */
 function fragments(text: string): string[] {
-  return text.match(/\s*\S+\s*/g) ?? (text ? [text] : []);
+  const out: string[] = [];
+  for (const word of text.match(/\s*\S+\s*/g) ?? (text ? [text] : [])) {
+    if (out.length > 0 && out[out.length - 1]!.length + word.length <= 32) out[out.length - 1] += word;
+    else out.push(word);
+  }
+  return out;
 }

@@ -17,12 +17,26 @@ import { ScriptedModel } from "./scripted-model.ts";
 /** PlatformError → ConnectError, as the rpc package's server does, for in-process routers. */
 const platformErrors: Interceptor = (next) => async (req) => {
   try {
-    return await next(req);
+    const res = await next(req);
+    if (!res.stream) return res;
+    return { ...res, message: convertStream(res.message) };
   } catch (err) {
-    if (err instanceof PlatformError) throw new ConnectError(err.message, err.code as unknown as ConnectCode, undefined, undefined, err);
-    throw err;
+    throw convert(err);
   }
 };
+
+async function* convertStream<T>(stream: AsyncIterable<T>): AsyncIterable<T> {
+  try {
+    yield* stream;
+  } catch (err) {
+    throw convert(err);
+  }
+}
+
+function convert(err: unknown): unknown {
+  if (err instanceof PlatformError) return new ConnectError(err.message, err.code as unknown as ConnectCode, undefined, undefined, err);
+  return err;
+}
 
 export type Harness = Awaited<ReturnType<typeof startHarness>>;
 
