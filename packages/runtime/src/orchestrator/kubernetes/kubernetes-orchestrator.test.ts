@@ -1,0 +1,91 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { KubeDouble } from "@platform/kube-testing";
+import { Annotation, Label, MANAGED_BY } from "../../controller/labels.ts";
+import { orchestratorContract } from "../../testing/orchestrator-contract.ts";
+import { isNotFound, isTransient } from "../orchestrator.ts";
+import { KubernetesOrchestrator } from "./kubernetes-orchestrator.ts";
+
+const template = { image: "registry.example/runtime-worker:1", env: { AGENTS_GRPC_URL: "http://agents:50051" } };
+
+let double: KubeDouble;
+before(async () => {
+  double = await KubeDouble.start({ namespaces: ["platform"], runContainers: false });
+});
+after(() => double?.close());
+
+orchestratorContract("kubernetes (API-server double)", () => new KubernetesOrchestrator({ kubeConfig: double.kubeConfig("platform"), namespace: "platform", template }));
+
+describe("kubernetes orchestrator: objects on the cluster", () => {
+  const tenant = "0b7c3f9e-1111-4222-8333-444455556666";
+  const spec = {
+    name: "runtime-t-0b7c3f9e",
+    replicas: 1,
+    labels: { [Label.tenant]: "true", [Label.managedBy]: MANAGED_BY },
+    annotations: { [Annotation.tenantShort]: "0b7c3f9e", [Annotation.tenantId]: tenant, [Annotation.orgId]: tenant },
+    serviceAnnotations: { [Annotation.tenantId]: tenant },
+    env: { TENANT_ID: tenant, ORG_ID: tenant },
+  };
+  let orch: KubernetesOrchestrator;
+  before(async () => {
+    orch = new KubernetesOrchestrator({ kubeConfig: double.kubeConfig("platform"), namespace: "platform", template });
+    await orch.createDeployment(spec);
+  });
+
+  test("the Deployment carries the spec's labels and annotations, env, port 50051 and a gRPC readiness probe", () => {
+    const d = double.get("deployments", "platform", spec.name);
+    assert.ok(d);
+    assert.equal(d.metadata.labels[Label.tenant], "true");
+    assert.equal(d.metadata.labels[Label.managedBy], "runtime-controller");
+    assert.equal(d.metadata.annotations[Annotation.tenantId], tenant);
+    assert.equal(d.metadata.annotations[Annotation.tenantShort], "0b7c3f9e");
+    const pod = d.spec.template.spec;
+    const c = pod.containers[0];
+    assert.deepEqual(Object.fromEntries(c.env.map((e: { name: string; value: string }) => [e.name, e.value])), { AGENTS_GRPC_URL: "http://agents:50051", TENANT_ID: tenant, ORG_ID: tenant });
+    assert.equal(c.ports[0].containerPort, 50051);
+    assert.deepEqual(c.readinessProbe.grpc, { port: 50051, service: "runtime.v1.RuntimeService" });
+    assert.equal(pod.automountServiceAccountToken, false);
+    assert.deepEqual(c.securityContext.capabilities.drop, ["ALL"]);
+  });
+
+  test("the Service shares the name, selects the pods and carries tenant-id; the endpoint is its cluster DNS name", async () => {
+    const s = double.get("services", "platform", spec.name);
+    assert.ok(s);
+    assert.equal(s.metadata.annotations[Annotation.tenantId], tenant);
+    assert.deepEqual(s.spec.selector, double.get("deployments", "platform", spec.name)?.spec.selector.matchLabels);
+    assert.equal(s.spec.ports[0].port, 50051);
+    assert.equal(await orch.endpoint(spec.name), `http://${spec.name}.platform.svc.cluster.local:50051`);
+  });
+
+  test("scaling goes through deployments/scale; last-seen through a strategic merge patch; sweeps list by label selector", async () => {
+    const before = double.requests.length;
+    await orch.scaleDeployment(spec.name, 0);
+    await orch.patchAnnotations(spec.name, { [Annotation.lastSeenAt]: "2026-01-01T00:00:00Z" });
+    await orch.listDeployments({ [Label.tenant]: "true", [Label.managedBy]: MANAGED_BY });
+    const calls = double.requests.slice(before);
+    assert.match(calls[0].path, /\/deployments\/runtime-t-0b7c3f9e\/scale$/);
+    assert.equal(calls[0].method, "PATCH");
+    assert.equal(calls[1].contentType, "application/strategic-merge-patch+json");
+    assert.match(decodeURIComponent(calls[2].path), /labelSelector=runtime\.platform\.io\/tenant=true,app\.kubernetes\.io\/managed-by=runtime-controller/);
+    const d = double.get("deployments", "platform", spec.name);
+    assert.equal(d?.spec.replicas, 0);
+    assert.equal(d?.metadata.annotations[Annotation.lastSeenAt], "2026-01-01T00:00:00Z");
+  });
+
+  test("readyReplicas comes from the Deployment status", async () => {
+    await orch.scaleDeployment(spec.name, 1);
+    assert.equal((await orch.getDeployment(spec.name))?.readyReplicas, 1);
+  });
+
+  test("delete removes both objects; a missing one is not_found for scale; an unreachable server is transient", async () => {
+    await orch.deleteDeployment(spec.name);
+    assert.equal(double.get("deployments", "platform", spec.name), undefined);
+    assert.equal(double.get("services", "platform", spec.name), undefined);
+    await assert.rejects(orch.scaleDeployment(spec.name, 1), isNotFound);
+    const dead = await KubeDouble.start({ runContainers: false });
+    const kc = dead.kubeConfig();
+    await dead.close();
+    const unreachable = new KubernetesOrchestrator({ kubeConfig: kc, namespace: "default", template });
+    await assert.rejects(unreachable.getDeployment("x"), isTransient);
+  });
+});
