@@ -72,7 +72,9 @@ export class Cgroup {
 
   pids(): number[] {
     const out = new Set<number>();
-    for (const f of this.procsFiles()) {
+    // Every process joins all hierarchies together, so one controller's list is the full list.
+    const one = this.dirs.pids ?? this.dirs.freezer ?? this.dirs.unified;
+    for (const f of one ? [join(one, "cgroup.procs")] : this.procsFiles()) {
       let text = "";
       try {
         text = fs.readFileSync(f, "utf8");
@@ -129,6 +131,11 @@ export class Cgroup {
     } else {
       tryWrite(join(this.dirs.unified as string, "cgroup.freeze"), on ? "1" : "0");
     }
+  }
+
+  oomKills(): number {
+    if (this.version === 1) return readKey(readText(join(this.dirs.memory as string, "memory.oom_control")), "oom_kill");
+    return readKey(readText(join(this.dirs.unified as string, "memory.events")), "oom_kill");
   }
 
   stats(): CgroupStats {
