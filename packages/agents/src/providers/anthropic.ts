@@ -34,18 +34,20 @@ export class AnthropicProvider implements ModelProvider {
       },
       signal,
     );
-    return parse(response.body!);
+    return parse(response.body!, signal);
   }
 }
 
 type Block = { kind: "text" } | { kind: "tool_use"; id: string; name: string; json: string } | { kind: "other" };
 
-async function* parse(body: AsyncIterable<Uint8Array>): AsyncGenerator<ModelEvent> {
+async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): AsyncGenerator<ModelEvent> {
   const blocks = new Map<number, Block>();
   let inputTokens = 0;
   let outputTokens = 0;
   let stopped = false;
   for await (const { data } of readSse(body)) {
+    // Frames already buffered must not outlive an abort.
+    if (signal.aborted) throw signal.reason;
     let msg: Record<string, any>;
     try {
       msg = JSON.parse(data);

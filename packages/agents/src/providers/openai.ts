@@ -44,17 +44,19 @@ export class OpenAIProvider implements ModelProvider {
       },
       signal,
     );
-    return parse(response.body!);
+    return parse(response.body!, signal);
   }
 }
 
 type PendingCall = { id: string; name: string; args: string };
 
-async function* parse(body: AsyncIterable<Uint8Array>): AsyncGenerator<ModelEvent> {
+async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): AsyncGenerator<ModelEvent> {
   const calls = new Map<number, PendingCall>();
   let finish = "";
   let done = false;
   for await (const { data } of readSse(body)) {
+    // Frames already buffered must not outlive an abort.
+    if (signal.aborted) throw signal.reason;
     if (data.trim() === "[DONE]") {
       done = true;
       break;

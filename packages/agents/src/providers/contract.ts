@@ -1,0 +1,115 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Code, PlatformError } from "@platform/errors";
+import type { ModelEvent, ModelProvider, ModelRequest } from "./provider.ts";
+
+/**
+ * What every model provider must do, scenario by scenario. The adapter's
+ * test arranges each scenario (a replayed HTTP stream, or the dev model's
+ * input syntax) and this suite checks the behaviour through the port only.
+ */
+export type Scenario =
+  /** Replies with exactly `expectedText` and no tool call. */
+  | "text"
+  /** Replies with one `bash` tool call whose input is {"command": "ls -la"}. */
+  | "tool"
+  /** Streams some text, then fails. */
+  | "midStreamError"
+  /** Cannot be reached at all. */
+  | "unreachable"
+  /** Streams slowly enough that aborting mid-way is observable. */
+  | "abort";
+
+export type Arranged = { provider: ModelProvider; request: ModelRequest; expectedText?: string; cleanup?: () => Promise<void> };
+
+/** Returns undefined when a scenario cannot apply (it is skipped with the reason). */
+export type ArrangeScenario = (scenario: Scenario) => Promise<Arranged | { skip: string }>;
+
+export function baseRequest(content: string, model = "test-model"): ModelRequest {
+  return {
+    model,
+    system: "",
+    messages: [{ role: "user", content }],
+    tools: [{ name: "bash", description: "run a command", inputSchema: { type: "object", properties: { command: { type: "string" } } } }],
+    maxTokens: 256,
+  };
+}
+
+async function drain(stream: AsyncIterable<ModelEvent>): Promise<ModelEvent[]> {
+  const out: ModelEvent[] = [];
+  for await (const e of stream) out.push(e);
+  return out;
+}
+
+function lastUsage(events: ModelEvent[]) {
+  const usage = events.filter((e) => e.type === "usage");
+  return usage.at(-1) as Extract<ModelEvent, { type: "usage" }> | undefined;
+}
+
+export function modelProviderContract(name: string, arrange: ArrangeScenario): void {
+  const run = (scenario: Scenario, title: string, body: (a: Arranged) => Promise<void>) =>
+    test(`${name} contract: ${title}`, async (t) => {
+      const arranged = await arrange(scenario);
+      if ("skip" in arranged) return t.skip(arranged.skip);
+      try {
+        await body(arranged);
+      } finally {
+        await arranged.cleanup?.();
+      }
+    });
+
+  run("text", "a text reply streams as text events, with usage and a stop", async ({ provider, request, expectedText }) => {
+    const events = await drain(await provider.start(request, new AbortController().signal));
+    const text = events.filter((e) => e.type === "text");
+    assert.ok(text.length > 0);
+    if (expectedText !== undefined) assert.equal(text.map((e) => e.text).join(""), expectedText);
+    assert.equal(events.filter((e) => e.type === "tool_use").length, 0);
+    const usage = lastUsage(events);
+    assert.ok(usage && (usage.inputTokens ?? 0) > 0 && (usage.outputTokens ?? 0) > 0, "usage with input and output tokens");
+    assert.equal(events.at(-1)?.type, "stop");
+  });
+
+  run("tool", "a tool call arrives whole, with its parsed input", async ({ provider, request }) => {
+    const events = await drain(await provider.start(request, new AbortController().signal));
+    const calls = events.filter((e) => e.type === "tool_use");
+    assert.equal(calls.length, 1);
+    const call = (calls[0] as Extract<ModelEvent, { type: "tool_use" }>).call;
+    assert.equal(call.name, "bash");
+    assert.deepEqual(call.input, { command: "ls -la" });
+    assert.ok(call.id.length > 0);
+    assert.ok((lastUsage(events)?.outputTokens ?? 0) > 0);
+  });
+
+  run("midStreamError", "a failure after the stream started is thrown by the iterator after the partial text", async ({ provider, request }) => {
+    const stream = await provider.start(request, new AbortController().signal);
+    const seen: ModelEvent[] = [];
+    await assert.rejects(async () => {
+      for await (const e of stream) seen.push(e);
+    });
+    assert.ok(seen.some((e) => e.type === "text"), "partial text came first");
+  });
+
+  run("unreachable", "an unreachable provider fails start() with unavailable", async ({ provider, request }) => {
+    await assert.rejects(provider.start(request, new AbortController().signal), (err: unknown) => {
+      assert.ok(err instanceof PlatformError);
+      assert.equal(err.code, Code.Unavailable);
+      return true;
+    });
+  });
+
+  run("abort", "aborting the signal ends the stream", async ({ provider, request }) => {
+    const abort = new AbortController();
+    const stream = await provider.start(request, abort.signal);
+    const seen: ModelEvent[] = [];
+    try {
+      for await (const e of stream) {
+        seen.push(e);
+        if (e.type === "text") abort.abort();
+      }
+    } catch {
+      // ending by throwing is fine
+    }
+    assert.ok(seen.filter((e) => e.type === "text").length <= 2, "stopped soon after the abort");
+    assert.equal(seen.some((e) => e.type === "stop"), false);
+  });
+}
