@@ -278,6 +278,10 @@ export function createServer(options: ServerOptions): Server {
     },
     onRequest,
   );
+  // Node starts its header/request timeout checks when an http.Server emits
+  // "listening"; this one never listens itself (sockets are handed over), so
+  // start them explicitly.
+  h1.emit("listening");
   const h2 = http2.createServer({}, onRequest);
   h2.on("session", (s) => {
     sessions.add(s);
@@ -359,6 +363,7 @@ export function createServer(options: ServerOptions): Server {
       }
       shutdown.abort();
       h1.closeAllConnections();
+      h1.close(() => {});
       for (const s of sockets) s.destroy();
       await Promise.all(netServers.map((s) => new Promise((r) => s.close(() => r(undefined)))));
     },
