@@ -1,5 +1,5 @@
 import { Code as ConnectCode, ConnectError, createClient, createRouterTransport, type Interceptor } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { grpcTransport } from "../adapters/grpc-transport.ts";
 import { createTestDatabase } from "@platform/db/testing";
 import { PlatformError } from "@platform/errors";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
@@ -60,8 +60,8 @@ export async function startHarness(options: Partial<Omit<AgentsAppOptions, "data
     providers,
     database,
     logger,
-    authenticator: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identityUrl })),
-    sandboxes: new ComputeSandboxes(createGrpcTransport({ baseUrl: computeUrl })),
+    authenticator: new IdentityAuthenticator(grpcTransport(identityUrl)),
+    sandboxes: new ComputeSandboxes(grpcTransport(computeUrl)),
   });
   const transport = createRouterTransport(
     (router) => {

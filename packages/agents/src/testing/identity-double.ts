@@ -15,6 +15,7 @@ export type Caller = { token: string; userId: string; orgId: string };
 export class IdentityDouble {
   readonly #callers = new Map<string, Caller>();
   #served?: Served;
+  #port = 0;
   verifyCalls = 0;
 
   caller(orgId = randomUUID(), userId = randomUUID()): Caller {
@@ -45,7 +46,9 @@ export class IdentityDouble {
       router.service(Health, {
         check: () => ({ status: HealthCheckResponse_ServingStatus.SERVING }),
       });
-    });
+    }, this.#port);
+    // A restart (after stop) comes back on the same port, as a restarted service would.
+    this.#port = Number(new URL(this.#served.url).port);
     return this.#served.url;
   }
 
