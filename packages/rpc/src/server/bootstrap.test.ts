@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import * as net from "node:net";
 import { after, before, describe, test } from "node:test";
-import { Code, ConnectError, type HandlerContext, createClient } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { type EchoRequest, LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
+import { LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { pino } from "pino";
 import { createServiceTransport } from "../client.ts";
 import { requestInfo } from "../context.ts";
@@ -82,6 +82,14 @@ describe("request and trace ids", () => {
   const downstream = testServer();
   // Upstream: its Echo calls downstream's Echo through createServiceTransport.
   let downstreamUrl = "";
+  const upstreamImpl: ServiceImpl<typeof LibraryService> = {
+    ...libraryImpl(createProbe()),
+    async echo(req, ctx) {
+      const c = createClient(LibraryService, createServiceTransport({ baseUrl: downstreamUrl }));
+      const down = await c.echo({ text: req.text });
+      return { text: down.text, headers: down.headers, requestId: requestInfo(ctx)?.requestId ?? "" };
+    },
+  };
   const upstream = createServer({
     name: "upstream",
     envelope: "agents",
@@ -89,14 +97,7 @@ describe("request and trace ids", () => {
     services: [
       {
         service: LibraryService,
-        impl: {
-          ...libraryImpl(createProbe()),
-          async echo(req: EchoRequest, ctx: HandlerContext) {
-            const c = createClient(LibraryService, createServiceTransport({ baseUrl: downstreamUrl }));
-            const down = await c.echo({ text: req.text });
-            return { text: down.text, headers: down.headers, requestId: requestInfo(ctx)?.requestId ?? "" };
-          },
-        },
+        impl: upstreamImpl,
       },
     ],
   });

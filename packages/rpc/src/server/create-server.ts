@@ -9,7 +9,12 @@ import {
   createConnectRouter,
   createContextValues,
 } from "@connectrpc/connect";
-import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
 import { type UniversalHandler, createUniversalHandlerClient } from "@connectrpc/connect/protocol";
 import { createTransport } from "@connectrpc/connect/protocol-connect";
 import { PlatformError } from "@platform/errors";
@@ -114,6 +119,8 @@ export function createServer(options: ServerOptions): Server {
     interceptors: routerInterceptors,
     readMaxBytes: bodyLimitBytes,
     shutdownSignal: shutdown.signal,
+    // What connectNodeAdapter accepts by default; gRPC clients may compress.
+    acceptCompression: [compressionGzip, compressionBrotli],
   });
   const serviceNames: string[] = [];
   for (const { service, impl } of options.services) {
@@ -232,7 +239,8 @@ export function createServer(options: ServerOptions): Server {
     res.setHeader("x-trace-id", info.traceId);
     res.once("close", () => {
       active--;
-      info.logger.info(
+      const probe = req.url === "/livez" || req.url === "/healthz" || req.url === "/readyz";
+      info.logger[probe ? "debug" : "info"](
         {
           method: req.method,
           path: (req.url ?? "").split("?")[0],

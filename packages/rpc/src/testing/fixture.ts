@@ -90,7 +90,8 @@ export function libraryImpl(probe: Probe): ServiceImpl<typeof LibraryService> {
       }
       return { text: req.text.repeat(Math.max(1, req.repeat)), headers, requestId: requestInfo(ctx)?.requestId ?? "" };
     },
-    fail(req) {
+    fail(req, ctx) {
+      if (req.code === "unavailable") ctx.responseHeader.set("Retry-After", "5");
       if (req.code === "") {
         throw new Error("connect ECONNREFUSED postgres://admin:hunter2@db/select * from users");
       }
@@ -119,6 +120,7 @@ export function streamImpl(probe: Probe): ServiceImpl<typeof StreamService> {
   return {
     async *tick(req, ctx) {
       ctx.signal.addEventListener("abort", () => fire(probe, "tick"));
+      if (req.failFirst) ctx.responseHeader.set("Retry-After", "7");
       if (req.failFirst) throw PlatformError.notFound("no such stream", "stream_missing");
       let seq = req.after;
       for (let i = 0; i < req.count || req.hang; i++) {

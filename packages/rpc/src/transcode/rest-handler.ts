@@ -308,8 +308,9 @@ export function createRestHandler(o: RestHandlerDeps) {
     const method = route.method as DescMethodServerStreaming;
     let it: AsyncIterator<Message>;
     let first: IteratorResult<Message>;
+    let out: Awaited<ReturnType<Transport["stream"]>> | undefined;
     try {
-      const out = await o.transport.stream(
+      out = await o.transport.stream(
         method,
         abort.signal,
         o.streamTimeoutMs,
@@ -323,6 +324,8 @@ export function createRestHandler(o: RestHandlerDeps) {
     } catch (e) {
       if (abort.signal.aborted && res.destroyed) return;
       const ce = ConnectError.from(e);
+      // Headers the handler set before failing (e.g. Retry-After) still count.
+      copyHeaders(out?.header, res);
       sendError(res, fromConnectError(ce), ce.metadata);
       return;
     }

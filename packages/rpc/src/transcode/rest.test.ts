@@ -244,6 +244,8 @@ describe("REST transcoding (agents envelope)", () => {
     assert.equal(custom.status, 422);
     const unav = await call("POST", "/v1/fail", JSON.stringify({ code: "unavailable", message: "down" }));
     assert.equal(unav.status, 503);
+    // A header the handler set before throwing reaches the error response.
+    assert.equal(unav.headers.get("retry-after"), "5");
   });
 
   test("request headers reach the handler, ids are echoed", async () => {

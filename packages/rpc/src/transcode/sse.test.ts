@@ -130,6 +130,7 @@ describe("SSE bridge", () => {
     const r = await fetch(`${url}/v1/ticks?fail_first=true`);
     assert.equal(r.status, 404);
     assert.equal(r.headers.get("content-type"), "application/json");
+    assert.equal(r.headers.get("retry-after"), "7");
     assert.deepEqual(await r.json(), { error: { code: "not_found", message: "no such stream" } });
   });
 
