@@ -14,3 +14,107 @@ driverContract("kubernetes (API-server double)", async (o) => {
   const driver = new KubernetesDriver({ kubeConfig: double.kubeConfig(NS), namespace: NS, killGraceMs: o.killGraceMs, pollIntervalMs: 50, defaultSize: "1Gi" });
   return { driver, image: "debian:bookworm-slim", cleanup: () => double.close() };
 });
+
+describe("kubernetes driver: what lands on the cluster", () => {
+  let double: KubeDouble;
+  let driver: KubernetesDriver;
+  before(async () => {
+    double = await KubeDouble.start({ namespaces: [NS] });
+    driver = new KubernetesDriver({ kubeConfig: double.kubeConfig(NS), namespace: NS, killGraceMs: 200, pollIntervalMs: 50, defaultStorageClass: "fast-ssd", defaultSize: "2Gi" });
+  });
+  after(async () => {
+    await driver.close();
+    await double.close();
+  });
+
+  test("pod and PVC: annotations, storage from the spec or the defaults, requests = limits, deadline, restricted security", async () => {
+    const spec = contractSpec("debian:bookworm-slim", { cpuMillis: 500, memoryBytes: 512 * 1024 * 1024, maxRuntimeMs: 15 * 60_000 });
+    spec.workspace = { storageClass: "", size: "", mountPath: "/workspace" };
+    await driver.create(spec);
+    const pod = double.get("pods", NS, podName(spec.sandboxId));
+    const pvc = double.get("persistentvolumeclaims", NS, claimName(spec.sandboxId));
+    assert.ok(pod && pvc);
+    assert.equal(pod.metadata.annotations.tenant_id, spec.tenantId);
+    assert.equal(pvc.spec.storageClassName, "fast-ssd");
+    assert.equal(pvc.spec.resources.requests.storage, "2Gi");
+    const c = pod.spec.containers[0];
+    assert.deepEqual(c.resources.limits, { cpu: "500m", memory: String(512 * 1024 * 1024) });
+    assert.deepEqual(c.resources.requests, c.resources.limits);
+    assert.ok(pod.spec.activeDeadlineSeconds >= 899 && pod.spec.activeDeadlineSeconds <= 900, String(pod.spec.activeDeadlineSeconds));
+    assert.equal(pod.spec.automountServiceAccountToken, false);
+    assert.equal(pod.spec.securityContext.runAsNonRoot, true);
+    assert.equal(pod.spec.securityContext.seccompProfile.type, "RuntimeDefault");
+    assert.deepEqual(c.securityContext.capabilities.drop, ["ALL"]);
+    assert.equal(c.securityContext.allowPrivilegeEscalation, false);
+    assert.deepEqual(
+      c.volumeMounts.find((m: { name: string }) => m.name === "workspace"),
+      { name: "workspace", mountPath: "/workspace" },
+    );
+    const custom = contractSpec("debian:bookworm-slim");
+    custom.workspace = { storageClass: "standard", size: "7Gi", mountPath: "/data" };
+    await driver.create(custom);
+    const pvc2 = double.get("persistentvolumeclaims", NS, claimName(custom.sandboxId));
+    assert.equal(pvc2?.spec.storageClassName, "standard");
+    assert.equal(pvc2?.spec.resources.requests.storage, "7Gi");
+    assert.equal(double.get("pods", NS, podName(custom.sandboxId))?.spec.containers[0].volumeMounts[0].mountPath, "/data");
+    await driver.destroy(spec.sandboxId);
+    await driver.destroy(custom.sandboxId);
+  });
+
+  test("an OOMKilled container reads as failed with reason oom, announced to listeners", async () => {
+    const spec = contractSpec("debian:bookworm-slim");
+    await driver.create(spec);
+    assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(10_000))).phase, "ready");
+    const seen: string[] = [];
+    const off = driver.onPhaseChange((id, o) => id === spec.sandboxId && seen.push(`${o.phase}/${o.reason}`));
+    double.terminateContainer(NS, podName(spec.sandboxId), { exitCode: 137, reason: "OOMKilled" });
+    const o = await driver.observe(spec.sandboxId);
+    assert.equal(o.phase, "failed");
+    assert.equal(o.reason, "oom");
+    assert.equal(o.exitCode, 137);
+    assert.ok(seen.includes("failed/oom"), seen.join(","));
+    off();
+    await driver.destroy(spec.sandboxId);
+  });
+
+  test("destroy deletes the pod and marks the PVC delete-after = now + 24 h; GC deletes only expired claims", async () => {
+    const a = contractSpec("debian:bookworm-slim");
+    const b = contractSpec("debian:bookworm-slim");
+    const live = contractSpec("debian:bookworm-slim");
+    for (const s of [a, b, live]) await driver.create(s);
+    await driver.waitSettled(a.sandboxId, AbortSignal.timeout(10_000));
+    const t0 = Date.now();
+    await driver.destroy(a.sandboxId);
+    assert.equal(double.get("pods", NS, podName(a.sandboxId)), undefined);
+    const mark = Date.parse(double.get("persistentvolumeclaims", NS, claimName(a.sandboxId))?.metadata.annotations[DELETE_AFTER_KEY]);
+    assert.ok(Math.abs(mark - (t0 + 24 * 3600_000)) < 60_000, `delete-after ${new Date(mark).toISOString()}`);
+    // b is destroyed later; GC at a time between the two marks removes only a.
+    await new Promise((r) => setTimeout(r, 1100));
+    await driver.destroy(b.sandboxId);
+    const between = new Date(mark + 500);
+    assert.deepEqual(await driver.collectGarbage(between), [a.sandboxId]);
+    assert.equal(double.get("persistentvolumeclaims", NS, claimName(a.sandboxId)), undefined);
+    assert.ok(double.get("persistentvolumeclaims", NS, claimName(b.sandboxId)));
+    // A live sandbox's claim is never collected, however late.
+    const far = await driver.collectGarbage(new Date(Date.now() + 365 * 86400_000));
+    assert.ok(far.includes(b.sandboxId));
+    assert.ok(!far.includes(live.sandboxId));
+    assert.ok(double.get("persistentvolumeclaims", NS, claimName(live.sandboxId)));
+    await driver.destroy(live.sandboxId);
+  });
+
+  test("a fresh driver (after a compute restart) re-attaches: recover, exec and files work from the cluster state", async () => {
+    const spec = contractSpec("debian:bookworm-slim");
+    await driver.create(spec);
+    await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(10_000));
+    await driver.writeFile(spec.sandboxId, "kept.txt", new TextEncoder().encode("still here"), false, 0o644);
+    const again = new KubernetesDriver({ kubeConfig: double.kubeConfig(NS), namespace: NS, pollIntervalMs: 50 });
+    assert.equal((await again.recover(spec)).phase, "ready");
+    const r = await collectExec(again, spec.sandboxId, { command: "/bin/cat", args: ["kept.txt"] });
+    assert.equal(r.stdout, "still here");
+    await again.destroy(spec.sandboxId);
+    assert.equal((await driver.observe(spec.sandboxId)).phase, "gone");
+    await again.close();
+    await assert.rejects(driver.observe(randomUUID()));
+  });
+});

@@ -186,6 +186,35 @@ export class Cgroup {
     }
   }
 
+  /** Removes the directories if they are empty, without waiting (e.g. our prefix on shutdown). */
+  removeIfEmpty(): void {
+    for (const d of new Set(Object.values(this.dirs))) {
+      try {
+        fs.rmdirSync(d);
+      } catch {
+        // still has sandboxes, or gone
+      }
+    }
+  }
+
+  /**
+   * Forks refused because pids.max was reached (pids.events "max"), in this
+   * cgroup and its children: the kernel counts them where the fork happened.
+   */
+  pidsLimitHits(): number {
+    const d = this.dirs.pids ?? this.dirs.unified;
+    if (!d) return 0;
+    let hits = readKey(readText(join(d, "pids.events")), "max");
+    try {
+      for (const sub of fs.readdirSync(d, { withFileTypes: true })) {
+        if (sub.isDirectory()) hits += readKey(readText(join(d, sub.name, "pids.events")), "max");
+      }
+    } catch {
+      // gone
+    }
+    return hits;
+  }
+
   private async removeOne(dir: string): Promise<void> {
     for (let i = 0; i < 50; i++) {
       try {

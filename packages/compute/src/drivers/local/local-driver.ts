@@ -192,7 +192,6 @@ export class LocalDriver implements SandboxDriver {
     }
     const run: RunningExec = { cgroup: this.takeExecCgroup(live), memSampleSum: 0, memSamples: 0 };
     live.execs.add(run);
-    const oomBefore = live.cgroup.oomKills();
     // The wrapper joins the exec cgroup before anything of the command runs,
     // so its whole tree is counted and can be killed; then nsenter enters the
     // init's namespaces and drops to the sandbox uid.
@@ -280,10 +279,12 @@ export class LocalDriver implements SandboxDriver {
     }
     if (spawnError) throw PlatformError.internal("exec transport failure", spawnError);
     const stats = run.cgroup.stats();
+    // v1 counts an OOM kill in the victim's own cgroup (this exec's), not in the limited parent.
+    const oomKills = stats.oomKills;
     live.execs.delete(run);
     await run.cgroup.killAll();
     void run.cgroup.remove();
-    const oomKilled = live.cgroup.oomKills() > oomBefore && (exitSignal === "SIGKILL" || exitCode === 137);
+    const oomKilled = oomKills > 0 && (exitSignal === "SIGKILL" || exitCode === 137);
     if (oomKilled) {
       const msg = `[compute] out of memory: the process was killed at the sandbox's memory limit of ${live.spec.limits.memoryBytes} bytes\n`;
       yield { type: "stderr", data: new TextEncoder().encode(msg) };
@@ -356,7 +357,18 @@ export class LocalDriver implements SandboxDriver {
     for (const live of this.sandboxes.values()) {
       clearTimeout(live.deadlineTimer);
       clearInterval(live.livenessTimer);
+      if (live.spareExecCgroup) {
+        live.spareExecCgroup.removeIfEmpty();
+        live.spareExecCgroup = undefined;
+      }
+      if (live.destroyed) live.cgroup.removeIfEmpty();
     }
+    this.root.removeIfEmpty();
+  }
+
+  /** The sandbox's cgroup, for tests and diagnostics. */
+  cgroupOf(sandboxId: string): Cgroup {
+    return this.get(sandboxId).cgroup;
   }
 
   // --- internals ---
