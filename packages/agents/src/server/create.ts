@@ -63,6 +63,9 @@ export async function createAgentsServer(
     port: config.port,
     host: config.host,
     logger,
+    // REST bodies carry every field (`items: []`, `systemPrompt: ""`); SSE
+    // events still omit zero and empty fields, as the contract says.
+    json: { alwaysEmitImplicit: true },
     // A stream that fails after it started ends with the contract's error event.
     sseErrorEvent: (err) => create(SessionEventSchema, { type: "error", content: err.message }),
   });
