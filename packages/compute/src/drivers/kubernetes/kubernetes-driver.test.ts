@@ -92,7 +92,8 @@ describe("kubernetes driver: what lands on the cluster", () => {
     await new Promise((r) => setTimeout(r, 1100));
     await driver.destroy(b.sandboxId);
     const between = new Date(mark + 500);
-    assert.deepEqual(await driver.collectGarbage(between), [a.sandboxId]);
+    const first = await driver.collectGarbage(between);
+    assert.ok(first.includes(a.sandboxId) && !first.includes(b.sandboxId) && !first.includes(live.sandboxId), first.join(","));
     assert.equal(double.get("persistentvolumeclaims", NS, claimName(a.sandboxId)), undefined);
     assert.ok(double.get("persistentvolumeclaims", NS, claimName(b.sandboxId)));
     // A live sandbox's claim is never collected, however late.
