@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import argon2 from "argon2";
 import type { Argon2Settings } from "../config/settings.ts";
 import { Semaphore } from "./semaphore.ts";
@@ -38,10 +39,15 @@ export class PasswordHasher {
     });
   }
 
-  /** Verifies against a hash of the same cost that no password matches. */
+  /** A hash with the current parameters that no password matches (made once, lazily). */
+  dummyHash(): Promise<string> {
+    this.#dummy ??= this.hash(randomBytes(32).toString("base64"));
+    return this.#dummy;
+  }
+
+  /** Verifies against the dummy hash: the same work as a real verify, always false. */
   async verifyDummy(password: string): Promise<false> {
-    this.#dummy ??= this.hash(`dummy-${Math.random()}-${Date.now()}`);
-    await this.verify(await this.#dummy, password);
+    await this.verify(await this.dummyHash(), password);
     return false;
   }
 }

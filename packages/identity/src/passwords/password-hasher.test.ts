@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { loadSettings } from "../config/settings.ts";
+import { PasswordHasher } from "./password-hasher.ts";
+import { Semaphore } from "./semaphore.ts";
+
+const params = (hash: string) => /\$argon2id\$v=19\$m=(\d+),t=(\d+),p=(\d+)\$/.exec(hash)?.slice(1).map(Number);
+
+describe("password hashing", () => {
+  test("default parameters are argon2id at or above OWASP (m ≥ 19 MiB, t ≥ 2)", async () => {
+    const { argon2 } = loadSettings({ IDENTITY_AUTHKEY_KEK: "a".repeat(64), IDENTITY_EMBEDDED_MEMORY: "1" });
+    const hasher = new PasswordHasher(argon2);
+    const hash = await hasher.hash("correct horse");
+    const [m, t, p] = params(hash)!;
+    assert.ok(m! >= 19 * 1024, `m=${m}`);
+    assert.ok(t! >= 2, `t=${t}`);
+    assert.ok(p! >= 1);
+    assert.ok(await hasher.verify(hash, "correct horse"));
+    assert.equal(await hasher.verify(hash, "Correct horse"), false);
+    assert.equal(await hasher.verify("not a hash", "x"), false);
+  });
+
+  test("unknown emails verify against a dummy hash of the same cost", async () => {
+    const hasher = new PasswordHasher({ memoryKiB: 4096, timeCost: 2, parallelism: 1, maxConcurrent: 2 });
+    const real = await hasher.hash("pw");
+    assert.deepEqual(params(await hasher.dummyHash()), params(real));
+    let runs = 0;
+    const run = hasher.semaphore.run.bind(hasher.semaphore);
+    hasher.semaphore.run = (fn) => {
+      runs++;
+      return run(fn);
+    };
+    assert.equal(await hasher.verifyDummy("pw"), false);
+    assert.equal(runs, 1, "the dummy verify does the full argon2 work");
+  });
+
+  test("a login burst never runs more hashes at once than the bound", async () => {
+    const hasher = new PasswordHasher({ memoryKiB: 2048, timeCost: 1, parallelism: 1, maxConcurrent: 2 });
+    const hash = await hasher.hash("pw");
+    let running = 0;
+    let peak = 0;
+    const run = hasher.semaphore.run.bind(hasher.semaphore);
+    hasher.semaphore.run = (fn) =>
+      run(async () => {
+        running++;
+        peak = Math.max(peak, running);
+        try {
+          return await fn();
+        } finally {
+          running--;
+        }
+      });
+    const results = await Promise.all(Array.from({ length: 24 }, (_, i) => hasher.verify(hash, i % 2 ? "pw" : "no")));
+    assert.equal(results.filter(Boolean).length, 12);
+    assert.equal(peak, 2);
+    assert.equal(hasher.semaphore.peak, 2);
+  });
+
+  test("semaphore: FIFO, releases on failure", async () => {
+    const s = new Semaphore(1);
+    const order: number[] = [];
+    await Promise.allSettled([
+      s.run(async () => {
+        order.push(1);
+        throw new Error("x");
+      }),
+      s.run(async () => order.push(2)),
+      s.run(async () => order.push(3)),
+    ]);
+    assert.deepEqual(order, [1, 2, 3]);
+    assert.equal(s.waiting, 0);
+    assert.throws(() => new Semaphore(0));
+  });
+});
