@@ -233,7 +233,9 @@ export function createRestHandler(o: RestHandlerDeps) {
       message = buildRequest(route, values, url, body, req, o.strictBody);
     } catch (e) {
       if (e instanceof Fault) {
-        if (e.kind === "payload_too_large") res.setHeader("connection", "close");
+        // The unread rest of an HTTP/1.1 body would be parsed as the next
+        // request; HTTP/2 streams need (and allow) no such header.
+        if (e.kind === "payload_too_large" && req.httpVersionMajor === 1) res.setHeader("connection", "close");
         sendError(res, o.envelope.fault(e.kind, e.message));
         return;
       }

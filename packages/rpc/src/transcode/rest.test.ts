@@ -336,3 +336,52 @@ describe("identity envelope and unknown exceptions", () => {
     assert.match(logged.err.message, /hunter2/);
   });
 });
+
+describe("REST over h2c", () => {
+  const { server } = testServer({ bodyLimitBytes: 64 });
+  let url = "";
+  before(async () => {
+    url = (await server.listen()).url;
+  });
+  after(() => server.close());
+
+  const h2request = async (method: string, path: string, body?: string) => {
+    const http2 = await import("node:http2");
+    const session = http2.connect(url);
+    try {
+      return await new Promise<{ status: number; body: string; headers: Record<string, unknown> }>((resolve, reject) => {
+        const req = session.request({ ":method": method, ":path": path, "content-type": "application/json" });
+        let status = 0;
+        let headers: Record<string, unknown> = {};
+        let data = "";
+        req.on("response", (h) => {
+          status = Number(h[":status"]);
+          headers = h;
+        });
+        req.on("data", (d) => (data += d));
+        req.on("end", () => resolve({ status, body: data, headers }));
+        req.on("error", reject);
+        req.end(body);
+      });
+    } finally {
+      session.close();
+    }
+  };
+
+  test("the same routes answer over HTTP/2 prior knowledge", async () => {
+    const ok = await h2request("GET", "/v1/shelves/5");
+    assert.equal(ok.status, 200);
+    assert.deepEqual(JSON.parse(ok.body), { shelf: 5, name: "shelf 5" });
+    const big = await h2request("POST", "/v1/echo", JSON.stringify({ text: "q".repeat(100) }));
+    assert.equal(big.status, 413);
+    const sse = await h2request("GET", "/v1/ticks?count=1");
+    assert.equal(sse.headers["content-type"], "text/event-stream");
+    assert.equal(sse.body, 'id: 1\ndata: {"text":"tick 1","tokens":1000,"last":true}\n\n');
+  });
+
+  test("HEAD is answered like GET without a body", async () => {
+    const r = await fetch(`${url}/v1/shelves/5`, { method: "HEAD" });
+    assert.equal(r.status, 200);
+    assert.equal(await r.text(), "");
+  });
+});
