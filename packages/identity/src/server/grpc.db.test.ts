@@ -1,0 +1,99 @@
+// The gRPC side through the real server: AuthService over HTTP/2 gRPC on the
+// internal port with reasons as ErrorInfo, and never on the public port.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { AuthReason, IdentityRestCode } from "@platform/errors";
+import { AuthMode, AuthService, Role } from "@platform/gen/identity/v1/auth_pb";
+import { SessionService } from "@platform/gen/identity/v1/rest_pb";
+import { createServiceTransport, fromConnectError } from "@platform/rpc";
+import { type TestServer, startTestServer } from "../testing/server.ts";
+
+let s: TestServer;
+let grpc: ReturnType<typeof createClient<typeof AuthService>>;
+before(async () => {
+  s = await startTestServer();
+  grpc = createClient(AuthService, createServiceTransport({ baseUrl: s.grpcUrl }));
+});
+after(() => s.close());
+
+async function reason(p: Promise<unknown>) {
+  const err = await p.then(
+    () => assert.fail("expected an error"),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof ConnectError);
+  const pe = fromConnectError(err);
+  return { code: err.code, reason: pe.reason };
+}
+
+test("VerifyToken / VerifyJWT / IssueJWT / GetPublicKey over gRPC on IDENTITY_GRPC_PORT", async () => {
+  const pair = await s.login();
+  const ctx = (await grpc.verifyToken({ token: `Bearer ${pair.access_token}` })).context!;
+  assert.equal(ctx.mode, AuthMode.JWT);
+  assert.equal(ctx.role, Role.OWNER);
+  assert.equal(ctx.method, "jwt_session");
+  const issued = await grpc.issueJWT({ userId: ctx.userId, orgId: ctx.orgId, ttl: { seconds: 100_000n } });
+  assert.equal(issued.expiresIn, 86_400n);
+  assert.equal((await grpc.verifyJWT({ token: issued.accessToken })).context!.userId, ctx.userId);
+  const pk = await grpc.getPublicKey({ kid: issued.kid });
+  assert.ok(pk.der.length > 200);
+});
+
+test("reasons arrive as ErrorInfo over gRPC", async () => {
+  assert.deepEqual(await reason(grpc.verifyJWT({ token: "x" })), { code: Code.Unauthenticated, reason: AuthReason.invalidCredentials });
+  assert.deepEqual(await reason(grpc.verifyAPIKey({ apiKey: "sk_test_x" })), { code: Code.Unauthenticated, reason: AuthReason.invalidCredentials });
+  assert.deepEqual(await reason(grpc.getPublicKey({ kid: "nope" })), { code: Code.NotFound, reason: AuthReason.kidUnknown });
+  const pair = await s.login();
+  const ctx = (await grpc.verifyJWT({ token: pair.access_token })).context!;
+  const stranger = await s.identity.orgs.create({ name: "Stranger" });
+  assert.deepEqual(await reason(grpc.issueJWT({ userId: ctx.userId, orgId: stranger.id })), { code: Code.PermissionDenied, reason: AuthReason.notAMember });
+});
+
+test("the REST services are also gRPC, with the same reasons", async () => {
+  const sessions = createClient(SessionService, createServiceTransport({ baseUrl: s.grpcUrl }));
+  assert.deepEqual(await reason(sessions.refresh({})), { code: Code.InvalidArgument, reason: IdentityRestCode.refreshTokenRequired });
+});
+
+test("AuthService is not served on the public REST port", async () => {
+  const pub = createClient(AuthService, createServiceTransport({ baseUrl: s.base }));
+  const r = await reason(pub.issueJWT({ userId: "00000000-0000-4000-8000-000000000000", orgId: "00000000-0000-4000-8000-000000000000" }));
+  assert.notEqual(r.code, Code.PermissionDenied);
+  assert.ok([Code.Unimplemented, Code.NotFound].includes(r.code), `code ${Code[r.code]}`);
+  const res = await fetch(`${s.base}/identity.v1.AuthService/IssueJWT`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  assert.ok(res.status === 404 || res.status === 405, String(res.status));
+});
+
+test("50 concurrent identical REST requests with one Idempotency-Key run the handler once", async () => {
+  const pair = await s.login();
+  let runs = 0;
+  const create = s.identity.apiKeys.create.bind(s.identity.apiKeys);
+  s.identity.apiKeys.create = (...args) => {
+    runs++;
+    return create(...args);
+  };
+  const results = await Promise.all(
+    Array.from({ length: 50 }, () => s.call("POST", "/v1/users/me/api_keys", { token: pair.access_token, idem: "rest-burst", body: { name: "burst" } })),
+  );
+  s.identity.apiKeys.create = create;
+  assert.equal(runs, 1);
+  const statuses = results.map((r) => r.status);
+  assert.ok(statuses.every((x) => x === 201 || x === 409), JSON.stringify(statuses));
+  for (const r of results.filter((x) => x.status === 409)) assert.equal(r.json.code, IdentityRestCode.idempotencyKeyInUse);
+  const ok = results.filter((x) => x.status === 201);
+  assert.equal(new Set(ok.map((r) => r.json.id)).size, 1);
+});
+
+test("100 concurrent REST refreshes of one token: one 200, 99 × 401 refresh_token_reused", async () => {
+  const pair = await s.login();
+  const results = await Promise.all(Array.from({ length: 100 }, () => s.call("POST", "/v1/auth/refresh", { body: { refresh_token: pair.refresh_token } })));
+  const statuses = results.map((r) => r.status);
+  assert.equal(statuses.filter((x) => x === 200).length, 1, JSON.stringify(statuses));
+  const rest = results.filter((r) => r.status !== 200);
+  assert.equal(rest.length, 99);
+  for (const r of rest) {
+    assert.equal(r.status, 401);
+    assert.equal(r.json.code, IdentityRestCode.refreshTokenReused);
+    assert.equal(r.json.action, "re_authenticate");
+  }
+});
