@@ -1,0 +1,163 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, test } from "node:test";
+import { type Database, migrate } from "@platform/db";
+import { createTestDatabase } from "@platform/db/testing";
+import { Code, PlatformError } from "@platform/errors";
+import { KyselyStore } from "./kysely-store.ts";
+import { MIGRATIONS_TABLE, migrations } from "./migrations.ts";
+import type { AgentsDB } from "./schema.ts";
+
+let database: Database<AgentsDB>;
+let store: KyselyStore;
+before(async () => {
+  database = await createTestDatabase<AgentsDB>();
+  await migrate(database as Database<unknown>, MIGRATIONS_TABLE, migrations);
+  store = new KyselyStore(database.db);
+});
+after(() => database?.close());
+
+const agent = (orgId: string, slug: string) => store.createAgent({ orgId, name: slug, slug, model: "dev/x", systemPrompt: "" });
+
+test("migrations apply once", async () => {
+  assert.deepEqual(await migrate(database as Database<unknown>, MIGRATIONS_TABLE, migrations), []);
+});
+
+test("slug is unique per org: already_exists, other orgs unaffected", async () => {
+  const org = randomUUID();
+  await agent(org, "same");
+  await assert.rejects(agent(org, "same"), (err: unknown) => err instanceof PlatformError && err.code === Code.AlreadyExists);
+  await agent(randomUUID(), "same");
+});
+
+test("reads are org-scoped: another org's agent, session and events are invisible", async () => {
+  const org = randomUUID();
+  const other = randomUUID();
+  const a = await agent(org, "scoped");
+  const s = await store.createSession(org, a.id);
+  await store.appendEvents(s.id, undefined, [{ type: "user", content: "secret" }]);
+  assert.equal(await store.getAgent(other, a.id), undefined);
+  assert.equal(await store.getSession(other, s.id), undefined);
+  assert.deepEqual(await store.listEvents(other, s.id), []);
+  assert.equal((await store.listEvents(org, s.id)).length, 1);
+  assert.equal(await store.requestCancel(other, s.id), undefined);
+});
+
+test("the list cursor stays correct while rows are inserted between pages", async () => {
+  const org = randomUUID();
+  for (let i = 0; i < 6; i++) await agent(org, `a${i}`);
+  const seen: string[] = [];
+  let page = await store.listAgents(org, 2);
+  seen.push(...page.items.map((a) => a.slug));
+  let inserted = 0;
+  while (page.next) {
+    // New rows arrive between every page; they sort before the cursor.
+    await agent(org, `new${inserted++}`);
+    page = await store.listAgents(org, 2, page.next);
+    seen.push(...page.items.map((a) => a.slug));
+  }
+  assert.deepEqual(seen, ["a5", "a4", "a3", "a2", "a1", "a0"], "no row repeated or skipped");
+  const fresh = await store.listAgents(org, 100);
+  assert.equal(fresh.items.length, 6 + inserted);
+  assert.equal(fresh.next, undefined);
+  assert.deepEqual(
+    fresh.items.slice(0, inserted).map((a) => a.slug),
+    Array.from({ length: inserted }, (_, i) => `new${inserted - 1 - i}`),
+  );
+});
+
+test("a page that exactly fills the limit has no next cursor", async () => {
+  const org = randomUUID();
+  await agent(org, "x");
+  await agent(org, "y");
+  const page = await store.listAgents(org, 2);
+  assert.equal(page.items.length, 2);
+  assert.equal(page.next, undefined);
+});
+
+test("concurrent appends to one session get gapless, unique seqs in order", async () => {
+  const org = randomUUID();
+  const a = await agent(org, "seq");
+  const s = await store.createSession(org, a.id);
+  const writers = 12;
+  const batches = await Promise.all(
+    Array.from({ length: writers }, (_, w) =>
+      store.appendEvents(s.id, undefined, [
+        { type: "text", content: `${w}.0` },
+        { type: "text", content: `${w}.1` },
+        { type: "text", content: `${w}.2` },
+      ]),
+    ),
+  );
+  const seqs = batches.flat().map((e) => e.seq).sort((x, y) => x - y);
+  assert.deepEqual(
+    seqs,
+    Array.from({ length: writers * 3 }, (_, i) => i + 1),
+  );
+  for (const batch of batches) {
+    assert.deepEqual(
+      batch.map((e) => e.seq - batch[0]!.seq),
+      [0, 1, 2],
+      "a batch is contiguous",
+    );
+    assert.deepEqual(
+      batch.map((e) => e.content.split(".")[1]),
+      ["0", "1", "2"],
+    );
+  }
+  const session = await store.getSession(org, s.id);
+  assert.equal(session?.lastSeq, writers * 3);
+  assert.deepEqual(
+    (await store.listEvents(org, s.id, 30)).map((e) => e.seq),
+    [31, 32, 33, 34, 35, 36],
+  );
+});
+
+test("appending to a missing session fails and writes nothing", async () => {
+  await assert.rejects(store.appendEvents(randomUUID(), undefined, [{ type: "text", content: "x" }]));
+});
+
+test("one run holds a session; a lapsed lease can be taken over; release frees it", async () => {
+  const org = randomUUID();
+  const a = await agent(org, "lease");
+  const s = await store.createSession(org, a.id);
+  const r1 = randomUUID();
+  const r2 = randomUUID();
+  const first = await store.acquireRun(org, s.id, r1, 60_000);
+  assert.equal(first.ok, true);
+  const second = await store.acquireRun(org, s.id, r2, 60_000);
+  assert.deepEqual(second, { ok: false, activeRunId: r1 });
+  assert.equal((await store.getSession(org, s.id))?.status, "running");
+  assert.deepEqual(await store.acquireRun(randomUUID(), s.id, r2, 60_000), { ok: false, missing: true });
+
+  // r1 "dies": its lease is made to lapse.
+  await database.db.updateTable("sessions").set({ run_lease_until: new Date(Date.now() - 1000) }).where("id", "=", s.id).execute();
+  assert.equal((await store.getSession(org, s.id))?.status, "idle");
+  assert.equal((await store.acquireRun(org, s.id, r2, 60_000)).ok, true);
+  assert.deepEqual(await store.renewRun(s.id, r1, 60_000), { held: false, cancelRequested: false }, "the old run learns it lost the session");
+  await store.releaseRun(s.id, r1); // a stale release changes nothing
+  assert.equal((await store.getSession(org, s.id))?.activeRunId, r2);
+
+  assert.equal(await store.requestCancel(org, s.id), r2);
+  assert.deepEqual(await store.renewRun(s.id, r2, 60_000), { held: true, cancelRequested: true });
+  await store.releaseRun(s.id, r2);
+  assert.equal((await store.getSession(org, s.id))?.status, "idle");
+  assert.equal(await store.requestCancel(org, s.id), undefined);
+});
+
+test("of many concurrent acquirers exactly one wins", async () => {
+  const org = randomUUID();
+  const a = await agent(org, "race");
+  const s = await store.createSession(org, a.id);
+  const results = await Promise.all(Array.from({ length: 10 }, () => store.acquireRun(org, s.id, randomUUID(), 60_000)));
+  assert.equal(results.filter((r) => r.ok).length, 1);
+});
+
+test("the sandbox id is stored on the session", async () => {
+  const org = randomUUID();
+  const a = await agent(org, "sbx");
+  const s = await store.createSession(org, a.id);
+  assert.equal(s.sandboxId, undefined);
+  await store.setSandbox(s.id, "sbx-1");
+  assert.equal((await store.getSession(org, s.id))?.sandboxId, "sbx-1");
+});

@@ -1,0 +1,52 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { EventType, SessionEvent } from "../domain/model.ts";
+import { historyOf, toolUseContent } from "./history.ts";
+
+let seq = 0;
+const ev = (type: EventType, content = "", toolUseId = "", isError = false): SessionEvent => ({
+  seq: ++seq,
+  type,
+  content,
+  tokensIn: 0,
+  tokensOut: 0,
+  toolUseId,
+  isError,
+  createdAt: new Date(0),
+});
+
+test("text fragments and tool calls of one model turn join into one assistant message", () => {
+  const history = historyOf([
+    ev("user", "hi"),
+    ev("text", "Let "),
+    ev("text", "me check."),
+    ev("tool_use", toolUseContent("bash", { command: "ls" }), "t1"),
+    ev("tool_result", '{"exitCode":0}', "t1"),
+    ev("text", "Done."),
+    ev("done"),
+    ev("user", "thanks"),
+  ]);
+  assert.deepEqual(history, [
+    { role: "user", content: "hi" },
+    { role: "assistant", content: "Let me check.", toolCalls: [{ id: "t1", name: "bash", input: { command: "ls" } }] },
+    { role: "tool", toolUseId: "t1", content: '{"exitCode":0}', isError: false },
+    { role: "assistant", content: "Done.", toolCalls: [] },
+    { role: "user", content: "thanks" },
+  ]);
+});
+
+test("a tool call without a result (cancelled run) gets an error result", () => {
+  const history = historyOf([ev("user", "go"), ev("tool_use", toolUseContent("bash", { command: "sleep 99" }), "t9"), ev("error", "cancelled"), ev("user", "again")]);
+  assert.deepEqual(history[2], { role: "tool", toolUseId: "t9", content: '{"error":"the tool call did not complete"}', isError: true });
+  assert.deepEqual(history[3], { role: "user", content: "again" });
+});
+
+test("client messages pass through; runs that produced nothing leave no empty assistant turn", () => {
+  const history = historyOf([ev("user", "a"), ev("error", "unreachable"), ev("user", "b"), ev("assistant", "prior answer"), ev("tool", "client result", "c1", true)]);
+  assert.deepEqual(history, [
+    { role: "user", content: "a" },
+    { role: "user", content: "b" },
+    { role: "assistant", content: "prior answer", toolCalls: [] },
+    { role: "tool", toolUseId: "c1", content: "client result", isError: true },
+  ]);
+});
