@@ -346,7 +346,8 @@ export function createRestHandler(o: RestHandlerDeps) {
       while (!r.done) {
         const frame = framer.frame(r.value);
         if (frame) {
-          res.write(frame.text);
+          // Backpressure: a slow reader holds the handler, not our memory.
+          if (!res.write(frame.text)) await drained(res);
           if (frame.terminal) break;
         }
         r = await it.next();
@@ -366,6 +367,18 @@ export function createRestHandler(o: RestHandlerDeps) {
       if (!res.destroyed) res.end();
     }
   }
+}
+
+function drained(res: http.ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
 }
 
 function safeText(err: PlatformError): string {
