@@ -237,6 +237,7 @@ export function createServer(options: ServerOptions): Server {
     req.headers["x-trace-id"] = info.traceId;
     res.setHeader("x-request-id", info.requestId);
     res.setHeader("x-trace-id", info.traceId);
+    if (closing && req.httpVersionMajor === 1) res.setHeader("connection", "close");
     res.once("close", () => {
       active--;
       const probe = req.url === "/livez" || req.url === "/healthz" || req.url === "/readyz";
@@ -249,6 +250,8 @@ export function createServer(options: ServerOptions): Server {
         },
         "request",
       );
+      // Keep-alive connections must not outlive a shutdown once they are idle.
+      if (closing) h1.closeIdleConnections();
       if (active === 0) {
         for (const w of idleWaiters) w();
         idleWaiters = [];

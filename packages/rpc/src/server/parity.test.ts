@@ -107,10 +107,23 @@ describe("REST and gRPC give the same results and errors", () => {
     }
   });
 
-  test("server streaming over gRPC", async () => {
+  test("server streaming: SSE carries what gRPC streams", async () => {
     const s = createClient(StreamService, createGrpcTransport({ baseUrl: url }));
-    const got: bigint[] = [];
-    for await (const m of s.tick({ count: 3 })) got.push(m.seq);
-    assert.deepEqual(got, [1n, 2n, 3n]);
+    const viaGrpc: unknown[] = [];
+    for await (const m of s.tick({ count: 3, after: 10n })) {
+      const json = messageToJson(StreamService.method.tick.output, m) as Record<string, unknown>;
+      delete json.seq;
+      viaGrpc.push([String(m.seq), json]);
+    }
+    const text = await (await fetch(`${url}/v1/ticks?count=3&after=10`)).text();
+    const viaSse = text
+      .trim()
+      .split("\n\n")
+      .map((block) => {
+        const lines = Object.fromEntries(block.split("\n").map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]));
+        return [lines.id, JSON.parse(lines.data!)];
+      });
+    assert.equal(viaGrpc.length, 3);
+    assert.deepEqual(viaSse, viaGrpc);
   });
 });
