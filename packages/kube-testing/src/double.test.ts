@@ -139,7 +139,16 @@ describe("pods, PVCs and exec", () => {
     spec: {
       restartPolicy: "Never",
       activeDeadlineSeconds: deadline,
-      containers: [{ name: "main", image: "debian:12", env: [{ name: "FROM_SPEC", value: "yes" }], volumeMounts: [{ name: "ws", mountPath: "/workspace" }] }],
+      securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: "RuntimeDefault" } },
+      containers: [
+        {
+          name: "main",
+          image: "debian:12",
+          env: [{ name: "FROM_SPEC", value: "yes" }],
+          volumeMounts: [{ name: "ws", mountPath: "/workspace" }],
+          securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+        },
+      ],
       volumes: [{ name: "ws", persistentVolumeClaim: { claimName: claim } }],
     },
   });
@@ -191,6 +200,15 @@ describe("pods, PVCs and exec", () => {
     // The workspace lives in the claim, the process list is the pod's own.
     const ps = await exec("p1", ["sh", "-c", "ls /proc | grep -c '^[0-9]'"]);
     assert.ok(Number(ps.out) < 10, `pod sees ${ps.out} processes`);
+  });
+
+  test("restricted Pod Security: a pod that may run as root or keeps capabilities is 403 Forbidden", async () => {
+    const body = podBody("p-root", "claim-x");
+    body.spec.securityContext = {} as typeof body.spec.securityContext;
+    const denied = await apiError(core.createNamespacedPod({ namespace: ns, body }));
+    assert.equal(denied.code, 403);
+    assert.equal(denied.body.reason, "Forbidden");
+    assert.match(denied.body.message, /violates PodSecurity "restricted:latest": .*runAsNonRoot/);
   });
 
   test("a deleted PVC stays while a pod uses it (pvc-protection) and goes with the pod", async () => {

@@ -13,6 +13,7 @@ import { type ExecSession, handleExecUpgrade } from "./exec.ts";
 import { PATCH_TYPES, type PatchType } from "./patch.ts";
 import { type PodSandbox, removeDir, startPodSandbox, stopPodSandbox } from "./pod-runtime.ts";
 import { apiVersionOf, findResource, type KubeObject, type ResourceDef } from "./resources.ts";
+import { restrictedViolations } from "./pod-security.ts";
 import { parseFieldSelector, parseLabelSelector } from "./selectors.ts";
 import { StatusError, statusErrors, successStatus } from "./status.ts";
 import { Store } from "./store.ts";
@@ -32,6 +33,12 @@ export interface KubeDoubleOptions {
   deploymentReadiness?: "immediate" | "manual";
   /** Run pods' containers for exec (needs bwrap and nsenter). Default true. */
   runContainers?: boolean;
+  /**
+   * Namespaces labelled pod-security.kubernetes.io/enforce=restricted: pods
+   * violating the restricted standard are refused with 403 Forbidden, as the
+   * PodSecurity admission plugin does. Default: every namespace.
+   */
+  restrictedNamespaces?: string[];
 }
 
 export interface RecordedRequest {
@@ -401,6 +408,7 @@ export class KubeDouble {
       if (method === "POST") {
         const obj = parseJson(body, req.headers["content-type"]);
         this.checkBody(def, obj, namespace as string);
+        this.admitPod(def, obj, namespace as string);
         const created = this.store.create(def, namespace as string, obj, url.searchParams.get("dryRun") === "All");
         return this.send(res, 201, this.store.present(def, created));
       }
@@ -482,6 +490,25 @@ export class KubeDouble {
     next.metadata.resourceVersion = rv || undefined;
     const updated = this.store.update(def, ns, name, next);
     this.send(res, 200, toScale(this.store.get(def, ns, name) ?? updated));
+  }
+
+  private admitPod(def: ResourceDef, obj: KubeObject, ns: string): void {
+    if (def.plural !== "pods") return;
+    const restricted = this.options.restrictedNamespaces ?? [...this.namespaces];
+    if (!restricted.includes(ns)) return;
+    const violations = restrictedViolations(obj.spec);
+    if (violations.length) {
+      throw new StatusError({
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message: `pods "${obj.metadata?.name ?? ""}" is forbidden: violates PodSecurity "restricted:latest": ${violations.join(", ")}`,
+        reason: "Forbidden",
+        details: { name: obj.metadata?.name, kind: "pods" },
+        code: 403,
+      });
+    }
   }
 
   private checkBody(def: ResourceDef, obj: KubeObject, ns: string): void {

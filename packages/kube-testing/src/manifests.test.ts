@@ -1,0 +1,129 @@
+// Renders k8s/ with `kubectl kustomize` and checks the properties the
+// cluster shape depends on. Skips (saying why) only when kubectl is absent.
+import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { before, describe, test } from "node:test";
+import { parseAllDocuments } from "yaml";
+import { restrictedViolations } from "./pod-security.ts";
+import type { KubeObject } from "./resources.ts";
+
+const root = fileURLToPath(new URL("../../../", import.meta.url));
+const hasKubectl = spawnSync("kubectl", ["version", "--client"], { stdio: "ignore" }).status === 0;
+const skip = hasKubectl ? false : "kubectl is not installed (CI installs it: see k8s/README.md)";
+
+describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
+  let objects: KubeObject[];
+  const find = (kind: string, name: string) => {
+    const o = objects.find((x) => x.kind === kind && x.metadata?.name === name);
+    assert.ok(o, `${kind}/${name} is rendered`);
+    return o;
+  };
+  const podSpecOf = (o: KubeObject): KubeObject => (o.kind === "CronJob" ? o.spec.jobTemplate.spec.template.spec : o.spec.template.spec);
+  const workloads = () => objects.filter((o) => ["Deployment", "Job", "CronJob"].includes(o.kind));
+
+  before(() => {
+    const yaml = execFileSync("kubectl", ["kustomize", `${root}k8s`], { encoding: "utf8" });
+    // A plain YAML parser: client-node's loaders rename fields (from → _from).
+    objects = parseAllDocuments(yaml).map((d) => d.toJSON() as KubeObject);
+  });
+
+  test("identity, agents, compute and the runtime router each have a Deployment and a Service in the platform namespace", () => {
+    for (const name of ["identity", "agents", "compute", "runtime-router"]) {
+      const d = find("Deployment", name);
+      find("Service", name);
+      assert.equal(d.metadata.namespace, "agent-platform");
+    }
+    assert.deepEqual(find("Service", "identity").spec.ports.map((p: KubeObject) => p.port).sort(), [50051, 8081]);
+  });
+
+  test("the namespace enforces restricted Pod Security and every workload's pod passes it", () => {
+    assert.equal(find("Namespace", "agent-platform").metadata.labels["pod-security.kubernetes.io/enforce"], "restricted");
+    for (const w of workloads()) {
+      assert.deepEqual(restrictedViolations(podSpecOf(w)), [], `${w.kind}/${w.metadata.name}`);
+      for (const c of podSpecOf(w).containers) assert.equal(c.securityContext.readOnlyRootFilesystem, true, `${w.metadata.name}/${c.name} read-only root`);
+    }
+  });
+
+  test("secrets are references to platform-secrets, never values", () => {
+    const env = (name: string) => podSpecOf(find("Deployment", name)).containers[0].env as KubeObject[];
+    const ref = (list: KubeObject[], key: string) => list.find((e) => e.name === key)?.valueFrom?.secretKeyRef;
+    assert.deepEqual(ref(env("identity"), "DATABASE_URL"), { name: "platform-secrets", key: "DATABASE_URL" });
+    assert.deepEqual(ref(env("identity"), "IDENTITY_AUTHKEY_KEK"), { name: "platform-secrets", key: "IDENTITY_AUTHKEY_KEK" });
+    assert.equal(ref(env("agents"), "DATABASE_URL")?.name, "platform-secrets");
+    assert.equal(objects.filter((o) => o.kind === "Secret").length, 0, "no Secret objects are shipped");
+    for (const o of objects.filter((x) => x.kind === "ConfigMap")) {
+      for (const k of Object.keys(o.data ?? {})) assert.ok(!/KEK|PASSWORD|DATABASE_URL|API_KEY/.test(k), `ConfigMap ${o.metadata.name} holds ${k}`);
+    }
+  });
+
+  test("a migrations Job and the compute GC CronJob exist", () => {
+    const job = find("Job", "platform-migrations");
+    assert.equal(podSpecOf(job).containers[0].env.find((e: KubeObject) => e.name === "MIGRATION_DB_URL")?.valueFrom?.secretKeyRef?.name, "platform-secrets");
+    const gc = find("CronJob", "compute-gc");
+    assert.equal(gc.spec.concurrencyPolicy, "Forbid");
+    assert.equal(podSpecOf(gc).serviceAccountName, "compute-gc");
+    assert.match(podSpecOf(gc).containers[0].command.join(" "), /drivers\/kubernetes\/gc-command\.ts/);
+  });
+
+  test("RBAC: compute may manage pods, pods/exec and PVCs; the router deployments, deployments/scale and services", () => {
+    const rules = (name: string) => find("Role", name).rules as KubeObject[];
+    const can = (role: string, resource: string, verb: string) => rules(role).some((r) => r.resources.includes(resource) && r.verbs.includes(verb));
+    for (const [res, verbs] of [
+      ["pods", ["create", "get", "delete"]],
+      ["pods/exec", ["create", "get"]],
+      ["persistentvolumeclaims", ["create", "patch", "delete", "list"]],
+    ] as const) {
+      for (const v of verbs) assert.ok(can("compute", res, v), `compute ${v} ${res}`);
+    }
+    for (const [res, verbs] of [
+      ["deployments", ["create", "get", "list", "patch", "delete"]],
+      ["deployments/scale", ["patch"]],
+      ["services", ["create", "delete"]],
+    ] as const) {
+      for (const v of verbs) assert.ok(can("runtime-router", res, v), `router ${v} ${res}`);
+    }
+    assert.ok(!can("runtime-router", "pods/exec", "create"));
+    assert.ok(!rules("compute-gc").some((r) => r.resources.includes("pods")));
+    const sa = (dep: string) => podSpecOf(find("Deployment", dep));
+    assert.equal(sa("compute").serviceAccountName, "compute");
+    assert.equal(sa("identity").automountServiceAccountToken, false);
+    assert.equal(sa("agents").automountServiceAccountToken, false);
+  });
+
+  test("NetworkPolicy: identity's gRPC port admits only the agents pods (and the router, for VerifyJWT); ingress is denied by default", () => {
+    const deny = find("NetworkPolicy", "default-deny-ingress");
+    assert.deepEqual(deny.spec.podSelector, {});
+    assert.deepEqual(deny.spec.ingress ?? [], []);
+    const np = find("NetworkPolicy", "identity");
+    assert.deepEqual(np.spec.podSelector.matchLabels, { "app.kubernetes.io/name": "identity" });
+    const grpcRules = (np.spec.ingress as KubeObject[]).filter((r) => !r.ports || r.ports.some((p: KubeObject) => p.port === 50051));
+    assert.equal(grpcRules.length, 1, "one rule covers port 50051");
+    const from = grpcRules[0].from as KubeObject[];
+    assert.ok(from?.length, "the gRPC rule names its peers");
+    for (const peer of from) {
+      assert.equal(peer.namespaceSelector, undefined);
+      assert.equal(peer.ipBlock, undefined);
+    }
+    const names = from.map((p) => p.podSelector?.matchLabels?.["app.kubernetes.io/name"]).sort();
+    assert.deepEqual(names, ["agents", "runtime-router"]);
+    // The agents pods carry that label.
+    assert.equal(find("Deployment", "agents").spec.template.metadata.labels["app.kubernetes.io/name"], "agents");
+    // Sandboxes get no ingress and no egress into private ranges.
+    const sb = find("NetworkPolicy", "sandboxes");
+    assert.deepEqual(sb.spec.policyTypes.sort(), ["Egress", "Ingress"]);
+    assert.equal(sb.spec.ingress, undefined);
+    assert.ok(sb.spec.egress.some((r: KubeObject) => r.to?.some((t: KubeObject) => t.ipBlock?.except?.includes("10.0.0.0/8"))));
+  });
+
+  test("the tenant worker template is a ConfigMap with a JSON WorkerTemplate the router mounts", () => {
+    const cm = find("ConfigMap", "runtime-worker-template");
+    const t = JSON.parse(cm.data["worker-template.json"]);
+    assert.equal(typeof t.image, "string");
+    assert.ok(t.resources.limits.memory);
+    const router = podSpecOf(find("Deployment", "runtime-router"));
+    assert.equal(router.volumes.find((v: KubeObject) => v.name === "worker-template")?.configMap?.name, "runtime-worker-template");
+    const cfg = find("ConfigMap", "runtime-router-config");
+    assert.equal(cfg.data.RUNTIME_WORKER_TEMPLATE, "/etc/runtime/worker-template.json");
+  });
+});
