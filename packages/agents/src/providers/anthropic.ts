@@ -48,6 +48,7 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
   for await (const { data } of readSse(body)) {
     // Frames already buffered must not outlive an abort.
     if (signal.aborted) throw signal.reason;
+    // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
     let msg: Record<string, any>;
     try {
       msg = JSON.parse(data);

@@ -61,6 +61,7 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
       done = true;
       break;
     }
+    // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
     let chunk: Record<string, any>;
     try {
       chunk = JSON.parse(data);

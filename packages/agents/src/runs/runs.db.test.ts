@@ -24,7 +24,7 @@ const user = (content: string) => ({ role: "user", content });
 const types = (events: SessionEvent[]) => events.map((e) => e.type);
 
 function assertGapless(events: SessionEvent[], from = 1n) {
-  events.forEach((e, i) => assert.equal(e.seq, from + BigInt(i), `seq of event ${i}`));
+  for (const [i, e] of events.entries()) assert.equal(e.seq, from + BigInt(i), `seq of event ${i}`);
 }
 
 describe("send messages", () => {

@@ -47,6 +47,7 @@ after(async () => {
   await database?.close();
 });
 
+// biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
 type Json = Record<string, any>;
 
 async function call(method: string, path: string, opts: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {}) {

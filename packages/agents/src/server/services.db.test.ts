@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { type Harness, collect, startHarness } from "../testing/harness.ts";
+import { type Harness, startHarness } from "../testing/harness.ts";
 
 let h: Harness;
 before(async () => {

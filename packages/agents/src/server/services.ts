@@ -1,5 +1,5 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
+import type { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import type { AgentsDomain } from "../domain/agents.ts";
 import { authOf } from "./auth.ts";
 import { agentToProto, eventToProto, sessionToProto } from "./convert.ts";

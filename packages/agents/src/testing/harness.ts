@@ -1,8 +1,8 @@
-import { Code as ConnectCode, ConnectError, createClient, createRouterTransport, type Interceptor } from "@connectrpc/connect";
+import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
 import { createTestDatabase } from "@platform/db/testing";
-import { PlatformError } from "@platform/errors";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
+import { errorInterceptor } from "@platform/rpc";
 import pino from "pino";
 import { ComputeSandboxes } from "../adapters/compute.ts";
 import { IdentityAuthenticator } from "../adapters/identity.ts";
@@ -13,30 +13,6 @@ import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "./compute-double.ts";
 import { IdentityDouble } from "./identity-double.ts";
 import { ScriptedModel } from "./scripted-model.ts";
-
-/** PlatformError → ConnectError, as the rpc package's server does, for in-process routers. */
-const platformErrors: Interceptor = (next) => async (req) => {
-  try {
-    const res = await next(req);
-    if (!res.stream) return res;
-    return { ...res, message: convertStream(res.message) };
-  } catch (err) {
-    throw convert(err);
-  }
-};
-
-async function* convertStream<T>(stream: AsyncIterable<T>): AsyncIterable<T> {
-  try {
-    yield* stream;
-  } catch (err) {
-    throw convert(err);
-  }
-}
-
-function convert(err: unknown): unknown {
-  if (err instanceof PlatformError) return new ConnectError(err.message, err.code as unknown as ConnectCode, undefined, undefined, err);
-  return err;
-}
 
 export type Harness = Awaited<ReturnType<typeof startHarness>>;
 
@@ -67,7 +43,7 @@ export async function startHarness(options: Partial<Omit<AgentsAppOptions, "data
     (router) => {
       for (const s of app.services) router.service(s.service as never, s.impl as never);
     },
-    { router: { interceptors: [platformErrors, ...app.interceptors] } },
+    { router: { interceptors: [errorInterceptor(logger), ...app.interceptors] } },
   );
   const agents = createClient(AgentService, transport);
   const sessions = createClient(SessionService, transport);
