@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { KubeDouble } from "@platform/kube-testing";
+import { KubeDouble, restrictedViolations } from "@platform/kube-testing";
 import { Annotation, Label, MANAGED_BY } from "../../controller/labels.ts";
 import { orchestratorContract } from "../../testing/orchestrator-contract.ts";
 import { isNotFound, isTransient } from "../orchestrator.ts";
@@ -46,6 +46,8 @@ describe("kubernetes orchestrator: objects on the cluster", () => {
     assert.deepEqual(c.readinessProbe.grpc, { port: 50051, service: "runtime.v1.RuntimeService" });
     assert.equal(pod.automountServiceAccountToken, false);
     assert.deepEqual(c.securityContext.capabilities.drop, ["ALL"]);
+    // The namespace enforces restricted Pod Security: worker pods must pass it.
+    assert.deepEqual(restrictedViolations(pod), []);
   });
 
   test("the Service shares the name, selects the pods and carries tenant-id; the endpoint is its cluster DNS name", async () => {
