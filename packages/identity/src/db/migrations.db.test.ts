@@ -1,0 +1,44 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { after, before, test } from "node:test";
+import { isUniqueViolation } from "@platform/db";
+import { createTestDatabase, testServerUrl } from "@platform/db/testing";
+import { migrateIdentity } from "./migrations.ts";
+import type { IdentityDB } from "./schema.ts";
+
+let database: Awaited<ReturnType<typeof createTestDatabase<IdentityDB>>>;
+before(async () => {
+  database = await createTestDatabase<IdentityDB>();
+});
+after(() => database.close());
+
+test("migrations apply once (also when two migrators race) and are then a no-op", async () => {
+  const [a, b] = await Promise.all([migrateIdentity(database as never), migrateIdentity(database as never)]);
+  assert.deepEqual([...a, ...b], ["0001_initial"]);
+  assert.deepEqual(await migrateIdentity(database as never), []);
+});
+
+test("emails are unique case-insensitively at the database", async () => {
+  await database.db.insertInto("users").values({ id: crypto.randomUUID(), email: "A@x.io", name: "a", password_hash: "h" }).execute();
+  const err = await database.db
+    .insertInto("users")
+    .values({ id: crypto.randomUUID(), email: "a@X.IO", name: "b", password_hash: "h" })
+    .execute()
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  assert.ok(isUniqueViolation(err), String(err));
+});
+
+test("the migrate command uses MIGRATION_DB_URL (PostgreSQL only: the cluster's migrations Job)", { skip: !testServerUrl() }, () => {
+  const cmd = fileURLToPath(new URL("../migrate-command.ts", import.meta.url));
+  const r = spawnSync(process.execPath, ["--import", "tsx", cmd], {
+    env: { PATH: process.env.PATH ?? "", MIGRATION_DB_URL: database.url!, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" },
+    encoding: "utf8",
+    timeout: 30_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /up to date/);
+});

@@ -1,0 +1,11 @@
+export { createIdentity, claimEnvOf, type Identity, type IdentityOptions } from "./identity.ts";
+export { startApp, runMigrations, openIdentityDatabase, type App } from "./app.ts";
+export { loadSettings, SettingsError, type Settings } from "./config/settings.ts";
+export { identityMigrations, migrateIdentity, MIGRATIONS_TABLE } from "./db/migrations.ts";
+export type { IdentityDB } from "./db/schema.ts";
+export type { AuthContext, Role, KeyEnv } from "./auth/auth-context.ts";
+export { authContextKey } from "./server/auth-interceptor.ts";
+export { createIdentityServers, type IdentityServers } from "./server/servers.ts";
+export { ruleOf, type Policy } from "./server/policies.ts";
+export { ISSUER, AUDIENCE } from "./tokens/jwt-service.ts";
+export { REFRESH_TOKEN_PREFIX } from "./sessions/refresh-tokens.ts";
