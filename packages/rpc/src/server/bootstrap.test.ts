@@ -38,6 +38,25 @@ describe("REQUEST_TIMEOUT", () => {
   });
 });
 
+describe("client disconnect", () => {
+  const { server, probe } = testServer({ requestTimeoutMs: 60_000 });
+  let url = "";
+  before(async () => {
+    url = (await server.listen()).url;
+  });
+  after(() => server.close());
+
+  test("a REST client that goes away cancels a unary handler", async () => {
+    const aborted = probe.nextAbort();
+    const abort = new AbortController();
+    const pending = fetch(`${url}/v1/sleep?ms=20000`, { signal: abort.signal }).catch(() => "aborted");
+    setTimeout(() => abort.abort(), 50);
+    assert.equal(await pending, "aborted");
+    const timer = new Promise((r) => setTimeout(() => r("handler not cancelled"), 5000).unref());
+    assert.equal(await Promise.race([aborted, timer]), "sleep");
+  });
+});
+
 describe("READ_HEADER_TIMEOUT", () => {
   const { server } = testServer({ readHeaderTimeoutMs: 200 });
   let port = 0;

@@ -64,7 +64,7 @@ export interface ServerOptions {
   grpcPort?: number;
   /** BODY_LIMIT_BYTES; default 1 MiB. Applies to REST bodies and RPC messages. */
   bodyLimitBytes?: number;
-  /** REQUEST_TIMEOUT in ms for unary calls without their own deadline; default 30 s. */
+  /** REQUEST_TIMEOUT in ms for unary calls without their own deadline; default 30 s; 0: none. */
   requestTimeoutMs?: number;
   /** Deadline of server-streaming calls without their own; default none. */
   streamTimeoutMs?: number;
@@ -192,7 +192,7 @@ export function createServer(options: ServerOptions): Server {
     transport,
     envelope,
     bodyLimitBytes,
-    requestTimeoutMs,
+    requestTimeoutMs: requestTimeoutMs > 0 ? requestTimeoutMs : undefined,
     streamTimeoutMs: options.streamTimeoutMs,
     ssePingMs: options.ssePingMs ?? 15_000,
     json: options.json ?? {},
@@ -216,7 +216,7 @@ export function createServer(options: ServerOptions): Server {
 
   const serveNative = async (handler: UniversalHandler, req: NodeRequest, res: NodeResponse) => {
     const ureq = universalRequestFromNodeRequest(req, res, undefined, undefined);
-    if (handler.method.methodKind === "unary") {
+    if (handler.method.methodKind === "unary" && requestTimeoutMs > 0) {
       // REQUEST_TIMEOUT for calls that bring no deadline of their own.
       const ct = ureq.header.get("content-type") ?? "";
       if (ct.startsWith("application/grpc")) {
