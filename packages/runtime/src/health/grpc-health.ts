@@ -24,6 +24,7 @@ export async function waitServing(
   timeoutMs: number,
   options: { service?: string; intervalMs?: number; signal?: AbortSignal } = {},
 ): Promise<boolean> {
+  if (!Number.isFinite(timeoutMs)) throw new RangeError(`timeoutMs must be a finite number`);
   const deadline = Date.now() + timeoutMs;
   const interval = options.intervalMs ?? 100;
   while (!options.signal?.aborted) {

@@ -30,6 +30,8 @@ export class AgentsDouble {
   /** Delay between streamed events, ms. */
   delayMs = 0;
   #server?: Server;
+  /** Base URL once started. */
+  url = "";
 
   async start(): Promise<string> {
     const stream = async function* (this: AgentsDouble, call: AgentsCall): AsyncIterable<EventInit> {
@@ -61,7 +63,8 @@ export class AgentsDouble {
       shutdownTimeoutMs: 1000,
       services: [{ service: SessionService, impl }],
     });
-    return (await this.#server.listen()).url;
+    this.url = (await this.#server.listen()).url;
+    return this.url;
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,32 @@
+import { Code as ConnectCode, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
+import { PlatformError } from "@platform/errors";
+import { AuthService } from "@platform/gen/identity/v1/auth_pb";
+import { fromConnectError } from "@platform/rpc";
+import type { Authenticator, Principal } from "./authenticator.ts";
+
+/** Authenticator over identity's gRPC AuthService.VerifyJWT. */
+export class IdentityAuthenticator implements Authenticator {
+  readonly #client: Client<typeof AuthService>;
+
+  constructor(transport: Transport, private readonly timeoutMs = 5000) {
+    this.#client = createClient(AuthService, transport);
+  }
+
+  async verifyJwt(token: string, signal?: AbortSignal): Promise<Principal> {
+    try {
+      const res = await this.#client.verifyJWT({ token }, { signal, timeoutMs: this.timeoutMs });
+      const ctx = res.context;
+      if (!ctx?.orgId || !ctx.userId) throw PlatformError.unauthenticated("token carries no user or org");
+      return { userId: ctx.userId, orgId: ctx.orgId };
+    } catch (err) {
+      if (err instanceof PlatformError) throw err;
+      const ce = ConnectError.from(err);
+      if (ce.code === ConnectCode.Unauthenticated) {
+        const p = fromConnectError(ce);
+        throw PlatformError.unauthenticated(p.message || "invalid token", p.reason);
+      }
+      // Identity down or failing: not the caller's fault, and not a 401.
+      throw PlatformError.unavailable("identity service unavailable");
+    }
+  }
+}

@@ -1,0 +1,77 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
+import { createServer } from "@platform/rpc";
+import { type Logger, pino } from "pino";
+import { Controller } from "../controller/controller.ts";
+import { startSweeps } from "../controller/sweeps.ts";
+import { waitServing } from "../health/grpc-health.ts";
+import type { Orchestrator } from "../orchestrator/orchestrator.ts";
+import type { Authenticator } from "./authenticator.ts";
+import { routerInvoke } from "./invoke.ts";
+import { GrpcTenantWorkers, type TenantWorkers } from "./tenant-workers.ts";
+import { TenantWaker } from "./waker.ts";
+
+export interface RouterOptions {
+  auth: Authenticator;
+  orchestrator: Orchestrator;
+  port?: number;
+  host?: string;
+  logger?: Logger;
+  /** Cold-start wait (spec: 10 s). */
+  reachTimeoutMs?: number;
+  maxWaitersPerTenant?: number;
+  /** Run IdleSweep and WeeklySweep on their schedules (default true). */
+  sweeps?: boolean;
+  controller?: Controller;
+  workers?: TenantWorkers;
+}
+
+export interface RunningRouter {
+  url: string;
+  port: number;
+  controller: Controller;
+  waker: TenantWaker;
+  close(): Promise<void>;
+}
+
+/** The public router: RuntimeService.Invoke over REST/SSE, gRPC and Connect on one port. */
+export async function startRouter(options: RouterOptions): Promise<RunningRouter> {
+  const logger = options.logger ?? pino({ level: "silent" });
+  const controller = options.controller ?? new Controller({ orchestrator: options.orchestrator, logger });
+  const waker = new TenantWaker({
+    controller,
+    waitReachable: (url, ms) => waitServing(url, ms),
+    reachTimeoutMs: options.reachTimeoutMs,
+    maxWaitersPerTenant: options.maxWaitersPerTenant,
+  });
+  const impl: ServiceImpl<typeof RuntimeService> = {
+    invoke: routerInvoke({
+      auth: options.auth,
+      waker,
+      workers: options.workers ?? new GrpcTenantWorkers(),
+      controller,
+      logger,
+    }),
+  };
+  const server = createServer({
+    name: "runtime-router",
+    services: [{ service: RuntimeService, impl }],
+    envelope: "runtime",
+    port: options.port,
+    host: options.host,
+    logger,
+  });
+  const sweeps = options.sweeps === false ? undefined : startSweeps(controller, { logger });
+  const { url, port } = await server.listen();
+  return {
+    url,
+    port,
+    controller,
+    waker,
+    async close() {
+      sweeps?.stop();
+      await server.close();
+      await options.orchestrator.close?.();
+    },
+  };
+}
