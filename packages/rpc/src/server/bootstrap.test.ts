@@ -94,6 +94,38 @@ describe("READ_HEADER_TIMEOUT", () => {
   });
 });
 
+describe("slow request bodies", () => {
+  const { server } = testServer({ readHeaderTimeoutMs: 200, requestTimeoutMs: 400 });
+  let port = 0;
+  before(async () => {
+    ({ port } = await server.listen());
+  });
+  after(() => server.close());
+
+  test("a body trickled past REQUEST_TIMEOUT ends the connection", async () => {
+    const started = Date.now();
+    const result = await new Promise<{ closed: boolean; data: string }>((resolve) => {
+      const s = net.connect(port, "127.0.0.1", () => {
+        s.write("POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{");
+      });
+      let data = "";
+      s.on("data", (d) => (data += d));
+      s.on("error", () => {});
+      const t = setTimeout(() => {
+        s.destroy();
+        resolve({ closed: false, data });
+      }, 5000);
+      s.on("close", () => {
+        clearTimeout(t);
+        resolve({ closed: true, data });
+      });
+    });
+    assert.equal(result.closed, true);
+    assert.ok(!result.data.includes("200 OK"));
+    assert.ok(Date.now() - started < 5000);
+  });
+});
+
 describe("request and trace ids", () => {
   const lines: Record<string, unknown>[] = [];
   const logger = pino({ level: "info" }, { write: (s: string) => lines.push(JSON.parse(s)) });

@@ -284,7 +284,9 @@ export function createServer(options: ServerOptions): Server {
   const h1 = http.createServer(
     {
       headersTimeout: readHeaderTimeoutMs,
-      requestTimeout: 0,
+      // Receiving the whole request (headers and body) must also end within
+      // the request deadline: a trickled body cannot hold a socket forever.
+      requestTimeout: requestTimeoutMs > 0 ? Math.max(requestTimeoutMs, readHeaderTimeoutMs) : 0,
       connectionsCheckingInterval: Math.min(1000, readHeaderTimeoutMs),
     },
     onRequest,
