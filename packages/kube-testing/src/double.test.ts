@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { Readable, Writable } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import { AppsV1Api, CoreV1Api, Exec, PatchStrategy, setHeaderOptions, type V1Status } from "@kubernetes/client-node";
+import { WebSocket } from "ws";
 import { KubeDouble } from "./double.ts";
 
 const ns = "default";
@@ -209,6 +210,28 @@ describe("pods, PVCs and exec", () => {
     assert.equal(denied.code, 403);
     assert.equal(denied.body.reason, "Forbidden");
     assert.match(denied.body.message, /violates PodSecurity "restricted:latest": .*runAsNonRoot/);
+  });
+
+  test("v4.channel.k8s.io over a raw WebSocket: channel-prefixed frames, the status frame last, then close", async () => {
+    await core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: pvcBody("claim-v4") });
+    await core.createNamespacedPod({ namespace: ns, body: podBody("p-v4", "claim-v4") });
+    await waitPhase("p-v4", "Running");
+    const q = new URLSearchParams([["command", "sh"], ["command", "-c"], ["command", "printf out; printf err >&2; exit 4"], ["stdout", "true"], ["stderr", "true"]]);
+    const ws = new WebSocket(`${double.url.replace("http", "ws")}/api/v1/namespaces/${ns}/pods/p-v4/exec?${q}`, ["v4.channel.k8s.io"]);
+    const frames: Buffer[] = [];
+    ws.on("message", (d: Buffer) => frames.push(d));
+    await new Promise((resolve) => ws.on("close", resolve));
+    assert.equal(ws.protocol, "v4.channel.k8s.io");
+    const byChannel = (c: number) => Buffer.concat(frames.filter((f) => f[0] === c).map((f) => f.subarray(1))).toString();
+    assert.equal(byChannel(1), "out");
+    assert.equal(byChannel(2), "err");
+    assert.equal(frames.at(-1)?.[0], 3);
+    const status = JSON.parse(byChannel(3));
+    assert.equal(status.details.causes[0].message, "4");
+    // No supported subprotocol: refused before the upgrade.
+    const bad = new WebSocket(`${double.url.replace("http", "ws")}/api/v1/namespaces/${ns}/pods/p-v4/exec?${q}`, ["base64.channel.k8s.io"]);
+    const code = await new Promise((resolve) => bad.on("unexpected-response", (_req, res) => resolve(res.statusCode)));
+    assert.equal(code, 400);
   });
 
   test("a deleted PVC stays while a pod uses it (pvc-protection) and goes with the pod", async () => {

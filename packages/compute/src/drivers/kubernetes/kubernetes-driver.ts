@@ -21,6 +21,7 @@ import {
 } from "../../driver.ts";
 import { Annotation, buildClaim, buildPod, CONTAINER, claimName, Label, observePod, type PodOptions, podName, SELECTOR } from "./objects.ts";
 import { PodExec, type PodExecTarget } from "./pod-exec.ts";
+import { cleanWorkspacePath } from "../../paths.ts";
 import { FILES, KILL, RUN, USAGE } from "./scripts.ts";
 
 export interface KubernetesDriverOptions extends Partial<PodOptions> {
@@ -60,17 +61,23 @@ function addUsage(a: Usage, b: Usage): Usage {
   };
 }
 
-/** CPU of the waited-for children from `times` ("0m0.12s 0m0.03s" per line; 2nd line = children). */
-export function parseUsage(text: string): Usage {
+/**
+ * The USAGE script's output: line 1 peak RSS in kB, line 2 the container
+ * cgroup's oom_kill counter before and after, then `times` ("0m0.12s 0m0.03s"
+ * per line; its 2nd line is the children's user and system time).
+ */
+export function parseUsage(text: string): Usage & { oomKills: number } {
   const lines = text.split("\n");
   const memKb = Number(lines[0]?.trim()) || 0;
+  const [before, after] = (lines[1] ?? "").trim().split(/\s+/).map(Number);
+  const oomKills = Number.isFinite(before) && Number.isFinite(after) && after > before ? after - before : 0;
   const secs = (s: string) => {
     const m = /^(\d+)m([\d.]+)s$/.exec(s);
     return m ? Number(m[1]) * 60 + Number(m[2]) : 0;
   };
-  const children = (lines[2] ?? "").trim().split(/\s+/);
+  const children = (lines[3] ?? "").trim().split(/\s+/);
   const cpuMs = Math.round((secs(children[0] ?? "") + secs(children[1] ?? "")) * 1000);
-  return { ...zeroUsage(), cpuMs, memoryPeakBytes: memKb * 1024, memoryAvgBytes: memKb * 1024 };
+  return { ...zeroUsage(), cpuMs, memoryPeakBytes: memKb * 1024, memoryAvgBytes: memKb * 1024, oomKills };
 }
 
 export class KubernetesDriver implements SandboxDriver {
@@ -261,12 +268,12 @@ export class KubernetesDriver implements SandboxDriver {
       request.signal?.removeEventListener("abort", onAbort);
     }
     const wallTimeMs = Date.now() - started;
-    const usage = await this.collectUsage(sandboxId, id);
+    const { oomKills, ...usage } = await this.collectUsage(sandboxId, id);
     const k = this.known.get(sandboxId);
     if (k) k.usage = addUsage(k.usage, usage);
-    let oomKilled: boolean | undefined;
-    if (!cancelled && run.exitCode === 137) {
-      // The container's OOM kill shows on the pod; a lone exec's kill does not.
+    let oomKilled = oomKills > 0 && run.exitCode === 137 ? true : undefined;
+    if (!oomKilled && !cancelled && run.exitCode === 137) {
+      // The container itself was OOM-killed (its PID 1 went with it).
       const o = await this.observe(sandboxId).catch(() => undefined);
       if (o?.reason === "oom") oomKilled = true;
     }
@@ -288,12 +295,12 @@ export class KubernetesDriver implements SandboxDriver {
     if (!ended) await PodExec.run(this.kc, target, ["/bin/sh", "-c", KILL, "sh", id, "KILL"]);
   }
 
-  private async collectUsage(sandboxId: string, id: string): Promise<Usage> {
+  private async collectUsage(sandboxId: string, id: string): Promise<Usage & { oomKills: number }> {
     try {
       const r = await PodExec.run(this.kc, this.target(sandboxId), ["/bin/sh", "-c", USAGE, "sh", id]);
       return parseUsage(r.stdout.toString("utf8"));
     } catch {
-      return zeroUsage();
+      return { ...zeroUsage(), oomKills: 0 };
     }
   }
 
@@ -332,7 +339,9 @@ export class KubernetesDriver implements SandboxDriver {
   private async files(sandboxId: string, args: string[], stdin?: Uint8Array): Promise<Buffer> {
     await this.requireReady(sandboxId);
     const mount = this.known.get(sandboxId)?.mountPath ?? "/workspace";
-    const [op, rel, ...rest] = args;
+    const [op, raw, ...rest] = args;
+    // Rule 1 again (the domain cleaned already): the same function as every driver.
+    const rel = cleanWorkspacePath(raw, mount);
     const r = await PodExec.run(this.kc, this.target(sandboxId), ["/bin/sh", "-c", FILES, "sh", op, mount, rel, ...rest], stdin ?? (op === "write" ? new Uint8Array() : undefined));
     switch (r.exitCode) {
       case 0:

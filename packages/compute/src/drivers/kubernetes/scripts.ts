@@ -20,6 +20,8 @@ d=${STATE_DIR}; id=$1; wd=$2; n=$3; shift 3
 while [ "$n" -gt 0 ]; do export "$1"; shift; n=$((n-1)); done
 mkdir -p "$d" 2>/dev/null
 cd -- "$wd" || exit 1
+oom() { sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events 2>/dev/null || true; }
+o1=$(oom)
 if command -v setsid >/dev/null 2>&1; then setsid "$@" & else "$@" & fi
 pid=$!
 echo "$pid" > "$d/$id.pid"
@@ -31,6 +33,7 @@ echo "$pid" > "$d/$id.pid"
 sampler=$!
 wait "$pid"; code=$?
 kill "$sampler" 2>/dev/null
+echo "\${o1:-0} $(oom)" > "$d/$id.oom"
 times > "$d/$id.times"
 exit "$code"
 `;
@@ -53,11 +56,16 @@ done
 exit 0
 `;
 
-/** Prints and removes an exec's usage records: `sh -c USAGE sh <id>` → "mem-kB\\n" + times output. */
+/**
+ * Prints and removes an exec's usage records: `sh -c USAGE sh <id>` →
+ * peak kB, "oom_kill-before oom_kill-after" (cgroup v2 memory.events of the
+ * container, when visible), then the `times` output.
+ */
 export const USAGE = `d=${STATE_DIR}
 cat "$d/$1.mem" 2>/dev/null || echo 0
+cat "$d/$1.oom" 2>/dev/null || echo "0 0"
 cat "$d/$1.times" 2>/dev/null
-rm -f "$d/$1.pid" "$d/$1.mem" "$d/$1.times"
+rm -f "$d/$1.pid" "$d/$1.mem" "$d/$1.oom" "$d/$1.times"
 `;
 
 /**
