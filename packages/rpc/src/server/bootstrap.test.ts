@@ -87,6 +87,11 @@ describe("READ_HEADER_TIMEOUT", () => {
     assert.equal((await closedWithin(undefined, 3000)).closed, true);
   });
 
+  test("an HTTP/2 connection that opens no stream is closed", async () => {
+    const r = await closedWithin("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 3000);
+    assert.equal(r.closed, true);
+  });
+
   test("a request whose headers never finish is closed", async () => {
     const r = await closedWithin("GET /livez HTTP/1.1\r\nHost: x\r\n", 4000);
     assert.equal(r.closed, true);

@@ -298,7 +298,14 @@ export function createServer(options: ServerOptions): Server {
   const h2 = http2.createServer({}, onRequest);
   h2.on("session", (s) => {
     sessions.add(s);
-    s.once("close", () => sessions.delete(s));
+    // READ_HEADER_TIMEOUT for HTTP/2: a connection must open its first
+    // stream in time (later idle periods are the client's business).
+    const t = setTimeout(() => s.destroy(), readHeaderTimeoutMs);
+    s.once("stream", () => clearTimeout(t));
+    s.once("close", () => {
+      clearTimeout(t);
+      sessions.delete(s);
+    });
   });
 
   // HTTP/1.1 and h2c on one port: Node's plaintext http2 server ignores
