@@ -100,10 +100,16 @@ async function readBody(req: NodeRequest, limit: number): Promise<Buffer> {
   if (declared > limit) throw new Fault("payload_too_large", `request body exceeds ${limit} bytes`);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw new Fault("payload_too_large", `request body exceeds ${limit} bytes`);
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > limit) throw new Fault("payload_too_large", `request body exceeds ${limit} bytes`);
+      chunks.push(chunk);
+    }
+  } catch (e) {
+    if (e instanceof Fault) throw e;
+    // The client aborted or the request timed out while sending its body.
+    throw new Fault("invalid_request", "request body not received");
   }
   return Buffer.concat(chunks);
 }
