@@ -147,7 +147,7 @@ export class KubeDouble {
   async runPod(namespace: string, name: string): Promise<void> {
     const pods = this.resource("pods");
     const pod = this.store.get(pods, namespace, name);
-    if (!pod || pod.status?.phase !== "Pending") return;
+    if (pod?.status?.phase !== "Pending") return;
     if (this.options.runContainers !== false) {
       const key = `${namespace}/${name}`;
       if (!this.sandboxes.has(key)) {

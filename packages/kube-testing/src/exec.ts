@@ -58,7 +58,7 @@ async function start(double: KubeDouble, req: IncomingMessage, socket: Duplex, h
   const url = new URL(req.url ?? "/", "http://double");
   double.requests.push({ method: "CONNECT", path: url.pathname + url.search, contentType: undefined });
   const target = double.parsePath(url.pathname);
-  if (!target || target.def.plural !== "pods" || target.subresource !== "exec" || !target.name || !target.namespace) {
+  if (target?.def.plural !== "pods" || target.subresource !== "exec" || !target.name || !target.namespace) {
     throw new StatusError({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "the server could not find the requested resource", reason: "NotFound", code: 404 });
   }
   const offered = String(req.headers["sec-websocket-protocol"] ?? "")

@@ -227,7 +227,10 @@ export class KubernetesDriver implements SandboxDriver {
       // Only claims carrying a parsable mark that has passed; never a live sandbox's.
       if (!id || Number.isNaN(after) || after > now.getTime()) continue;
       await this.core.deleteNamespacedPersistentVolumeClaim({ name: c.metadata?.name ?? "", namespace: this.namespace }).then(
-        () => removed.push(id),
+        () => {
+          removed.push(id);
+          this.known.delete(id);
+        },
         (err) => {
           if (apiCode(err) !== 404) throw PlatformError.internal("orchestrator call failed", err);
         },
@@ -262,10 +265,14 @@ export class KubernetesDriver implements SandboxDriver {
       this.cancel(sandboxId, id, run).catch(() => {});
     };
     request.signal?.addEventListener("abort", onAbort, { once: true });
+    let drained = false;
     try {
       for await (const chunk of run.chunks()) yield chunk;
+      drained = true;
     } finally {
       request.signal?.removeEventListener("abort", onAbort);
+      // A consumer that stops reading early must not leave the command running in the pod.
+      if (!drained && !cancelled) this.cancel(sandboxId, id, run).catch(() => {});
     }
     const wallTimeMs = Date.now() - started;
     const { oomKills, ...usage } = await this.collectUsage(sandboxId, id);
