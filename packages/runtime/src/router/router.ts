@@ -24,6 +24,9 @@ export interface RouterOptions {
   sweeps?: boolean;
   controller?: Controller;
   workers?: TenantWorkers;
+  /** /readyz: e.g. whether identity answers. */
+  readiness?: () => Promise<boolean>;
+  shutdownTimeoutMs?: number;
 }
 
 export interface RunningRouter {
@@ -60,6 +63,8 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     port: options.port,
     host: options.host,
     logger,
+    readiness: options.readiness,
+    shutdownTimeoutMs: options.shutdownTimeoutMs,
   });
   const sweeps = options.sweeps === false ? undefined : startSweeps(controller, { logger });
   const { url, port } = await server.listen();

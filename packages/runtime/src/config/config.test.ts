@@ -1,0 +1,73 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { routerConfig } from "../router/config.ts";
+import { workerConfig } from "../worker/config.ts";
+import { ConfigError } from "./env.ts";
+
+const U = "0a1b2c3d-0000-4000-8000-000000000001";
+
+function rejects(fn: () => unknown, name: RegExp): void {
+  assert.throws(fn, (e) => e instanceof ConfigError && name.test(e.message));
+}
+
+describe("router settings", () => {
+  const base = { IDENTITY_GRPC_URL: "http://127.0.0.1:50051", AGENTS_GRPC_URL: "http://127.0.0.1:8082/" };
+
+  test("defaults: local orchestrator, port 8080, 32 waiters", () => {
+    const c = routerConfig(base);
+    assert.equal(c.orchestrator, "local");
+    assert.equal(c.port, 8080);
+    assert.equal(c.host, "0.0.0.0");
+    assert.equal(c.maxWaitersPerTenant, 32);
+    assert.equal(c.logLevel, "info");
+    if (c.orchestrator === "local") {
+      assert.equal(c.agentsUrl, "http://127.0.0.1:8082");
+      assert.equal(c.dataDir, ".data/runtime");
+    }
+  });
+
+  test("every bad or missing setting is named", () => {
+    rejects(() => routerConfig({ AGENTS_GRPC_URL: "http://x:1" }), /IDENTITY_GRPC_URL/);
+    rejects(() => routerConfig({ ...base, IDENTITY_GRPC_URL: "identity:50051" }), /IDENTITY_GRPC_URL/);
+    rejects(() => routerConfig({ IDENTITY_GRPC_URL: "http://x:1" }), /AGENTS_GRPC_URL/);
+    rejects(() => routerConfig({ ...base, ROUTER_PORT: "70000" }), /ROUTER_PORT/);
+    rejects(() => routerConfig({ ...base, LOG_LEVEL: "loud" }), /LOG_LEVEL/);
+    rejects(() => routerConfig({ ...base, RUNTIME_MAX_WAITERS_PER_TENANT: "0" }), /RUNTIME_MAX_WAITERS_PER_TENANT/);
+    rejects(() => routerConfig({ ...base, RUNTIME_ORCHESTRATOR: "docker" }), /RUNTIME_ORCHESTRATOR/);
+    rejects(() => routerConfig({ ...base, RUNTIME_ORCHESTRATOR: "kubernetes" }), /RUNTIME_NAMESPACE/);
+    rejects(
+      () => routerConfig({ ...base, RUNTIME_ORCHESTRATOR: "kubernetes", RUNTIME_NAMESPACE: "platform" }),
+      /RUNTIME_WORKER_TEMPLATE/,
+    );
+  });
+
+  test("the kubernetes shape needs no agents URL (the worker template carries it)", () => {
+    const c = routerConfig({
+      IDENTITY_GRPC_URL: "http://identity:50051",
+      RUNTIME_ORCHESTRATOR: "kubernetes",
+      RUNTIME_NAMESPACE: "platform",
+      RUNTIME_WORKER_TEMPLATE: "/etc/runtime/worker-template.json",
+    });
+    assert.equal(c.orchestrator, "kubernetes");
+  });
+});
+
+describe("worker settings", () => {
+  const base = { TENANT_ID: U.toUpperCase(), ORG_ID: U, AGENTS_GRPC_URL: "http://agents:8082" };
+
+  test("defaults: port 50051 on all interfaces; ids lower-cased", () => {
+    const c = workerConfig(base);
+    assert.equal(c.port, 50051);
+    assert.equal(c.host, "0.0.0.0");
+    assert.equal(c.tenantId, U);
+    assert.equal(c.exitWithStdin, false);
+  });
+
+  test("TENANT_ID, ORG_ID and AGENTS_GRPC_URL are required and checked", () => {
+    rejects(() => workerConfig({ ...base, TENANT_ID: undefined }), /TENANT_ID/);
+    rejects(() => workerConfig({ ...base, TENANT_ID: "acme" }), /TENANT_ID/);
+    rejects(() => workerConfig({ ...base, ORG_ID: "" }), /ORG_ID/);
+    rejects(() => workerConfig({ ...base, AGENTS_GRPC_URL: undefined }), /AGENTS_GRPC_URL/);
+    rejects(() => workerConfig({ ...base, PORT: "-1" }), /PORT/);
+  });
+});

@@ -1,0 +1,110 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { Annotation } from "../controller/labels.ts";
+import { isServing } from "../health/grpc-health.ts";
+import { freePort } from "../orchestrator/local/free-port.ts";
+import { AgentsDouble } from "../testing/agents-double.ts";
+import { IdentityDouble } from "../testing/identity-double.ts";
+
+const MAIN = new URL("./main.ts", import.meta.url).pathname;
+const ORG = "0a1b2c3d-0000-4000-8000-000000000001";
+const USER = "11111111-0000-4000-8000-000000000002";
+const SESSION = "5e551000-0000-4000-8000-000000000003";
+
+function run(env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, ["--import", "tsx", MAIN], {
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+}
+
+function exited(child: ChildProcess): Promise<{ code: number | null; stderr: string }> {
+  let stderr = "";
+  child.stderr?.on("data", (c) => (stderr += c));
+  return new Promise((resolve) => child.once("exit", (code) => resolve({ code, stderr })));
+}
+
+async function until(check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await check().catch(() => false)) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+describe("router main", () => {
+  const identity = new IdentityDouble();
+  const agents = new AgentsDouble();
+  let dataDir: string;
+  before(async () => {
+    await identity.start();
+    await agents.start();
+    dataDir = await mkdtemp(join(tmpdir(), "runtime-main-"));
+  });
+  after(async () => {
+    await agents.close();
+    await identity.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  test("a missing required setting exits 2 naming it", async () => {
+    const { code, stderr } = await exited(run({ AGENTS_GRPC_URL: "http://127.0.0.1:1" }));
+    assert.equal(code, 2);
+    assert.match(stderr, /IDENTITY_GRPC_URL is required/);
+  });
+
+  test("serves invoke with a real worker process; SIGTERM stops the worker; a restart keeps the state", async () => {
+    const port = await freePort("127.0.0.1");
+    const env = {
+      ROUTER_PORT: String(port),
+      HOST: "127.0.0.1",
+      IDENTITY_GRPC_URL: identity.url,
+      AGENTS_GRPC_URL: agents.url,
+      RUNTIME_DATA_DIR: dataDir,
+      LOG_LEVEL: "warn",
+    };
+    const token = identity.issue(USER, ORG);
+    const url = `http://127.0.0.1:${port}`;
+    const invoke = () =>
+      fetch(`${url}/v1/sessions/${SESSION}/invoke`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+      });
+
+    let router = run(env);
+    let done = exited(router);
+    try {
+      assert.ok(await until(async () => (await fetch(`${url}/readyz`)).status === 200, 20_000), "router ready");
+      const res = await invoke();
+      assert.equal(res.status, 200);
+      assert.equal(await res.text(), "data: hello\n\nevent: turn_done\ndata: {}\n\n");
+      const state = JSON.parse(await readFile(join(dataDir, "orchestrator.json"), "utf8"));
+      const d = state.deployments["runtime-t-0a1b2c3d"];
+      assert.equal(d.replicas, 1);
+      assert.equal(d.annotations[Annotation.tenantId], ORG);
+      const workerUrl = `http://127.0.0.1:${d.port}`;
+      assert.equal(await isServing(workerUrl), true);
+
+      router.kill("SIGTERM");
+      assert.equal((await done).code, 0);
+      assert.equal(await isServing(workerUrl), false, "the worker stopped with its router");
+
+      router = run(env);
+      done = exited(router);
+      assert.ok(await until(async () => (await fetch(`${url}/readyz`)).status === 200, 20_000));
+      // Replicas 1 was kept: the worker comes back without a request.
+      assert.ok(await until(() => isServing(workerUrl), 20_000), "worker restarted from the kept state");
+      const again = await invoke();
+      assert.equal(await again.text(), "data: hello\n\nevent: turn_done\ndata: {}\n\n");
+    } finally {
+      router.kill("SIGTERM");
+      await done;
+    }
+  });
+});

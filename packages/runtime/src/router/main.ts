@@ -1,0 +1,72 @@
+// The runtime router: `node --import tsx packages/runtime/src/router/main.ts`.
+// Settings: ROUTER_PORT (8080), HOST (0.0.0.0), IDENTITY_GRPC_URL,
+// RUNTIME_ORCHESTRATOR (local | kubernetes), for local RUNTIME_DATA_DIR and
+// AGENTS_GRPC_URL, for kubernetes RUNTIME_NAMESPACE and
+// RUNTIME_WORKER_TEMPLATE; RUNTIME_MAX_WAITERS_PER_TENANT (32), LOG_LEVEL.
+import { resolve } from "node:path";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { pino } from "pino";
+import { ConfigError } from "../config/env.ts";
+import { isServing } from "../health/grpc-health.ts";
+import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
+import type { Orchestrator } from "../orchestrator/orchestrator.ts";
+import { type RouterConfig, routerConfig } from "./config.ts";
+import { IdentityAuthenticator } from "./identity-authenticator.ts";
+import { startRouter } from "./router.ts";
+
+let config: RouterConfig;
+try {
+  config = routerConfig(process.env);
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(`runtime router: ${err.message}`);
+    process.exit(2);
+  }
+  throw err;
+}
+
+const logger = pino({ name: "runtime-router", level: config.logLevel });
+
+async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
+  if (c.orchestrator === "local") {
+    return LocalOrchestrator.open({
+      dataDir: resolve(c.dataDir),
+      host: c.workerHost,
+      workerEnv: { AGENTS_GRPC_URL: c.agentsUrl, LOG_LEVEL: c.logLevel },
+      logger,
+    });
+  }
+  // Loaded only in the cluster shape: the embedded shape never needs the client library.
+  const k8s = await import("../orchestrator/kubernetes/index.ts");
+  const { KubeConfig } = await import("@kubernetes/client-node");
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromDefault();
+  return new k8s.KubernetesOrchestrator({
+    kubeConfig,
+    namespace: c.namespace,
+    template: k8s.loadWorkerTemplate(c.workerTemplatePath),
+  });
+}
+
+const identityTransport = createGrpcTransport({ baseUrl: config.identityUrl });
+const router = await startRouter({
+  auth: new IdentityAuthenticator(identityTransport),
+  orchestrator: await orchestrator(config),
+  port: config.port,
+  host: config.host,
+  logger,
+  maxWaitersPerTenant: config.maxWaitersPerTenant,
+  readiness: () => isServing(config.identityUrl, "", 1000),
+});
+logger.info({ url: router.url, orchestrator: config.orchestrator }, "runtime router ready");
+
+let stopping = false;
+async function stop(signal: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, "runtime router stopping");
+  await router.close();
+  process.exit(0);
+}
+process.on("SIGTERM", () => void stop("SIGTERM"));
+process.on("SIGINT", () => void stop("SIGINT"));

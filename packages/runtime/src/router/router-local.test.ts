@@ -1,0 +1,77 @@
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { isServing } from "../health/grpc-health.ts";
+import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
+import { AgentsDouble } from "../testing/agents-double.ts";
+import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityAuthenticator } from "./identity-authenticator.ts";
+import { type RunningRouter, startRouter } from "./router.ts";
+
+const ORG = "0a1b2c3d-0000-4000-8000-000000000001";
+const USER = "11111111-0000-4000-8000-000000000002";
+const SESSION = "5e551000-0000-4000-8000-000000000003";
+const DEPLOY = "runtime-t-0a1b2c3d";
+
+describe("router with the local orchestrator (real worker processes)", () => {
+  const identity = new IdentityDouble();
+  const agents = new AgentsDouble();
+  let dataDir: string;
+  let orch: LocalOrchestrator;
+  let router: RunningRouter;
+  let token: string;
+
+  before(async () => {
+    await identity.start();
+    await agents.start();
+    token = identity.issue(USER, ORG);
+    dataDir = await mkdtemp(join(tmpdir(), "runtime-router-local-"));
+    orch = await LocalOrchestrator.open({
+      dataDir,
+      workerEnv: { AGENTS_GRPC_URL: agents.url, LOG_LEVEL: "warn" },
+      workerStdio: "ignore",
+    });
+    router = await startRouter({
+      auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.url })),
+      orchestrator: orch,
+      sweeps: false,
+    });
+  });
+  after(async () => {
+    await router.close(); // closes the orchestrator: stops the workers
+    await agents.close();
+    await identity.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const invoke = async () => {
+    const res = await fetch(`${router.url}/v1/sessions/${SESSION}/invoke`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+    });
+    return { status: res.status, text: await res.text() };
+  };
+
+  test("first request creates the worker; at zero replicas the next one wakes it", async () => {
+    assert.deepEqual(await invoke(), { status: 200, text: "data: hello\n\nevent: turn_done\ndata: {}\n\n" });
+    const pid = orch.pidOf(DEPLOY);
+    assert.ok(pid);
+
+    // IdleSweep's effect: the process goes away.
+    await orch.scaleDeployment(DEPLOY, 0);
+    assert.equal(orch.pidOf(DEPLOY), undefined);
+    assert.equal(await isServing((await orch.endpoint(DEPLOY))!), false);
+
+    const t0 = Date.now();
+    const results = await Promise.all([invoke(), invoke(), invoke()]);
+    for (const r of results) assert.deepEqual(r, { status: 200, text: "data: hello\n\nevent: turn_done\ndata: {}\n\n" });
+    const pid2 = orch.pidOf(DEPLOY);
+    assert.ok(pid2 && pid2 !== pid);
+    assert.equal((await orch.getDeployment(DEPLOY))?.replicas, 1);
+    console.log(`# cold start through the router with a real worker process: ${Date.now() - t0} ms`);
+  });
+});
