@@ -39,6 +39,32 @@ test("file_containing_symbol returns the file and its transitive imports", () =>
   assert.equal(new Set(names).size, names.length);
 });
 
+test("symbols of every kind resolve to their file", () => {
+  const r = new Reflector([LibraryService.file], [LibraryService.typeName]);
+  for (const symbol of [
+    "rpctest.v1.LibraryService",
+    "rpctest.v1.LibraryService.GetBook",
+    "rpctest.v1.Book",
+    "rpctest.v1.Book.title",
+    "rpctest.v1.Kind",
+    "rpctest.v1.KIND_NOVEL",
+    "google.protobuf.Timestamp",
+  ]) {
+    const res = r.respond(
+      create(ServerReflectionRequestSchema, { messageRequest: { case: "fileContainingSymbol", value: symbol } }),
+    );
+    assert.equal(res.messageResponse?.case, "fileDescriptorResponse", symbol);
+  }
+  const ext = r.respond(
+    create(ServerReflectionRequestSchema, {
+      messageRequest: { case: "allExtensionNumbersOfType", value: "google.protobuf.MethodOptions" },
+    }),
+  );
+  assert.equal(ext.messageResponse?.case, "allExtensionNumbersResponse");
+  const numbers = (ext.messageResponse!.value as { extensionNumber: number[] }).extensionNumber;
+  for (const n of [72295728, 51001, 51002]) assert.ok(numbers.includes(n), String(n));
+});
+
 test("unknown symbol and file → NOT_FOUND error response", () => {
   const r = new Reflector([LibraryService.file], [LibraryService.typeName]);
   for (const messageRequest of [

@@ -34,11 +34,17 @@ export class Reflector {
     const r = this.registry;
     const direct = r.get(symbol);
     if (direct && "file" in direct) return direct.file;
-    // A method or a field/enum value: look up the parent.
+    // A method or a field: look up the parent.
     const dot = symbol.lastIndexOf(".");
     if (dot > 0) {
       const parent = r.get(symbol.slice(0, dot));
       if (parent && "file" in parent) return parent.file;
+    }
+    // An enum value, scoped like its enum's siblings (pkg.VALUE).
+    for (const d of r) {
+      if (d.kind !== "enum") continue;
+      const scope = d.typeName.slice(0, d.typeName.lastIndexOf(".") + 1);
+      if (d.values.some((v) => scope + v.name === symbol)) return d.file;
     }
     return undefined;
   }
