@@ -2,6 +2,7 @@
 // cluster shape depends on. Skips (saying why) only when kubectl is absent.
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { before, describe, test } from "node:test";
 import { parseAllDocuments } from "yaml";
@@ -59,6 +60,7 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
 
   test("a migrations Job and the compute GC CronJob exist", () => {
     const job = find("Job", "platform-migrations");
+    assert.match(podSpecOf(job).containers[0].command.join(" "), /packages\/identity\/src\/migrate-command\.ts/);
     assert.equal(podSpecOf(job).containers[0].env.find((e: KubeObject) => e.name === "MIGRATION_DB_URL")?.valueFrom?.secretKeyRef?.name, "platform-secrets");
     const gc = find("CronJob", "compute-gc");
     assert.equal(gc.spec.concurrencyPolicy, "Forbid");
@@ -116,10 +118,21 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     assert.ok(sb.spec.egress.some((r: KubeObject) => r.to?.some((t: KubeObject) => t.ipBlock?.except?.includes("10.0.0.0/8"))));
   });
 
+  test("every entry point the manifests and the worker template run exists in the repository", () => {
+    const commands = workloads().flatMap((w) => podSpecOf(w).containers.map((c: KubeObject) => c.command as string[]));
+    commands.push(JSON.parse(find("ConfigMap", "runtime-worker-template").data["worker-template.json"]).command);
+    for (const command of commands) {
+      const script = command.find((a) => a.endsWith(".ts"));
+      assert.ok(script, `a TypeScript entry point in ${command.join(" ")}`);
+      assert.ok(existsSync(`${root}${script}`), `${script} exists`);
+    }
+  });
+
   test("the tenant worker template is a ConfigMap with a JSON WorkerTemplate the router mounts", () => {
     const cm = find("ConfigMap", "runtime-worker-template");
     const t = JSON.parse(cm.data["worker-template.json"]);
     assert.equal(typeof t.image, "string");
+    assert.deepEqual(t.command.slice(-1), ["packages/runtime/src/worker/main.ts"]);
     assert.ok(t.resources.limits.memory);
     const router = podSpecOf(find("Deployment", "runtime-router"));
     assert.equal(router.volumes.find((v: KubeObject) => v.name === "worker-template")?.configMap?.name, "runtime-worker-template");

@@ -6,7 +6,11 @@ import { orchestratorContract } from "../../testing/orchestrator-contract.ts";
 import { isNotFound, isTransient } from "../orchestrator.ts";
 import { KubernetesOrchestrator } from "./kubernetes-orchestrator.ts";
 
-const template = { image: "registry.example/runtime-worker:1", env: { AGENTS_GRPC_URL: "http://agents:50051" } };
+const template = {
+  image: "registry.example/runtime-worker:1",
+  command: ["node", "--import", "tsx", "packages/runtime/src/worker/main.ts"],
+  env: { AGENTS_GRPC_URL: "http://agents:50051" },
+};
 
 let double: KubeDouble;
 before(async () => {
@@ -43,6 +47,8 @@ describe("kubernetes orchestrator: objects on the cluster", () => {
     const c = pod.containers[0];
     assert.deepEqual(Object.fromEntries(c.env.map((e: { name: string; value: string }) => [e.name, e.value])), { AGENTS_GRPC_URL: "http://agents:50051", TENANT_ID: tenant, ORG_ID: tenant });
     assert.equal(c.ports[0].containerPort, 50051);
+    assert.deepEqual(c.command, template.command);
+    assert.equal(c.volumeMounts.find((m: { mountPath: string }) => m.mountPath === "/tmp")?.name, "tmp");
     assert.deepEqual(c.readinessProbe.grpc, { port: 50051, service: "runtime.v1.RuntimeService" });
     assert.equal(pod.automountServiceAccountToken, false);
     assert.deepEqual(c.securityContext.capabilities.drop, ["ALL"]);

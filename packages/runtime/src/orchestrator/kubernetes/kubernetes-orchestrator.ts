@@ -23,6 +23,9 @@ const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 export function loadWorkerTemplate(path: string): WorkerTemplate {
   const t = JSON.parse(readFileSync(path, "utf8")) as WorkerTemplate;
   if (typeof t.image !== "string" || t.image === "") throw new Error(`${path}: "image" is required`);
+  if (t.command !== undefined && (!Array.isArray(t.command) || !t.command.every((c) => typeof c === "string"))) {
+    throw new Error(`${path}: "command" must be an array of strings`);
+  }
   return t;
 }
 

@@ -11,6 +11,8 @@ export const POD_LABEL = "runtime.platform.io/deployment";
 /** What the cluster decides about worker pods (the `runtime-worker-template` ConfigMap). */
 export interface WorkerTemplate {
   image: string;
+  /** Entry point, when the image's default is not the worker (one image serves every service). */
+  command?: string[];
   imagePullPolicy?: "Always" | "IfNotPresent" | "Never";
   resources?: V1ResourceRequirements;
   /** Extra environment (e.g. AGENTS_GRPC_URL) on top of TENANT_ID and ORG_ID. */
@@ -45,6 +47,7 @@ export function buildDeployment(spec: DeploymentSpec, template: WorkerTemplate):
             {
               name: WORKER_CONTAINER,
               image: template.image,
+              command: template.command,
               imagePullPolicy: template.imagePullPolicy,
               ports: [{ name: "grpc", containerPort: WORKER_PORT, protocol: "TCP" }],
               env: Object.entries(env).map(([name, value]) => ({ name, value })),
@@ -57,8 +60,11 @@ export function buildDeployment(spec: DeploymentSpec, template: WorkerTemplate):
                 runAsNonRoot: true,
                 capabilities: { drop: ["ALL"] },
               },
+              // The root filesystem is read-only; Node and tsx need a writable /tmp.
+              volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
             },
           ],
+          volumes: [{ name: "tmp", emptyDir: { sizeLimit: "256Mi" } }],
         },
       },
     },
