@@ -122,7 +122,7 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     const commands = workloads().flatMap((w) => podSpecOf(w).containers.map((c: KubeObject) => c.command as string[]));
     commands.push(JSON.parse(find("ConfigMap", "runtime-worker-template").data["worker-template.json"]).command);
     for (const command of commands) {
-      const script = command.find((a) => a.endsWith(".ts"));
+      const script = command.find((a: string) => a.endsWith(".ts"));
       assert.ok(script, `a TypeScript entry point in ${command.join(" ")}`);
       assert.ok(existsSync(`${root}${script}`), `${script} exists`);
     }
