@@ -1,7 +1,9 @@
+import { randomUUID } from "node:crypto";
 import type { Interceptor } from "@connectrpc/connect";
 import type { Database } from "@platform/db";
 import { migrate } from "@platform/db";
 import type { Logger } from "pino";
+import { PgEventListener } from "./adapters/pg-listener.ts";
 import { MIGRATIONS_TABLE, migrations } from "./db/migrations.ts";
 import { KyselyStore } from "./db/kysely-store.ts";
 import type { AgentsDB } from "./db/schema.ts";
@@ -28,6 +30,12 @@ export type AgentsAppOptions = {
   runLeaseMs?: number;
   /** How often followers re-read the log for runs on other replicas. */
   pollMs?: number;
+  /**
+   * postgres:// URL to LISTEN on for other replicas' appends, so their
+   * followers wake at once instead of at the next poll. Absent (PGlite,
+   * one process): the in-process hub is enough.
+   */
+  listenUrl?: string;
 };
 
 /**
@@ -38,8 +46,11 @@ export type AgentsAppOptions = {
  */
 export async function createAgentsApp(options: AgentsAppOptions) {
   await migrate(options.database as Database<unknown>, MIGRATIONS_TABLE, migrations);
-  const store = new KyselyStore(options.database.db);
+  const origin = randomUUID();
+  const store = new KyselyStore(options.database.db, origin);
   const hub = new EventHub();
+  const listener = options.listenUrl ? new PgEventListener(options.listenUrl, origin, (id) => hub.wake(id), options.logger) : undefined;
+  await listener?.start();
   const toolbox = new Toolbox(options.sandboxes, {
     timeoutMs: options.toolTimeoutMs ?? 120_000,
     outputLimitBytes: options.toolOutputLimitBytes ?? 16 * 1024,
@@ -82,6 +93,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
     /** Ends local runs (each gets its terminal event) before the database closes. */
     async stop(): Promise<void> {
       await runner.stop();
+      await listener?.stop();
     },
   };
 }

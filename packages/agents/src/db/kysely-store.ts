@@ -7,9 +7,19 @@ import type { Agent, EventType, NewEvent, Page, Session, SessionEvent } from "..
 import type { AcquireResult, NewAgent, Store } from "../domain/store.ts";
 import type { AgentsDB, AgentsTable, SessionEventsTable, SessionsTable } from "./schema.ts";
 
+/** Channel of the per-append notifications; payload `<origin>:<sessionId>`. */
+export const EVENTS_CHANNEL = "agents_session_events";
+
 /** The Store on PostgreSQL or PGlite through kysely. */
 export class KyselyStore implements Store {
-  constructor(private readonly db: Kysely<AgentsDB>) {}
+  /**
+   * @param origin names this process in the change notifications it sends,
+   * so its own listener can skip what the in-process hub already delivered.
+   */
+  constructor(
+    private readonly db: Kysely<AgentsDB>,
+    private readonly origin = "",
+  ) {}
 
   async createAgent(agent: NewAgent): Promise<Agent> {
     try {
@@ -151,14 +161,15 @@ export class KyselyStore implements Store {
     const n = events.length;
     // One statement, so one round trip and atomic: the update's row lock
     // serializes appenders of a session until commit, so seqs are gapless
-    // and never shared.
+    // and never shared. The notification (delivered at commit) wakes
+    // followers on other replicas.
     const result = await sql<Selectable<SessionEventsTable>>`
       with s as (
         update sessions set last_seq = last_seq + ${n}, updated_at = now()
         where id = ${sessionId}
         returning last_seq
-      )
-      insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error)
+      ), ins as (
+        insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error)
       select ${sessionId}, s.last_seq - ${n} + e.ord, ${runId ?? null}::uuid, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error
       from s, unnest(
         ${events.map((e) => e.type)}::text[],
@@ -168,7 +179,11 @@ export class KyselyStore implements Store {
         ${events.map((e) => e.toolUseId ?? "")}::text[],
         ${events.map((e) => e.isError ?? false)}::boolean[]
       ) with ordinality as e(type, content, tokens_in, tokens_out, tool_use_id, is_error, ord)
-      returning *`.execute(this.db);
+      returning *
+      ), n as (
+        select pg_notify(${EVENTS_CHANNEL}, ${`${this.origin}:${sessionId}`})
+      )
+      select ins.* from ins, n`.execute(this.db);
     if (result.rows.length !== n) throw PlatformError.notFound("session not found");
     return result.rows.map(toEvent).sort((a, b) => a.seq - b.seq);
   }

@@ -27,9 +27,12 @@ export async function* followEvents(
   options: FollowOptions,
 ): AsyncGenerator<SessionEvent> {
   const inbox: SessionEvent[] = [];
+  // Set when the log changed in a way only the database can tell.
+  let dirty = false;
   let wake: (() => void) | undefined;
   const unsubscribe = hub.subscribe(sessionId, (event) => {
-    inbox.push(event);
+    if (event) inbox.push(event);
+    else dirty = true;
     wake?.();
   });
   try {
@@ -44,19 +47,21 @@ export async function* followEvents(
     }
     if (!runId) return;
     while (true) {
-      let fresh: SessionEvent[];
+      let fresh: SessionEvent[] | undefined;
       const queued = inbox.splice(0).filter((e) => e.seq > last);
-      if (queued.length > 0 && queued[0]!.seq === last + 1 && queued.every((e, i) => e.seq === last + 1 + i)) {
+      if (!dirty && queued.length > 0 && queued.every((e, i) => e.seq === last + 1 + i)) {
         fresh = queued;
-      } else {
-        if (queued.length === 0) {
-          const timedOut = await waitFor(options.pollMs, options.signal, (resolve) => {
-            wake = resolve;
-          });
-          wake = undefined;
-          if (options.signal?.aborted) return;
-          if (!timedOut) continue;
-        }
+      } else if (!dirty && queued.length === 0) {
+        const timedOut = await waitFor(options.pollMs, options.signal, (resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
+        if (options.signal?.aborted) return;
+        if (!timedOut) continue;
+      }
+      if (!fresh) {
+        // A gap, a notification or a quiet spell: the log decides.
+        dirty = false;
         fresh = await store.listEvents(orgId, sessionId, last);
         if (fresh.length === 0) {
           // A run that vanished without a terminal event (its replica died

@@ -1,6 +1,7 @@
 import type { SessionEvent } from "../domain/model.ts";
 
-type Listener = (event: SessionEvent) => void;
+/** Receives an appended event, or nothing: "the log changed, read it" (another replica wrote). */
+type Listener = (event?: SessionEvent) => void;
 
 /**
  * In-process fan-out of appended events, per session. It only carries events
@@ -23,6 +24,13 @@ export class EventHub {
     const set = this.#listeners.get(sessionId);
     if (!set) return;
     for (const event of events) for (const listener of [...set]) listener(event);
+  }
+
+  /** Tells the session's followers the log changed without saying how (a notification from another replica). */
+  wake(sessionId: string): void {
+    const set = this.#listeners.get(sessionId);
+    if (!set) return;
+    for (const listener of [...set]) listener();
   }
 
   listenerCount(sessionId: string): number {

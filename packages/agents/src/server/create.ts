@@ -53,6 +53,7 @@ export async function createAgentsServer(
     maxTokens: config.maxTokens,
     runLeaseMs: config.runLeaseMs,
     pollMs: overrides.pollMs,
+    listenUrl: config.databaseUrl,
   });
   const server = createServer({
     name: "agents",
