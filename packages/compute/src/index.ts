@@ -19,6 +19,7 @@ export { cleanMountPath, cleanWorkspacePath } from "./paths.ts";
 export { LIMITS } from "./service/limits.ts";
 export {
   ComputeDomain,
+  execTimeoutMs,
   specOf,
   type ComputeDomainOptions,
   type CreateSandboxInput,

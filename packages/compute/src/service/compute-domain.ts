@@ -202,7 +202,7 @@ export class ComputeDomain {
     requireUuid(input.sandboxId, "sandbox_id");
     if (!input.command) throw invalid("command is required");
     if (input.timeoutMs !== undefined && input.timeoutMs < 0) throw invalid("timeout must not be negative");
-    const timeoutMs = !input.timeoutMs || input.timeoutMs > LIMITS.maxExecTimeoutMs ? LIMITS.maxExecTimeoutMs : input.timeoutMs;
+    const timeoutMs = execTimeoutMs(input.timeoutMs);
     const env = input.env ?? {};
     for (const key of Object.keys(env)) {
       if (!key || key.includes("=") || key.includes("\0") || (env[key] ?? "").includes("\0")) {
@@ -305,17 +305,21 @@ export class ComputeDomain {
   private async runnable(sandboxId: string, signal?: AbortSignal): Promise<SandboxRecord> {
     let record = await this.reconcile(await this.record(sandboxId));
     if (record.status === "STARTING") {
-      const deadline = AbortSignal.timeout(this.readyTimeoutMs);
-      const waitSignal = signal ? AbortSignal.any([signal, deadline]) : deadline;
+      // A ref'd timer (AbortSignal.timeout is unref'd): the wait itself keeps the process alive.
+      const deadline = new AbortController();
+      const timer = setTimeout(() => deadline.abort(new Error("ready timeout")), this.readyTimeoutMs);
+      const waitSignal = signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal;
       let observation: SandboxObservation;
       try {
         observation = await this.driver.waitSettled(sandboxId, waitSignal);
       } catch (err) {
-        if (deadline.aborted) {
+        if (deadline.signal.aborted) {
           throw PlatformError.deadlineExceeded("sandbox did not become ready in time", ComputeReason.readyTimeout);
         }
         if (signal?.aborted) throw new PlatformError(Code.Canceled, "cancelled", "the call was cancelled");
         throw PlatformError.internal("waiting for the sandbox failed", err);
+      } finally {
+        clearTimeout(timer);
       }
       record = (await this.persistPhase(sandboxId, observation)) ?? record;
     }
@@ -345,6 +349,11 @@ export class ComputeDomain {
     this.pending.add(tracked);
     void tracked.finally(() => this.pending.delete(tracked));
   }
+}
+
+/** Spec rule 4 of ExecCommand: a timeout that is unset or above 600 s is 600 s. */
+export function execTimeoutMs(requested: number | undefined): number {
+  return !requested || requested > LIMITS.maxExecTimeoutMs ? LIMITS.maxExecTimeoutMs : requested;
 }
 
 export function specOf(record: SandboxRecord): SandboxSpec {

@@ -4,7 +4,7 @@ import { after, before, describe, test } from "node:test";
 import { KubeDouble } from "@platform/kube-testing";
 import { DELETE_AFTER_KEY } from "../../driver.ts";
 import { collectExec, contractSpec, driverContract } from "../../testing/driver-contract.ts";
-import { KubernetesDriver, parseUsage } from "./kubernetes-driver.ts";
+import { KubernetesDriver, parseContainerUsage, parseUsage } from "./kubernetes-driver.ts";
 import { claimName, podName } from "./objects.ts";
 
 const NS = "sandboxes";
@@ -128,4 +128,10 @@ test("parseUsage reads the wrapper's records: peak kB, the cgroup oom_kill delta
   const none = parseUsage("0\n0 \n0m0.00s 0m0.00s\n0m0.02s 0m0.01s\n");
   assert.equal(none.oomKills, 0);
   assert.equal(none.cpuMs, 30);
+});
+
+test("parseContainerUsage reads cgroup v2 counters and leaves fields out when the cgroup is not visible", () => {
+  const u = parseContainerUsage("#cpu\n1234567\n#mem\n52428800\n#io\n8:0 rbytes=100 wbytes=200 rios=1 wios=2\n8:16 rbytes=1 wbytes=2\n");
+  assert.deepEqual(u, { cpuMs: 1235, memoryPeakBytes: 52428800, diskReadBytes: 101, diskWriteBytes: 202 });
+  assert.deepEqual(parseContainerUsage("#cpu\n#mem\n#io\n"), {});
 });

@@ -22,7 +22,7 @@ import {
 import { Annotation, buildClaim, buildPod, CONTAINER, claimName, Label, observePod, type PodOptions, podName, SELECTOR } from "./objects.ts";
 import { PodExec, type PodExecTarget } from "./pod-exec.ts";
 import { cleanWorkspacePath } from "../../paths.ts";
-import { FILES, KILL, RUN, USAGE } from "./scripts.ts";
+import { CONTAINER_USAGE, FILES, KILL, RUN, USAGE } from "./scripts.ts";
 
 export interface KubernetesDriverOptions extends Partial<PodOptions> {
   kubeConfig: KubeConfig;
@@ -78,6 +78,30 @@ export function parseUsage(text: string): Usage & { oomKills: number } {
   const children = (lines[3] ?? "").trim().split(/\s+/);
   const cpuMs = Math.round((secs(children[0] ?? "") + secs(children[1] ?? "")) * 1000);
   return { ...zeroUsage(), cpuMs, memoryPeakBytes: memKb * 1024, memoryAvgBytes: memKb * 1024, oomKills };
+}
+
+/**
+ * The CONTAINER_USAGE script's output: cgroup CPU (µs), memory peak and
+ * io.stat read/write bytes of the whole container. Undefined fields when the
+ * cgroup is not visible from inside the pod.
+ */
+export function parseContainerUsage(text: string): Partial<Usage> {
+  const section = (name: string) => (text.split(`#${name}\n`)[1] ?? "").split("\n#")[0].trim();
+  const out: Partial<Usage> = {};
+  const cpu = Number(section("cpu"));
+  if (section("cpu") !== "" && Number.isFinite(cpu)) out.cpuMs = Math.round(cpu / 1000);
+  const mem = Number(section("mem"));
+  if (section("mem") !== "" && Number.isFinite(mem)) out.memoryPeakBytes = mem;
+  const io = section("io");
+  if (io !== "") {
+    let read = 0;
+    let write = 0;
+    for (const m of io.matchAll(/\brbytes=(\d+)/g)) read += Number(m[1]);
+    for (const m of io.matchAll(/\bwbytes=(\d+)/g)) write += Number(m[1]);
+    out.diskReadBytes = read;
+    out.diskWriteBytes = write;
+  }
+  return out;
 }
 
 export class KubernetesDriver implements SandboxDriver {
@@ -172,11 +196,28 @@ export class KubernetesDriver implements SandboxDriver {
     return () => this.listeners.delete(listener);
   }
 
+  /**
+   * Cumulative usage: the sum of this process's exec records, raised to the
+   * container cgroup's own counters when the pod runs and exposes them (they
+   * also cover work done before a restart of the compute service).
+   */
   async usage(sandboxId: string): Promise<Usage> {
     const k = this.known.get(sandboxId);
-    if (k) return k.destroyedUsage ?? { ...k.usage };
-    await this.observe(sandboxId);
-    return this.known.get(sandboxId)?.usage ?? zeroUsage();
+    if (k?.destroyedUsage) return k.destroyedUsage;
+    const o = await this.observe(sandboxId);
+    const base = { ...(this.known.get(sandboxId)?.usage ?? zeroUsage()) };
+    if (o.phase !== "ready") return base;
+    try {
+      const r = await PodExec.run(this.kc, this.target(sandboxId), ["/bin/sh", "-c", CONTAINER_USAGE]);
+      const c = parseContainerUsage(r.stdout.toString("utf8"));
+      for (const key of ["cpuMs", "memoryPeakBytes", "diskReadBytes", "diskWriteBytes"] as const) {
+        const v = c[key];
+        if (v !== undefined && v > base[key]) base[key] = v;
+      }
+    } catch {
+      // Counters from the exec records only.
+    }
+    return base;
   }
 
   async destroy(sandboxId: string): Promise<Usage> {
@@ -194,7 +235,7 @@ export class KubernetesDriver implements SandboxDriver {
     }
     const pod = await this.readPod(sandboxId);
     if (!pod && !claim && !k) throw notFound(sandboxId);
-    const total = k?.usage ?? zeroUsage();
+    const total = pod ? await this.usage(sandboxId).catch(() => k?.usage ?? zeroUsage()) : (k?.usage ?? zeroUsage());
     if (pod) {
       await this.core.deleteNamespacedPod({ name: podName(sandboxId), namespace: this.namespace, gracePeriodSeconds: 1 }).catch((err) => {
         if (apiCode(err) !== 404) throw PlatformError.internal("orchestrator call failed", err);

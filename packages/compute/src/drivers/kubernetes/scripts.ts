@@ -108,3 +108,19 @@ list)
 *) exit 64;;
 esac
 `;
+
+/**
+ * The container's own cumulative counters, from its cgroup (v2 with a
+ * private cgroup namespace, the containerd default; v1 paths as fallback):
+ * sections "cpu", "mem", "io" separated by marker lines. Empty sections
+ * when the cgroup files are not visible.
+ */
+export const CONTAINER_USAGE = `c=/sys/fs/cgroup
+echo "#cpu"
+if [ -r $c/cpu.stat ]; then sed -n 's/^usage_usec //p' $c/cpu.stat; elif [ -r $c/cpuacct/cpuacct.usage ]; then echo "$(( $(cat $c/cpuacct/cpuacct.usage) / 1000 ))"; fi
+echo "#mem"
+if [ -r $c/memory.peak ]; then cat $c/memory.peak; elif [ -r $c/memory/memory.max_usage_in_bytes ]; then cat $c/memory/memory.max_usage_in_bytes; fi
+echo "#io"
+if [ -r $c/io.stat ]; then cat $c/io.stat; fi
+exit 0
+`;

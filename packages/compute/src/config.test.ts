@@ -1,0 +1,42 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ConfigError, loadConfig } from "./config.ts";
+
+test("defaults", () => {
+  const c = loadConfig({});
+  assert.equal(c.port, 50051);
+  assert.equal(c.driver, "local");
+  assert.equal(c.databaseUrl, undefined);
+  assert.equal(c.pvcWorkspaceSize, "5Gi");
+  assert.equal(c.pvcStorageClass, "");
+  assert.ok(c.dataDir.endsWith(".data/compute"));
+});
+
+test("values from the environment", () => {
+  const c = loadConfig({
+    COMPUTE_PORT: "6000",
+    DATABASE_URL: "postgres://u@h/db",
+    COMPUTE_DATA_DIR: "/srv/compute",
+    SANDBOX_IMAGE: "img:1",
+    PVC_STORAGE_CLASS: "ssd",
+    PVC_WORKSPACE_SIZE: "10Gi",
+  });
+  assert.equal(c.port, 6000);
+  assert.equal(c.databaseUrl, "postgres://u@h/db");
+  assert.equal(c.dataDir, "/srv/compute");
+  assert.equal(c.sandboxImage, "img:1");
+  assert.equal(c.pvcStorageClass, "ssd");
+  assert.equal(c.pvcWorkspaceSize, "10Gi");
+});
+
+test("invalid settings name the variable", () => {
+  for (const [k, v] of [
+    ["COMPUTE_PORT", "abc"],
+    ["COMPUTE_PORT", "70000"],
+    ["DATABASE_URL", "mysql://x"],
+    ["PVC_WORKSPACE_SIZE", "lots"],
+    ["COMPUTE_DRIVER", "docker"],
+  ] as const) {
+    assert.throws(() => loadConfig({ [k]: v }), (e: unknown) => e instanceof ConfigError && e.message.includes(k), `${k}=${v}`);
+  }
+});

@@ -1,0 +1,247 @@
+// Domain rules with a scripted driver (no sandboxes, no database).
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { describe, test } from "node:test";
+import { Code, ComputeReason, PlatformError } from "@platform/errors";
+import {
+  type ExecEvent,
+  type ExecRequest,
+  type SandboxDriver,
+  type SandboxObservation,
+  type SandboxSpec,
+  zeroUsage,
+} from "../driver.ts";
+import { MemorySandboxStore } from "../store/sandbox-store.ts";
+import { ComputeDomain, execTimeoutMs } from "./compute-domain.ts";
+
+/** A driver whose phases the test drives by hand. */
+class ScriptedDriver implements SandboxDriver {
+  readonly name = "scripted";
+  phases = new Map<string, SandboxObservation>();
+  specs = new Map<string, SandboxSpec>();
+  lastExec?: ExecRequest;
+  private listeners = new Set<(id: string, o: SandboxObservation) => void>();
+  private waiters = new Map<string, Array<() => void>>();
+
+  set(id: string, o: SandboxObservation) {
+    this.phases.set(id, o);
+    for (const l of this.listeners) l(id, o);
+    if (o.phase !== "starting") for (const w of this.waiters.get(id) ?? []) w();
+  }
+  async create(spec: SandboxSpec) {
+    this.specs.set(spec.sandboxId, spec);
+    this.phases.set(spec.sandboxId, { phase: "starting" });
+  }
+  async recover(spec: SandboxSpec) {
+    return this.phases.get(spec.sandboxId) ?? { phase: "failed" as const, reason: "lost" as const };
+  }
+  async observe(id: string) {
+    const o = this.phases.get(id);
+    if (!o) throw PlatformError.notFound("no");
+    return o;
+  }
+  waitSettled(id: string, signal?: AbortSignal): Promise<SandboxObservation> {
+    const o = this.phases.get(id);
+    if (o && o.phase !== "starting") return Promise.resolve(o);
+    return new Promise((resolve, reject) => {
+      signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+      this.waiters.set(id, [...(this.waiters.get(id) ?? []), () => resolve(this.phases.get(id) as SandboxObservation)]);
+    });
+  }
+  onPhaseChange(l: (id: string, o: SandboxObservation) => void) {
+    this.listeners.add(l);
+    return () => this.listeners.delete(l);
+  }
+  async *exec(_id: string, request: ExecRequest): AsyncGenerator<ExecEvent> {
+    this.lastExec = request;
+    yield { type: "stdout", data: new TextEncoder().encode("started\n") };
+    // Runs until cancelled, like `sleep infinity`.
+    if (!request.signal?.aborted) {
+      await new Promise((r) => request.signal?.addEventListener("abort", r, { once: true }));
+    }
+    yield { type: "completed", exitCode: -1, wallTimeMs: 1, cancelled: true, usage: zeroUsage() };
+  }
+  async readFile() {
+    return { data: new Uint8Array(), totalSize: 0, eof: true };
+  }
+  async writeFile(_id: string, _p: string, data: Uint8Array) {
+    return data.length;
+  }
+  async listFiles() {
+    return { entries: [], truncated: false };
+  }
+  async usage() {
+    return zeroUsage();
+  }
+  async destroy(id: string) {
+    this.phases.set(id, { phase: "gone" });
+    return { ...zeroUsage(), cpuMs: 42 };
+  }
+  async collectGarbage() {
+    return [];
+  }
+  async close() {}
+}
+
+function setup(readyTimeoutMs = 5000) {
+  const driver = new ScriptedDriver();
+  const store = new MemorySandboxStore();
+  const domain = new ComputeDomain({
+    driver,
+    store,
+    defaults: { image: "img", storageClass: "sc", workspaceSize: "1Gi" },
+    readyTimeoutMs,
+  });
+  return { driver, store, domain };
+}
+
+async function code(p: Promise<unknown> | (() => Promise<unknown>), expected: Code, reason?: string) {
+  await assert.rejects(typeof p === "function" ? p() : p, (e: unknown) => {
+    assert.ok(e instanceof PlatformError, String(e));
+    assert.equal(e.code, expected, `${Code[e.code]}: ${e.message}`);
+    if (reason) assert.equal(e.reason, reason);
+    return true;
+  });
+}
+
+const drain = async (it: AsyncIterable<ExecEvent>) => {
+  const out: ExecEvent[] = [];
+  for await (const e of it) out.push(e);
+  return out;
+};
+
+const ids = () => ({ tenantId: randomUUID(), sessionId: randomUUID() });
+
+describe("ComputeDomain", () => {
+  test("exec timeout: unset or above 600 s is 600 s", () => {
+    assert.equal(execTimeoutMs(undefined), 600_000);
+    assert.equal(execTimeoutMs(0), 600_000);
+    assert.equal(execTimeoutMs(700_000), 600_000);
+    assert.equal(execTimeoutMs(600_000), 600_000);
+    assert.equal(execTimeoutMs(5000), 5000);
+  });
+
+  test("ExecCommand waits for READY and gives DEADLINE_EXCEEDED when it never comes", async () => {
+    const { domain } = setup(150);
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox(ids());
+    const started = Date.now();
+    await code(drain(domain.execCommand({ sandboxId, command: "/bin/true" })), Code.DeadlineExceeded, ComputeReason.readyTimeout);
+    assert.ok(Date.now() - started >= 140);
+  });
+
+  test("ExecCommand proceeds once the sandbox turns READY while waiting", async () => {
+    const { domain, driver, store } = setup();
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox(ids());
+    setTimeout(() => driver.set(sandboxId, { phase: "ready" }), 50);
+    const controller = new AbortController();
+    const events: ExecEvent[] = [];
+    for await (const e of domain.execCommand({ sandboxId, command: "/bin/x", signal: controller.signal })) {
+      events.push(e);
+      if (e.type === "stdout") controller.abort();
+    }
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ["stdout", "completed"],
+    );
+    assert.equal((await store.get(sandboxId))?.status, "READY");
+  });
+
+  test("a sandbox failing while an exec waits gives FAILED_PRECONDITION; the failure reason is stored", async () => {
+    const { domain, driver, store } = setup();
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox(ids());
+    setTimeout(() => driver.set(sandboxId, { phase: "failed", reason: "oom" }), 30);
+    await code(drain(domain.execCommand({ sandboxId, command: "/bin/true" })), Code.FailedPrecondition, ComputeReason.sandboxNotRunnable);
+    await domain.settle();
+    const r = await store.get(sandboxId);
+    assert.equal(r?.status, "FAILED");
+    assert.equal(r?.failureReason, "oom");
+    // FAILED is final except for DESTROYED: a late "ready" does not resurrect it.
+    driver.set(sandboxId, { phase: "ready" });
+    await domain.settle();
+    assert.equal((await store.get(sandboxId))?.status, "FAILED");
+    const destroyed = await domain.destroySandbox(sandboxId);
+    assert.equal(destroyed.usage.cpuMs, 42);
+    assert.equal((await store.get(sandboxId))?.status, "DESTROYED");
+  });
+
+  test("the exec timeout stops the command and reports exit 124, not cancelled", async () => {
+    const { domain, driver } = setup();
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox(ids());
+    driver.set(sandboxId, { phase: "ready" });
+    const events = await drain(domain.execCommand({ sandboxId, command: "/bin/sleep", timeoutMs: 50 }));
+    const last = events.at(-1);
+    assert.ok(last?.type === "completed");
+    assert.equal(last.exitCode, 124);
+    assert.equal(last.cancelled, false);
+    assert.ok(events.some((e) => e.type === "stderr" && new TextDecoder().decode(e.data).includes("timed out")));
+  });
+
+  test("exec defaults working_dir to mount_path and resolves a relative one against it", async () => {
+    const { domain, driver } = setup();
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox({ ...ids(), workspace: { mountPath: "/home/w" } });
+    driver.set(sandboxId, { phase: "ready" });
+    await drain(domain.execCommand({ sandboxId, command: "/bin/x", signal: AbortSignal.abort() }));
+    assert.equal(driver.lastExec?.workingDir, "/home/w");
+    await drain(domain.execCommand({ sandboxId, command: "/bin/x", workingDir: "sub", signal: AbortSignal.abort() }));
+    assert.equal(driver.lastExec?.workingDir, "/home/w/sub");
+  });
+
+  test("validation: INVALID_ARGUMENT for bad ids, empty command, bad env, negative offsets; NOT_FOUND for unknown ids", async () => {
+    const { domain, driver } = setup();
+    await domain.start();
+    await code(domain.createSandbox({ tenantId: "", sessionId: randomUUID() }), Code.InvalidArgument);
+    await code(domain.createSandbox({ tenantId: randomUUID(), sessionId: "x" }), Code.InvalidArgument);
+    await code(domain.createSandbox({ ...ids(), limits: { maxRuntimeMs: -5 } }), Code.InvalidArgument);
+    await code(domain.createSandbox({ ...ids(), limits: { cpuMillis: 1 } }), Code.InvalidArgument);
+    await code(domain.describeSandbox("not-a-uuid"), Code.InvalidArgument);
+    await code(domain.describeSandbox(randomUUID()), Code.NotFound, ComputeReason.sandboxNotFound);
+    const { sandboxId } = await domain.createSandbox(ids());
+    driver.set(sandboxId, { phase: "ready" });
+    await code(drain(domain.execCommand({ sandboxId, command: "" })), Code.InvalidArgument);
+    await code(drain(domain.execCommand({ sandboxId: "nope", command: "/bin/true" })), Code.InvalidArgument);
+    await code(drain(domain.execCommand({ sandboxId, command: "/bin/true", env: { "A=B": "x" } })), Code.InvalidArgument);
+    await code(domain.readFile(sandboxId, "", 0, 0), Code.InvalidArgument);
+    await code(domain.readFile(sandboxId, "a", -1, 0), Code.InvalidArgument);
+    await code(domain.readFile(sandboxId, "a", 0, -1), Code.InvalidArgument);
+    await code(domain.readFile(sandboxId, "../a", 0, 0), Code.InvalidArgument, ComputeReason.pathEscapes);
+    await code(domain.writeFile(sandboxId, "/workspace", new Uint8Array(1)), Code.InvalidArgument);
+    await code(domain.writeFile(sandboxId, "a", new Uint8Array(16 * 1024 * 1024 + 1)), Code.InvalidArgument, ComputeReason.payloadTooLarge);
+    await code(domain.writeFile(sandboxId, "a", new Uint8Array(1), false, 0o100000), Code.InvalidArgument);
+    assert.equal(await domain.writeFile(sandboxId, "a", new Uint8Array(16 * 1024 * 1024)), 16 * 1024 * 1024);
+  });
+
+  test("DestroySandbox is idempotent and keeps the lifetime usage; exec after it is FAILED_PRECONDITION", async () => {
+    const { domain, driver } = setup();
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox(ids());
+    driver.set(sandboxId, { phase: "ready" });
+    assert.equal((await domain.destroySandbox(sandboxId)).usage.cpuMs, 42);
+    assert.equal((await domain.destroySandbox(sandboxId)).usage.cpuMs, 42);
+    assert.equal((await domain.describeSandbox(sandboxId)).status, "DESTROYED");
+    await code(drain(domain.execCommand({ sandboxId, command: "/bin/true" })), Code.FailedPrecondition);
+  });
+
+  test("start() re-attaches live records: surviving ones stay, vanished ones become FAILED (lost)", async () => {
+    const { domain, driver, store } = setup();
+    await domain.start();
+    const a = await domain.createSandbox(ids());
+    const b = await domain.createSandbox(ids());
+    driver.set(a.sandboxId, { phase: "ready" });
+    driver.set(b.sandboxId, { phase: "ready" });
+    await domain.settle();
+    await domain.stop();
+    // A new process: the driver knows only `a` still runs.
+    const fresh = new ScriptedDriver();
+    fresh.phases.set(a.sandboxId, { phase: "ready" });
+    const again = new ComputeDomain({ driver: fresh, store, defaults: { image: "i", storageClass: "", workspaceSize: "" } });
+    await again.start();
+    assert.equal((await store.get(a.sandboxId))?.status, "READY");
+    assert.equal((await store.get(b.sandboxId))?.status, "FAILED");
+    assert.equal((await store.get(b.sandboxId))?.failureReason, "lost");
+  });
+});
