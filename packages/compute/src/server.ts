@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { type Duration, type Timestamp, durationFromMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
-  ComputeService,
+  type ComputeService,
   type ExecEvent as ExecEventMessage,
   ExecEventSchema,
   FileEntrySchema,

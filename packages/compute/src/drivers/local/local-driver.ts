@@ -380,7 +380,7 @@ export class LocalDriver implements SandboxDriver {
   private takeExecCgroup(live: Live): Cgroup {
     let cg = live.spareExecCgroup;
     live.spareExecCgroup = undefined;
-    if (!cg || !cg.exists()) {
+    if (!cg?.exists()) {
       cg = live.cgroup.child(`exec-${++live.execSeq}`);
       cg.create();
     }

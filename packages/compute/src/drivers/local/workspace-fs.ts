@@ -225,7 +225,6 @@ export class WorkspaceFs {
       const p = `/proc/self/fd/${stack.at(-1)}/${comp}`;
       try {
         stack.push(fs.openSync(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
-        continue;
       } catch (err) {
         const code = errCode(err);
         if (code === "ENOENT" && create) {
