@@ -68,7 +68,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
     },
     options.logger,
   );
-  const domain = new AgentsDomain(store, runner, hub, { pollMs: options.pollMs ?? 1000 }, options.logger);
+  const domain = new AgentsDomain(store, runner, hub, { pollMs: options.pollMs ?? 1000 });
   const interceptors: Interceptor[] = [authInterceptor(options.authenticator)];
   return {
     store,

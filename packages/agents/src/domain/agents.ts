@@ -21,7 +21,6 @@ export class AgentsDomain {
     private readonly runner: Runner,
     private readonly hub: EventHub,
     private readonly options: { pollMs: number },
-    private readonly logger: Logger,
   ) {}
 
   async createAgent(auth: AuthContext, input: AgentInput): Promise<Agent> {
@@ -60,17 +59,21 @@ export class AgentsDomain {
    * model); then yields the run's events until its terminal one. Stopping
    * the iteration (client gone) does not stop the run.
    */
-  async sendMessages(auth: AuthContext, id: string, messages: MessageInput[], signal?: AbortSignal): Promise<AsyncIterable<SessionEvent>> {
+  async sendMessages(
+    auth: AuthContext,
+    id: string,
+    messages: MessageInput[],
+    options: { signal?: AbortSignal; logger?: Logger } = {},
+  ): Promise<AsyncIterable<SessionEvent>> {
     const sessionId = requireUuid("id", id);
     validateMessages(messages);
     const session = await this.#session(auth, sessionId);
     const agent = await this.store.getAgent(auth.orgId, session.agentId);
     if (!agent) throw PlatformError.notFound("agent not found");
-    const started = await this.runner.start(auth, agent, session.id, messages);
-    this.logger.info({ sessionId: session.id, runId: started.runId }, "run started");
+    const started = await this.runner.start(auth, agent, session.id, messages, options.logger);
     return followEvents(this.store, this.hub, auth.orgId, session.id, started.lastMessageSeq, {
       pollMs: this.options.pollMs,
-      signal,
+      signal: options.signal,
       runId: started.runId,
     });
   }

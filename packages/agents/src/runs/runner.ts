@@ -49,8 +49,16 @@ export class Runner {
    * (503) when the model cannot be reached; in that case the log records the
    * messages and an `error` event.
    */
-  async start(auth: AuthContext, agent: Agent, sessionId: string, messages: readonly MessageInput[]): Promise<StartedRun> {
+  async start(
+    auth: AuthContext,
+    agent: Agent,
+    sessionId: string,
+    messages: readonly MessageInput[],
+    requestLogger?: Logger,
+  ): Promise<StartedRun> {
     const runId = randomUUID();
+    // The run outlives its request; its log lines keep the request's ids.
+    const logger = (requestLogger ?? this.logger).child({ sessionId, runId });
     const taken = await this.store.acquireRun(auth.orgId, sessionId, runId, this.options.leaseMs);
     if (!taken.ok) {
       if ("missing" in taken) throw PlatformError.notFound("session not found");
@@ -60,7 +68,7 @@ export class Runner {
     }
     const abort = new AbortController();
     this.#active.set(sessionId, { runId, abort });
-    const run = new Run(this, this.store, this.hub, this.providers, this.toolbox, this.sandboxes, this.options, this.logger, {
+    const run = new Run(this, this.store, this.hub, this.providers, this.toolbox, this.sandboxes, this.options, logger, {
       auth,
       agent,
       session: taken.session,
@@ -82,6 +90,7 @@ export class Runner {
       this.#running.delete(done);
     });
     this.#running.add(done);
+    logger.info({ agentId: agent.id, model: agent.model }, "run started");
     return { runId, session: taken.session, lastMessageSeq: appended.at(-1)!.seq };
   }
 
@@ -203,7 +212,8 @@ class Run {
     const reason = this.abort.signal.aborted ? this.abort.signal.reason : err;
     const message =
       reason instanceof RunCancelled || reason instanceof PlatformError ? reason.message : "the run failed with an internal error";
-    if (!(reason instanceof RunCancelled)) this.logger.warn({ err, sessionId: this.session.id, runId: this.runId }, "run failed");
+    if (reason instanceof RunCancelled) this.logger.info({ reason: message }, "run cancelled");
+    else this.logger.warn({ err }, "run failed");
     await this.#finish([{ type: "error", content: message, tokensIn: this.#tokensIn, tokensOut: this.#tokensOut }]);
   }
 
@@ -212,7 +222,7 @@ class Run {
     try {
       await this.append(events);
     } catch (err) {
-      this.logger.error({ err, sessionId: this.session.id, runId: this.runId }, "could not append the terminal event");
+      this.logger.error({ err }, "could not append the terminal event");
     } finally {
       await this.store.releaseRun(this.session.id, this.runId).catch((err) => this.logger.error({ err }, "could not release the run"));
       this.runner.finished(this.session.id, this.runId);

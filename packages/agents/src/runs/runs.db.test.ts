@@ -7,7 +7,9 @@ import { gate } from "../testing/scripted-model.ts";
 
 let h: Harness;
 before(async () => {
-  h = await startHarness({ toolTimeoutMs: 400, toolOutputLimitBytes: 2048, runLeaseMs: 5000 });
+  // The timeout test uses a command that never ends, so a generous timeout keeps
+  // the other tool tests clear of it on a loaded machine.
+  h = await startHarness({ toolTimeoutMs: 3000, toolOutputLimitBytes: 2048, runLeaseMs: 5000 });
 });
 after(async () => {
   await h?.close();

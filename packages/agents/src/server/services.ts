@@ -1,5 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
+import { requestInfo } from "@platform/rpc";
 import type { AgentsDomain } from "../domain/agents.ts";
 import { authOf } from "./auth.ts";
 import { agentToProto, eventToProto, sessionToProto } from "./convert.ts";
@@ -37,7 +38,7 @@ export function sessionService(domain: AgentsDomain): ServiceImpl<typeof Session
       return { session: sessionToProto(session), events: events.map(eventToProto) };
     },
     async *sendMessages(req, ctx) {
-      const stream = await domain.sendMessages(authOf(ctx), req.id, req.messages, ctx.signal);
+      const stream = await domain.sendMessages(authOf(ctx), req.id, req.messages, { signal: ctx.signal, logger: requestInfo(ctx)?.logger });
       for await (const event of stream) yield eventToProto(event);
     },
     async *streamEvents(req, ctx) {
