@@ -1,0 +1,48 @@
+import { randomUUID } from "node:crypto";
+import { type Client, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
+import { now } from "./stats.ts";
+
+export type ComputeClient = Client<typeof ComputeService>;
+
+export function computeClient(baseUrl: string): ComputeClient {
+  return createClient(ComputeService, createGrpcTransport({ baseUrl }));
+}
+
+export interface ExecTiming {
+  firstByteNs: number;
+  totalNs: number;
+  bytes: number;
+  exitCode: number;
+}
+
+/** Runs one exec to completion, timing the first stdout byte and the completed event from `t0`. */
+export async function timedExec(client: ComputeClient, sandboxId: string, command: string, args: string[], t0 = now()): Promise<ExecTiming> {
+  let first = Number.NaN;
+  let bytes = 0;
+  let exitCode = Number.NaN;
+  for await (const ev of client.execCommand({ sandboxId, command, args })) {
+    if (ev.event.case === "stdout") {
+      if (bytes === 0) first = Number(now() - t0);
+      bytes += ev.event.value.data.length;
+    } else if (ev.event.case === "completed") {
+      exitCode = ev.event.value.exitCode;
+    }
+  }
+  const totalNs = Number(now() - t0);
+  if (exitCode !== 0) throw new Error(`${command} exited with ${exitCode} in the sandbox`);
+  return { firstByteNs: first, totalNs, bytes, exitCode };
+}
+
+export async function createSandbox(client: ComputeClient, tenantId = randomUUID()): Promise<string> {
+  const res = await client.createSandbox({ tenantId, sessionId: randomUUID() });
+  return res.sandboxId;
+}
+
+/** A sandbox that has run one command (so it is READY). */
+export async function readySandbox(client: ComputeClient): Promise<string> {
+  const id = await createSandbox(client);
+  await timedExec(client, id, "/bin/true", []);
+  return id;
+}

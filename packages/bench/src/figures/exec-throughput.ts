@@ -1,0 +1,44 @@
+import { spawnTimed } from "../baselines.ts";
+import { computeClient, readySandbox, timedExec } from "../compute-client.ts";
+import type { Figure } from "../figure.ts";
+import { pct, repeat } from "../loop.ts";
+import { fmtBytes, fmtRate } from "../stats.ts";
+
+/** `head -c N /dev/zero` streamed through ExecCommand, against the same command read from a raw pipe. */
+export const execThroughput: Figure = {
+  id: "exec-throughput",
+  title: "exec stdout streaming throughput",
+  goal: "≥ 30 % of the pipe",
+  async run(stack, size) {
+    const compute = await stack.compute();
+    const client = computeClient(compute.urls.grpc!);
+    const bytes = size === "quick" ? 4 << 20 : 256 << 20;
+    const args = ["-c", String(bytes), "/dev/zero"];
+    const id = await readySandbox(client);
+    try {
+      let pipeNs = 0;
+      let execNs = 0;
+      let rounds = 0;
+      await repeat({ n: size === "quick" ? 1 : 5, budgetMs: size === "quick" ? 5_000 : 40_000 }, async () => {
+        const p = await spawnTimed("/usr/bin/head", args);
+        const e = await timedExec(client, id, "/usr/bin/head", args);
+        if (p.bytes !== bytes || e.bytes !== bytes) throw new Error(`short read: pipe ${p.bytes}, exec ${e.bytes} of ${bytes}`);
+        pipeNs += p.totalNs;
+        execNs += e.totalNs;
+        rounds++;
+      });
+      const pipeRate = (bytes * rounds) / (pipeNs / 1e9);
+      const execRate = (bytes * rounds) / (execNs / 1e9);
+      return {
+        baseline: `raw pipe: ${fmtRate(pipeRate / 2 ** 20, "MiB/s")}`,
+        measured: fmtRate(execRate / 2 ** 20, "MiB/s"),
+        ratio: pct(execRate, pipeRate),
+        met: execRate >= 0.3 * pipeRate,
+        notes: `${rounds} rounds of ${fmtBytes(bytes)} (\`head -c\` of /dev/zero), pipe and exec alternated; rate = bytes / time to exit.`,
+        raw: { pipeBytesPerSecond: pipeRate, execBytesPerSecond: execRate },
+      };
+    } finally {
+      await client.destroySandbox({ sandboxId: id }).catch(() => {});
+    }
+  },
+};

@@ -1,0 +1,118 @@
+// A service under test in its own process, driven over IPC by the bench
+// runner: `node --import tsx child.ts <identity|compute|agents>`. It starts
+// the real service factory on ephemeral ports, sends {type:"ready", urls},
+// and answers {type:"stats"} with its memory and event-loop lag, so the
+// runner measures the service's process, not its own.
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { pino } from "pino";
+import { BenchModel } from "./bench-model.ts";
+
+type Msg = { id: number; type: string; [k: string]: unknown };
+
+const kind = process.argv[2];
+const lag = monitorEventLoopDelay({ resolution: 1 });
+lag.enable();
+const logger = pino({ level: process.env.LOG_LEVEL ?? "warn" });
+process.on("disconnect", () => process.exit(0));
+
+let closeService: () => Promise<void> = async () => {};
+let extra: (msg: Msg) => unknown = () => undefined;
+
+async function start(): Promise<Record<string, string>> {
+  if (kind === "identity") {
+    const { loadSettings, startApp } = await import("@platform/identity");
+    const settings = loadSettings(process.env);
+    const app = await startApp(settings);
+    closeService = () => app.close();
+    return { rest: app.urls.rest, grpc: app.urls.grpc };
+  }
+  if (kind === "compute") {
+    const { createComputeApp, LocalDriver, loadConfig } = await import("@platform/compute");
+    const config = loadConfig(process.env);
+    const prefix = process.env.BENCH_CGROUP_PREFIX ?? `platform-bench-${process.pid}`;
+    const driver = new LocalDriver({ dataDir: config.dataDir, cgroupPrefix: prefix, logger });
+    const app = await createComputeApp(config, logger, { driver });
+    const { url } = await app.server.listen();
+    closeService = () => app.close();
+    extra = (msg) => (msg.type === "cgroup" ? cgroupMemory(prefix) : undefined);
+    return { grpc: url };
+  }
+  if (kind === "agents") {
+    const { createAgentsServer, loadConfig, providersFrom } = await import("@platform/agents");
+    const config = loadConfig(process.env);
+    const providers = providersFrom(config).register("bench", new BenchModel());
+    const server = await createAgentsServer(config, logger, { providers });
+    const { url } = await server.listen();
+    closeService = () => server.close();
+    return { url };
+  }
+  throw new Error(`unknown service ${kind}`);
+}
+
+/** The sandboxes' memory as the kernel counts it (v1 memory controller, or v2). */
+function cgroupMemory(prefix: string): { usageBytes: number; rssBytes: number; path: string } | undefined {
+  const own = new Map<string, string>();
+  for (const line of fs.readFileSync("/proc/self/cgroup", "utf8").split("\n")) {
+    const [, controllers, path] = line.split(":");
+    if (controllers !== undefined && path !== undefined) for (const c of controllers.split(",")) own.set(c, path);
+  }
+  const candidates = [join("/sys/fs/cgroup/memory", own.get("memory") ?? "/", prefix), join("/sys/fs/cgroup", prefix)];
+  for (const dir of candidates) {
+    const v1 = join(dir, "memory.usage_in_bytes");
+    const v2 = join(dir, "memory.current");
+    if (fs.existsSync(v1)) {
+      const stat = fs.readFileSync(join(dir, "memory.stat"), "utf8");
+      const rss = Number(/^total_rss (\d+)/m.exec(stat)?.[1] ?? Number.NaN);
+      return { usageBytes: Number(fs.readFileSync(v1, "utf8")), rssBytes: rss, path: dir };
+    }
+    if (fs.existsSync(v2)) {
+      const stat = fs.readFileSync(join(dir, "memory.stat"), "utf8");
+      const anon = Number(/^anon (\d+)/m.exec(stat)?.[1] ?? Number.NaN);
+      return { usageBytes: Number(fs.readFileSync(v2, "utf8")), rssBytes: anon, path: dir };
+    }
+  }
+  return undefined;
+}
+
+function stats() {
+  const m = process.memoryUsage();
+  const s = {
+    rss: m.rss,
+    heapUsed: m.heapUsed,
+    external: m.external,
+    lagP50Ms: lag.percentile(50) / 1e6,
+    lagP99Ms: lag.percentile(99) / 1e6,
+    lagMaxMs: lag.max / 1e6,
+    cpu: process.cpuUsage(),
+  };
+  return s;
+}
+
+process.on("message", (raw) => {
+  const msg = raw as Msg;
+  void (async () => {
+    try {
+      let result: unknown;
+      if (msg.type === "stats") result = stats();
+      else if (msg.type === "resetLag") lag.reset();
+      else if (msg.type === "gc") (globalThis as { gc?: () => void }).gc?.();
+      else if (msg.type === "close") {
+        await closeService();
+        result = true;
+      } else result = extra(msg);
+      process.send?.({ id: msg.id, result });
+    } catch (err) {
+      process.send?.({ id: msg.id, error: String(err) });
+    }
+  })();
+});
+
+start().then(
+  (urls) => process.send?.({ type: "ready", urls }),
+  (err) => {
+    process.send?.({ type: "failed", error: String(err?.stack ?? err) });
+    process.exit(1);
+  },
+);

@@ -1,0 +1,104 @@
+import { type ChildProcess, fork } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const CHILD = fileURLToPath(new URL("./child.ts", import.meta.url));
+
+export interface ChildStats {
+  rss: number;
+  heapUsed: number;
+  external: number;
+  lagP50Ms: number;
+  lagP99Ms: number;
+  lagMaxMs: number;
+  cpu: { user: number; system: number };
+}
+
+/** A service under test running in its own Node process (see child.ts). */
+export class ServiceProcess {
+  #seq = 0;
+  readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+
+  private constructor(
+    readonly kind: string,
+    readonly child: ChildProcess,
+    readonly urls: Record<string, string>,
+  ) {
+    child.on("message", (raw) => {
+      const msg = raw as { id?: number; result?: unknown; error?: string };
+      if (msg.id === undefined) return;
+      const p = this.#pending.get(msg.id);
+      this.#pending.delete(msg.id);
+      if (msg.error) p?.reject(new Error(msg.error));
+      else p?.resolve(msg.result);
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  static async start(kind: "identity" | "compute" | "agents", env: Record<string, string>, timeoutMs = 60_000): Promise<ServiceProcess> {
+    const child = fork(CHILD, [kind], {
+      execArgv: ["--import", "tsx", "--expose-gc", ...(process.env.BENCH_CHILD_EXEC_ARGV?.split(" ").filter(Boolean) ?? [])],
+      env: { ...process.env, LOG_LEVEL: "warn", ...env },
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+    });
+    const urls = await new Promise<Record<string, string>>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill("SIGKILL");
+        reject(new Error(`${kind} did not start within ${timeoutMs} ms`));
+      }, timeoutMs);
+      child.on("message", function onMsg(raw) {
+        const msg = raw as { type?: string; urls?: Record<string, string>; error?: string };
+        if (msg.type === "ready") {
+          clearTimeout(timer);
+          child.off("message", onMsg);
+          resolve(msg.urls!);
+        } else if (msg.type === "failed") {
+          clearTimeout(timer);
+          reject(new Error(`${kind} failed to start: ${msg.error}`));
+        }
+      });
+      child.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`${kind} exited with ${code} before it was ready`));
+      });
+    });
+    return new ServiceProcess(kind, child, urls);
+  }
+
+  request<T>(type: string, timeoutMs = 30_000): Promise<T> {
+    const id = ++this.#seq;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new Error(`${this.kind}: ${type} timed out`));
+      }, timeoutMs);
+      this.#pending.set(id, {
+        resolve: (v) => {
+          clearTimeout(timer);
+          resolve(v as T);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      this.child.send({ id, type });
+    });
+  }
+
+  stats(): Promise<ChildStats> {
+    return this.request<ChildStats>("stats");
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise((r) => this.child.once("exit", r));
+    await this.request("close", 20_000).catch(() => {});
+    this.child.kill("SIGTERM");
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5000);
+    await exited;
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,69 @@
+import { writeFileSync } from "node:fs";
+import type { Figure, FigureResult, Size } from "./figure.ts";
+import { figures } from "./figures/index.ts";
+import { describeMachine } from "./machine.ts";
+import { markdown, table } from "./report.ts";
+import { Stack } from "./stack.ts";
+
+export interface RunOptions {
+  size: Size;
+  /** Figure ids to run (all when empty). */
+  only?: string[];
+  /** Markdown file to write, if any. */
+  out?: string;
+  log?: (line: string) => void;
+}
+
+/** Hard ceiling per figure, so one hung service cannot stall the run. */
+const FIGURE_TIMEOUT_MS = { quick: 40_000, full: 150_000 };
+
+export async function runBench(options: RunOptions): Promise<FigureResult[]> {
+  const log = options.log ?? ((l: string) => console.error(l));
+  const machine = describeMachine();
+  const selected = figures.filter((f) => !options.only?.length || options.only.includes(f.id));
+  const stack = new Stack();
+  const t0 = performance.now();
+  const results: FigureResult[] = [];
+  try {
+    for (const figure of selected) {
+      log(`bench: ${figure.id} ...`);
+      const started = performance.now();
+      const result = await runOne(figure, stack, options.size);
+      log(`bench: ${figure.id}: ${result.measured} (baseline ${result.baseline}; ${result.ratio}) ${((performance.now() - started) / 1000).toFixed(1)} s${result.met === undefined ? ` — ${result.notes}` : ""}`);
+      results.push(result);
+    }
+  } finally {
+    await stack.close();
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(table(results));
+  if (options.out) {
+    writeFileSync(options.out, markdown(results, machine, { size: options.size, seconds, database: stack.databaseKind }));
+    log(`bench: wrote ${options.out}`);
+  }
+  return results;
+}
+
+async function runOne(figure: Figure, stack: Stack, size: Size): Promise<FigureResult> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`did not finish within ${FIGURE_TIMEOUT_MS[size] / 1000} s`)), FIGURE_TIMEOUT_MS[size]);
+    });
+    const r = await Promise.race([figure.run(stack, size), timeout]);
+    return { figure: figure.title, goal: figure.goal, ...r };
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    return {
+      figure: figure.title,
+      goal: figure.goal,
+      baseline: "—",
+      measured: "not measured",
+      ratio: "—",
+      met: undefined,
+      notes: `not measured: ${message.split("\n")[0]}`,
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,174 @@
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createTestDatabase } from "@platform/db/testing";
+// The runtime package exports only its orchestrator types from its index;
+// the router, the local orchestrator and the identity authenticator are
+// reached by path until it exports them.
+import { LocalOrchestrator } from "../../runtime/src/orchestrator/local/local-orchestrator.ts";
+import { IdentityAuthenticator } from "../../runtime/src/router/identity-authenticator.ts";
+import { type RunningRouter, startRouter } from "../../runtime/src/router/router.ts";
+import { ServiceProcess } from "./host/service-process.ts";
+
+export const OWNER = { email: "bench-owner@example.com", password: "bench-owner-password-1" };
+const PG_DEFAULT = "postgres://postgres@127.0.0.1:5432/postgres";
+
+export interface Tokens {
+  access_token: string;
+  refresh_token: string;
+}
+
+/**
+ * The services under test, started on first use and shared by the figures:
+ * identity, compute and agents each in its own process (the real factories
+ * on ephemeral ports), the runtime router in this process with the local
+ * orchestrator (real tenant worker processes). Databases: a fresh one per
+ * service on the PostgreSQL server when reachable, else PGlite.
+ */
+export class Stack {
+  readonly tmp = mkdtempSync(join(tmpdir(), "platform-bench-"));
+  constructor() {
+    // Sandboxes run as their own uids and must traverse the path to their workspace.
+    chmodSync(this.tmp, 0o711);
+  }
+  readonly #closers: Array<() => Promise<unknown>> = [];
+  #identity?: Promise<ServiceProcess>;
+  #compute?: Promise<ServiceProcess>;
+  #agents?: Promise<ServiceProcess>;
+  #router?: Promise<{ router: RunningRouter; orchestrator: LocalOrchestrator }>;
+  #pg: boolean | undefined;
+  databaseKind = "pglite";
+
+  async #databaseUrl(): Promise<string | undefined> {
+    if (process.env.BENCH_DB === "pglite") return undefined;
+    process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL ?? PG_DEFAULT;
+    if (this.#pg === false) return undefined;
+    try {
+      const db = await createTestDatabase<unknown>();
+      this.#pg = true;
+      this.databaseKind = "postgresql";
+      // Dropped after the services are stopped (closers run in reverse).
+      this.#closers.push(() => db.close());
+      return db.url;
+    } catch {
+      this.#pg = false;
+      return undefined;
+    }
+  }
+
+  identity(): Promise<ServiceProcess> {
+    this.#identity ??= (async () => {
+      const url = await this.#databaseUrl();
+      const svc = await ServiceProcess.start("identity", {
+        IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
+        ...(url ? { DATABASE_URL: url } : { IDENTITY_EMBEDDED_MEMORY: "1" }),
+        HOST: "127.0.0.1",
+        SERVER_PORT: "0",
+        IDENTITY_GRPC_PORT: "0",
+        BOOTSTRAP_OWNER_EMAIL: OWNER.email,
+        BOOTSTRAP_OWNER_PASSWORD: OWNER.password,
+        BOOTSTRAP_ORG_NAME: "Bench Org",
+      });
+      this.#closers.push(() => svc.stop());
+      return svc;
+    })();
+    return this.#identity;
+  }
+
+  compute(): Promise<ServiceProcess> {
+    this.#compute ??= (async () => {
+      const url = await this.#databaseUrl();
+      const svc = await ServiceProcess.start("compute", {
+        ...(url ? { DATABASE_URL: url } : {}),
+        COMPUTE_HOST: "127.0.0.1",
+        COMPUTE_PORT: "0",
+        COMPUTE_DATA_DIR: join(this.tmp, "compute"),
+      });
+      this.#closers.push(() => svc.stop());
+      return svc;
+    })();
+    return this.#compute;
+  }
+
+  agents(): Promise<ServiceProcess> {
+    this.#agents ??= (async () => {
+      const identity = await this.identity();
+      const url = await this.#databaseUrl();
+      const svc = await ServiceProcess.start("agents", {
+        ...(url ? { DATABASE_URL: url } : { AGENTS_DATA_DIR: join(this.tmp, "agents") }),
+        AGENTS_HOST: "127.0.0.1",
+        AGENTS_PORT: "0",
+        IDENTITY_GRPC_URL: identity.urls.grpc!,
+        // No figure makes a tool call; nothing listens here.
+        COMPUTE_GRPC_URL: "http://127.0.0.1:9",
+      });
+      this.#closers.push(() => svc.stop());
+      return svc;
+    })();
+    return this.#agents;
+  }
+
+  router(): Promise<{ router: RunningRouter; orchestrator: LocalOrchestrator }> {
+    this.#router ??= (async () => {
+      const identity = await this.identity();
+      const agents = await this.agents();
+      const orchestrator = await LocalOrchestrator.open({
+        dataDir: join(this.tmp, "runtime"),
+        workerEnv: { AGENTS_GRPC_URL: agents.urls.url!, LOG_LEVEL: "warn" },
+        workerStdio: "ignore",
+      });
+      const router = await startRouter({
+        auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.urls.grpc! })),
+        orchestrator,
+        host: "127.0.0.1",
+        port: 0,
+        sweeps: false,
+      });
+      this.#closers.push(() => router.close());
+      return { router, orchestrator };
+    })();
+    return this.#router;
+  }
+
+  /** Logs the bootstrap owner in over REST. */
+  async login(): Promise<Tokens> {
+    const identity = await this.identity();
+    const res = await fetch(`${identity.urls.rest}/v1/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(OWNER),
+    });
+    if (res.status !== 200) throw new Error(`login failed: ${res.status} ${await res.text()}`);
+    return (await res.json()) as Tokens;
+  }
+
+  /** REST call on the agents service as the owner. */
+  async agentsRest<T>(token: string, method: string, path: string, body?: unknown): Promise<T> {
+    const agents = await this.agents();
+    const res = await fetch(`${agents.urls.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (res.status >= 300) throw new Error(`agents ${method} ${path}: ${res.status} ${text}`);
+    return JSON.parse(text) as T;
+  }
+
+  /** A new agent with the given model and a session of it; returns the session id. */
+  async newSession(token: string, model: string): Promise<string> {
+    const slug = `bench-${randomBytes(6).toString("hex")}`;
+    const agent = await this.agentsRest<{ id: string }>(token, "POST", "/v1/agents", { name: slug, slug, model });
+    const session = await this.agentsRest<{ id: string }>(token, "POST", "/v1/sessions", { agentId: agent.id });
+    return session.id;
+  }
+
+  async close(): Promise<void> {
+    for (const close of this.#closers.reverse()) {
+      await close().catch((err) => console.error(`bench: cleanup failed: ${err}`));
+    }
+    rmSync(this.tmp, { recursive: true, force: true });
+  }
+}
