@@ -47,6 +47,11 @@ export class ComputeDouble {
     return this.#served.url;
   }
 
+  /** Where it listens (after start). */
+  get url(): string {
+    return this.#served?.url ?? "";
+  }
+
   async stop(): Promise<void> {
     await this.#served?.close();
   }

@@ -52,6 +52,11 @@ export class IdentityDouble {
     return this.#served.url;
   }
 
+  /** Where it listens (after start). */
+  get url(): string {
+    return this.#served?.url ?? "";
+  }
+
   async stop(): Promise<void> {
     await this.#served?.close();
     this.#served = undefined;
