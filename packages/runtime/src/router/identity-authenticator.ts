@@ -12,6 +12,20 @@ export class IdentityAuthenticator implements Authenticator {
     this.#client = createClient(AuthService, transport);
   }
 
+  /**
+   * Whether identity answers at all (for /readyz): any answer to an empty
+   * token, a rejection included, means it is up.
+   */
+  async reachable(timeoutMs = 1000): Promise<boolean> {
+    try {
+      await this.#client.verifyJWT({ token: "" }, { timeoutMs });
+      return true;
+    } catch (err) {
+      const code = ConnectError.from(err).code;
+      return code !== ConnectCode.Unavailable && code !== ConnectCode.DeadlineExceeded && code !== ConnectCode.Canceled;
+    }
+  }
+
   async verifyJwt(token: string, signal?: AbortSignal): Promise<Principal> {
     try {
       const res = await this.#client.verifyJWT({ token }, { signal, timeoutMs: this.timeoutMs });

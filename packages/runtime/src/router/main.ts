@@ -7,7 +7,6 @@ import { resolve } from "node:path";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { pino } from "pino";
 import { ConfigError } from "../config/env.ts";
-import { isServing } from "../health/grpc-health.ts";
 import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
 import type { Orchestrator } from "../orchestrator/orchestrator.ts";
 import { type RouterConfig, routerConfig } from "./config.ts";
@@ -48,15 +47,15 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
   });
 }
 
-const identityTransport = createGrpcTransport({ baseUrl: config.identityUrl });
+const auth = new IdentityAuthenticator(createGrpcTransport({ baseUrl: config.identityUrl }));
 const router = await startRouter({
-  auth: new IdentityAuthenticator(identityTransport),
+  auth,
   orchestrator: await orchestrator(config),
   port: config.port,
   host: config.host,
   logger,
   maxWaitersPerTenant: config.maxWaitersPerTenant,
-  readiness: () => isServing(config.identityUrl, "", 1000),
+  readiness: () => auth.reachable(),
 });
 logger.info({ url: router.url, orchestrator: config.orchestrator }, "runtime router ready");
 

@@ -226,3 +226,16 @@ describe("router", () => {
     assert.equal(agents.calls.at(-1)?.headers["x-tenant-id"], ORG2);
   });
 });
+
+describe("identity authenticator", () => {
+  test("reachable: any answer is up, a closed port is down", async () => {
+    const identity = new IdentityDouble();
+    await identity.start();
+    try {
+      assert.equal(await new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.url })).reachable(), true);
+    } finally {
+      await identity.close();
+    }
+    assert.equal(await new IdentityAuthenticator(createGrpcTransport({ baseUrl: "http://127.0.0.1:9" })).reachable(), false);
+  });
+});

@@ -1,0 +1,202 @@
+// End to end: router → tenant worker → agents (dev model, with a tool call)
+// → compute → identity, every service its real main as a process, as the
+// embedded shape runs them. Checks the SSE stream a client sees.
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { freePort } from "../orchestrator/local/free-port.ts";
+
+const root = new URL("../../../../", import.meta.url).pathname;
+const OWNER = { email: "owner@example.com", password: "correct-horse-battery" };
+
+interface Proc {
+  name: string;
+  child: ChildProcess;
+  log: string[];
+}
+
+function start(name: string, entry: string, env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, ["--import", "tsx", join(root, entry)], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const log: string[] = [];
+  const keep = (c: Buffer) => {
+    log.push(c.toString());
+    if (log.length > 200) log.shift();
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  return { name, child, log };
+}
+
+async function waitOk(url: string, procs: Proc[], ms = 90_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    for (const p of procs) {
+      if (p.child.exitCode !== null) throw new Error(`${p.name} exited ${p.child.exitCode}: ${p.log.join("").slice(-2000)}`);
+    }
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {}
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${url} not ready in ${ms} ms`);
+}
+
+async function json<T>(res: Response): Promise<T> {
+  const text = await res.text();
+  assert.ok(res.ok, `${res.status} ${text}`);
+  return JSON.parse(text) as T;
+}
+
+describe("runtime end to end (real identity, compute, agents, router and worker processes)", { timeout: 170_000 }, () => {
+  const procs: Proc[] = [];
+  let dataDir: string;
+  let identityUrl: string;
+  let agentsUrl: string;
+  let routerUrl: string;
+  let token: string;
+  let sessionId: string;
+
+  before(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "runtime-e2e-"));
+    // mkdtemp makes it 0700; the sandbox's mapped user must traverse it.
+    await chmod(dataDir, 0o755);
+    const host = "127.0.0.1";
+    const [idRest, idGrpc, compute, agents, router] = await Promise.all([1, 2, 3, 4, 5].map(() => freePort(host)));
+    const url = (p: number) => `http://${host}:${p}`;
+    identityUrl = url(idRest!);
+    agentsUrl = url(agents!);
+    routerUrl = url(router!);
+    procs.push(
+      start("identity", "packages/identity/src/main.ts", {
+        HOST: host,
+        SERVER_PORT: String(idRest),
+        IDENTITY_GRPC_PORT: String(idGrpc),
+        IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
+        IDENTITY_DATA_DIR: join(dataDir, "identity"),
+        BOOTSTRAP_OWNER_EMAIL: OWNER.email,
+        BOOTSTRAP_OWNER_PASSWORD: OWNER.password,
+        BOOTSTRAP_ORG_NAME: "E2E Org",
+      }),
+      start("compute", "packages/compute/src/main.ts", {
+        LOG_LEVEL: "info",
+        COMPUTE_HOST: host,
+        HOST: host,
+        COMPUTE_PORT: String(compute),
+        COMPUTE_DATA_DIR: join(dataDir, "compute"),
+      }),
+      start("agents", "packages/agents/src/main.ts", {
+        AGENTS_HOST: host,
+        HOST: host,
+        AGENTS_PORT: String(agents),
+        AGENTS_DATA_DIR: join(dataDir, "agents"),
+        IDENTITY_GRPC_URL: url(idGrpc!),
+        COMPUTE_GRPC_URL: url(compute!),
+      }),
+      start("router", "packages/runtime/src/router/main.ts", {
+        HOST: host,
+        ROUTER_PORT: String(router),
+        RUNTIME_DATA_DIR: join(dataDir, "runtime"),
+        IDENTITY_GRPC_URL: url(idGrpc!),
+        AGENTS_GRPC_URL: url(agents!),
+      }),
+    );
+    await waitOk(`${identityUrl}/livez`, procs);
+    await waitOk(`${url(compute!)}/livez`, procs);
+    await waitOk(`${agentsUrl}/livez`, procs);
+    await waitOk(`${routerUrl}/readyz`, procs);
+
+    const login = await json<{ access_token: string }>(
+      await fetch(`${identityUrl}/v1/auth/login`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(OWNER),
+      }),
+    );
+    token = login.access_token;
+    const auth = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+    const agent = await json<{ id: string }>(
+      await fetch(`${agentsUrl}/v1/agents`, {
+        method: "POST",
+        headers: { ...auth, "idempotency-key": randomBytes(8).toString("hex") },
+        body: JSON.stringify({ name: "E2E", slug: "e2e", model: "dev/echo", systemPrompt: "" }),
+      }),
+    );
+    const session = await json<{ id: string }>(
+      await fetch(`${agentsUrl}/v1/sessions`, {
+        method: "POST",
+        headers: { ...auth, "idempotency-key": randomBytes(8).toString("hex") },
+        body: JSON.stringify({ agentId: agent.id }),
+      }),
+    );
+    sessionId = session.id;
+  });
+
+  after(async () => {
+    await Promise.all(
+      procs.reverse().map(
+        (p) =>
+          new Promise<void>((resolve) => {
+            if (p.child.exitCode !== null) return resolve();
+            const kill = setTimeout(() => p.child.kill("SIGKILL"), 10_000);
+            p.child.once("exit", () => {
+              clearTimeout(kill);
+              resolve();
+            });
+            p.child.kill("SIGTERM");
+          }),
+      ),
+    );
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const invoke = (content: string, headers: Record<string, string> = {}) =>
+    fetch(`${routerUrl}/v1/sessions/${sessionId}/invoke`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", ...headers },
+      body: JSON.stringify({ messages: [{ role: "user", content }] }),
+    });
+
+  test("a tool call runs in the sandbox and the client sees text chunks then turn_done", async () => {
+    const t0 = Date.now();
+    const res = await invoke("/bash echo hello-from-the-sandbox", { "x-request-id": "e2e-req-1", "x-trace-id": "e2e-trace-1" });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("content-type"), "text/event-stream");
+    const text = await res.text();
+    console.log(`# first invoke (cold tenant, sandbox creation): ${Date.now() - t0} ms\n# ${JSON.stringify(text)}`);
+    const frames = text.split("\n\n").filter((f) => f && !f.startsWith(":"));
+    assert.equal(frames.at(-1), "event: turn_done\ndata: {}", text);
+    const chunks = frames.slice(0, -1);
+    assert.ok(chunks.length >= 1, text);
+    for (const f of chunks) assert.match(f, /^data: [^\n]*$/, `only unnamed text events before turn_done: ${text}`);
+    const computeLog = procs.find((p) => p.name === "compute")?.log.join("").slice(-3000);
+    assert.match(text, /hello-from-the-sandbox/, `${text}\n--- compute log ---\n${computeLog}`);
+    assert.doesNotMatch(text, /event: (tool_use|tool_result)/);
+  });
+
+  test("a plain message streams the dev model's text; a warm tenant answers", async () => {
+    const t0 = Date.now();
+    const res = await invoke("hello\nworld");
+    const text = await res.text();
+    console.log(`# warm invoke: ${Date.now() - t0} ms`);
+    assert.equal(res.status, 200);
+    assert.match(text, /event: turn_done\ndata: \{\}\n\n$/);
+    assert.match(text, /^data: /);
+  });
+
+  test("a bad token is 401 at the router", async () => {
+    const res = await fetch(`${routerUrl}/v1/sessions/${sessionId}/invoke`, {
+      method: "POST",
+      headers: { authorization: "Bearer nope", "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(res.status, 401);
+  });
+});
