@@ -60,6 +60,8 @@ export async function startApp(settings: Settings, options: { logDestination?: D
       idempotencyLockMs: settings.requestTimeoutMs * 2,
     });
     const kid = await identity.keys.ensureActiveKey();
+    // Made now, so the first unknown-email login costs no more than later ones.
+    await identity.hasher.dummyHash();
     logger.info({ kid }, "signing key active");
     if (settings.bootstrap) {
       const result = await identity.bootstrap(settings.bootstrap);

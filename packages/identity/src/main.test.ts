@@ -36,7 +36,7 @@ async function start(): Promise<{ child: ChildProcess; rest: string; out: () => 
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));
   const rest = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no start within 50 s:\n${out}`)), 50_000);
+    const timer = setTimeout(() => reject(new Error(`no start within 150 s:\n${out}`)), 150_000);
     child.on("exit", (code) => reject(new Error(`exited ${code}:\n${out}`)));
     child.stdout!.on("data", () => {
       const m = /"rest":"(http:\/\/[^"]+)"/.exec(out);
@@ -55,7 +55,7 @@ async function stop(child: ChildProcess): Promise<number | null> {
   return exited;
 }
 
-test("starts, serves, stops on SIGTERM, restarts on the same data without changes", async () => {
+test("starts, serves, stops on SIGTERM, restarts on the same data without changes", { timeout: 400_000 }, async () => {
   const first = await start();
   let kid1: string;
   try {

@@ -108,7 +108,14 @@ export class ApiKeys {
     }
     const role = await currentRole(this.db, row.user_id, row.org_id);
     if (!role) throw PlatformError.unauthenticated("no membership in the key's organization", AuthReason.noMembership);
-    await this.db.updateTable("api_keys").set({ last_used_at: now }).where("id", "=", row.id).execute();
+    // At most one write a minute per key: last_used_at is informational and
+    // every authenticated request would otherwise update the row.
+    await this.db
+      .updateTable("api_keys")
+      .set({ last_used_at: now })
+      .where("id", "=", row.id)
+      .where((eb) => eb.or([eb("last_used_at", "is", null), eb("last_used_at", "<", new Date(now.getTime() - 60_000))]))
+      .execute();
     return {
       userId: row.user_id,
       orgId: row.org_id,

@@ -47,7 +47,8 @@ test("two concurrent bootstraps create one owner", async () => {
   assert.equal((await f.identity.db.selectFrom("orgs").select("id").where("name", "=", "Race Org").execute()).length, 1);
 });
 
-test("the bootstrap command creates once, then reports nothing changed", async () => {
+// Generous limits: the command is a fresh process (tsx + PGlite start), slow on a loaded 2-core machine.
+test("the bootstrap command creates once, then reports nothing changed", { timeout: 420_000 }, async () => {
   // The command gets its own database: a new one on the PostgreSQL server, or a PGlite directory.
   const own = testServerUrl() ? await createTestDatabase() : undefined;
   const dir = own ? undefined : mkdtempSync(join(tmpdir(), "identity-boot-"));
@@ -63,7 +64,7 @@ test("the bootstrap command creates once, then reports nothing changed", async (
       BOOTSTRAP_ORG_NAME: "Command Org",
     };
     const cmd = fileURLToPath(new URL("../bootstrap-command.ts", import.meta.url));
-    const run = () => spawnSync(process.execPath, ["--import", "tsx", cmd], { env, encoding: "utf8", timeout: 60_000 });
+    const run = () => spawnSync(process.execPath, ["--import", "tsx", cmd], { env, encoding: "utf8", timeout: 180_000 });
     const one = run();
     assert.equal(one.status, 0, one.stderr);
     assert.match(one.stdout, /created owner cmd@example.com/);

@@ -130,7 +130,7 @@ describe("main exits at start naming a bad setting", () => {
     spawnSync(process.execPath, ["--import", "tsx", main], {
       env: { PATH: process.env.PATH ?? "", ...env },
       encoding: "utf8",
-      timeout: 30_000,
+      timeout: 120_000,
     });
 
   for (const [name, env] of [
