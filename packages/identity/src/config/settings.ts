@@ -163,7 +163,7 @@ export function loadSettings(env: Env = process.env): Settings {
       memoryKiB: int(env, "ARGON2_MEMORY_KIB", 19_456, 8, 4_194_304),
       timeCost: int(env, "ARGON2_TIME_COST", 2, 1, 100),
       parallelism: int(env, "ARGON2_PARALLELISM", 1, 1, 64),
-      maxConcurrent: int(env, "ARGON2_MAX_CONCURRENT", 4, 1, 1024),
+      maxConcurrent: int(env, "ARGON2_MAX_CONCURRENT", 2, 1, 1024),
     },
     bootstrap,
   };
