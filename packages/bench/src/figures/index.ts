@@ -2,6 +2,11 @@ import type { Figure } from "../figure.ts";
 import { execRoundTrip } from "./exec-round-trip.ts";
 import { execThroughput } from "./exec-throughput.ts";
 import { sandboxCreate } from "./sandbox-create.ts";
+import { verifyToken } from "./verify-token.ts";
+import { apiKeyLatency } from "./api-key-latency.ts";
+import { loginThroughput } from "./login-throughput.ts";
+import { tokenLatency } from "./token-latency.ts";
+import { coldStart } from "./cold-start.ts";
 
 /** In the order of the table. */
-export const figures: Figure[] = [sandboxCreate, execRoundTrip, execThroughput];
+export const figures: Figure[] = [sandboxCreate, execRoundTrip, execThroughput, verifyToken, apiKeyLatency, tokenLatency, coldStart, loginThroughput];

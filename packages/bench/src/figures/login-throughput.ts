@@ -1,0 +1,69 @@
+import argon2 from "argon2";
+import type { Figure } from "../figure.ts";
+import { pct, saturate } from "../loop.ts";
+import { OWNER } from "../stack.ts";
+import { fmtBytes, fmtRate } from "../stats.ts";
+
+// identity's defaults (ARGON2_MEMORY_KIB, ARGON2_TIME_COST, ARGON2_PARALLELISM,
+// ARGON2_MAX_CONCURRENT), which the bench's identity runs with.
+const PARAMS = { memoryCost: 19_456, timeCost: 2, parallelism: 1 };
+const SERVICE_CONCURRENCY = 4;
+
+/** POST /v1/auth/login per second, against raw argon2id verifies per second at the same parameters. */
+export const loginThroughput: Figure = {
+  id: "login-throughput",
+  title: "login throughput",
+  goal: "≥ 90 % of raw argon2id, memory bounded",
+  async run(stack, size) {
+    const identity = await stack.identity();
+    const hash = await argon2.hash(OWNER.password, { type: argon2.argon2id, ...PARAMS });
+    const raw = async () => {
+      if (!(await argon2.verify(hash, OWNER.password))) throw new Error("argon2 verify failed");
+    };
+    const login = (clients: number) => async () => {
+      const res = await fetch(`${identity.urls.rest}/v1/auth/login`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(OWNER),
+      });
+      if (res.status !== 200) throw new Error(`login: ${res.status} ${await res.text()} (${clients} clients)`);
+      await res.arrayBuffer();
+    };
+    await saturate(SERVICE_CONCURRENCY, 300, raw);
+    await saturate(8, 300, login(8));
+    const rounds = size === "quick" ? 1 : 4;
+    const windowMs = size === "quick" ? 400 : 4000;
+    let r = { ops: 0, seconds: 0 };
+    let l = { ops: 0, seconds: 0 };
+    for (let i = 0; i < rounds; i++) {
+      const a = await saturate(SERVICE_CONCURRENCY, windowMs, raw);
+      const b = await saturate(8, windowMs, login(8));
+      r = { ops: r.ops + a.ops, seconds: r.seconds + a.seconds };
+      l = { ops: l.ops + b.ops, seconds: l.seconds + b.seconds };
+    }
+    const rawRate = r.ops / r.seconds;
+    const loginRate = l.ops / l.seconds;
+    // Memory under a burst far above the hashing concurrency: the semaphore
+    // should queue logins, not run 128 argon2 buffers of 19 MiB at once.
+    global.gc?.();
+    await identity.request("gc");
+    const before = await identity.stats();
+    let peak = before.rss;
+    const burstClients = size === "quick" ? 16 : 128;
+    const sampler = setInterval(() => {
+      identity.stats().then((s) => (peak = Math.max(peak, s.rss)), () => {});
+    }, 50);
+    const burst = await saturate(burstClients, size === "quick" ? 500 : 5000, login(burstClients));
+    clearInterval(sampler);
+    const growth = peak - before.rss;
+    const bounded = growth < 256 * 2 ** 20;
+    return {
+      baseline: `raw argon2id verify (m=19 MiB, t=2, p=1), ${SERVICE_CONCURRENCY} at a time: ${fmtRate(rawRate, "hashes/s")}`,
+      measured: `${fmtRate(loginRate, "logins/s")}; RSS ${fmtBytes(before.rss)} → peak ${fmtBytes(peak)} under ${burstClients} concurrent clients`,
+      ratio: pct(loginRate, rawRate),
+      met: loginRate >= 0.9 * rawRate && bounded,
+      notes: `${rounds} alternating windows of ${windowMs / 1000} s: raw argon2.verify with ${SERVICE_CONCURRENCY} in flight (the service's ARGON2_MAX_CONCURRENT) in the bench process, then POST /v1/auth/login from 8 HTTP clients to identity in its own process (each login = one argon2id verify + an RS256 signature + a refresh-token insert). Memory: identity's RSS sampled every 50 ms during a ${(burst.seconds).toFixed(1)} s burst of ${burstClients} concurrent clients (${fmtRate(burst.ops / burst.seconds, "logins/s")}); "bounded" = growth under 256 MiB (the argon2 semaphore caps hashing memory at ${SERVICE_CONCURRENCY} × 19 MiB).`,
+      raw: { rawRate, loginRate, rssBefore: before.rss, rssPeak: peak },
+    };
+  },
+};

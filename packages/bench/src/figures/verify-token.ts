@@ -1,0 +1,52 @@
+import { ISSUER, AUDIENCE } from "@platform/identity";
+import { jwtVerify } from "jose";
+import type { Figure } from "../figure.ts";
+import { authClient, publicKeyOf } from "../identity-client.ts";
+import { pct, saturate } from "../loop.ts";
+import { fmtRate } from "../stats.ts";
+
+const CONCURRENCY = 32;
+
+/** VerifyToken(JWT) calls/s over gRPC on loopback, against jose's jwtVerify in this process. */
+export const verifyToken: Figure = {
+  id: "verify-token",
+  title: "VerifyToken (JWT) throughput over gRPC on loopback",
+  goal: "≥ 50 % of jose in-process",
+  async run(stack, size) {
+    const identity = await stack.identity();
+    const client = authClient(identity.urls.grpc!);
+    const { access_token: token } = await stack.login();
+    const key = await publicKeyOf(client, token);
+    const joseOnce = async () => {
+      await jwtVerify(token, key, { algorithms: ["RS256"], issuer: ISSUER, audience: AUDIENCE });
+    };
+    const grpcOnce = async () => {
+      const res = await client.verifyToken({ token });
+      if (!res.context?.userId) throw new Error("VerifyToken returned no context");
+    };
+    // Warm-up both paths (JIT, HTTP/2 connection, key cache).
+    await saturate(CONCURRENCY, 300, grpcOnce);
+    await saturate(1, 200, joseOnce);
+    const rounds = size === "quick" ? 1 : 5;
+    const windowMs = size === "quick" ? 300 : 3000;
+    let jose = { ops: 0, seconds: 0 };
+    let grpc = { ops: 0, seconds: 0 };
+    for (let i = 0; i < rounds; i++) {
+      const j = await saturate(1, windowMs, joseOnce);
+      const g = await saturate(CONCURRENCY, windowMs, grpcOnce);
+      jose = { ops: jose.ops + j.ops, seconds: jose.seconds + j.seconds };
+      grpc = { ops: grpc.ops + g.ops, seconds: grpc.seconds + g.seconds };
+    }
+    const joseRate = jose.ops / jose.seconds;
+    const grpcRate = grpc.ops / grpc.seconds;
+    const stats = await identity.stats();
+    return {
+      baseline: `jose jwtVerify in-process: ${fmtRate(joseRate, "verifies/s")}`,
+      measured: fmtRate(grpcRate, "calls/s"),
+      ratio: pct(grpcRate, joseRate),
+      met: grpcRate >= 0.5 * joseRate,
+      notes: `${rounds} alternating windows of ${windowMs / 1000} s each; gRPC over one HTTP/2 connection with ${CONCURRENCY} calls in flight, identity in its own process (event-loop lag p99 there ${stats.lagP99Ms.toFixed(1)} ms). Each VerifyToken also reads the membership role from the database (the spec: role from the current membership), which jose alone does not.`,
+      raw: { joseRate, grpcRate },
+    };
+  },
+};
