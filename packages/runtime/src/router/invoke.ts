@@ -77,42 +77,33 @@ export function routerInvoke(deps: RouterInvokeDeps) {
       throw withRetryAfter(err, log);
     }
 
-    // The worker answered: the forward counts as routed traffic. The stamp
-    // goes out before the terminal event is yielded: after it, the consumer
-    // may stop pulling and this generator may never resume.
+    // The worker answered: the forward counts as routed traffic. Stamping
+    // now rather than at the end keeps IdleSweep from scaling the worker
+    // down under a long stream, and does not depend on the consumer pulling
+    // this generator past its terminal event.
     deps.waker.good(call.tenantId, opened.target);
-    let touched = false;
-    const touch = () => {
-      if (touched) return;
-      touched = true;
-      deps.controller
-        .updateLastSeen(opened.target.deployName)
-        .catch((err) => log?.warn({ err: String(err), deployName: opened.target.deployName }, "update last-seen failed"));
-    };
+    deps.controller
+      .updateLastSeen(opened.target.deployName)
+      .catch((err) => log?.warn({ err: String(err), deployName: opened.target.deployName }, "update last-seen failed"));
     try {
       if (opened.kind === "failed") {
-        touch();
         yield errorEvent(opened.error);
         return;
       }
       let r = opened.first;
       while (!r.done) {
-        const terminal = r.value.event.case === "turnDone" || r.value.event.case === "error";
-        if (terminal) touch();
         yield r.value;
-        if (terminal) return;
+        if (r.value.event.case === "turnDone" || r.value.event.case === "error") return;
         try {
           r = await opened.it.next();
         } catch (err) {
           if (ctx.signal.aborted) throw err;
           log?.warn({ err: String(err) }, "tenant stream failed mid-way");
-          touch();
           yield errorEvent(err);
           return;
         }
       }
     } finally {
-      touch();
       void opened.it?.return?.();
     }
   };
