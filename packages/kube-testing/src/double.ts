@@ -27,6 +27,12 @@ export interface KubeDoubleOptions {
    * Default 20 ms.
    */
   podStartDelayMs?: number | null;
+  /**
+   * Graceful pod deletion: a deleted pod first shows metadata.deletionTimestamp
+   * (its containers are stopped at once) and disappears this long after, as
+   * when the kubelet confirms termination. 0 removes it at once. Default 50 ms.
+   */
+  podTerminationMs?: number;
   /** Storage class stamped on PVCs that name none (the cluster default). Default "standard". */
   defaultStorageClass?: string;
   /** "immediate": readyReplicas follows spec.replicas; "manual": stays as set by setDeploymentReady. */
@@ -333,6 +339,32 @@ export class KubeDouble {
     }
   }
 
+  /** Marks the pod terminating, stops its containers, removes it after podTerminationMs. */
+  private terminateGracefully(ns: string, name: string, opts: KubeObject | undefined): KubeObject {
+    const pods = this.resource("pods");
+    const pod = this.store.get(pods, ns, name);
+    if (!pod) throw statusErrors.notFound("pods", "", name);
+    const pre = opts?.preconditions;
+    if ((pre?.uid && pre.uid !== pod.metadata.uid) || (pre?.resourceVersion && pre.resourceVersion !== pod.metadata.resourceVersion)) {
+      throw statusErrors.conflict("pods", "", name);
+    }
+    if (pod.metadata.deletionTimestamp) return pod;
+    const key = `${ns}/${name}`;
+    this.clearTimers(key);
+    this.stopSandbox(key);
+    const grace = opts?.gracePeriodSeconds ?? pod.spec.terminationGracePeriodSeconds ?? 30;
+    const marked = this.store.writeStatus(pods, ns, name, (p) => {
+      p.metadata.deletionTimestamp = new Date(Date.now() + grace * 1000).toISOString().replace(/\.\d+Z$/, "Z");
+      p.metadata.deletionGracePeriodSeconds = grace;
+    });
+    this.addTimer(key, this.options.podTerminationMs ?? 50, () => {
+      try {
+        this.store.delete(pods, ns, name);
+      } catch {}
+    });
+    return marked ?? pod;
+  }
+
   private schedule(ns: string, name: string): void {
     const delay = this.options.podStartDelayMs === undefined ? 20 : this.options.podStartDelayMs;
     if (delay === null) return;
@@ -448,6 +480,9 @@ export class KubeDouble {
       }
       case "DELETE": {
         const opts = body ? (parseJson(body, "application/json") as KubeObject) : undefined;
+        if (def.plural === "pods" && (this.options.podTerminationMs ?? 50) > 0) {
+          return this.send(res, 200, this.store.present(def, this.terminateGracefully(ns, name, opts)));
+        }
         const deleted = this.store.delete(def, ns, name, opts?.preconditions);
         if (def.deleteReturns === "object") return this.send(res, 200, this.store.present(def, deleted));
         return this.send(res, 200, successStatus({ name, group: def.group || undefined, kind: def.plural, uid: deleted.metadata.uid }));

