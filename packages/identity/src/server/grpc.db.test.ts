@@ -97,3 +97,12 @@ test("100 concurrent REST refreshes of one token: one 200, 99 × 401 refresh_tok
     assert.equal(r.json.action, "re_authenticate");
   }
 });
+
+test("/readyz turns 503 when the database is unreachable; /livez stays 200 (runs last: closes the database)", async () => {
+  assert.equal((await s.call("GET", "/readyz")).status, 200);
+  await s.database.close();
+  assert.equal((await s.call("GET", "/readyz")).status, 503);
+  assert.equal((await s.call("GET", "/livez")).status, 200);
+  const ready = await fetch(`${s.grpcUrl}/readyz`);
+  assert.equal(ready.status, 503);
+});

@@ -78,6 +78,7 @@ export async function startTestServer(env: Record<string, string> = {}) {
 
   return {
     app,
+    database,
     identity: app.identity,
     logs,
     base,
@@ -86,7 +87,8 @@ export async function startTestServer(env: Record<string, string> = {}) {
     login,
     close: async () => {
       await app.servers.close();
-      await database.close();
+      // A test may already have closed the database (readiness checks).
+      await database.close().catch(() => {});
     },
   };
 }
