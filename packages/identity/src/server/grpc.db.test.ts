@@ -6,6 +6,8 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { AuthReason, IdentityRestCode } from "@platform/errors";
 import { AuthMode, AuthService, Role } from "@platform/gen/identity/v1/auth_pb";
 import { SessionService } from "@platform/gen/identity/v1/rest_pb";
+import { Health, HealthCheckResponse_ServingStatus } from "@platform/gen/grpc/health/v1/health_pb";
+import { ServerReflection } from "@platform/gen/grpc/reflection/v1/reflection_pb";
 import { createServiceTransport, fromConnectError } from "@platform/rpc";
 import { type TestServer, startTestServer } from "../testing/server.ts";
 
@@ -48,6 +50,28 @@ test("reasons arrive as ErrorInfo over gRPC", async () => {
   const ctx = (await grpc.verifyJWT({ token: pair.access_token })).context!;
   const stranger = await s.identity.orgs.create({ name: "Stranger" });
   assert.deepEqual(await reason(grpc.issueJWT({ userId: ctx.userId, orgId: stranger.id })), { code: Code.PermissionDenied, reason: AuthReason.notAMember });
+});
+
+test("gRPC health and reflection pass the auth interceptor on both ports", async () => {
+  for (const baseUrl of [s.grpcUrl, s.base]) {
+    const health = createClient(Health, createServiceTransport({ baseUrl }));
+    assert.equal((await health.check({ service: "" })).status, HealthCheckResponse_ServingStatus.SERVING);
+    assert.equal((await health.check({ service: SessionService.typeName })).status, HealthCheckResponse_ServingStatus.SERVING);
+  }
+  const health = createClient(Health, createServiceTransport({ baseUrl: s.grpcUrl }));
+  assert.equal((await health.check({ service: AuthService.typeName })).status, HealthCheckResponse_ServingStatus.SERVING);
+  const reflection = createClient(ServerReflection, createServiceTransport({ baseUrl: s.grpcUrl }));
+  const stream = reflection.serverReflectionInfo(
+    (async function* () {
+      yield { messageRequest: { case: "listServices" as const, value: "" } };
+    })(),
+  );
+  const names: string[] = [];
+  for await (const res of stream) {
+    if (res.messageResponse.case === "listServicesResponse") names.push(...res.messageResponse.value.service.map((x) => x.name));
+    break;
+  }
+  assert.ok(names.includes(AuthService.typeName), names.join(","));
 });
 
 test("the REST services are also gRPC, with the same reasons", async () => {

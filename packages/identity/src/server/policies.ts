@@ -32,8 +32,13 @@ const rules: Record<string, RpcRule> = {
   [`${AuthService.typeName}/VerifyToken`]: { policy: "none", idempotent: false },
 };
 
+// The rpc package's infrastructure services on the same router: public by nature.
+const infrastructure = new Set(["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]);
+const open_: RpcRule = { policy: "none", idempotent: false };
+
 /** The rule of a method. An RPC without one is refused, so a new RPC is never public by accident. */
 export function ruleOf(method: DescMethod): RpcRule | undefined {
+  if (infrastructure.has(method.parent.typeName)) return open_;
   return rules[`${method.parent.typeName}/${method.name}`];
 }
 
