@@ -161,3 +161,19 @@ test("the sandbox id is stored on the session", async () => {
   await store.setSandbox(s.id, "sbx-1");
   assert.equal((await store.getSession(org, s.id))?.sandboxId, "sbx-1");
 });
+
+test("the terminal append frees the session in the same statement, only for the holding run", async () => {
+  const org = randomUUID();
+  const a = await agent(org, "release");
+  const s = await store.createSession(org, a.id);
+  const run = randomUUID();
+  assert.equal((await store.acquireRun(org, s.id, run, 60_000)).ok, true);
+  await store.appendEvents(s.id, randomUUID(), [{ type: "done" }], { release: true });
+  assert.equal((await store.getSession(org, s.id))?.activeRunId, run, "another run's terminal event frees nothing");
+  await store.appendEvents(s.id, run, [{ type: "text", content: "x" }]);
+  assert.equal((await store.getSession(org, s.id))?.status, "running");
+  await store.appendEvents(s.id, run, [{ type: "done" }], { release: true });
+  const after = await store.getSession(org, s.id);
+  assert.equal(after?.status, "idle");
+  assert.equal(after?.lastSeq, 3);
+});

@@ -156,16 +156,25 @@ export class KyselyStore implements Store {
     return row?.active_run_id ?? undefined;
   }
 
-  async appendEvents(sessionId: string, runId: string | undefined, events: readonly NewEvent[]): Promise<SessionEvent[]> {
+  async appendEvents(
+    sessionId: string,
+    runId: string | undefined,
+    events: readonly NewEvent[],
+    options: { release?: boolean } = {},
+  ): Promise<SessionEvent[]> {
     if (events.length === 0) return [];
     const n = events.length;
+    const release = options.release === true && runId !== undefined;
     // One statement, so one round trip and atomic: the update's row lock
     // serializes appenders of a session until commit, so seqs are gapless
     // and never shared. The notification (delivered at commit) wakes
     // followers on other replicas.
     const result = await sql<Selectable<SessionEventsTable>>`
       with s as (
-        update sessions set last_seq = last_seq + ${n}, updated_at = now()
+        update sessions set last_seq = last_seq + ${n}, updated_at = now(),
+          active_run_id = case when ${release} and active_run_id = ${runId ?? null}::uuid then null else active_run_id end,
+          run_lease_until = case when ${release} and active_run_id = ${runId ?? null}::uuid then null else run_lease_until end,
+          cancel_requested = case when ${release} and active_run_id = ${runId ?? null}::uuid then false else cancel_requested end
         where id = ${sessionId}
         returning last_seq
       ), ins as (

@@ -34,9 +34,11 @@ export interface Store {
 
   /**
    * Appends events to the log with the next gapless per-session seqs,
-   * atomically: concurrent appends never share or skip a seq.
+   * atomically: concurrent appends never share or skip a seq. With
+   * `release`, the same statement frees the session from `runId`, so a
+   * client that has seen the terminal event can start the next run at once.
    */
-  appendEvents(sessionId: string, runId: string | undefined, events: readonly NewEvent[]): Promise<SessionEvent[]>;
+  appendEvents(sessionId: string, runId: string | undefined, events: readonly NewEvent[], options?: { release?: boolean }): Promise<SessionEvent[]>;
   /** Records the session's sandbox (first tool call). */
   setSandbox(sessionId: string, sandboxId: string): Promise<void>;
 

@@ -220,11 +220,14 @@ class Run {
   async #finish(events: NewEvent[]): Promise<void> {
     clearInterval(this.#renewal);
     try {
-      await this.append(events);
+      // The terminal event frees the session in the same statement, and is
+      // published only then: whoever sees it can send the next message.
+      const stored = await this.store.appendEvents(this.session.id, this.runId, events, { release: true });
+      this.runner.finished(this.session.id, this.runId);
+      this.hub.publish(this.session.id, stored);
     } catch (err) {
       this.logger.error({ err }, "could not append the terminal event");
-    } finally {
-      await this.store.releaseRun(this.session.id, this.runId).catch((err) => this.logger.error({ err }, "could not release the run"));
+      await this.store.releaseRun(this.session.id, this.runId).catch((e) => this.logger.error({ err: e }, "could not release the run"));
       this.runner.finished(this.session.id, this.runId);
     }
   }

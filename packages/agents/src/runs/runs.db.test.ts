@@ -59,6 +59,14 @@ describe("send messages", () => {
     assert.equal(h.compute.createCalls.filter((c) => c.sessionId === s.id).length, 0, "no tool call, no sandbox");
   });
 
+  test("the next send right after a terminal event is accepted (no 409 window)", async () => {
+    const s = await newSession();
+    for (let i = 0; i < 5; i++) {
+      const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user(`turn ${i}`)] }, h.as(s.caller)));
+      assert.equal(events.at(-1)?.type, "done");
+    }
+  });
+
   test("messages are validated: non-empty, roles, toolUseId only for tool", async () => {
     const s = await newSession();
     const bad = async (messages: Array<Record<string, unknown>>, pattern: RegExp) => {
@@ -102,6 +110,20 @@ describe("send messages", () => {
 });
 
 describe("tool loop", () => {
+  test("a session whose runs make no tool call never calls CreateSandbox", async () => {
+    const s = await newSession();
+    const before = h.compute.createCalls.length;
+    for (const text of ["hello", "tell me more", "/fail oops"]) {
+      await collect(h.sessions.sendMessages({ id: s.id, messages: [user(text)] }, h.as(s.caller)));
+    }
+    assert.equal(h.compute.createCalls.length, before, "no CreateSandbox at all");
+    const { session } = await h.sessions.getSession({ id: s.id }, h.as(s.caller));
+    assert.equal(session?.sandboxId, "");
+    // The first tool call is what creates it.
+    await collect(h.sessions.sendMessages({ id: s.id, messages: [user("/ls")] }, h.as(s.caller)));
+    assert.deepEqual(h.compute.createCalls.slice(before), [{ tenantId: s.caller.orgId, sessionId: s.id }]);
+  });
+
   test("bash tool_use runs in a sandbox created once per session, result goes back to the model", async () => {
     const s = await newSession();
     const first = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("run: echo hi")] }, h.as(s.caller)));
@@ -118,7 +140,8 @@ describe("tool loop", () => {
 
     const creates = h.compute.createCalls.filter((c) => c.sessionId === s.id);
     assert.equal(creates.length, 1);
-    assert.equal(creates[0]!.tenantId, (await h.identity.caller()) && s.caller.orgId);
+    assert.equal(creates[0]!.tenantId, s.caller.orgId, "tenant = org");
+    assert.equal(creates[0]!.sessionId, s.id);
     const { session } = await h.sessions.getSession({ id: s.id }, h.as(s.caller));
     assert.ok(session?.sandboxId);
 
