@@ -7,6 +7,8 @@ import { apiKeyLatency } from "./api-key-latency.ts";
 import { loginThroughput } from "./login-throughput.ts";
 import { tokenLatency } from "./token-latency.ts";
 import { coldStart } from "./cold-start.ts";
+import { sseStreams } from "./sse-streams.ts";
+import { density } from "./density.ts";
 
 /** In the order of the table. */
-export const figures: Figure[] = [sandboxCreate, execRoundTrip, execThroughput, verifyToken, apiKeyLatency, tokenLatency, coldStart, loginThroughput];
+export const figures: Figure[] = [sandboxCreate, execRoundTrip, execThroughput, verifyToken, apiKeyLatency, tokenLatency, sseStreams, coldStart, loginThroughput, density];

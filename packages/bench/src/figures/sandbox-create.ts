@@ -16,7 +16,8 @@ export const sandboxCreate: Figure = {
     const platform: number[] = [];
     const bare: number[] = [];
     // Warm-up: connection, JIT, first cgroup.
-    await timedExec(client, await createSandbox(client), "/bin/true", []).catch(() => {});
+    const warm = await createSandbox(client);
+    await timedExec(client, warm, "/bin/true", []).finally(() => client.destroySandbox({ sandboxId: warm }));
     const n = await repeat({ n: size === "quick" ? 3 : 200, budgetMs: size === "quick" ? 5_000 : 45_000, minN: 3 }, async () => {
       bare.push((await bwrapRun("/bin/echo", ["hi"])).firstByteNs);
       const t0 = now();

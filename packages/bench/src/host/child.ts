@@ -15,7 +15,6 @@ const kind = process.argv[2];
 const lag = monitorEventLoopDelay({ resolution: 1 });
 lag.enable();
 const logger = pino({ level: process.env.LOG_LEVEL ?? "warn" });
-process.on("disconnect", () => process.exit(0));
 
 let closeService: () => Promise<void> = async () => {};
 let extra: (msg: Msg) => unknown = () => undefined;
@@ -35,7 +34,12 @@ async function start(): Promise<Record<string, string>> {
     const driver = new LocalDriver({ dataDir: config.dataDir, cgroupPrefix: prefix, logger });
     const app = await createComputeApp(config, logger, { driver });
     const { url } = await app.server.listen();
-    closeService = () => app.close();
+    closeService = async () => {
+      await app.close();
+      // The driver leaves sandboxes running across restarts by design; a
+      // bench run must leave nothing behind, whatever failed on the way.
+      removeCgroupTree(prefix);
+    };
     extra = (msg) => (msg.type === "cgroup" ? cgroupMemory(prefix) : undefined);
     return { grpc: url };
   }
@@ -51,13 +55,55 @@ async function start(): Promise<Record<string, string>> {
   throw new Error(`unknown service ${kind}`);
 }
 
-/** The sandboxes' memory as the kernel counts it (v1 memory controller, or v2). */
-function cgroupMemory(prefix: string): { usageBytes: number; rssBytes: number; path: string } | undefined {
+function ownCgroups(): Map<string, string> {
   const own = new Map<string, string>();
   for (const line of fs.readFileSync("/proc/self/cgroup", "utf8").split("\n")) {
     const [, controllers, path] = line.split(":");
     if (controllers !== undefined && path !== undefined) for (const c of controllers.split(",")) own.set(c, path);
   }
+  return own;
+}
+
+/** Kills every process left in the bench's cgroup subtree and removes it. */
+function removeCgroupTree(prefix: string): void {
+  const own = ownCgroups();
+  const roots = [join("/sys/fs/cgroup", prefix)];
+  for (const entry of fs.readdirSync("/sys/fs/cgroup", { withFileTypes: true })) {
+    if (entry.isDirectory()) roots.push(join("/sys/fs/cgroup", entry.name, own.get(entry.name) ?? "/", prefix));
+  }
+  const walk = (dir: string, visit: (d: string) => void) => {
+    if (!fs.existsSync(dir)) return;
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(join(dir, e.name), visit);
+    visit(dir);
+  };
+  for (const root of roots) {
+    walk(root, (d) => {
+      try {
+        for (const pid of fs.readFileSync(join(d, "cgroup.procs"), "utf8").split("\n").filter(Boolean)) process.kill(Number(pid), "SIGKILL");
+      } catch {
+        // gone already
+      }
+    });
+  }
+  for (let attempt = 0; attempt < 20; attempt++) {
+    let left = 0;
+    for (const root of roots) {
+      walk(root, (d) => {
+        try {
+          fs.rmdirSync(d);
+        } catch {
+          left++;
+        }
+      });
+    }
+    if (left === 0) return;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+  }
+}
+
+/** The sandboxes' memory as the kernel counts it (v1 memory controller, or v2). */
+function cgroupMemory(prefix: string): { usageBytes: number; rssBytes: number; path: string } | undefined {
+  const own = ownCgroups();
   const candidates = [join("/sys/fs/cgroup/memory", own.get("memory") ?? "/", prefix), join("/sys/fs/cgroup", prefix)];
   for (const dir of candidates) {
     const v1 = join(dir, "memory.usage_in_bytes");
@@ -107,6 +153,12 @@ process.on("message", (raw) => {
       process.send?.({ id: msg.id, error: String(err) });
     }
   })();
+});
+
+// The runner went away (killed, crashed): clean up and go too.
+process.on("disconnect", () => {
+  setTimeout(() => process.exit(0), 10_000).unref();
+  closeService().finally(() => process.exit(0));
 });
 
 start().then(

@@ -1,0 +1,89 @@
+import * as http from "node:http";
+import type { Figure } from "../figure.ts";
+import { fmtBytes } from "../stats.ts";
+
+/**
+ * Idle SSE streams held by one agents process: one session whose run waits
+ * forever (the `bench/idle` model) and N followers on
+ * GET /v1/sessions/{id}/events, each its own HTTP/1.1 connection. Memory per
+ * stream from the agents process's RSS (after GC) before and after; lag from
+ * its own event-loop delay histogram while the streams sit idle.
+ */
+export const sseStreams: Figure = {
+  id: "sse-streams",
+  title: "open SSE streams held by one agents process",
+  goal: "10,000 idle, ≤ 50 KB each, event-loop lag p99 ≤ 20 ms",
+  async run(stack, size) {
+    const agents = await stack.agents();
+    const { access_token: token } = await stack.login();
+    const sessionId = await stack.newSession(token, "bench/idle");
+    const base = new URL(agents.urls.url!);
+    const agent = new http.Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+    const requests: http.ClientRequest[] = [];
+
+    const open = (path: string, method: string, body?: string) =>
+      new Promise<void>((resolve, reject) => {
+        const req = http.request(
+          {
+            host: base.hostname,
+            port: base.port,
+            path,
+            method,
+            agent,
+            headers: { authorization: `Bearer ${token}`, accept: "text/event-stream", ...(body ? { "content-type": "application/json" } : {}) },
+          },
+          (res) => {
+            if (res.statusCode !== 200) return reject(new Error(`${method} ${path}: ${res.statusCode}`));
+            // Resolve on the first event: the stream is established and held.
+            res.once("data", () => resolve());
+            res.on("error", () => {});
+          },
+        );
+        req.on("error", reject);
+        requests.push(req);
+        req.end(body);
+      });
+
+    const target = size === "quick" ? 50 : 10_000;
+    let opened = 0;
+    let error: string | undefined;
+    try {
+      await open(`/v1/sessions/${sessionId}/messages`, "POST", JSON.stringify({ messages: [{ role: "user", content: "wait" }] }));
+      opened = 1;
+      await agents.request("gc");
+      const before = await agents.stats();
+      const t0 = performance.now();
+      const batch = 100;
+      while (opened < target) {
+        const n = Math.min(batch, target - opened);
+        await Promise.all(Array.from({ length: n }, () => open(`/v1/sessions/${sessionId}/events`, "GET")));
+        opened += n;
+      }
+      const openSeconds = (performance.now() - t0) / 1000;
+      // Idle window: nothing is sent; only what the process does on its own runs.
+      await agents.request("resetLag");
+      await new Promise((r) => setTimeout(r, size === "quick" ? 500 : 10_000));
+      const idle = await agents.stats();
+      await agents.request("gc");
+      const after = await agents.stats();
+      const perStream = (after.rss - before.rss) / (opened - 1);
+      const heapPerStream = (after.heapUsed - before.heapUsed) / (opened - 1);
+      const cpuPct = (((idle.cpu.user + idle.cpu.system - (before.cpu.user + before.cpu.system)) / 1e6 / ((performance.now() - t0) / 1000)) * 100).toFixed(0);
+      return {
+        baseline: "—",
+        measured: `${opened} open; ${fmtBytes(perStream)} RSS (${fmtBytes(heapPerStream)} heap) per stream; lag p99 ${idle.lagP99Ms.toFixed(1)} ms (max ${idle.lagMaxMs.toFixed(0)} ms)`,
+        ratio: "—",
+        met: opened >= 10_000 && perStream <= 50_000 && idle.lagP99Ms <= 20,
+        notes: `${opened - 1} followers (GET /v1/sessions/{id}/events) of one session whose run never ends, plus that run's own POST …/messages stream, opened ${batch} at a time in ${openSeconds.toFixed(1)} s from the bench process (one HTTP/1.1 connection each). RSS ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (after GC); lag over a ${size === "quick" ? 0.5 : 10} s idle window. The agents process used ${cpuPct} % of a core from the first open to the end of the idle window.${size === "quick" ? " (quick: 50 streams only)" : ""}`,
+        raw: { opened, perStream, heapPerStream, lagP99Ms: idle.lagP99Ms, rssBefore: before.rss, rssAfter: after.rss },
+      };
+    } catch (err) {
+      error = String(err);
+      throw new Error(`after ${opened} streams: ${error}`);
+    } finally {
+      for (const req of requests) req.destroy();
+      agent.destroy();
+      await fetch(`${agents.urls.url}/v1/sessions/${sessionId}/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: "{}" }).catch(() => {});
+    }
+  },
+};
