@@ -94,7 +94,8 @@ describe("kubernetes driver: what lands on the cluster", () => {
     const t0 = Date.now();
     await driver.destroy(a.sandboxId);
     // Graceful deletion: terminating first, gone once the kubelet confirms.
-    assert.ok(double.get("pods", NS, podName(a.sandboxId))?.metadata.deletionTimestamp);
+    const terminating = double.get("pods", NS, podName(a.sandboxId));
+    assert.ok(terminating === undefined || terminating.metadata.deletionTimestamp, "deleted or terminating");
     assert.equal((await driver.observe(a.sandboxId)).phase, "gone");
     await until(() => double.get("pods", NS, podName(a.sandboxId)) === undefined);
     const mark = Date.parse(double.get("persistentvolumeclaims", NS, claimName(a.sandboxId))?.metadata.annotations[DELETE_AFTER_KEY]);
