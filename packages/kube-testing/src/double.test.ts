@@ -156,7 +156,7 @@ describe("pods, PVCs and exec", () => {
   const pvcBody = (name: string) => ({ metadata: { name }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } } });
 
   async function waitPhase(name: string, phase: string): Promise<void> {
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < 600; i++) {
       if ((await core.readNamespacedPod({ namespace: ns, name })).status?.phase === phase) return;
       await new Promise((r) => setTimeout(r, 25));
     }
