@@ -333,9 +333,14 @@ export class LocalDriver implements SandboxDriver {
     const usageBefore = live.finalUsage ?? this.liveUsage(live);
     await live.cgroup.killAll();
     if (live.child && live.child.exitCode === null && live.child.signalCode === null) {
+      // A ref'd timer: the sandbox's child handle is unref'd, so without it the
+      // event loop could end before the exit is delivered.
       await new Promise<void>((r) => {
-        live.child?.once("exit", () => r());
-        setTimeout(r, 2000).unref();
+        const timer = setTimeout(r, 2000);
+        live.child?.once("exit", () => {
+          clearTimeout(timer);
+          r();
+        });
       });
     }
     const total = live.finalUsage ?? usageBefore;
