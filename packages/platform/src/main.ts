@@ -13,7 +13,9 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
 
 async function main(): Promise<void> {
   const config = loadLauncherConfig();
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // 0755: sandboxes run as an unprivileged user and must reach their workspaces
+  // below it; the secrets file itself is 0600.
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o755 });
   const { secrets, created } = loadOrCreateSecrets(config.dataDir);
   const { services, endpoints } = platformServices(config, secrets);
 

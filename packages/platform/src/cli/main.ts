@@ -38,7 +38,14 @@ async function main(argv: string[]): Promise<void> {
     args: argv,
     allowPositionals: true,
     strict: false,
-    options: { help: { type: "boolean", short: "h" } },
+    options: {
+      help: { type: "boolean", short: "h" },
+      ...Object.fromEntries(
+        ["email", "password", "name", "slug", "model", "system-prompt", "env", "expires-at", "limit", "after", "agent", "id"].map(
+          (name) => [name, { type: "string" as const }],
+        ),
+      ),
+    },
   });
   const [command, action, ...rest] = positionals;
   if (!command || values.help || command === "help") {

@@ -8,7 +8,7 @@ export type LocalSecrets = { kek: string; ownerPassword: string; createdAt: stri
 export function loadOrCreateSecrets(dataDir: string): { secrets: LocalSecrets; created: boolean } {
   const path = join(dataDir, "secrets.json");
   if (existsSync(path)) return { secrets: JSON.parse(readFileSync(path, "utf8")) as LocalSecrets, created: false };
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  mkdirSync(dataDir, { recursive: true, mode: 0o755 });
   const secrets: LocalSecrets = {
     kek: randomBytes(32).toString("hex"),
     // Readable but strong: 24 base64url characters, 144 bits.
