@@ -229,7 +229,12 @@ describe("workspace path rules under attack", () => {
        const { workerData: w } = require("node:worker_threads");
        fs.symlinkSync(w.outside, w.link);
        const mv = (a, b) => { try { fs.renameSync(a, b); } catch {} };
-       for (;;) { mv(w.swap, w.parked); mv(w.link, w.swap); mv(w.swap, w.link); mv(w.parked, w.swap); }`,
+       for (;;) {
+         mv(w.swap, w.parked); mv(w.link, w.swap); mv(w.swap, w.link);
+         // A write may have recreated "swap" (inside the workspace) while it was away: drop it.
+         try { fs.rmSync(w.swap, { recursive: true, force: true }); } catch {}
+         mv(w.parked, w.swap);
+       }`,
       {
         eval: true,
         workerData: {

@@ -161,11 +161,16 @@ export class LocalDriver implements SandboxDriver {
     const live = this.get(sandboxId);
     if (live.observation.phase !== "starting") return Promise.resolve({ ...live.observation });
     return new Promise((resolve, reject) => {
+      // The sandbox's own handles are unref'd (it outlives this process), so a
+      // waiter keeps the event loop alive itself until the phase settles.
+      const keepAlive = setInterval(() => {}, 1000);
       const done = () => {
+        clearInterval(keepAlive);
         signal?.removeEventListener("abort", onAbort);
         resolve({ ...live.observation });
       };
       const onAbort = () => {
+        clearInterval(keepAlive);
         live.settledWaiters = live.settledWaiters.filter((w) => w !== done);
         reject(signal?.reason);
       };
