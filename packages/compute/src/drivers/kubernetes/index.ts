@@ -2,7 +2,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import type { SandboxDriver } from "../../driver.ts";
 import { KubernetesDriver } from "./kubernetes-driver.ts";
 
-export { KubernetesDriver, type KubernetesDriverOptions, parseUsage } from "./kubernetes-driver.ts";
+export { KubernetesDriver, type KubernetesDriverOptions, parseContainerUsage } from "./kubernetes-driver.ts";
 export { buildClaim, buildPod, claimName, observePod, podName } from "./objects.ts";
 
 /**

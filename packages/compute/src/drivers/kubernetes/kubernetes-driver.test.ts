@@ -4,7 +4,7 @@ import { after, before, describe, test } from "node:test";
 import { KubeDouble } from "@platform/kube-testing";
 import { DELETE_AFTER_KEY } from "../../driver.ts";
 import { collectExec, contractSpec, driverContract } from "../../testing/driver-contract.ts";
-import { KubernetesDriver, parseContainerUsage, parseUsage } from "./kubernetes-driver.ts";
+import { KubernetesDriver, parseContainerUsage } from "./kubernetes-driver.ts";
 import { claimName, podName } from "./objects.ts";
 
 const NS = "sandboxes";
@@ -130,16 +130,6 @@ describe("kubernetes driver: what lands on the cluster", () => {
     await again.close();
     await assert.rejects(driver.observe(randomUUID()));
   });
-});
-
-test("parseUsage reads the wrapper's records: peak kB, the cgroup oom_kill delta, children CPU from `times`", () => {
-  const u = parseUsage("2048\n3 4\n0m0.010000s 0m0.000000s\n0m1.250000s 0m0.250000s\n");
-  assert.equal(u.memoryPeakBytes, 2048 * 1024);
-  assert.equal(u.oomKills, 1);
-  assert.equal(u.cpuMs, 1500);
-  const none = parseUsage("0\n0 \n0m0.00s 0m0.00s\n0m0.02s 0m0.01s\n");
-  assert.equal(none.oomKills, 0);
-  assert.equal(none.cpuMs, 30);
 });
 
 test("parseContainerUsage reads cgroup v2 counters and leaves fields out when the cgroup is not visible", () => {

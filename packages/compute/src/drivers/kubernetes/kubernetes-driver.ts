@@ -22,7 +22,8 @@ import {
 import { Annotation, buildClaim, buildPod, CONTAINER, claimName, Label, observePod, type PodOptions, podName, SELECTOR } from "./objects.ts";
 import { PodExec, type PodExecTarget } from "./pod-exec.ts";
 import { cleanWorkspacePath } from "../../paths.ts";
-import { CONTAINER_USAGE, FILES, KILL, RUN, USAGE } from "./scripts.ts";
+import { CONTAINER_USAGE, FILES, KILL, RUN } from "./scripts.ts";
+import { UsageRecordFilter } from "./usage-record.ts";
 
 export interface KubernetesDriverOptions extends Partial<PodOptions> {
   kubeConfig: KubeConfig;
@@ -59,25 +60,6 @@ function addUsage(a: Usage, b: Usage): Usage {
     networkEgressBytes: a.networkEgressBytes + b.networkEgressBytes,
     networkIngressBytes: a.networkIngressBytes + b.networkIngressBytes,
   };
-}
-
-/**
- * The USAGE script's output: line 1 peak RSS in kB, line 2 the container
- * cgroup's oom_kill counter before and after, then `times` ("0m0.12s 0m0.03s"
- * per line; its 2nd line is the children's user and system time).
- */
-export function parseUsage(text: string): Usage & { oomKills: number } {
-  const lines = text.split("\n");
-  const memKb = Number(lines[0]?.trim()) || 0;
-  const [before, after] = (lines[1] ?? "").trim().split(/\s+/).map(Number);
-  const oomKills = Number.isFinite(before) && Number.isFinite(after) && after > before ? after - before : 0;
-  const secs = (s: string) => {
-    const m = /^(\d+)m([\d.]+)s$/.exec(s);
-    return m ? Number(m[1]) * 60 + Number(m[2]) : 0;
-  };
-  const children = (lines[3] ?? "").trim().split(/\s+/);
-  const cpuMs = Math.round((secs(children[0] ?? "") + secs(children[1] ?? "")) * 1000);
-  return { ...zeroUsage(), cpuMs, memoryPeakBytes: memKb * 1024, memoryAvgBytes: memKb * 1024, oomKills };
 }
 
 /**
@@ -310,8 +292,18 @@ export class KubernetesDriver implements SandboxDriver {
     };
     request.signal?.addEventListener("abort", onAbort, { once: true });
     let drained = false;
+    const records = new UsageRecordFilter(id);
     try {
-      for await (const chunk of run.chunks()) yield chunk;
+      for await (const chunk of run.chunks()) {
+        if (chunk.type === "stdout") {
+          yield chunk;
+          continue;
+        }
+        const data = records.push(chunk.data);
+        if (data.length > 0) yield { type: "stderr", data: new Uint8Array(data) };
+      }
+      const rest = records.flush();
+      if (rest.length > 0) yield { type: "stderr", data: new Uint8Array(rest) };
       drained = true;
     } finally {
       request.signal?.removeEventListener("abort", onAbort);
@@ -319,7 +311,7 @@ export class KubernetesDriver implements SandboxDriver {
       if (!drained && !cancelled) this.cancel(sandboxId, id, run).catch(() => {});
     }
     const wallTimeMs = Date.now() - started;
-    const { oomKills, ...usage } = await this.collectUsage(sandboxId, id);
+    const { oomKills, ...usage } = records.record ?? { ...zeroUsage(), oomKills: 0 };
     const k = this.known.get(sandboxId);
     if (k) k.usage = addUsage(k.usage, usage);
     let oomKilled = oomKills > 0 && run.exitCode === 137 ? true : undefined;
@@ -344,15 +336,6 @@ export class KubernetesDriver implements SandboxDriver {
     await PodExec.run(this.kc, target, ["/bin/sh", "-c", KILL, "sh", id, "TERM"]);
     const ended = await Promise.race([run.finished.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), this.killGraceMs).unref())]);
     if (!ended) await PodExec.run(this.kc, target, ["/bin/sh", "-c", KILL, "sh", id, "KILL"]);
-  }
-
-  private async collectUsage(sandboxId: string, id: string): Promise<Usage & { oomKills: number }> {
-    try {
-      const r = await PodExec.run(this.kc, this.target(sandboxId), ["/bin/sh", "-c", USAGE, "sh", id]);
-      return parseUsage(r.stdout.toString("utf8"));
-    } catch {
-      return { ...zeroUsage(), oomKills: 0 };
-    }
   }
 
   // ---- files ---------------------------------------------------------------

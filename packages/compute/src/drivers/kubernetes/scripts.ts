@@ -6,14 +6,18 @@
 
 /** Per-exec state (pid, memory samples, CPU times) lives in the pod's /tmp. */
 export const STATE_DIR = "/tmp/.platform-exec";
+/** Tag of the usage record the RUN wrapper writes last on stderr. */
+export const USAGE_TAG = "PLATFORM_EXEC_USAGE_";
 
 /**
  * Runs one user command: `sh -c RUN sh <id> <workdir> <n> K=V... cmd args...`.
  * The command runs as the leader of its own session (setsid), so a later
  * exec can signal everything it started; its pid goes to <id>.pid. A
  * background sampler records the command's VmHWM (peak RSS) every 100 ms;
- * after it ends, `times` records the CPU time of the waited-for tree. The
- * exit status is the command's (128+n when killed by signal n).
+ * after it ends, `times` gives the CPU time of the waited-for tree. The
+ * wrapper's last output is one usage record on stderr, NUL-delimited and
+ * tagged with the exec id (see usage-record.ts), which the driver strips
+ * from the stream. The exit status is the command's (128+n for signal n).
  */
 export const RUN = `set -u
 d=${STATE_DIR}; id=$1; wd=$2; n=$3; shift 3
@@ -33,8 +37,11 @@ echo "$pid" > "$d/$id.pid"
 sampler=$!
 wait "$pid"; code=$?
 kill "$sampler" 2>/dev/null
-echo "\${o1:-0} $(oom)" > "$d/$id.oom"
-times > "$d/$id.times"
+o2=$(oom)
+mem=0; [ -r "$d/$id.mem" ] && read -r mem < "$d/$id.mem"
+times > "$d/$id.times"; { read -r _; read -r cpu; } < "$d/$id.times"
+rm -f "$d/$id.pid" "$d/$id.mem" "$d/$id.times"
+printf '\\000${USAGE_TAG}%s %s %s %s %s\\000' "$id" "\${mem:-0}" "\${o1:-0}" "\${o2:-0}" "\${cpu:-}" >&2
 exit "$code"
 `;
 
@@ -56,17 +63,6 @@ done
 exit 0
 `;
 
-/**
- * Prints and removes an exec's usage records: `sh -c USAGE sh <id>` →
- * peak kB, "oom_kill-before oom_kill-after" (cgroup v2 memory.events of the
- * container, when visible), then the `times` output.
- */
-export const USAGE = `d=${STATE_DIR}
-cat "$d/$1.mem" 2>/dev/null || echo 0
-cat "$d/$1.oom" 2>/dev/null || echo "0 0"
-cat "$d/$1.times" 2>/dev/null
-rm -f "$d/$1.pid" "$d/$1.mem" "$d/$1.oom" "$d/$1.times"
-`;
 
 /**
  * File operations: `sh -c FILES sh <op> <mount> <rel> [args]`.
