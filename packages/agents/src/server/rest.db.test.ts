@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createTestDatabase } from "@platform/db/testing";
+import { SessionService } from "@platform/gen/agents/v1/agents_pb";
 import pino from "pino";
+import { grpcTransport } from "../adapters/grpc-transport.ts";
 import type { AgentsConfig } from "../config.ts";
 import type { AgentsDB } from "../db/schema.ts";
 import { DevModel } from "../providers/dev.ts";
@@ -304,5 +307,19 @@ describe("REST: sessions and streams", () => {
     );
     const idle = await call("POST", `/v1/sessions/${session.id}/cancel`, { token: caller.token });
     assert.equal(idle.json.cancelled ?? false, false);
+  });
+});
+
+describe("gRPC", () => {
+  test("the same RPCs over gRPC (the runtime's tenant workers): bearer required, SendMessages streams", async () => {
+    const client = createClient(SessionService, grpcTransport(base));
+    const { caller, session } = await agentAndSession();
+    await assert.rejects(client.getSession({ id: session.id }), (err: unknown) => ConnectError.from(err).code === Code.Unauthenticated);
+    const headers = { authorization: `Bearer ${caller.token}` };
+    const types: string[] = [];
+    for await (const e of client.sendMessages({ id: session.id, messages: [{ role: "user", content: "over grpc" }] }, { headers })) types.push(e.type);
+    assert.equal(types.at(-1), "done");
+    const got = await client.getSession({ id: session.id }, { headers });
+    assert.equal(got.events[0]?.content, "over grpc");
   });
 });
