@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/api/v1/options.proto.
  */
 export const file_platform_api_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Ch1wbGF0Zm9ybS9hcGkvdjEvb3B0aW9ucy5wcm90bxIPcGxhdGZvcm0uYXBpLnYxImoKCVNzZVN0cmVhbRIQCghpZF9maWVsZBgBIAEoCRIUCgxyZXN1bWVfZmllbGQYAiABKAkSDQoFb25lb2YYAyABKAkSJgoEZGF0YRgEIAEoDjIYLnBsYXRmb3JtLmFwaS52MS5Tc2VEYXRhImcKCFNzZUV2ZW50Eg0KBWV2ZW50GAEgASgJEiYKBGRhdGEYAiABKA4yGC5wbGF0Zm9ybS5hcGkudjEuU3NlRGF0YRISCgp0ZXh0X2ZpZWxkGAMgASgJEhAKCHRlcm1pbmFsGAQgASgIKlEKB1NzZURhdGESGAoUU1NFX0RBVEFfVU5TUEVDSUZJRUQQABIRCg1TU0VfREFUQV9KU09OEAESGQoVU1NFX0RBVEFfRVNDQVBFRF9URVhUEAI6RwoOc3VjY2Vzc19zdGF0dXMSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5jgMgASgFUg1zdWNjZXNzU3RhdHVzOk4KA3NzZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLqOAyABKAsyGi5wbGF0Zm9ybS5hcGkudjEuU3NlU3RyZWFtUgNzc2U6VwoJc3NlX2V2ZW50Eh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxi7jgMgASgLMhkucGxhdGZvcm0uYXBpLnYxLlNzZUV2ZW50Ughzc2VFdmVudGIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("Ch1wbGF0Zm9ybS9hcGkvdjEvb3B0aW9ucy5wcm90bxIPcGxhdGZvcm0uYXBpLnYxIn8KCVNzZVN0cmVhbRIQCghpZF9maWVsZBgBIAEoCRIUCgxyZXN1bWVfZmllbGQYAiABKAkSDQoFb25lb2YYAyABKAkSJgoEZGF0YRgEIAEoDjIYLnBsYXRmb3JtLmFwaS52MS5Tc2VEYXRhEhMKC2RhdGFfZmllbGRzGAUgAygJImcKCFNzZUV2ZW50Eg0KBWV2ZW50GAEgASgJEiYKBGRhdGEYAiABKA4yGC5wbGF0Zm9ybS5hcGkudjEuU3NlRGF0YRISCgp0ZXh0X2ZpZWxkGAMgASgJEhAKCHRlcm1pbmFsGAQgASgIKlEKB1NzZURhdGESGAoUU1NFX0RBVEFfVU5TUEVDSUZJRUQQABIRCg1TU0VfREFUQV9KU09OEAESGQoVU1NFX0RBVEFfRVNDQVBFRF9URVhUEAI6RwoOc3VjY2Vzc19zdGF0dXMSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5jgMgASgFUg1zdWNjZXNzU3RhdHVzOk4KA3NzZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLqOAyABKAsyGi5wbGF0Zm9ybS5hcGkudjEuU3NlU3RyZWFtUgNzc2U6VwoJc3NlX2V2ZW50Eh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxi7jgMgASgLMhkucGxhdGZvcm0uYXBpLnYxLlNzZUV2ZW50Ughzc2VFdmVudGIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * Framing of a server-streaming RPC served on its google.api.http route.
@@ -56,6 +56,16 @@ export type SseStream = Message<"platform.api.v1.SseStream"> & {
    * @generated from field: platform.api.v1.SseData data = 4;
    */
   data: SseData;
+
+  /**
+   * With SSE_DATA_JSON and no `oneof`: the fields (proto names) kept in the
+   * data object, so a message that is also stored (with timestamps and
+   * other bookkeeping) streams only what the event format shows. Empty:
+   * every field but `id_field`.
+   *
+   * @generated from field: repeated string data_fields = 5;
+   */
+  dataFields: string[];
 };
 
 /**

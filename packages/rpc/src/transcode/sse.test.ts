@@ -179,3 +179,18 @@ test("escapeText keeps one chunk on one data line", () => {
   assert.equal(escapeText("a\nb\rc\r\nd"), "a\\nb\\rc\\r\\nd");
   assert.equal(escapeText("no breaks"), "no breaks");
 });
+
+test("data_fields keeps only the listed fields in a JSON data object", async () => {
+  const { SseFramer } = await import("./sse.ts");
+  const { SseStreamSchema, SseData } = await import("@platform/gen/platform/api/v1/options_pb");
+  const framer = new SseFramer(
+    TickResponseSchema,
+    create(SseStreamSchema, { idField: "seq", data: SseData.JSON, dataFields: ["text", "tokens"] }),
+  );
+  const frame = framer.frame(create(TickResponseSchema, { seq: 7n, text: "hi", tokens: 3n, last: true }));
+  assert.equal(frame?.text, 'id: 7\ndata: {"text":"hi","tokens":3}\n\n');
+  assert.throws(
+    () => new SseFramer(TickResponseSchema, create(SseStreamSchema, { data: SseData.JSON, dataFields: ["nope"] })),
+    /data_fields "nope"/,
+  );
+});

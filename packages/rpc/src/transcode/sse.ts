@@ -24,6 +24,8 @@ function get(msg: Message, field: DescField): unknown {
  */
 export class SseFramer {
   private readonly idField?: DescField;
+  /** JSON names kept in the data object; undefined keeps all. */
+  private readonly dataFields?: Set<string>;
   private readonly oneof?: DescMessage["oneofs"][number];
   private readonly variants = new Map<string, { field: DescField; opt: SseEvent | undefined }>();
   private readonly json: OutputJsonOptions;
@@ -38,6 +40,15 @@ export class SseFramer {
     if (opt.idField) {
       this.idField = desc.fields.find((f) => f.name === opt.idField);
       if (!this.idField) throw new Error(`sse id_field "${opt.idField}" not in ${desc.typeName}`);
+    }
+    if (opt.dataFields.length > 0) {
+      this.dataFields = new Set(
+        opt.dataFields.map((name) => {
+          const field = desc.fields.find((f) => f.name === name);
+          if (!field) throw new Error(`sse data_fields "${name}" not in ${desc.typeName}`);
+          return field.jsonName;
+        }),
+      );
     }
     if (opt.oneof) {
       this.oneof = desc.oneofs.find((o) => o.name === opt.oneof);
@@ -78,6 +89,7 @@ export class SseFramer {
     if (!this.oneof) {
       const json = messageToJson(this.desc, msg, this.json) as Record<string, unknown>;
       if (this.idField) delete json[this.idField.jsonName];
+      if (this.dataFields) for (const key of Object.keys(json)) if (!this.dataFields.has(key)) delete json[key];
       return { text: `${head}data: ${JSON.stringify(json)}\n\n`, terminal: false };
     }
     const sel = (msg as unknown as Record<string, { case?: string; value?: unknown }>)[this.oneof.localName];
