@@ -19,6 +19,7 @@ describe("router settings", () => {
     assert.equal(c.port, 8080);
     assert.equal(c.host, "0.0.0.0");
     assert.equal(c.maxWaitersPerTenant, 32);
+    assert.equal(c.coldStartWaitMs, 10_000);
     assert.equal(c.logLevel, "info");
     if (c.orchestrator === "local") {
       assert.equal(c.agentsUrl, "http://127.0.0.1:8082");
@@ -34,6 +35,7 @@ describe("router settings", () => {
     rejects(() => routerConfig({ ...base, LOG_LEVEL: "loud" }), /LOG_LEVEL/);
     rejects(() => routerConfig({ ...base, RUNTIME_MAX_WAITERS_PER_TENANT: "0" }), /RUNTIME_MAX_WAITERS_PER_TENANT/);
     rejects(() => routerConfig({ ...base, RUNTIME_ORCHESTRATOR: "docker" }), /RUNTIME_ORCHESTRATOR/);
+    rejects(() => routerConfig({ ...base, RUNTIME_COLD_START_WAIT_MS: "soon" }), /RUNTIME_COLD_START_WAIT_MS/);
     rejects(() => routerConfig({ ...base, RUNTIME_ORCHESTRATOR: "kubernetes" }), /RUNTIME_NAMESPACE/);
     rejects(
       () => routerConfig({ ...base, RUNTIME_ORCHESTRATOR: "kubernetes", RUNTIME_NAMESPACE: "platform" }),

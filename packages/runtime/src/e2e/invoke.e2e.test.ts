@@ -8,6 +8,7 @@ import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { createTestDatabase } from "@platform/db/testing";
 import { freePort } from "../orchestrator/local/free-port.ts";
 
 const root = new URL("../../../../", import.meta.url).pathname;
@@ -35,8 +36,10 @@ function start(name: string, entry: string, env: Record<string, string>): Proc {
   return { name, child, log };
 }
 
-async function waitOk(url: string, procs: Proc[], ms = 90_000): Promise<void> {
-  const end = Date.now() + ms;
+/** Start-up budget for all four services together: PGlite and tsx start slowly on a loaded 2-core box. */
+const startDeadline = () => Date.now() + 140_000;
+
+async function waitOk(url: string, procs: Proc[], end: number): Promise<void> {
   while (Date.now() < end) {
     for (const p of procs) {
       if (p.child.exitCode !== null) throw new Error(`${p.name} exited ${p.child.exitCode}: ${p.log.join("").slice(-2000)}`);
@@ -46,7 +49,7 @@ async function waitOk(url: string, procs: Proc[], ms = 90_000): Promise<void> {
     } catch {}
     await new Promise((r) => setTimeout(r, 200));
   }
-  throw new Error(`${url} not ready in ${ms} ms`);
+  throw new Error(`${url} not ready in time`);
 }
 
 async function json<T>(res: Response): Promise<T> {
@@ -55,8 +58,9 @@ async function json<T>(res: Response): Promise<T> {
   return JSON.parse(text) as T;
 }
 
-describe("runtime end to end (real identity, compute, agents, router and worker processes)", { timeout: 170_000 }, () => {
+describe("runtime end to end (real identity, compute, agents, router and worker processes)", { timeout: 178_000 }, () => {
   const procs: Proc[] = [];
+  const databases: Array<{ close(): Promise<void> }> = [];
   let dataDir: string;
   let identityUrl: string;
   let agentsUrl: string;
@@ -69,7 +73,27 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
     // mkdtemp makes it 0700; the sandbox's mapped user must traverse it.
     await chmod(dataDir, 0o755);
     const host = "127.0.0.1";
-    const [idRest, idGrpc, compute, agents, router] = await Promise.all([1, 2, 3, 4, 5].map(() => freePort(host)));
+    // Each service's database: a fresh one on the PostgreSQL server when the
+    // test run has one (TEST_DATABASE_URL), else embedded PGlite in a data
+    // directory, as the one-command shape runs. PGlite's start-up is the slow
+    // part of this file on a loaded machine.
+    const db = async (name: string): Promise<Record<string, string>> => {
+      const made = await createTestDatabase();
+      if (made.url) {
+        databases.push(made);
+        return { DATABASE_URL: made.url };
+      }
+      await made.close();
+      return name === "identity" ? { IDENTITY_DATA_DIR: join(dataDir, "identity") } : {};
+    };
+    const [idDb, computeDb, agentsDb] = [await db("identity"), await db("compute"), await db("agents")];
+    // Ports last, just before the processes bind them (other test files grab ephemeral ports too).
+    const ports: number[] = [];
+    while (ports.length < 5) {
+      const p = await freePort(host);
+      if (!ports.includes(p)) ports.push(p);
+    }
+    const [idRest, idGrpc, compute, agents, router] = ports;
     const url = (p: number) => `http://${host}:${p}`;
     identityUrl = url(idRest!);
     agentsUrl = url(agents!);
@@ -80,7 +104,7 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
         SERVER_PORT: String(idRest),
         IDENTITY_GRPC_PORT: String(idGrpc),
         IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
-        IDENTITY_DATA_DIR: join(dataDir, "identity"),
+        ...idDb,
         BOOTSTRAP_OWNER_EMAIL: OWNER.email,
         BOOTSTRAP_OWNER_PASSWORD: OWNER.password,
         BOOTSTRAP_ORG_NAME: "E2E Org",
@@ -91,6 +115,7 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
         HOST: host,
         COMPUTE_PORT: String(compute),
         COMPUTE_DATA_DIR: join(dataDir, "compute"),
+        ...computeDb,
       }),
       start("agents", "packages/agents/src/main.ts", {
         AGENTS_HOST: host,
@@ -99,6 +124,7 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
         AGENTS_DATA_DIR: join(dataDir, "agents"),
         IDENTITY_GRPC_URL: url(idGrpc!),
         COMPUTE_GRPC_URL: url(compute!),
+        ...agentsDb,
       }),
       start("router", "packages/runtime/src/router/main.ts", {
         HOST: host,
@@ -106,12 +132,16 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
         RUNTIME_DATA_DIR: join(dataDir, "runtime"),
         IDENTITY_GRPC_URL: url(idGrpc!),
         AGENTS_GRPC_URL: url(agents!),
+        RUNTIME_COLD_START_WAIT_MS: "60000",
       }),
     );
-    await waitOk(`${identityUrl}/livez`, procs);
-    await waitOk(`${url(compute!)}/livez`, procs);
-    await waitOk(`${agentsUrl}/livez`, procs);
-    await waitOk(`${routerUrl}/readyz`, procs);
+    const end = startDeadline();
+    const t0 = Date.now();
+    await waitOk(`${identityUrl}/livez`, procs, end);
+    await waitOk(`${url(compute!)}/livez`, procs, end);
+    await waitOk(`${agentsUrl}/livez`, procs, end);
+    await waitOk(`${routerUrl}/readyz`, procs, end);
+    console.log(`# four services ready in ${Date.now() - t0} ms`);
 
     const login = await json<{ access_token: string }>(
       await fetch(`${identityUrl}/v1/auth/login`, {
@@ -154,6 +184,7 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
           }),
       ),
     );
+    for (const d of databases) await d.close().catch(() => {});
     await rm(dataDir, { recursive: true, force: true });
   });
 

@@ -67,6 +67,7 @@ describe("router main", () => {
       AGENTS_GRPC_URL: agents.url,
       RUNTIME_DATA_DIR: dataDir,
       LOG_LEVEL: "warn",
+      RUNTIME_COLD_START_WAIT_MS: "90000",
     };
     const token = identity.issue(USER, ORG);
     const url = `http://127.0.0.1:${port}`;
@@ -80,7 +81,7 @@ describe("router main", () => {
     let router = run(env);
     let done = exited(router);
     try {
-      assert.ok(await until(async () => (await fetch(`${url}/readyz`)).status === 200, 20_000), "router ready");
+      assert.ok(await until(async () => (await fetch(`${url}/readyz`)).status === 200, 90_000), "router ready");
       const res = await invoke();
       assert.equal(res.status, 200);
       assert.equal(await res.text(), "data: hello\n\nevent: turn_done\ndata: {}\n\n");
@@ -97,9 +98,9 @@ describe("router main", () => {
 
       router = run(env);
       done = exited(router);
-      assert.ok(await until(async () => (await fetch(`${url}/readyz`)).status === 200, 20_000));
+      assert.ok(await until(async () => (await fetch(`${url}/readyz`)).status === 200, 90_000));
       // Replicas 1 was kept: the worker comes back without a request.
-      assert.ok(await until(() => isServing(workerUrl), 20_000), "worker restarted from the kept state");
+      assert.ok(await until(() => isServing(workerUrl), 90_000), "worker restarted from the kept state");
       const again = await invoke();
       assert.equal(await again.text(), "data: hello\n\nevent: turn_done\ndata: {}\n\n");
     } finally {

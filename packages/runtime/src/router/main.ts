@@ -2,7 +2,8 @@
 // Settings: ROUTER_PORT (8080), HOST (0.0.0.0), IDENTITY_GRPC_URL,
 // RUNTIME_ORCHESTRATOR (local | kubernetes), for local RUNTIME_DATA_DIR and
 // AGENTS_GRPC_URL, for kubernetes RUNTIME_NAMESPACE and
-// RUNTIME_WORKER_TEMPLATE; RUNTIME_MAX_WAITERS_PER_TENANT (32), LOG_LEVEL.
+// RUNTIME_WORKER_TEMPLATE; RUNTIME_MAX_WAITERS_PER_TENANT (32),
+// RUNTIME_COLD_START_WAIT_MS (10000), LOG_LEVEL.
 import { resolve } from "node:path";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { pino } from "pino";
@@ -32,6 +33,7 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
       dataDir: resolve(c.dataDir),
       host: c.workerHost,
       workerEnv: { AGENTS_GRPC_URL: c.agentsUrl, LOG_LEVEL: c.logLevel },
+      startTimeoutMs: Math.max(30_000, c.coldStartWaitMs),
       logger,
     });
   }
@@ -55,6 +57,7 @@ const router = await startRouter({
   host: config.host,
   logger,
   maxWaitersPerTenant: config.maxWaitersPerTenant,
+  reachTimeoutMs: config.coldStartWaitMs,
   readiness: () => auth.reachable(),
 });
 logger.info({ url: router.url, orchestrator: config.orchestrator }, "runtime router ready");

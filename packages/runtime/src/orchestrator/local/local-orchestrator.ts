@@ -17,7 +17,7 @@ export interface LocalOrchestratorOptions {
   workerEnv?: Record<string, string>;
   /** Interface the workers bind to and the endpoint names. */
   host?: string;
-  /** How long scale-up waits for the worker's gRPC health (default 15 s). */
+  /** How long scale-up waits for the worker's gRPC health (default 30 s). */
   startTimeoutMs?: number;
   workerCommand?: WorkerCommand;
   /** Worker stdout/stderr: shared with this process, or dropped. */
@@ -53,7 +53,7 @@ export class LocalOrchestrator implements Orchestrator {
       dataDir: options.dataDir,
       workerEnv: options.workerEnv ?? {},
       host: options.host ?? "127.0.0.1",
-      startTimeoutMs: options.startTimeoutMs ?? 15_000,
+      startTimeoutMs: options.startTimeoutMs ?? 30_000,
       workerCommand: options.workerCommand ?? defaultWorkerCommand(),
       workerStdio: options.workerStdio ?? "inherit",
     };
