@@ -32,6 +32,7 @@ type Active = { runId: string; abort: AbortController };
 export class Runner {
   readonly #active = new Map<string, Active>();
   readonly #running = new Set<Promise<void>>();
+  #stopping = false;
 
   constructor(
     private readonly store: Store,
@@ -56,6 +57,7 @@ export class Runner {
     messages: readonly MessageInput[],
     requestLogger?: Logger,
   ): Promise<StartedRun> {
+    if (this.#stopping) throw PlatformError.unavailable("the service is shutting down; retry on another replica");
     const runId = randomUUID();
     // The run outlives its request; its log lines keep the request's ids.
     const logger = (requestLogger ?? this.logger).child({ sessionId, runId });
@@ -105,6 +107,7 @@ export class Runner {
 
   /** Shutdown: cancels every local run and waits for their terminal events. */
   async stop(): Promise<void> {
+    this.#stopping = true;
     for (const { abort } of this.#active.values()) abort.abort(new RunCancelled("the server is shutting down"));
     await Promise.allSettled([...this.#running]);
   }
