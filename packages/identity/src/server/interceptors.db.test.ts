@@ -215,6 +215,34 @@ describe("Idempotency-Key", () => {
     }
   });
 
+  test("same key while the first request still runs → 409 idempotency_key_in_use; afterwards a replay", async () => {
+    const u = await f.seedUser();
+    const jwt = await u.jwt();
+    const create = f.identity.apiKeys.create;
+    let entered!: () => void;
+    let release!: () => void;
+    const inHandler = new Promise<void>((r) => (entered = r));
+    const gate = new Promise<void>((r) => (release = r));
+    f.identity.apiKeys.create = async (...args) => {
+      entered();
+      await gate;
+      return create(...args);
+    };
+    try {
+      const first = c.users.createAPIKey({ name: "slow" }, auth(jwt, "in-use"));
+      await inHandler;
+      await fails(c.users.createAPIKey({ name: "slow" }, auth(jwt, "in-use")), Code.AlreadyExists, IdentityRestCode.idempotencyKeyInUse);
+      release();
+      const done = await first;
+      f.identity.apiKeys.create = create;
+      const replay = await c.users.createAPIKey({ name: "slow" }, auth(jwt, "in-use"));
+      assert.equal(replay.id, done.id);
+    } finally {
+      release();
+      f.identity.apiKeys.create = create;
+    }
+  });
+
   test("50 concurrent identical requests run the handler exactly once", async () => {
     const u = await f.seedUser();
     const jwt = await u.jwt();
