@@ -28,7 +28,7 @@ export class Supervisor {
     private readonly onUnexpectedExit: (name: string, code: number | null) => void,
   ) {}
 
-  async start(spec: ServiceSpec, timeoutMs = 60_000): Promise<void> {
+  async start(spec: ServiceSpec, timeoutMs = Number(process.env.PLATFORM_START_TIMEOUT_MS ?? 180_000)): Promise<void> {
     const child = spawn(process.execPath, ["--import", "tsx", spec.entry], {
       env: { ...process.env, ...spec.env },
       stdio: ["ignore", "pipe", "pipe"],
