@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import type { Figure, FigureResult, Size } from "./figure.ts";
 import { figures } from "./figures/index.ts";
 import { describeMachine } from "./machine.ts";
@@ -38,7 +38,10 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
   const seconds = (performance.now() - t0) / 1000;
   console.log(table(results));
   if (options.out) {
-    writeFileSync(options.out, markdown(results, machine, { size: options.size, seconds, database: stack.databaseKind }));
+    // The hand-written part (what bounds each miss, from profiles) lives beside the code and is carried into the file.
+    const analysisFile = new URL("../ANALYSIS.md", import.meta.url);
+    const preamble = existsSync(analysisFile) ? readFileSync(analysisFile, "utf8") : undefined;
+    writeFileSync(options.out, markdown(results, machine, { size: options.size, seconds, database: stack.databaseKind, preamble }));
     log(`bench: wrote ${options.out}`);
   }
   return results;

@@ -34,15 +34,30 @@ export const apiKeyLatency: Figure = {
     await identity.request("resetLag");
     const start = process.hrtime.bigint();
     let sent = 0;
+    let done = 0;
+    // Over a second of backlog means the service cannot keep up with the
+    // offered rate: stop offering rather than queue for minutes.
+    const maxBacklog = rate;
+    let gaveUp = false;
     while (sent < total) {
+      if (sent - done > maxBacklog) {
+        gaveUp = true;
+        break;
+      }
       const elapsed = Number(process.hrtime.bigint() - start);
       const due = Math.min(total, Math.floor((elapsed / 1e9) * rate) + 1);
       for (; sent < due; sent++) {
         const scheduled = start + BigInt(Math.round((sent / rate) * 1e9));
         inflight.push(
           client.verifyAPIKey({ apiKey }).then(
-            () => void samples.push(Number(process.hrtime.bigint() - scheduled)),
-            () => void failures++,
+            () => {
+              done++;
+              samples.push(Number(process.hrtime.bigint() - scheduled));
+            },
+            () => {
+              done++;
+              failures++;
+            },
           ),
         );
       }
@@ -56,8 +71,8 @@ export const apiKeyLatency: Figure = {
       baseline: "—",
       measured: lat(m),
       ratio: "—",
-      met: m.p99 <= 1 && failures === 0,
-      notes: `${total} VerifyAPIKey calls offered at ${rate}/s over ${wall.toFixed(1)} s (open loop, latency from the scheduled send time, client and server on loopback, server in its own process; its event-loop lag p99 ${stats.lagP99Ms.toFixed(2)} ms), ${failures} failures; p90 ${m.p90.toFixed(2)} ms, max ${m.max.toFixed(1)} ms.`,
+      met: m.p99 <= 1 && failures === 0 && !gaveUp,
+      notes: `${gaveUp ? `The service could not sustain the rate: the offer stopped after ${sent} calls with over ${maxBacklog} outstanding (it completed ${(done / wall).toFixed(0)}/s). ` : ""}${sent} of ${total} VerifyAPIKey calls offered at ${rate}/s over ${wall.toFixed(1)} s (open loop, latency from the scheduled send time, client and server on loopback, server in its own process; its event-loop lag p99 ${stats.lagP99Ms.toFixed(2)} ms), ${failures} failures; p90 ${m.p90.toFixed(2)} ms, max ${m.max.toFixed(1)} ms.`,
       raw: { latency: m, failures },
     };
   },

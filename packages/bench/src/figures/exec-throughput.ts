@@ -12,7 +12,7 @@ export const execThroughput: Figure = {
   async run(stack, size) {
     const compute = await stack.compute();
     const client = computeClient(compute.urls.grpc!);
-    const bytes = size === "quick" ? 4 << 20 : 256 << 20;
+    const bytes = size === "quick" ? 4 << 20 : 128 << 20;
     const args = ["-c", String(bytes), "/dev/zero"];
     const id = await readySandbox(client);
     try {

@@ -18,7 +18,7 @@ export const sandboxCreate: Figure = {
     // Warm-up: connection, JIT, first cgroup.
     const warm = await createSandbox(client);
     await timedExec(client, warm, "/bin/true", []).finally(() => client.destroySandbox({ sandboxId: warm }));
-    const n = await repeat({ n: size === "quick" ? 3 : 200, budgetMs: size === "quick" ? 5_000 : 45_000, minN: 3 }, async () => {
+    const n = await repeat({ n: size === "quick" ? 3 : 200, budgetMs: size === "quick" ? 5_000 : 30_000, minN: 3 }, async () => {
       bare.push((await bwrapRun("/bin/echo", ["hi"])).firstByteNs);
       const t0 = now();
       const id = await createSandbox(client);

@@ -33,7 +33,12 @@ export const sseStreams: Figure = {
             headers: { authorization: `Bearer ${token}`, accept: "text/event-stream", ...(body ? { "content-type": "application/json" } : {}) },
           },
           (res) => {
-            if (res.statusCode !== 200) return reject(new Error(`${method} ${path}: ${res.statusCode}`));
+            if (res.statusCode !== 200) {
+              let text = "";
+              res.on("data", (d: Buffer) => (text += d.toString()));
+              res.on("end", () => reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`)));
+              return;
+            }
             // Resolve on the first event: the stream is established and held.
             res.once("data", () => resolve());
             res.on("error", () => {});
@@ -44,6 +49,20 @@ export const sseStreams: Figure = {
         req.end(body);
       });
 
+    let retries = 0;
+    // A 503 (identity slow to answer the agents' VerifyToken on a loaded
+    // machine) is retried like a client would, and counted.
+    const withRetry = async (fn: () => Promise<void>) => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await fn();
+        } catch (err) {
+          if (attempt >= 3 || !String(err).includes(": 503")) throw err;
+          retries++;
+          await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
+        }
+      }
+    };
     const target = size === "quick" ? 50 : 10_000;
     let opened = 0;
     let error: string | undefined;
@@ -53,10 +72,11 @@ export const sseStreams: Figure = {
       await agents.request("gc");
       const before = await agents.stats();
       const t0 = performance.now();
-      const batch = 100;
-      while (opened < target) {
+      const batch = 25;
+      const openBudgetMs = size === "quick" ? 10_000 : 60_000;
+      while (opened < target && performance.now() - t0 < openBudgetMs) {
         const n = Math.min(batch, target - opened);
-        await Promise.all(Array.from({ length: n }, () => open(`/v1/sessions/${sessionId}/events`, "GET")));
+        await Promise.all(Array.from({ length: n }, () => withRetry(() => open(`/v1/sessions/${sessionId}/events`, "GET"))));
         opened += n;
       }
       const openSeconds = (performance.now() - t0) / 1000;
@@ -74,7 +94,7 @@ export const sseStreams: Figure = {
         measured: `${opened} open; ${fmtBytes(perStream)} RSS (${fmtBytes(heapPerStream)} heap) per stream; lag p99 ${idle.lagP99Ms.toFixed(1)} ms (max ${idle.lagMaxMs.toFixed(0)} ms)`,
         ratio: "—",
         met: opened >= 10_000 && perStream <= 50_000 && idle.lagP99Ms <= 20,
-        notes: `${opened - 1} followers (GET /v1/sessions/{id}/events) of one session whose run never ends, plus that run's own POST …/messages stream, opened ${batch} at a time in ${openSeconds.toFixed(1)} s from the bench process (one HTTP/1.1 connection each). RSS ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (after GC); lag over a ${size === "quick" ? 0.5 : 10} s idle window. The agents process used ${cpuPct} % of a core from the first open to the end of the idle window.${size === "quick" ? " (quick: 50 streams only)" : ""}`,
+        notes: `${opened < target ? `Only ${opened} of ${target} streams opened within the ${openBudgetMs / 1000} s budget. ` : ""}${opened - 1} followers (GET /v1/sessions/{id}/events) of one session whose run never ends, plus that run's own POST …/messages stream, opened ${batch} at a time in ${openSeconds.toFixed(1)} s from the bench process (one HTTP/1.1 connection each; ${retries} opens retried after a 503). RSS ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (after GC); lag over a ${size === "quick" ? 0.5 : 10} s idle window. The agents process used ${cpuPct} % of a core from the first open to the end of the idle window.${size === "quick" ? " (quick: 50 streams only)" : ""}`,
         raw: { opened, perStream, heapPerStream, lagP99Ms: idle.lagP99Ms, rssBefore: before.rss, rssAfter: after.rss },
       };
     } catch (err) {

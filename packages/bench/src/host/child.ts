@@ -149,6 +149,8 @@ process.on("message", (raw) => {
         result = true;
       } else result = extra(msg);
       process.send?.({ id: msg.id, result });
+      // Exiting by itself (not by signal) lets --cpu-prof write its profile.
+      if (msg.type === "close") setTimeout(() => process.exit(0), 50);
     } catch (err) {
       process.send?.({ id: msg.id, error: String(err) });
     }

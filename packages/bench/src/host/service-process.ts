@@ -96,9 +96,11 @@ export class ServiceProcess {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return;
     const exited = new Promise((r) => this.child.once("exit", r));
     await this.request("close", 20_000).catch(() => {});
-    this.child.kill("SIGTERM");
-    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5000);
+    // It exits by itself after closing (so profiles get written); signals only if it does not.
+    const term = setTimeout(() => this.child.kill("SIGTERM"), 5000);
+    const kill = setTimeout(() => this.child.kill("SIGKILL"), 10_000);
     await exited;
-    clearTimeout(timer);
+    clearTimeout(term);
+    clearTimeout(kill);
   }
 }
