@@ -33,7 +33,9 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
       dataDir: resolve(c.dataDir),
       host: c.workerHost,
       workerEnv: { AGENTS_GRPC_URL: c.agentsUrl, LOG_LEVEL: c.logLevel },
-      startTimeoutMs: Math.max(30_000, c.coldStartWaitMs),
+      // Scale-up blocks at most the cold-start wait; the router's reachability
+      // wait shares the same budget (see TenantWaker).
+      scaleWaitMs: c.coldStartWaitMs,
       logger,
     });
   }

@@ -33,7 +33,7 @@ describe("router with the local orchestrator (real worker processes)", () => {
       dataDir,
       workerEnv: { AGENTS_GRPC_URL: agents.url, LOG_LEVEL: "warn" },
       workerStdio: "ignore",
-      startTimeoutMs: 90_000,
+      scaleWaitMs: 90_000,
     });
     router = await startRouter({
       auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.url })),

@@ -99,3 +99,26 @@ describe("TenantWaker", () => {
     assert.equal(f.log.length, 2);
   });
 });
+
+describe("TenantWaker cold-start budget", () => {
+  test("time spent in EnsureReady counts against the 10 s wait", async () => {
+    let now = 0;
+    const timeouts: number[] = [];
+    const w = new TenantWaker({
+      now: () => now,
+      controller: {
+        ensureReady: async () => {
+          now += 4000; // a scale-up that itself waited for the worker
+          return { deployName: "runtime-t-0a1b2c3d", scaleState: "scaled-up" };
+        },
+        endpoint: async () => "http://127.0.0.1:1",
+      },
+      waitReachable: async (_url, ms) => {
+        timeouts.push(ms);
+        return true;
+      },
+    });
+    await w.target(T, T);
+    assert.deepEqual(timeouts, [6000]);
+  });
+});

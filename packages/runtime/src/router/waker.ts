@@ -111,7 +111,13 @@ export class TenantWaker {
     }
   }
 
+  /**
+   * EnsureReady, then the reachability wait. The wait's 10 s count from the
+   * start of the wake, so an orchestrator whose scale-up itself waits for the
+   * worker (the local one) does not stretch the cold start to twice as long.
+   */
   async #fly(tenantId: string, orgId: string, mustReach: boolean): Promise<Target> {
+    const started = this.#o.now();
     let ensured: EnsureReadyResult;
     let url: string | undefined;
     try {
@@ -123,7 +129,9 @@ export class TenantWaker {
     }
     if (!url) throw new TenantUnavailableError("tenant worker has no endpoint");
     if (mustReach || ensured.scaleState !== "running") {
-      if (!(await this.#o.waitReachable(url, this.#o.reachTimeoutMs))) {
+      // At least one probe, even when EnsureReady used up the budget.
+      const left = Math.max(1, this.#o.reachTimeoutMs - (this.#o.now() - started));
+      if (!(await this.#o.waitReachable(url, left))) {
         throw new TenantUnavailableError("tenant worker not reachable within the cold-start wait");
       }
     }

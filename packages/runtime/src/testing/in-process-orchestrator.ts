@@ -14,6 +14,8 @@ export class InProcessOrchestrator implements Orchestrator {
   readonly #ports = new Map<string, number>();
   readonly #workers = new Map<string, Promise<RunningServer | undefined>>();
   startDelayMs = 0;
+  /** When set, worker starts wait for it (a wake the test releases). */
+  gate?: Promise<void>;
   broken = false;
   /** Worker starts so far. */
   starts = 0;
@@ -73,6 +75,7 @@ export class InProcessOrchestrator implements Orchestrator {
     // Like a pod, the worker comes up in the background.
     const started = (async () => {
       await new Promise((r) => setTimeout(r, this.startDelayMs));
+      await this.gate;
       if (!this.#workers.has(name)) return undefined;
       return startWorker({
         tenantId: spec.env.TENANT_ID!,

@@ -54,12 +54,12 @@ async function until(check: () => boolean | Promise<boolean>, timeoutMs: number)
 }
 
 orchestratorContract("local", async () =>
-  LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", startTimeoutMs: 90_000 }),
+  LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 }),
 );
 
 describe("local orchestrator processes", () => {
   test("replicas 0 is no process; scale-up starts a worker that answers health; scale-down stops it", async () => {
-    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", startTimeoutMs: 90_000 });
+    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
     try {
       await orch.createDeployment(spec("runtime-t-aaaa0001", 0));
       assert.equal(orch.pidOf("runtime-t-aaaa0001"), undefined);
@@ -85,7 +85,7 @@ describe("local orchestrator processes", () => {
 
   test("state survives a restart: annotations, replicas, endpoint; running workers come back", async () => {
     const dataDir = await tempDir();
-    const first = await LocalOrchestrator.open({ dataDir, workerEnv, workerStdio: "ignore", startTimeoutMs: 90_000 });
+    const first = await LocalOrchestrator.open({ dataDir, workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
     await first.createDeployment(spec("runtime-t-aaaa0002", 1));
     await first.createDeployment(spec("runtime-t-aaaa0003", 0));
     await first.patchAnnotations("runtime-t-aaaa0002", { "runtime.platform.io/last-seen-at": "2026-11-21T10:00:00.000Z" });
@@ -94,7 +94,7 @@ describe("local orchestrator processes", () => {
     await first.close();
     assert.equal(alive(pid), false, "close stops the workers");
 
-    const second = await LocalOrchestrator.open({ dataDir, workerEnv, workerStdio: "ignore", startTimeoutMs: 90_000 });
+    const second = await LocalOrchestrator.open({ dataDir, workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
     try {
       const d = await second.getDeployment("runtime-t-aaaa0002");
       assert.equal(d?.replicas, 1);
@@ -110,7 +110,7 @@ describe("local orchestrator processes", () => {
   });
 
   test("a worker that dies is restarted", async () => {
-    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", startTimeoutMs: 90_000 });
+    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
     try {
       await orch.createDeployment(spec("runtime-t-aaaa0004", 1));
       const pid = orch.pidOf("runtime-t-aaaa0004")!;
@@ -131,7 +131,7 @@ describe("local orchestrator processes", () => {
     const dataDir = await tempDir();
     const script = `
       import { LocalOrchestrator } from ${JSON.stringify(new URL("./local-orchestrator.ts", import.meta.url).pathname)};
-      const orch = await LocalOrchestrator.open({ dataDir: ${JSON.stringify(dataDir)}, workerEnv: ${JSON.stringify(workerEnv)}, workerStdio: "ignore", startTimeoutMs: 90_000 });
+      const orch = await LocalOrchestrator.open({ dataDir: ${JSON.stringify(dataDir)}, workerEnv: ${JSON.stringify(workerEnv)}, workerStdio: "ignore", scaleWaitMs: 90_000 });
       await orch.createDeployment(${JSON.stringify(spec("runtime-t-aaaa0005", 1))});
       console.log(orch.pidOf("runtime-t-aaaa0005"));
       setInterval(() => {}, 1000);

@@ -17,8 +17,14 @@ export interface LocalOrchestratorOptions {
   workerEnv?: Record<string, string>;
   /** Interface the workers bind to and the endpoint names. */
   host?: string;
-  /** How long scale-up waits for the worker's gRPC health (default 30 s). */
+  /** How long a starting worker may take to answer gRPC health before it counts as failed (default 120 s). */
   startTimeoutMs?: number;
+  /**
+   * How long create and scale-up block waiting for the worker to answer
+   * (default 10 s, the spec's cold-start wait); past it they return and the
+   * worker keeps starting in the background.
+   */
+  scaleWaitMs?: number;
   workerCommand?: WorkerCommand;
   /** Worker stdout/stderr: shared with this process, or dropped. */
   workerStdio?: "inherit" | "ignore";
@@ -53,7 +59,8 @@ export class LocalOrchestrator implements Orchestrator {
       dataDir: options.dataDir,
       workerEnv: options.workerEnv ?? {},
       host: options.host ?? "127.0.0.1",
-      startTimeoutMs: options.startTimeoutMs ?? 30_000,
+      startTimeoutMs: options.startTimeoutMs ?? 120_000,
+      scaleWaitMs: options.scaleWaitMs ?? 10_000,
       workerCommand: options.workerCommand ?? defaultWorkerCommand(),
       workerStdio: options.workerStdio ?? "inherit",
     };
@@ -206,7 +213,7 @@ export class LocalOrchestrator implements Orchestrator {
       return;
     }
     if (running && !running.stopping) {
-      await running.ready;
+      await this.#bounded(running.ready);
       return;
     }
     const previous = this.#stopping.get(name);
@@ -217,8 +224,18 @@ export class LocalOrchestrator implements Orchestrator {
     const proc = this.#spawn(d);
     this.#procs.set(name, proc);
     void proc.exited.then((code) => this.#onExit(name, proc, code));
-    if (!(await proc.ready)) this.#log?.warn({ deployName: name, url: proc.url }, "worker not serving in time");
-    else this.#restartDelay.delete(name);
+    void proc.ready.then((ok) => {
+      if (ok) this.#restartDelay.delete(name);
+      else if (!proc.stopping) this.#log?.warn({ deployName: name, url: proc.url }, "worker not serving in time");
+    });
+    await this.#bounded(proc.ready);
+  }
+
+  /** Waits for a worker's readiness, at most scaleWaitMs. */
+  async #bounded(ready: Promise<boolean>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([ready, new Promise((r) => (timer = setTimeout(r, this.#opts.scaleWaitMs)))]);
+    clearTimeout(timer);
   }
 
   #spawn(d: StoredDeployment): WorkerProcess {
