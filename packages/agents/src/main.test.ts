@@ -5,6 +5,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { createTestDatabase, testServerUrl } from "@platform/db/testing";
 import { ComputeDouble } from "./testing/compute-double.ts";
 import { IdentityDouble } from "./testing/identity-double.ts";
 
@@ -52,13 +53,19 @@ test("a missing required setting exits 2 naming it", async () => {
   assert.match(r.stderr(), /IDENTITY_GRPC_URL is required/);
 });
 
-test("starts on PGlite, serves health and REST, stops cleanly on SIGTERM", async () => {
+test("starts, serves health and REST, stops cleanly on SIGTERM", async (t) => {
+  // PostgreSQL when the test run has one (PGlite's cold start in a fresh
+  // process is slow on a loaded machine); the embedded database otherwise.
+  const database = testServerUrl() ? await createTestDatabase() : undefined;
+  t.after(() => database?.close());
+  const databaseEnv: Record<string, string> = database?.url ? { DATABASE_URL: database.url } : {};
   const port = await freePort();
   const caller = identity.caller();
   const r = run({
     AGENTS_PORT: String(port),
     AGENTS_HOST: "127.0.0.1",
     AGENTS_DATA_DIR: dataDir,
+    ...databaseEnv,
     IDENTITY_GRPC_URL: identity.url,
     COMPUTE_GRPC_URL: compute.url,
   });

@@ -380,25 +380,29 @@ describe("readiness", () => {
 
 describe("shutdown", () => {
   test("stop ends active runs with an error event and refuses new ones", async () => {
-    const local = await startHarness();
+    const local = await h.replica();
     try {
-      const caller = local.identity.caller();
-      const { agent } = await local.agents.createAgent({ name: "s", slug: "s", model: "scripted/x" }, local.as(caller));
-      const { session } = await local.sessions.createSession({ agentId: agent!.id }, local.as(caller));
-      local.scripted.push([{ type: "text", text: "working" }, { type: "wait", until: new Promise(() => {}) }]);
-      const stream = local.sessions.sendMessages({ id: session!.id, messages: [user("go")] }, local.as(caller))[Symbol.asyncIterator]();
+      const caller = h.identity.caller();
+      const as = h.as(caller);
+      const { agent } = await local.agents.createAgent({ name: "s", slug: "s", model: "scripted/x" }, as);
+      const { session } = await local.sessions.createSession({ agentId: agent!.id }, as);
+      h.scripted.push([{ type: "text", text: "working" }, { type: "wait", until: new Promise(() => {}) }]);
+      const stream = local.sessions.sendMessages({ id: session!.id, messages: [user("go")] }, as)[Symbol.asyncIterator]();
       assert.equal((await stream.next()).value?.content, "working");
       await local.app.stop();
       const rest: SessionEvent[] = [];
       for (let r = await stream.next(); !r.done; r = await stream.next()) rest.push(r.value);
       assert.deepEqual(types(rest), ["error"]);
       assert.match(rest[0]!.content, /shutting down/);
-      await assert.rejects(collect(local.sessions.sendMessages({ id: session!.id, messages: [user("more")] }, local.as(caller))), (err: unknown) => {
+      await assert.rejects(collect(local.sessions.sendMessages({ id: session!.id, messages: [user("more")] }, as)), (err: unknown) => {
         assert.equal(ConnectError.from(err).code, Code.Unavailable);
         return true;
       });
+      // Another replica takes the session at once: the stopped run freed it.
+      const next = await collect(h.sessions.sendMessages({ id: session!.id, messages: [user("elsewhere")] }, as));
+      assert.equal(next.at(-1)?.type, "done");
     } finally {
-      await local.close();
+      await local.app.stop();
     }
   });
 });

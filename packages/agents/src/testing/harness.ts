@@ -47,7 +47,27 @@ export async function startHarness(options: Partial<Omit<AgentsAppOptions, "data
   );
   const agents = createClient(AgentService, transport);
   const sessions = createClient(SessionService, transport);
+  /** A second instance of the app over the same database and doubles (a replica; cheap, no new database). */
+  const replica = async () => {
+    const other = await createAgentsApp({
+      pollMs: 200,
+      ...options,
+      providers,
+      database,
+      logger,
+      authenticator: new IdentityAuthenticator(grpcTransport(identityUrl)),
+      sandboxes: new ComputeSandboxes(grpcTransport(computeUrl)),
+    });
+    const t = createRouterTransport(
+      (router) => {
+        for (const s of other.services) router.service(s.service as never, s.impl as never);
+      },
+      { router: { interceptors: [errorInterceptor(logger), ...other.interceptors] } },
+    );
+    return { app: other, agents: createClient(AgentService, t), sessions: createClient(SessionService, t) };
+  };
   return {
+    replica,
     app,
     database,
     identity,
