@@ -31,14 +31,15 @@ pid=$!
 echo "$pid" > "$d/$id.pid"
 ( while kill -0 "$pid" 2>/dev/null; do
     h=$(sed -n 's/^VmHWM:[^0-9]*\\([0-9]*\\).*/\\1/p' "/proc/$pid/status" 2>/dev/null)
-    [ -n "$h" ] && echo "$h" > "$d/$id.mem"
+    [ -n "$h" ] && echo "$h" >> "$d/$id.mem"
     sleep 0.1
   done ) </dev/null >/dev/null 2>&1 &
 sampler=$!
 wait "$pid"; code=$?
 kill "$sampler" 2>/dev/null
 o2=$(oom)
-mem=0; [ -r "$d/$id.mem" ] && read -r mem < "$d/$id.mem"
+# Samples are appended (a sampler killed mid-write leaves at most one torn line); keep the largest.
+mem=0; if [ -r "$d/$id.mem" ]; then while read -r v; do [ "$v" -gt "$mem" ] 2>/dev/null && mem=$v; done < "$d/$id.mem"; fi
 times > "$d/$id.times"; { read -r _; read -r cpu; } < "$d/$id.times"
 rm -f "$d/$id.pid" "$d/$id.mem" "$d/$id.times"
 printf '\\000${USAGE_TAG}%s %s %s %s %s\\000' "$id" "\${mem:-0}" "\${o1:-0}" "\${o2:-0}" "\${cpu:-}" >&2
