@@ -27,6 +27,8 @@ function fakes(state: ScaleState = "scaled-up") {
   return {
     controller,
     waitReachable,
+    // A still clock: the whole budget is left for the reachability wait.
+    now: () => 0,
     log,
     timeouts,
     release,
