@@ -108,7 +108,7 @@ describe("refresh-token family", () => {
     const pair = await f.identity.sessions.login({ email: u.email, password: u.password });
     const results = await Promise.allSettled(Array.from({ length: 100 }, () => f.identity.sessions.refresh(pair.refreshToken)));
     const won = results.filter((r) => r.status === "fulfilled");
-    const reasons = results.flatMap((r) => (r.status === "rejected" ? [(r.reason as PlatformError).reason] : []));
+    const reasons = results.flatMap((r) => (r.status === "rejected" ? [(r.reason as PlatformError).reason ?? String(r.reason)] : []));
     assert.equal(won.length, 1, `winners: ${won.length}`);
     assert.equal(reasons.length, 99);
     assert.ok(reasons.every((r) => r === IdentityRestCode.refreshTokenReused), JSON.stringify([...new Set(reasons)]));

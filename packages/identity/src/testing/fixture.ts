@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { createTestDatabase } from "@platform/db/testing";
+import { createPooledTestDatabase } from "./database.ts";
 import type { Argon2Settings } from "../config/settings.ts";
-import type { IdentityDB } from "../db/schema.ts";
 import { migrateIdentity } from "../db/migrations.ts";
 import { type Identity, createIdentity } from "../identity.ts";
 import { addMembership } from "../users/memberships.ts";
@@ -31,7 +30,7 @@ export type Fixture = Awaited<ReturnType<typeof createFixture>>;
 
 /** One migrated database (PostgreSQL or PGlite, per TEST_DB) and the identity domain on it. */
 export async function createFixture(options: { argon2?: Argon2Settings; env?: "dev" | "staging" | "prod"; jwtTtlSeconds?: number } = {}) {
-  const database = await createTestDatabase<IdentityDB>();
+  const database = await createPooledTestDatabase();
   await migrateIdentity(database as never);
   const clock = movableClock();
   const kek = randomBytes(32);

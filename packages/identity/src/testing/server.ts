@@ -1,9 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
-import { createTestDatabase } from "@platform/db/testing";
+import { createPooledTestDatabase } from "./database.ts";
 import { type App, startApp } from "../app.ts";
 import { loadSettings } from "../config/settings.ts";
-import type { IdentityDB } from "../db/schema.ts";
 
 /** Every log line the service wrote, as text (for "no secret in any log line"). */
 export class LogCapture extends Writable {
@@ -24,7 +23,7 @@ export type TestServer = Awaited<ReturnType<typeof startTestServer>>;
  * ephemeral ports) on a fresh test database, with its logs captured.
  */
 export async function startTestServer(env: Record<string, string> = {}) {
-  const database = await createTestDatabase<IdentityDB>();
+  const database = await createPooledTestDatabase();
   const logs = new LogCapture();
   const settings = loadSettings({
     IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
