@@ -58,7 +58,7 @@ orchestratorContract("local", async () =>
 );
 
 describe("local orchestrator processes", () => {
-  test("replicas 0 is no process; scale-up starts a worker that answers health; scale-down stops it", async () => {
+  test("replicas 0 is no process; scale-up starts a worker that answers health; a dead worker is restarted; scale-down stops it", async () => {
     const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
     try {
       await orch.createDeployment(spec("runtime-t-aaaa0001", 0));
@@ -70,8 +70,19 @@ describe("local orchestrator processes", () => {
       // scale-up returns once the worker is SERVING
       assert.equal(await isServing(url), true);
       assert.equal((await orch.getDeployment("runtime-t-aaaa0001"))?.readyReplicas, 1);
+      const first = orch.pidOf("runtime-t-aaaa0001");
+      assert.ok(alive(first));
+
+      // A worker that dies is restarted, as a Deployment's pod would be.
+      process.kill(first!, "SIGKILL");
+      assert.ok(
+        await until(async () => {
+          const now = orch.pidOf("runtime-t-aaaa0001");
+          return now !== undefined && now !== first && (await isServing(url));
+        }, 90_000),
+        "restarted",
+      );
       const pid = orch.pidOf("runtime-t-aaaa0001");
-      assert.ok(alive(pid));
 
       await orch.scaleDeployment("runtime-t-aaaa0001", 0);
       assert.equal(alive(pid), false);
@@ -106,24 +117,6 @@ describe("local orchestrator processes", () => {
       assert.equal(second.pidOf("runtime-t-aaaa0003"), undefined);
     } finally {
       await second.close();
-    }
-  });
-
-  test("a worker that dies is restarted", async () => {
-    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
-    try {
-      await orch.createDeployment(spec("runtime-t-aaaa0004", 1));
-      const pid = orch.pidOf("runtime-t-aaaa0004")!;
-      process.kill(pid, "SIGKILL");
-      const url = (await orch.endpoint("runtime-t-aaaa0004"))!;
-      assert.ok(
-        await until(async () => {
-          const now = orch.pidOf("runtime-t-aaaa0004");
-          return now !== undefined && now !== pid && (await isServing(url));
-        }, 90_000),
-      );
-    } finally {
-      await orch.close();
     }
   });
 
