@@ -139,6 +139,9 @@ class Run {
   #calls = 0;
   #sandboxId: string | undefined;
   #renewal: NodeJS.Timeout | undefined;
+  /** Text that arrived while the previous text append was in flight. */
+  #pendingText = "";
+  #textWriter: Promise<void> | undefined;
 
   constructor(
     private readonly runner: Runner,
@@ -244,10 +247,11 @@ class Run {
         this.#checkAbort();
         switch (event.type) {
           case "text":
-            if (event.text) await this.append([{ type: "text", content: event.text }]);
+            if (event.text) this.#queueText(event.text);
             break;
           case "tool_use":
             calls.push(event.call);
+            await this.#flushText();
             await this.append([{ type: "tool_use", content: toolUseContent(event.call.name, event.call.input), toolUseId: event.call.id }]);
             break;
           case "usage":
@@ -262,8 +266,41 @@ class Run {
     } finally {
       this.#tokensIn += callIn;
       this.#tokensOut += callOut;
+      // Also after a failure: the partial output belongs in the log.
+      await this.#flushText();
     }
     return calls;
+  }
+
+  /**
+   * Appends text without holding up the model's stream: fragments that
+   * arrive while an append is in flight are joined into the next event, so
+   * a slow database makes fragments larger instead of the stream later.
+   */
+  #queueText(text: string): void {
+    this.#pendingText += text;
+    if (this.#textWriter) return;
+    const writer = this.#writePendingText();
+    this.#textWriter = writer;
+    // Registered first, so a flush sees the writer gone once it settled;
+    // this also handles a rejection, which surfaces through #flushText.
+    const clear = () => {
+      if (this.#textWriter === writer) this.#textWriter = undefined;
+    };
+    writer.then(clear, clear);
+  }
+
+  async #writePendingText(): Promise<void> {
+    while (this.#pendingText) {
+      const content = this.#pendingText;
+      this.#pendingText = "";
+      await this.append([{ type: "text", content }]);
+    }
+  }
+
+  /** Resolves once all queued text is in the log; rethrows a failed append. */
+  async #flushText(): Promise<void> {
+    while (this.#textWriter) await this.#textWriter;
   }
 
   async #sandbox(): Promise<string> {
