@@ -86,7 +86,10 @@ export class Runner {
       first = await run.call();
     } catch (err) {
       await run.fail(err).catch(() => {});
-      throw err instanceof PlatformError ? err : PlatformError.from(err);
+      if (err instanceof PlatformError) throw err;
+      // Cancelled or shut down before the model answered.
+      if (abort.signal.aborted) throw PlatformError.unavailable(abort.signal.reason instanceof Error ? abort.signal.reason.message : "the run was cancelled");
+      throw PlatformError.from(err);
     }
     const done = run.continue(first).finally(() => {
       this.#running.delete(done);
