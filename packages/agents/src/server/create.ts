@@ -66,7 +66,8 @@ export async function createAgentsServer(
     logger,
     // REST bodies carry every field (`items: []`, `systemPrompt: ""`); SSE
     // events still omit zero and empty fields, as the contract says.
-    json: { alwaysEmitImplicit: true },
+    // A page's `next` is null when there are no more pages (spec: Page).
+    json: { alwaysEmitImplicit: true, emitNulls: true },
     // A stream that fails after it started ends with the contract's error event.
     sseErrorEvent: (err) => create(SessionEventSchema, { type: "error", content: err.message }),
   });

@@ -172,6 +172,11 @@ describe("API keys", () => {
     assert.equal(item.env, "test");
     assert.ok(item.last_used_at, "last_used_at after use");
     assert.ok(!list.text.includes(created.json.raw_key));
+    const forever = await s.call("POST", "/v1/users/me/api_keys", { token: t, idem: idem(), body: { name: "forever" } });
+    assert.equal(forever.json.expires_at, null, "a key without expiry shows expires_at: null");
+    const listed = (await s.call("GET", "/v1/users/me/api_keys", { token: t })).json.find((k: { id: string }) => k.id === forever.json.id);
+    assert.equal(listed.expires_at, null);
+    assert.equal(listed.last_used_at, null, "never used: last_used_at null");
 
     const revoked = await s.call("POST", `/v1/users/me/api_keys/${created.json.id}/revoke`, { token: t, idem: idem() });
     assert.equal(revoked.status, 204);

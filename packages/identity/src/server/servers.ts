@@ -51,6 +51,8 @@ export function createIdentityServers(identity: Identity, settings: ServerSettin
     readHeaderTimeoutMs: settings.readHeaderTimeoutMs,
     shutdownTimeoutMs: settings.shutdownTimeoutMs,
     strictBody: true,
+    // The spec shows API keys' expires_at as "RFC 3339 or null".
+    json: { emitNulls: true },
   };
   const rest = createServer({ ...common, name: "identity", services: restServices, port: settings.serverPort, logger: logger.child({ listener: "rest" }) });
   const grpc = createServer({

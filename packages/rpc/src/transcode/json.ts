@@ -170,6 +170,12 @@ export interface OutputJsonOptions {
   alwaysEmitImplicit?: boolean;
   /** Keep proto3 JSON's string form of 64-bit integers instead of numbers. */
   int64AsString?: boolean;
+  /**
+   * Write `null` for unset singular message fields (timestamps included) and
+   * unset proto3 `optional` fields, where a contract shows "X or null"
+   * instead of leaving the key out.
+   */
+  emitNulls?: boolean;
 }
 
 /**
@@ -180,7 +186,25 @@ export interface OutputJsonOptions {
 export function messageToJson(desc: DescMessage, msg: Message, opts: OutputJsonOptions = {}): JsonValue {
   const json = toJson(desc, msg, { alwaysEmitImplicit: opts.alwaysEmitImplicit ?? false });
   if (!opts.int64AsString) unquoteInt64(desc, json);
+  if (opts.emitNulls) fillNulls(desc, json);
   return json;
+}
+
+function fillNulls(desc: DescMessage, json: JsonValue): void {
+  if (json === null || typeof json !== "object" || Array.isArray(json)) return;
+  if (desc.file.name.startsWith("google/protobuf/")) return;
+  for (const f of desc.fields) {
+    if (f.oneof && !f.proto.proto3Optional) continue;
+    const v = json[f.jsonName];
+    if (f.fieldKind === "message") {
+      if (v === undefined) json[f.jsonName] = null;
+      else fillNulls(f.message, v);
+    } else if (f.fieldKind === "scalar" || f.fieldKind === "enum") {
+      if (v === undefined && f.proto.proto3Optional) json[f.jsonName] = null;
+    } else if (f.fieldKind === "list" && f.listKind === "message" && Array.isArray(v)) {
+      for (const e of v) fillNulls(f.message, e);
+    }
+  }
 }
 
 const int64Scalars = new Set([
