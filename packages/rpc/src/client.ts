@@ -1,6 +1,7 @@
 import type { Interceptor, Transport } from "@connectrpc/connect";
-import { type GrpcTransportOptions, createGrpcTransport } from "@connectrpc/connect-node";
+import { type GrpcTransportOptions, Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import { currentRequest } from "./context.ts";
+import { GoawayGuardedSessions } from "./goaway-guard.ts";
 
 /**
  * Copies the current request's x-request-id and x-trace-id onto outgoing
@@ -16,12 +17,17 @@ export const propagateRequestIds: Interceptor = (next) => (req) => {
   return next(req);
 };
 
-/** gRPC (HTTP/2) transport to another platform service, with id propagation. */
+/**
+ * gRPC (HTTP/2) transport to another platform service, with id propagation
+ * and sessions guarded against connect-es#1768 (a restarting peer's GOAWAY
+ * must not crash this process).
+ */
 export function createServiceTransport(
   options: { baseUrl: string } & Partial<Omit<GrpcTransportOptions, "baseUrl">>,
 ): Transport {
   return createGrpcTransport({
     ...options,
+    sessionManager: options.sessionManager ?? new GoawayGuardedSessions(new Http2SessionManager(options.baseUrl)),
     interceptors: [propagateRequestIds, ...(options.interceptors ?? [])],
   } as GrpcTransportOptions);
 }

@@ -1,47 +1,7 @@
-import type * as http2 from "node:http2";
 import type { Transport } from "@connectrpc/connect";
-import { type GrpcTransportOptions, Http2SessionManager } from "@connectrpc/connect-node";
 import { createServiceTransport } from "@platform/rpc";
 
-/**
- * Works around connectrpc/connect-es#1768 (open): when a server sends GOAWAY
- * on an idle connection (identity or compute restarting) and a new request
- * reconnects before the old socket closed, the session's deferred error is
- * raised with no listener and crashes the process. Every session that
- * carried a request gets a listener that drops that late error; the
- * manager's own listeners still handle errors while it tracks the session.
- */
-type NodeHttp2ClientSessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
-
-class GoawayGuardedSessions implements NodeHttp2ClientSessionManager {
-  readonly #guarded = new WeakSet<http2.ClientHttp2Session>();
-  constructor(private readonly inner: NodeHttp2ClientSessionManager) {}
-
-  get authority(): string {
-    return this.inner.authority;
-  }
-
-  async request(
-    method: string,
-    path: string,
-    headers: http2.OutgoingHttpHeaders,
-    options: Omit<http2.ClientSessionRequestOptions, "signal">,
-  ): Promise<http2.ClientHttp2Stream> {
-    const stream = await this.inner.request(method, path, headers, options);
-    const session = stream.session as http2.ClientHttp2Session | undefined;
-    if (session && !this.#guarded.has(session)) {
-      this.#guarded.add(session);
-      session.on("error", () => {});
-    }
-    return stream;
-  }
-
-  notifyResponseByteRead(stream: http2.ClientHttp2Stream): void {
-    this.inner.notifyResponseByteRead(stream);
-  }
-}
-
-/** gRPC transport to another platform service (request-id propagation from @platform/rpc). */
+/** gRPC transport to another platform service (ids propagated, GOAWAY-guarded by @platform/rpc). */
 export function grpcTransport(baseUrl: string): Transport {
-  return createServiceTransport({ baseUrl, sessionManager: new GoawayGuardedSessions(new Http2SessionManager(baseUrl)) });
+  return createServiceTransport({ baseUrl });
 }

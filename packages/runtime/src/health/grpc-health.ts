@@ -1,12 +1,12 @@
+import { createServiceTransport } from "@platform/rpc";
 import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { Health, HealthCheckResponse_ServingStatus } from "@platform/gen/grpc/health/v1/health_pb";
 
 export const RUNTIME_SERVICE_NAME = "runtime.v1.RuntimeService";
 
 /** One gRPC health Check of `service` at `baseUrl`; false on any failure. */
 export async function isServing(baseUrl: string, service = RUNTIME_SERVICE_NAME, timeoutMs = 1000): Promise<boolean> {
-  const client = createClient(Health, createGrpcTransport({ baseUrl }));
+  const client = createClient(Health, createServiceTransport({ baseUrl }));
   try {
     const res = await client.check({ service }, { timeoutMs });
     return res.status === HealthCheckResponse_ServingStatus.SERVING;

@@ -1,3 +1,4 @@
+import { createServiceTransport } from "@platform/rpc";
 // The runtime router: `node --import tsx packages/runtime/src/router/main.ts`.
 // Settings: ROUTER_PORT (8080), HOST (0.0.0.0), IDENTITY_GRPC_URL,
 // RUNTIME_ORCHESTRATOR (local | kubernetes), for local RUNTIME_DATA_DIR and
@@ -5,7 +6,6 @@
 // RUNTIME_WORKER_TEMPLATE; RUNTIME_MAX_WAITERS_PER_TENANT (32),
 // RUNTIME_COLD_START_WAIT_MS (10000), LOG_LEVEL.
 import { resolve } from "node:path";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { pino } from "pino";
 import { ConfigError } from "../config/env.ts";
 import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
@@ -51,7 +51,7 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
   });
 }
 
-const auth = new IdentityAuthenticator(createGrpcTransport({ baseUrl: config.identityUrl }));
+const auth = new IdentityAuthenticator(createServiceTransport({ baseUrl: config.identityUrl }));
 const router = await startRouter({
   auth,
   orchestrator: await orchestrator(config),

@@ -1,5 +1,5 @@
+import { createServiceTransport } from "@platform/rpc";
 import { type Client, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { type InvokeEvent, type InvokeRequest, RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 
 /** Calls RuntimeService.Invoke on a tenant worker. */
@@ -14,7 +14,7 @@ export class GrpcTenantWorkers implements TenantWorkers {
   invoke(url: string, req: InvokeRequest, headers: Record<string, string>, signal: AbortSignal): AsyncIterable<InvokeEvent> {
     let c = this.#clients.get(url);
     if (!c) {
-      c = createClient(RuntimeService, createGrpcTransport({ baseUrl: url }));
+      c = createClient(RuntimeService, createServiceTransport({ baseUrl: url }));
       this.#clients.set(url, c);
     }
     return c.invoke(req, { headers, signal });

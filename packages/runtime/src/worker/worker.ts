@@ -1,7 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
-import { createServer } from "@platform/rpc";
+import { createServer, createServiceTransport } from "@platform/rpc";
 import { type Logger, pino } from "pino";
 import type { AgentsPort } from "./agents-port.ts";
 import { ConnectAgentsClient } from "./agents-client.ts";
@@ -23,7 +22,7 @@ export async function startWorker(
   options: { logger?: Logger; agents?: AgentsPort; shutdownTimeoutMs?: number } = {},
 ): Promise<RunningServer> {
   const logger = options.logger ?? pino({ level: "silent" });
-  const agents = options.agents ?? new ConnectAgentsClient(createGrpcTransport({ baseUrl: config.agentsUrl }));
+  const agents = options.agents ?? new ConnectAgentsClient(createServiceTransport({ baseUrl: config.agentsUrl }));
   const impl: ServiceImpl<typeof RuntimeService> = {
     invoke: workerInvoke({ tenantId: config.tenantId, orgId: config.orgId, agents, logger }),
   };
