@@ -18,11 +18,12 @@ export interface ExecTiming {
 }
 
 /** Runs one exec to completion, timing the first stdout byte and the completed event from `t0`. */
-export async function timedExec(client: ComputeClient, sandboxId: string, command: string, args: string[], t0 = now()): Promise<ExecTiming> {
+export async function timedExec(client: ComputeClient, sandboxId: string, command: string, args: string[], t0 = now(), timeoutMs = 60_000): Promise<ExecTiming> {
   let first = Number.NaN;
   let bytes = 0;
   let exitCode = Number.NaN;
-  for await (const ev of client.execCommand({ sandboxId, command, args })) {
+  // A stalled stream fails this sample instead of holding the whole figure.
+  for await (const ev of client.execCommand({ sandboxId, command, args }, { signal: AbortSignal.timeout(timeoutMs) })) {
     if (ev.event.case === "stdout") {
       if (bytes === 0) first = Number(now() - t0);
       bytes += ev.event.value.data.length;
