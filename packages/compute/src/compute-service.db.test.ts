@@ -48,7 +48,7 @@ function config(): ComputeConfig {
 }
 
 async function startApp(): Promise<void> {
-  const driver = new LocalDriver({ dataDir, killGraceMs: 500, pidsMax: 128, cgroupPrefix, logger });
+  const driver = new LocalDriver({ dataDir, killGraceMs: 500, pidsMax: 128, cgroupPrefix, logger, dieWithService: true });
   app = await createComputeApp(config(), logger, { driver, database });
   const { url } = await app.server.listen();
   client = createClient(ComputeService, createGrpcTransport({ baseUrl: url }));
@@ -113,7 +113,7 @@ before(async () => {
 after(async () => {
   await app?.close();
   // Sandboxes left running by a failed test: kill them through a fresh driver.
-  const cleaner = new LocalDriver({ dataDir, cgroupPrefix, logger });
+  const cleaner = new LocalDriver({ dataDir, cgroupPrefix, logger, dieWithService: true });
   for (const r of await new KyselySandboxStore(database).listLive()) {
     await cleaner.recover({ ...specFromRecord(r) }).catch(() => {});
     await cleaner.destroy(r.id).catch(() => {});

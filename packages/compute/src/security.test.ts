@@ -308,7 +308,7 @@ describe("inside a sandbox", () => {
     process.env[secretEnv] = "do-not-leak";
     dataDir = fs.mkdtempSync(join(tmpdir(), "compute-sec-sbx-"));
     fs.chmodSync(dataDir, 0o711);
-    driver = new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: `platform-compute-sec-${process.pid}` });
+    driver = new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: `platform-compute-sec-${process.pid}`, dieWithService: true });
     const sa = contractSpec("local");
     const sb = contractSpec("local");
     a = sa.sandboxId;

@@ -70,19 +70,28 @@ export class Cgroup {
     return Object.values(this.dirs).some((d) => fs.existsSync(d));
   }
 
+  /** Processes in this cgroup and all its descendants (cgroup.procs lists only its own). */
   pids(): number[] {
     const out = new Set<number>();
-    // Every process joins all hierarchies together, so one controller's list is the full list.
+    // Every process joins all hierarchies together, so one controller's tree is the full list.
     const one = this.dirs.pids ?? this.dirs.freezer ?? this.dirs.unified;
-    for (const f of one ? [join(one, "cgroup.procs")] : this.procsFiles()) {
+    const walk = (dir: string) => {
       let text = "";
       try {
-        text = fs.readFileSync(f, "utf8");
+        text = fs.readFileSync(join(dir, "cgroup.procs"), "utf8");
       } catch {
-        continue;
+        return;
       }
       for (const line of text.split("\n")) if (line) out.add(Number(line));
-    }
+      let subs: fs.Dirent[] = [];
+      try {
+        subs = fs.readdirSync(dir, { withFileTypes: true });
+      } catch {
+        return;
+      }
+      for (const sub of subs) if (sub.isDirectory()) walk(join(dir, sub.name));
+    };
+    if (one) walk(one);
     return [...out];
   }
 
@@ -102,20 +111,25 @@ export class Cgroup {
    */
   async killAll(timeoutMs = 10_000): Promise<void> {
     const until = Date.now() + timeoutMs;
-    while (Date.now() < until) {
-      const pids = this.pids();
-      if (pids.length === 0) return;
-      await this.freeze(true);
-      for (const pid of this.pids()) {
-        try {
-          process.kill(pid, "SIGKILL");
-        } catch {
-          // gone
+    try {
+      while (Date.now() < until) {
+        const pids = this.pids();
+        if (pids.length === 0) return;
+        await this.freeze(true);
+        for (const pid of this.pids()) {
+          try {
+            process.kill(pid, "SIGKILL");
+          } catch {
+            // gone
+          }
         }
+        await this.freeze(false);
+        if (this.version === 2) tryWrite(join(this.dirs.unified as string, "cgroup.kill"), "1");
+        await sleep(10);
       }
+    } finally {
+      // Never leave a cgroup frozen (a frozen process cannot even die of SIGKILL).
       await this.freeze(false);
-      if (this.version === 2) tryWrite(join(this.dirs.unified as string, "cgroup.kill"), "1");
-      await sleep(10);
     }
   }
 

@@ -32,7 +32,7 @@ async function hostHealthy(): Promise<void> {
 before(() => {
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-limits-"));
   fs.chmodSync(dataDir, 0o711);
-  driver = new LocalDriver({ dataDir, killGraceMs: 300, pidsMax: 64, cgroupPrefix: `platform-compute-limits-${process.pid}` });
+  driver = new LocalDriver({ dataDir, killGraceMs: 300, pidsMax: 64, cgroupPrefix: `platform-compute-limits-${process.pid}`, dieWithService: true });
 });
 
 after(async () => {
@@ -80,7 +80,7 @@ describe("local driver limits", () => {
     assert.ok(hits > 0, "forks were refused at pids.max");
     assert.ok(maxPids <= 64, `saw ${maxPids} processes`);
     assert.equal(r.completed.cancelled, true);
-    // Only the sandbox's own init (bwrap + sleep) is left.
+    // Only the sandbox's own init (bwrap, its pid 1, sleep) is left.
     assert.ok(cg.pids().length <= 3, `left: ${cg.pids().length}`);
     assert.equal((await collectExec(driver, id, { command: "/bin/echo", args: ["ok"] })).stdout, "ok\n");
     await hostHealthy();

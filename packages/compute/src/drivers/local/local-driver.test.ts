@@ -7,7 +7,7 @@ import { LocalDriver } from "./local-driver.ts";
 driverContract("local", async (options) => {
   const dataDir = fs.mkdtempSync(join(tmpdir(), "compute-contract-"));
   fs.chmodSync(dataDir, 0o711);
-  const driver = new LocalDriver({ dataDir, killGraceMs: options.killGraceMs, cgroupPrefix: `platform-compute-test-${process.pid}` });
+  const driver = new LocalDriver({ dataDir, killGraceMs: options.killGraceMs, cgroupPrefix: `platform-compute-test-${process.pid}`, dieWithService: true });
   return {
     driver,
     cleanup: async () => {

@@ -36,6 +36,12 @@ export interface LocalDriverOptions {
   /** Memory sampling period for the average-RSS metric. */
   sampleIntervalMs?: number;
   logger?: Logger;
+  /**
+   * Kill sandboxes when this process dies (bwrap --die-with-parent). Off in
+   * production, where sandboxes outlive a restart and are re-attached; on in
+   * tests, so a killed test run leaves nothing behind.
+   */
+  dieWithService?: boolean;
 }
 
 interface Live {
@@ -439,6 +445,7 @@ export class LocalDriver implements SandboxDriver {
       .map((f) => `echo $$ > ${f}`)
       .join("; ");
     const args = bwrapArgs({ workspace: layout.workspace, etcDir: layout.etc, mountPath: spec.workspace.mountPath });
+    if (this.options.dieWithService) args.unshift("--die-with-parent");
     // As root: join the sandbox cgroup and shield the init from the OOM killer,
     // then drop to the sandbox uid for good and let bwrap build the namespaces.
     const script = `${procs}; echo -999 > /proc/self/oom_score_adj; exec ${SETPRIV} --reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
