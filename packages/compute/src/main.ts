@@ -15,7 +15,15 @@ try {
   throw err;
 }
 
-const app = await createComputeApp(config, logger);
+let app: Awaited<ReturnType<typeof createComputeApp>>;
+try {
+  app = await createComputeApp(config, logger);
+} catch (err) {
+  // e.g. the local driver without root or without writable cgroups, or an unreachable DATABASE_URL.
+  logger.fatal({ err }, "compute failed to start");
+  console.error(`compute: failed to start: ${(err as Error).message}`);
+  process.exit(1);
+}
 const { port } = await app.server.listen();
 logger.info({ port, driver: app.driver.name, dataDir: config.dataDir, database: app.database.kind }, "compute listening");
 
