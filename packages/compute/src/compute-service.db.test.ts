@@ -43,6 +43,7 @@ function config(): ComputeConfig {
     pvcWorkspaceSize: "7Gi",
     pidsMax: 128,
     gcIntervalMs: 3600_000,
+    keepSandboxesOnExit: false,
     logLevel: "silent",
   };
 }

@@ -11,6 +11,12 @@ export interface ComputeConfig {
   pvcWorkspaceSize: string;
   pidsMax: number;
   gcIntervalMs: number;
+  /**
+   * Local driver: sandboxes keep running when the service stops and are
+   * re-attached on the next start (the default), or end with it (the
+   * one-command launcher, whose Ctrl-C must leave no process behind).
+   */
+  keepSandboxesOnExit: boolean;
   logLevel: string;
 }
 
@@ -29,6 +35,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
     return n;
   };
+  const bool = (name: string, fallback: boolean): boolean => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    if (raw === "true" || raw === "1") return true;
+    if (raw === "false" || raw === "0") return false;
+    throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
+  };
   const driver = env.COMPUTE_DRIVER || "local";
   if (driver !== "local" && driver !== "kubernetes") throw new ConfigError(`COMPUTE_DRIVER must be local or kubernetes, got ${JSON.stringify(driver)}`);
   const databaseUrl = env.DATABASE_URL || undefined;
@@ -46,6 +59,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     pvcWorkspaceSize: size,
     pidsMax: int("COMPUTE_PIDS_MAX", 512, 16, 1_000_000),
     gcIntervalMs: int("COMPUTE_GC_INTERVAL_SECONDS", 3600, 1, 7 * 86400) * 1000,
+    keepSandboxesOnExit: bool("COMPUTE_KEEP_SANDBOXES_ON_EXIT", true),
     logLevel: env.LOG_LEVEL || "info",
   };
 }

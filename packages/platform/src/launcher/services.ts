@@ -39,7 +39,9 @@ export function platformServices(config: LauncherConfig, secrets: LocalSecrets):
       name: "compute",
       entry: join(root, "packages/compute/src/main.ts"),
       readyUrl: `${endpoints.computeGrpc}/livez`,
-      env: { ...common, COMPUTE_PORT: String(ports.compute), COMPUTE_DATA_DIR: join(dataDir, "compute") },
+      // Ctrl-C stops the sandboxes too; a session's next tool call after a
+      // restart gets a fresh sandbox state (FAILED ones are not revived).
+      env: { ...common, COMPUTE_PORT: String(ports.compute), COMPUTE_DATA_DIR: join(dataDir, "compute"), COMPUTE_KEEP_SANDBOXES_ON_EXIT: "false" },
     },
     {
       name: "agents",

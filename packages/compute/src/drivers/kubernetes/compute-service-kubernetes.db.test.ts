@@ -40,6 +40,7 @@ const config: ComputeConfig = {
   pvcWorkspaceSize: "7Gi",
   pidsMax: 128,
   gcIntervalMs: 3600_000,
+  keepSandboxesOnExit: false,
   logLevel: "silent",
 };
 

@@ -5,8 +5,9 @@ import { driverContract } from "../../testing/driver-contract.ts";
 import { LocalDriver } from "./local-driver.ts";
 
 driverContract("local", async (options) => {
+  // mkdtemp's 0700 stays: sandboxes must work under a data directory their
+  // uid cannot traverse (a clone under /root, say).
   const dataDir = fs.mkdtempSync(join(tmpdir(), "compute-contract-"));
-  fs.chmodSync(dataDir, 0o711);
   const driver = new LocalDriver({ dataDir, killGraceMs: options.killGraceMs, cgroupPrefix: `platform-compute-test-${process.pid}`, dieWithService: true });
   return {
     driver,

@@ -80,6 +80,9 @@ interface RunningExec {
 const NSENTER = "/usr/bin/nsenter";
 const SETPRIV = "/usr/bin/setpriv";
 const BWRAP = "/usr/bin/bwrap";
+const UNSHARE = "/usr/bin/unshare";
+/** Mount point of a sandbox directory inside its launcher's private mount namespace. */
+const STAGE = "/run/platform-compute-stage";
 
 /**
  * The embedded driver: one bubblewrap sandbox per SandboxSpec, in its own
@@ -444,12 +447,18 @@ export class LocalDriver implements SandboxDriver {
       .procsFiles()
       .map((f) => `echo $$ > ${f}`)
       .join("; ");
-    const args = bwrapArgs({ workspace: layout.workspace, etcDir: layout.etc, mountPath: spec.workspace.mountPath });
+    // bwrap runs as the sandbox uid, which may not traverse the data
+    // directory's parents (a clone under /root, a 0700 temp dir). So, still
+    // as root, the sandbox directory is bound at a fixed traversable stage in
+    // a private mount namespace, and bwrap takes its paths from there.
+    const args = bwrapArgs({ workspace: join(STAGE, "workspace"), etcDir: join(STAGE, "etc"), mountPath: spec.workspace.mountPath });
     if (this.options.dieWithService) args.unshift("--die-with-parent");
     // As root: join the sandbox cgroup and shield the init from the OOM killer,
     // then drop to the sandbox uid for good and let bwrap build the namespaces.
-    const script = `${procs}; echo -999 > /proc/self/oom_score_adj; exec ${SETPRIV} --reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
-    const child = spawn("/bin/sh", ["-c", script, "sh", ...args, "--", "/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"], {
+    const inner = `mount --bind "$1" ${STAGE} && shift && exec ${SETPRIV} --reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
+    fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
+    const script = `${procs}; echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
+    const child = spawn("/bin/sh", ["-c", script, "sh", layout.dir, ...args, "--", "/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"], {
       env: baseEnv(spec.workspace.mountPath),
       stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"],
       detached: true, // own process group: survives a restart of the service, re-attached by recover()
