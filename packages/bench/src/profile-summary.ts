@@ -35,7 +35,23 @@ export function summarizeProfile(profile: Profile, top = 25): string {
       .slice(0, top)
       .map(([k, us]) => `${((us / total) * 100).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(0).padStart(6)} ms  ${k}`)
       .join("\n");
-  return `total ${(total / 1000).toFixed(0)} ms sampled\n\nby package:\n${fmt(pkg)}\n\nby function (self):\n${fmt(fn)}`;
+  // Inclusive time: each sample counts once for every distinct frame on its stack.
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const incl = new Map<string, number>();
+  for (const [id, us] of self) {
+    const seen = new Set<string>();
+    for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
+      const { functionName, url, lineNumber } = byId.get(cur)!.callFrame;
+      if (!url) continue;
+      const short = url.replace(/^.*node_modules\/\.pnpm\/[^/]+\/node_modules\//, "").replace(/^file:\/\/\/work\/main\//, "");
+      const key = `${functionName || "(anonymous)"} ${short}:${lineNumber + 1}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      incl.set(key, (incl.get(key) ?? 0) + us);
+    }
+  }
+  return `total ${(total / 1000).toFixed(0)} ms sampled\n\nby package:\n${fmt(pkg)}\n\nby function (self):\n${fmt(fn)}\n\nby function (inclusive):\n${fmt(incl)}`;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
