@@ -13,13 +13,28 @@ const root = new URL("../../..", import.meta.url).pathname;
 const ports = [8080, 8081, 8082, 50051, 50052];
 let dir: string;
 let clone: string;
+/** Started platforms, stopped whatever the test's outcome. */
+const started: Array<ReturnType<typeof start>> = [];
 
 before(() => {
   dir = mkdtempSync(join(tmpdir(), "quickstart-"));
   clone = join(dir, "platform");
   execFileSync("git", ["clone", "-q", root, clone]);
 });
-after(() => rmSync(dir, { recursive: true, force: true }));
+after(async () => {
+  for (const p of started) {
+    if (p.child.exitCode === null && p.child.signalCode === null) {
+      try {
+        process.kill(-p.child.pid!, "SIGINT");
+      } catch {}
+      await Promise.race([p.exited, new Promise((r) => setTimeout(r, 30_000))]);
+      try {
+        process.kill(-p.child.pid!, "SIGKILL");
+      } catch {}
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
 
 const portInUse = (port: number) =>
   new Promise<boolean>((resolve) => {
@@ -37,6 +52,7 @@ function start(): { child: ChildProcess; output: () => string; ready: Promise<vo
   child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
   child.stderr!.on("data", (c: Buffer) => (err += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  started.push({ child, output: () => out, ready: Promise.resolve(), exited });
   const ready = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`not up within 6 minutes:\n${out}\n${err.slice(-3000)}`)), 360_000);
     const check = setInterval(() => {
