@@ -25,55 +25,63 @@ export const apiKeyLatency: Figure = {
     const client = authClient(identity.urls.grpc!);
     for (let i = 0; i < 200; i++) await client.verifyAPIKey({ apiKey });
 
-    const rate = 1000;
-    const seconds = size === "quick" ? 0.1 : 15;
-    const total = Math.round(rate * seconds);
-    const samples: number[] = [];
-    let failures = 0;
-    const inflight: Promise<void>[] = [];
     await identity.request("resetLag");
-    const start = process.hrtime.bigint();
-    let sent = 0;
-    let done = 0;
-    // Over a second of backlog means the service cannot keep up with the
-    // offered rate: stop offering rather than queue for minutes.
-    const maxBacklog = rate;
-    let gaveUp = false;
-    while (sent < total) {
-      if (sent - done > maxBacklog) {
-        gaveUp = true;
-        break;
-      }
-      const elapsed = Number(process.hrtime.bigint() - start);
-      const due = Math.min(total, Math.floor((elapsed / 1e9) * rate) + 1);
-      for (; sent < due; sent++) {
-        const scheduled = start + BigInt(Math.round((sent / rate) * 1e9));
-        inflight.push(
-          client.verifyAPIKey({ apiKey }).then(
-            () => {
-              done++;
-              samples.push(Number(process.hrtime.bigint() - scheduled));
-            },
-            () => {
-              done++;
-              failures++;
-            },
-          ),
-        );
-      }
-      await new Promise((r) => setImmediate(r));
-    }
-    await Promise.all(inflight);
-    const wall = Number(process.hrtime.bigint() - start) / 1e9;
-    const m = summarize(samples);
+    const full = await openLoop(() => client.verifyAPIKey({ apiKey }), 1000, size === "quick" ? 0.1 : 15);
+    // Context for a miss: the same calls at a rate one identity process does sustain here.
+    const light = await openLoop(() => client.verifyAPIKey({ apiKey }), 100, size === "quick" ? 0.1 : 5);
+    const m = summarize(full.samples);
+    const l = summarize(light.samples);
     const stats = await identity.stats();
     return {
-      baseline: "—",
+      baseline: `same calls offered at 100/s: ${lat(l)}`,
       measured: lat(m),
       ratio: "—",
-      met: m.p99 <= 1 && failures === 0 && !gaveUp,
-      notes: `${gaveUp ? `The service could not sustain the rate: the offer stopped after ${sent} calls with over ${maxBacklog} outstanding (it completed ${(done / wall).toFixed(0)}/s). ` : ""}${sent} of ${total} VerifyAPIKey calls offered at ${rate}/s over ${wall.toFixed(1)} s (open loop, latency from the scheduled send time, client and server on loopback, server in its own process; its event-loop lag p99 ${stats.lagP99Ms.toFixed(2)} ms), ${failures} failures; p90 ${m.p90.toFixed(2)} ms, max ${m.max.toFixed(1)} ms.`,
-      raw: { latency: m, failures },
+      met: m.p99 <= 1 && full.failures === 0 && !full.gaveUp,
+      notes: `${full.gaveUp ? `The service could not sustain the rate: the offer stopped after ${full.sent} calls with over 1,000 outstanding (it completed ${full.completedPerSecond.toFixed(0)}/s). ` : ""}${full.sent} of ${full.total} VerifyAPIKey calls offered at 1,000/s over ${full.wall.toFixed(1)} s (open loop, latency from the scheduled send time, client and server on loopback, server in its own process; its event-loop lag p99 ${stats.lagP99Ms.toFixed(2)} ms), ${full.failures} failures; p90 ${m.p90.toFixed(2)} ms, max ${m.max.toFixed(1)} ms.`,
+      raw: { latency: m, at100: l, failures: full.failures, gaveUp: full.gaveUp },
     };
   },
 };
+
+/**
+ * Offers `call` at `rate`/s for `seconds` regardless of completions (open
+ * loop); latency counts from each call's scheduled time. Stops offering once
+ * a second's worth of calls is outstanding: the service cannot keep up.
+ */
+async function openLoop(call: () => Promise<unknown>, rate: number, seconds: number) {
+  const total = Math.round(rate * seconds);
+  const samples: number[] = [];
+  const inflight: Promise<void>[] = [];
+  let failures = 0;
+  let sent = 0;
+  let done = 0;
+  let gaveUp = false;
+  const start = process.hrtime.bigint();
+  while (sent < total) {
+    if (sent - done > rate) {
+      gaveUp = true;
+      break;
+    }
+    const elapsed = Number(process.hrtime.bigint() - start);
+    const due = Math.min(total, Math.floor((elapsed / 1e9) * rate) + 1);
+    for (; sent < due; sent++) {
+      const scheduled = start + BigInt(Math.round((sent / rate) * 1e9));
+      inflight.push(
+        call().then(
+          () => {
+            done++;
+            samples.push(Number(process.hrtime.bigint() - scheduled));
+          },
+          () => {
+            done++;
+            failures++;
+          },
+        ),
+      );
+    }
+    await new Promise((r) => setImmediate(r));
+  }
+  await Promise.all(inflight);
+  const wall = Number(process.hrtime.bigint() - start) / 1e9;
+  return { samples, failures, sent, total, gaveUp, wall, completedPerSecond: done / wall };
+}
