@@ -1,5 +1,5 @@
-import { type Client, createClient, type Transport } from "@connectrpc/connect";
-import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
+import { type Client, Code as ConnectCode, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
 import { Code, PlatformError } from "@platform/errors";
 import type { ExecResult, FileEntry, Sandboxes } from "../domain/ports.ts";
 
@@ -14,6 +14,17 @@ export class ComputeSandboxes implements Sandboxes {
   async create(tenantId: string, sessionId: string): Promise<string> {
     const res = await call("CreateSandbox", () => this.#client.createSandbox({ tenantId, sessionId }, { timeoutMs: 30_000 }));
     return res.sandboxId;
+  }
+
+  async usable(sandboxId: string): Promise<boolean> {
+    try {
+      const res = await this.#client.describeSandbox({ sandboxId }, { timeoutMs: 10_000 });
+      return res.status !== SandboxStatus.FAILED && res.status !== SandboxStatus.DESTROYED;
+    } catch (err) {
+      // Unknown sandbox: replace it. Anything else (compute down) surfaces
+      // through the tool call itself rather than here.
+      return ConnectError.from(err).code !== ConnectCode.NotFound;
+    }
   }
 
   async exec(

@@ -28,6 +28,12 @@ export type FileEntry = { path: string; size: number; isDir: boolean };
 export interface Sandboxes {
   /** Creates the sandbox of one session of a tenant (= org); returns its id. */
   create(tenantId: string, sessionId: string): Promise<string>;
+  /**
+   * Whether a session's existing sandbox can still run commands. False when
+   * it is FAILED, DESTROYED or unknown (its process ended with a restart of
+   * the platform, it hit its max runtime): the session then gets a new one.
+   */
+  usable(sandboxId: string): Promise<boolean>;
   exec(
     sandboxId: string,
     command: string,

@@ -141,6 +141,8 @@ class Run {
   #tokensOut = 0;
   #calls = 0;
   #sandboxId: string | undefined;
+  /** Whether the session's sandbox was checked (or created) in this run. */
+  #sandboxChecked = false;
   #renewal: NodeJS.Timeout | undefined;
   /** Text that arrived while the previous text append was in flight. */
   #pendingText = "";
@@ -307,7 +309,12 @@ class Run {
   }
 
   async #sandbox(): Promise<string> {
+    if (this.#sandboxId && !this.#sandboxChecked) {
+      this.#sandboxChecked = true;
+      if (!(await this.sandboxes.usable(this.#sandboxId))) this.#sandboxId = undefined;
+    }
     if (!this.#sandboxId) {
+      this.#sandboxChecked = true;
       const id = await this.sandboxes.create(this.auth.orgId, this.session.id);
       await this.store.setSandbox(this.session.id, id);
       this.#sandboxId = id;

@@ -154,6 +154,21 @@ describe("tool loop", () => {
     assert.deepEqual(execs[0]!.args, ["-c", "echo hi"]);
   });
 
+  test("a session whose sandbox can no longer run (FAILED) gets a new one on its next tool call", async () => {
+    const s = await newSession();
+    await collect(h.sessions.sendMessages({ id: s.id, messages: [user("run: echo one")] }, h.as(s.caller)));
+    const first = (await h.sessions.getSession({ id: s.id }, h.as(s.caller))).session!.sandboxId;
+    h.compute.fail(first);
+    const next = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("run: echo two")] }, h.as(s.caller)));
+    const result = next.find((e) => e.type === "tool_result")!;
+    assert.equal(result.isError, false);
+    assert.deepEqual(JSON.parse(result.content), { exitCode: 0, stdout: "two\n" });
+    const second = (await h.sessions.getSession({ id: s.id }, h.as(s.caller))).session!.sandboxId;
+    assert.notEqual(second, first, "a new sandbox replaced the failed one");
+    assert.equal(h.compute.createCalls.filter((c) => c.sessionId === s.id).length, 2);
+    assert.equal(h.compute.execCalls.filter((c) => c.sandboxId === second).length, 1);
+  });
+
   test("file tools write, read and list in the workspace", async () => {
     const s = await newSession();
     await collect(h.sessions.sendMessages({ id: s.id, messages: [user("/write notes.txt hello file")] }, h.as(s.caller)));

@@ -15,6 +15,8 @@ export class ComputeDouble {
   readonly createCalls: Array<{ tenantId: string; sessionId: string }> = [];
   readonly execCalls: Array<{ sandboxId: string; command: string; args: string[] }> = [];
   readonly files = new Map<string, Map<string, Uint8Array>>();
+  /** Sandboxes reported FAILED by DescribeSandbox (see fail()). */
+  readonly failed = new Set<string>();
   #served?: Served;
 
   async start(): Promise<string> {
@@ -26,6 +28,10 @@ export class ComputeDouble {
           const sandboxId = randomUUID();
           this.files.set(sandboxId, new Map());
           return { sandboxId, status: SandboxStatus.STARTING };
+        },
+        describeSandbox: (req) => {
+          if (!this.files.has(req.sandboxId)) throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
+          return { sandboxId: req.sandboxId, status: this.failed.has(req.sandboxId) ? SandboxStatus.FAILED : SandboxStatus.READY };
         },
         execCommand: (req, ctx) => this.#exec(req, ctx),
         readFile: (req) => {
@@ -45,6 +51,11 @@ export class ComputeDouble {
       });
     });
     return this.#served.url;
+  }
+
+  /** Makes a sandbox FAILED, as a platform restart or its max runtime would. */
+  fail(sandboxId: string): void {
+    this.failed.add(sandboxId);
   }
 
   /** Where it listens (after start). */

@@ -6,6 +6,7 @@ import { clip, Toolbox } from "./toolbox.ts";
 function fakeSandboxes(exec: (signal: AbortSignal) => Promise<ExecResult>): Sandboxes {
   return {
     create: async () => "sbx",
+    usable: async () => true,
     exec: (_id, _cmd, _args, o) => exec(o.signal),
     readFile: async () => ({ data: Buffer.from("x".repeat(50_000)), totalSize: 50_000, eof: true }),
     writeFile: async (_id, _path, data) => data.length,
