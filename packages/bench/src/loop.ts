@@ -33,4 +33,4 @@ export const ratio = (measured: number, baseline: number): string =>
   Number.isFinite(measured) && Number.isFinite(baseline) && baseline > 0 ? `${(measured / baseline).toFixed(2)}×` : "n/a";
 
 export const pct = (measured: number, baseline: number): string =>
-  Number.isFinite(measured) && Number.isFinite(baseline) && baseline > 0 ? `${((measured / baseline) * 100).toFixed(0)} %` : "n/a";
+  Number.isFinite(measured) && Number.isFinite(baseline) && baseline > 0 ? `${((measured / baseline) * 100).toFixed(1)} %` : "n/a";
