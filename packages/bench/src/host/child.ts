@@ -18,6 +18,12 @@ const logger = pino({ level: process.env.LOG_LEVEL ?? "warn" });
 
 let closeService: () => Promise<void> = async () => {};
 let extra: (msg: Msg) => unknown = () => undefined;
+// Synchronous last-resort cleanup when the runner has to signal us (a close that hung).
+let onTerminate: () => void = () => {};
+process.once("SIGTERM", () => {
+  onTerminate();
+  process.exit(0);
+});
 
 async function start(): Promise<Record<string, string>> {
   if (kind === "identity") {
@@ -41,6 +47,7 @@ async function start(): Promise<Record<string, string>> {
       removeCgroupTree(prefix);
     };
     extra = (msg) => (msg.type === "cgroup" ? cgroupMemory(prefix) : undefined);
+    onTerminate = () => removeCgroupTree(prefix);
     return { grpc: url };
   }
   if (kind === "agents") {
