@@ -43,22 +43,35 @@ export function openIdentityDatabase(settings: Settings): Promise<Database<Ident
   });
 }
 
+/**
+ * Migrations for a started service: with an embedded database the migrator
+ * must share its one connection, so MIGRATION_DB_URL applies only with DATABASE_URL.
+ */
+export function migrateForSettings(settings: Settings, database: Database<IdentityDB>): Promise<string[]> {
+  return runMigrations(settings.databaseUrl ? settings : { ...settings, migrationDbUrl: undefined }, database);
+}
+
+/** The identity domain configured from the service's settings. */
+export function identityFromSettings(database: Database<IdentityDB>, settings: Settings): Identity {
+  return createIdentity(database, {
+    kek: settings.kek,
+    env: settings.env,
+    jwtTtlSeconds: settings.jwtTtlSeconds,
+    refreshTokenTtlSeconds: settings.refreshTokenTtlSeconds,
+    argon2: settings.argon2,
+    idempotencyLockMs: settings.requestTimeoutMs * 2,
+  });
+}
+
 /** Start-up: migrate, ensure an active signing key, bootstrap the owner if configured, listen. */
 export async function startApp(settings: Settings, options: { logDestination?: DestinationStream; database?: Database<IdentityDB> } = {}): Promise<App> {
   const logger = createLogger(settings.logLevel, options.logDestination);
   // PGlite has one connection per data directory: the migrator must share it.
   const database = options.database ?? (await openIdentityDatabase(settings));
   try {
-    const applied = await runMigrations(settings.databaseUrl ? settings : { ...settings, migrationDbUrl: undefined }, database);
+    const applied = await migrateForSettings(settings, database);
     if (applied.length) logger.info({ applied }, "migrations applied");
-    const identity = createIdentity(database, {
-      kek: settings.kek,
-      env: settings.env,
-      jwtTtlSeconds: settings.jwtTtlSeconds,
-      refreshTokenTtlSeconds: settings.refreshTokenTtlSeconds,
-      argon2: settings.argon2,
-      idempotencyLockMs: settings.requestTimeoutMs * 2,
-    });
+    const identity = identityFromSettings(database, settings);
     const kid = await identity.keys.ensureActiveKey();
     // Made now, so the first unknown-email login costs no more than later ones.
     await identity.hasher.dummyHash();

@@ -3,23 +3,15 @@
 // BOOTSTRAP_OWNER_PASSWORD, BOOTSTRAP_ORG_NAME (optional BOOTSTRAP_OWNER_NAME,
 // BOOTSTRAP_ORG_SLUG) on the configured database. Re-running changes nothing.
 import { SettingsError, loadSettings } from "./config/settings.ts";
-import { openIdentityDatabase, runMigrations } from "./app.ts";
-import { createIdentity } from "./identity.ts";
+import { identityFromSettings, migrateForSettings, openIdentityDatabase } from "./app.ts";
 
 try {
   const settings = loadSettings(process.env);
   if (!settings.bootstrap) throw new SettingsError("BOOTSTRAP_OWNER_EMAIL", "is required for the bootstrap command");
   const database = await openIdentityDatabase(settings);
   try {
-    await runMigrations(settings.databaseUrl ? settings : { ...settings, migrationDbUrl: undefined }, database);
-    const identity = createIdentity(database, {
-      kek: settings.kek,
-      env: settings.env,
-      jwtTtlSeconds: settings.jwtTtlSeconds,
-      refreshTokenTtlSeconds: settings.refreshTokenTtlSeconds,
-      argon2: settings.argon2,
-      idempotencyLockMs: settings.requestTimeoutMs * 2,
-    });
+    await migrateForSettings(settings, database);
+    const identity = identityFromSettings(database, settings);
     await identity.keys.ensureActiveKey();
     const result = await identity.bootstrap(settings.bootstrap);
     process.stdout.write(
