@@ -30,26 +30,9 @@ export async function startHarness(options: Partial<Omit<AgentsAppOptions, "data
   const scripted = new ScriptedModel();
   const providers = options.providers ?? new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
   const logger = pino({ level: process.env.LOG_LEVEL ?? "silent" });
-  const app = await createAgentsApp({
-    pollMs: 200,
-    ...options,
-    providers,
-    database,
-    logger,
-    authenticator: new IdentityAuthenticator(grpcTransport(identityUrl)),
-    sandboxes: new ComputeSandboxes(grpcTransport(computeUrl)),
-  });
-  const transport = createRouterTransport(
-    (router) => {
-      for (const s of app.services) router.service(s.service as never, s.impl as never);
-    },
-    { router: { interceptors: [errorInterceptor(logger), ...app.interceptors] } },
-  );
-  const agents = createClient(AgentService, transport);
-  const sessions = createClient(SessionService, transport);
-  /** A second instance of the app over the same database and doubles (a replica; cheap, no new database). */
-  const replica = async () => {
-    const other = await createAgentsApp({
+  /** One instance of the app over the shared database and doubles, with in-process clients. */
+  const instance = async () => {
+    const app = await createAgentsApp({
       pollMs: 200,
       ...options,
       providers,
@@ -58,14 +41,17 @@ export async function startHarness(options: Partial<Omit<AgentsAppOptions, "data
       authenticator: new IdentityAuthenticator(grpcTransport(identityUrl)),
       sandboxes: new ComputeSandboxes(grpcTransport(computeUrl)),
     });
-    const t = createRouterTransport(
+    const transport = createRouterTransport(
       (router) => {
-        for (const s of other.services) router.service(s.service as never, s.impl as never);
+        for (const s of app.services) router.service(s.service as never, s.impl as never);
       },
-      { router: { interceptors: [errorInterceptor(logger), ...other.interceptors] } },
+      { router: { interceptors: [errorInterceptor(logger), ...app.interceptors] } },
     );
-    return { app: other, agents: createClient(AgentService, t), sessions: createClient(SessionService, t) };
+    return { app, agents: createClient(AgentService, transport), sessions: createClient(SessionService, transport) };
   };
+  const { app, agents, sessions } = await instance();
+  /** A second instance of the app over the same database and doubles (a replica; cheap, no new database). */
+  const replica = instance;
   return {
     replica,
     app,
