@@ -18,6 +18,7 @@ import { fromConnectError } from "@platform/rpc";
 import { pino } from "pino";
 import { type ComputeApp, createComputeApp } from "./app.ts";
 import type { ComputeConfig } from "./config.ts";
+import { testComputeConfig } from "./testing/config.ts";
 import { DELETE_AFTER_KEY } from "./driver.ts";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
 import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
@@ -33,19 +34,7 @@ let app: ComputeApp;
 let client: Client<typeof ComputeService>;
 
 function config(): ComputeConfig {
-  return {
-    port: 0,
-    host: "127.0.0.1",
-    dataDir,
-    driver: "local",
-    sandboxImage: "registry.test/sandbox:v1",
-    pvcStorageClass: "fast-ssd",
-    pvcWorkspaceSize: "7Gi",
-    pidsMax: 128,
-    gcIntervalMs: 3600_000,
-    keepSandboxesOnExit: false,
-    logLevel: "silent",
-  };
+  return testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" });
 }
 
 async function startApp(): Promise<void> {

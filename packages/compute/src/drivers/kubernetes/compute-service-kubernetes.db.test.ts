@@ -17,6 +17,7 @@ import { pino } from "pino";
 import { type ComputeApp, createComputeApp } from "../../app.ts";
 import type { ComputeConfig } from "../../config.ts";
 import { DELETE_AFTER_KEY } from "../../driver.ts";
+import { testComputeConfig } from "../../testing/config.ts";
 import { KubernetesDriver } from "./kubernetes-driver.ts";
 import { claimName, podName } from "./objects.ts";
 
@@ -30,19 +31,7 @@ let database: Database<unknown>;
 let app: ComputeApp;
 let client: Client<typeof ComputeService>;
 
-const config: ComputeConfig = {
-  port: 0,
-  host: "127.0.0.1",
-  dataDir: "/tmp/unused-by-the-kubernetes-driver",
-  driver: "kubernetes",
-  sandboxImage: "registry.test/sandbox:v1",
-  pvcStorageClass: "fast-ssd",
-  pvcWorkspaceSize: "7Gi",
-  pidsMax: 128,
-  gcIntervalMs: 3600_000,
-  keepSandboxesOnExit: false,
-  logLevel: "silent",
-};
+const config: ComputeConfig = testComputeConfig({ COMPUTE_DATA_DIR: "/tmp/unused-by-the-kubernetes-driver", COMPUTE_DRIVER: "kubernetes" });
 
 before(async () => {
   double = await KubeDouble.start({ namespaces: [NS] });
