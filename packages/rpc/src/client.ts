@@ -1,7 +1,8 @@
 import type { Interceptor, Transport } from "@connectrpc/connect";
-import { type GrpcTransportOptions, Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import { createGrpcTransport, type GrpcTransportOptions, Http2SessionManager } from "@connectrpc/connect-node";
 import { currentRequest } from "./context.ts";
 import { GoawayGuardedSessions } from "./goaway-guard.ts";
+import { HTTP2_STREAM_WINDOW } from "./http2-windows.ts";
 
 /**
  * Copies the current request's x-request-id and x-trace-id onto outgoing
@@ -20,14 +21,22 @@ export const propagateRequestIds: Interceptor = (next) => (req) => {
 /**
  * gRPC (HTTP/2) transport to another platform service, with id propagation
  * and sessions guarded against connect-es#1768 (a restarting peer's GOAWAY
- * must not crash this process).
+ * must not crash this process). Messages are not compressed: services talk
+ * over loopback or a cluster network, where gzip costs more CPU than the
+ * bytes it saves (it was the top self-time function of streamed exec
+ * output on both sides). Flow-control windows are widened like the server's.
  */
 export function createServiceTransport(
   options: { baseUrl: string } & Partial<Omit<GrpcTransportOptions, "baseUrl">>,
 ): Transport {
   return createGrpcTransport({
     ...options,
-    sessionManager: options.sessionManager ?? new GoawayGuardedSessions(new Http2SessionManager(options.baseUrl)),
+    acceptCompression: options.acceptCompression ?? [],
+    sessionManager:
+      options.sessionManager ??
+      new GoawayGuardedSessions(
+        new Http2SessionManager(options.baseUrl, undefined, { settings: { initialWindowSize: HTTP2_STREAM_WINDOW } }),
+      ),
     interceptors: [propagateRequestIds, ...(options.interceptors ?? [])],
   } as GrpcTransportOptions);
 }

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { randomBytes, randomUUID } from "node:crypto";
-import { type HandlerContext, createContextKey } from "@connectrpc/connect";
+import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { Logger } from "pino";
 
 /** Per-request values the server sets before any interceptor or handler runs. */

@@ -1,5 +1,5 @@
 import type { JsonObject } from "@bufbuild/protobuf";
-import { Code, IdentityRestCode, PlatformError, codeName, httpStatusOf } from "@platform/errors";
+import { Code, codeName, httpStatusOf, IdentityRestCode, PlatformError } from "@platform/errors";
 
 /** Faults the transcoder detects before any handler runs. */
 export type TransportFault =

@@ -1,5 +1,5 @@
 import { type Code as ConnectCode, ConnectError } from "@connectrpc/connect";
-import { type Code, PlatformError, codeName } from "@platform/errors";
+import { type Code, codeName, PlatformError } from "@platform/errors";
 import { ErrorInfoSchema } from "@platform/gen/google/rpc/error_details_pb";
 
 /** ErrorInfo.domain of errors raised by platform services. */

@@ -1,5 +1,6 @@
 import type * as http2 from "node:http2";
 import type { GrpcTransportOptions } from "@connectrpc/connect-node";
+import { widenConnectionWindow } from "./http2-windows.ts";
 
 /**
  * Works around connectrpc/connect-es#1768 (open): when a server sends GOAWAY
@@ -8,6 +9,7 @@ import type { GrpcTransportOptions } from "@connectrpc/connect-node";
  * raised with no listener and crashes the process. Every session that
  * carried a request gets a listener that drops that late error; the
  * manager's own listeners still handle errors while it tracks the session.
+ * Seeing each new session first, it also widens its connection window.
  */
 type NodeHttp2ClientSessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
 
@@ -30,6 +32,7 @@ export class GoawayGuardedSessions implements NodeHttp2ClientSessionManager {
     if (session && !this.#guarded.has(session)) {
       this.#guarded.add(session);
       session.on("error", () => {});
+      widenConnectionWindow(session);
     }
     return stream;
   }

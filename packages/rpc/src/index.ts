@@ -1,3 +1,15 @@
+export { createServiceTransport, propagateRequestIds } from "./client.ts";
+export {
+  currentRequest,
+  type RequestInfo,
+  requestInfo,
+  requestInfoKey,
+  runWithRequest,
+} from "./context.ts";
+export { type Envelope, type EnvelopeName, envelopeOf, statusOf, type TransportFault } from "./envelope.ts";
+export { errorDomain, fromConnectError, toConnectError } from "./errors.ts";
+export { HealthRegistry, healthService, ServingStatus } from "./health/health.ts";
+export { Reflector, reflectionV1, reflectionV1alpha } from "./reflection/reflection.ts";
 export {
   createServer,
   type ListenResult,
@@ -6,19 +18,7 @@ export {
   type ServiceRegistration,
 } from "./server/create-server.ts";
 export { errorInterceptor } from "./server/interceptors.ts";
-export { toConnectError, fromConnectError, errorDomain } from "./errors.ts";
-export { type Envelope, type EnvelopeName, type TransportFault, envelopeOf, statusOf } from "./envelope.ts";
-export {
-  type RequestInfo,
-  requestInfoKey,
-  requestInfo,
-  currentRequest,
-  runWithRequest,
-} from "./context.ts";
-export { HealthRegistry, ServingStatus, healthService } from "./health/health.ts";
-export { Reflector, reflectionV1, reflectionV1alpha } from "./reflection/reflection.ts";
-export { createServiceTransport, propagateRequestIds } from "./client.ts";
-export { parseTemplate, matchTemplate, type PathTemplate, TemplateSyntaxError } from "./transcode/path-template.ts";
+export { messageToJson, type OutputJsonOptions } from "./transcode/json.ts";
+export { matchTemplate, type PathTemplate, parseTemplate, TemplateSyntaxError } from "./transcode/path-template.ts";
 export { collectRoutes, lookupRoute, type Route, RouteConfigError } from "./transcode/routes.ts";
-export { type OutputJsonOptions, messageToJson } from "./transcode/json.ts";
-export { SseFramer, escapeText } from "./transcode/sse.ts";
+export { escapeText, SseFramer } from "./transcode/sse.ts";

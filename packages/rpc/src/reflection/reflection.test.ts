@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
+import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { after, before, describe, test } from "node:test";
 import { create, fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import { LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { ServerReflectionRequestSchema } from "@platform/gen/grpc/reflection/v1/reflection_pb";
+import { LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { testServer } from "../testing/fixture.ts";
 import { Reflector } from "./reflection.ts";
 

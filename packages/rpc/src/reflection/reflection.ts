@@ -1,4 +1,4 @@
-import { type DescFile, type MessageInitShape, type Registry, createRegistry, toBinary } from "@bufbuild/protobuf";
+import { createRegistry, type DescFile, type MessageInitShape, type Registry, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type * as v1 from "@platform/gen/grpc/reflection/v1/reflection_pb";

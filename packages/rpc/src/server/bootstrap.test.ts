@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
 import * as net from "node:net";
 import { after, before, describe, test } from "node:test";
-import { Code, ConnectError, type ServiceImpl, createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type ServiceImpl } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { pino } from "pino";
 import { createServiceTransport } from "../client.ts";
 import { requestInfo } from "../context.ts";
-import { libraryImpl, createProbe, testServer } from "../testing/fixture.ts";
+import { createProbe, libraryImpl, testServer } from "../testing/fixture.ts";
 import { createServer } from "./create-server.ts";
 
 describe("REQUEST_TIMEOUT", () => {

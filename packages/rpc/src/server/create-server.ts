@@ -1,40 +1,42 @@
+import { setMaxListeners } from "node:events";
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import type { DescMethodServerStreaming, DescService, Message } from "@bufbuild/protobuf";
 import {
   type ConnectRouter,
-  type Interceptor,
-  type ServiceImpl,
   createConnectRouter,
   createContextValues,
+  type Interceptor,
+  type ServiceImpl,
 } from "@connectrpc/connect";
+import { createUniversalHandlerClient, type UniversalHandler } from "@connectrpc/connect/protocol";
+import { createTransport } from "@connectrpc/connect/protocol-connect";
 import {
   compressionBrotli,
   compressionGzip,
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
-import { type UniversalHandler, createUniversalHandlerClient } from "@connectrpc/connect/protocol";
-import { createTransport } from "@connectrpc/connect/protocol-connect";
 import { PlatformError } from "@platform/errors";
 import { Health } from "@platform/gen/grpc/health/v1/health_pb";
 import * as reflectionV1Pb from "@platform/gen/grpc/reflection/v1/reflection_pb";
 import * as reflectionV1alphaPb from "@platform/gen/grpc/reflection/v1alpha/reflection_pb";
 import { type Logger, pino } from "pino";
 import {
-  type RequestInfo,
   acceptOrGenerateRequestId,
   acceptOrGenerateTraceId,
   currentRequest,
+  type RequestInfo,
   requestInfoKey,
   runWithRequest,
 } from "../context.ts";
 import { type Envelope, type EnvelopeName, envelopeOf } from "../envelope.ts";
-import { HealthRegistry, ServingStatus, healthService } from "../health/health.ts";
+import { HealthRegistry, healthService, ServingStatus } from "../health/health.ts";
+import { HTTP2_STREAM_WINDOW, widenConnectionWindow } from "../http2-windows.ts";
 import { Reflector, reflectionV1, reflectionV1alpha } from "../reflection/reflection.ts";
 import type { OutputJsonOptions } from "../transcode/json.ts";
-import { type NodeRequest, type NodeResponse, createRestHandler } from "../transcode/rest-handler.ts";
+import { createRestHandler, type NodeRequest, type NodeResponse } from "../transcode/rest-handler.ts";
 import { collectRoutes } from "../transcode/routes.ts";
 import { errorInterceptor } from "./interceptors.ts";
 
@@ -113,6 +115,9 @@ export function createServer(options: ServerOptions): Server {
   const envelope = envelopeOf(options.envelope);
   const health = new HealthRegistry();
   const shutdown = new AbortController();
+  // Every in-flight call listens on this one signal, so thousands of open
+  // streams are expected, not a leak.
+  setMaxListeners(0, shutdown.signal);
 
   const routerInterceptors = [errorInterceptor(logger), ...(options.interceptors ?? [])];
   const router: ConnectRouter = createConnectRouter({
@@ -295,9 +300,10 @@ export function createServer(options: ServerOptions): Server {
   // "listening"; this one never listens itself (sockets are handed over), so
   // start them explicitly.
   h1.emit("listening");
-  const h2 = http2.createServer({}, onRequest);
+  const h2 = http2.createServer({ settings: { initialWindowSize: HTTP2_STREAM_WINDOW } }, onRequest);
   h2.on("session", (s) => {
     sessions.add(s);
+    widenConnectionWindow(s);
     // READ_HEADER_TIMEOUT for HTTP/2: a connection must open its first
     // stream in time (later idle periods are the client's business).
     const t = setTimeout(() => s.destroy(), readHeaderTimeoutMs);

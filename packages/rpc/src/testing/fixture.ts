@@ -8,14 +8,14 @@ import {
   type ChatResponse,
   ChatResponseSchema,
   DoneSchema,
-  TextChunkSchema,
-  UsageSchema,
   LibraryService,
   StreamService,
+  TextChunkSchema,
+  UsageSchema,
 } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { pino } from "pino";
 import { requestInfo } from "../context.ts";
-import { type ServerOptions, createServer } from "../server/create-server.ts";
+import { createServer, type ServerOptions } from "../server/create-server.ts";
 
 export interface Probe {
   /** Set when a handler's AbortSignal fired. */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { TemplateSyntaxError, compareScores, matchTemplate, parseTemplate } from "./path-template.ts";
+import { compareScores, matchTemplate, parseTemplate, TemplateSyntaxError } from "./path-template.ts";
 
 // [template, request path, expected variables (null: no match)]
 // Drawn from the examples of google/api/http.proto and their edge cases.

@@ -3,10 +3,10 @@ import type * as http2 from "node:http2";
 import {
   type DescMethodServerStreaming,
   type DescMethodUnary,
+  fromJson,
   type JsonObject,
   type JsonValue,
   type Message,
-  fromJson,
 } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
@@ -16,14 +16,14 @@ import type { Envelope, TransportFault } from "../envelope.ts";
 import { fromConnectError } from "../errors.ts";
 import {
   BindError,
-  type OutputJsonOptions,
   emptyJsonOf,
   messageToJson,
+  type OutputJsonOptions,
   resolveFieldPath,
   setJsonPath,
   valueFromString,
 } from "./json.ts";
-import { type Route, lookupRoute } from "./routes.ts";
+import { lookupRoute, type Route } from "./routes.ts";
 import { SseFramer } from "./sse.ts";
 
 export type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;

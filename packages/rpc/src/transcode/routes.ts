@@ -3,7 +3,7 @@ import { http } from "@platform/gen/google/api/annotations_pb";
 import type { HttpRule } from "@platform/gen/google/api/http_pb";
 import { type SseStream, sse, success_status } from "@platform/gen/platform/api/v1/options_pb";
 import { BindError, findField, resolveFieldPath } from "./json.ts";
-import { type PathTemplate, compareScores, matchTemplate, parseTemplate } from "./path-template.ts";
+import { compareScores, matchTemplate, type PathTemplate, parseTemplate } from "./path-template.ts";
 
 /** One REST binding of an RPC (the rule itself or one of its additional_bindings). */
 export interface Route {

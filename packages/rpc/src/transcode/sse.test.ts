@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { TickResponseSchema } from "@platform/gen/rpctest/v1/rpctest_pb";
-import { type EventSourceMessage, createParser } from "eventsource-parser";
+import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { testServer } from "../testing/fixture.ts";
 import { escapeText } from "./sse.ts";
 

@@ -1,6 +1,6 @@
-import { type DescField, type DescMessage, type Message, create, getOption, hasOption } from "@bufbuild/protobuf";
+import { create, type DescField, type DescMessage, getOption, hasOption, type Message } from "@bufbuild/protobuf";
 import { SseData, type SseEvent, type SseStream, sse_event } from "@platform/gen/platform/api/v1/options_pb";
-import { type OutputJsonOptions, messageToJson } from "./json.ts";
+import { messageToJson, type OutputJsonOptions } from "./json.ts";
 
 /** One SSE event ready to write, and whether the stream ends after it. */
 export interface SseFrame {
