@@ -2,20 +2,21 @@ import { randomUUID } from "node:crypto";
 import type { Interceptor } from "@connectrpc/connect";
 import type { Database } from "@platform/db";
 import { migrate } from "@platform/db";
+import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import type { Logger } from "pino";
 import { PgEventListener } from "./adapters/pg-listener.ts";
-import { MIGRATIONS_TABLE, migrations } from "./db/migrations.ts";
 import { KyselyStore } from "./db/kysely-store.ts";
+import { MIGRATIONS_TABLE, migrations } from "./db/migrations.ts";
 import type { AgentsDB } from "./db/schema.ts";
 import { AgentsDomain } from "./domain/agents.ts";
 import type { Authenticator, Sandboxes } from "./domain/ports.ts";
 import type { ProviderRegistry } from "./providers/registry.ts";
+import { Followers } from "./runs/follow.ts";
 import { EventHub } from "./runs/hub.ts";
 import { Runner } from "./runs/runner.ts";
 import { authInterceptor } from "./server/auth.ts";
 import { agentService, sessionService } from "./server/services.ts";
 import { Toolbox } from "./tools/toolbox.ts";
-import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
 
 export type AgentsAppOptions = {
   database: Database<AgentsDB>;
@@ -28,8 +29,10 @@ export type AgentsAppOptions = {
   maxModelCalls?: number;
   maxTokens?: number;
   runLeaseMs?: number;
-  /** How often followers re-read the log for runs on other replicas. */
+  /** How often a followed session's state is re-read while another replica runs it (one read per session). */
   pollMs?: number;
+  /** How long a run's published event may wait to be stored (batched with the ones after it). */
+  flushMs?: number;
   /**
    * postgres:// URL to LISTEN on for other replicas' appends, so their
    * followers wake at once instead of at the next poll. Absent (PGlite,
@@ -49,7 +52,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
   const origin = randomUUID();
   const store = new KyselyStore(options.database.db, origin);
   const hub = new EventHub();
-  const listener = options.listenUrl ? new PgEventListener(options.listenUrl, origin, (id) => hub.wake(id), options.logger) : undefined;
+  const listener = options.listenUrl ? new PgEventListener(options.listenUrl, origin, (id) => hub.changed(id), options.logger) : undefined;
   await listener?.start();
   const toolbox = new Toolbox(options.sandboxes, {
     timeoutMs: options.toolTimeoutMs ?? 120_000,
@@ -65,10 +68,11 @@ export async function createAgentsApp(options: AgentsAppOptions) {
       leaseMs: options.runLeaseMs ?? 30_000,
       maxModelCalls: options.maxModelCalls ?? 25,
       maxTokens: options.maxTokens ?? 4096,
+      flushMs: options.flushMs ?? 50,
     },
     options.logger,
   );
-  const domain = new AgentsDomain(store, runner, hub, { pollMs: options.pollMs ?? 1000 });
+  const domain = new AgentsDomain(store, runner, new Followers(store, hub, options.pollMs ?? 1000));
   const interceptors: Interceptor[] = [authInterceptor(options.authenticator)];
   return {
     store,

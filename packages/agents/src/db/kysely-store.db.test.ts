@@ -177,3 +177,33 @@ test("the terminal append frees the session in the same statement, only for the 
   assert.equal(after?.status, "idle");
   assert.equal(after?.lastSeq, 3);
 });
+
+test("a run stores the events it numbered, with their seqs and times, only while it holds the session and they follow the log", async () => {
+  const org = randomUUID();
+  const a = await agent(org, "numbered");
+  const s = await store.createSession(org, a.id);
+  const run = randomUUID();
+  assert.equal((await store.acquireRun(org, s.id, run, 60_000)).ok, true);
+  const at = new Date("2026-01-02T03:04:05.678Z");
+  const event = (seq: number, content: string) => ({ seq, type: "text" as const, content, tokensIn: 0, tokensOut: 0, toolUseId: "", isError: false, createdAt: at, runId: run });
+  await store.storeEvents(s.id, run, [event(1, "a"), event(2, "b")]);
+  const aborted = (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted;
+  await assert.rejects(store.storeEvents(s.id, run, [event(2, "again")]), aborted, "a seq already in the log");
+  await assert.rejects(store.storeEvents(s.id, run, [event(4, "skip")]), aborted, "a gap after the log's end");
+  await assert.rejects(store.storeEvents(s.id, randomUUID(), [event(3, "other")]), aborted, "a run that does not hold the session");
+  await store.storeEvents(s.id, run, [event(3, "c"), { ...event(4, ""), type: "done", tokensOut: 7 }], { release: true });
+  const log = await store.listEvents(org, s.id);
+  assert.deepEqual(
+    log.map((e) => [e.seq, e.type, e.content, e.tokensOut, e.createdAt.toISOString(), e.runId]),
+    [
+      [1, "text", "a", 0, at.toISOString(), run],
+      [2, "text", "b", 0, at.toISOString(), run],
+      [3, "text", "c", 0, at.toISOString(), run],
+      [4, "done", "", 7, at.toISOString(), run],
+    ],
+  );
+  const released = await store.getSession(org, s.id);
+  assert.equal(released?.status, "idle");
+  assert.equal(released?.lastSeq, 4);
+  await assert.rejects(store.storeEvents(s.id, run, [event(5, "late")]), aborted, "after its release");
+});

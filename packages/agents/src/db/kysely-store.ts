@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { isUniqueViolation } from "@platform/db";
-import { PlatformError } from "@platform/errors";
+import { Code, PlatformError } from "@platform/errors";
 import { type Kysely, type Selectable, sql } from "kysely";
 import { decodeCursor, encodeCursor } from "../domain/cursor.ts";
 import type { Agent, EventType, NewEvent, Page, Session, SessionEvent } from "../domain/model.ts";
@@ -164,30 +164,19 @@ export class KyselyStore implements Store {
   ): Promise<SessionEvent[]> {
     if (events.length === 0) return [];
     const n = events.length;
-    const release = options.release === true && runId !== undefined;
     // One statement, so one round trip and atomic: the update's row lock
     // serializes appenders of a session until commit, so seqs are gapless
     // and never shared. The notification (delivered at commit) wakes
     // followers on other replicas.
     const result = await sql<Selectable<SessionEventsTable>>`
       with s as (
-        update sessions set last_seq = last_seq + ${n}, updated_at = now(),
-          active_run_id = case when ${release} and active_run_id = ${runId ?? null}::uuid then null else active_run_id end,
-          run_lease_until = case when ${release} and active_run_id = ${runId ?? null}::uuid then null else run_lease_until end,
-          cancel_requested = case when ${release} and active_run_id = ${runId ?? null}::uuid then false else cancel_requested end
+        update sessions set last_seq = last_seq + ${n}, updated_at = now(), ${releaseColumns(options.release === true, runId)}
         where id = ${sessionId}
         returning last_seq
       ), ins as (
         insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error)
       select ${sessionId}, s.last_seq - ${n} + e.ord, ${runId ?? null}::uuid, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error
-      from s, unnest(
-        ${events.map((e) => e.type)}::text[],
-        ${events.map((e) => e.content ?? "")}::text[],
-        ${events.map((e) => e.tokensIn ?? 0)}::bigint[],
-        ${events.map((e) => e.tokensOut ?? 0)}::bigint[],
-        ${events.map((e) => e.toolUseId ?? "")}::text[],
-        ${events.map((e) => e.isError ?? false)}::boolean[]
-      ) with ordinality as e(type, content, tokens_in, tokens_out, tool_use_id, is_error, ord)
+      from s, unnest(${eventArrays(events)}) with ordinality as e(type, content, tokens_in, tokens_out, tool_use_id, is_error, ord)
       returning *
       ), n as (
         select pg_notify(${EVENTS_CHANNEL}, ${`${this.origin}:${sessionId}`})
@@ -197,6 +186,34 @@ export class KyselyStore implements Store {
     return result.rows.map(toEvent).sort((a, b) => a.seq - b.seq);
   }
 
+  async storeEvents(sessionId: string, runId: string, events: readonly SessionEvent[], options: { release?: boolean } = {}): Promise<void> {
+    if (events.length === 0) return;
+    const first = events[0]!.seq;
+    const last = events.at(-1)!.seq;
+    if (last - first + 1 !== events.length) throw PlatformError.internal("events to store must have consecutive seqs");
+    // The conditions are the whole concurrency control: the update's row
+    // lock orders writers, and only the holding run whose events follow the
+    // log's end matches.
+    const result = await sql<{ stored: number }>`
+      with s as (
+        update sessions set last_seq = ${last}, updated_at = now(), ${releaseColumns(options.release === true, runId)}
+        where id = ${sessionId} and active_run_id = ${runId}::uuid and last_seq = ${first - 1}
+        returning id
+      ), ins as (
+        insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at)
+        select s.id, e.seq, ${runId}::uuid, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error, e.created_at
+        from s, unnest(${events.map((e) => e.seq)}::bigint[], ${eventArrays(events)}, ${events.map((e) => e.createdAt.toISOString())}::timestamptz[])
+          as e(seq, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at)
+        returning 1
+      ), n as (
+        select pg_notify(${EVENTS_CHANNEL}, ${`${this.origin}:${sessionId}`}) from s
+      )
+      select (select count(*) from ins)::int as stored, (select count(*) from n)::int as notified`.execute(this.db);
+    if (result.rows[0]?.stored !== events.length) {
+      throw new PlatformError(Code.Aborted, "aborted", `the run ${runId} lost its hold on session ${sessionId}: its log moved on`);
+    }
+  }
+
   async setSandbox(sessionId: string, sandboxId: string): Promise<void> {
     await this.db.updateTable("sessions").set({ sandbox_id: sandboxId, updated_at: sql`now()` }).where("id", "=", sessionId).execute();
   }
@@ -204,6 +221,24 @@ export class KyselyStore implements Store {
   async ping(): Promise<void> {
     await sql`select 1`.execute(this.db);
   }
+}
+
+/** The SET list that frees the session from `runId` when `release` (and that run still holds it). */
+function releaseColumns(release: boolean, runId: string | undefined) {
+  const holds = sql`${release} and active_run_id = ${runId ?? null}::uuid`;
+  return sql`active_run_id = case when ${holds} then null else active_run_id end,
+    run_lease_until = case when ${holds} then null else run_lease_until end,
+    cancel_requested = case when ${holds} then false else cancel_requested end`;
+}
+
+/** The events' columns as parallel arrays, for `unnest` (type, content, tokens_in, tokens_out, tool_use_id, is_error). */
+function eventArrays(events: readonly NewEvent[]) {
+  return sql`${events.map((e) => e.type)}::text[],
+    ${events.map((e) => e.content ?? "")}::text[],
+    ${events.map((e) => e.tokensIn ?? 0)}::bigint[],
+    ${events.map((e) => e.tokensOut ?? 0)}::bigint[],
+    ${events.map((e) => e.toolUseId ?? "")}::text[],
+    ${events.map((e) => e.isError ?? false)}::boolean[]`;
 }
 
 function toAgent(row: Selectable<AgentsTable>): Agent {

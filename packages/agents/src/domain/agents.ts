@@ -1,7 +1,6 @@
 import { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import { followEvents } from "../runs/follow.ts";
-import type { EventHub } from "../runs/hub.ts";
+import type { Followers } from "../runs/follow.ts";
 import type { Runner } from "../runs/runner.ts";
 import type { Agent, AuthContext, MessageInput, Page, Session, SessionEvent } from "./model.ts";
 import type { Store } from "./store.ts";
@@ -19,8 +18,7 @@ export class AgentsDomain {
   constructor(
     private readonly store: Store,
     private readonly runner: Runner,
-    private readonly hub: EventHub,
-    private readonly options: { pollMs: number },
+    private readonly followers: Followers,
   ) {}
 
   async createAgent(auth: AuthContext, input: AgentInput): Promise<Agent> {
@@ -71,18 +69,14 @@ export class AgentsDomain {
     const agent = await this.store.getAgent(auth.orgId, session.agentId);
     if (!agent) throw PlatformError.notFound("agent not found");
     const started = await this.runner.start(auth, agent, session.id, messages, options.logger);
-    return followEvents(this.store, this.hub, auth.orgId, session.id, started.lastMessageSeq, {
-      pollMs: this.options.pollMs,
-      signal: options.signal,
-      runId: started.runId,
-    });
+    return this.followers.follow(auth.orgId, session.id, started.lastMessageSeq, { signal: options.signal, runId: started.runId });
   }
 
   /** Rejoins a session's stream after `after` (the last seq the client saw). */
   async streamEvents(auth: AuthContext, id: string, after: number, signal?: AbortSignal): Promise<AsyncIterable<SessionEvent>> {
     const session = await this.#session(auth, id);
     if (!Number.isSafeInteger(after) || after < 0) throw PlatformError.invalidArgument("after must be a sequence number");
-    return followEvents(this.store, this.hub, auth.orgId, session.id, after, { pollMs: this.options.pollMs, signal });
+    return this.followers.follow(auth.orgId, session.id, after, { signal });
   }
 
   async cancelRun(auth: AuthContext, id: string): Promise<boolean> {

@@ -39,6 +39,15 @@ export interface Store {
    * client that has seen the terminal event can start the next run at once.
    */
   appendEvents(sessionId: string, runId: string | undefined, events: readonly NewEvent[], options?: { release?: boolean }): Promise<SessionEvent[]>;
+  /**
+   * Stores events a run has already numbered and published (it holds the
+   * session, so it hands out the next seqs itself), atomically. Succeeds
+   * only while `runId` holds the session and the log ends right before the
+   * first of them: a run that lost the session gets `aborted` and cannot
+   * write between another run's events.
+   * `release` as in appendEvents.
+   */
+  storeEvents(sessionId: string, runId: string, events: readonly SessionEvent[], options?: { release?: boolean }): Promise<void>;
   /** Records the session's sandbox (first tool call). */
   setSandbox(sessionId: string, sandboxId: string): Promise<void>;
 

@@ -1,98 +1,139 @@
 import { PlatformError } from "@platform/errors";
 import { isTerminal, type SessionEvent } from "../domain/model.ts";
 import type { Store } from "../domain/store.ts";
-import type { EventHub } from "./hub.ts";
+import type { EventHub, Listener } from "./hub.ts";
 
 export type FollowOptions = {
-  /** How often a follower re-reads the log when nothing arrived in-process (runs on other replicas). */
-  pollMs: number;
   signal?: AbortSignal;
   /** Follow this run (the one a send just started) instead of whichever is active now. */
   runId?: string;
 };
 
+type Poll = { timer: NodeJS.Timeout; followers: number; busy: boolean };
+
 /**
- * A session's events after `after`: the stored ones, then live ones until
- * the terminal event of the session's active run. With no active run it
- * replays and closes. The log is the source of truth: in-process
- * notifications only carry events already stored, and any gap is read back
- * from the database, so a follower never skips or repeats a seq.
+ * Streams a session's events to its followers: the stored ones, then live
+ * ones until the terminal event of the session's active run. With no active
+ * run it replays and closes. The log is the source of truth: any gap in what
+ * arrived in-process is read back from the database, so a follower never
+ * skips or repeats a seq.
+ *
+ * An idle follower costs no work: a run of this process publishes every
+ * event (and its end) through the hub; for a run on another replica, its
+ * notifications wake the followers, and one poll per session (not per
+ * follower) catches a missed notification or a replica that died mid-run.
  */
-export async function* followEvents(
-  store: Store,
-  hub: EventHub,
-  orgId: string,
-  sessionId: string,
-  after: number,
-  options: FollowOptions,
-): AsyncGenerator<SessionEvent> {
-  const inbox: SessionEvent[] = [];
-  // Set when the log changed in a way only the database can tell.
-  let dirty = false;
-  let wake: (() => void) | undefined;
-  const unsubscribe = hub.subscribe(sessionId, (event) => {
-    if (event) inbox.push(event);
-    else dirty = true;
-    wake?.();
-  });
-  try {
-    const session = await store.getSession(orgId, sessionId);
-    if (!session) throw PlatformError.notFound("session not found");
-    const runId = options.runId ?? session.activeRunId;
+export class Followers {
+  readonly #polls = new Map<string, Poll>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly hub: EventHub,
+    /** How often a session followed here re-reads its state while another replica runs it. */
+    private readonly pollMs: number,
+  ) {}
+
+  async *follow(orgId: string, sessionId: string, after: number, options: FollowOptions = {}): AsyncGenerator<SessionEvent> {
+    const { store } = this;
+    const inbox: SessionEvent[] = [];
     let last = after;
-    for (const event of await store.listEvents(orgId, sessionId, last)) {
-      yield event;
-      last = event.seq;
-      if (runId && event.runId === runId && isTerminal(event)) return;
-    }
-    if (!runId) return;
-    while (true) {
-      let fresh: SessionEvent[] | undefined;
-      const queued = inbox.splice(0).filter((e) => e.seq > last);
-      if (!dirty && queued.length > 0 && queued.every((e, i) => e.seq === last + 1 + i)) {
-        fresh = queued;
-      } else if (!dirty && queued.length === 0) {
-        const timedOut = await waitFor(options.pollMs, options.signal, (resolve) => {
-          wake = resolve;
-        });
-        wake = undefined;
-        if (options.signal?.aborted) return;
-        if (!timedOut) continue;
-      }
-      if (!fresh) {
-        // A gap, a notification or a quiet spell: the log decides.
-        dirty = false;
-        fresh = await store.listEvents(orgId, sessionId, last);
-        if (fresh.length === 0) {
-          // A run that vanished without a terminal event (its replica died
-          // and the lease lapsed) must not hold followers forever.
-          const now = await store.getSession(orgId, sessionId);
-          if (!now || now.activeRunId !== runId) return;
-          continue;
-        }
-      }
-      for (const event of fresh) {
+    let runId: string | undefined;
+    // Set when the log changed in a way only the database can tell.
+    let dirty = false;
+    let wake: (() => void) | undefined;
+    const listener: Listener = {
+      event(event) {
+        inbox.push(event);
+        wake?.();
+      },
+      changed(state) {
+        if (state && state.lastSeq <= last && state.activeRunId === runId) return;
+        dirty = true;
+        wake?.();
+      },
+    };
+    const { unstored, unsubscribe } = this.hub.subscribe(sessionId, listener);
+    // Published before we listened and not stored yet: the log will not have them.
+    inbox.push(...unstored);
+    const onAbort = () => wake?.();
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    let unwatch: (() => void) | undefined;
+    try {
+      const session = await store.getSession(orgId, sessionId);
+      if (!session) throw PlatformError.notFound("session not found");
+      runId = options.runId ?? session.activeRunId;
+      for (const event of await store.listEvents(orgId, sessionId, last)) {
         yield event;
         last = event.seq;
-        if (isTerminal(event) && (event.runId === runId || event.runId === undefined)) return;
+        if (runId && event.runId === runId && isTerminal(event)) return;
       }
+      if (!runId) return;
+      unwatch = this.#watch(orgId, sessionId);
+      while (!options.signal?.aborted) {
+        let fresh: SessionEvent[] | undefined;
+        const queued = inbox.splice(0).filter((e) => e.seq > last);
+        if (!dirty && queued.length > 0 && queued.every((e, i) => e.seq === last + 1 + i)) {
+          fresh = queued;
+        } else if (!dirty && queued.length === 0) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+          wake = undefined;
+          continue;
+        } else {
+          // A gap or a change elsewhere: the log decides.
+          dirty = false;
+          fresh = await store.listEvents(orgId, sessionId, last);
+          if (fresh.length === 0) {
+            // A run that vanished without a terminal event (its replica died
+            // and the lease lapsed) must not hold followers forever.
+            const now = await store.getSession(orgId, sessionId);
+            if (!now || now.activeRunId !== runId) return;
+            continue;
+          }
+        }
+        for (const event of fresh) {
+          yield event;
+          last = event.seq;
+          if (isTerminal(event) && (event.runId === runId || event.runId === undefined)) return;
+        }
+      }
+    } finally {
+      options.signal?.removeEventListener("abort", onAbort);
+      unwatch?.();
+      unsubscribe();
     }
-  } finally {
-    unsubscribe();
   }
-}
 
-/** Resolves true after `ms`, or false when woken or aborted first. */
-function waitFor(ms: number, signal: AbortSignal | undefined, arm: (wake: () => void) => void): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => finish(true), ms);
-    const onAbort = () => finish(false);
-    function finish(timedOut: boolean) {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
-      resolve(timedOut);
+  /** Joins the session's shared poll; returns the leave. */
+  #watch(orgId: string, sessionId: string): () => void {
+    let poll = this.#polls.get(sessionId);
+    if (!poll) {
+      const created: Poll = { timer: setInterval(() => void this.#poll(orgId, sessionId, created), this.pollMs), followers: 0, busy: false };
+      created.timer.unref();
+      this.#polls.set(sessionId, created);
+      poll = created;
     }
-    signal?.addEventListener("abort", onAbort, { once: true });
-    arm(() => finish(false));
-  });
+    poll.followers++;
+    const joined = poll;
+    return () => {
+      if (--joined.followers > 0) return;
+      clearInterval(joined.timer);
+      if (this.#polls.get(sessionId) === joined) this.#polls.delete(sessionId);
+    };
+  }
+
+  async #poll(orgId: string, sessionId: string, poll: Poll): Promise<void> {
+    // A run of this process publishes everything, including its end.
+    if (poll.busy || this.hub.hasWriter(sessionId)) return;
+    poll.busy = true;
+    try {
+      const session = await this.store.getSession(orgId, sessionId);
+      this.hub.changed(sessionId, session ? { lastSeq: session.lastSeq, activeRunId: session.activeRunId } : { lastSeq: 0 });
+    } catch {
+      // The database did not answer: the next poll asks again.
+    } finally {
+      poll.busy = false;
+    }
+  }
 }

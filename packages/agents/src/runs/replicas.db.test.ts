@@ -16,6 +16,8 @@ import { ComputeDouble } from "../testing/compute-double.ts";
 import { IdentityDouble } from "../testing/identity-double.ts";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 
+const user = (content: string) => ({ role: "user", content });
+
 // Two replicas of the service over one PostgreSQL database: a follower on
 // one sees a run on the other through LISTEN/NOTIFY (the poll fallback is
 // set to a minute, so only notifications can deliver in time), one run per
@@ -101,5 +103,30 @@ describe("replicas", { skip: process.env.TEST_DB === "pglite" ? "PGlite is one p
       rest.map((e) => e.type),
       ["text", "error"],
     );
+  });
+
+  test("a follower on replica B receives every fragment of a run on A, with the seqs, contents and times A streamed", async () => {
+    const [a, b] = replicas as [Awaited<ReturnType<typeof replica>>, Awaited<ReturnType<typeof replica>>];
+    const caller = identity.caller();
+    const auth = { headers: { authorization: `Bearer ${caller.token}` } };
+    const { agent } = await a.agents.createAgent({ name: "f", slug: "f", model: "scripted/x" }, auth);
+    const { session } = await a.sessions.createSession({ agentId: agent!.id }, auth);
+    const start = gate();
+    const middle = gate();
+    const words = Array.from({ length: 40 }, (_, i) => ({ type: "text" as const, text: `w${i} ` }));
+    model.push([words[0]!, { type: "wait", until: start.promise }, ...words.slice(1, 20), { type: "wait", until: middle.promise }, ...words.slice(20)]);
+    const run = a.sessions.sendMessages({ id: session!.id, messages: [user("go")] }, auth)[Symbol.asyncIterator]();
+    const sent = [(await run.next()).value as SessionEvent];
+    const follower = b.sessions.streamEvents({ id: session!.id, after: 0n }, auth)[Symbol.asyncIterator]();
+    assert.equal((await follower.next()).value?.type, "user");
+    start.open();
+    for (let i = 1; i < 20; i++) sent.push((await run.next()).value as SessionEvent);
+    middle.open();
+    for (let r = await run.next(); !r.done; r = await run.next()) sent.push(r.value);
+    const seen: SessionEvent[] = [];
+    for (let r = await follower.next(); !r.done; r = await follower.next()) seen.push(r.value);
+    const shape = (e: SessionEvent) => [e.seq, e.type, e.content, e.createdAt?.seconds, e.createdAt?.nanos];
+    assert.equal(sent.length, 41);
+    assert.deepEqual(seen.map(shape), sent.map(shape));
   });
 });

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import type { Agent, AuthContext, MessageInput, NewEvent, Session, SessionEvent } from "../domain/model.ts";
+import type { Agent, AuthContext, MessageInput, NewEvent, Session } from "../domain/model.ts";
 import type { Sandboxes } from "../domain/ports.ts";
 import type { Store } from "../domain/store.ts";
 import type { ModelEvent, ModelRequest, ToolCall } from "../providers/provider.ts";
@@ -9,6 +9,7 @@ import type { ProviderRegistry } from "../providers/registry.ts";
 import type { Toolbox } from "../tools/toolbox.ts";
 import { historyOf, toolUseContent } from "./history.ts";
 import type { EventHub } from "./hub.ts";
+import { RunLog } from "./run-log.ts";
 
 export type RunnerOptions = {
   /** A run's hold on its session; renewed while it runs, so a crashed replica's run lapses. */
@@ -16,6 +17,8 @@ export type RunnerOptions = {
   /** Model calls in one run (each tool round is one more); past it the run ends with an error. */
   maxModelCalls: number;
   maxTokens: number;
+  /** How long a published event may wait to be stored (batched with the ones after it). */
+  flushMs: number;
 };
 
 export type StartedRun = { runId: string; session: Session; lastMessageSeq: number };
@@ -24,8 +27,9 @@ type Active = { runId: string; abort: AbortController };
 
 /**
  * Runs turns: takes the session (one run at a time), appends the client's
- * messages, calls the model, dispatches tool calls and appends every produced
- * event to the log before publishing it. A run is detached from the request
+ * messages, calls the model, dispatches tool calls and publishes every
+ * produced event at once, storing it in the log within `flushMs` (see
+ * RunLog). A run is detached from the request
  * that started it: it goes on when the client disconnects and ends only with
  * `done`, `error` or an explicit cancel.
  */
@@ -77,12 +81,11 @@ export class Runner {
       runId,
       abort,
     });
-    let appended: SessionEvent[];
+    const appended = run.log.publish(
+      messages.map((m) => ({ type: m.role as NewEvent["type"], content: m.content, toolUseId: m.toolUseId, isError: m.isError })),
+    );
     let first: AsyncIterable<ModelEvent>;
     try {
-      appended = await run.append(
-        messages.map((m) => ({ type: m.role as NewEvent["type"], content: m.content, toolUseId: m.toolUseId, isError: m.isError })),
-      );
       first = await run.call();
     } catch (err) {
       await run.fail(err).catch(() => {});
@@ -144,14 +147,12 @@ class Run {
   /** Whether the session's sandbox was checked (or created) in this run. */
   #sandboxChecked = false;
   #renewal: NodeJS.Timeout | undefined;
-  /** Text that arrived while the previous text append was in flight. */
-  #pendingText = "";
-  #textWriter: Promise<void> | undefined;
+  readonly log: RunLog;
 
   constructor(
     private readonly runner: Runner,
     private readonly store: Store,
-    private readonly hub: EventHub,
+    hub: EventHub,
     private readonly providers: ProviderRegistry,
     private readonly toolbox: Toolbox,
     private readonly sandboxes: Sandboxes,
@@ -167,19 +168,14 @@ class Run {
     this.#sandboxId = this.session.sandboxId;
     this.#renewal = setInterval(() => void this.#renew(), Math.max(50, Math.floor(this.options.leaseMs / 3)));
     this.#renewal.unref();
-  }
-
-  /** Appends to the log, then publishes: nothing is sent that is not stored. */
-  async append(events: NewEvent[]): Promise<SessionEvent[]> {
-    const stored = await this.store.appendEvents(this.session.id, this.runId, events);
-    this.hub.publish(this.session.id, stored);
-    return stored;
+    this.log = new RunLog(store, hub, this.session.id, this.runId, this.session.lastSeq, options.flushMs, logger);
   }
 
   /** One model call over the whole log so far. */
   async call(): Promise<AsyncIterable<ModelEvent>> {
     this.#calls++;
     const { provider, model } = this.providers.resolve(this.agent.model);
+    await this.log.flush();
     const log = await this.store.listEvents(this.auth.orgId, this.session.id);
     const request: ModelRequest = {
       model,
@@ -201,9 +197,11 @@ class Run {
         if (calls.length === 0) break;
         for (const call of calls) {
           this.#checkAbort();
+          // A tool's effects outlive a crash; so does the record of its call.
+          await this.log.flush();
           const result = await this.toolbox.run(call, () => this.#sandbox(), this.abort.signal);
           this.#checkAbort();
-          await this.append([{ type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }]);
+          this.log.publish([{ type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }]);
         }
         if (this.#calls >= this.options.maxModelCalls) {
           throw PlatformError.failedPrecondition(`the run reached its limit of ${this.options.maxModelCalls} model calls`);
@@ -231,11 +229,8 @@ class Run {
   async #finish(events: NewEvent[]): Promise<void> {
     clearInterval(this.#renewal);
     try {
-      // The terminal event frees the session in the same statement, and is
-      // published only then: whoever sees it can send the next message.
-      const stored = await this.store.appendEvents(this.session.id, this.runId, events, { release: true });
+      await this.log.finish(events);
       this.runner.finished(this.session.id, this.runId);
-      this.hub.publish(this.session.id, stored);
     } catch (err) {
       this.logger.error({ err }, "could not append the terminal event");
       await this.store.releaseRun(this.session.id, this.runId).catch((e) => this.logger.error({ err: e }, "could not release the run"));
@@ -252,12 +247,11 @@ class Run {
         this.#checkAbort();
         switch (event.type) {
           case "text":
-            if (event.text) this.#queueText(event.text);
+            if (event.text) this.log.publish([{ type: "text", content: event.text }]);
             break;
           case "tool_use":
             calls.push(event.call);
-            await this.#flushText();
-            await this.append([{ type: "tool_use", content: toolUseContent(event.call.name, event.call.input), toolUseId: event.call.id }]);
+            this.log.publish([{ type: "tool_use", content: toolUseContent(event.call.name, event.call.input), toolUseId: event.call.id }]);
             break;
           case "usage":
             // Running totals of this call: the latest replaces the earlier.
@@ -271,41 +265,8 @@ class Run {
     } finally {
       this.#tokensIn += callIn;
       this.#tokensOut += callOut;
-      // Also after a failure: the partial output belongs in the log.
-      await this.#flushText();
     }
     return calls;
-  }
-
-  /**
-   * Appends text without holding up the model's stream: fragments that
-   * arrive while an append is in flight are joined into the next event, so
-   * a slow database makes fragments larger instead of the stream later.
-   */
-  #queueText(text: string): void {
-    this.#pendingText += text;
-    if (this.#textWriter) return;
-    const writer = this.#writePendingText();
-    this.#textWriter = writer;
-    // Registered first, so a flush sees the writer gone once it settled;
-    // this also handles a rejection, which surfaces through #flushText.
-    const clear = () => {
-      if (this.#textWriter === writer) this.#textWriter = undefined;
-    };
-    writer.then(clear, clear);
-  }
-
-  async #writePendingText(): Promise<void> {
-    while (this.#pendingText) {
-      const content = this.#pendingText;
-      this.#pendingText = "";
-      await this.append([{ type: "text", content }]);
-    }
-  }
-
-  /** Resolves once all queued text is in the log; rethrows a failed append. */
-  async #flushText(): Promise<void> {
-    while (this.#textWriter) await this.#textWriter;
   }
 
   async #sandbox(): Promise<string> {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { SessionEvent } from "@platform/gen/agents/v1/agents_pb";
-import { type Harness, collect, startHarness } from "../testing/harness.ts";
+import { collect, type Harness, startHarness } from "../testing/harness.ts";
 import { gate } from "../testing/scripted-model.ts";
 
 let h: Harness;
@@ -202,20 +202,6 @@ describe("tool loop", () => {
     const parsed = JSON.parse(result.content);
     assert.equal(parsed.truncated, true);
     assert.equal(parsed.stdoutBytes, 100000);
-  });
-
-  test("fragments that arrive while an append is in flight are joined, in order, nothing lost", async () => {
-    const s = await newSession("scripted/x");
-    const words = Array.from({ length: 50 }, (_, i) => `w${i} `);
-    h.scripted.push([...words.map((text) => ({ type: "text" as const, text })), { type: "tool_use", call: { id: "c", name: "list_files", input: {} } }], [
-      { type: "text", text: "after" },
-    ]);
-    const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller)));
-    const firstText = events.slice(0, events.findIndex((e) => e.type === "tool_use"));
-    assert.ok(firstText.length < 50, `joined: ${firstText.length} events for 50 fragments`);
-    assert.equal(firstText.map((e) => e.content).join(""), words.join(""));
-    assert.deepEqual(types(events).slice(firstText.length), ["tool_use", "tool_result", "text", "done"]);
-    assertGapless(events, 2n);
   });
 
   test("scripted model: tool_use goes to compute and the model gets the result in its next call", async () => {

@@ -1,0 +1,110 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { Session, SessionEvent } from "../domain/model.ts";
+import type { Store } from "../domain/store.ts";
+import { Followers } from "./follow.ts";
+import { EventHub } from "./hub.ts";
+
+// What an idle follower costs: the database reads it makes while nothing
+// happens. A store double counts them.
+
+const ORG = "org";
+const SESSION = "session";
+const RUN = "run";
+
+function event(seq: number, type: SessionEvent["type"] = "text"): SessionEvent {
+  return { seq, type, content: `e${seq}`, tokensIn: 0, tokensOut: 0, toolUseId: "", isError: false, createdAt: new Date(0), runId: RUN };
+}
+
+function storeDouble(log: SessionEvent[]) {
+  const calls = { getSession: 0, listEvents: 0 };
+  let polled: (() => void) | undefined;
+  const store = {
+    async getSession(): Promise<Session> {
+      calls.getSession++;
+      polled?.();
+      const done = log.some((e) => e.type === "done");
+      const now = new Date();
+      return { id: SESSION, orgId: ORG, agentId: "a", status: done ? "idle" : "running", activeRunId: done ? undefined : RUN, lastSeq: log.length, createdAt: now, updatedAt: now };
+    },
+    async listEvents(_org: string, _session: string, after = 0): Promise<SessionEvent[]> {
+      calls.listEvents++;
+      return log.filter((e) => e.seq > after);
+    },
+  } as unknown as Store;
+  /** Resolves after `n` more getSession calls. */
+  const reads = (n: number) =>
+    new Promise<void>((resolve) => {
+      let left = n;
+      polled = () => {
+        if (--left === 0) resolve();
+      };
+    });
+  return { store, calls, reads };
+}
+
+async function take(it: AsyncIterator<SessionEvent>, n: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) out.push((await it.next()).value!.seq);
+  return out;
+}
+
+test("followers of a run of this process read the log once, then only the hub: no polling", async () => {
+  const log = [event(1, "user")];
+  const { store, calls } = storeDouble(log);
+  const hub = new EventHub();
+  const unstored: SessionEvent[] = [event(2)];
+  const detach = hub.attachWriter(SESSION, () => unstored);
+  const followers = new Followers(store, hub, 1);
+  const streams = Array.from({ length: 20 }, () => followers.follow(ORG, SESSION, 0)[Symbol.asyncIterator]());
+  for (const s of streams) assert.deepEqual(await take(s, 2), [1, 2], "the stored event, then the unstored one from the hub");
+  const before = { ...calls };
+  // Many poll intervals pass while the run is quiet.
+  await new Promise((r) => setTimeout(r, 30));
+  assert.deepEqual(calls, before, "an idle follower of a local run reads nothing");
+  hub.publish(SESSION, [event(3), event(4, "done")]);
+  for (const s of streams) {
+    assert.deepEqual(await take(s, 2), [3, 4]);
+    assert.equal((await s.next()).done, true);
+  }
+  assert.equal(hub.listenerCount(SESSION), 0);
+  detach();
+});
+
+test("followers of a run on another replica share one poll per session and read the log only when it changed", async () => {
+  const log = [event(1, "user"), event(2)];
+  const { store, calls, reads } = storeDouble(log);
+  const hub = new EventHub();
+  const followers = new Followers(store, hub, 1);
+  // The poll's timer does not hold the process open; the test must.
+  const alive = setInterval(() => {}, 1000);
+  const n = 20;
+  const streams = Array.from({ length: n }, () => followers.follow(ORG, SESSION, 0)[Symbol.asyncIterator]());
+  for (const s of streams) assert.deepEqual(await take(s, 2), [1, 2]);
+  const polls = reads(5);
+  const pending = streams.map((s) => s.next());
+  await polls;
+  assert.equal(calls.listEvents, n, "only the followers' first reads: an unchanged poll wakes nobody");
+  assert.ok(calls.getSession <= n + 6, `one poll per session, not per follower (${calls.getSession} reads)`);
+  log.push(event(3), event(4, "done"));
+  for (const p of pending) assert.equal((await p).value?.seq, 3);
+  for (const s of streams) {
+    assert.equal((await s.next()).value?.seq, 4);
+    assert.equal((await s.next()).done, true);
+  }
+  clearInterval(alive);
+});
+
+test("a follower whose client went away ends without an event", async () => {
+  const { store } = storeDouble([event(1, "user")]);
+  const hub = new EventHub();
+  const detach = hub.attachWriter(SESSION, () => []);
+  const abort = new AbortController();
+  const it = new Followers(store, hub, 1).follow(ORG, SESSION, 1, { signal: abort.signal, runId: RUN })[Symbol.asyncIterator]();
+  const next = it.next();
+  await new Promise((r) => setImmediate(r));
+  abort.abort();
+  assert.equal((await next).done, true);
+  assert.equal(hub.listenerCount(SESSION), 0);
+  detach();
+});
