@@ -3,6 +3,7 @@ import { type Client, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AuthService } from "@platform/gen/identity/v1/auth_pb";
 import { decodeProtectedHeader } from "jose";
+import { GrpcLoadClient } from "./grpc-load-client.ts";
 
 export type AuthClient = Client<typeof AuthService>;
 
@@ -15,4 +16,14 @@ export async function publicKeyOf(client: AuthClient, token: string): Promise<Ke
   const kid = decodeProtectedHeader(token).kid!;
   const res = await client.getPublicKey({ kid });
   return createPublicKey({ key: Buffer.from(res.der), format: "der", type: "spki" });
+}
+
+/** VerifyToken and VerifyAPIKey through the lean load client (grpc-load-client.ts), for throughput and latency figures. */
+export function authLoadClient(baseUrl: string) {
+  const client = new GrpcLoadClient(baseUrl);
+  return {
+    verifyToken: (token: string) => client.unary(AuthService.method.verifyToken, { token }),
+    verifyAPIKey: (apiKey: string) => client.unary(AuthService.method.verifyAPIKey, { apiKey }),
+    close: () => client.close(),
+  };
 }

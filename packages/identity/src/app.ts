@@ -1,11 +1,12 @@
 import { type Database, openDatabase } from "@platform/db";
 import type { DestinationStream, Logger } from "pino";
+import type { InvalidationListener } from "./cache/invalidation-listener.ts";
 import type { Settings } from "./config/settings.ts";
 import { migrateIdentity } from "./db/migrations.ts";
 import type { IdentityDB } from "./db/schema.ts";
-import { type Identity, createIdentity } from "./identity.ts";
+import { createIdentity, type Identity } from "./identity.ts";
 import { createLogger } from "./logger.ts";
-import { type IdentityServers, createIdentityServers } from "./server/servers.ts";
+import { createIdentityServers, type IdentityServers } from "./server/servers.ts";
 
 export type App = {
   identity: Identity;
@@ -64,14 +65,22 @@ export function identityFromSettings(database: Database<IdentityDB>, settings: S
 }
 
 /** Start-up: migrate, ensure an active signing key, bootstrap the owner if configured, listen. */
-export async function startApp(settings: Settings, options: { logDestination?: DestinationStream; database?: Database<IdentityDB> } = {}): Promise<App> {
+export async function startApp(
+  settings: Settings,
+  options: { logDestination?: DestinationStream; database?: Database<IdentityDB> & { url?: string } } = {},
+): Promise<App> {
   const logger = createLogger(settings.logLevel, options.logDestination);
   // PGlite has one connection per data directory: the migrator must share it.
   const database = options.database ?? (await openIdentityDatabase(settings));
+  const changesUrl = options.database ? options.database.url : settings.databaseUrl;
+  let changes: InvalidationListener | undefined;
   try {
     const applied = await migrateForSettings(settings, database);
     if (applied.length) logger.info({ applied }, "migrations applied");
     const identity = identityFromSettings(database, settings);
+    if (database.kind === "postgres" && changesUrl) {
+      changes = await identity.followChanges(changesUrl, (err) => logger.warn({ err }, "auth change listener lost; verification caches off until it reconnects"));
+    }
     const kid = await identity.keys.ensureActiveKey();
     // Made now, so the first unknown-email login costs no more than later ones.
     await identity.hasher.dummyHash();
@@ -92,10 +101,12 @@ export async function startApp(settings: Settings, options: { logDestination?: D
       async close() {
         clearInterval(purge);
         await servers.close();
+        await changes?.stop();
         await database.close();
       },
     };
   } catch (err) {
+    await changes?.stop();
     await database.close().catch(() => {});
     throw err;
   }

@@ -3,6 +3,8 @@ import { ApiKeys } from "./api-keys/api-keys.ts";
 import { type Clock, type KeyEnv, systemClock } from "./auth/auth-context.ts";
 import { Authenticator } from "./auth/authenticator.ts";
 import { type BootstrapResult, bootstrapOwner } from "./bootstrap/bootstrap.ts";
+import { AuthCaches } from "./cache/auth-caches.ts";
+import { InvalidationListener } from "./cache/invalidation-listener.ts";
 import type { Argon2Settings, Bootstrap, DeploymentEnv } from "./config/settings.ts";
 import type { IdentityDB } from "./db/schema.ts";
 import { IdempotencyStore } from "./idempotency/idempotency-store.ts";
@@ -12,6 +14,7 @@ import { PasswordHasher } from "./passwords/password-hasher.ts";
 import { RefreshTokens } from "./sessions/refresh-tokens.ts";
 import { Sessions } from "./sessions/sessions.ts";
 import { JwtService } from "./tokens/jwt-service.ts";
+import { MembershipRoles } from "./users/membership-roles.ts";
 import { Users } from "./users/users.ts";
 
 export type IdentityOptions = {
@@ -33,11 +36,15 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
   const db = database.db;
   const clock = options.clock ?? systemClock;
   const hasher = new PasswordHasher(options.argon2);
-  const keys = new SigningKeys(db, options.kek);
+  // The embedded database has one process, this one, so every write is seen
+  // here; with PostgreSQL the caches wait for followChanges.
+  const caches = new AuthCaches({ enabled: database.kind === "pglite" });
+  const memberships = new MembershipRoles(db, caches);
+  const keys = new SigningKeys(db, options.kek, caches);
   const users = new Users(db, hasher);
   const orgs = new Orgs(db);
-  const apiKeys = new ApiKeys(db, clock);
-  const jwt = new JwtService(db, keys, { env: claimEnvOf(options.env), clock });
+  const apiKeys = new ApiKeys(db, memberships, caches, clock);
+  const jwt = new JwtService(keys, memberships, caches, { env: claimEnvOf(options.env), clock });
   const refreshTokens = new RefreshTokens(db, options.refreshTokenTtlSeconds);
   const sessions = new Sessions({ db, users, hasher, jwt, refreshTokens, jwtTtlSeconds: options.jwtTtlSeconds, clock });
   const authenticator = new Authenticator(jwt, apiKeys);
@@ -47,6 +54,8 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
     db,
     clock,
     hasher,
+    caches,
+    memberships,
     keys,
     users,
     orgs,
@@ -56,6 +65,12 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
     sessions,
     authenticator,
     idempotency,
+    /** Enables the caches once other replicas' writes are followed on the PostgreSQL at `url`. */
+    async followChanges(url: string, onError?: (err: unknown) => void): Promise<InvalidationListener> {
+      const listener = new InvalidationListener(url, caches, onError);
+      await listener.start();
+      return listener;
+    },
     bootstrap: (input: Bootstrap): Promise<BootstrapResult> => bootstrapOwner({ db, users, orgs }, input),
   };
 }

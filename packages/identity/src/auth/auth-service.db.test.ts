@@ -5,9 +5,9 @@ import { Code } from "@connectrpc/connect";
 import { AuthReason } from "@platform/errors";
 import { AuthMode, Env, Role } from "@platform/gen/identity/v1/auth_pb";
 import { decodeJwt, decodeProtectedHeader } from "jose";
-import { JwtService } from "../tokens/jwt-service.ts";
-import { type Fixture, createFixture } from "../testing/fixture.ts";
+import { createFixture, type Fixture } from "../testing/fixture.ts";
 import { errorInfo, routerClients } from "../testing/router.ts";
+import { JwtService } from "../tokens/jwt-service.ts";
 
 let f: Fixture;
 let c: ReturnType<typeof routerClients>;
@@ -55,7 +55,7 @@ describe("IssueJWT", () => {
 
   test("ENV=prod stamps env live", async () => {
     const u = await f.seedUser();
-    const prod = new JwtService(f.identity.db, f.identity.keys, { env: "live" });
+    const prod = new JwtService(f.identity.keys, f.identity.memberships, f.identity.caches, { env: "live" });
     assert.equal(decodeJwt((await prod.issue(u.user.id, u.orgId, 60)).token).env, "live");
   });
 
@@ -86,9 +86,9 @@ describe("VerifyJWT", () => {
     assert.equal(ctx.authKeyId, decodeProtectedHeader(token).kid);
     assert.equal(ctx.apiKeyId, "");
     assert.equal(ctx.method, "jwt_session");
-    await f.identity.db.updateTable("memberships").set({ role: "member" }).where("user_id", "=", u.user.id).execute();
+    await f.identity.memberships.setRole(u.user.id, u.orgId, "member");
     assert.equal((await c.auth.verifyJWT({ token })).context!.role, Role.MEMBER);
-    await f.identity.db.deleteFrom("memberships").where("user_id", "=", u.user.id).execute();
+    await f.identity.memberships.remove(u.user.id, u.orgId);
     await fails(c.auth.verifyJWT({ token }), Code.Unauthenticated, AuthReason.noMembership);
   });
 
@@ -146,7 +146,7 @@ describe("VerifyAPIKey and VerifyToken", () => {
     await f.identity.apiKeys.revoke(u.ctx(), test_.id);
     await fails(c.auth.verifyAPIKey({ apiKey: test_.rawKey }), Code.Unauthenticated, AuthReason.invalidCredentials);
 
-    await f.identity.db.deleteFrom("memberships").where("user_id", "=", u.user.id).execute();
+    await f.identity.memberships.remove(u.user.id, u.orgId);
     await fails(c.auth.verifyAPIKey({ apiKey: live.rawKey }), Code.Unauthenticated, AuthReason.noMembership);
   });
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { isUniqueViolation } from "@platform/db";
 import { createTestDatabase, testServerUrl } from "@platform/db/testing";
 import { migrateIdentity } from "./migrations.ts";
@@ -15,7 +15,7 @@ after(() => database.close());
 
 test("migrations apply once (also when two migrators race) and are then a no-op", async () => {
   const [a, b] = await Promise.all([migrateIdentity(database as never), migrateIdentity(database as never)]);
-  assert.deepEqual([...a, ...b], ["0001_initial"]);
+  assert.deepEqual([...a, ...b].sort(), ["0001_initial", "0002_auth_change_notify"]);
   assert.deepEqual(await migrateIdentity(database as never), []);
 });
 

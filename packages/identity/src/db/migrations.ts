@@ -96,6 +96,39 @@ create table idempotency_keys (
 create index idempotency_keys_expiry_idx on idempotency_keys (expires_at);
 `,
   },
+  {
+    // Identity caches memberships, API keys and signing-key states per
+    // process (cache/); every change that could make a cached answer wrong
+    // is announced to all replicas on identity_auth, also when made by hand
+    // in SQL. INSERTs are not: absence is never cached.
+    name: "0002_auth_change_notify",
+    sql: `
+create function identity_notify_membership() returns trigger language plpgsql as $$
+begin
+  perform pg_notify('identity_auth', 'm:' || old.user_id || ':' || old.org_id);
+  return null;
+end $$;
+create trigger memberships_changed after update or delete on memberships
+  for each row execute function identity_notify_membership();
+
+create function identity_notify_api_key() returns trigger language plpgsql as $$
+begin
+  perform pg_notify('identity_auth', 'k:' || encode(old.key_hash, 'hex'));
+  return null;
+end $$;
+-- last_used_at is not among the columns: its updates change no verification.
+create trigger api_keys_changed after update of user_id, org_id, key_prefix, key_hash, env, expires_at, deleted_at or delete on api_keys
+  for each row execute function identity_notify_api_key();
+
+create function identity_notify_signing_key() returns trigger language plpgsql as $$
+begin
+  perform pg_notify('identity_auth', 's:' || old.kid);
+  return null;
+end $$;
+create trigger signing_keys_changed after update or delete on signing_keys
+  for each row execute function identity_notify_signing_key();
+`,
+  },
 ];
 
 export const MIGRATIONS_TABLE = "identity_migrations";

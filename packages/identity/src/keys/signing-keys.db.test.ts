@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, test } from "node:test";
 import { isUniqueViolation } from "@platform/db";
+import { AuthCaches } from "../cache/auth-caches.ts";
 import { open } from "../crypto/kek.ts";
-import { type Fixture, createFixture } from "../testing/fixture.ts";
+import { createFixture, type Fixture } from "../testing/fixture.ts";
 import { SigningKeys } from "./signing-keys.ts";
 
 let f: Fixture;
@@ -14,14 +15,14 @@ after(() => f.close());
 
 test("two replicas calling ensureActiveKey at once on an empty table end with one active key", async () => {
   await f.identity.db.deleteFrom("signing_keys").execute();
-  const a = new SigningKeys(f.identity.db, f.kek);
-  const b = new SigningKeys(f.identity.db, f.kek);
+  const a = new SigningKeys(f.identity.db, f.kek, new AuthCaches({ enabled: false }));
+  const b = new SigningKeys(f.identity.db, f.kek, new AuthCaches({ enabled: false }));
   const [ka, kb] = await Promise.all([a.ensureActiveKey(), b.ensureActiveKey()]);
   assert.equal(ka, kb);
   const active = await f.identity.db.selectFrom("signing_keys").select("kid").where("state", "=", "active").execute();
   assert.deepEqual(active.map((r) => r.kid), [ka]);
   // A second start finds it and generates nothing.
-  assert.equal(await new SigningKeys(f.identity.db, f.kek).ensureActiveKey(), ka);
+  assert.equal(await new SigningKeys(f.identity.db, f.kek, new AuthCaches({ enabled: false })).ensureActiveKey(), ka);
   assert.equal((await f.identity.db.selectFrom("signing_keys").select("kid").execute()).length, 1);
 });
 
@@ -53,7 +54,7 @@ test("the private key is stored AES-256-GCM sealed under the KEK, bound to its k
 
 test("rotate retires the active key and activates a new one; signing follows at once", async () => {
   const before_ = await f.identity.keys.ensureActiveKey();
-  const other = new SigningKeys(f.identity.db, f.kek);
+  const other = new SigningKeys(f.identity.db, f.kek, new AuthCaches({ enabled: false }));
   assert.equal((await other.active()).kid, before_);
   const after_ = await f.identity.keys.rotate();
   const states = await f.identity.db.selectFrom("signing_keys").select(["kid", "state"]).where("kid", "in", [before_, after_]).execute();

@@ -1,8 +1,10 @@
-import { type KeyObject, createPrivateKey, createPublicKey, generateKeyPair, randomUUID } from "node:crypto";
+import { createPrivateKey, createPublicKey, generateKeyPair, type KeyObject, randomUUID } from "node:crypto";
 import { promisify } from "node:util";
 import { isUniqueViolation } from "@platform/db";
 import { AuthReason, PlatformError } from "@platform/errors";
 import type { Kysely } from "kysely";
+import type { AuthCaches } from "../cache/auth-caches.ts";
+import type { CoherentCache } from "../cache/coherent-cache.ts";
 import { open, seal } from "../crypto/kek.ts";
 import type { IdentityDB } from "../db/schema.ts";
 
@@ -19,11 +21,17 @@ export type PublicKey = { kid: string; state: "active" | "retired"; der: Buffer;
 export class SigningKeys {
   #active: ActiveKey | undefined;
   #publicCache = new Map<string, KeyObject>();
+  // Every JWT verification looks its kid up; states change only on rotation.
+  readonly #found: CoherentCache<string, PublicKey>;
 
   constructor(
     private readonly db: Kysely<IdentityDB>,
     private readonly kek: Buffer,
-  ) {}
+    private readonly caches: AuthCaches,
+  ) {
+    this.#found = caches.create(1000, 60_000);
+    caches.on("s", (kid) => this.#found.invalidate(kid));
+  }
 
   /** Makes sure one key is active, generating it if there is none. Returns its kid. */
   async ensureActiveKey(): Promise<string> {
@@ -44,11 +52,13 @@ export class SigningKeys {
   /** Retires the active key and activates a fresh one in one transaction. */
   async rotate(): Promise<string> {
     const { kid, publicDer, privateEnc } = await this.#newKeyMaterial();
-    await this.db.transaction().execute(async (trx) => {
-      await trx.updateTable("signing_keys").set({ state: "retired", retired_at: new Date() }).where("state", "=", "active").execute();
+    const retired = await this.db.transaction().execute(async (trx) => {
+      const rows = await trx.updateTable("signing_keys").set({ state: "retired", retired_at: new Date() }).where("state", "=", "active").returning("kid").execute();
       await trx.insertInto("signing_keys").values({ kid, state: "active", public_der: publicDer, private_enc: privateEnc }).execute();
+      return rows;
     });
     this.#active = undefined;
+    for (const r of retired) this.caches.changed("s", r.kid);
     return kid;
   }
 
@@ -60,7 +70,11 @@ export class SigningKeys {
   }
 
   /** A key by kid in any state, or undefined. */
-  async find(kid: string): Promise<PublicKey | undefined> {
+  find(kid: string): Promise<PublicKey | undefined> {
+    return this.#found.through(kid, () => this.#read(kid));
+  }
+
+  async #read(kid: string): Promise<PublicKey | undefined> {
     const row = await this.db.selectFrom("signing_keys").select(["kid", "state", "public_der"]).where("kid", "=", kid).executeTakeFirst();
     if (!row) return undefined;
     const der = Buffer.from(row.public_der);

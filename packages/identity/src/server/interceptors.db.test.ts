@@ -4,7 +4,7 @@ import { Code } from "@connectrpc/connect";
 import { IdentityRestCode } from "@platform/errors";
 import { AuthService } from "@platform/gen/identity/v1/auth_pb";
 import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
-import { type Fixture, createFixture } from "../testing/fixture.ts";
+import { createFixture, type Fixture } from "../testing/fixture.ts";
 import { errorInfo, routerClients } from "../testing/router.ts";
 import { allRules } from "./policies.ts";
 
@@ -85,7 +85,7 @@ describe("auth middleware", () => {
     const okey = await f.identity.apiKeys.create(owner.ctx(), { name: "k" });
     await fails(c.orgs.updateOrg({ id: owner.orgId, name: "x" }, auth(okey.rawKey, "c")), Code.PermissionDenied, IdentityRestCode.insufficientRole);
     // Role is read from the current membership: promoting the member takes effect on the same token.
-    await f.identity.db.updateTable("memberships").set({ role: "owner" }).where("user_id", "=", member.user.id).execute();
+    await f.identity.memberships.setRole(member.user.id, owner.orgId, "owner");
     assert.equal((await c.orgs.updateOrg({ id: owner.orgId, name: "Renamed" }, auth(mjwt, "d"))).org!.name, "Renamed");
   });
 

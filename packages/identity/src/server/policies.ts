@@ -36,10 +36,17 @@ const rules: Record<string, RpcRule> = {
 const infrastructure = new Set(["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]);
 const open_: RpcRule = { policy: "none", idempotent: false };
 
+// Both interceptors ask on every call; descriptors live as long as the process.
+const resolved = new WeakMap<DescMethod, RpcRule | null>();
+
 /** The rule of a method. An RPC without one is refused, so a new RPC is never public by accident. */
 export function ruleOf(method: DescMethod): RpcRule | undefined {
-  if (infrastructure.has(method.parent.typeName)) return open_;
-  return rules[`${method.parent.typeName}/${method.name}`];
+  let rule = resolved.get(method);
+  if (rule === undefined) {
+    rule = infrastructure.has(method.parent.typeName) ? open_ : (rules[`${method.parent.typeName}/${method.name}`] ?? null);
+    resolved.set(method, rule);
+  }
+  return rule ?? undefined;
 }
 
 export const allRules = (): Readonly<Record<string, RpcRule>> => rules;

@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { createPooledTestDatabase } from "./database.ts";
+import type { AuthContext, Role } from "../auth/auth-context.ts";
 import type { Argon2Settings } from "../config/settings.ts";
 import { migrateIdentity } from "../db/migrations.ts";
-import { type Identity, createIdentity } from "../identity.ts";
+import { createIdentity, type Identity } from "../identity.ts";
 import { addMembership } from "../users/memberships.ts";
-import type { AuthContext, Role } from "../auth/auth-context.ts";
+import { createPooledTestDatabase } from "./database.ts";
 
 /** Cheap argon2 for suites that are not about hashing cost. */
 export const FAST_ARGON2: Argon2Settings = { memoryKiB: 1024, timeCost: 1, parallelism: 1, maxConcurrent: 4 };
@@ -44,6 +44,8 @@ export async function createFixture(options: { argon2?: Argon2Settings; env?: "d
     clock,
   });
   await identity.keys.ensureActiveKey();
+  // As the service does: with PostgreSQL the caches follow every writer's changes.
+  const changes = database.url ? await identity.followChanges(database.url) : undefined;
 
   /** A user with a membership in a new org (or the given one). */
   async function seedUser(input: { role?: Role; orgId?: string; password?: string; email?: string } = {}) {
@@ -64,5 +66,9 @@ export async function createFixture(options: { argon2?: Argon2Settings; env?: "d
     return { user, email, password, orgId, ctx, jwt };
   }
 
-  return { database, identity, clock, kek, seedUser, close: () => database.close() };
+  return { database, identity, clock, kek, seedUser, close: async () => {
+      await changes?.stop();
+      await database.close();
+    },
+  };
 }

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { AuthReason, PlatformError } from "@platform/errors";
-import { SignJWT, decodeProtectedHeader, errors as joseErrors, jwtVerify } from "jose";
-import type { Kysely } from "kysely";
+import { decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT } from "jose";
 import { type AuthContext, type Clock, type KeyEnv, systemClock } from "../auth/auth-context.ts";
+import type { AuthCaches } from "../cache/auth-caches.ts";
+import type { CoherentCache } from "../cache/coherent-cache.ts";
 import { isUuid } from "../crypto/hash.ts";
-import type { IdentityDB } from "../db/schema.ts";
 import type { SigningKeys } from "../keys/signing-keys.ts";
-import { currentRole } from "../users/memberships.ts";
+import type { MembershipRoles } from "../users/membership-roles.ts";
 
 export const ISSUER = "identity.platform";
 export const AUDIENCE = ["agents", "identity"];
@@ -20,17 +20,32 @@ export type IssuedJwt = { token: string; kid: string; jti: string; expiresIn: nu
 
 const invalid = (message = "invalid token") => PlatformError.unauthenticated(message, AuthReason.invalidCredentials);
 
+/** What a verified signature vouches for; times in epoch seconds. */
+type VerifiedClaims = { kid: string; sub: string; orgId: string; env: KeyEnv; nbf: number; exp: number };
+
+/** Tokens whose signature was checked, by token string (a few MB at most: ~1 KB a token). */
+const MAX_VERIFIED_TOKENS = 10_000;
+
 /**
  * Issues and verifies the platform's RS256 access tokens, with the claims of
  * the specification's table. The `env` claim is `live` when ENV is prod and
  * `test` otherwise (dev, staging): the spec's claim values are live|test.
  */
 export class JwtService {
+  // Consumers verify the same token on every request until it expires: the
+  // RSA signature and claim checks run once per token, while the key's state,
+  // the clock and the membership are still consulted on every call.
+  readonly #verified: CoherentCache<string, VerifiedClaims>;
+
   constructor(
-    private readonly db: Kysely<IdentityDB>,
     private readonly keys: SigningKeys,
+    private readonly roles: MembershipRoles,
+    caches: AuthCaches,
     private readonly options: { env: KeyEnv; clock?: Clock },
-  ) {}
+  ) {
+    this.#verified = caches.create(MAX_VERIFIED_TOKENS);
+    caches.on("s", (kid) => this.#verified.invalidateWhere((claims) => claims.kid === kid));
+  }
 
   get #now(): Date {
     return (this.options.clock ?? systemClock)();
@@ -56,7 +71,7 @@ export class JwtService {
   /** IssueJWT: asserts the membership (PERMISSION_DENIED not_a_member), then issues with the clamped TTL. */
   async issueForMember(userId: string, orgId: string, ttlSeconds: number): Promise<IssuedJwt> {
     if (!isUuid(userId) || !isUuid(orgId)) throw PlatformError.invalidArgument("user_id and org_id must be UUIDs");
-    if (!(await currentRole(this.db, userId, orgId))) throw PlatformError.permissionDenied("user is not a member of the organization", AuthReason.notAMember);
+    if (!(await this.roles.current(userId, orgId))) throw PlatformError.permissionDenied("user is not a member of the organization", AuthReason.notAMember);
     return this.issue(userId, orgId, clampTtl(ttlSeconds));
   }
 
@@ -67,6 +82,22 @@ export class JwtService {
    * invalid_credentials or no_membership.
    */
   async verify(token: string): Promise<AuthContext> {
+    const claims = (await this.#verified.through(token, () => this.#verifySignature(token)))!;
+    // Checked again on a cached verification: retirement and expiry apply to
+    // a token already seen, in the order a first verification reports them.
+    const key = await this.keys.find(claims.kid);
+    if (!key) throw invalid("unknown signing key");
+    if (key.state !== "active") throw PlatformError.unauthenticated("signing key retired", AuthReason.keyRetired);
+    const now = Math.floor(this.#now.getTime() / 1000);
+    if (claims.exp <= now) throw PlatformError.unauthenticated("token expired", AuthReason.expired);
+    if (claims.nbf > now) throw invalid();
+
+    const role = await this.roles.current(claims.sub, claims.orgId);
+    if (!role) throw PlatformError.unauthenticated("no membership in the token's organization", AuthReason.noMembership);
+    return { userId: claims.sub, orgId: claims.orgId, mode: "jwt", role, env: claims.env, authKeyId: key.kid, method: "jwt_session" };
+  }
+
+  async #verifySignature(token: string): Promise<VerifiedClaims> {
     let header: ReturnType<typeof decodeProtectedHeader>;
     try {
       header = decodeProtectedHeader(token);
@@ -97,10 +128,7 @@ export class JwtService {
     if (typeof sub !== "string" || !isUuid(sub) || typeof orgId !== "string" || !isUuid(orgId)) throw invalid();
     if (env !== "live" && env !== "test") throw invalid();
     if (payload.scope !== SCOPE) throw invalid();
-
-    const role = await currentRole(this.db, sub, orgId);
-    if (!role) throw PlatformError.unauthenticated("no membership in the token's organization", AuthReason.noMembership);
-    return { userId: sub, orgId, mode: "jwt", role, env, authKeyId: key.kid, method: "jwt_session" };
+    return { kid: key.kid, sub, orgId, env, nbf: payload.nbf!, exp: payload.exp! };
   }
 }
 
