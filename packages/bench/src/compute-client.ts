@@ -1,13 +1,19 @@
 import { randomUUID } from "node:crypto";
 import { type Client, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import { now } from "./stats.ts";
 
 export type ComputeClient = Client<typeof ComputeService>;
 
+/**
+ * A client as a platform service makes one: no compression and a 1 MiB
+ * HTTP/2 stream window, the settings of @platform/rpc's
+ * createServiceTransport (which this package does not depend on yet).
+ */
 export function computeClient(baseUrl: string): ComputeClient {
-  return createClient(ComputeService, createGrpcTransport({ baseUrl }));
+  const sessionManager = new Http2SessionManager(baseUrl, undefined, { settings: { initialWindowSize: 1 << 20 } });
+  return createClient(ComputeService, createGrpcTransport({ baseUrl, acceptCompression: [], sessionManager }));
 }
 
 export interface ExecTiming {

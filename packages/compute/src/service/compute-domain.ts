@@ -297,7 +297,8 @@ export class ComputeDomain {
   private async reconcile(record: SandboxRecord): Promise<SandboxRecord> {
     if (record.status !== "STARTING" && record.status !== "READY") return record;
     const observation = await this.driver.observe(record.id).catch(() => undefined);
-    if (!observation) return record;
+    // The common case on every exec: nothing changed, so no write (and no re-read).
+    if (!observation || STATE_OF_PHASE[observation.phase] === record.status) return record;
     return (await this.persistPhase(record.id, observation)) ?? record;
   }
 

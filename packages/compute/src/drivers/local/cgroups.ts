@@ -66,6 +66,14 @@ export class Cgroup {
     }
   }
 
+  /**
+   * An exec's cgroup (no limits of its own): the directories made on the
+   * thread pool, in parallel, since v1 makes one per hierarchy.
+   */
+  async createAsync(): Promise<void> {
+    await Promise.all([...new Set(Object.values(this.dirs))].map((d) => fs.promises.mkdir(d)));
+  }
+
   exists(): boolean {
     return Object.values(this.dirs).some((d) => fs.existsSync(d));
   }
@@ -95,6 +103,20 @@ export class Cgroup {
     return [...out];
   }
 
+  /**
+   * No process left in this cgroup or below: one counter read (pids.current
+   * counts the whole subtree) instead of walking the tree, which is what a
+   * finished exec almost always finds.
+   */
+  isEmpty(): boolean {
+    const counter = this.dirs.pids ?? this.dirs.unified;
+    if (counter) {
+      const text = readText(join(counter, "pids.current")).trim();
+      if (text !== "") return text === "0";
+    }
+    return this.pids().length === 0;
+  }
+
   signalAll(signal: NodeJS.Signals): void {
     for (const pid of this.pids()) {
       try {
@@ -110,6 +132,7 @@ export class Cgroup {
    * kill: the cgroup is frozen first so nothing can fork in between.
    */
   async killAll(timeoutMs = 10_000): Promise<void> {
+    if (this.isEmpty()) return;
     const until = Date.now() + timeoutMs;
     try {
       while (Date.now() < until) {
@@ -185,10 +208,10 @@ export class Cgroup {
     for (const d of new Set(Object.values(this.dirs))) {
       for (let i = 0; i < 50; i++) {
         try {
-          for (const sub of fs.readdirSync(d, { withFileTypes: true })) {
+          for (const sub of await fs.promises.readdir(d, { withFileTypes: true })) {
             if (sub.isDirectory()) await this.child(sub.name).removeOne(join(d, sub.name));
           }
-          fs.rmdirSync(d);
+          await fs.promises.rmdir(d);
           break;
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
@@ -232,7 +255,7 @@ export class Cgroup {
   private async removeOne(dir: string): Promise<void> {
     for (let i = 0; i < 50; i++) {
       try {
-        fs.rmdirSync(dir);
+        await fs.promises.rmdir(dir);
         return;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "EBUSY") return;

@@ -1,0 +1,286 @@
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import { constants as osConstants, tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import type { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import type { Logger } from "pino";
+
+/** What a command needs to start inside a running sandbox. */
+export interface Launch {
+  initPid: number;
+  /** /proc/<initPid>/stat start time, so a reused pid is never entered. */
+  initStartTime: string;
+  uid: number;
+  workingDir: string;
+  /** cgroup.procs files the command joins before it runs. */
+  cgroupProcs: string[];
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+}
+
+export interface ExitStatus {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** A started command: its output streams and its end. */
+export interface Launched {
+  stdout: Readable;
+  stderr: Readable;
+  /** Resolves when the command exits; rejects when it could not be started. */
+  exit: Promise<ExitStatus>;
+}
+
+interface Pending {
+  exited?: boolean;
+  stdout?: net.Socket;
+  stderr?: net.Socket;
+  streams: { resolve: (s: { stdout: net.Socket; stderr: net.Socket }) => void; reject: (e: Error) => void };
+  exit: { resolve: (s: ExitStatus) => void; reject: (e: Error) => void };
+}
+
+const SOURCE = join(dirname(fileURLToPath(import.meta.url)), "exec-helper.c");
+const TAG_BYTES = 5;
+const SIGNAL_NAMES = new Map(Object.entries(osConstants.signals).map(([name, n]) => [n, name as NodeJS.Signals]));
+
+/**
+ * The driver's side of exec-helper.c: compiles it once per source version
+ * into `<dataDir>/bin`, keeps one helper process and the unix socket the
+ * commands' stdout and stderr connect to. Forking a tiny helper instead of
+ * this ~200 MB process, and one execve instead of sh → nsenter → command,
+ * is most of an exec's cost.
+ */
+export class ExecHelper {
+  private binary?: Promise<string>;
+  private child?: ChildProcess;
+  private server?: net.Server;
+  private socketDir?: string;
+  private socketPath = "";
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private lines = "";
+
+  constructor(
+    private readonly log?: Logger,
+    private readonly binDir = join(tmpdir(), `platform-compute-bin-${process.getuid?.() ?? 0}`),
+  ) {}
+
+  /** Builds the helper (or finds it built); rejects when there is no C compiler. */
+  prepare(): Promise<string> {
+    this.binary ??= build(this.binDir);
+    return this.binary;
+  }
+
+  async launch(launch: Launch): Promise<Launched> {
+    const child = await this.ensureRunning();
+    const id = this.nextId;
+    this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
+    const env = Object.entries(launch.env).map(([k, v]) => `${k}=${v}`);
+    const fields = [
+      String(id),
+      String(launch.initPid),
+      launch.initStartTime,
+      String(launch.uid),
+      String(launch.uid),
+      launch.workingDir,
+      this.socketPath,
+      String(launch.cgroupProcs.length),
+      ...launch.cgroupProcs,
+      String(launch.args.length + 1),
+      launch.command,
+      ...launch.args,
+      String(env.length),
+      ...env,
+    ];
+    const body = Buffer.from(`${fields.join("\0")}\0`);
+    const header = Buffer.alloc(4);
+    header.writeUInt32LE(body.length);
+    let pending!: Pending;
+    const streams = new Promise<{ stdout: net.Socket; stderr: net.Socket }>((resolve, reject) => {
+      pending = { streams: { resolve, reject }, exit: { resolve: () => {}, reject: () => {} } };
+    });
+    const exit = new Promise<ExitStatus>((resolve, reject) => {
+      pending.exit = { resolve, reject };
+    });
+    // A failed start rejects both; whoever awaits only one must not see an unhandled rejection.
+    exit.catch(() => {});
+    this.pending.set(id, pending);
+    this.holdLoop();
+    child.stdin?.write(Buffer.concat([header, body]));
+    const { stdout, stderr } = await streams;
+    return { stdout, stderr, exit };
+  }
+
+  async close(): Promise<void> {
+    this.child?.stdin?.end();
+    this.child = undefined;
+    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+    this.server = undefined;
+    if (this.socketDir) fs.rmSync(this.socketDir, { recursive: true, force: true });
+    this.socketDir = undefined;
+  }
+
+  /**
+   * Pending starts and ends keep the process alive (a caller awaits them);
+   * an idle helper does not.
+   */
+  private holdLoop(): void {
+    const stdout = this.child?.stdout as unknown as { ref?: () => void; unref?: () => void } | null | undefined;
+    if (this.pending.size > 0) stdout?.ref?.();
+    else stdout?.unref?.();
+  }
+
+  private forget(id: number): void {
+    this.pending.delete(id);
+    this.holdLoop();
+  }
+
+  private async ensureRunning(): Promise<ChildProcess> {
+    if (this.child) return this.child;
+    const binary = await this.prepare();
+    if (this.child) return this.child;
+    if (!this.server) await this.listen();
+    const child = spawn(binary, [], { stdio: ["pipe", "pipe", "inherit"] });
+    this.child = child;
+    child.stdout?.setEncoding("utf8");
+    child.stdout?.on("data", (text: string) => this.onReport(text));
+    child.on("error", (err) => this.onHelperGone(child, err));
+    child.on("exit", (code, signal) => this.onHelperGone(child, new Error(`exec helper exited (${code ?? signal})`)));
+    // It must not keep the service alive on its own, nor outlive it.
+    child.unref();
+    (child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
+    (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+    return child;
+  }
+
+  private async listen(): Promise<void> {
+    // A fresh root-only directory: nothing but this process can connect.
+    this.socketDir = fs.mkdtempSync(join(tmpdir(), "platform-compute-exec-"));
+    fs.chmodSync(this.socketDir, 0o700);
+    this.socketPath = join(this.socketDir, "streams.sock");
+    const server = net.createServer((socket) => this.onStream(socket));
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(this.socketPath, () => resolve());
+    });
+    server.unref();
+    this.server = server;
+  }
+
+  /**
+   * A command's stdout or stderr connection: the helper wrote a tag first.
+   * Handed over paused, with any output that came with the tag put back.
+   */
+  private onStream(socket: net.Socket): void {
+    socket.on("error", () => {});
+    let tag = Buffer.alloc(0);
+    const onTag = (chunk: Buffer) => {
+      tag = Buffer.concat([tag, chunk]);
+      if (tag.length < TAG_BYTES) return;
+      socket.pause();
+      socket.off("data", onTag);
+      if (tag.length > TAG_BYTES) socket.unshift(tag.subarray(TAG_BYTES));
+      const id = tag.readUInt32LE(0);
+      const p = this.pending.get(id);
+      if (!p) return void socket.destroy();
+      if (tag[4] === 1) p.stdout = socket;
+      else p.stderr = socket;
+      if (!p.stdout || !p.stderr) return;
+      p.streams.resolve({ stdout: p.stdout, stderr: p.stderr });
+      // The end may have been reported before the connections were accepted.
+      if (p.exited) this.forget(id);
+    };
+    socket.on("data", onTag);
+  }
+
+  private onReport(text: string): void {
+    this.lines += text;
+    let nl = this.lines.indexOf("\n");
+    while (nl >= 0) {
+      const line = this.lines.slice(0, nl);
+      this.lines = this.lines.slice(nl + 1);
+      nl = this.lines.indexOf("\n");
+      const [kind, idText, ...rest] = line.split(" ");
+      const id = Number(idText);
+      const p = this.pending.get(id);
+      if (!p) {
+        if (kind === "F") this.log?.error({ report: line }, "exec helper refused a request");
+        continue;
+      }
+      if (kind === "E") {
+        p.exited = true;
+        if (p.stdout && p.stderr) this.forget(id);
+        const [code, sig] = rest.map(Number);
+        p.exit.resolve({ code: code !== undefined && code >= 0 ? code : null, signal: sig ? (SIGNAL_NAMES.get(sig) ?? "SIGKILL") : null });
+      } else {
+        this.forget(id);
+        const err = new Error(`exec helper: ${rest.join(" ")}`);
+        p.streams.reject(err);
+        p.exit.reject(err);
+        p.stdout?.destroy();
+        p.stderr?.destroy();
+      }
+    }
+  }
+
+  private onHelperGone(child: ChildProcess, err: Error): void {
+    if (this.child !== child) return;
+    this.child = undefined;
+    this.lines = "";
+    if (this.pending.size > 0) this.log?.error({ err }, "exec helper died; its running commands are lost to their callers");
+    for (const p of this.pending.values()) {
+      p.streams.reject(err);
+      p.exit.reject(err);
+    }
+    this.pending.clear();
+  }
+}
+
+/**
+ * Compiles exec-helper.c into dir unless this exact source is already built
+ * there. The directory is shared by every driver of this user (tests make
+ * many), so it must be ours alone: a binary planted by anyone else would run
+ * as root.
+ */
+async function build(dir: string): Promise<string> {
+  const source = fs.readFileSync(SOURCE);
+  const binary = join(dir, `exec-helper-${createHash("sha256").update(source).digest("hex").slice(0, 16)}`);
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const st = fs.lstatSync(dir);
+  if (!st.isDirectory() || st.uid !== (process.getuid?.() ?? 0) || (st.mode & 0o077) !== 0) {
+    throw new Error(`${dir} is not a private directory of this user`);
+  }
+  if (fs.existsSync(binary)) return binary;
+  const tmp = `${binary}.${process.pid}.${Date.now()}.tmp`;
+  await promisify(execFile)(process.env.CC ?? "cc", ["-O2", "-o", tmp, SOURCE]);
+  fs.renameSync(tmp, binary);
+  return binary;
+}
+
+/** The same start without the helper (no C compiler): sh joins the cgroups, nsenter enters the namespaces. */
+export function launchWithNsenter(launch: Launch): Launched {
+  const join = launch.cgroupProcs.map((f) => `echo $$ > ${f}`).join("; ");
+  const { uid } = launch;
+  const child = spawn(
+    "/bin/sh",
+    [
+      "-c",
+      `${join}; exec /usr/bin/nsenter -t ${launch.initPid} -U -m -p -i -u -n -C -S ${uid} -G ${uid} "--wdns=$0" -- "$@"`,
+      launch.workingDir,
+      launch.command,
+      ...launch.args,
+    ],
+    { env: launch.env, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const exit = new Promise<ExitStatus>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("exit", (code, signal) => resolve({ code, signal }));
+  });
+  exit.catch(() => {});
+  return { stdout: child.stdout as Readable, stderr: child.stderr as Readable, exit };
+}

@@ -1,0 +1,144 @@
+// How the local driver starts commands and carries their output: bounded
+// buffering with backpressure to the command, the exec helper's placement
+// and privileges, and the sh + nsenter path used without a C compiler.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { LocalDriver } from "./local-driver.ts";
+import { MAX_EVENT_BYTES, OutputQueue } from "./output-queue.ts";
+
+const MiB = 1024 * 1024;
+
+describe("OutputQueue", () => {
+  test("pauses both streams at the limit, resumes as the reader catches up, merges chunks up to the event size", async () => {
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    const q = new OutputQueue({ stdout, stderr }, 256 * 1024);
+    const chunk = Buffer.alloc(64 * 1024, 1);
+    for (let i = 0; i < 8; i++) stdout.write(chunk);
+    await sleep(10);
+    assert.ok(q.bufferedBytes >= 256 * 1024 && q.bufferedBytes <= 320 * 1024, `buffered ${q.bufferedBytes}`);
+    assert.ok(stdout.isPaused() && stderr.isPaused(), "paused at the limit");
+    stderr.end("e");
+    stdout.end();
+    let out = 0;
+    let err = "";
+    let events = 0;
+    for await (const e of q.events()) {
+      events++;
+      assert.ok(e.data.length <= MAX_EVENT_BYTES);
+      if (e.type === "stdout") out += e.data.length;
+      else err += Buffer.from(e.data).toString();
+    }
+    assert.equal(out, 8 * chunk.length, "nothing lost across pauses");
+    assert.equal(err, "e");
+    assert.ok(events < 9, `chunks merged into ${events} events`);
+  });
+
+  test("streams that ended before it was made still end it", async () => {
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    stdout.destroy();
+    stderr.destroy();
+    await sleep(1);
+    const events = [];
+    for await (const e of new OutputQueue({ stdout, stderr }).events()) events.push(e);
+    assert.equal(events.length, 0);
+  });
+});
+
+describe("local driver exec path", () => {
+  let dataDir: string;
+  let driver: LocalDriver;
+  let fallback: LocalDriver;
+  let id: string;
+  let viaNsenter: string;
+
+  before(async () => {
+    dataDir = fs.mkdtempSync(join(tmpdir(), "compute-exec-"));
+    fs.chmodSync(dataDir, 0o711);
+    const common = { dataDir, killGraceMs: 300, dieWithService: true };
+    driver = new LocalDriver({ ...common, cgroupPrefix: `platform-compute-exec-${process.pid}` });
+    fallback = new LocalDriver({ ...common, cgroupPrefix: `platform-compute-exec-nsenter-${process.pid}`, execHelper: false });
+    const a = contractSpec("local");
+    const b = contractSpec("local");
+    id = a.sandboxId;
+    viaNsenter = b.sandboxId;
+    await driver.create(a);
+    await fallback.create(b);
+    assert.equal((await driver.waitSettled(id, AbortSignal.timeout(20_000))).phase, "ready");
+    assert.equal((await fallback.waitSettled(viaNsenter, AbortSignal.timeout(20_000))).phase, "ready");
+  });
+
+  after(async () => {
+    await driver.destroy(id).catch(() => {});
+    await fallback.destroy(viaNsenter).catch(() => {});
+    await driver.close();
+    await fallback.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  test("a reader that stops makes the command wait instead of the service buffering its output", async () => {
+    const marker = `written-${randomUUID()}`;
+    const hostMarker = join(dataDir, "sandboxes", id, "workspace", marker);
+    const total = 32 * MiB;
+    const events = driver.exec(id, {
+      command: "/bin/sh",
+      args: ["-c", `head -c ${total} /dev/zero; touch ${marker}`],
+      env: {},
+      workingDir: "/workspace",
+    })[Symbol.asyncIterator]();
+    const first = await events.next();
+    assert.equal(first.value?.type, "stdout");
+    let received = first.value?.type === "stdout" ? first.value.data.length : 0;
+    // Unbuffered, 32 MiB of zeros are written in well under this.
+    for (let i = 0; i < 20; i++) {
+      await sleep(50);
+      assert.equal(fs.existsSync(hostMarker), false, "the command finished writing although nobody read its output");
+    }
+    let completed: { exitCode: number } | undefined;
+    for (let e = await events.next(); !e.done; e = await events.next()) {
+      if (e.value.type === "stdout") received += e.value.data.length;
+      if (e.value.type === "completed") completed = e.value;
+    }
+    assert.equal(received, total);
+    assert.equal(completed?.exitCode, 0);
+    assert.equal(fs.existsSync(hostMarker), true);
+  });
+
+  test("a command runs in its exec cgroup, as the sandbox uid, with no capabilities, groups or new privileges", async () => {
+    const r = await collectExec(driver, id, {
+      command: "/bin/sh",
+      args: ["-c", "grep -E '^[0-9]+:(memory|pids):' /proc/self/cgroup; id -u; id -G; grep -E '^(CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs|Groups):' /proc/self/status"],
+    });
+    assert.equal(r.completed.exitCode, 0, r.stderr);
+    const lines = r.stdout.trim().split("\n");
+    const cgroups = lines.filter((l) => /^\d+:(memory|pids):/.test(l));
+    assert.equal(cgroups.length, 2, r.stdout);
+    for (const l of cgroups) assert.match(l, /:\/exec-\d+$/, "joined before anything of the command ran");
+    const uid = lines[2];
+    assert.notEqual(uid, "0");
+    assert.equal(lines[3], uid, "only the sandbox's own group");
+    for (const cap of ["CapInh", "CapPrm", "CapEff", "CapAmb"]) assert.match(r.stdout, new RegExp(`${cap}:\\s+0{16}`));
+    assert.match(r.stdout, /NoNewPrivs:\s+1/);
+    assert.match(r.stdout, /Groups:\s*\n/);
+  });
+
+  test("without the helper (no C compiler) commands run the same way through sh and nsenter", async () => {
+    const r = await collectExec(fallback, viaNsenter, {
+      command: "/bin/sh",
+      args: ["-c", 'echo out; echo "$GREETING" >&2; pwd; exit 3'],
+      env: { GREETING: "hi" },
+      workingDir: "/tmp",
+    });
+    assert.equal(r.stdout, "out\n/tmp\n");
+    assert.equal(r.stderr, "hi\n");
+    assert.equal(r.completed.exitCode, 3);
+  });
+});
