@@ -76,7 +76,7 @@ export class AgentsDomain {
   async streamEvents(auth: AuthContext, id: string, after: number, signal?: AbortSignal): Promise<AsyncIterable<SessionEvent>> {
     const session = await this.#session(auth, id);
     if (!Number.isSafeInteger(after) || after < 0) throw PlatformError.invalidArgument("after must be a sequence number");
-    return this.followers.follow(auth.orgId, session.id, after, { signal });
+    return this.followers.follow(auth.orgId, session.id, after, { signal, runId: session.activeRunId });
   }
 
   async cancelRun(auth: AuthContext, id: string): Promise<boolean> {

@@ -1,11 +1,14 @@
-import { PlatformError } from "@platform/errors";
 import { isTerminal, type SessionEvent } from "../domain/model.ts";
 import type { Store } from "../domain/store.ts";
 import type { EventHub, Listener } from "./hub.ts";
 
 export type FollowOptions = {
   signal?: AbortSignal;
-  /** Follow this run (the one a send just started) instead of whichever is active now. */
+  /**
+   * The run to follow to its terminal event: the one a send just started, or
+   * the session's active run as the caller just read it. Without one the
+   * follower replays the log and closes.
+   */
   runId?: string;
 };
 
@@ -13,8 +16,8 @@ type Poll = { timer: NodeJS.Timeout; followers: number; busy: boolean };
 
 /**
  * Streams a session's events to its followers: the stored ones, then live
- * ones until the terminal event of the session's active run. With no active
- * run it replays and closes. The log is the source of truth: any gap in what
+ * ones until the terminal event of the followed run. The caller has checked
+ * that the session exists in its org. The log is the source of truth: any gap in what
  * arrived in-process is read back from the database, so a follower never
  * skips or repeats a seq.
  *
@@ -37,7 +40,7 @@ export class Followers {
     const { store } = this;
     const inbox: SessionEvent[] = [];
     let last = after;
-    let runId: string | undefined;
+    const { runId } = options;
     // Set when the log changed in a way only the database can tell.
     let dirty = false;
     let wake: (() => void) | undefined;
@@ -59,9 +62,6 @@ export class Followers {
     options.signal?.addEventListener("abort", onAbort, { once: true });
     let unwatch: (() => void) | undefined;
     try {
-      const session = await store.getSession(orgId, sessionId);
-      if (!session) throw PlatformError.notFound("session not found");
-      runId = options.runId ?? session.activeRunId;
       for (const event of await store.listEvents(orgId, sessionId, last)) {
         yield event;
         last = event.seq;
