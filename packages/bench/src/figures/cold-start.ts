@@ -37,7 +37,7 @@ export const coldStart: Figure = {
       measured: lat(c),
       ratio: `p50 ${ratio(c.p50, w.p50)}`,
       met: c.p50 <= 300,
-      notes: `${n} rounds: scale the tenant to 0 (its worker process stops), invoke (router wakes it: EnsureReady, worker process start under node+tsx, gRPC health wait, forward), then a warm invoke; time from request to the first byte of the SSE body, the dev model answering "echo: hi".`,
+      notes: `${n} rounds: scale the tenant to 0 (its worker process stops), invoke (router wakes it: EnsureReady, the local orchestrator hands the deployment to its pre-started spare worker, or starts one from the prebuilt bundle when none is up, the worker binds and reports ready, gRPC health check, forward), then a warm invoke; time from request to the first byte of the SSE body, the dev model answering "echo: hi".`,
       raw: { cold: c, warm: w },
     };
   },

@@ -24,6 +24,10 @@ export function workerConfig(env: Env): WorkerConfig {
     port: port(env, "PORT", 50051),
     host: env.HOST?.trim() || "0.0.0.0",
     logLevel: logLevel(env),
-    exitWithStdin: env.RUNTIME_EXIT_WITH_STDIN === "1",
+    exitWithStdin: exitsWithStdin(env),
   };
+}
+
+export function exitsWithStdin(env: Env): boolean {
+  return env.RUNTIME_EXIT_WITH_STDIN === "1";
 }

@@ -1,10 +1,43 @@
 // Tenant worker process: `node --import tsx packages/runtime/src/worker/main.ts`
-// with TENANT_ID, ORG_ID, AGENTS_GRPC_URL, PORT (default 50051).
-import { pino } from "pino";
+// (or the bundle the local orchestrator builds of it) with TENANT_ID, ORG_ID,
+// AGENTS_GRPC_URL, PORT (default 50051); as a spare, those arrive on the IPC
+// channel (./supervisor.ts).
+import { type Logger, pino } from "pino";
 import { ConfigError } from "../config/env.ts";
-import { workerConfig } from "./config.ts";
-import { startWorker } from "./worker.ts";
+import { exitsWithStdin, workerConfig } from "./config.ts";
+import { adoption, isSpare, reportReady } from "./supervisor.ts";
+import { type ConnectedAgents, connectAgents, warmUp } from "./warm-up.ts";
+import { type RunningServer, startWorker } from "./worker.ts";
 
+let server: RunningServer | undefined;
+let logger: Logger | undefined;
+let stopping = false;
+async function stop(reason: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  logger?.info({ reason }, "tenant worker stopping");
+  const force = setTimeout(() => process.exit(1), 5000);
+  force.unref();
+  await server?.close();
+  process.exit(0);
+}
+process.on("SIGTERM", () => void stop("SIGTERM"));
+process.on("SIGINT", () => void stop("SIGINT"));
+// Watched from the start: a spare waiting for a tenant must not outlive its router either.
+if (exitsWithStdin(process.env)) {
+  process.stdin.on("end", () => void stop("parent gone"));
+  process.stdin.on("error", () => void stop("parent gone"));
+  process.stdin.resume();
+}
+
+// A spare does now what a tenant's first request would otherwise wait for.
+let early: ConnectedAgents | undefined;
+if (isSpare()) {
+  await warmUp();
+  const agentsUrl = process.env.AGENTS_GRPC_URL;
+  if (agentsUrl) early = await connectAgents(agentsUrl);
+}
+await adoption();
 let config: ReturnType<typeof workerConfig>;
 try {
   config = workerConfig(process.env);
@@ -16,24 +49,7 @@ try {
   throw err;
 }
 
-const logger = pino({ name: "runtime-worker", level: config.logLevel, base: { tenantId: config.tenantId } });
-const server = await startWorker(config, { logger });
+logger = pino({ name: "runtime-worker", level: config.logLevel, base: { tenantId: config.tenantId } });
+server = await startWorker(config, { logger, agents: early?.url === config.agentsUrl ? early.agents : undefined });
 logger.info({ port: server.port }, "tenant worker serving");
-
-let stopping = false;
-async function stop(reason: string): Promise<void> {
-  if (stopping) return;
-  stopping = true;
-  logger.info({ reason }, "tenant worker stopping");
-  const force = setTimeout(() => process.exit(1), 5000);
-  force.unref();
-  await server.close();
-  process.exit(0);
-}
-process.on("SIGTERM", () => void stop("SIGTERM"));
-process.on("SIGINT", () => void stop("SIGINT"));
-if (config.exitWithStdin) {
-  process.stdin.on("end", () => void stop("parent gone"));
-  process.stdin.on("error", () => void stop("parent gone"));
-  process.stdin.resume();
-}
+reportReady(server.port);

@@ -1,36 +1,32 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, describe, test } from "node:test";
+import { readFileSync } from "node:fs";
+import { describe, test } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
+import { createServiceTransport } from "@platform/rpc";
 import { isServing } from "../../health/grpc-health.ts";
+import { Metadata } from "../../metadata.ts";
+import { AgentsDouble } from "../../testing/agents-double.ts";
 import { orchestratorContract } from "../../testing/orchestrator-contract.ts";
+import { tempDirs } from "../../testing/temp-dirs.ts";
 import type { DeploymentSpec } from "../orchestrator.ts";
 import { LocalOrchestrator } from "./local-orchestrator.ts";
 
-const dirs: string[] = [];
-async function tempDir(): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), "runtime-local-"));
-  dirs.push(d);
-  return d;
-}
-after(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs("runtime-local-");
 
 const TENANT = "7e57a000-0000-4000-8000-000000000001";
 // The workers never call agents in these tests; any URL will do.
 const workerEnv = { AGENTS_GRPC_URL: "http://127.0.0.1:9", LOG_LEVEL: "warn" };
 
-function spec(name: string, replicas: number): DeploymentSpec {
+function spec(name: string, replicas: number, tenant = TENANT): DeploymentSpec {
   return {
     name,
     replicas,
     labels: { "runtime.platform.io/tenant": "true" },
-    annotations: { "runtime.platform.io/tenant-id": TENANT },
-    serviceAnnotations: { "runtime.platform.io/tenant-id": TENANT },
-    env: { TENANT_ID: TENANT, ORG_ID: TENANT },
+    annotations: { "runtime.platform.io/tenant-id": tenant },
+    serviceAnnotations: { "runtime.platform.io/tenant-id": tenant },
+    env: { TENANT_ID: tenant, ORG_ID: tenant },
   };
 }
 
@@ -144,5 +140,126 @@ describe("local orchestrator processes", () => {
     assert.ok(alive(workerPid));
     router.kill("SIGKILL");
     assert.ok(await until(() => !alive(workerPid), 30_000), "worker exits once its router is gone");
+  });
+});
+
+/** Invokes a worker as the router would, as a user of `tenant`; the event cases it streams. */
+async function invokeAs(url: string, tenant: string): Promise<(string | undefined)[]> {
+  const client = createClient(RuntimeService, createServiceTransport({ baseUrl: url }));
+  const headers = {
+    [Metadata.authorization]: "Bearer tok.en.sig",
+    [Metadata.tenantId]: tenant,
+    [Metadata.orgId]: tenant,
+    [Metadata.userId]: "11111111-0000-4000-8000-000000000002",
+  };
+  const cases: (string | undefined)[] = [];
+  for await (const e of client.invoke({ sessionId: "5e551000-0000-4000-8000-000000000003", messages: [{ role: "user", content: "hi" }] }, { headers })) {
+    cases.push(e.event.case);
+  }
+  return cases;
+}
+
+const unauthenticated = (err: unknown) => err instanceof ConnectError && err.code === Code.Unauthenticated;
+
+describe("local orchestrator spare worker", () => {
+  const OTHER = "7e57a000-0000-4000-8000-0000000000b2";
+
+  test("a scale-up adopts the spare, which then serves that tenant only; a new spare replaces it; at zero the tenant has no process", async () => {
+    const agents = new AgentsDouble();
+    const agentsUrl = await agents.start();
+    const orch = await LocalOrchestrator.open({
+      dataDir: await tempDir(),
+      workerEnv: { AGENTS_GRPC_URL: agentsUrl, LOG_LEVEL: "warn" },
+      workerStdio: "ignore",
+      scaleWaitMs: 90_000,
+    });
+    try {
+      assert.ok(await until(() => orch.sparePid() !== undefined, 90_000), "a spare starts with the orchestrator");
+      const firstSpare = orch.sparePid();
+      await orch.createDeployment(spec("runtime-t-bbbb0001", 1));
+      assert.equal(orch.pidOf("runtime-t-bbbb0001"), firstSpare, "the deployment adopted the spare");
+      assert.ok(await until(() => orch.sparePid() !== undefined && orch.sparePid() !== firstSpare, 90_000), "a new spare");
+      const secondSpare = orch.sparePid();
+      await orch.createDeployment(spec("runtime-t-bbbb0002", 1, OTHER));
+      assert.equal(orch.pidOf("runtime-t-bbbb0002"), secondSpare);
+
+      // Each adopted worker has its own deployment's environment and nobody else's.
+      const first = (await orch.endpoint("runtime-t-bbbb0001"))!;
+      const second = (await orch.endpoint("runtime-t-bbbb0002"))!;
+      assert.deepEqual(await invokeAs(first, TENANT), ["textChunk", "turnDone"]);
+      assert.deepEqual(await invokeAs(second, OTHER), ["textChunk", "turnDone"]);
+      await assert.rejects(invokeAs(first, OTHER), unauthenticated);
+      await assert.rejects(invokeAs(second, TENANT), unauthenticated);
+      assert.deepEqual(
+        agents.calls.map((c) => c.headers["x-tenant-id"]),
+        [TENANT, OTHER],
+      );
+
+      // Scale to zero stops the adopted process itself: it never goes back to being a spare.
+      await orch.scaleDeployment("runtime-t-bbbb0001", 0);
+      assert.equal(alive(firstSpare), false);
+      assert.equal(orch.pidOf("runtime-t-bbbb0001"), undefined);
+      assert.notEqual(orch.sparePid(), firstSpare);
+      assert.equal(await isServing(first), false);
+    } finally {
+      await orch.close();
+      await agents.close();
+    }
+  });
+
+  test("without a spare a scale-up starts a worker of its own", async () => {
+    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000, spareWorker: false });
+    try {
+      await orch.createDeployment(spec("runtime-t-bbbb0003", 1));
+      assert.equal(await isServing((await orch.endpoint("runtime-t-bbbb0003"))!), true);
+      assert.equal(orch.sparePid(), undefined);
+      // From the prebuilt bundle, not through tsx.
+      const cmdline = readFileSync(`/proc/${orch.pidOf("runtime-t-bbbb0003")}/cmdline`, "utf8").split("\0");
+      assert.ok(cmdline.some((a) => /runtime-worker\/worker-[0-9a-f]+\.mjs$/.test(a)), cmdline.join(" "));
+      assert.ok(!cmdline.includes("tsx"));
+    } finally {
+      await orch.close();
+    }
+  });
+
+  test("a spare that dies before use is replaced; close stops it", async () => {
+    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
+    let spare: number | undefined;
+    try {
+      assert.ok(await until(() => orch.sparePid() !== undefined, 90_000));
+      const dead = orch.sparePid()!;
+      process.kill(dead, "SIGKILL");
+      assert.ok(await until(() => orch.sparePid() !== undefined && orch.sparePid() !== dead, 90_000), "replaced");
+      spare = orch.sparePid();
+      await orch.createDeployment(spec("runtime-t-bbbb0004", 1));
+      assert.equal(orch.pidOf("runtime-t-bbbb0004"), spare);
+      assert.equal(await isServing((await orch.endpoint("runtime-t-bbbb0004"))!), true);
+      assert.ok(await until(() => orch.sparePid() !== undefined && orch.sparePid() !== spare, 90_000));
+      spare = orch.sparePid();
+    } finally {
+      await orch.close();
+    }
+    assert.equal(alive(spare), false, "close stops the spare");
+  });
+
+  test("an idle spare does not keep its router process running, and exits with it", async () => {
+    const script = `
+      import { LocalOrchestrator } from ${JSON.stringify(new URL("./local-orchestrator.ts", import.meta.url).pathname)};
+      const orch = await LocalOrchestrator.open({ dataDir: ${JSON.stringify(await tempDir())}, workerEnv: ${JSON.stringify(workerEnv)}, workerStdio: "ignore" });
+      while (orch.sparePid() === undefined) await new Promise((r) => setTimeout(r, 20));
+      console.log(orch.sparePid());
+    `;
+    const router = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    router.stdout.on("data", (c) => {
+      out += c;
+    });
+    const code = await new Promise<number | null>((resolve) => router.once("exit", resolve));
+    assert.equal(code, 0, "the router process ended on its own");
+    const sparePid = Number(/(\d+)/.exec(out)?.[1]);
+    assert.ok(sparePid > 0);
+    assert.ok(await until(() => !alive(sparePid), 30_000), "the spare exits once its router is gone");
   });
 });

@@ -7,8 +7,10 @@ import {
   OrchestratorError,
 } from "../orchestrator.ts";
 import { freePort } from "./free-port.ts";
+import { SpareWorker } from "./spare-worker.ts";
 import { loadState, type StoredDeployment, saveState } from "./state-file.ts";
-import { defaultWorkerCommand, type WorkerCommand, WorkerProcess } from "./worker-process.ts";
+import { defaultWorkerCommand } from "./worker-command.ts";
+import { type WorkerCommand, WorkerProcess } from "./worker-process.ts";
 
 export interface LocalOrchestratorOptions {
   /** Directory of the state file (`orchestrator.json`). */
@@ -25,7 +27,18 @@ export interface LocalOrchestratorOptions {
    * worker keeps starting in the background.
    */
   scaleWaitMs?: number;
+  /**
+   * How workers start (default: the worker bundle, built on first use; tsx
+   * when it cannot be built). A spare needs a command that runs
+   * worker/main.ts, which speaks the adoption protocol (worker/supervisor.ts).
+   */
   workerCommand?: WorkerCommand;
+  /**
+   * Keep one pre-started worker with no tenant, which the next deployment to
+   * scale up adopts: a cold start then skips process start. Default: on with
+   * the default command.
+   */
+  spareWorker?: boolean;
   /** Worker stdout/stderr: shared with this process, or dropped. */
   workerStdio?: "inherit" | "ignore";
   logger?: Logger;
@@ -42,7 +55,9 @@ const PASS_ENV = ["PATH", "HOME", "TMPDIR", "LANG", "TZ", "NODE_OPTIONS"];
  * process owns a data directory.
  */
 export class LocalOrchestrator implements Orchestrator {
-  readonly #opts: Required<Omit<LocalOrchestratorOptions, "logger" | "workerEnv">> & { workerEnv: Record<string, string> };
+  readonly #opts: Required<Omit<LocalOrchestratorOptions, "logger" | "workerEnv" | "workerCommand">> & {
+    workerEnv: Record<string, string>;
+  };
   readonly #log?: Logger;
   readonly #path: string;
   #items = new Map<string, StoredDeployment>();
@@ -53,6 +68,10 @@ export class LocalOrchestrator implements Orchestrator {
   /** Serialises every state change (and its write) in this process. */
   #lock: Promise<unknown> = Promise.resolve();
   #closed = false;
+  /** Resolves the worker command; the default checks the bundle against its sources each time. */
+  readonly #command: () => Promise<WorkerCommand>;
+  #checking?: Promise<WorkerCommand>;
+  readonly #spare?: SpareWorker;
 
   private constructor(options: LocalOrchestratorOptions) {
     this.#opts = {
@@ -61,17 +80,28 @@ export class LocalOrchestrator implements Orchestrator {
       host: options.host ?? "127.0.0.1",
       startTimeoutMs: options.startTimeoutMs ?? 120_000,
       scaleWaitMs: options.scaleWaitMs ?? 10_000,
-      workerCommand: options.workerCommand ?? defaultWorkerCommand(),
+      spareWorker: options.spareWorker ?? options.workerCommand === undefined,
       workerStdio: options.workerStdio ?? "inherit",
     };
     this.#log = options.logger;
     this.#path = join(options.dataDir, "orchestrator.json");
+    const fixed = options.workerCommand;
+    const check = fixed ? () => Promise.resolve(fixed) : () => defaultWorkerCommand(this.#log);
+    // Callers at the same time share one check (and at most one build).
+    this.#command = () => {
+      this.#checking ??= check().finally(() => {
+        this.#checking = undefined;
+      });
+      return this.#checking;
+    };
+    this.#spare = this.#opts.spareWorker ? new SpareWorker(() => this.#startSpare(), this.#log) : undefined;
   }
 
   /** Loads the state and starts (in the background) the workers that should run. */
   static async open(options: LocalOrchestratorOptions): Promise<LocalOrchestrator> {
     const o = new LocalOrchestrator(options);
     o.#items = await loadState(o.#path);
+    o.#spare?.fill();
     for (const name of o.#items.keys()) void o.#reconcile(name);
     return o;
   }
@@ -164,11 +194,16 @@ export class LocalOrchestrator implements Orchestrator {
     return this.#procs.get(name)?.pid;
   }
 
+  /** The spare worker's process id, when one runs (for tests and operators). */
+  sparePid(): number | undefined {
+    return this.#spare?.pid;
+  }
+
   /** Stops every worker; the state file keeps what should run for the next start. */
   async close(): Promise<void> {
     this.#closed = true;
     await this.#lock;
-    await Promise.all([...this.#procs.values()].map((p) => p.stop()));
+    await Promise.all([...this.#procs.values()].map((p) => p.stop()).concat(this.#spare?.close() ?? []));
     this.#procs.clear();
   }
 
@@ -197,7 +232,7 @@ export class LocalOrchestrator implements Orchestrator {
    * replicas > 0 and none runs (waiting for its health), stops it at 0 or
    * when the deployment is gone.
    */
-  async #reconcile(name: string): Promise<void> {
+  async #reconcile(name: string, command?: WorkerCommand): Promise<void> {
     const d = this.#items.get(name);
     const running = this.#procs.get(name);
     const want = !this.#closed && d !== undefined && d.replicas > 0;
@@ -221,7 +256,11 @@ export class LocalOrchestrator implements Orchestrator {
       await previous;
       return this.#reconcile(name);
     }
-    const proc = this.#spawn(d);
+    const proc = this.#spare?.take() ?? (command ? this.#spawn(command, this.#deploymentEnv(d)) : undefined);
+    // No spare: the command first (meanwhile a spare may come up), then the checks again.
+    if (!proc) return this.#reconcile(name, await this.#command());
+    this.#log?.info({ deployName: name, port: d.port, pid: proc.pid, spare: proc.spare }, "starting worker");
+    proc.serve(this.#url(d.port), this.#opts.startTimeoutMs, proc.spare ? this.#deploymentEnv(d) : undefined);
     this.#procs.set(name, proc);
     void proc.exited.then((code) => this.#onExit(name, proc, code));
     void proc.ready.then((ok) => {
@@ -238,19 +277,22 @@ export class LocalOrchestrator implements Orchestrator {
     clearTimeout(timer);
   }
 
-  #spawn(d: StoredDeployment): WorkerProcess {
+  /** What distinguishes one deployment's worker from another's. */
+  #deploymentEnv(d: StoredDeployment): Record<string, string> {
+    return { ...d.spec.env, PORT: String(d.port), HOST: this.#opts.host };
+  }
+
+  /** A worker process; without `deploymentEnv`, a spare that waits for one. */
+  #spawn(command: WorkerCommand, deploymentEnv?: Record<string, string>): WorkerProcess {
     const env: Record<string, string> = {};
     for (const k of PASS_ENV) if (process.env[k]) env[k] = process.env[k] as string;
-    Object.assign(env, this.#opts.workerEnv, d.spec.env, { PORT: String(d.port), HOST: this.#opts.host });
-    this.#log?.info({ deployName: d.spec.name, port: d.port }, "starting worker");
-    return new WorkerProcess(
-      this.#opts.workerCommand,
-      env,
-      this.#url(d.port),
-      this.#opts.startTimeoutMs,
-      this.#opts.workerStdio,
-      this.#log,
-    );
+    Object.assign(env, this.#opts.workerEnv, deploymentEnv);
+    return new WorkerProcess(command, env, { stdio: this.#opts.workerStdio, spare: !deploymentEnv, log: this.#log });
+  }
+
+  /** A new spare, from a command checked just now (its code is current as of its start). */
+  async #startSpare(): Promise<WorkerProcess> {
+    return this.#spawn(await this.#command());
   }
 
   /** A worker that exits while it should run is restarted with backoff; a new port if it never served. */

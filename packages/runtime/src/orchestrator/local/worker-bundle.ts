@@ -1,0 +1,161 @@
+import { createHash } from "node:crypto";
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { extname, join } from "node:path";
+
+/**
+ * What else decides the bundle's bytes besides its inputs: the options below
+ * and the toolchain. A change here makes every cached bundle stale.
+ */
+const RECIPE = `esm node20 createRequire-banner v1 node ${process.version}`;
+
+/** Old bundles are removed once they are this old (a worker being spawned may still read a fresh one). */
+const KEEP_OLD_MS = 60 * 60 * 1000;
+
+interface Manifest {
+  recipe: string;
+  /** Every file that went into the bundle (absolute path) and the sha256 of the bytes read. */
+  inputs: Record<string, string>;
+  /** File name of the bundle in the cache directory. */
+  bundle: string;
+}
+
+export interface BundleResult {
+  /** Absolute path of the bundled ES module. */
+  path: string;
+  /** Whether this call had to build it (no bundle yet, or a stale one). */
+  built: boolean;
+}
+
+const sha256 = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
+
+const LOADERS: Record<string, "ts" | "json" | "js"> = { ".ts": "ts", ".mts": "ts", ".cts": "ts", ".json": "json" };
+
+/**
+ * The entry point and everything it imports (workspace sources and
+ * node_modules) as one ES module in `cacheDir`, so a process starts without
+ * tsx transpiling its module graph. The cache is keyed by the content of the
+ * files that went in: each call re-reads them and rebuilds when any changed
+ * or went missing, so a stale bundle is never returned. Concurrent callers
+ * (processes) may both build; the writes are atomic renames of equal bytes.
+ */
+export async function ensureBundle(entry: string, cacheDir: string): Promise<BundleResult> {
+  const manifestPath = join(cacheDir, "manifest.json");
+  const current = await readManifest(manifestPath);
+  if (current && current.recipe === RECIPE && (await unchanged(current.inputs))) {
+    const path = join(cacheDir, current.bundle);
+    if (await exists(path)) return { path, built: false };
+  }
+  const { bytes, inputs } = await build(entry);
+  const name = `worker-${sha256(bytes).slice(0, 16)}.mjs`;
+  await mkdir(cacheDir, { recursive: true });
+  const path = join(cacheDir, name);
+  await atomicWrite(path, bytes);
+  await atomicWrite(manifestPath, `${JSON.stringify({ recipe: RECIPE, inputs, bundle: name } satisfies Manifest)}\n`);
+  await removeOld(cacheDir, name);
+  return { path, built: true };
+}
+
+async function build(entry: string): Promise<{ bytes: Uint8Array; inputs: Record<string, string> }> {
+  const esbuild = loadEsbuild();
+  const inputs: Record<string, string> = {};
+  const result = await esbuild.build({
+    entryPoints: [entry],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    write: false,
+    logLevel: "silent",
+    // Bundled CommonJS packages (pino) call require() for Node built-ins, which ESM output lacks.
+    banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
+    plugins: [
+      {
+        // Reads every input itself so the hashes are of exactly the bytes bundled
+        // (a file edited during the build makes the next call rebuild).
+        name: "hash-inputs",
+        setup(b) {
+          b.onLoad({ filter: /.*/ }, async (args) => {
+            const contents = await readFile(args.path);
+            inputs[args.path] = sha256(contents);
+            return { contents, loader: LOADERS[extname(args.path)] ?? "js" };
+          });
+        },
+      },
+    ],
+  });
+  const out = result.outputFiles[0];
+  if (!out) throw new Error(`bundling ${entry} produced no output`);
+  return { bytes: out.contents, inputs };
+}
+
+/** The part of esbuild's API used here. */
+interface Esbuild {
+  build(options: Record<string, unknown> & { write: false; plugins: EsbuildPlugin[] }): Promise<{ outputFiles: { contents: Uint8Array }[] }>;
+}
+interface EsbuildPlugin {
+  name: string;
+  setup(build: {
+    onLoad(
+      options: { filter: RegExp },
+      load: (args: { path: string }) => Promise<{ contents: Uint8Array; loader: string }>,
+    ): void;
+  }): void;
+}
+
+/**
+ * The esbuild that tsx (which runs the worker when there is no bundle)
+ * transpiles with: no dependency of its own, and the same compiler either
+ * way. Loaded only when a bundle must be built.
+ */
+function loadEsbuild(): Esbuild {
+  const tsx = createRequire(import.meta.url).resolve("tsx/package.json");
+  return createRequire(tsx)("esbuild") as Esbuild;
+}
+
+async function readManifest(path: string): Promise<Manifest | undefined> {
+  try {
+    const m = JSON.parse(await readFile(path, "utf8")) as Partial<Manifest>;
+    if (typeof m.recipe !== "string" || typeof m.bundle !== "string" || typeof m.inputs !== "object" || !m.inputs) return undefined;
+    return m as Manifest;
+  } catch {
+    return undefined;
+  }
+}
+
+async function unchanged(inputs: Record<string, string>): Promise<boolean> {
+  const checks = await Promise.all(
+    Object.entries(inputs).map(async ([path, hash]) => {
+      try {
+        return sha256(await readFile(path)) === hash;
+      } catch {
+        return false;
+      }
+    }),
+  );
+  return checks.length > 0 && checks.every(Boolean);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+async function atomicWrite(path: string, data: Uint8Array | string): Promise<void> {
+  const tmp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+  await writeFile(tmp, data);
+  await rename(tmp, path);
+}
+
+async function removeOld(dir: string, keep: string): Promise<void> {
+  const cutoff = Date.now() - KEEP_OLD_MS;
+  for (const name of await readdir(dir)) {
+    if (name === keep || !name.startsWith("worker-")) continue;
+    const path = join(dir, name);
+    const s = await stat(path).catch(() => undefined);
+    if (s && s.mtimeMs < cutoff) await rm(path, { force: true });
+  }
+}
