@@ -1,6 +1,6 @@
 export { createIdentity, claimEnvOf, type Identity, type IdentityOptions } from "./identity.ts";
 export { startApp, runMigrations, openIdentityDatabase, type App } from "./app.ts";
-export { loadSettings, SettingsError, type Settings } from "./config/settings.ts";
+export { ARGON2_DEFAULTS, loadSettings, SettingsError, type Settings } from "./config/settings.ts";
 export { identityMigrations, migrateIdentity, MIGRATIONS_TABLE } from "./db/migrations.ts";
 export type { IdentityDB } from "./db/schema.ts";
 export type { AuthContext, Role, KeyEnv } from "./auth/auth-context.ts";

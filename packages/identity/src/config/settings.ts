@@ -16,6 +16,13 @@ export type LogLevel = "debug" | "info" | "warn" | "error";
 
 export type Argon2Settings = { memoryKiB: number; timeCost: number; parallelism: number; maxConcurrent: number };
 
+/**
+ * OWASP password storage cheat sheet minimum for argon2id: m=19 MiB, t=2,
+ * p=1. Two hashes at once: each is single-threaded and CPU-bound, so more
+ * than the cores in flight only adds memory (19 MiB each), not throughput.
+ */
+export const ARGON2_DEFAULTS: Argon2Settings = { memoryKiB: 19_456, timeCost: 2, parallelism: 1, maxConcurrent: 2 };
+
 export type Bootstrap = { email: string; password: string; name: string; orgName: string; orgSlug?: string };
 
 /** Every row of the identity Limits table, plus the few settings this implementation adds. */
@@ -159,11 +166,10 @@ export function loadSettings(env: Env = process.env): Settings {
     logLevel: oneOf(env, "LOG_LEVEL", ["debug", "info", "warn", "error"] as const, "info"),
     otelEndpoint: url(env, "OTEL_EXPORTER_OTLP_ENDPOINT"),
     argon2: {
-      // OWASP password storage cheat sheet minimum for argon2id: m=19 MiB, t=2, p=1.
-      memoryKiB: int(env, "ARGON2_MEMORY_KIB", 19_456, 8, 4_194_304),
-      timeCost: int(env, "ARGON2_TIME_COST", 2, 1, 100),
-      parallelism: int(env, "ARGON2_PARALLELISM", 1, 1, 64),
-      maxConcurrent: int(env, "ARGON2_MAX_CONCURRENT", 2, 1, 1024),
+      memoryKiB: int(env, "ARGON2_MEMORY_KIB", ARGON2_DEFAULTS.memoryKiB, 8, 4_194_304),
+      timeCost: int(env, "ARGON2_TIME_COST", ARGON2_DEFAULTS.timeCost, 1, 100),
+      parallelism: int(env, "ARGON2_PARALLELISM", ARGON2_DEFAULTS.parallelism, 1, 64),
+      maxConcurrent: int(env, "ARGON2_MAX_CONCURRENT", ARGON2_DEFAULTS.maxConcurrent, 1, 1024),
     },
     bootstrap,
   };

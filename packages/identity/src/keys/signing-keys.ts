@@ -23,6 +23,9 @@ export class SigningKeys {
   #publicCache = new Map<string, KeyObject>();
   // Every JWT verification looks its kid up; states change only on rotation.
   readonly #found: CoherentCache<string, PublicKey>;
+  // Every login signs: the active key is re-read only after a rotation is
+  // notified (a replica may sign with a just-retired key for that long).
+  readonly #activeKey: CoherentCache<true, ActiveKey>;
 
   constructor(
     private readonly db: Kysely<IdentityDB>,
@@ -30,7 +33,11 @@ export class SigningKeys {
     private readonly caches: AuthCaches,
   ) {
     this.#found = caches.create(1000, 60_000);
-    caches.on("s", (kid) => this.#found.invalidate(kid));
+    this.#activeKey = caches.create(1, 60_000);
+    caches.on("s", (kid) => {
+      this.#found.invalidate(kid);
+      this.#activeKey.clear();
+    });
   }
 
   /** Makes sure one key is active, generating it if there is none. Returns its kid. */
@@ -62,9 +69,9 @@ export class SigningKeys {
     return kid;
   }
 
-  /** The key to sign with. Re-read each time so a rotation by another replica is seen at once. */
+  /** The key to sign with; a rotation by another replica is seen once notified (uncached without the listener). */
   async active(): Promise<ActiveKey> {
-    const active = await this.#loadActive();
+    const active = await this.#activeKey.through(true, () => this.#loadActive());
     if (!active) throw PlatformError.internal("no active signing key");
     return active;
   }
