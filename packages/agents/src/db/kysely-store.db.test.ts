@@ -207,3 +207,20 @@ test("a run stores the events it numbered, with their seqs and times, only while
   assert.equal(released?.lastSeq, 4);
   await assert.rejects(store.storeEvents(s.id, run, [event(5, "late")]), aborted, "after its release");
 });
+
+test("readLog: the session and its events after a cursor in one read, org-scoped", async () => {
+  const org = randomUUID();
+  const a = await agent(org, "readlog");
+  const s = await store.createSession(org, a.id);
+  const empty = await store.readLog(org, s.id, 0);
+  assert.equal(empty?.session.id, s.id);
+  assert.deepEqual(empty?.events, []);
+  await store.appendEvents(s.id, undefined, [{ type: "user", content: "one" }, { type: "user", content: "two" }, { type: "user", content: "three" }]);
+  const read = await store.readLog(org, s.id, 1);
+  assert.equal(read?.session.lastSeq, 3);
+  assert.deepEqual(read?.session, await store.getSession(org, s.id));
+  assert.deepEqual(read?.events, (await store.listEvents(org, s.id)).slice(1));
+  assert.deepEqual((await store.readLog(org, s.id, 3))?.events, []);
+  assert.equal(await store.readLog(randomUUID(), s.id, 0), undefined, "another org's session");
+  assert.equal(await store.readLog(org, randomUUID(), 0), undefined);
+});

@@ -96,6 +96,23 @@ export class KyselyStore implements Store {
     return rows.map(toEvent);
   }
 
+  async readLog(orgId: string, sessionId: string, after: number): Promise<{ session: Session; events: SessionEvent[] } | undefined> {
+    // One row per event (or one with null event columns), each repeating the
+    // session; created_at is the only column name the two tables share.
+    const { rows } = await sql<Selectable<SessionEventsTable> & Omit<Selectable<SessionsTable>, "created_at"> & { session_created_at: Date; now: Date }>`
+      select e.*, s.id, s.org_id, s.agent_id, s.last_seq, s.sandbox_id, s.active_run_id, s.run_lease_until, s.cancel_requested, s.updated_at,
+        s.created_at as session_created_at, now() as now
+      from sessions s left join session_events e on e.session_id = s.id and e.seq > ${after}
+      where s.org_id = ${orgId} and s.id = ${sessionId}
+      order by e.seq`.execute(this.db);
+    const first = rows[0];
+    if (!first) return undefined;
+    return {
+      session: toSession({ ...first, created_at: first.session_created_at }, first.now),
+      events: first.seq === null ? [] : rows.map(toEvent),
+    };
+  }
+
   async acquireRun(orgId: string, sessionId: string, runId: string, leaseMs: number): Promise<AcquireResult> {
     const taken = await this.db
       .updateTable("sessions")

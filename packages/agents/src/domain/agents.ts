@@ -46,9 +46,9 @@ export class AgentsDomain {
   }
 
   async getSession(auth: AuthContext, id: string): Promise<{ session: Session; events: SessionEvent[] }> {
-    const session = await this.#session(auth, id);
-    const events = await this.store.listEvents(auth.orgId, session.id);
-    return { session, events };
+    const read = await this.store.readLog(auth.orgId, requireUuid("id", id), 0);
+    if (!read) throw PlatformError.notFound("session not found");
+    return read;
   }
 
   /**
@@ -74,9 +74,10 @@ export class AgentsDomain {
 
   /** Rejoins a session's stream after `after` (the last seq the client saw). */
   async streamEvents(auth: AuthContext, id: string, after: number, signal?: AbortSignal): Promise<AsyncIterable<SessionEvent>> {
-    const session = await this.#session(auth, id);
+    const sessionId = requireUuid("id", id);
     if (!Number.isSafeInteger(after) || after < 0) throw PlatformError.invalidArgument("after must be a sequence number");
-    return this.followers.follow(auth.orgId, session.id, after, { signal, runId: session.activeRunId });
+    // A missing session fails the stream before its first event (a 404 before the SSE response).
+    return this.followers.follow(auth.orgId, sessionId, after, { signal });
   }
 
   async cancelRun(auth: AuthContext, id: string): Promise<boolean> {

@@ -20,6 +20,8 @@ export interface Store {
   getSession(orgId: string, id: string): Promise<Session | undefined>;
   /** Events with seq > after, in seq order. */
   listEvents(orgId: string, sessionId: string, after?: number): Promise<SessionEvent[]>;
+  /** The session and its events with seq > after, in one read (a follower's open); undefined when missing. */
+  readLog(orgId: string, sessionId: string, after: number): Promise<{ session: Session; events: SessionEvent[] } | undefined>;
 
   /**
    * Takes the session for a run unless another live run holds it. A holder

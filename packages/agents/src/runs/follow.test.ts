@@ -17,19 +17,22 @@ function event(seq: number, type: SessionEvent["type"] = "text"): SessionEvent {
 }
 
 function storeDouble(log: SessionEvent[]) {
-  const calls = { getSession: 0, listEvents: 0 };
+  const calls = { getSession: 0, readLog: 0 };
   let polled: (() => void) | undefined;
+  const session = (): Session => {
+    const done = log.some((e) => e.type === "done");
+    const now = new Date();
+    return { id: SESSION, orgId: ORG, agentId: "a", status: done ? "idle" : "running", activeRunId: done ? undefined : RUN, lastSeq: log.length, createdAt: now, updatedAt: now };
+  };
   const store = {
     async getSession(): Promise<Session> {
       calls.getSession++;
       polled?.();
-      const done = log.some((e) => e.type === "done");
-      const now = new Date();
-      return { id: SESSION, orgId: ORG, agentId: "a", status: done ? "idle" : "running", activeRunId: done ? undefined : RUN, lastSeq: log.length, createdAt: now, updatedAt: now };
+      return session();
     },
-    async listEvents(_org: string, _session: string, after = 0): Promise<SessionEvent[]> {
-      calls.listEvents++;
-      return log.filter((e) => e.seq > after);
+    async readLog(_org: string, _session: string, after: number) {
+      calls.readLog++;
+      return { session: session(), events: log.filter((e) => e.seq > after) };
     },
   } as unknown as Store;
   /** Resolves after `n` more getSession calls. */
@@ -56,7 +59,7 @@ test("followers of a run of this process read the log once, then only the hub: n
   const unstored: SessionEvent[] = [event(2)];
   const detach = hub.attachWriter(SESSION, () => unstored);
   const followers = new Followers(store, hub, 1);
-  const streams = Array.from({ length: 20 }, () => followers.follow(ORG, SESSION, 0, { runId: RUN })[Symbol.asyncIterator]());
+  const streams = Array.from({ length: 20 }, () => followers.follow(ORG, SESSION, 0)[Symbol.asyncIterator]());
   for (const s of streams) assert.deepEqual(await take(s, 2), [1, 2], "the stored event, then the unstored one from the hub");
   const before = { ...calls };
   // Many poll intervals pass while the run is quiet.
@@ -79,12 +82,12 @@ test("followers of a run on another replica share one poll per session and read 
   // The poll's timer does not hold the process open; the test must.
   const alive = setInterval(() => {}, 1000);
   const n = 20;
-  const streams = Array.from({ length: n }, () => followers.follow(ORG, SESSION, 0, { runId: RUN })[Symbol.asyncIterator]());
+  const streams = Array.from({ length: n }, () => followers.follow(ORG, SESSION, 0)[Symbol.asyncIterator]());
   for (const s of streams) assert.deepEqual(await take(s, 2), [1, 2]);
   const polls = reads(5);
   const pending = streams.map((s) => s.next());
   await polls;
-  assert.equal(calls.listEvents, n, "only the followers' first reads: an unchanged poll wakes nobody");
+  assert.equal(calls.readLog, n, "only the followers' first reads: an unchanged poll wakes nobody");
   assert.ok(calls.getSession <= 6, `one poll per session, not per follower (${calls.getSession} reads)`);
   log.push(event(3), event(4, "done"));
   for (const p of pending) assert.equal((await p).value?.seq, 3);

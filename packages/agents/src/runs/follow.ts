@@ -1,3 +1,4 @@
+import { PlatformError } from "@platform/errors";
 import { isTerminal, type SessionEvent } from "../domain/model.ts";
 import type { Store } from "../domain/store.ts";
 import type { EventHub, Listener } from "./hub.ts";
@@ -5,9 +6,8 @@ import type { EventHub, Listener } from "./hub.ts";
 export type FollowOptions = {
   signal?: AbortSignal;
   /**
-   * The run to follow to its terminal event: the one a send just started, or
-   * the session's active run as the caller just read it. Without one the
-   * follower replays the log and closes.
+   * Follow this run (the one a send just started) to its terminal event
+   * instead of the session's active run; with neither, replay and close.
    */
   runId?: string;
 };
@@ -16,8 +16,8 @@ type Poll = { timer: NodeJS.Timeout; followers: number; busy: boolean };
 
 /**
  * Streams a session's events to its followers: the stored ones, then live
- * ones until the terminal event of the followed run. The caller has checked
- * that the session exists in its org. The log is the source of truth: any gap in what
+ * ones until the terminal event of the session's active run. With no active
+ * run it replays and closes. The log is the source of truth: any gap in what
  * arrived in-process is read back from the database, so a follower never
  * skips or repeats a seq.
  *
@@ -40,7 +40,7 @@ export class Followers {
     const { store } = this;
     const inbox: SessionEvent[] = [];
     let last = after;
-    const { runId } = options;
+    let runId = options.runId;
     // Set when the log changed in a way only the database can tell.
     let dirty = false;
     let wake: (() => void) | undefined;
@@ -62,7 +62,10 @@ export class Followers {
     options.signal?.addEventListener("abort", onAbort, { once: true });
     let unwatch: (() => void) | undefined;
     try {
-      for (const event of await store.listEvents(orgId, sessionId, last)) {
+      const read = await store.readLog(orgId, sessionId, last);
+      if (!read) throw PlatformError.notFound("session not found");
+      runId ??= read.session.activeRunId;
+      for (const event of read.events) {
         yield event;
         last = event.seq;
         if (runId && event.runId === runId && isTerminal(event)) return;
@@ -83,14 +86,12 @@ export class Followers {
         } else {
           // A gap or a change elsewhere: the log decides.
           dirty = false;
-          fresh = await store.listEvents(orgId, sessionId, last);
-          if (fresh.length === 0) {
-            // A run that vanished without a terminal event (its replica died
-            // and the lease lapsed) must not hold followers forever.
-            const now = await store.getSession(orgId, sessionId);
-            if (!now || now.activeRunId !== runId) return;
-            continue;
-          }
+          const now = await store.readLog(orgId, sessionId, last);
+          if (!now) return;
+          fresh = now.events;
+          // A run that vanished without a terminal event (its replica died
+          // and the lease lapsed) must not hold followers forever.
+          if (fresh.length === 0 && now.session.activeRunId !== runId) return;
         }
         for (const event of fresh) {
           yield event;
