@@ -12,8 +12,22 @@ export type ComputeClient = Client<typeof ComputeService>;
  * createServiceTransport (which this package does not depend on yet).
  */
 export function computeClient(baseUrl: string): ComputeClient {
-  const sessionManager = new Http2SessionManager(baseUrl, undefined, { settings: { initialWindowSize: 1 << 20 } });
+  const sessionManager = new WideSessions(baseUrl, undefined, { settings: { initialWindowSize: 1 << 20 } });
   return createClient(ComputeService, createGrpcTransport({ baseUrl, acceptCompression: [], sessionManager }));
+}
+
+/** Also widens each connection's receive window (8 MiB), as the platform's servers do theirs. */
+class WideSessions extends Http2SessionManager {
+  private readonly widened = new WeakSet<object>();
+  override async request(...args: Parameters<Http2SessionManager["request"]>) {
+    const stream = await super.request(...args);
+    const session = stream.session;
+    if (session && !this.widened.has(session)) {
+      this.widened.add(session);
+      session.setLocalWindowSize(8 << 20);
+    }
+    return stream;
+  }
 }
 
 export interface ExecTiming {

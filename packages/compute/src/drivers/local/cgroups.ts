@@ -175,6 +175,13 @@ export class Cgroup {
     return readKey(readText(join(this.dirs.unified as string, "memory.events")), "oom_kill");
   }
 
+  /** Current memory use, the one counter the periodic sampling needs. */
+  memoryBytes(): number {
+    return this.version === 1
+      ? readNum(join(this.dirs.memory as string, "memory.usage_in_bytes"))
+      : readNum(join(this.dirs.unified as string, "memory.current"));
+  }
+
   stats(): CgroupStats {
     if (this.version === 1) {
       const mem = this.dirs.memory as string;

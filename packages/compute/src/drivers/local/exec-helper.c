@@ -50,6 +50,7 @@
 #define MAX_REQUEST (4u << 20)
 #define MAX_FIELDS 65536
 #define MAX_RUNNING 65536
+#define STREAM_BUFFER_BYTES (1 << 20)
 
 extern char **environ;
 
@@ -120,6 +121,9 @@ static int connect_stream(const char *path, uint32_t id, uint8_t kind) {
   strcpy(addr.sun_path, path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  /* Room for a fast writer to run ahead while the service is busy (fixed, per stream). */
+  int sndbuf = STREAM_BUFFER_BYTES;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf);
   unsigned char tag[5] = {id & 0xff, (id >> 8) & 0xff, (id >> 16) & 0xff, (id >> 24) & 0xff, kind};
   if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || write(fd, tag, sizeof tag) != sizeof tag) {
     int err = errno;

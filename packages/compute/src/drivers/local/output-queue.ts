@@ -61,6 +61,12 @@ export class OutputQueue {
 
   async *events(): AsyncGenerator<OutputEvent> {
     while (true) {
+      // Let the reads of this turn of the event loop land first (libuv reads a
+      // busy socket several times per turn): fewer, larger events for a fast
+      // producer, at the cost of one turn for a slow one.
+      if (this.entries.length === 1 && this.queued < MAX_EVENT_BYTES && this.open > 0) {
+        await new Promise<void>((r) => setImmediate(r));
+      }
       const entry = this.entries.shift();
       if (entry) {
         this.queued -= entry.bytes;
