@@ -30,26 +30,32 @@ if (exitsWithStdin(process.env)) {
   process.stdin.resume();
 }
 
-// A spare does now what a tenant's first request would otherwise wait for.
-let early: ConnectedAgents | undefined;
-if (isSpare()) {
-  await warmUp();
-  const agentsUrl = process.env.AGENTS_GRPC_URL;
-  if (agentsUrl) early = await connectAgents(agentsUrl);
-}
-await adoption();
-let config: ReturnType<typeof workerConfig>;
-try {
-  config = workerConfig(process.env);
-} catch (err) {
-  if (err instanceof ConfigError) {
+// No top-level await: the bundle is CommonJS, which V8 can code-cache (./orchestrator/local/worker-bundle.ts).
+async function serve(): Promise<void> {
+  // A spare does now what a tenant's first request would otherwise wait for.
+  let early: ConnectedAgents | undefined;
+  if (isSpare()) {
+    await warmUp();
+    const agentsUrl = process.env.AGENTS_GRPC_URL;
+    if (agentsUrl) early = await connectAgents(agentsUrl);
+  }
+  await adoption();
+  let config: ReturnType<typeof workerConfig>;
+  try {
+    config = workerConfig(process.env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
     console.error(`runtime worker: ${err.message}`);
     process.exit(2);
   }
-  throw err;
+
+  logger = pino({ name: "runtime-worker", level: config.logLevel, base: { tenantId: config.tenantId } });
+  server = await startWorker(config, { logger, agents: early?.url === config.agentsUrl ? early.agents : undefined });
+  logger.info({ port: server.port }, "tenant worker serving");
+  reportReady(server.port);
 }
 
-logger = pino({ name: "runtime-worker", level: config.logLevel, base: { tenantId: config.tenantId } });
-server = await startWorker(config, { logger, agents: early?.url === config.agentsUrl ? early.agents : undefined });
-logger.info({ port: server.port }, "tenant worker serving");
-reportReady(server.port);
+serve().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

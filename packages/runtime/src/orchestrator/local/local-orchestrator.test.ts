@@ -215,7 +215,7 @@ describe("local orchestrator spare worker", () => {
       assert.equal(orch.sparePid(), undefined);
       // From the prebuilt bundle, not through tsx.
       const cmdline = readFileSync(`/proc/${orch.pidOf("runtime-t-bbbb0003")}/cmdline`, "utf8").split("\0");
-      assert.ok(cmdline.some((a) => /runtime-worker\/worker-[0-9a-f]+\.mjs$/.test(a)), cmdline.join(" "));
+      assert.ok(cmdline.some((a) => /runtime-worker\/worker-[0-9a-f]+\.cjs$/.test(a)), cmdline.join(" "));
       assert.ok(!cmdline.includes("tsx"));
     } finally {
       await orch.close();

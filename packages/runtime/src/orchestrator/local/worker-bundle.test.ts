@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import { unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { tempDirs } from "../../testing/temp-dirs.ts";
-import { ensureBundle } from "./worker-bundle.ts";
+import { ensureBundle, runArgs } from "./worker-bundle.ts";
 import { defaultWorkerCommand, tsxWorkerCommand } from "./worker-command.ts";
 
 const tempDir = tempDirs("runtime-bundle-");
@@ -45,6 +46,24 @@ describe("worker bundle", () => {
     assert.equal((await ensureBundle(entry, cache)).built, false);
   });
 
+  test("run with a V8 code cache: written by the first run, used by the next, a damaged one is replaced", async () => {
+    const src = await tempDir();
+    const entry = join(src, "entry.ts");
+    await writeFile(entry, `export const twice = (n: number) => n * 2;\nconsole.log(twice(21), process.argv.length);\n`);
+    const { path } = await ensureBundle(entry, join(await tempDir(), "cache"));
+    const launch = () => execFileSync(process.execPath, runArgs(path), { encoding: "utf8" }).trim();
+    const cache = `${path}.v8-cache`;
+    assert.equal(existsSync(cache), false);
+    assert.equal(launch(), "42 2");
+    const written = readFileSync(cache);
+    assert.ok(written.length > 0);
+    assert.equal(launch(), "42 2");
+    assert.deepEqual(readFileSync(cache), written, "an accepted cache is left as it is");
+    await writeFile(cache, "not a code cache");
+    assert.equal(launch(), "42 2");
+    assert.ok(readFileSync(cache).length > "not a code cache".length, "rejected, so written again");
+  });
+
   test("a source that does not compile fails the build (callers fall back)", async () => {
     const src = await tempDir();
     const entry = join(src, "entry.ts");
@@ -56,8 +75,7 @@ describe("worker bundle", () => {
     const cache = join(await tempDir(), "cache");
     const bundled = await defaultWorkerCommand(undefined, cache);
     assert.equal(bundled.command, process.execPath);
-    assert.equal(bundled.args.length, 1);
-    assert.ok(bundled.args[0]!.startsWith(cache));
+    assert.ok(bundled.args.at(-1)!.startsWith(cache));
     // The cache directory cannot be created (a file is in the way).
     const blocked = join(await tempDir(), "file");
     await writeFile(blocked, "");

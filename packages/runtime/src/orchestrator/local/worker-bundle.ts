@@ -7,7 +7,7 @@ import { extname, join } from "node:path";
  * What else decides the bundle's bytes besides its inputs: the options below
  * and the toolchain. A change here makes every cached bundle stale.
  */
-const RECIPE = `esm node20 createRequire-banner v1 node ${process.version}`;
+const RECIPE = `cjs node20 v2 node ${process.version}`;
 
 /** Old bundles are removed once they are this old (a worker being spawned may still read a fresh one). */
 const KEEP_OLD_MS = 60 * 60 * 1000;
@@ -21,7 +21,7 @@ interface Manifest {
 }
 
 export interface BundleResult {
-  /** Absolute path of the bundled ES module. */
+  /** Absolute path of the bundle (one CommonJS script). */
   path: string;
   /** Whether this call had to build it (no bundle yet, or a stale one). */
   built: boolean;
@@ -33,8 +33,9 @@ const LOADERS: Record<string, "ts" | "json" | "js"> = { ".ts": "ts", ".mts": "ts
 
 /**
  * The entry point and everything it imports (workspace sources and
- * node_modules) as one ES module in `cacheDir`, so a process starts without
- * tsx transpiling its module graph. The cache is keyed by the content of the
+ * node_modules) as one CommonJS script in `cacheDir`, so a process starts
+ * without tsx transpiling its module graph (CommonJS, not ESM: Node 20 can
+ * code-cache only scripts, see `runArgs`). The cache is keyed by the content of the
  * files that went in: each call re-reads them and rebuilds when any changed
  * or went missing, so a stale bundle is never returned. Concurrent callers
  * (processes) may both build; the writes are atomic renames of equal bytes.
@@ -47,13 +48,60 @@ export async function ensureBundle(entry: string, cacheDir: string): Promise<Bun
     if (await exists(path)) return { path, built: false };
   }
   const { bytes, inputs } = await build(entry);
-  const name = `worker-${sha256(bytes).slice(0, 16)}.mjs`;
+  const name = `worker-${sha256(bytes).slice(0, 16)}.cjs`;
   await mkdir(cacheDir, { recursive: true });
   const path = join(cacheDir, name);
   await atomicWrite(path, bytes);
   await atomicWrite(manifestPath, `${JSON.stringify({ recipe: RECIPE, inputs, bundle: name } satisfies Manifest)}\n`);
   await removeOld(cacheDir, name);
   return { path, built: true };
+}
+
+/**
+ * Runs a bundle with V8's code cache, which Node 20 offers only through
+ * vm.Script (module.enableCompileCache and NODE_COMPILE_CACHE came in Node
+ * 22): the bundle compiles with `<bundle>.v8-cache` when that exists and V8
+ * accepts it; otherwise the process writes one for the next, a few seconds
+ * in (after a spare's warm-up has compiled the request path too) or at exit,
+ * whichever comes first.
+ */
+const LAUNCHER = `
+const fs = require("node:fs");
+const path = require("node:path");
+const vm = require("node:vm");
+const { Module, createRequire } = require("node:module");
+const file = process.argv[1];
+const cacheFile = file + ".v8-cache";
+let cachedData;
+try { cachedData = fs.readFileSync(cacheFile); } catch {}
+const script = new vm.Script(Module.wrap(fs.readFileSync(file, "utf8")), {
+  filename: file,
+  cachedData,
+  importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+});
+if (cachedData === undefined || script.cachedDataRejected) {
+  let written = false;
+  const write = () => {
+    if (written) return;
+    written = true;
+    const tmp = cacheFile + "." + process.pid + ".tmp";
+    try {
+      fs.writeFileSync(tmp, script.createCachedData());
+      fs.renameSync(tmp, cacheFile);
+    } catch {
+      fs.rmSync(tmp, { force: true });
+    }
+  };
+  setTimeout(write, 3000).unref();
+  process.once("exit", write);
+}
+const mod = { exports: {} };
+script.runInThisContext()(mod.exports, createRequire(file), mod, file, path.dirname(file));
+`;
+
+/** Node's arguments that run the bundle at `path` (its process.argv[1] is the bundle). */
+export function runArgs(path: string): string[] {
+  return ["-e", LAUNCHER, path];
 }
 
 async function build(entry: string): Promise<{ bytes: Uint8Array; inputs: Record<string, string> }> {
@@ -63,12 +111,10 @@ async function build(entry: string): Promise<{ bytes: Uint8Array; inputs: Record
     entryPoints: [entry],
     bundle: true,
     platform: "node",
-    format: "esm",
+    format: "cjs",
     target: "node20",
     write: false,
     logLevel: "silent",
-    // Bundled CommonJS packages (pino) call require() for Node built-ins, which ESM output lacks.
-    banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
     plugins: [
       {
         // Reads every input itself so the hashes are of exactly the bytes bundled
@@ -153,7 +199,8 @@ async function atomicWrite(path: string, data: Uint8Array | string): Promise<voi
 async function removeOld(dir: string, keep: string): Promise<void> {
   const cutoff = Date.now() - KEEP_OLD_MS;
   for (const name of await readdir(dir)) {
-    if (name === keep || !name.startsWith("worker-")) continue;
+    // The bundle and its code cache (`<bundle>.v8-cache`) stay.
+    if (name.startsWith(keep) || !name.startsWith("worker-")) continue;
     const path = join(dir, name);
     const s = await stat(path).catch(() => undefined);
     if (s && s.mtimeMs < cutoff) await rm(path, { force: true });

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { ensureBundle } from "./worker-bundle.ts";
+import { ensureBundle, runArgs } from "./worker-bundle.ts";
 import type { WorkerCommand } from "./worker-process.ts";
 
 const MAIN = new URL("../../worker/main.ts", import.meta.url).pathname;
@@ -13,7 +13,7 @@ export function tsxWorkerCommand(): WorkerCommand {
 }
 
 /**
- * The worker as one prebuilt ES module (built on first use, rebuilt when any
+ * The worker as one prebuilt script (built on first use, rebuilt when any
  * of its sources changed; see ./worker-bundle.ts), which starts several times
  * faster than under tsx; tsx when the bundle cannot be built.
  */
@@ -21,7 +21,7 @@ export async function defaultWorkerCommand(log?: Logger, cacheDir = BUNDLE_CACHE
   try {
     const { path, built } = await ensureBundle(MAIN, cacheDir);
     if (built) log?.info({ path }, "worker bundle built");
-    return { command: process.execPath, args: [path], cwd: PACKAGE };
+    return { command: process.execPath, args: runArgs(path), cwd: PACKAGE };
   } catch (err) {
     log?.warn({ err: String(err) }, "worker bundle unavailable; workers start under tsx");
     return tsxWorkerCommand();
