@@ -20,6 +20,7 @@ export class RunLog {
   /** The store calls in order: one at a time, each taking what was queued when it started. */
   #writing: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
+  #closed = false;
   readonly #detach: () => void;
 
   constructor(
@@ -41,11 +42,19 @@ export class RunLog {
     const numbered = events.map((e) => this.#number(e, createdAt));
     this.#unstored.push(...numbered);
     this.hub.publish(this.sessionId, numbered);
+    this.#arm();
+    return numbered;
+  }
+
+  /** Schedules the next batch; a failed one stays queued and is tried again. */
+  #arm(): void {
     this.#timer ??= setTimeout(() => {
       this.#timer = undefined;
-      this.flush().catch((err) => this.logger.warn({ err }, "could not store the run's events; retrying with the next batch"));
+      this.flush().catch((err) => {
+        this.logger.warn({ err }, "could not store the run's events; trying again");
+        if (!this.#closed) this.#arm();
+      });
     }, this.flushMs);
-    return numbered;
   }
 
   /** Resolves once everything published so far is stored; rejects when that fails (it stays queued). */
@@ -103,6 +112,8 @@ export class RunLog {
   }
 
   #close(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
     this.#unstored.length = 0;
     this.#detach();
   }
