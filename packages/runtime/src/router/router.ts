@@ -41,9 +41,11 @@ export interface RunningRouter {
 export async function startRouter(options: RouterOptions): Promise<RunningRouter> {
   const logger = options.logger ?? pino({ level: "silent" });
   const controller = options.controller ?? new Controller({ orchestrator: options.orchestrator, logger });
+  const workers = options.workers ?? new GrpcTenantWorkers();
+  const sessions = workers instanceof GrpcTenantWorkers ? workers : undefined;
   const waker = new TenantWaker({
     controller,
-    waitReachable: (url, ms) => waitServing(url, ms),
+    waitReachable: (url, ms) => waitServing(url, ms, { transport: sessions?.transport(url) }),
     reachTimeoutMs: options.reachTimeoutMs,
     maxWaitersPerTenant: options.maxWaitersPerTenant,
   });
@@ -51,7 +53,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     invoke: routerInvoke({
       auth: options.auth,
       waker,
-      workers: options.workers ?? new GrpcTenantWorkers(),
+      workers,
       controller,
       logger,
     }),

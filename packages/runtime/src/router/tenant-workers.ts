@@ -1,5 +1,5 @@
 import { createServiceTransport } from "@platform/rpc";
-import { type Client, createClient } from "@connectrpc/connect";
+import { type Client, createClient, type Transport } from "@connectrpc/connect";
 import { type InvokeEvent, type InvokeRequest, RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 
 /** Calls RuntimeService.Invoke on a tenant worker. */
@@ -9,14 +9,27 @@ export interface TenantWorkers {
 
 /** gRPC clients to tenant workers, one (HTTP/2 session) per worker URL. */
 export class GrpcTenantWorkers implements TenantWorkers {
-  readonly #clients = new Map<string, Client<typeof RuntimeService>>();
+  readonly #clients = new Map<string, { transport: Transport; client: Client<typeof RuntimeService> }>();
 
   invoke(url: string, req: InvokeRequest, headers: Record<string, string>, signal: AbortSignal): AsyncIterable<InvokeEvent> {
+    return this.#for(url).client.invoke(req, { headers, signal });
+  }
+
+  /**
+   * The transport of the worker's session, for the cold-start health wait:
+   * the forward that follows then finds the connection open.
+   */
+  transport(url: string): Transport {
+    return this.#for(url).transport;
+  }
+
+  #for(url: string) {
     let c = this.#clients.get(url);
     if (!c) {
-      c = createClient(RuntimeService, createServiceTransport({ baseUrl: url }));
+      const transport = createServiceTransport({ baseUrl: url });
+      c = { transport, client: createClient(RuntimeService, transport) };
       this.#clients.set(url, c);
     }
-    return c.invoke(req, { headers, signal });
+    return c;
   }
 }
