@@ -162,12 +162,18 @@ test("the sandbox id is stored on the session", async () => {
   assert.equal((await store.getSession(org, s.id))?.sandboxId, "sbx-1");
 });
 
-test("the terminal append frees the session in the same statement, only for the holding run", async () => {
+/** A new session in a new org, held by a new run. */
+async function heldSession(slug: string) {
   const org = randomUUID();
-  const a = await agent(org, "release");
+  const a = await agent(org, slug);
   const s = await store.createSession(org, a.id);
   const run = randomUUID();
   assert.equal((await store.acquireRun(org, s.id, run, 60_000)).ok, true);
+  return { org, s, run };
+}
+
+test("the terminal append frees the session in the same statement, only for the holding run", async () => {
+  const { org, s, run } = await heldSession("release");
   await store.appendEvents(s.id, randomUUID(), [{ type: "done" }], { release: true });
   assert.equal((await store.getSession(org, s.id))?.activeRunId, run, "another run's terminal event frees nothing");
   await store.appendEvents(s.id, run, [{ type: "text", content: "x" }]);
@@ -179,11 +185,7 @@ test("the terminal append frees the session in the same statement, only for the 
 });
 
 test("a run stores the events it numbered, with their seqs and times, only while it holds the session and they follow the log", async () => {
-  const org = randomUUID();
-  const a = await agent(org, "numbered");
-  const s = await store.createSession(org, a.id);
-  const run = randomUUID();
-  assert.equal((await store.acquireRun(org, s.id, run, 60_000)).ok, true);
+  const { org, s, run } = await heldSession("numbered");
   const at = new Date("2026-01-02T03:04:05.678Z");
   const event = (seq: number, content: string) => ({ seq, type: "text" as const, content, tokensIn: 0, tokensOut: 0, toolUseId: "", isError: false, createdAt: at, runId: run });
   await store.storeEvents(s.id, run, [event(1, "a"), event(2, "b")]);

@@ -68,12 +68,18 @@ describe("replicas", { skip: process.env.TEST_DB === "pglite" ? "PGlite is one p
     await compute.stop();
   });
 
-  test("a follower on replica B gets the live events of a run on replica A; B cannot start a second run; B's cancel stops A's run", async () => {
+  /** Both replicas, a caller and a new session created through replica A. */
+  async function onReplicaA(slug: string) {
     const [a, b] = replicas as [Awaited<ReturnType<typeof replica>>, Awaited<ReturnType<typeof replica>>];
     const caller = identity.caller();
     const auth = { headers: { authorization: `Bearer ${caller.token}` } };
-    const { agent } = await a.agents.createAgent({ name: "r", slug: "r", model: "scripted/x" }, auth);
+    const { agent } = await a.agents.createAgent({ name: slug, slug, model: "scripted/x" }, auth);
     const { session } = await a.sessions.createSession({ agentId: agent!.id }, auth);
+    return { a, b, auth, session };
+  }
+
+  test("a follower on replica B gets the live events of a run on replica A; B cannot start a second run; B's cancel stops A's run", async () => {
+    const { a, b, auth, session } = await onReplicaA("r");
     const step = gate();
     const hold = gate();
     model.push([{ type: "text", text: "one" }, { type: "wait", until: step.promise }, { type: "text", text: "two" }, { type: "wait", until: hold.promise }]);
@@ -106,11 +112,7 @@ describe("replicas", { skip: process.env.TEST_DB === "pglite" ? "PGlite is one p
   });
 
   test("a follower on replica B receives every fragment of a run on A, with the seqs, contents and times A streamed", async () => {
-    const [a, b] = replicas as [Awaited<ReturnType<typeof replica>>, Awaited<ReturnType<typeof replica>>];
-    const caller = identity.caller();
-    const auth = { headers: { authorization: `Bearer ${caller.token}` } };
-    const { agent } = await a.agents.createAgent({ name: "f", slug: "f", model: "scripted/x" }, auth);
-    const { session } = await a.sessions.createSession({ agentId: agent!.id }, auth);
+    const { a, b, auth, session } = await onReplicaA("f");
     const start = gate();
     const middle = gate();
     const words = Array.from({ length: 40 }, (_, i) => ({ type: "text" as const, text: `w${i} ` }));
