@@ -79,6 +79,8 @@ export class ComputeDomain {
   private unsubscribe?: () => void;
   /** Status writes in flight, so tests and shutdown can wait for them. */
   private pending = new Set<Promise<unknown>>();
+  /** The latest event-driven status write per sandbox while it runs, for reconcile to join. */
+  private readonly persisting = new Map<string, Promise<SandboxRecord | undefined>>();
 
   constructor(options: ComputeDomainOptions) {
     this.driver = options.driver;
@@ -95,7 +97,15 @@ export class ComputeDomain {
    * from its creation); one whose processes are gone becomes FAILED (lost).
    */
   async start(): Promise<void> {
-    this.unsubscribe = this.driver.onPhaseChange((id, o) => this.track(this.persistPhase(id, o)));
+    this.unsubscribe = this.driver.onPhaseChange((id, o) => {
+      const write = this.persistPhase(id, o);
+      this.persisting.set(id, write);
+      const forget = () => {
+        if (this.persisting.get(id) === write) this.persisting.delete(id);
+      };
+      write.then(forget, forget);
+      this.track(write);
+    });
     for (const record of await this.store.listLive()) {
       try {
         const observation = await this.driver.recover(specOf(record));
@@ -298,7 +308,12 @@ export class ComputeDomain {
     if (record.status !== "STARTING" && record.status !== "READY") return record;
     const observation = await this.driver.observe(record.id).catch(() => undefined);
     // The common case on every exec: nothing changed, so no write (and no re-read).
-    if (!observation || STATE_OF_PHASE[observation.phase] === record.status) return record;
+    const state = STATE_OF_PHASE[observation?.phase ?? "starting"];
+    if (!observation || state === record.status) return record;
+    // The driver's event is usually being stored right now (a sandbox READY at
+    // create): wait for that write instead of racing it for the row.
+    const inFlight = await this.persisting.get(record.id)?.catch(() => undefined);
+    if (inFlight?.status === state) return inFlight;
     return (await this.persistPhase(record.id, observation)) ?? record;
   }
 

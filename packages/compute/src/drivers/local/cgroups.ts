@@ -1,5 +1,5 @@
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
 /** Raw counters of one cgroup; 0 where the host does not expose a counter. */
@@ -48,14 +48,21 @@ export class Cgroup {
       // Children of this cgroup (execs) get the same controllers.
       tryWrite(join(this.dirs.unified as string, "cgroup.subtree_control"), "+cpu +memory +pids +io");
     }
-    if (!limits) return;
+    if (limits) this.applyLimits(limits);
+  }
+
+  /** Sets (or changes) the cpu quota, memory cap and process cap. */
+  applyLimits(limits: CgroupLimits): void {
     const quota = Math.max(1000, Math.round(limits.cpuMillis * 100)); // period 100 ms
     if (this.version === 1) {
       write(join(this.dirs.cpu as string, "cpu.cfs_period_us"), "100000");
       write(join(this.dirs.cpu as string, "cpu.cfs_quota_us"), String(quota));
-      write(join(this.dirs.memory as string, "memory.limit_in_bytes"), String(limits.memoryBytes));
       // No swap escape hatch: memory+swap capped at the same value when the kernel accounts swap.
-      tryWrite(join(this.dirs.memory as string, "memory.memsw.limit_in_bytes"), String(limits.memoryBytes));
+      // memsw may never be below the memory cap, so it goes first when raising and last when lowering.
+      const memsw = join(this.dirs.memory as string, "memory.memsw.limit_in_bytes");
+      tryWrite(memsw, String(limits.memoryBytes));
+      write(join(this.dirs.memory as string, "memory.limit_in_bytes"), String(limits.memoryBytes));
+      tryWrite(memsw, String(limits.memoryBytes));
       write(join(this.dirs.pids as string, "pids.max"), String(limits.pidsMax));
     } else {
       const d = this.dirs.unified as string;
@@ -64,6 +71,21 @@ export class Cgroup {
       tryWrite(join(d, "memory.swap.max"), "0");
       write(join(d, "pids.max"), String(limits.pidsMax));
     }
+  }
+
+  /** The same cgroup under another name in the same parent; its processes stay in it. */
+  rename(name: string): Cgroup {
+    const dirs: Record<string, string> = {};
+    const renamed = new Map<string, string>();
+    for (const [k, d] of Object.entries(this.dirs)) {
+      const to = join(dirname(d), name);
+      if (!renamed.has(d)) {
+        fs.renameSync(d, to);
+        renamed.set(d, to);
+      }
+      dirs[k] = to;
+    }
+    return new Cgroup(this.version, dirs);
   }
 
   /**

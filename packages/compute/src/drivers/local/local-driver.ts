@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomInt, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { constants as osConstants } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import {
@@ -18,6 +19,7 @@ import {
   type Usage,
   zeroUsage,
 } from "../../driver.ts";
+import { LIMITS } from "../../service/limits.ts";
 import { baseEnv, bwrapArgs } from "./bwrap.ts";
 import { type Cgroup, type CgroupStats, detectCgroups } from "./cgroups.ts";
 import { ExecHelper, type ExitStatus, type Launch, type Launched, launchWithNsenter } from "./exec-helper.ts";
@@ -49,6 +51,12 @@ export interface LocalDriverOptions {
    * sh + nsenter as when no C compiler is available.
    */
   execHelper?: boolean;
+  /**
+   * Sandboxes kept started ahead (default 2): a CreateSandbox with the
+   * default mount path adopts one (renamed to its id, limits applied) instead
+   * of waiting for bwrap to build a new one.
+   */
+  warmSandboxes?: number;
 }
 
 interface Live {
@@ -77,6 +85,8 @@ interface Live {
   spareExecCgroup?: Promise<Cgroup>;
   /** /proc/<initPid>/stat start time, so a reused pid is never entered. */
   initStartTime?: string;
+  /** Started ahead and not yet adopted: no record, no deadline, no phase events. */
+  warm?: boolean;
   oomKillsSeen: number;
 }
 
@@ -89,6 +99,11 @@ interface RunningExec {
 const SETPRIV = "/usr/bin/setpriv";
 const BWRAP = "/usr/bin/bwrap";
 const UNSHARE = "/usr/bin/unshare";
+/** Directory and cgroup name prefix of sandboxes started ahead, before any CreateSandbox. */
+const WARM_PREFIX = ".warm-";
+/** Adoption runs first; the next warm sandbox is started once that create's first exec is likely done. */
+const WARM_REFILL_DELAY_MS = 100;
+
 /** Mount point of a sandbox directory inside its launcher's private mount namespace. */
 const STAGE = "/run/platform-compute-stage";
 
@@ -111,6 +126,9 @@ export class LocalDriver implements SandboxDriver {
   private readonly helper: ExecHelper;
   /** Whether the helper is usable; settles once it is built. */
   private readonly useHelper: Promise<boolean>;
+  private readonly warm: Live[] = [];
+  private readonly warmTarget: number;
+  private closed = false;
 
   constructor(private readonly options: LocalDriverOptions) {
     this.killGraceMs = options.killGraceMs ?? KILL_GRACE_MS;
@@ -131,12 +149,15 @@ export class LocalDriver implements SandboxDriver {
               return false;
             },
           );
+    this.warmTarget = options.warmSandboxes ?? 2;
+    void this.removeWarmLeftovers().then(() => this.refillWarm());
   }
 
   async create(spec: SandboxSpec): Promise<void> {
     if (this.sandboxes.has(spec.sandboxId)) {
       throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
     }
+    if (this.adoptWarm(spec)) return;
     const live = this.newLive(spec);
     this.sandboxes.set(spec.sandboxId, live);
     try {
@@ -162,6 +183,8 @@ export class LocalDriver implements SandboxDriver {
       return live.observation;
     }
     const state = live.layout.readState();
+    // An adopted warm sandbox has the uid it was started with, not the one its id gives.
+    if (state?.uid) live.uid = state.uid;
     if (state && processStartTime(state.initPid) === state.initStartTime && state.initStartTime !== "") {
       // Still running from before the restart: adopt it. Not our child, so poll for its end.
       live.initPid = state.initPid;
@@ -379,6 +402,8 @@ export class LocalDriver implements SandboxDriver {
 
   async close(): Promise<void> {
     clearInterval(this.sampler);
+    this.closed = true;
+    await Promise.all(this.warm.splice(0).map((live) => this.discardWarm(live)));
     const spares: Promise<void>[] = [];
     for (const live of this.sandboxes.values()) {
       clearTimeout(live.deadlineTimer);
@@ -438,12 +463,121 @@ export class LocalDriver implements SandboxDriver {
     return (await this.useHelper) ? this.helper.launch(launch) : launchWithNsenter(launch);
   }
 
-  private newLive(spec: SandboxSpec): Live {
+  /**
+   * Takes a started warm sandbox for spec: its directory and cgroup are
+   * renamed to spec's id (the init's mounts and cgroup membership follow a
+   * rename), spec's limits are applied, and it is READY at once. Only the
+   * default mount path is prepared ahead.
+   */
+  private adoptWarm(spec: SandboxSpec): boolean {
+    if (spec.workspace.mountPath !== LIMITS.defaultMountPath) return false;
+    const i = this.warm.findIndex((w) => w.observation.phase === "ready");
+    if (i < 0) return false;
+    const live = this.warm.splice(i, 1)[0] as Live;
+    this.scheduleWarmRefill();
+    const layout = new SandboxLayout(this.options.dataDir, spec.sandboxId);
+    let cgroup: Cgroup;
+    try {
+      const spare = live.spareExecCgroup;
+      cgroup = live.cgroup.rename(spec.sandboxId);
+      // The spare exec cgroup moved with its parent.
+      if (spare) live.spareExecCgroup = spare.then((cg) => cgroup.child(basename(dirname(cg.procsFiles()[0] as string))));
+      live.cgroup = cgroup;
+      fs.renameSync(live.layout.dir, layout.dir);
+      live.layout = layout;
+      cgroup.applyLimits({ cpuMillis: spec.limits.cpuMillis, memoryBytes: spec.limits.memoryBytes, pidsMax: this.pidsMax });
+    } catch (err) {
+      this.log?.warn({ err }, "adopting a warm sandbox failed; starting a new one");
+      void this.discardWarm(live);
+      return false;
+    }
+    live.spec = spec;
+    live.warm = false;
+    live.memSampleSum = 0;
+    live.memSamples = 0;
+    this.openFs(live);
+    live.layout.writeState({
+      bwrapPid: live.child?.pid ?? 0,
+      initPid: live.initPid as number,
+      initStartTime: live.initStartTime ?? "",
+      uid: live.uid,
+    });
+    this.sandboxes.set(spec.sandboxId, live);
+    this.armDeadline(live);
+    for (const l of this.listeners) l(spec.sandboxId, { ...live.observation });
+    return true;
+  }
+
+  private scheduleWarmRefill(): void {
+    setTimeout(() => this.refillWarm(), WARM_REFILL_DELAY_MS).unref();
+  }
+
+  /** Starts warm sandboxes up to the target; a random uid each, as ids are not known yet. */
+  private refillWarm(): void {
+    while (!this.closed && this.warm.length < this.warmTarget) {
+      const name = `${WARM_PREFIX}${randomUUID()}`;
+      const spec: SandboxSpec = {
+        sandboxId: name,
+        tenantId: "",
+        sessionId: "",
+        image: "",
+        workspace: { storageClass: "", size: "", mountPath: LIMITS.defaultMountPath },
+        limits: { cpuMillis: LIMITS.defaultCpuMillis, memoryBytes: LIMITS.defaultMemoryBytes, maxRuntimeMs: LIMITS.maxMaxRuntimeMs },
+        createdAt: new Date(),
+      };
+      const live = this.newLive(spec, 0x10000000 + randomInt(1, 0xffffff));
+      live.warm = true;
+      try {
+        live.layout.prepare(spec, live.uid);
+        live.cgroup.create({ cpuMillis: spec.limits.cpuMillis, memoryBytes: spec.limits.memoryBytes, pidsMax: this.pidsMax });
+      } catch (err) {
+        this.log?.warn({ err }, "preparing a warm sandbox failed");
+        void this.discardWarm(live);
+        return;
+      }
+      this.warm.push(live);
+      this.start(live);
+    }
+  }
+
+  /** Ends a warm sandbox that will not be used: its processes, cgroup and directory. */
+  private async discardWarm(live: Live): Promise<void> {
+    // Still starting, its launcher may not have joined the cgroup yet: its process group goes too.
+    if (live.child?.pid && live.child.exitCode === null && live.child.signalCode === null) {
+      try {
+        process.kill(-live.child.pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    await live.cgroup.killAll(2000);
+    await live.spareExecCgroup?.catch(() => {});
+    await live.cgroup.remove();
+    await fs.promises.rm(live.layout.dir, { recursive: true, force: true });
+  }
+
+  /** Warm sandboxes of a previous run of the service were never handed out: remove them. */
+  private async removeWarmLeftovers(): Promise<void> {
+    let names: string[] = [];
+    try {
+      names = fs.readdirSync(join(this.options.dataDir, "sandboxes")).filter((n) => n.startsWith(WARM_PREFIX));
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const cgroup = this.root.child(name);
+      await cgroup.killAll(2000);
+      await cgroup.remove();
+      await fs.promises.rm(new SandboxLayout(this.options.dataDir, name).dir, { recursive: true, force: true });
+    }
+  }
+
+  private newLive(spec: SandboxSpec, uid = sandboxUid(spec.sandboxId)): Live {
     const layout = new SandboxLayout(this.options.dataDir, spec.sandboxId);
     return {
       spec,
       layout,
-      uid: sandboxUid(spec.sandboxId),
+      uid,
       cgroup: this.root.child(spec.sandboxId),
       fs: undefined as unknown as WorkspaceFs,
       observation: { phase: "starting" },
@@ -539,6 +673,13 @@ export class LocalDriver implements SandboxDriver {
   }
 
   private async onInitExit(live: Live, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
+    if (live.warm) {
+      if (!this.closed) this.log?.warn({ code, signal }, "a warm sandbox exited before it was used");
+      const i = this.warm.indexOf(live);
+      if (i >= 0) this.warm.splice(i, 1);
+      await this.discardWarm(live);
+      return;
+    }
     clearTimeout(live.deadlineTimer);
     clearInterval(live.livenessTimer);
     if (live.stopping === "destroy") {
@@ -579,12 +720,18 @@ export class LocalDriver implements SandboxDriver {
     if (observation.phase === "ready" || observation.phase === "failed" || observation.phase === "gone") {
       if (!live.fs && observation.phase === "ready") this.openFs(live);
     }
+    if (observation.phase === "ready" && changed && !live.spareExecCgroup) {
+      // The first exec's cgroup too is made before it is asked for.
+      const spare = this.newExecCgroup(live);
+      spare.catch(() => {});
+      live.spareExecCgroup = spare;
+    }
     if (observation.phase !== "starting") {
       const waiters = live.settledWaiters;
       live.settledWaiters = [];
       for (const w of waiters) w();
     }
-    if (changed) for (const l of this.listeners) l(live.spec.sandboxId, { ...observation });
+    if (changed && !live.warm) for (const l of this.listeners) l(live.spec.sandboxId, { ...observation });
   }
 
   private openFs(live: Live): void {
