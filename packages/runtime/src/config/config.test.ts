@@ -24,6 +24,14 @@ describe("router settings", () => {
     if (c.orchestrator === "local") {
       assert.equal(c.agentsUrl, "http://127.0.0.1:8082");
       assert.equal(c.dataDir, ".data/runtime");
+      assert.equal(c.spareWorker, true);
+    }
+  });
+
+  test("RUNTIME_SPARE_WORKER turns the local orchestrator's spare worker off", () => {
+    for (const [raw, want] of [["0", false], ["false", false], ["off", false], ["1", true], ["TRUE", true]] as const) {
+      const c = routerConfig({ ...base, RUNTIME_SPARE_WORKER: raw });
+      assert.equal(c.orchestrator === "local" && c.spareWorker, want, raw);
     }
   });
 
@@ -36,6 +44,7 @@ describe("router settings", () => {
     rejects(() => routerConfig({ ...base, RUNTIME_MAX_WAITERS_PER_TENANT: "0" }), /RUNTIME_MAX_WAITERS_PER_TENANT/);
     rejects(() => routerConfig({ ...base, RUNTIME_ORCHESTRATOR: "docker" }), /RUNTIME_ORCHESTRATOR/);
     rejects(() => routerConfig({ ...base, RUNTIME_COLD_START_WAIT_MS: "soon" }), /RUNTIME_COLD_START_WAIT_MS/);
+    rejects(() => routerConfig({ ...base, RUNTIME_SPARE_WORKER: "maybe" }), /RUNTIME_SPARE_WORKER/);
     rejects(() => routerConfig({ ...base, RUNTIME_ORCHESTRATOR: "kubernetes" }), /RUNTIME_NAMESPACE/);
     rejects(
       () => routerConfig({ ...base, RUNTIME_ORCHESTRATOR: "kubernetes", RUNTIME_NAMESPACE: "platform" }),

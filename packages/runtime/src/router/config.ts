@@ -15,6 +15,8 @@ export type RouterConfig = {
       /** Passed to every worker as AGENTS_GRPC_URL. */
       agentsUrl: string;
       workerHost: string;
+      /** Keep a pre-started spare worker for cold starts (RUNTIME_SPARE_WORKER, default on). */
+      spareWorker: boolean;
     }
   | {
       orchestrator: "kubernetes";
@@ -42,6 +44,7 @@ export function routerConfig(env: Env): RouterConfig {
       dataDir: env.RUNTIME_DATA_DIR?.trim() || ".data/runtime",
       agentsUrl: url(env, "AGENTS_GRPC_URL"),
       workerHost: env.RUNTIME_WORKER_HOST?.trim() || "127.0.0.1",
+      spareWorker: onOff(env, "RUNTIME_SPARE_WORKER", true),
     };
   }
   if (kind === "kubernetes") {
@@ -53,6 +56,14 @@ export function routerConfig(env: Env): RouterConfig {
     };
   }
   throw new ConfigError(`RUNTIME_ORCHESTRATOR must be "local" or "kubernetes", got "${kind}"`);
+}
+
+function onOff(env: Env, key: string, fallback: boolean): boolean {
+  const raw = env[key]?.trim().toLowerCase();
+  if (!raw) return fallback;
+  if (raw === "1" || raw === "true" || raw === "on") return true;
+  if (raw === "0" || raw === "false" || raw === "off") return false;
+  throw new ConfigError(`${key} must be 1 or 0 (true/false, on/off), got "${env[key]}"`);
 }
 
 function positiveInt(env: Env, key: string, fallback: number): number {

@@ -36,6 +36,7 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
       // Scale-up blocks at most the cold-start wait; the router's reachability
       // wait shares the same budget (see TenantWaker).
       scaleWaitMs: c.coldStartWaitMs,
+      spareWorker: c.spareWorker,
       logger,
     });
   }

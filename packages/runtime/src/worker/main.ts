@@ -3,7 +3,7 @@
 // AGENTS_GRPC_URL, PORT (default 50051); as a spare, those arrive on the IPC
 // channel (./supervisor.ts).
 import { type Logger, pino } from "pino";
-import { ConfigError } from "../config/env.ts";
+import { ConfigError, url } from "../config/env.ts";
 import { exitsWithStdin, workerConfig } from "./config.ts";
 import { adoption, isSpare, reportReady } from "./supervisor.ts";
 import { type ConnectedAgents, connectAgents, warmUp } from "./warm-up.ts";
@@ -36,7 +36,12 @@ async function serve(): Promise<void> {
   let early: ConnectedAgents | undefined;
   if (isSpare()) {
     await warmUp();
-    const agentsUrl = process.env.AGENTS_GRPC_URL;
+    let agentsUrl: string | undefined;
+    try {
+      agentsUrl = url(process.env, "AGENTS_GRPC_URL");
+    } catch {
+      // Not set for every worker: the adopted deployment's environment brings it.
+    }
     if (agentsUrl) early = await connectAgents(agentsUrl);
   }
   await adoption();
