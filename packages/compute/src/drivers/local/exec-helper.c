@@ -6,25 +6,29 @@
  * execve instead of sh -> nsenter -> command.
  *
  * Requests arrive on stdin, each a little-endian u32 length followed by
- * NUL-terminated fields:
- *   id, init pid, init start time (/proc/<pid>/stat field 22), uid, gid,
- *   working dir, stream socket path,
- *   n cgroup.procs files, the files, n argv, argv, n env, env ("K=V").
- * For each, the helper connects twice to the stream socket (the service
- * listens there) and writes a 5-byte tag on each (u32 id, 1 = stdout,
- * 2 = stderr); those connections become the command's fd 1 and 2, so output
- * goes straight from the command to the service with the kernel's socket
- * buffer as backpressure. The child then joins the exec's cgroups (before
- * anything of the command runs), enters the init's namespaces through a
- * pidfd (checked against the start time, so a reused pid is never entered),
- * drops to the sandbox uid with no capabilities and no_new_privs, and
- * execs the command.
+ * NUL-terminated fields, the first naming the request:
+ *   X id init-pid init-start-time uid gid cwd stream-socket prepared-id
+ *     n-cgroups cgroup.procs-files... n-argv argv... n-env env("K=V")...
+ *       runs a command (in the prepared child prepared-id when there is one);
+ *   P id init-pid init-start-time uid gid n-cgroups cgroup.procs-files...
+ *       forks a child that joins those cgroups, enters the sandbox and waits
+ *       for an X naming it;
+ *   D id   ends an unused prepared child.
+ * For X, the helper connects twice to the stream socket (the service listens
+ * there) and writes a 5-byte tag on each (u32 id, 1 = stdout, 2 = stderr);
+ * those connections become the command's fd 1 and 2, so output goes straight
+ * from the command to the service with the kernel's socket buffer as
+ * backpressure. A child joins the exec's cgroups before anything of the
+ * command runs, enters the init's namespaces through a pidfd (checked against
+ * the start time, so a reused pid is never entered), and drops to the
+ * sandbox uid with no capabilities, no supplementary groups and
+ * no_new_privs.
  *
  * Reports, one line each on stdout:
  *   E <id> <exit code> <signal number>   the command ended
  *   F <id> <message>                     it could not be started
  * The helper exits when stdin closes (the service went away); running
- * commands are not affected.
+ * commands are not affected, prepared children see their socket close and exit.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -140,11 +144,13 @@ static void write_file(const char *path, const char *value) {
   close(fd);
 }
 
-/* In the forked child, already in the sandbox's pid namespace. Never returns. */
-static void start_command(int pidfd, int out, int err, uid_t uid, gid_t gid, const char *cwd, char **cgroups, size_t n_cgroups,
-                          char **argv, char **envp) {
-  if (dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-  /* Counted and killable as this exec before anything of the command runs. */
+/*
+ * In a forked child, already in the sandbox's pid namespace: joins the exec's
+ * cgroups (so it is counted and killable before anything of the command
+ * runs), enters the init's other namespaces and becomes the sandbox user with
+ * no capabilities, no supplementary groups and no_new_privs. Dies on failure.
+ */
+static void enter_sandbox(int pidfd, uid_t uid, gid_t gid, char **cgroups, size_t n_cgroups) {
   for (size_t i = 0; i < n_cgroups; i++) write_file(cgroups[i], "0");
   sigset_t all;
   sigemptyset(&all);
@@ -162,6 +168,14 @@ static void start_command(int pidfd, int out, int err, uid_t uid, gid_t gid, con
   memset(none, 0, sizeof none);
   if (syscall(SYS_capset, &hdr, none) < 0) die("dropping capabilities", errno, 126);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die("no_new_privs", errno, 126);
+}
+
+/* Inside the sandbox: output to out/err, stdin from /dev/null, then the command. Never returns. */
+static void run_command(int out, int err, const char *cwd, char **argv, char **envp) {
+  /* Above 2 first, so placing one cannot overwrite the other. */
+  if (out <= 2) out = fcntl(out, F_DUPFD_CLOEXEC, 3);
+  if (err <= 2) err = fcntl(err, F_DUPFD_CLOEXEC, 3);
+  if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
   int devnull = open("/dev/null", O_RDONLY);
   if (devnull < 0 || dup2(devnull, 0) < 0) die("/dev/null", errno, 126);
   syscall(SYS_close_range, 3, ~0u, 0);
@@ -176,55 +190,153 @@ static void start_command(int pidfd, int out, int err, uid_t uid, gid_t gid, con
   _exit(e == ENOENT ? 127 : 126);
 }
 
-static void handle(char *req, size_t len) {
-  static char *fields[MAX_FIELDS];
+/* NUL-separated fields of buf[0..len) into fields; 0 when buf does not end in NUL. */
+static size_t split(char *buf, size_t len, char **fields, size_t max) {
   size_t n = 0;
-  if (len == 0 || req[len - 1] != 0) {
-    report("F 0 malformed request\n");
-    return;
-  }
-  for (char *p = req; p < req + len && n < MAX_FIELDS;) {
+  if (len == 0 || buf[len - 1] != 0) return 0;
+  for (char *p = buf; p < buf + len && n < max;) {
     fields[n++] = p;
     p += strlen(p) + 1;
   }
-  if (n < 10) {
+  return n;
+}
+
+/* "n, n items" at fields[*i]: a NULL-terminated copy of the items, or NULL. */
+static char **list_at(char **fields, size_t n, size_t *i) {
+  if (*i >= n) return NULL;
+  size_t count = strtoul(fields[(*i)++], NULL, 10);
+  if (count > n - *i) return NULL;
+  char **list = calloc(count + 1, sizeof *list);
+  if (list) memcpy(list, &fields[*i], count * sizeof *list);
+  *i += count;
+  return list;
+}
+
+/*
+ * A prepared child: forked ahead of an exec (when its cgroup is made), it has
+ * already joined that cgroup and entered the sandbox, which is where an exec
+ * would otherwise wait (the first cgroup move after a quiet spell waits for an
+ * RCU grace period, several ms). It waits on its socket for the command and
+ * its two output streams, then execs it.
+ */
+struct prepared {
+  uint32_t id;
+  pid_t pid;
+  int sock;
+};
+
+static struct prepared prepared[MAX_RUNNING];
+static size_t n_prepared;
+
+/* The command as the prepared child receives it: u32 length, fields, and the two streams as SCM_RIGHTS. */
+static void await_command(int sock) {
+  uint32_t len;
+  int fds[2];
+  char control[CMSG_SPACE(sizeof fds)];
+  struct iovec iov = {&len, sizeof len};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+  ssize_t r;
+  while ((r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL)) < 0 && errno == EINTR) {
+  }
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  if (r != sizeof len || !c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof fds) || len > MAX_REQUEST) _exit(0);
+  memcpy(fds, CMSG_DATA(c), sizeof fds);
+  char *buf = malloc(len);
+  for (size_t got = 0; buf && got < len;) {
+    ssize_t n = read(sock, buf + got, len - got);
+    if (n == 0 || (n < 0 && errno != EINTR)) _exit(126);
+    if (n > 0) got += (size_t)n;
+  }
+  static char *fields[MAX_FIELDS];
+  size_t n = buf ? split(buf, len, fields, MAX_FIELDS) : 0, i = 1;
+  char **argv = list_at(fields, n, &i), **envp = list_at(fields, n, &i);
+  if (n == 0 || !argv || !argv[0] || !envp) _exit(126);
+  run_command(fds[0], fds[1], fields[0], argv, envp);
+}
+
+/* buf: u32 length and the fields; the streams go as SCM_RIGHTS with its first bytes. */
+static int send_command(int sock, int out, int err, const char *buf, size_t total) {
+  int fds[2] = {out, err};
+  char control[CMSG_SPACE(sizeof fds)];
+  memset(control, 0, sizeof control);
+  struct iovec iov = {(void *)buf, total};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  if (w <= 0) return -1;
+  for (size_t sent = (size_t)w; sent < total;) {
+    ssize_t n = send(sock, buf + sent, total - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    sent += (size_t)n;
+  }
+  return 0;
+}
+
+static struct prepared *find_prepared(uint32_t id) {
+  for (size_t i = 0; i < n_prepared; i++)
+    if (prepared[i].id == id) return &prepared[i];
+  return NULL;
+}
+
+static void drop_prepared(struct prepared *p, int kill_it) {
+  if (kill_it) kill(p->pid, SIGKILL);
+  close(p->sock);
+  *p = prepared[--n_prepared];
+}
+
+/* P id init start uid gid n-cgroups cgroups... */
+static void prepare(char **f, size_t n) {
+  if (n < 7 || n_prepared == MAX_RUNNING) return;
+  uint32_t id = (uint32_t)strtoul(f[1], NULL, 10);
+  size_t i = 6;
+  char **cgroups = list_at(f, n, &i);
+  int pidfd = pidfd_open_checked((pid_t)strtol(f[2], NULL, 10), f[3]);
+  int pair[2] = {-1, -1};
+  if (!cgroups || pidfd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0 || setns(pidfd, CLONE_NEWPID) < 0) goto done;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pair[0]);
+    enter_sandbox(pidfd, (uid_t)strtoul(f[4], NULL, 10), (gid_t)strtoul(f[5], NULL, 10), cgroups, strtoul(f[6], NULL, 10));
+    /* Keep only its own socket (as fd 3) and stderr: holding the helper's pipes
+     * or other prepared children's sockets would keep them from seeing an end. */
+    if (pair[1] != 3 && (dup2(pair[1], 3) < 0)) _exit(126);
+    syscall(SYS_close_range, 4, ~0u, 0);
+    int nul = open("/dev/null", O_RDWR);
+    if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0) _exit(126);
+    close(nul);
+    await_command(3);
+  }
+  if (pid > 0) {
+    prepared[n_prepared++] = (struct prepared){id, pid, pair[0]};
+    pair[0] = -1;
+  }
+done:
+  if (pair[0] >= 0) close(pair[0]);
+  if (pair[1] >= 0) close(pair[1]);
+  if (pidfd >= 0) close(pidfd);
+  free(cgroups);
+}
+
+/* X id init start uid gid cwd stream-socket prepared-id n-cgroups cgroups... n-argv argv... n-env env... */
+static void exec_command(char **f, size_t n, const char *raw, size_t raw_len) {
+  if (n < 12) {
     report("F 0 malformed request\n");
     return;
   }
-  uint32_t id = (uint32_t)strtoul(fields[0], NULL, 10);
-  pid_t init = (pid_t)strtol(fields[1], NULL, 10);
-  const char *start_time = fields[2];
-  uid_t uid = (uid_t)strtoul(fields[3], NULL, 10);
-  gid_t gid = (gid_t)strtoul(fields[4], NULL, 10);
-  const char *cwd = fields[5], *sock = fields[6];
-  size_t i = 7;
-  size_t n_cg = strtoul(fields[i++], NULL, 10);
-  char **cgroups = &fields[i];
-  i += n_cg;
-  size_t n_argv = i < n ? strtoul(fields[i++], NULL, 10) : 0;
-  char **argv = &fields[i];
-  i += n_argv;
-  size_t n_env = i < n ? strtoul(fields[i++], NULL, 10) : 0;
-  char **envp = &fields[i];
-  if (n_argv == 0 || i + n_env > n || n_running == MAX_RUNNING) {
+  uint32_t id = (uint32_t)strtoul(f[1], NULL, 10);
+  const char *cwd = f[6], *sock = f[7];
+  size_t i = 9, n_cg = strtoul(f[9], NULL, 10);
+  char **cgroups = list_at(f, n, &i);
+  size_t argv_at = i;
+  char **argv = list_at(f, n, &i), **envp = list_at(f, n, &i);
+  int out = -1, err = -1, pidfd = -1;
+  if (!cgroups || !argv || !argv[0] || !envp || n_running == MAX_RUNNING) {
     report("F %u malformed request\n", id);
-    return;
-  }
-  /* argv and envp end at the next field; NULL-terminate copies of the pointer lists. */
-  char **args = calloc(n_argv + 1, sizeof *args), **env = calloc(n_env + 1, sizeof *env);
-  if (!args || !env) {
-    report("F %u out of memory\n", id);
-    free(args);
-    free(env);
-    return;
-  }
-  memcpy(args, argv, n_argv * sizeof *args);
-  memcpy(env, envp, n_env * sizeof *env);
-
-  int out = -1, err = -1;
-  int pidfd = pidfd_open_checked(init, start_time);
-  if (pidfd < 0) {
-    report("F %u the sandbox init is gone: %s\n", id, strerror(errno));
     goto done;
   }
   out = connect_stream(sock, id, 1);
@@ -233,13 +345,44 @@ static void handle(char *req, size_t len) {
     report("F %u stream socket: %s\n", id, strerror(errno));
     goto done;
   }
+  struct prepared *p = find_prepared((uint32_t)strtoul(f[8], NULL, 10));
+  if (p) {
+    /* Hand the command to the prepared child: cwd, then argv and env as they came. */
+    size_t cwd_len = strlen(cwd) + 1, rest = raw_len - (size_t)(f[argv_at] - raw);
+    uint32_t len = (uint32_t)(cwd_len + rest);
+    char *buf = malloc(sizeof len + len);
+    int sent = -1;
+    if (buf) {
+      memcpy(buf, &len, sizeof len);
+      memcpy(buf + sizeof len, cwd, cwd_len);
+      memcpy(buf + sizeof len + cwd_len, f[argv_at], rest);
+      sent = send_command(p->sock, out, err, buf, sizeof len + len);
+      free(buf);
+    }
+    if (sent == 0) {
+      running[n_running++] = (struct running){p->pid, id};
+      drop_prepared(p, 0);
+      goto done;
+    }
+    drop_prepared(p, 1); /* gone or stuck: start the usual way */
+  }
+  pidfd = pidfd_open_checked((pid_t)strtol(f[2], NULL, 10), f[3]);
+  if (pidfd < 0) {
+    report("F %u the sandbox init is gone: %s\n", id, strerror(errno));
+    goto done;
+  }
   /* Children forked from here on are born in the sandbox's pid namespace. */
   if (setns(pidfd, CLONE_NEWPID) < 0) {
     report("F %u entering the pid namespace: %s\n", id, strerror(errno));
     goto done;
   }
   pid_t pid = fork();
-  if (pid == 0) start_command(pidfd, out, err, uid, gid, cwd, cgroups, n_cg, args, env);
+  if (pid == 0) {
+    /* Errors from here on belong on the exec's stderr. */
+    if (dup2(err, 2) < 0) _exit(126);
+    enter_sandbox(pidfd, (uid_t)strtoul(f[4], NULL, 10), (gid_t)strtoul(f[5], NULL, 10), cgroups, n_cg);
+    run_command(out, err, cwd, argv, envp);
+  }
   if (pid < 0) {
     report("F %u fork: %s\n", id, strerror(errno));
     goto done;
@@ -249,14 +392,36 @@ done:
   if (out >= 0) close(out);
   if (err >= 0) close(err);
   if (pidfd >= 0) close(pidfd);
-  free(args);
-  free(env);
+  free(cgroups);
+  free(argv);
+  free(envp);
+}
+
+static void handle(char *req, size_t len) {
+  static char *fields[MAX_FIELDS];
+  size_t n = split(req, len, fields, MAX_FIELDS);
+  if (n == 0) {
+    report("F 0 malformed request\n");
+  } else if (strcmp(fields[0], "X") == 0) {
+    exec_command(fields, n, req, len);
+  } else if (strcmp(fields[0], "P") == 0) {
+    prepare(fields, n);
+  } else if (strcmp(fields[0], "D") == 0 && n >= 2) {
+    struct prepared *p = find_prepared((uint32_t)strtoul(fields[1], NULL, 10));
+    if (p) drop_prepared(p, 1);
+  }
 }
 
 static void reap(void) {
   int status;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (size_t i = 0; i < n_prepared; i++) {
+      if (prepared[i].pid == pid) {
+        drop_prepared(&prepared[i], 0); /* killed before it was used */
+        break;
+      }
+    }
     for (size_t i = 0; i < n_running; i++) {
       if (running[i].pid != pid) continue;
       int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -9,15 +9,19 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import type { Logger } from "pino";
 
-/** What a command needs to start inside a running sandbox. */
-export interface Launch {
+/** Where a command runs: a sandbox's init, its uid, the exec's cgroup. */
+export interface Placement {
   initPid: number;
   /** /proc/<initPid>/stat start time, so a reused pid is never entered. */
   initStartTime: string;
   uid: number;
-  workingDir: string;
   /** cgroup.procs files the command joins before it runs. */
   cgroupProcs: string[];
+}
+
+/** What a command needs to start inside a running sandbox. */
+export interface Launch extends Placement {
+  workingDir: string;
   command: string;
   args: string[];
   env: Record<string, string>;
@@ -71,17 +75,35 @@ export class ExecHelper {
   ) {}
 
   /** Builds the helper (or finds it built); rejects when there is no C compiler. */
-  prepare(): Promise<string> {
+  build(): Promise<string> {
     this.binary ??= build(this.binDir);
     return this.binary;
   }
 
-  async launch(launch: Launch): Promise<Launched> {
+  /**
+   * Has a child made ready in placement (cgroup joined, sandbox entered) for
+   * a later launch to use; returns its id. Fire and forget: a launch naming a
+   * child that is gone starts the usual way.
+   */
+  async place(placement: Placement): Promise<number> {
     const child = await this.ensureRunning();
-    const id = this.nextId;
-    this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
+    const id = this.takeId();
+    const { initPid, initStartTime, uid, cgroupProcs } = placement;
+    this.send(child, ["P", String(id), String(initPid), initStartTime, String(uid), String(uid), String(cgroupProcs.length), ...cgroupProcs]);
+    return id;
+  }
+
+  /** Ends a placed child that will not be used. */
+  discard(placed: number): void {
+    if (this.child) this.send(this.child, ["D", String(placed)]);
+  }
+
+  async launch(launch: Launch, placed = 0): Promise<Launched> {
+    const child = await this.ensureRunning();
+    const id = this.takeId();
     const env = Object.entries(launch.env).map(([k, v]) => `${k}=${v}`);
     const fields = [
+      "X",
       String(id),
       String(launch.initPid),
       launch.initStartTime,
@@ -89,6 +111,7 @@ export class ExecHelper {
       String(launch.uid),
       launch.workingDir,
       this.socketPath,
+      String(placed),
       String(launch.cgroupProcs.length),
       ...launch.cgroupProcs,
       String(launch.args.length + 1),
@@ -97,9 +120,6 @@ export class ExecHelper {
       String(env.length),
       ...env,
     ];
-    const body = Buffer.from(`${fields.join("\0")}\0`);
-    const header = Buffer.alloc(4);
-    header.writeUInt32LE(body.length);
     let pending!: Pending;
     const streams = new Promise<{ stdout: net.Socket; stderr: net.Socket }>((resolve, reject) => {
       pending = { streams: { resolve, reject }, exit: { resolve: () => {}, reject: () => {} } };
@@ -111,9 +131,22 @@ export class ExecHelper {
     exit.catch(() => {});
     this.pending.set(id, pending);
     this.holdLoop();
-    child.stdin?.write(Buffer.concat([header, body]));
+    this.send(child, fields);
     const { stdout, stderr } = await streams;
     return { stdout, stderr, exit };
+  }
+
+  private takeId(): number {
+    const id = this.nextId;
+    this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
+    return id;
+  }
+
+  private send(child: ChildProcess, fields: string[]): void {
+    const body = Buffer.from(`${fields.join("\0")}\0`);
+    const header = Buffer.alloc(4);
+    header.writeUInt32LE(body.length);
+    child.stdin?.write(Buffer.concat([header, body]));
   }
 
   async close(): Promise<void> {
@@ -142,7 +175,7 @@ export class ExecHelper {
 
   private async ensureRunning(): Promise<ChildProcess> {
     if (this.child) return this.child;
-    const binary = await this.prepare();
+    const binary = await this.build();
     if (this.child) return this.child;
     if (!this.server) await this.listen();
     const child = spawn(binary, [], { stdio: ["pipe", "pipe", "inherit"] });

@@ -130,6 +130,21 @@ describe("local driver exec path", () => {
     assert.match(r.stdout, /Groups:\s*\n/);
   });
 
+  test("the next exec runs in the child placed ahead in its cgroup; one the sandbox killed is replaced by a usual start", async () => {
+    // The helper's waiting child is the only process in the sandbox still running its binary.
+    const findPlaced =
+      "for i in $(seq 100); do p=$(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'exec-helpe[r]' && basename $p; done); [ -n \"$p\" ] && break; sleep 0.02; done; [ -n \"$p\" ] || exit 1";
+    const seen = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", `${findPlaced}; echo $p`] });
+    assert.equal(seen.completed.exitCode, 0, "a child is placed for the next exec");
+    const r = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", "echo $$"] });
+    assert.equal(r.stdout.trim(), seen.stdout.trim(), "the next command is that child");
+    const killed = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", `${findPlaced}; kill -9 $p`] });
+    assert.equal(killed.completed.exitCode, 0, killed.stderr);
+    const after = await collectExec(driver, id, { command: "/bin/echo", args: ["still works"] });
+    assert.equal(after.stdout, "still works\n");
+    assert.equal(after.completed.exitCode, 0);
+  });
+
   test("without the helper (no C compiler) commands run the same way through sh and nsenter", async () => {
     const r = await collectExec(fallback, viaNsenter, {
       command: "/bin/sh",

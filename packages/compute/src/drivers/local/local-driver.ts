@@ -82,7 +82,7 @@ interface Live {
   settledWaiters: Array<() => void>;
   execs: Set<RunningExec>;
   execSeq: number;
-  spareExecCgroup?: Promise<Cgroup>;
+  spareExecCgroup?: Promise<ExecSlot>;
   /** /proc/<initPid>/stat start time, so a reused pid is never entered. */
   initStartTime?: string;
   /** Started ahead and not yet adopted: no record, no deadline, no phase events. */
@@ -90,8 +90,15 @@ interface Live {
   oomKillsSeen: number;
 }
 
+/** A cgroup for one exec, and the helper's child already placed in it, if any. */
+interface ExecSlot {
+  cgroup: Cgroup;
+  placed?: number;
+}
+
 interface RunningExec {
   cgroup: Cgroup;
+  placed?: number;
   memSampleSum: number;
   memSamples: number;
 }
@@ -142,7 +149,7 @@ export class LocalDriver implements SandboxDriver {
     this.useHelper =
       options.execHelper === false
         ? Promise.resolve(false)
-        : this.helper.prepare().then(
+        : this.helper.build().then(
             () => true,
             (err) => {
               this.log?.warn({ err }, "exec helper not built (no C compiler?): execs go through sh and nsenter, slower");
@@ -250,7 +257,7 @@ export class LocalDriver implements SandboxDriver {
       yield { type: "completed", exitCode: -1, wallTimeMs: 0, cancelled: true, usage: zeroUsage() };
       return;
     }
-    const run: RunningExec = { cgroup: await this.takeExecCgroup(live), memSampleSum: 0, memSamples: 0 };
+    const run: RunningExec = { ...(await this.takeExecSlot(live)), memSampleSum: 0, memSamples: 0 };
     live.execs.add(run);
     let proc: Launched;
     try {
@@ -410,7 +417,8 @@ export class LocalDriver implements SandboxDriver {
       clearInterval(live.livenessTimer);
       const spare = live.spareExecCgroup;
       live.spareExecCgroup = undefined;
-      if (spare) spares.push(spare.then((cg) => cg.removeIfEmpty()).catch(() => {}));
+      // Its placed child goes first, or the cgroup cannot be removed.
+      if (spare) spares.push(spare.then(({ cgroup }) => cgroup.killAll(1000).then(() => cgroup.removeIfEmpty())).catch(() => {}));
     }
     await Promise.all(spares);
     for (const live of this.sandboxes.values()) if (live.destroyed) live.cgroup.removeIfEmpty();
@@ -428,24 +436,33 @@ export class LocalDriver implements SandboxDriver {
   /**
    * A fresh child cgroup for one exec. The next one is made ahead of time,
    * off the exec's critical path and off the event loop (a v1 cgroup is a
-   * directory in each of six hierarchies, ~4 ms of kernel time).
+   * directory in each of six hierarchies, ~4 ms of kernel time), with a
+   * helper child already in it and in the sandbox: moving a process into a
+   * cgroup waits for an RCU grace period after a quiet spell (several ms).
    */
-  private async takeExecCgroup(live: Live): Promise<Cgroup> {
+  private async takeExecSlot(live: Live): Promise<ExecSlot> {
     const spare = live.spareExecCgroup;
     live.spareExecCgroup = undefined;
-    const cg = (await spare?.catch(() => undefined)) ?? (await this.newExecCgroup(live));
+    const slot = (await spare?.catch(() => undefined)) ?? (await this.newExecSlot(live));
     if (live.observation.phase === "ready") {
-      const next = this.newExecCgroup(live);
+      const next = this.newExecSlot(live);
       next.catch(() => {}); // made on demand next time
       live.spareExecCgroup = next;
     }
-    return cg;
+    return slot;
   }
 
-  private async newExecCgroup(live: Live): Promise<Cgroup> {
-    const cg = live.cgroup.child(`exec-${++live.execSeq}`);
-    await cg.createAsync();
-    return cg;
+  private async newExecSlot(live: Live): Promise<ExecSlot> {
+    const cgroup = live.cgroup.child(`exec-${++live.execSeq}`);
+    await cgroup.createAsync();
+    if (!live.initPid || !(await this.useHelper)) return { cgroup };
+    const placed = await this.helper.place({
+      initPid: live.initPid,
+      initStartTime: live.initStartTime ?? processStartTime(live.initPid),
+      uid: live.uid,
+      cgroupProcs: cgroup.procsFiles(),
+    });
+    return { cgroup, placed };
   }
 
   /** Starts the command in the sandbox's namespaces, as its uid, inside the exec's cgroup. */
@@ -460,7 +477,7 @@ export class LocalDriver implements SandboxDriver {
       args: request.args,
       env: { ...baseEnv(live.spec.workspace.mountPath), ...request.env },
     };
-    return (await this.useHelper) ? this.helper.launch(launch) : launchWithNsenter(launch);
+    return (await this.useHelper) ? this.helper.launch(launch, run.placed) : launchWithNsenter(launch);
   }
 
   /**
@@ -481,7 +498,9 @@ export class LocalDriver implements SandboxDriver {
       const spare = live.spareExecCgroup;
       cgroup = live.cgroup.rename(spec.sandboxId);
       // The spare exec cgroup moved with its parent.
-      if (spare) live.spareExecCgroup = spare.then((cg) => cgroup.child(basename(dirname(cg.procsFiles()[0] as string))));
+      if (spare) {
+        live.spareExecCgroup = spare.then((slot) => ({ ...slot, cgroup: cgroup.child(basename(dirname(slot.cgroup.procsFiles()[0] as string))) }));
+      }
       live.cgroup = cgroup;
       fs.renameSync(live.layout.dir, layout.dir);
       live.layout = layout;
@@ -722,7 +741,7 @@ export class LocalDriver implements SandboxDriver {
     }
     if (observation.phase === "ready" && changed && !live.spareExecCgroup) {
       // The first exec's cgroup too is made before it is asked for.
-      const spare = this.newExecCgroup(live);
+      const spare = this.newExecSlot(live);
       spare.catch(() => {});
       live.spareExecCgroup = spare;
     }
