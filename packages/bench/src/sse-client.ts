@@ -1,3 +1,4 @@
+import * as http from "node:http";
 import { now } from "./stats.ts";
 
 export interface SseEvent {
@@ -7,34 +8,57 @@ export interface SseEvent {
   at: bigint;
 }
 
-/** POSTs and reads a text/event-stream to its end, stamping each event with its arrival time. */
-export async function postSse(url: string, token: string, body: unknown): Promise<{ status: number; firstByteAt: bigint; events: SseEvent[] }> {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "text/event-stream" },
-    body: JSON.stringify(body),
+/**
+ * POSTs and reads a text/event-stream to its end, stamping each event with its
+ * arrival time. node:http rather than fetch: each chunk is stamped in the
+ * socket's data callback, not after a web stream's reader hands it on, so
+ * the client adds as little as it can to what it measures.
+ */
+export function postSse(url: string, token: string, body: unknown): Promise<{ status: number; firstByteAt: bigint; events: SseEvent[] }> {
+  return new Promise((resolve, reject) => {
+    const payload = JSON.stringify(body);
+    const req = http.request(
+      url,
+      {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(payload),
+          accept: "text/event-stream",
+        },
+      },
+      (res) => {
+        const events: SseEvent[] = [];
+        let firstByteAt = 0n;
+        let buffer = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => {
+          const at = now();
+          if (firstByteAt === 0n) firstByteAt = at;
+          buffer += chunk;
+          let end = buffer.indexOf("\n\n");
+          while (end >= 0) {
+            events.push(parseEvent(buffer.slice(0, end), at));
+            buffer = buffer.slice(end + 2);
+            end = buffer.indexOf("\n\n");
+          }
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, firstByteAt, events }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(payload);
   });
-  const events: SseEvent[] = [];
-  let firstByteAt = 0n;
-  let buffer = "";
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    const at = now();
-    if (firstByteAt === 0n) firstByteAt = at;
-    buffer += decoder.decode(chunk, { stream: true });
-    let end = buffer.indexOf("\n\n");
-    while (end >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      let event = "message";
-      const data: string[] = [];
-      for (const line of block.split("\n")) {
-        if (line.startsWith("event:")) event = line.slice(6).trim();
-        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
-      }
-      events.push({ event, data: data.join("\n"), at });
-      end = buffer.indexOf("\n\n");
-    }
+}
+
+function parseEvent(block: string, at: bigint): SseEvent {
+  let event = "message";
+  const data: string[] = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith("event:")) event = line.slice(6).trim();
+    else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
   }
-  return { status: res.status, firstByteAt, events };
+  return { event, data: data.join("\n"), at };
 }
