@@ -10,8 +10,7 @@ import {
   type Interceptor,
   type ServiceImpl,
 } from "@connectrpc/connect";
-import { createUniversalHandlerClient, type UniversalHandler } from "@connectrpc/connect/protocol";
-import { createTransport } from "@connectrpc/connect/protocol-connect";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import {
   compressionBrotli,
   compressionGzip,
@@ -38,7 +37,9 @@ import { Reflector, reflectionV1, reflectionV1alpha } from "../reflection/reflec
 import type { OutputJsonOptions } from "../transcode/json.ts";
 import { createRestHandler, type NodeRequest, type NodeResponse } from "../transcode/rest-handler.ts";
 import { collectRoutes } from "../transcode/routes.ts";
+import { createDirectTransport } from "./direct-transport.ts";
 import { errorInterceptor } from "./interceptors.ts";
+import { ShutdownHooks } from "./shutdown-hooks.ts";
 
 /** A service and its (possibly partial) Connect implementation. */
 export interface ServiceRegistration<S extends DescService = DescService> {
@@ -115,6 +116,7 @@ export function createServer(options: ServerOptions): Server {
   const envelope = envelopeOf(options.envelope);
   const health = new HealthRegistry();
   const shutdown = new AbortController();
+  const restShutdown = new ShutdownHooks();
   // Every in-flight call listens on this one signal, so thousands of open
   // streams are expected, not a leak.
   setMaxListeners(0, shutdown.signal);
@@ -177,19 +179,27 @@ export function createServer(options: ServerOptions): Server {
   const makeInfo = (rid: string | null | undefined, tid: string | null | undefined): RequestInfo => {
     const requestId = acceptOrGenerateRequestId(rid);
     const traceId = acceptOrGenerateTraceId(tid);
-    return { requestId, traceId, logger: logger.child({ requestId, traceId }) };
+    // Made on first use: most requests log only their closing line, which
+    // does not need it, and an open stream should not hold one.
+    let child: Logger | undefined;
+    return {
+      requestId,
+      traceId,
+      get logger() {
+        child ??= logger.child({ requestId, traceId });
+        return child;
+      },
+    };
   };
 
-  const transport = createTransport({
-    httpClient: createUniversalHandlerClient(handlers),
-    baseUrl: "http://in-process",
-    useBinaryFormat: true,
-    interceptors: [],
-    acceptCompression: [],
-    sendCompression: null,
-    compressMinBytes: Number.MAX_SAFE_INTEGER,
-    readMaxBytes: Number.MAX_SAFE_INTEGER,
-    writeMaxBytes: Number.MAX_SAFE_INTEGER,
+  const transport = createDirectTransport({
+    services: options.services,
+    interceptors: routerInterceptors,
+    contextValues: () => {
+      const values = createContextValues();
+      values.set(requestInfoKey, currentRequest() ?? makeInfo(undefined, undefined));
+      return values;
+    },
   });
 
   const rest = createRestHandler({
@@ -203,7 +213,7 @@ export function createServer(options: ServerOptions): Server {
     json: options.json ?? {},
     strictBody: options.strictBody ?? false,
     sseErrorEvent: options.sseErrorEvent,
-    shutdownSignal: shutdown.signal,
+    shutdown: restShutdown,
     logger: () => currentRequest()?.logger ?? logger,
   });
 
@@ -246,8 +256,10 @@ export function createServer(options: ServerOptions): Server {
     res.once("close", () => {
       active--;
       const probe = req.url === "/livez" || req.url === "/healthz" || req.url === "/readyz";
-      info.logger[probe ? "debug" : "info"](
+      logger[probe ? "debug" : "info"](
         {
+          requestId: info.requestId,
+          traceId: info.traceId,
           method: req.method,
           path: (req.url ?? "").split("?")[0],
           status: res.statusCode,
@@ -385,9 +397,11 @@ export function createServer(options: ServerOptions): Server {
       if (active > 0) {
         logger.warn({ active }, "shutdown timeout: cancelling in-flight requests");
         shutdown.abort();
+        restShutdown.fire();
         await Promise.race([idle(), timeout(1000)]);
       }
       shutdown.abort();
+      restShutdown.fire();
       h1.closeAllConnections();
       h1.close(() => {});
       for (const s of sockets) s.destroy();

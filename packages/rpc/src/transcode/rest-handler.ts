@@ -14,6 +14,7 @@ import type { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import type { Envelope, TransportFault } from "../envelope.ts";
 import { fromConnectError } from "../errors.ts";
+import type { ShutdownHooks } from "../server/shutdown-hooks.ts";
 import {
   BindError,
   emptyJsonOf,
@@ -43,8 +44,8 @@ export interface RestOptions {
   strictBody: boolean;
   /** The stream's error event for a mid-stream failure, when the contract has none. */
   sseErrorEvent?: (err: PlatformError, method: DescMethodServerStreaming) => Message | undefined;
-  /** Aborts open streams when the server shuts down past its grace period. */
-  shutdownSignal: AbortSignal;
+  /** Aborts open calls when the server shuts down past its grace period. */
+  shutdown: ShutdownHooks;
 }
 
 // Headers that belong to the HTTP or RPC framing, not to the application.
@@ -200,6 +201,7 @@ export interface RestHandlerDeps extends RestOptions {
  * interceptors run exactly as for gRPC and Connect calls.
  */
 export function createRestHandler(o: RestHandlerDeps) {
+  const pinger = new SsePinger(o.ssePingMs);
   const framers = new Map<Route, SseFramer>();
   const framerOf = (route: Route) => {
     let f = framers.get(route);
@@ -253,8 +255,7 @@ export function createRestHandler(o: RestHandlerDeps) {
       if (!res.writableFinished) abort.abort(new ConnectError("client went away", Code.Canceled));
     };
     res.on("close", onClose);
-    const onShutdown = () => abort.abort(new ConnectError("server shutting down", Code.Unavailable));
-    o.shutdownSignal.addEventListener("abort", onShutdown);
+    const unhook = o.shutdown.add(() => abort.abort(new ConnectError("server shutting down", Code.Unavailable)));
     try {
       if (route.sse) {
         await serveStream(req, res, route, message, headers, abort);
@@ -263,7 +264,7 @@ export function createRestHandler(o: RestHandlerDeps) {
       }
     } finally {
       res.off("close", onClose);
-      o.shutdownSignal.removeEventListener("abort", onShutdown);
+      unhook();
     }
   };
 
@@ -343,9 +344,7 @@ export function createRestHandler(o: RestHandlerDeps) {
       "x-accel-buffering": "no",
     });
     res.flushHeaders?.();
-    // A comment line now and then keeps proxies from closing an idle stream.
-    const ping = setInterval(() => res.write(": ping\n\n"), o.ssePingMs);
-    ping.unref();
+    pinger.add(res);
     const log = o.logger(req);
     try {
       let r = first;
@@ -367,10 +366,38 @@ export function createRestHandler(o: RestHandlerDeps) {
         if (frame) res.write(frame.text);
       }
     } finally {
-      clearInterval(ping);
+      pinger.delete(res);
       // Ends the RPC if the handler still runs (terminal event, disconnect).
       await it.return?.().catch(() => {});
       if (!res.destroyed) res.end();
+    }
+  }
+}
+
+/**
+ * A comment line now and then keeps proxies from closing an idle stream. One
+ * timer for all open streams (each is pinged once per interval), not one each.
+ */
+class SsePinger {
+  readonly #open = new Set<http.ServerResponse>();
+  #timer: NodeJS.Timeout | undefined;
+  constructor(private readonly intervalMs: number) {}
+
+  add(res: http.ServerResponse): void {
+    this.#open.add(res);
+    if (!this.#timer) {
+      this.#timer = setInterval(() => {
+        for (const r of this.#open) r.write(": ping\n\n");
+      }, this.intervalMs);
+      this.#timer.unref();
+    }
+  }
+
+  delete(res: http.ServerResponse): void {
+    this.#open.delete(res);
+    if (this.#open.size === 0 && this.#timer) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
     }
   }
 }

@@ -1,0 +1,180 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createContextKey,
+  createContextValues,
+  type Interceptor,
+  type ServiceImpl,
+} from "@connectrpc/connect";
+import { PlatformError } from "@platform/errors";
+import {
+  EchoRequestSchema,
+  LibraryService,
+  SleepRequestSchema,
+  StreamService,
+  TickRequestSchema,
+} from "@platform/gen/rpctest/v1/rpctest_pb";
+import { pino } from "pino";
+import { fromConnectError } from "../errors.ts";
+import { createDirectTransport } from "./direct-transport.ts";
+import { errorInterceptor } from "./interceptors.ts";
+import { ShutdownHooks } from "./shutdown-hooks.ts";
+
+const tag = createContextKey("none");
+
+function transportWith(
+  library: Partial<ServiceImpl<typeof LibraryService>>,
+  stream: Partial<ServiceImpl<typeof StreamService>> = {},
+  interceptors: Interceptor[] = [],
+) {
+  return createDirectTransport({
+    services: [
+      { service: LibraryService, impl: library },
+      { service: StreamService, impl: stream },
+    ],
+    interceptors: [errorInterceptor(pino({ level: "silent" })), ...interceptors],
+    contextValues: () => createContextValues().set(tag, "from-server"),
+  });
+}
+
+describe("direct transport (REST routes → implementations)", () => {
+  test("interceptors run outermost first around the handler, with the call's headers and context values", async () => {
+    const order: string[] = [];
+    const mark =
+      (name: string): Interceptor =>
+      (next) =>
+      async (req) => {
+        order.push(`${name}:${req.header.get("x-custom")}:${req.contextValues.get(tag)}`);
+        return next(req);
+      };
+    const t = transportWith(
+      {
+        echo(req, ctx) {
+          order.push("handler");
+          ctx.responseHeader.set("x-answer", "42");
+          return { text: req.text.toUpperCase() };
+        },
+      },
+      {},
+      [mark("a"), mark("b")],
+    );
+    const res = await t.unary(
+      LibraryService.method.echo,
+      undefined,
+      undefined,
+      { "x-custom": "hi" },
+      create(EchoRequestSchema, { text: "abc" }),
+    );
+    assert.equal(res.message.text, "ABC");
+    assert.equal(res.header.get("x-answer"), "42");
+    assert.deepEqual(order, ["a:hi:from-server", "b:hi:from-server", "handler"]);
+  });
+
+  test("a deadline fails the call even when the handler ignores its signal", async () => {
+    let seen: AbortSignal | undefined;
+    const t = transportWith({
+      sleep(_req, ctx) {
+        seen = ctx.signal;
+        return new Promise(() => {});
+      },
+    });
+    const err = await t
+      .unary(LibraryService.method.sleep, undefined, 30, undefined, create(SleepRequestSchema, { ms: 10_000n }))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    assert.ok(err instanceof ConnectError);
+    assert.equal(err.code, Code.DeadlineExceeded);
+    assert.equal(seen?.aborted, true);
+  });
+
+  test("a domain error keeps its reason, and headers set before it travel as metadata", async () => {
+    const t = transportWith({
+      getShelf(_req, ctx) {
+        ctx.responseHeader.set("retry-after", "5");
+        throw PlatformError.unavailable("busy", "shelf_busy");
+      },
+    });
+    const err = await t
+      .unary(LibraryService.method.getShelf, undefined, undefined, undefined, create(LibraryService.method.getShelf.input))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    assert.ok(err instanceof ConnectError);
+    assert.equal(err.metadata.get("retry-after"), "5");
+    const p = fromConnectError(err);
+    assert.equal(p.reason, "shelf_busy");
+    assert.equal(p.code, Code.Unavailable);
+  });
+
+  test("giving up a stream aborts the handler's signal; a stream read fails when its call is aborted", async () => {
+    const signals: AbortSignal[] = [];
+    const t = transportWith(
+      {},
+      {
+        async *tick(_req, ctx) {
+          signals.push(ctx.signal);
+          yield { seq: 1n };
+          // Ignores its signal on purpose.
+          await new Promise(() => {});
+        },
+      },
+    );
+    const abort = new AbortController();
+    const res = await t.stream(
+      StreamService.method.tick,
+      abort.signal,
+      undefined,
+      undefined,
+      (async function* () {
+        yield create(TickRequestSchema, {});
+      })(),
+    );
+    const it = res.message[Symbol.asyncIterator]();
+    assert.equal((await it.next()).value?.seq, 1n);
+    const pending = it.next();
+    abort.abort(new ConnectError("client went away", Code.Canceled));
+    await assert.rejects(pending, (e: unknown) => e instanceof ConnectError && e.code === Code.Canceled);
+    assert.equal(signals[0]?.aborted, true);
+
+    const second = await t.stream(
+      StreamService.method.tick,
+      undefined,
+      undefined,
+      undefined,
+      (async function* () {
+        yield create(TickRequestSchema, {});
+      })(),
+    );
+    const it2 = second.message[Symbol.asyncIterator]();
+    await it2.next();
+    await it2.return?.();
+    assert.equal(signals[1]?.aborted, true);
+    assert.deepEqual(await it2.next(), { done: true, value: undefined });
+  });
+
+  test("works as a client transport", async () => {
+    const client = createClient(LibraryService, transportWith({ echo: (req) => ({ text: req.text }) }));
+    assert.equal((await client.echo({ text: "x" })).text, "x");
+  });
+});
+
+describe("ShutdownHooks", () => {
+  test("fires registered hooks once, not unregistered ones, and late ones at once", () => {
+    const hooks = new ShutdownHooks();
+    const fired: string[] = [];
+    hooks.add(() => fired.push("a"));
+    const off = hooks.add(() => fired.push("b"));
+    off();
+    hooks.fire();
+    hooks.fire();
+    hooks.add(() => fired.push("late"));
+    assert.deepEqual(fired, ["a", "late"]);
+  });
+});
