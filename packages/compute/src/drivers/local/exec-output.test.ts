@@ -130,16 +130,29 @@ describe("local driver exec path", () => {
     assert.match(r.stdout, /Groups:\s*\n/);
   });
 
-  test("the next exec runs in the child placed ahead in its cgroup; one the sandbox killed is replaced by a usual start", async () => {
-    // The helper's waiting child is the only process in the sandbox still running its binary.
-    const findPlaced =
-      "for i in $(seq 100); do p=$(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'exec-helpe[r]' && basename $p; done); [ -n \"$p\" ] && break; sleep 0.02; done; [ -n \"$p\" ] || exit 1";
-    const seen = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", `${findPlaced}; echo $p`] });
-    assert.equal(seen.completed.exitCode, 0, "a child is placed for the next exec");
-    const r = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", "echo $$"] });
-    assert.equal(r.stdout.trim(), seen.stdout.trim(), "the next command is that child");
-    const killed = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", `${findPlaced}; kill -9 $p`] });
-    assert.equal(killed.completed.exitCode, 0, killed.stderr);
+  test("the next exec runs in the child placed ahead in its cgroup; one that is gone is replaced by a usual start", async () => {
+    // Host pid of the process waiting in the sandbox's spare exec cgroup (made once an exec is done).
+    const placed = async (): Promise<number> => {
+      const dir = driver.cgroupOf(id).dirs.pids ?? driver.cgroupOf(id).dirs.unified ?? "";
+      for (let i = 0; i < 200; i++) {
+        for (const sub of fs.readdirSync(dir).filter((n) => n.startsWith("exec-"))) {
+          const pids = fs.readFileSync(join(dir, sub, "cgroup.procs"), "utf8").trim();
+          if (pids) return Number(pids.split("\n")[0]);
+        }
+        await sleep(10);
+      }
+      throw new Error("no child was placed");
+    };
+    await collectExec(driver, id, { command: "/bin/true" });
+    const waiting = await placed();
+    assert.match(fs.readFileSync(`/proc/${waiting}/cmdline`, "utf8"), /exec-helper/);
+    let command = "";
+    for await (const e of driver.exec(id, { command: "/bin/sh", args: ["-c", "echo started; sleep 0.3"], env: {}, workingDir: "/workspace" })) {
+      if (e.type === "stdout" && !command) command = fs.readFileSync(`/proc/${waiting}/cmdline`, "utf8");
+    }
+    assert.match(command, /^\/bin\/sh\0-c\0echo started/, "the command is that process");
+    process.kill(await placed(), "SIGKILL");
+    await sleep(50);
     const after = await collectExec(driver, id, { command: "/bin/echo", args: ["still works"] });
     assert.equal(after.stdout, "still works\n");
     assert.equal(after.completed.exitCode, 0);

@@ -110,6 +110,8 @@ const UNSHARE = "/usr/bin/unshare";
 const WARM_PREFIX = ".warm-";
 /** Adoption runs first; the next warm sandbox is started once that create's first exec is likely done. */
 const WARM_REFILL_DELAY_MS = 100;
+/** After an exec, when the next one's cgroup and placed child are made. */
+const SPARE_SLOT_DELAY_MS = 10;
 
 /** Mount point of a sandbox directory inside its launcher's private mount namespace. */
 const STAGE = "/run/platform-compute-stage";
@@ -266,6 +268,7 @@ export class LocalDriver implements SandboxDriver {
       live.execs.delete(run);
       await run.cgroup.killAll();
       void run.cgroup.remove();
+      this.replenish(live);
       throw PlatformError.internal("exec transport failure", err);
     }
     const output = new OutputQueue(proc);
@@ -319,6 +322,7 @@ export class LocalDriver implements SandboxDriver {
         live.execs.delete(run);
         await run.cgroup.killAll();
         void run.cgroup.remove();
+        this.replenish(live);
       }
       clearTimeout(graceTimer);
     }
@@ -329,6 +333,7 @@ export class LocalDriver implements SandboxDriver {
     live.execs.delete(run);
     await run.cgroup.killAll();
     void run.cgroup.remove();
+    this.replenish(live);
     const exitSignal = status?.signal;
     const exitCode = status?.code;
     const oomKilled = oomKills > 0 && (exitSignal === "SIGKILL" || exitCode === 137);
@@ -443,18 +448,31 @@ export class LocalDriver implements SandboxDriver {
   private async takeExecSlot(live: Live): Promise<ExecSlot> {
     const spare = live.spareExecCgroup;
     live.spareExecCgroup = undefined;
-    const slot = (await spare?.catch(() => undefined)) ?? (await this.newExecSlot(live));
-    if (live.observation.phase === "ready") {
+    // None ready (execs at once on one sandbox): a plain cgroup, a child placed now would not be ahead.
+    return (await spare?.catch(() => undefined)) ?? { cgroup: await this.newExecCgroup(live) };
+  }
+
+  /**
+   * The next exec's slot, made once an exec has finished rather than when it
+   * starts, so a burst of execs is not slowed by preparing the following ones.
+   */
+  private replenish(live: Live): void {
+    setTimeout(() => {
+      if (live.spareExecCgroup || live.observation.phase !== "ready" || live.stopping) return;
       const next = this.newExecSlot(live);
       next.catch(() => {}); // made on demand next time
       live.spareExecCgroup = next;
-    }
-    return slot;
+    }, SPARE_SLOT_DELAY_MS).unref();
+  }
+
+  private async newExecCgroup(live: Live): Promise<Cgroup> {
+    const cgroup = live.cgroup.child(`exec-${++live.execSeq}`);
+    await cgroup.createAsync();
+    return cgroup;
   }
 
   private async newExecSlot(live: Live): Promise<ExecSlot> {
-    const cgroup = live.cgroup.child(`exec-${++live.execSeq}`);
-    await cgroup.createAsync();
+    const cgroup = await this.newExecCgroup(live);
     if (!live.initPid || !(await this.useHelper)) return { cgroup };
     const placed = await this.helper.place({
       initPid: live.initPid,
