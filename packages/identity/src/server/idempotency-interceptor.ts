@@ -30,9 +30,7 @@ function fingerprint(method: string, schema: DescMessage, message: unknown): str
  * a failed one releases the key so the client can retry.
  */
 export function idempotencyInterceptor(store: IdempotencyStore): Interceptor {
-  return (next) => async (req) => {
-    const rule = ruleOf(req.method);
-    if (!rule?.idempotent || req.stream) return next(req);
+  const idempotent = async (next: Parameters<Interceptor>[0], req: Parameters<ReturnType<Interceptor>>[0] & { stream: false }) => {
     const caller = req.contextValues.get(authContextKey);
     if (!caller) throw PlatformError.internal("idempotent RPC without a caller");
     const key = IdempotencyStore.validateKey(req.header.get(IDEMPOTENCY_KEY_HEADER));
@@ -56,6 +54,8 @@ export function idempotencyInterceptor(store: IdempotencyStore): Interceptor {
     await store.complete(scope, key, toBinary(req.method.output, res.message as never));
     return res;
   };
+  // Only the marked mutations pay for an async frame here.
+  return (next) => (req) => (ruleOf(req.method)?.idempotent && !req.stream ? idempotent(next, req) : next(req));
 }
 
 type AnyImpl = Record<string, ((req: never, ctx: HandlerContext) => unknown) | undefined>;

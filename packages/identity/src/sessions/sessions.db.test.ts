@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { ErrorAction, IdentityRestCode, PlatformError } from "@platform/errors";
 import { sha256 } from "../crypto/hash.ts";
@@ -33,6 +34,25 @@ describe("login", () => {
     assert.equal(ctx.orgId, u.orgId);
     const fam = await f.identity.db.selectFrom("refresh_token_families").select("device_label").where("user_id", "=", u.user.id).executeTakeFirstOrThrow();
     assert.equal(fam.device_label, "laptop");
+  });
+
+  test("a member of several orgs lands in the oldest membership, the owner one on a tie", async () => {
+    const u = await f.seedUser({ role: "member" });
+    const later = (await f.identity.orgs.create({ name: `Later ${randomUUID()}` })).id;
+    const tied = [(await f.identity.orgs.create({ name: `Tie ${randomUUID()}` })).id, (await f.identity.orgs.create({ name: `Tie ${randomUUID()}` })).id];
+    const at = (ms: number) => new Date(Date.UTC(2020, 0, 1) + ms);
+    await f.identity.db.updateTable("memberships").set({ created_at: at(1000) }).where("user_id", "=", u.user.id).execute();
+    await f.identity.db.insertInto("memberships").values({ user_id: u.user.id, org_id: later, role: "owner", created_at: at(2000) }).execute();
+    const orgOf = async () => (await f.identity.jwt.verify((await f.identity.sessions.login({ email: u.email, password: u.password })).accessToken)).orgId;
+    assert.equal(await orgOf(), u.orgId);
+    await f.identity.db
+      .insertInto("memberships")
+      .values([
+        { user_id: u.user.id, org_id: tied[0]!, role: "member", created_at: at(0) },
+        { user_id: u.user.id, org_id: tied[1]!, role: "owner", created_at: at(0) },
+      ])
+      .execute();
+    assert.equal(await orgOf(), tied[1]);
   });
 
   test("the refresh token is stored only as its SHA-256", async () => {

@@ -5,7 +5,7 @@ import { isUuid } from "../crypto/hash.ts";
 import type { IdentityDB } from "../db/schema.ts";
 import type { PasswordHasher } from "../passwords/password-hasher.ts";
 import type { JwtService } from "../tokens/jwt-service.ts";
-import { currentRole, defaultMembership } from "../users/memberships.ts";
+import { currentRole } from "../users/memberships.ts";
 import type { Users } from "../users/users.ts";
 import type { RefreshTokens } from "./refresh-tokens.ts";
 
@@ -47,13 +47,13 @@ export class Sessions {
     // Over-long passwords would be a cheap way to burn hashing time; they can
     // never match, and fail with the same body after the same dummy work.
     const password = input.password.length > MAX_PASSWORD_CHARS ? "" : input.password;
-    const user = await this.deps.users.findByEmail(input.email);
+    const user = await this.deps.users.findForLogin(input.email);
     if (!user || password === "") {
       await this.deps.hasher.verifyDummy(input.password.slice(0, MAX_PASSWORD_CHARS));
       throw loginFailed();
     }
     if (!(await this.deps.hasher.verify(user.passwordHash, password))) throw loginFailed();
-    const membership = await defaultMembership(this.deps.db, user.id);
+    const membership = user.membership;
     if (!membership) throw loginFailed();
     const now = this.#now;
     const refreshToken = await this.deps.refreshTokens.startFamily(user.id, membership.orgId, input.deviceLabel || undefined, now);

@@ -11,18 +11,6 @@ export async function currentRole(db: Kysely<IdentityDB>, userId: string, orgId:
   return rows[0]?.role;
 }
 
-/** The org a password login lands in: the user's oldest membership (owner first on ties). */
-export async function defaultMembership(db: Kysely<IdentityDB>, userId: string): Promise<{ orgId: string; role: Role } | undefined> {
-  const row = await db
-    .selectFrom("memberships")
-    .select(["org_id", "role"])
-    .where("user_id", "=", userId)
-    .orderBy("created_at")
-    .orderBy("role", "desc")
-    .executeTakeFirst();
-  return row ? { orgId: row.org_id, role: row.role } : undefined;
-}
-
 export async function addMembership(db: Kysely<IdentityDB>, userId: string, orgId: string, role: Role): Promise<void> {
   await db.insertInto("memberships").values({ user_id: userId, org_id: orgId, role }).onConflict((oc) => oc.columns(["user_id", "org_id"]).doNothing()).execute();
 }

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { isUniqueViolation } from "@platform/db";
 import { IdentityRestCode, PlatformError } from "@platform/errors";
-import { type Kysely, sql } from "kysely";
+import { CompiledQuery, type Kysely, sql } from "kysely";
+import type { Role } from "../auth/auth-context.ts";
 import type { IdentityDB } from "../db/schema.ts";
 import type { PasswordHasher } from "../passwords/password-hasher.ts";
 
@@ -9,6 +10,12 @@ export type User = { id: string; email: string; name: string; createdAt: Date };
 export type UserWithHash = User & { passwordHash: string };
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+$/;
+
+type LoginRow = { id: string; email: string; name: string; created_at: Date; password_hash: string; org_id: string | null; role: Role | null };
+const LOGIN_SQL = `select u.id, u.email, u.name, u.created_at, u.password_hash, m.org_id, m.role
+  from users u
+  left join lateral (select org_id, role from memberships where user_id = u.id order by created_at, role desc limit 1) m on true
+  where lower(u.email) = $1`;
 
 export function validEmail(email: string): boolean {
   return email.length <= 320 && EMAIL_RE.test(email);
@@ -45,6 +52,19 @@ export class Users {
       .where(sql<string>`lower(email)`, "=", email.toLowerCase())
       .executeTakeFirst();
     return row && { id: row.id, email: row.email, name: row.name, createdAt: row.created_at, passwordHash: row.password_hash };
+  }
+
+  /**
+   * Login's one read: the user by email and the org a password login lands in
+   * (the oldest membership, owner first on ties), read together before the
+   * hash is checked.
+   */
+  async findForLogin(email: string): Promise<(UserWithHash & { membership?: { orgId: string; role: Role } }) | undefined> {
+    const { rows } = await this.db.executeQuery<LoginRow>(CompiledQuery.raw(LOGIN_SQL, [email.toLowerCase()]));
+    const r = rows[0];
+    if (!r) return undefined;
+    const user = { id: r.id, email: r.email, name: r.name, createdAt: r.created_at, passwordHash: r.password_hash };
+    return r.org_id && r.role ? { ...user, membership: { orgId: r.org_id, role: r.role } } : user;
   }
 
   async get(id: string): Promise<User> {
