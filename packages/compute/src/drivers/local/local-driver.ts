@@ -118,10 +118,10 @@ const STAGE = "/run/platform-compute-stage";
 
 /**
  * The embedded driver: one bubblewrap sandbox per SandboxSpec, in its own
- * cgroup, with a long-lived init process. Each exec enters the init's
- * namespaces with nsenter after joining a per-exec child cgroup (so the
- * exec's own usage is measured and its whole tree can be killed); that is
- * ~3 ms instead of ~9 ms for a fresh bwrap per command (see README numbers).
+ * cgroup, with a long-lived init process. Each exec is started by the exec
+ * helper in the init's namespaces after joining a per-exec child cgroup (so
+ * the exec's own usage is measured and its whole tree can be killed); see
+ * the README for the numbers.
  */
 export class LocalDriver implements SandboxDriver {
   readonly name = "local";
