@@ -66,14 +66,13 @@ describe("local driver exec path", () => {
     const common = { dataDir, killGraceMs: 300, dieWithService: true };
     driver = new LocalDriver({ ...common, cgroupPrefix: `platform-compute-exec-${process.pid}` });
     fallback = new LocalDriver({ ...common, cgroupPrefix: `platform-compute-exec-nsenter-${process.pid}`, execHelper: false });
-    const a = contractSpec("local");
-    const b = contractSpec("local");
-    id = a.sandboxId;
-    viaNsenter = b.sandboxId;
-    await driver.create(a);
-    await fallback.create(b);
-    assert.equal((await driver.waitSettled(id, AbortSignal.timeout(20_000))).phase, "ready");
-    assert.equal((await fallback.waitSettled(viaNsenter, AbortSignal.timeout(20_000))).phase, "ready");
+    const ready = async (d: LocalDriver) => {
+      const spec = contractSpec("local");
+      await d.create(spec);
+      assert.equal((await d.waitSettled(spec.sandboxId, AbortSignal.timeout(20_000))).phase, "ready");
+      return spec.sandboxId;
+    };
+    [id, viaNsenter] = await Promise.all([ready(driver), ready(fallback)]);
   });
 
   after(async () => {
