@@ -1,12 +1,13 @@
-import type { DescMethod, DescMethodStreaming, DescMethodUnary, Message } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescMethod, type DescMethodStreaming, type DescMethodUnary, type Message } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
   type ContextValues,
-  createHandlerContext,
   createServiceImplSpec,
+  type HandlerContext,
   type Interceptor,
   type MethodImplSpec,
+  type StreamRequest,
   type StreamResponse,
   type Transport,
   type UnaryResponse,
@@ -26,7 +27,10 @@ export interface DirectTransportOptions {
   contextValues: () => ContextValues;
 }
 
-type CallContext = ReturnType<typeof createHandlerContext>;
+interface CallContext extends HandlerContext {
+  /** Ends the call: its signal aborts with `reason`, its timer and link to the caller's signal go. */
+  abort(reason: unknown): void;
+}
 
 // Ending a call aborts its context so the handler's timers and listeners go;
 // one shared reason spares an AbortError (with its stack) per call.
@@ -56,17 +60,7 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
   ): [MethodImplSpec, CallContext] => {
     const spec = specs.get(method);
     if (!spec) throw new ConnectError(`${method.parent.typeName}.${method.name} is not served here`, Code.Unimplemented);
-    const context = createHandlerContext({
-      service: method.parent,
-      method,
-      protocolName: "rest",
-      requestMethod: "POST",
-      url: `/${method.parent.typeName}/${method.name}`,
-      timeoutMs,
-      requestSignal: signal,
-      requestHeader: header,
-      contextValues: contextValues ?? o.contextValues(),
-    });
+    const context = callContext(method, signal, timeoutMs, header, contextValues ?? o.contextValues());
     return [spec, context];
   };
 
@@ -94,15 +88,115 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
     },
     async stream(method, signal, timeoutMs, header, input, contextValues) {
       const [spec, context] = contextOf(method, signal, timeoutMs, header, contextValues);
-      const output = transformInvokeImplementation(spec, context, o.interceptors)(input as AsyncIterable<never>);
+      const request: StreamRequest = {
+        stream: true,
+        service: method.parent,
+        method: method as DescMethodStreaming,
+        requestMethod: context.requestMethod,
+        url: context.url,
+        signal: context.signal,
+        header: context.requestHeader,
+        contextValues: context.values,
+        message: input as AsyncIterable<never>,
+      } as unknown as StreamRequest;
+      const call = spec.kind === "server_streaming" ? serverStreaming(spec, context) : otherStreaming(spec, context);
       return {
         stream: true,
         service: method.parent,
         method: method as DescMethodStreaming,
         header: context.responseHeader,
         trailer: context.responseTrailer,
-        message: new CallOutput(output[Symbol.asyncIterator](), context),
+        message: new CallOutput(() => call(request), context, method.output),
       } as unknown as StreamResponse<never, never>;
+    },
+  };
+
+  /**
+   * The interceptors around a server-streaming implementation, with no
+   * generator of our own in between: each suspended layer of an idle SSE
+   * stream costs memory (connect's own invoke path adds three).
+   */
+  function serverStreaming(spec: MethodImplSpec & { kind: "server_streaming" }, context: CallContext) {
+    const last = async (req: StreamRequest): Promise<StreamResponse> => {
+      const first = await req.message[Symbol.asyncIterator]().next();
+      if (first.done) throw new ConnectError("missing input message for server-streaming method", Code.Unimplemented);
+      const output = spec.impl(first.value as never, {
+        ...context,
+        requestHeader: req.header,
+        signal: req.signal,
+        values: req.contextValues,
+      });
+      return {
+        stream: true,
+        service: req.service,
+        method: req.method,
+        header: context.responseHeader,
+        trailer: context.responseTrailer,
+        message: output,
+      } as unknown as StreamResponse;
+    };
+    const chain = o.interceptors.reduceRight<(req: StreamRequest) => Promise<StreamResponse>>(
+      (next, interceptor) => interceptor(next as never) as never,
+      last,
+    );
+    return async (req: StreamRequest) => {
+      const res = await chain(req);
+      copyInto(res.header, context.responseHeader);
+      return res.message[Symbol.asyncIterator]() as AsyncIterator<Message>;
+    };
+  }
+
+  /** Client and bidi streams (no REST route has one) through connect's own path. */
+  function otherStreaming(spec: MethodImplSpec, context: CallContext) {
+    return async (req: StreamRequest) =>
+      transformInvokeImplementation(spec, context, o.interceptors)(req.message as AsyncIterable<never>)[
+        Symbol.asyncIterator
+      ]() as AsyncIterator<Message>;
+  }
+}
+
+function copyInto(from: Headers, to: Headers): void {
+  if (from === to) return;
+  from.forEach((v, k) => to.set(k, v));
+}
+
+/**
+ * The handler's context: one AbortController following the caller's signal
+ * and the deadline. (Connect's createHandlerContext links three signals per
+ * call; with thousands of idle SSE streams each one counts.)
+ */
+function callContext(
+  method: DescMethod,
+  callerSignal: AbortSignal | undefined,
+  timeoutMs: number | undefined,
+  header: ConstructorParameters<typeof Headers>[0],
+  values: ContextValues,
+): CallContext {
+  const controller = new AbortController();
+  const follow = () => controller.abort(getAbortSignalReason(callerSignal!));
+  if (callerSignal?.aborted) follow();
+  else callerSignal?.addEventListener("abort", follow, { once: true });
+  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+  const timer =
+    timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
+  return {
+    service: method.parent,
+    method,
+    protocolName: "rest",
+    requestMethod: "POST",
+    url: `/${method.parent.typeName}/${method.name}`,
+    signal: controller.signal,
+    timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
+    requestHeader: new Headers(header),
+    responseHeader: new Headers(),
+    responseTrailer: new Headers(),
+    values,
+    abort(reason) {
+      clearTimeout(timer);
+      callerSignal?.removeEventListener("abort", follow);
+      controller.abort(reason);
     },
   };
 }
@@ -113,10 +207,12 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
  * client gone, shutdown) even if the handler does not watch its signal.
  */
 class CallOutput implements AsyncIterableIterator<Message> {
+  #source: Promise<AsyncIterator<Message>> | undefined;
   #aborted: Promise<never> | undefined;
   constructor(
-    private readonly source: AsyncIterator<Message>,
+    private readonly start: () => Promise<AsyncIterator<Message>>,
     private readonly context: CallContext,
+    private readonly output: DescMessage,
   ) {}
 
   [Symbol.asyncIterator]() {
@@ -127,9 +223,15 @@ class CallOutput implements AsyncIterableIterator<Message> {
     if (this.context.signal.reason === callEnded) return { done: true, value: undefined };
     this.#aborted ??= abortedPromise(this.context.signal);
     try {
-      const r = await Promise.race([this.source.next(), this.#aborted]);
-      if (r.done) this.context.abort(callEnded);
-      return r;
+      this.#source ??= this.start();
+      const source = await Promise.race([this.#source, this.#aborted]);
+      const r = await Promise.race([source.next(), this.#aborted]);
+      if (r.done) {
+        this.context.abort(callEnded);
+        return r;
+      }
+      // Implementations may yield plain objects.
+      return { done: false, value: create(this.output, r.value as never) as Message };
     } catch (e) {
       const err = withResponseHeaders(e, this.context);
       this.context.abort(callEnded);
@@ -139,7 +241,16 @@ class CallOutput implements AsyncIterableIterator<Message> {
 
   async return(): Promise<IteratorResult<Message>> {
     this.context.abort(callEnded);
-    await this.source.return?.();
+    if (!this.#source || !this.#aborted) return { done: true, value: undefined };
+    // A call still starting (an interceptor waiting) is not waited for: it
+    // sees its signal aborted, and its stream is closed when it arrives.
+    const started = this.#source;
+    const source = await Promise.race([started, this.#aborted]).catch(() => undefined);
+    if (!source) {
+      started.then((s) => s.return?.()).catch(() => {});
+      return { done: true, value: undefined };
+    }
+    await source.return?.();
     return { done: true, value: undefined };
   }
 }

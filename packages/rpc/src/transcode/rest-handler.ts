@@ -345,7 +345,6 @@ export function createRestHandler(o: RestHandlerDeps) {
     });
     res.flushHeaders?.();
     pinger.add(res);
-    const log = o.logger(req);
     try {
       let r = first;
       while (!r.done) {
@@ -360,7 +359,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     } catch (e) {
       if (!res.destroyed && !abort.signal.aborted) {
         const err = fromConnectError(e);
-        log.warn({ err: { code: err.code, reason: err.reason, message: err.message } }, "stream failed mid-way");
+        o.logger(req).warn({ err: { code: err.code, reason: err.reason, message: err.message } }, "stream failed mid-way");
         const evMsg = o.sseErrorEvent?.(err, method) ?? framer.errorMessage(safeText(err));
         const frame = evMsg ? framer.frame(evMsg) : undefined;
         if (frame) res.write(frame.text);
