@@ -157,7 +157,9 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
 
 function copyInto(from: Headers, to: Headers): void {
   if (from === to) return;
-  from.forEach((v, k) => to.set(k, v));
+  from.forEach((v, k) => {
+    to.set(k, v);
+  });
 }
 
 /**
