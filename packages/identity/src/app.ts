@@ -72,7 +72,9 @@ export async function startApp(
   const logger = createLogger(settings.logLevel, options.logDestination);
   // PGlite has one connection per data directory: the migrator must share it.
   const database = options.database ?? (await openIdentityDatabase(settings));
-  const changesUrl = options.database ? options.database.url : settings.databaseUrl;
+  // LISTEN needs a session of its own: through a transaction pooler it would
+  // seem to work and never deliver, so the direct MIGRATION_DB_URL wins.
+  const changesUrl = options.database ? options.database.url : (settings.migrationDbUrl ?? settings.databaseUrl);
   let changes: InvalidationListener | undefined;
   try {
     const applied = await migrateForSettings(settings, database);

@@ -5,6 +5,7 @@ import { testServerUrl } from "@platform/db/testing";
 import { AuthReason, PlatformError } from "@platform/errors";
 import { createIdentity, type Identity } from "../identity.ts";
 import { createFixture, FAST_ARGON2, type Fixture } from "../testing/fixture.ts";
+import { startTestServer } from "../testing/server.ts";
 import type { InvalidationListener } from "./invalidation-listener.ts";
 
 // Every verification cache must give way at once to the writes that make its
@@ -34,6 +35,16 @@ async function warm<T>(verify: () => Promise<T>): Promise<T> {
 
 test("the caches are on: with PGlite from the start, with PostgreSQL once the change listener is in place", () => {
   assert.equal(f.identity.caches.enabled, true);
+});
+
+test("the service starts its change listener (PostgreSQL) and stops it on close", async () => {
+  const server = await startTestServer();
+  try {
+    assert.equal(server.identity.caches.enabled, true);
+  } finally {
+    await server.app.close();
+  }
+  assert.equal(server.identity.caches.enabled, server.database.kind === "pglite");
 });
 
 describe("writes through this process invalidate before they return", () => {
