@@ -12,8 +12,7 @@
  *       runs a command (in the prepared child prepared-id when there is one);
  *   P id init-pid init-start-time uid gid n-cgroups cgroup.procs-files...
  *       forks a child that joins those cgroups, enters the sandbox and waits
- *       for an X naming it;
- *   D id   ends an unused prepared child.
+ *       for an X naming it (killing it is how an unused one ends).
  * For X, the helper connects twice to the stream socket (the service listens
  * there) and writes a 5-byte tag on each (u32 id, 1 = stdout, 2 = stderr);
  * those connections become the command's fd 1 and 2, so output goes straight
@@ -406,9 +405,6 @@ static void handle(char *req, size_t len) {
     exec_command(fields, n, req, len);
   } else if (strcmp(fields[0], "P") == 0) {
     prepare(fields, n);
-  } else if (strcmp(fields[0], "D") == 0 && n >= 2) {
-    struct prepared *p = find_prepared((uint32_t)strtoul(fields[1], NULL, 10));
-    if (p) drop_prepared(p, 1);
   }
 }
 

@@ -93,11 +93,6 @@ export class ExecHelper {
     return id;
   }
 
-  /** Ends a placed child that will not be used. */
-  discard(placed: number): void {
-    if (this.child) this.send(this.child, ["D", String(placed)]);
-  }
-
   async launch(launch: Launch, placed = 0): Promise<Launched> {
     const child = await this.ensureRunning();
     const id = this.takeId();

@@ -82,7 +82,7 @@ interface Live {
   settledWaiters: Array<() => void>;
   execs: Set<RunningExec>;
   execSeq: number;
-  spareExecCgroup?: Promise<ExecSlot>;
+  spareExecSlot?: Promise<ExecSlot>;
   /** /proc/<initPid>/stat start time, so a reused pid is never entered. */
   initStartTime?: string;
   /** Started ahead and not yet adopted: no record, no deadline, no phase events. */
@@ -401,8 +401,8 @@ export class LocalDriver implements SandboxDriver {
     live.layout.writeUsage(total);
     live.layout.writeAnnotations({ [DELETE_AFTER_KEY]: new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString() });
     // A spare exec cgroup still being made would keep the sandbox's from being removed.
-    await live.spareExecCgroup?.catch(() => {});
-    live.spareExecCgroup = undefined;
+    await live.spareExecSlot?.catch(() => {});
+    live.spareExecSlot = undefined;
     await live.cgroup.remove();
     this.setObservation(live, { phase: "gone" });
     return total;
@@ -420,8 +420,8 @@ export class LocalDriver implements SandboxDriver {
     for (const live of this.sandboxes.values()) {
       clearTimeout(live.deadlineTimer);
       clearInterval(live.livenessTimer);
-      const spare = live.spareExecCgroup;
-      live.spareExecCgroup = undefined;
+      const spare = live.spareExecSlot;
+      live.spareExecSlot = undefined;
       // Its placed child goes first, or the cgroup cannot be removed.
       if (spare) spares.push(spare.then(({ cgroup }) => cgroup.killAll(1000).then(() => cgroup.removeIfEmpty())).catch(() => {}));
     }
@@ -446,8 +446,8 @@ export class LocalDriver implements SandboxDriver {
    * cgroup waits for an RCU grace period after a quiet spell (several ms).
    */
   private async takeExecSlot(live: Live): Promise<ExecSlot> {
-    const spare = live.spareExecCgroup;
-    live.spareExecCgroup = undefined;
+    const spare = live.spareExecSlot;
+    live.spareExecSlot = undefined;
     // None ready (execs at once on one sandbox): a plain cgroup, a child placed now would not be ahead.
     return (await spare?.catch(() => undefined)) ?? { cgroup: await this.newExecCgroup(live) };
   }
@@ -458,10 +458,10 @@ export class LocalDriver implements SandboxDriver {
    */
   private replenish(live: Live): void {
     setTimeout(() => {
-      if (live.spareExecCgroup || live.observation.phase !== "ready" || live.stopping) return;
+      if (live.spareExecSlot || live.observation.phase !== "ready" || live.stopping) return;
       const next = this.newExecSlot(live);
       next.catch(() => {}); // made on demand next time
-      live.spareExecCgroup = next;
+      live.spareExecSlot = next;
     }, SPARE_SLOT_DELAY_MS).unref();
   }
 
@@ -513,11 +513,11 @@ export class LocalDriver implements SandboxDriver {
     const layout = new SandboxLayout(this.options.dataDir, spec.sandboxId);
     let cgroup: Cgroup;
     try {
-      const spare = live.spareExecCgroup;
+      const spare = live.spareExecSlot;
       cgroup = live.cgroup.rename(spec.sandboxId);
       // The spare exec cgroup moved with its parent.
       if (spare) {
-        live.spareExecCgroup = spare.then((slot) => ({ ...slot, cgroup: cgroup.child(basename(dirname(slot.cgroup.procsFiles()[0] as string))) }));
+        live.spareExecSlot = spare.then((slot) => ({ ...slot, cgroup: cgroup.child(basename(dirname(slot.cgroup.procsFiles()[0] as string))) }));
       }
       live.cgroup = cgroup;
       fs.renameSync(live.layout.dir, layout.dir);
@@ -588,7 +588,7 @@ export class LocalDriver implements SandboxDriver {
       }
     }
     await live.cgroup.killAll(2000);
-    await live.spareExecCgroup?.catch(() => {});
+    await live.spareExecSlot?.catch(() => {});
     await live.cgroup.remove();
     await fs.promises.rm(live.layout.dir, { recursive: true, force: true });
   }
@@ -757,11 +757,11 @@ export class LocalDriver implements SandboxDriver {
     if (observation.phase === "ready" || observation.phase === "failed" || observation.phase === "gone") {
       if (!live.fs && observation.phase === "ready") this.openFs(live);
     }
-    if (observation.phase === "ready" && changed && !live.spareExecCgroup) {
+    if (observation.phase === "ready" && changed && !live.spareExecSlot) {
       // The first exec's cgroup too is made before it is asked for.
       const spare = this.newExecSlot(live);
       spare.catch(() => {});
-      live.spareExecCgroup = spare;
+      live.spareExecSlot = spare;
     }
     if (observation.phase !== "starting") {
       const waiters = live.settledWaiters;
