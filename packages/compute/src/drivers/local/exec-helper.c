@@ -300,6 +300,9 @@ static void prepare(char **f, size_t n) {
   pid_t pid = fork();
   if (pid == 0) {
     close(pair[0]);
+    /* Its failures are not an exec's: when it cannot get ready it just ends. */
+    int quiet = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (quiet < 0 || dup2(quiet, 2) < 0) _exit(126);
     enter_sandbox(pidfd, (uid_t)strtoul(f[4], NULL, 10), (gid_t)strtoul(f[5], NULL, 10), cgroups, strtoul(f[6], NULL, 10));
     /* Keep only its own socket (as fd 3) and stderr: holding the helper's pipes
      * or other prepared children's sockets would keep them from seeing an end. */
@@ -308,6 +311,8 @@ static void prepare(char **f, size_t n) {
     int nul = open("/dev/null", O_RDWR);
     if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0) _exit(126);
     close(nul);
+    /* Ready: the helper hands an exec only to a child that said so. */
+    if (write(3, "R", 1) != 1) _exit(126);
     await_command(3);
   }
   if (pid > 0) {
@@ -345,6 +350,13 @@ static void exec_command(char **f, size_t n, const char *raw, size_t raw_len) {
     goto done;
   }
   struct prepared *p = find_prepared((uint32_t)strtoul(f[8], NULL, 10));
+  char ready;
+  if (p && recv(p->sock, &ready, 1, MSG_DONTWAIT) != 1) {
+    /* Not in the sandbox yet (or never will be: its cgroup was renamed or the
+     * sandbox ended under it): waiting would cost what it was meant to save. */
+    drop_prepared(p, 1);
+    p = NULL;
+  }
   if (p) {
     /* Hand the command to the prepared child: cwd, then argv and env as they came. */
     size_t cwd_len = strlen(cwd) + 1, rest = raw_len - (size_t)(f[argv_at] - raw);

@@ -136,7 +136,12 @@ describe("local driver exec path", () => {
       for (let i = 0; i < 200; i++) {
         for (const sub of fs.readdirSync(dir).filter((n) => n.startsWith("exec-"))) {
           const pids = fs.readFileSync(join(dir, sub, "cgroup.procs"), "utf8").trim();
-          if (pids) return Number(pids.split("\n")[0]);
+          const pid = Number(pids.split("\n")[0]);
+          // In the sandbox as its user: it says ready right after.
+          if (pids && /^Uid:\s+[1-9]/m.test(fs.readFileSync(`/proc/${pid}/status`, "utf8"))) {
+            await sleep(50);
+            return pid;
+          }
         }
         await sleep(10);
       }
