@@ -191,6 +191,29 @@ describe("ComputeDomain", () => {
     assert.equal(driver.lastExec?.workingDir, "/home/w/sub");
   });
 
+  test("an exec on a sandbox the driver has READY reads no record; once the driver says otherwise the record decides", async () => {
+    const { domain, driver, store } = setup();
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox({ ...ids(), workspace: { mountPath: "/home/w" } });
+    driver.set(sandboxId, { phase: "ready" });
+    await domain.settle();
+    let reads = 0;
+    const get = store.get.bind(store);
+    store.get = (id: string) => {
+      reads++;
+      return get(id);
+    };
+    await drain(domain.execCommand({ sandboxId, command: "/bin/x", signal: AbortSignal.abort() }));
+    assert.equal(reads, 0);
+    assert.equal(driver.lastExec?.workingDir, "/home/w");
+    driver.set(sandboxId, { phase: "failed", reason: "oom" });
+    await code(drain(domain.execCommand({ sandboxId, command: "/bin/x" })), Code.FailedPrecondition, ComputeReason.sandboxNotRunnable);
+    assert.ok(reads > 0);
+    await domain.destroySandbox(sandboxId);
+    driver.set(sandboxId, { phase: "ready" }); // a driver that still said READY after destroy would not be believed
+    await code(drain(domain.execCommand({ sandboxId, command: "/bin/x" })), Code.FailedPrecondition);
+  });
+
   test("validation: INVALID_ARGUMENT for bad ids, empty command, bad env, negative offsets; NOT_FOUND for unknown ids", async () => {
     const { domain, driver } = setup();
     await domain.start();

@@ -79,6 +79,8 @@ export class ComputeDomain {
   private unsubscribe?: () => void;
   /** Status writes in flight, so tests and shutdown can wait for them. */
   private pending = new Set<Promise<unknown>>();
+  /** mount_path of the sandboxes seen here (it never changes), for execs on READY ones. */
+  private readonly mountPaths = new Map<string, string>();
   /** The latest event-driven status write per sandbox while it runs, for reconcile to join. */
   private readonly persisting = new Map<string, Promise<SandboxRecord | undefined>>();
 
@@ -165,6 +167,7 @@ export class ComputeDomain {
       totalUsage: null,
     };
     await this.store.insert(record);
+    this.mountPaths.set(record.id, mountPath);
     try {
       await this.driver.create(specOf(record));
     } catch (err) {
@@ -198,6 +201,7 @@ export class ComputeDomain {
       if (!(err instanceof PlatformError && err.code === Code.NotFound)) throw PlatformError.internal("sandbox deletion failed", err);
       usage = zeroUsage(); // the driver never knew it (lost before a restart)
     }
+    this.mountPaths.delete(record.id);
     const after = await this.store.transition(sandboxId, "DESTROYED", { totalUsage: usage, destroyedAt: new Date() });
     return { sandboxId, usage: after?.totalUsage ?? usage };
   }
@@ -222,12 +226,12 @@ export class ComputeDomain {
     if ((input.args ?? []).some((a) => a.includes("\0")) || input.command.includes("\0")) {
       throw invalid("command and args must not contain NUL bytes");
     }
-    const record = await this.runnable(input.sandboxId, input.signal);
+    const mountPath = await this.runnableMountPath(input.sandboxId, input.signal);
     const workingDir = input.workingDir
       ? input.workingDir.startsWith("/")
         ? input.workingDir
-        : `${record.mountPath}/${input.workingDir}`
-      : record.mountPath;
+        : `${mountPath}/${input.workingDir}`
+      : mountPath;
 
     const controller = new AbortController();
     let timedOut = false;
@@ -300,6 +304,8 @@ export class ComputeDomain {
     requireUuid(sandboxId, "sandbox_id");
     const record = await this.store.get(sandboxId.toLowerCase());
     if (!record) throw PlatformError.notFound(`sandbox ${sandboxId} not found`, ComputeReason.sandboxNotFound);
+    if (record.status === "DESTROYED") this.mountPaths.delete(record.id);
+    else this.mountPaths.set(record.id, record.mountPath);
     return record;
   }
 
@@ -315,6 +321,19 @@ export class ComputeDomain {
     const inFlight = await this.persisting.get(record.id)?.catch(() => undefined);
     if (inFlight?.status === state) return inFlight;
     return (await this.persistPhase(record.id, observation)) ?? record;
+  }
+
+  /**
+   * mount_path of a sandbox that can run commands now. For a sandbox this
+   * process created or read, the driver saying READY is enough: every change
+   * of a sandbox reaches the driver before its record (a failure is seen by
+   * the driver, destroy stops it first), so the record cannot say otherwise,
+   * and an exec needs no database read.
+   */
+  private async runnableMountPath(sandboxId: string, signal?: AbortSignal): Promise<string> {
+    const known = this.mountPaths.get(sandboxId.toLowerCase());
+    if (known !== undefined && (await this.driver.observe(sandboxId).catch(() => undefined))?.phase === "ready") return known;
+    return (await this.runnable(sandboxId, signal)).mountPath;
   }
 
   /** The record of a sandbox that can run commands now, waiting for READY if it is starting. */
