@@ -52,7 +52,7 @@ export interface LocalDriverOptions {
    */
   execHelper?: boolean;
   /**
-   * Sandboxes kept started ahead (default 2): a CreateSandbox with the
+   * Sandboxes kept started ahead (default 4): a CreateSandbox with the
    * default mount path adopts one (renamed to its id, limits applied) instead
    * of waiting for bwrap to build a new one.
    */
@@ -158,7 +158,7 @@ export class LocalDriver implements SandboxDriver {
               return false;
             },
           );
-    this.warmTarget = options.warmSandboxes ?? 2;
+    this.warmTarget = options.warmSandboxes ?? 4;
     void this.removeWarmLeftovers().then(() => this.refillWarm());
   }
 
