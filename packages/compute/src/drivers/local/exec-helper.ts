@@ -131,6 +131,12 @@ export class ExecHelper {
     return { stdout, stderr, exit };
   }
 
+  /** Also when the service exits without closing the driver. */
+  private readonly removeSocketDir = () => {
+    if (this.socketDir) fs.rmSync(this.socketDir, { recursive: true, force: true });
+    this.socketDir = undefined;
+  };
+
   private takeId(): number {
     const id = this.nextId;
     this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
@@ -149,8 +155,8 @@ export class ExecHelper {
     this.child = undefined;
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     this.server = undefined;
-    if (this.socketDir) fs.rmSync(this.socketDir, { recursive: true, force: true });
-    this.socketDir = undefined;
+    this.removeSocketDir();
+    process.off("exit", this.removeSocketDir);
   }
 
   /**
@@ -191,6 +197,7 @@ export class ExecHelper {
     this.socketDir = fs.mkdtempSync(join(tmpdir(), "platform-compute-exec-"));
     fs.chmodSync(this.socketDir, 0o700);
     this.socketPath = join(this.socketDir, "streams.sock");
+    process.once("exit", this.removeSocketDir);
     const server = net.createServer((socket) => this.onStream(socket));
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
