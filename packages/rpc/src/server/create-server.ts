@@ -38,6 +38,7 @@ import type { OutputJsonOptions } from "../transcode/json.ts";
 import { createRestHandler, type NodeRequest, type NodeResponse } from "../transcode/rest-handler.ts";
 import { collectRoutes } from "../transcode/routes.ts";
 import { createDirectTransport } from "./direct-transport.ts";
+import { createGrpcUnary } from "./grpc-unary.ts";
 import { errorInterceptor } from "./interceptors.ts";
 import { ShutdownHooks } from "./shutdown-hooks.ts";
 
@@ -135,8 +136,12 @@ export function createServer(options: ServerOptions): Server {
     serviceNames.push(service.typeName);
   }
   const files = options.services.map((s) => s.service.file);
+  // What REST routes and plain gRPC unary calls reach without Connect's handler.
+  const directServices: ServiceRegistration[] = [...options.services];
   if (options.health !== false) {
-    router.service(Health, healthService(health));
+    const impl = healthService(health);
+    router.service(Health, impl);
+    directServices.push({ service: Health, impl });
     serviceNames.push(Health.typeName);
     files.push(Health.file);
   }
@@ -193,13 +198,21 @@ export function createServer(options: ServerOptions): Server {
   };
 
   const transport = createDirectTransport({
-    services: options.services,
+    services: directServices,
     interceptors: routerInterceptors,
     contextValues: () => {
       const values = createContextValues();
       values.set(requestInfoKey, currentRequest() ?? makeInfo(undefined, undefined));
       return values;
     },
+  });
+
+  const grpcUnary = createGrpcUnary({
+    services: directServices.map((s) => s.service),
+    transport,
+    bodyLimitBytes,
+    requestTimeoutMs,
+    shutdown: restShutdown,
   });
 
   const rest = createRestHandler({
@@ -292,6 +305,10 @@ export function createServer(options: ServerOptions): Server {
         if (ok && options.readiness) ok = await options.readiness().catch(() => false);
         return sendJson(res, ok ? 200 : 503, { status: ok ? "ready" : "not_ready" });
       }
+    }
+    if (req.httpVersionMajor === 2) {
+      const unary = grpcUnary.match(req as http2.Http2ServerRequest, path);
+      if (unary) return grpcUnary.serve(unary, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
     }
     const native = byPath.get(path);
     if (native) return serveNative(native, req, res);

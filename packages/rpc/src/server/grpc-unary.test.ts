@@ -1,0 +1,147 @@
+import assert from "node:assert/strict";
+import * as http2 from "node:http2";
+import { after, before, describe, test } from "node:test";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { compressionGzip, createGrpcTransport } from "@connectrpc/connect-node";
+import { EchoRequestSchema, LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
+import { fromConnectError } from "../errors.ts";
+import { testServer } from "../testing/fixture.ts";
+
+function frame(bytes: Uint8Array, flags = 0): Buffer {
+  const f = Buffer.alloc(5 + bytes.length);
+  f[0] = flags;
+  f.writeUInt32BE(bytes.length, 1);
+  f.set(bytes, 5);
+  return f;
+}
+
+interface RawAnswer {
+  headers: http2.IncomingHttpHeaders;
+  trailers: http2.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+function rawCall(url: string, path: string, body: Buffer, extra: http2.OutgoingHttpHeaders = {}): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(url);
+    const req = session.request({
+      ":method": "POST",
+      ":path": path,
+      "content-type": "application/grpc",
+      te: "trailers",
+      ...extra,
+    });
+    const chunks: Buffer[] = [];
+    let headers: http2.IncomingHttpHeaders = {};
+    let trailers: http2.IncomingHttpHeaders = {};
+    req.on("response", (h) => {
+      headers = h;
+    });
+    req.on("trailers", (t) => {
+      trailers = t;
+    });
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      session.close();
+      resolve({ headers, trailers, body: Buffer.concat(chunks) });
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+const echoPath = "/rpctest.v1.LibraryService/Echo";
+const echo = (text: string) => frame(toBinary(EchoRequestSchema, create(EchoRequestSchema, { text })));
+
+describe("plain gRPC unary calls (served without Connect's handler)", () => {
+  const { server } = testServer({ bodyLimitBytes: 1024 });
+  let url = "";
+  before(async () => {
+    url = (await server.listen()).url;
+  });
+  after(() => server.close());
+
+  test("a binary call gets one enveloped message and grpc-status 0 in the trailers", async () => {
+    const r = await rawCall(url, echoPath, echo("hi"));
+    assert.equal(r.headers[":status"], 200);
+    assert.equal(r.headers["content-type"], "application/grpc+proto");
+    assert.equal(r.trailers["grpc-status"], "0");
+    assert.equal(r.body[0], 0);
+    assert.equal(r.body.readUInt32BE(1), r.body.length - 5);
+    assert.ok(r.body.includes(Buffer.from("hi")));
+  });
+
+  test("the same answers, errors and metadata as through Connect (compressed requests take Connect's path)", async () => {
+    const plain = createClient(LibraryService, createGrpcTransport({ baseUrl: url }));
+    const viaConnect = createClient(
+      LibraryService,
+      createGrpcTransport({ baseUrl: url, sendCompression: compressionGzip, compressMinBytes: 0 }),
+    );
+    for (const c of [plain, viaConnect]) {
+      const res = await c.echo({ text: "ab", repeat: 3 }, { headers: { "x-custom": "v" } });
+      assert.equal(res.text, "ababab");
+      assert.equal(res.headers["x-custom"], "v");
+      assert.ok(res.requestId);
+      const err = await c.fail({ code: "unavailable", reason: "busy_now", message: "later" }).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      assert.equal(err?.code, Code.Unavailable);
+      assert.equal(err?.rawMessage, "later");
+      assert.equal(err?.metadata.get("retry-after"), "5");
+      assert.equal(fromConnectError(err).reason, "busy_now");
+      const internal = await c.fail({ code: "" }).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      assert.equal(internal?.code, Code.Internal);
+      assert.doesNotMatch(internal?.rawMessage ?? "", /hunter2/);
+    }
+  });
+
+  test("the call's own deadline (grpc-timeout) cancels the handler", async () => {
+    const c = createClient(LibraryService, createGrpcTransport({ baseUrl: url }));
+    await assert.rejects(c.sleep({ ms: 5_000n }, { timeoutMs: 50 }), (e: unknown) => {
+      return ConnectError.from(e).code === Code.DeadlineExceeded;
+    });
+    const r = await rawCall(url, "/rpctest.v1.LibraryService/Sleep", frame(new Uint8Array()), {
+      "grpc-timeout": "soon",
+    });
+    assert.equal(r.trailers["grpc-status"], String(Code.InvalidArgument));
+  });
+
+  test("a message over BODY_LIMIT_BYTES → RESOURCE_EXHAUSTED; a malformed envelope → an error status, not a crash", async () => {
+    const big = await rawCall(url, echoPath, echo("x".repeat(2000)));
+    assert.equal(big.trailers["grpc-status"], String(Code.ResourceExhausted));
+    const truncated = await rawCall(url, echoPath, echo("hello").subarray(0, 6));
+    assert.equal(truncated.trailers["grpc-status"], String(Code.InvalidArgument));
+    const flagged = await rawCall(url, echoPath, frame(new Uint8Array([1, 2]), 1));
+    assert.equal(flagged.trailers["grpc-status"], String(Code.Internal));
+    const garbage = await rawCall(url, echoPath, frame(new Uint8Array([0xff, 0xff, 0xff])));
+    assert.equal(garbage.trailers["grpc-status"], String(Code.InvalidArgument));
+    // The server still answers.
+    assert.equal((await rawCall(url, echoPath, echo("ok"))).trailers["grpc-status"], "0");
+  });
+
+  test("a client that goes away cancels the handler", async () => {
+    const { server: s2, probe } = testServer();
+    const u = (await s2.listen()).url;
+    try {
+      const aborted = probe.nextAbort();
+      const session = http2.connect(u);
+      const req = session.request({
+        ":method": "POST",
+        ":path": "/rpctest.v1.LibraryService/Sleep",
+        "content-type": "application/grpc",
+      });
+      req.on("error", () => {});
+      req.end(frame(new Uint8Array([8, 0x90, 0x4e])));
+      await new Promise((r) => setTimeout(r, 100));
+      session.destroy();
+      assert.equal(await aborted, "sleep");
+    } finally {
+      await s2.close();
+    }
+  });
+});

@@ -1,0 +1,154 @@
+import type * as http2 from "node:http2";
+import { type DescMethodUnary, type DescService, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { contentTypeProto, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import type { ShutdownHooks } from "./shutdown-hooks.ts";
+
+export interface GrpcUnaryOptions {
+  services: DescService[];
+  /** The direct transport: the implementations with the router's interceptors. */
+  transport: Transport;
+  bodyLimitBytes: number;
+  /** Deadline of calls that bring none; 0: none. */
+  requestTimeoutMs: number;
+  shutdown: ShutdownHooks;
+}
+
+/**
+ * Plain gRPC unary calls (binary, uncompressed, over HTTP/2), answered
+ * without Connect's universal handler: one call through it cost ~0.3 ms of
+ * CPU here (async-iterable pipelines, three linked AbortSignals and an
+ * AbortError with a stack per call), which bounded VerifyToken and
+ * VerifyAPIKey (packages/bench/ANALYSIS.md). Everything else (JSON or
+ * compressed messages, streams, gRPC-Web, Connect) goes through Connect.
+ * The implementation, interceptors, deadline, status trailers and error
+ * details are the same either way.
+ */
+export function createGrpcUnary(o: GrpcUnaryOptions) {
+  const byPath = new Map<string, DescMethodUnary>();
+  for (const service of o.services) {
+    for (const method of service.methods) {
+      if (method.methodKind === "unary") byPath.set(`/${service.typeName}/${method.name}`, method as DescMethodUnary);
+    }
+  }
+
+  /** The method of a request this path serves, if it is one. */
+  function match(req: http2.Http2ServerRequest, path: string): DescMethodUnary | undefined {
+    if (req.method !== "POST") return undefined;
+    const method = byPath.get(path);
+    if (!method) return undefined;
+    const type = req.headers["content-type"];
+    if (type !== "application/grpc" && type !== contentTypeProto) return undefined;
+    const encoding = req.headers["grpc-encoding"];
+    if (encoding !== undefined && encoding !== "identity") return undefined;
+    return method;
+  }
+
+  async function serve(method: DescMethodUnary, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) {
+    const abort = new AbortController();
+    // (An HTTP/2 response reports writableFinished once its stream is gone,
+    // answered or not.)
+    let answered = false;
+    const onClose = () => {
+      if (!answered) abort.abort(new ConnectError("client went away", Code.Canceled));
+    };
+    res.on("close", onClose);
+    const unhook = o.shutdown.add(() => abort.abort(new ConnectError("server shutting down", Code.Unavailable)));
+    try {
+      const timeout = parseTimeout(headerOf(req, "grpc-timeout") ?? null, Number.MAX_SAFE_INTEGER);
+      if (timeout.error) throw timeout.error;
+      const input = fromBinary(method.input, await readMessage(req, o.bodyLimitBytes));
+      const out = await o.transport.unary(
+        method,
+        abort.signal,
+        timeout.timeoutMs ?? (o.requestTimeoutMs > 0 ? o.requestTimeoutMs : undefined),
+        requestHeaders(req),
+        input as never,
+      );
+      if (res.destroyed) return;
+      const body = toBinary(method.output, out.message as never);
+      const frame = Buffer.allocUnsafe(5 + body.length);
+      frame[0] = 0;
+      frame.writeUInt32BE(body.length, 1);
+      frame.set(body, 5);
+      answered = true;
+      res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
+      res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
+      res.end(frame);
+    } catch (e) {
+      if (res.destroyed) return;
+      answered = true;
+      const trailer = setTrailerStatus(new Headers(), errorOf(e));
+      res.writeHead(200, { "content-type": contentTypeProto });
+      res.addTrailers(plain(trailer));
+      res.end();
+    } finally {
+      res.off("close", onClose);
+      unhook();
+    }
+  }
+
+  return { match, serve };
+}
+
+function errorOf(e: unknown): ConnectError {
+  if (e instanceof ConnectError) return e;
+  // The router's error interceptor has converted the handler's errors; this
+  // is the transport's own (a malformed message).
+  return new ConnectError(e instanceof Error ? e.message : "protocol error", Code.InvalidArgument);
+}
+
+/** The one enveloped message of a unary request. */
+async function readMessage(req: http2.Http2ServerRequest, limit: number): Promise<Uint8Array> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit + 5) {
+      throw new ConnectError(`message size is larger than configured readMaxBytes ${limit}`, Code.ResourceExhausted);
+    }
+    chunks.push(chunk);
+  }
+  const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  if (body.length < 5) {
+    throw new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented);
+  }
+  if ((body[0]! & 1) === 1) {
+    throw new ConnectError("protocol error: received compressed message without grpc-encoding", Code.Internal);
+  }
+  const length = body.readUInt32BE(1);
+  if (length > limit) {
+    throw new ConnectError(`message size is larger than configured readMaxBytes ${limit}`, Code.ResourceExhausted);
+  }
+  if (body.length !== 5 + length) {
+    throw new ConnectError(
+      body.length < 5 + length
+        ? "protocol error: premature end of stream"
+        : "protocol error: received extra input message for unary method",
+      body.length < 5 + length ? Code.InvalidArgument : Code.Unimplemented,
+    );
+  }
+  return body.subarray(5);
+}
+
+function headerOf(req: http2.Http2ServerRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function requestHeaders(req: http2.Http2ServerRequest): Headers {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v === undefined || k.startsWith(":")) continue;
+    for (const one of Array.isArray(v) ? v : [v]) h.append(k, one);
+  }
+  return h;
+}
+
+function plain(h: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  h.forEach((v, k) => {
+    out[k] = v;
+  });
+  return out;
+}
