@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything a fresh machine of this kind needs before the platform runs or
 # its tests do: pnpm 10, system packages (bubblewrap for the sandbox driver,
-# python3-grpcio as an independent gRPC peer in tests), the workspace's node
-# modules. Idempotent and quiet when there is nothing to do.
+# a C compiler for its exec helper, python3-grpcio as an independent gRPC
+# peer in tests), the workspace's node modules. Idempotent and quiet when there is nothing to do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +13,7 @@ fi
 
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v cc >/dev/null 2>&1 && [[ -e /usr/include/stdio.h ]] || need+=(gcc libc6-dev)
 python3 -c 'import grpc' >/dev/null 2>&1 || /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 || need+=(python3-grpcio)
 if ((${#need[@]})); then
   echo "setup: installing ${need[*]} from Debian"

@@ -1,33 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { type Client, createClient } from "@connectrpc/connect";
-import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
+import { createServiceTransport } from "@platform/rpc";
 import { now } from "./stats.ts";
 
 export type ComputeClient = Client<typeof ComputeService>;
 
-/**
- * A client as a platform service makes one: no compression and a 1 MiB
- * HTTP/2 stream window, the settings of @platform/rpc's
- * createServiceTransport (which this package does not depend on yet).
- */
+/** A client as a platform service makes one (@platform/rpc's createServiceTransport). */
 export function computeClient(baseUrl: string): ComputeClient {
-  const sessionManager = new WideSessions(baseUrl, undefined, { settings: { initialWindowSize: 1 << 20 } });
-  return createClient(ComputeService, createGrpcTransport({ baseUrl, acceptCompression: [], sessionManager }));
-}
-
-/** Also widens each connection's receive window (8 MiB), as the platform's servers do theirs. */
-class WideSessions extends Http2SessionManager {
-  private readonly widened = new WeakSet<object>();
-  override async request(...args: Parameters<Http2SessionManager["request"]>) {
-    const stream = await super.request(...args);
-    const session = stream.session;
-    if (session && !this.widened.has(session)) {
-      this.widened.add(session);
-      session.setLocalWindowSize(8 << 20);
-    }
-    return stream;
-  }
+  return createClient(ComputeService, createServiceTransport({ baseUrl }));
 }
 
 export interface ExecTiming {
