@@ -38,7 +38,7 @@ import type { OutputJsonOptions } from "../transcode/json.ts";
 import { createRestHandler, type NodeRequest, type NodeResponse } from "../transcode/rest-handler.ts";
 import { collectRoutes } from "../transcode/routes.ts";
 import { createDirectTransport } from "./direct-transport.ts";
-import { createGrpcUnary } from "./grpc-unary.ts";
+import { createGrpcDirect } from "./grpc-direct.ts";
 import { errorInterceptor } from "./interceptors.ts";
 import { ShutdownHooks } from "./shutdown-hooks.ts";
 
@@ -136,7 +136,7 @@ export function createServer(options: ServerOptions): Server {
     serviceNames.push(service.typeName);
   }
   const files = options.services.map((s) => s.service.file);
-  // What REST routes and plain gRPC unary calls reach without Connect's handler.
+  // What REST routes and plain gRPC calls reach without Connect's handler.
   const directServices: ServiceRegistration[] = [...options.services];
   if (options.health !== false) {
     const impl = healthService(health);
@@ -207,7 +207,7 @@ export function createServer(options: ServerOptions): Server {
     },
   });
 
-  const grpcUnary = createGrpcUnary({
+  const grpcDirect = createGrpcDirect({
     services: directServices.map((s) => s.service),
     transport,
     bodyLimitBytes,
@@ -307,8 +307,8 @@ export function createServer(options: ServerOptions): Server {
       }
     }
     if (req.httpVersionMajor === 2) {
-      const unary = grpcUnary.match(req as http2.Http2ServerRequest, path);
-      if (unary) return grpcUnary.serve(unary, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
+      const direct = grpcDirect.match(req as http2.Http2ServerRequest, path);
+      if (direct) return grpcDirect.serve(direct, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
     }
     const native = byPath.get(path);
     if (native) return serveNative(native, req, res);

@@ -401,7 +401,8 @@ class SsePinger {
   }
 }
 
-function drained(res: http.ServerResponse): Promise<void> {
+/** Resolves when `res` can take more bytes or is gone. */
+export function drained(res: http.ServerResponse): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       res.off("drain", done);

@@ -4,7 +4,7 @@ import { after, before, describe, test } from "node:test";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { compressionGzip, createGrpcTransport } from "@connectrpc/connect-node";
-import { EchoRequestSchema, LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
+import { EchoRequestSchema, LibraryService, StreamService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { fromConnectError } from "../errors.ts";
 import { testServer } from "../testing/fixture.ts";
 
@@ -54,7 +54,7 @@ function rawCall(url: string, path: string, body: Buffer, extra: http2.OutgoingH
 const echoPath = "/rpctest.v1.LibraryService/Echo";
 const echo = (text: string) => frame(toBinary(EchoRequestSchema, create(EchoRequestSchema, { text })));
 
-describe("plain gRPC unary calls (served without Connect's handler)", () => {
+describe("plain gRPC calls (served without Connect's handler)", () => {
   const { server } = testServer({ bodyLimitBytes: 1024 });
   let url = "";
   before(async () => {
@@ -122,6 +122,55 @@ describe("plain gRPC unary calls (served without Connect's handler)", () => {
     assert.equal(garbage.trailers["grpc-status"], String(Code.InvalidArgument));
     // The server still answers.
     assert.equal((await rawCall(url, echoPath, echo("ok"))).trailers["grpc-status"], "0");
+  });
+
+  test("server streams: the same messages, mid-stream errors and early errors as through Connect", async () => {
+    const plain = createClient(StreamService, createGrpcTransport({ baseUrl: url }));
+    const viaConnect = createClient(
+      StreamService,
+      createGrpcTransport({ baseUrl: url, sendCompression: compressionGzip, compressMinBytes: 0 }),
+    );
+    for (const c of [plain, viaConnect]) {
+      const seqs: bigint[] = [];
+      for await (const t of c.tick({ count: 5, after: 10n })) seqs.push(t.seq);
+      assert.deepEqual(seqs, [11n, 12n, 13n, 14n, 15n]);
+
+      const got: bigint[] = [];
+      const mid = await (async () => {
+        for await (const t of c.tick({ count: 5, failAfter: 2 })) got.push(t.seq);
+      })().then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      assert.deepEqual(got, [1n, 2n]);
+      assert.equal(mid?.code, Code.Unavailable);
+
+      const early = await (async () => {
+        for await (const _ of c.tick({ count: 5, failFirst: true })) assert.fail("no message expected");
+      })().then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      assert.equal(early?.code, Code.NotFound);
+      assert.equal(fromConnectError(early).reason, "stream_missing");
+      assert.equal(early?.metadata.get("retry-after"), "7");
+    }
+  });
+
+  test("a stream client that goes away cancels the handler", async () => {
+    const { server: s2, probe } = testServer();
+    const u = (await s2.listen()).url;
+    try {
+      const aborted = probe.nextAbort();
+      const c = createClient(StreamService, createGrpcTransport({ baseUrl: u }));
+      const ctl = new AbortController();
+      for await (const t of c.tick({ count: 1000, intervalMs: 20 }, { signal: ctl.signal })) {
+        if (t.seq === 2n) break;
+      }
+      assert.equal(await aborted, "tick");
+    } finally {
+      await s2.close();
+    }
   });
 
   test("a client that goes away cancels the handler", async () => {

@@ -1,10 +1,19 @@
 import type * as http2 from "node:http2";
-import { type DescMethodUnary, type DescService, fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  type DescMethodServerStreaming,
+  type DescMethodUnary,
+  type DescService,
+  fromBinary,
+  type Message,
+  toBinary,
+} from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { contentTypeProto, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { drained } from "../transcode/rest-handler.ts";
 import type { ShutdownHooks } from "./shutdown-hooks.ts";
 
-export interface GrpcUnaryOptions {
+export interface GrpcDirectOptions {
   services: DescService[];
   /** The direct transport: the implementations with the router's interceptors. */
   transport: Transport;
@@ -14,26 +23,31 @@ export interface GrpcUnaryOptions {
   shutdown: ShutdownHooks;
 }
 
+type DirectMethod = DescMethodUnary | DescMethodServerStreaming;
+
 /**
- * Plain gRPC unary calls (binary, uncompressed, over HTTP/2), answered
- * without Connect's universal handler: one call through it cost ~0.3 ms of
- * CPU here (async-iterable pipelines, three linked AbortSignals and an
- * AbortError with a stack per call), which bounded VerifyToken and
- * VerifyAPIKey (packages/bench/ANALYSIS.md). Everything else (JSON or
- * compressed messages, streams, gRPC-Web, Connect) goes through Connect.
- * The implementation, interceptors, deadline, status trailers and error
- * details are the same either way.
+ * Plain gRPC unary and server-streaming calls (binary, uncompressed, over
+ * HTTP/2), answered without Connect's universal handler: one unary call
+ * through it cost ~0.3 ms of CPU here (async-iterable pipelines, three
+ * linked AbortSignals and an AbortError with a stack per call), which
+ * bounded VerifyToken and VerifyAPIKey, and a stream waited for `drain`
+ * after every message, which bounded exec output (packages/bench/ANALYSIS.md).
+ * Everything else (JSON or compressed messages, client and bidi streams,
+ * gRPC-Web, Connect) goes through Connect. The implementation, interceptors,
+ * deadline, status trailers and error details are the same either way.
  */
-export function createGrpcUnary(o: GrpcUnaryOptions) {
-  const byPath = new Map<string, DescMethodUnary>();
+export function createGrpcDirect(o: GrpcDirectOptions) {
+  const byPath = new Map<string, DirectMethod>();
   for (const service of o.services) {
     for (const method of service.methods) {
-      if (method.methodKind === "unary") byPath.set(`/${service.typeName}/${method.name}`, method as DescMethodUnary);
+      if (method.methodKind === "unary" || method.methodKind === "server_streaming") {
+        byPath.set(`/${service.typeName}/${method.name}`, method as DirectMethod);
+      }
     }
   }
 
   /** The method of a request this path serves, if it is one. */
-  function match(req: http2.Http2ServerRequest, path: string): DescMethodUnary | undefined {
+  function match(req: http2.Http2ServerRequest, path: string): DirectMethod | undefined {
     if (req.method !== "POST") return undefined;
     const method = byPath.get(path);
     if (!method) return undefined;
@@ -44,7 +58,7 @@ export function createGrpcUnary(o: GrpcUnaryOptions) {
     return method;
   }
 
-  async function serve(method: DescMethodUnary, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) {
+  async function serve(method: DirectMethod, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) {
     const abort = new AbortController();
     // (An HTTP/2 response reports writableFinished once its stream is gone,
     // answered or not.)
@@ -58,23 +72,23 @@ export function createGrpcUnary(o: GrpcUnaryOptions) {
       const timeout = parseTimeout(headerOf(req, "grpc-timeout") ?? null, Number.MAX_SAFE_INTEGER);
       if (timeout.error) throw timeout.error;
       const input = fromBinary(method.input, await readMessage(req, o.bodyLimitBytes));
+      const headers = requestHeaders(req);
+      if (method.methodKind === "server_streaming") {
+        answered = await serveStream(method, res, abort.signal, timeout.timeoutMs, headers, input);
+        return;
+      }
       const out = await o.transport.unary(
         method,
         abort.signal,
         timeout.timeoutMs ?? (o.requestTimeoutMs > 0 ? o.requestTimeoutMs : undefined),
-        requestHeaders(req),
+        headers,
         input as never,
       );
       if (res.destroyed) return;
-      const body = toBinary(method.output, out.message as never);
-      const frame = Buffer.allocUnsafe(5 + body.length);
-      frame[0] = 0;
-      frame.writeUInt32BE(body.length, 1);
-      frame.set(body, 5);
       answered = true;
       res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
       res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
-      res.end(frame);
+      res.end(envelope(method, out.message as Message));
     } catch (e) {
       if (res.destroyed) return;
       answered = true;
@@ -88,7 +102,51 @@ export function createGrpcUnary(o: GrpcUnaryOptions) {
     }
   }
 
+  /**
+   * Writes each message as it comes, waiting only when the socket's buffer
+   * is full. An error before the first message is answered by the caller;
+   * later ones end the stream with their status. Returns whether it answered.
+   */
+  async function serveStream(
+    method: DescMethodServerStreaming,
+    res: http2.Http2ServerResponse,
+    signal: AbortSignal,
+    timeoutMs: number | undefined,
+    headers: Headers,
+    input: Message,
+  ): Promise<boolean> {
+    const out = await o.transport.stream(method, signal, timeoutMs, headers, createAsyncIterable([input as never]));
+    const it = (out.message as AsyncIterable<Message>)[Symbol.asyncIterator]();
+    let r = await it.next();
+    if (res.destroyed) return false;
+    res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
+    try {
+      while (!r.done) {
+        if (!res.write(envelope(method, r.value))) await drained(res as never);
+        if (res.destroyed) return true;
+        r = await it.next();
+      }
+      res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
+    } catch (e) {
+      if (res.destroyed) return true;
+      res.addTrailers(plain(setTrailerStatus(new Headers(), errorOf(e))));
+    } finally {
+      if (!r.done) await it.return?.().catch(() => {});
+    }
+    res.end();
+    return true;
+  }
+
   return { match, serve };
+}
+
+function envelope(method: DirectMethod, message: Message): Buffer {
+  const body = toBinary(method.output, message);
+  const frame = Buffer.allocUnsafe(5 + body.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(body.length, 1);
+  frame.set(body, 5);
+  return frame;
 }
 
 function errorOf(e: unknown): ConnectError {
