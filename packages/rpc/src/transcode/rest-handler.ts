@@ -252,7 +252,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     const headers = forwardHeaders(req);
     const abort = new AbortController();
     const onClose = () => {
-      if (!res.writableFinished) abort.abort(new ConnectError("client went away", Code.Canceled));
+      if (!res.writableEnded) abort.abort(new ConnectError("client went away", Code.Canceled));
     };
     res.on("close", onClose);
     const unhook = o.shutdown.add(() => abort.abort(new ConnectError("server shutting down", Code.Unavailable)));

@@ -338,7 +338,7 @@ describe("identity envelope and unknown exceptions", () => {
 });
 
 describe("REST over h2c", () => {
-  const { server } = testServer({ bodyLimitBytes: 64 });
+  const { server, probe } = testServer({ bodyLimitBytes: 64 });
   let url = "";
   before(async () => {
     url = (await server.listen()).url;
@@ -377,6 +377,18 @@ describe("REST over h2c", () => {
     const sse = await h2request("GET", "/v1/ticks?count=1");
     assert.equal(sse.headers["content-type"], "text/event-stream");
     assert.equal(sse.body, 'id: 1\ndata: {"text":"tick 1","tokens":1000,"last":true}\n\n');
+  });
+
+  test("a client that goes away mid-call cancels the handler", async () => {
+    const http2 = await import("node:http2");
+    const aborted = probe.nextAbort();
+    const session = http2.connect(url);
+    const req = session.request({ ":method": "GET", ":path": "/v1/sleep?ms=10000" });
+    req.on("error", () => {});
+    await new Promise((r) => setTimeout(r, 100));
+    session.destroy();
+    const timer = new Promise((r) => setTimeout(() => r("handler not cancelled"), 5000).unref());
+    assert.equal(await Promise.race([aborted, timer]), "sleep");
   });
 
   test("HEAD is answered like GET without a body", async () => {
