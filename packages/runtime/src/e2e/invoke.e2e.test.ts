@@ -115,6 +115,8 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
         HOST: host,
         COMPUTE_PORT: String(compute),
         COMPUTE_DATA_DIR: join(dataDir, "compute"),
+        // The session's sandbox must not outlive the test.
+        COMPUTE_KEEP_SANDBOXES_ON_EXIT: "false",
         ...computeDb,
       }),
       start("agents", "packages/agents/src/main.ts", {
