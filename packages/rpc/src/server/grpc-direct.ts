@@ -93,7 +93,9 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
       if (res.destroyed) return;
       answered = true;
       const trailer = setTrailerStatus(new Headers(), errorOf(e));
-      res.writeHead(200, { "content-type": contentTypeProto });
+      // A stream that failed after its headers went out still ends with a
+      // status, not a reset.
+      if (!res.headersSent) res.writeHead(200, { "content-type": contentTypeProto });
       res.addTrailers(plain(trailer));
       res.end();
     } finally {
