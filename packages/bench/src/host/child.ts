@@ -6,7 +6,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
-import { pino } from "pino";
+import { destination, pino } from "pino";
 import { BenchModel } from "./bench-model.ts";
 
 type Msg = { id: number; type: string; [k: string]: unknown };
@@ -14,7 +14,8 @@ type Msg = { id: number; type: string; [k: string]: unknown };
 const kind = process.argv[2];
 const lag = monitorEventLoopDelay({ resolution: 1 });
 lag.enable();
-const logger = pino({ level: process.env.LOG_LEVEL ?? "warn" });
+// To stderr, which the bench passes through (its stdout is the results table).
+const logger = pino({ level: process.env.LOG_LEVEL ?? "warn" }, destination(2));
 
 let closeService: () => Promise<void> = async () => {};
 let extra: (msg: Msg) => unknown = () => undefined;
