@@ -517,7 +517,12 @@ export class LocalDriver implements SandboxDriver {
       cgroup = live.cgroup.rename(spec.sandboxId);
       // The spare exec cgroup moved with its parent.
       if (spare) {
-        live.spareExecSlot = spare.then((slot) => ({ ...slot, cgroup: cgroup.child(basename(dirname(slot.cgroup.procsFiles()[0] as string))) }));
+        // A slot still being made when the directory moved fails (its mkdir
+        // under the old name); the next exec then makes one on demand. Until
+        // then nobody awaits it, so it must not count as unhandled.
+        const moved = spare.then((slot) => ({ ...slot, cgroup: cgroup.child(basename(dirname(slot.cgroup.procsFiles()[0] as string))) }));
+        moved.catch(() => {});
+        live.spareExecSlot = moved;
       }
       live.cgroup = cgroup;
       fs.renameSync(live.layout.dir, layout.dir);

@@ -4,8 +4,8 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { LocalDriver } from "./local-driver.ts";
 
@@ -97,5 +97,33 @@ describe("local driver warm sandboxes", () => {
     assert.deepEqual(warmDirs(), []);
     const root = (drivers[0] as LocalDriver).cgroupOf(made[0]?.[1] as string).dirs.pids;
     if (root) for (const n of names) assert.equal(fs.existsSync(join(root, "..", n)), false);
+  });
+
+  test("adopting a sandbox whose next exec slot failed while it moved neither crashes nor fails the exec", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    const d = driver(1);
+    const spec = contractSpec("local");
+    try {
+      type WarmView = { observation: { phase: string }; spareExecSlot?: Promise<unknown> };
+      const warm = (d as unknown as { warm: WarmView[] }).warm;
+      await until("this driver's warm sandbox is ready", () => warm[0]?.observation.phase === "ready");
+      // What a slot whose mkdir raced the rename looks like (ENOENT under the old name).
+      const failed = Promise.reject(Object.assign(new Error("ENOENT: mkdir under the old name"), { code: "ENOENT" }));
+      failed.catch(() => {});
+      (warm[0] as WarmView).spareExecSlot = failed;
+      await d.create(spec);
+      await sleep(50);
+      assert.deepEqual(unhandled, []);
+      const r = await collectExec(d, spec.sandboxId, { command: "/bin/echo", args: ["ok"] });
+      assert.equal(r.completed.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, "ok\n");
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+      await d.destroy(spec.sandboxId).catch(() => {});
+      // Its refilled warm sandbox would count in the next tests.
+      await d.close();
+    }
   });
 });
