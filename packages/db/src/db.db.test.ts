@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { sql } from "kysely";
+import { isUniqueViolation } from "./errors.ts";
 import { migrate } from "./migrate.ts";
 import { createTestDatabase } from "./testing.ts";
-import { isUniqueViolation } from "./errors.ts";
 
 type DB = { item: { id: number; name: string } };
 let database: Awaited<ReturnType<typeof createTestDatabase<DB>>>;

@@ -1,3 +1,4 @@
-export { openDatabase, type Database, type DatabaseOptions } from "./connect.ts";
-export { migrate, type Migration } from "./migrate.ts";
+export { type Database, type DatabaseOptions, openDatabase } from "./connect.ts";
 export { isSerializationFailure, isUniqueViolation, sqlState } from "./errors.ts";
+export { type ChannelHandlers, ChannelListener } from "./listen.ts";
+export { type Migration, migrate } from "./migrate.ts";
