@@ -157,6 +157,24 @@ describe("plain gRPC calls (served without Connect's handler)", () => {
     }
   });
 
+  test("large and small streamed messages arrive whole and in order", async () => {
+    const { server: s2 } = testServer({ bodyLimitBytes: 4 * 1024 * 1024 });
+    const u = (await s2.listen()).url;
+    try {
+      const chunks = ["a", "b".repeat(300_000), "c", "d".repeat(70_000)];
+      const c = createClient(StreamService, createGrpcTransport({ baseUrl: u }));
+      const texts: string[] = [];
+      for await (const ev of c.chat({ chunks })) if (ev.event.case === "text") texts.push(ev.event.value.content);
+      assert.equal(texts[1], chunks[1]);
+      assert.deepEqual(
+        texts.map((t) => `${t[0]}x${t.length}`),
+        [...chunks, "after terminal"].map((t) => `${t[0]}x${t.length}`),
+      );
+    } finally {
+      await s2.close();
+    }
+  });
+
   test("a stream client that goes away cancels the handler", async () => {
     const { server: s2, probe } = testServer();
     const u = (await s2.listen()).url;

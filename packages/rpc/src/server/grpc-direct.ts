@@ -124,7 +124,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
     try {
       while (!r.done) {
-        if (!res.write(envelope(method, r.value))) await drained(res as never);
+        if (!writeMessage(res, method, r.value)) await drained(res as never);
         if (res.destroyed) return true;
         r = await it.next();
       }
@@ -142,8 +142,22 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
   return { match, serve };
 }
 
-function envelope(method: DirectMethod, message: Message): Buffer {
+/**
+ * Writes one enveloped message. A large one goes out as its 5-byte prefix
+ * and the encoded bytes as they are, sparing a copy of each MiB of exec
+ * output; small ones stay one write (one DATA frame).
+ */
+function writeMessage(res: http2.Http2ServerResponse, method: DirectMethod, message: Message): boolean {
   const body = toBinary(method.output, message);
+  if (body.length < 64 * 1024) return res.write(envelope(method, message, body));
+  const prefix = Buffer.allocUnsafe(5);
+  prefix[0] = 0;
+  prefix.writeUInt32BE(body.length, 1);
+  res.write(prefix);
+  return res.write(body);
+}
+
+function envelope(method: DirectMethod, message: Message, body = toBinary(method.output, message)): Buffer {
   const frame = Buffer.allocUnsafe(5 + body.length);
   frame[0] = 0;
   frame.writeUInt32BE(body.length, 1);
