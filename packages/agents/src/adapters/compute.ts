@@ -1,6 +1,6 @@
 import { type Client, Code as ConnectCode, ConnectError, createClient, type Transport } from "@connectrpc/connect";
-import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
 import { Code, PlatformError } from "@platform/errors";
+import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
 import type { ExecResult, FileEntry, Sandboxes } from "../domain/ports.ts";
 
 /** Sandboxes over compute's gRPC `compute.v1.ComputeService`. */

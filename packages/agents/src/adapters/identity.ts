@@ -1,7 +1,7 @@
-import { Code as ConnectCode, ConnectError, type Client, createClient, type Transport } from "@connectrpc/connect";
-import { AuthService } from "@platform/gen/identity/v1/auth_pb";
-import { Health, HealthCheckResponse_ServingStatus } from "@platform/gen/grpc/health/v1/health_pb";
+import { type Client, Code as ConnectCode, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
+import { Health, HealthCheckResponse_ServingStatus } from "@platform/gen/grpc/health/v1/health_pb";
+import { AuthService } from "@platform/gen/identity/v1/auth_pb";
 import type { AuthContext } from "../domain/model.ts";
 import type { Authenticator } from "../domain/ports.ts";
 
