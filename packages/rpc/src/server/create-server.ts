@@ -40,6 +40,7 @@ import { collectRoutes } from "../transcode/routes.ts";
 import { createDirectTransport } from "./direct-transport.ts";
 import { createGrpcDirect } from "./grpc-direct.ts";
 import { errorInterceptor } from "./interceptors.ts";
+import { headerOf } from "./node-request.ts";
 import { ShutdownHooks } from "./shutdown-hooks.ts";
 
 /** A service and its (possibly partial) Connect implementation. */
@@ -260,7 +261,7 @@ export function createServer(options: ServerOptions): Server {
   const onRequest = (req: NodeRequest, res: NodeResponse) => {
     const started = performance.now();
     active++;
-    const info = makeInfo(header(req, "x-request-id"), header(req, "x-trace-id"));
+    const info = makeInfo(headerOf(req, "x-request-id"), headerOf(req, "x-trace-id"));
     req.headers["x-request-id"] = info.requestId;
     req.headers["x-trace-id"] = info.traceId;
     res.setHeader("x-request-id", info.requestId);
@@ -427,8 +428,4 @@ export function createServer(options: ServerOptions): Server {
   };
 }
 
-function header(req: NodeRequest, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
 

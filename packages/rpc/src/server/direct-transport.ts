@@ -39,7 +39,8 @@ const callEnded = new ConnectError("call ended", Code.Canceled);
 /**
  * A Transport that calls the service implementations in this process with
  * the router's interceptors, passing messages as objects. The REST and SSE
- * routes use it: going through the Connect protocol in memory instead cost
+ * routes and plain gRPC calls (grpc-direct.ts) use it; handlers see
+ * protocolName "rest" either way. Going through the Connect protocol in memory instead cost
  * a binary encode and decode of every message, envelopes and some twenty
  * async generators per call, and ~70 KiB of heap per open SSE stream
  * (packages/bench/ANALYSIS.md). What a handler sees is the same: a
@@ -277,11 +278,10 @@ function untilAborted<T>(signal: AbortSignal, work: Promise<T>): Promise<T> {
  */
 function withResponseHeaders(e: unknown, context: CallContext): ConnectError {
   const err = ConnectError.from(e);
-  context.responseHeader.forEach((v, k) => {
-    if (!err.metadata.has(k)) err.metadata.set(k, v);
-  });
-  context.responseTrailer.forEach((v, k) => {
-    if (!err.metadata.has(k)) err.metadata.set(k, v);
-  });
+  for (const sent of [context.responseHeader, context.responseTrailer]) {
+    sent.forEach((v, k) => {
+      if (!err.metadata.has(k)) err.metadata.set(k, v);
+    });
+  }
   return err;
 }

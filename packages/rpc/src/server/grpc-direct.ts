@@ -11,6 +11,7 @@ import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { contentTypeProto, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { drained } from "../transcode/rest-handler.ts";
+import { callAbort, headerOf, headersOf } from "./node-request.ts";
 import type { ShutdownHooks } from "./shutdown-hooks.ts";
 
 export interface GrpcDirectOptions {
@@ -59,22 +60,14 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
   }
 
   async function serve(method: DirectMethod, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) {
-    const abort = new AbortController();
-    // (An HTTP/2 response reports writableFinished once its stream is gone,
-    // answered or not.)
-    let answered = false;
-    const onClose = () => {
-      if (!answered) abort.abort(new ConnectError("client went away", Code.Canceled));
-    };
-    res.on("close", onClose);
-    const unhook = o.shutdown.add(() => abort.abort(new ConnectError("server shutting down", Code.Unavailable)));
+    const { controller: abort, release } = callAbort(res, o.shutdown);
     try {
       const timeout = parseTimeout(headerOf(req, "grpc-timeout") ?? null, Number.MAX_SAFE_INTEGER);
       if (timeout.error) throw timeout.error;
       const input = fromBinary(method.input, await readMessage(req, o.bodyLimitBytes));
-      const headers = requestHeaders(req);
+      const headers = headersOf(req, (name) => name.startsWith(":"));
       if (method.methodKind === "server_streaming") {
-        answered = await serveStream(method, res, abort.signal, timeout.timeoutMs, headers, input);
+        await serveStream(method, res, abort.signal, timeout.timeoutMs, headers, input);
         return;
       }
       const out = await o.transport.unary(
@@ -85,13 +78,11 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
         input as never,
       );
       if (res.destroyed) return;
-      answered = true;
       res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
       res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
       res.end(envelope(method, out.message as Message));
     } catch (e) {
       if (res.destroyed) return;
-      answered = true;
       const trailer = setTrailerStatus(new Headers(), errorOf(e));
       // A stream that failed after its headers went out still ends with a
       // status, not a reset.
@@ -99,15 +90,14 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
       res.addTrailers(plain(trailer));
       res.end();
     } finally {
-      res.off("close", onClose);
-      unhook();
+      release();
     }
   }
 
   /**
    * Writes each message as it comes, waiting only when the socket's buffer
    * is full. An error before the first message is answered by the caller;
-   * later ones end the stream with their status. Returns whether it answered.
+   * later ones end the stream with their status.
    */
   async function serveStream(
     method: DescMethodServerStreaming,
@@ -116,27 +106,26 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     timeoutMs: number | undefined,
     headers: Headers,
     input: Message,
-  ): Promise<boolean> {
+  ): Promise<void> {
     const out = await o.transport.stream(method, signal, timeoutMs, headers, createAsyncIterable([input as never]));
     const it = (out.message as AsyncIterable<Message>)[Symbol.asyncIterator]();
     let r = await it.next();
-    if (res.destroyed) return false;
+    if (res.destroyed) return;
     res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
     try {
       while (!r.done) {
         if (!writeMessage(res, method, r.value)) await drained(res as never);
-        if (res.destroyed) return true;
+        if (res.destroyed) return;
         r = await it.next();
       }
       res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
     } catch (e) {
-      if (res.destroyed) return true;
+      if (res.destroyed) return;
       res.addTrailers(plain(setTrailerStatus(new Headers(), errorOf(e))));
     } finally {
       if (!r.done) await it.return?.().catch(() => {});
     }
     res.end();
-    return true;
   }
 
   return { match, serve };
@@ -205,19 +194,7 @@ async function readMessage(req: http2.Http2ServerRequest, limit: number): Promis
   return body.subarray(5);
 }
 
-function headerOf(req: http2.Http2ServerRequest, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
 
-function requestHeaders(req: http2.Http2ServerRequest): Headers {
-  const h = new Headers();
-  for (const [k, v] of Object.entries(req.headers)) {
-    if (v === undefined || k.startsWith(":")) continue;
-    for (const one of Array.isArray(v) ? v : [v]) h.append(k, one);
-  }
-  return h;
-}
 
 function plain(h: Headers): Record<string, string> {
   const out: Record<string, string> = {};

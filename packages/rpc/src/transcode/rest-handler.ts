@@ -14,6 +14,7 @@ import type { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import type { Envelope, TransportFault } from "../envelope.ts";
 import { fromConnectError } from "../errors.ts";
+import { callAbort, headersOf } from "../server/node-request.ts";
 import type { ShutdownHooks } from "../server/shutdown-hooks.ts";
 import {
   BindError,
@@ -71,14 +72,6 @@ function isFramingHeader(name: string): boolean {
   return hopHeaders.has(name) || name.startsWith(":") || name.startsWith("connect-") || name.startsWith("grpc-");
 }
 
-function forwardHeaders(req: NodeRequest): Headers {
-  const h = new Headers();
-  for (const [k, v] of Object.entries(req.headers)) {
-    if (v === undefined || isFramingHeader(k)) continue;
-    for (const one of Array.isArray(v) ? v : [v]) h.append(k, one);
-  }
-  return h;
-}
 
 function copyHeaders(from: Headers | undefined, res: NodeResponse): void {
   if (!from) return;
@@ -249,13 +242,8 @@ export function createRestHandler(o: RestHandlerDeps) {
       }
       throw e;
     }
-    const headers = forwardHeaders(req);
-    const abort = new AbortController();
-    const onClose = () => {
-      if (!res.writableEnded) abort.abort(new ConnectError("client went away", Code.Canceled));
-    };
-    res.on("close", onClose);
-    const unhook = o.shutdown.add(() => abort.abort(new ConnectError("server shutting down", Code.Unavailable)));
+    const headers = headersOf(req, isFramingHeader);
+    const { controller: abort, release } = callAbort(res, o.shutdown);
     try {
       if (route.sse) {
         await serveStream(req, res, route, message, headers, abort);
@@ -263,8 +251,7 @@ export function createRestHandler(o: RestHandlerDeps) {
         await serveUnary(res, route, message, headers, abort.signal);
       }
     } finally {
-      res.off("close", onClose);
-      unhook();
+      release();
     }
   };
 
