@@ -59,9 +59,14 @@ export class RunLog {
 
   /** Resolves once everything published so far is stored; rejects when that fails (it stays queued). */
   flush(): Promise<void> {
+    return this.#enqueue([]);
+  }
+
+  /** The next store call, after the ones already started: the queued events plus `terminal`. */
+  #enqueue(terminal: readonly SessionEvent[]): Promise<void> {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    const write = this.#writing.catch(() => {}).then(() => this.#store([]));
+    const write = this.#writing.catch(() => {}).then(() => this.#store(terminal));
     this.#writing = write;
     return write;
   }
@@ -72,13 +77,9 @@ export class RunLog {
    * terminal event can send the next message.
    */
   async finish(terminal: readonly NewEvent[]): Promise<SessionEvent[]> {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
     const numbered = terminal.map((e) => this.#number(e, new Date()));
-    const write = this.#writing.catch(() => {}).then(() => this.#store(numbered));
-    this.#writing = write;
     try {
-      await write;
+      await this.#enqueue(numbered);
     } catch (err) {
       // Nothing more will be stored: this session's followers must look at the log.
       this.#close();
