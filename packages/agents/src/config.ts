@@ -49,6 +49,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentsConfig {
     }
     return value;
   };
+  if (str("AGENTS_HOST")) throw new ConfigError("AGENTS_HOST was replaced by HOST (every service reads HOST)");
   const level = str("LOG_LEVEL") ?? "info";
   if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(level)) {
     throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error, got "${level}"`);
@@ -58,7 +59,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentsConfig {
   const openaiKey = str("OPENAI_API_KEY");
   return {
     port: int("AGENTS_PORT", 8082, 0, 65535),
-    host: str("AGENTS_HOST") ?? "0.0.0.0",
+    host: str("HOST") ?? "127.0.0.1",
     databaseUrl: url("DATABASE_URL", str("DATABASE_URL")),
     dataDir: str("AGENTS_DATA_DIR") ?? ".data/agents",
     identityGrpcUrl: url("IDENTITY_GRPC_URL", required("IDENTITY_GRPC_URL"))!,

@@ -63,7 +63,7 @@ test("starts, serves health and REST, stops cleanly on SIGTERM", async (t) => {
   const caller = identity.caller();
   const r = run({
     AGENTS_PORT: String(port),
-    AGENTS_HOST: "127.0.0.1",
+    HOST: "127.0.0.1",
     AGENTS_DATA_DIR: dataDir,
     ...databaseEnv,
     IDENTITY_GRPC_URL: identity.url,

@@ -82,7 +82,7 @@ export class Stack {
       const url = await this.#databaseUrl();
       const svc = await ServiceProcess.start("compute", {
         ...(url ? { DATABASE_URL: url } : {}),
-        COMPUTE_HOST: "127.0.0.1",
+        HOST: "127.0.0.1",
         COMPUTE_PORT: "0",
         COMPUTE_DATA_DIR: join(this.tmp, "compute"),
       });
@@ -98,7 +98,7 @@ export class Stack {
       const url = await this.#databaseUrl();
       const svc = await ServiceProcess.start("agents", {
         ...(url ? { DATABASE_URL: url } : { AGENTS_DATA_DIR: join(this.tmp, "agents") }),
-        AGENTS_HOST: "127.0.0.1",
+        HOST: "127.0.0.1",
         AGENTS_PORT: "0",
         IDENTITY_GRPC_URL: identity.urls.grpc!,
         // No figure makes a tool call; nothing listens here.

@@ -42,6 +42,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     if (raw === "false" || raw === "0") return false;
     throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
   };
+  if (env.COMPUTE_HOST) throw new ConfigError("COMPUTE_HOST was replaced by HOST (every service reads HOST)");
   const driver = env.COMPUTE_DRIVER || "local";
   if (driver !== "local" && driver !== "kubernetes") throw new ConfigError(`COMPUTE_DRIVER must be local or kubernetes, got ${JSON.stringify(driver)}`);
   const databaseUrl = env.DATABASE_URL || undefined;
@@ -50,7 +51,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
   if (!QUANTITY.test(size)) throw new ConfigError(`PVC_WORKSPACE_SIZE must be a capacity such as 5Gi, got ${JSON.stringify(size)}`);
   return {
     port: int("COMPUTE_PORT", 50051, 0, 65535),
-    host: env.COMPUTE_HOST || "0.0.0.0",
+    host: env.HOST || "127.0.0.1",
     databaseUrl,
     dataDir: resolve(env.COMPUTE_DATA_DIR || ".data/compute"),
     driver,

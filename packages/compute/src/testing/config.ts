@@ -9,7 +9,7 @@ export function testComputeConfig(env: { COMPUTE_DATA_DIR: string; COMPUTE_DRIVE
   return loadConfig({
     ...env,
     COMPUTE_PORT: "0",
-    COMPUTE_HOST: "127.0.0.1",
+    HOST: "127.0.0.1",
     SANDBOX_IMAGE: "registry.test/sandbox:v1",
     PVC_STORAGE_CLASS: "fast-ssd",
     PVC_WORKSPACE_SIZE: "7Gi",

@@ -150,7 +150,7 @@ export function loadSettings(env: Env = process.env): Settings {
     migrationDbUrl: postgresUrl(env, "MIGRATION_DB_URL"),
     dataDir,
     kek: Buffer.from(kekHex, "hex"),
-    host: read(env, "HOST") ?? "0.0.0.0",
+    host: read(env, "HOST") ?? "127.0.0.1",
     serverPort: int(env, "SERVER_PORT", 8081, 0, 65535),
     grpcPort: int(env, "IDENTITY_GRPC_PORT", 50051, 0, 65535),
     env: oneOf(env, "ENV", ["dev", "staging", "prod"] as const, "dev"),

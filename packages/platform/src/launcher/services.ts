@@ -62,6 +62,7 @@ export function platformServices(config: LauncherConfig, secrets: LocalSecrets):
       env: {
         ...common,
         ROUTER_PORT: String(ports.router),
+        RUNTIME_WORKER_HOST: host,
         RUNTIME_DATA_DIR: join(dataDir, "runtime"),
         IDENTITY_GRPC_URL: endpoints.identityGrpc!,
         AGENTS_GRPC_URL: endpoints.agentsGrpc!,

@@ -111,7 +111,6 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
       }),
       start("compute", "packages/compute/src/main.ts", {
         LOG_LEVEL: "info",
-        COMPUTE_HOST: host,
         HOST: host,
         COMPUTE_PORT: String(compute),
         COMPUTE_DATA_DIR: join(dataDir, "compute"),
@@ -120,7 +119,6 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
         ...computeDb,
       }),
       start("agents", "packages/agents/src/main.ts", {
-        AGENTS_HOST: host,
         HOST: host,
         AGENTS_PORT: String(agents),
         AGENTS_DATA_DIR: join(dataDir, "agents"),

@@ -29,7 +29,7 @@ export type RouterConfig = {
 export function routerConfig(env: Env): RouterConfig {
   const common = {
     port: port(env, "ROUTER_PORT", 8080),
-    host: env.HOST?.trim() || "0.0.0.0",
+    host: env.HOST?.trim() || "127.0.0.1",
     identityUrl: url(env, "IDENTITY_GRPC_URL"),
     logLevel: logLevel(env),
     maxWaitersPerTenant: positiveInt(env, "RUNTIME_MAX_WAITERS_PER_TENANT", 32),

@@ -22,7 +22,7 @@ export function workerConfig(env: Env): WorkerConfig {
     orgId: uuid(env, "ORG_ID"),
     agentsUrl: url(env, "AGENTS_GRPC_URL"),
     port: port(env, "PORT", 50051),
-    host: env.HOST?.trim() || "0.0.0.0",
+    host: env.HOST?.trim() || "127.0.0.1",
     logLevel: logLevel(env),
     exitWithStdin: exitsWithStdin(env),
   };

@@ -28,7 +28,8 @@ export function podLabels(name: string, template: WorkerTemplate): Record<string
 
 export function buildDeployment(spec: DeploymentSpec, template: WorkerTemplate): V1Deployment {
   const labels = podLabels(spec.name, template);
-  const env = { ...(template.env ?? {}), ...spec.env };
+  // Services listen on 127.0.0.1 unless told otherwise; a pod must answer on its own address.
+  const env = { HOST: "0.0.0.0", ...(template.env ?? {}), ...spec.env };
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
