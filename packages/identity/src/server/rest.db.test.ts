@@ -104,6 +104,44 @@ describe("POST /v1/auth/logout", () => {
     const r = await s.call("POST", "/v1/auth/refresh", { body: { refresh_token: pair.refresh_token } });
     assert.equal(r.json.code, "refresh_token_invalid");
   });
+
+  test("204 whatever the body: malformed JSON, wrong types, empty or no body, any Content-Type", async () => {
+    const cases: { what: string; body?: string; contentType?: string }[] = [
+      { what: "malformed JSON", body: "{", contentType: "application/json" },
+      { what: "not an object", body: "[1,2]", contentType: "application/json" },
+      { what: "JSON null", body: "null", contentType: "application/json" },
+      { what: "wrong type", body: '{"refresh_token": 5}', contentType: "application/json" },
+      { what: "wrong type (object)", body: '{"refresh_token": {"a": 1}}', contentType: "application/json" },
+      { what: "empty body", body: "", contentType: "application/json" },
+      { what: "no body, no Content-Type" },
+      { what: "garbage Content-Type", body: '{"refresh_token": "rt_x"}', contentType: "text/garbage;;=" },
+      { what: "form Content-Type", body: "refresh_token=rt_x", contentType: "application/x-www-form-urlencoded" },
+      { what: "binary", body: "\u0000\u00ff\u0001", contentType: "application/octet-stream" },
+    ];
+    for (const c of cases) {
+      const res = await fetch(`${s.base}/v1/auth/logout`, {
+        method: "POST",
+        headers: c.contentType ? { "content-type": c.contentType } : {},
+        body: c.body,
+      });
+      assert.equal(res.status, 204, c.what);
+      assert.equal(await res.text(), "", c.what);
+    }
+  });
+
+  test("a readable token beside unknown fields or under another Content-Type is still revoked", async () => {
+    for (const contentType of ["application/json", "text/plain"]) {
+      const pair = await s.login();
+      const res = await fetch(`${s.base}/v1/auth/logout`, {
+        method: "POST",
+        headers: { "content-type": contentType },
+        body: JSON.stringify({ refresh_token: pair.refresh_token, unknown_field: true }),
+      });
+      assert.equal(res.status, 204, contentType);
+      const r = await s.call("POST", "/v1/auth/refresh", { body: { refresh_token: pair.refresh_token } });
+      assert.equal(r.json.code, "refresh_token_invalid", contentType);
+    }
+  });
 });
 
 describe("POST /v1/auth/revoke-all", () => {

@@ -7,6 +7,7 @@ import {
   type JsonObject,
   type JsonValue,
   type Message,
+  create,
 } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
@@ -184,6 +185,23 @@ function buildRequest(
   }
 }
 
+/**
+ * The request of a `tolerant_body` route whose body failed to bind: its
+ * fields that do bind (unknown fields and Content-Type ignored), else the
+ * empty request, so a contract that always succeeds never answers 400.
+ */
+function tolerantRequest(route: Route, body: Buffer): Message {
+  try {
+    const parsed: JsonValue = JSON.parse(body.toString("utf8"));
+    if (route.body === "*" && parsed !== null && typeof parsed === "object" && !Array.isArray(parsed)) {
+      return fromJson(route.method.input, parsed, { ignoreUnknownFields: true }) as Message;
+    }
+  } catch {
+    // Falls through to the empty request.
+  }
+  return create(route.method.input) as Message;
+}
+
 export interface RestHandlerDeps extends RestOptions {
   logger: (req: NodeRequest) => Logger;
 }
@@ -231,7 +249,12 @@ export function createRestHandler(o: RestHandlerDeps) {
     let message: Message;
     try {
       const body = await readBody(req, o.bodyLimitBytes);
-      message = buildRequest(route, values, url, body, req, o.strictBody);
+      try {
+        message = buildRequest(route, values, url, body, req, o.strictBody);
+      } catch (e) {
+        if (!(e instanceof Fault) || !route.tolerantBody) throw e;
+        message = tolerantRequest(route, body);
+      }
     } catch (e) {
       if (e instanceof Fault) {
         // The unread rest of an HTTP/1.1 body would be parsed as the next

@@ -1,7 +1,7 @@
 import { type DescField, type DescMethod, type DescService, getOption, hasOption } from "@bufbuild/protobuf";
 import { http } from "@platform/gen/google/api/annotations_pb";
 import type { HttpRule } from "@platform/gen/google/api/http_pb";
-import { type SseStream, sse, success_status } from "@platform/gen/platform/api/v1/options_pb";
+import { type SseStream, sse, success_status, tolerant_body } from "@platform/gen/platform/api/v1/options_pb";
 import { BindError, findField, resolveFieldPath } from "./json.ts";
 import { compareScores, matchTemplate, type PathTemplate, parseTemplate } from "./path-template.ts";
 
@@ -18,6 +18,8 @@ export interface Route {
   responseBodyField?: DescField;
   successStatus: number;
   sse?: SseStream;
+  /** An unreadable body is read as far as it can be, else as the empty request (`tolerant_body`). */
+  tolerantBody: boolean;
 }
 
 export class RouteConfigError extends Error {
@@ -82,6 +84,7 @@ function routeOf(method: DescMethod, rule: HttpRule, top: HttpRule): Route | und
       responseBodyField,
       successStatus: status || 200,
       sse: stream,
+      tolerantBody: hasOption(method, tolerant_body) && getOption(method, tolerant_body),
     };
   } catch (e) {
     throw new RouteConfigError(`${where}: ${(e as Error).message}`);
