@@ -36,10 +36,21 @@ export function runWithRequest<T>(info: RequestInfo, fn: () => T): T {
 // is replaced, so a hostile header cannot break log lines or header values.
 const idPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/**
+ * The id a client sent, if it is a short printable token; else undefined.
+ * The one rule for request and trace ids, whether they come as headers or
+ * in a message (runtime's InvokeRequest echo fields): anything else could
+ * not be set on an outgoing call (Headers take Latin-1 only) or would break
+ * log lines.
+ */
+export function acceptedId(value: string | null | undefined): string | undefined {
+  return value && idPattern.test(value) ? value : undefined;
+}
+
 export function acceptOrGenerateRequestId(value: string | null | undefined): string {
-  return value && idPattern.test(value) ? value : randomUUID();
+  return acceptedId(value) ?? randomUUID();
 }
 
 export function acceptOrGenerateTraceId(value: string | null | undefined): string {
-  return value && idPattern.test(value) ? value : randomBytes(16).toString("hex");
+  return acceptedId(value) ?? randomBytes(16).toString("hex");
 }

@@ -1,5 +1,5 @@
 import { type Code as ConnectCode, ConnectError } from "@connectrpc/connect";
-import { type Code, codeName, PlatformError } from "@platform/errors";
+import { Code, codeName, PlatformError } from "@platform/errors";
 import { ErrorInfoSchema } from "@platform/gen/google/rpc/error_details_pb";
 
 /** ErrorInfo.domain of errors raised by platform services. */
@@ -36,6 +36,9 @@ export function fromConnectError(err: unknown): PlatformError {
   const ce = ConnectError.from(err);
   const code = ce.code as number as Code;
   const info = ce.findDetails(ErrorInfoSchema)[0];
+  // An internal failure no platform service reported (Connect wrapping a
+  // client-side exception) keeps its text for the log only.
+  if ((code === Code.Internal || code === Code.Unknown) && info?.domain !== errorDomain) return PlatformError.internal(undefined, ce);
   const extra: Record<string, string> = {};
   let httpStatus: number | undefined;
   if (info) {

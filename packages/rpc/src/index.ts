@@ -1,5 +1,6 @@
 export { createServiceTransport, propagateRequestIds } from "./client.ts";
 export {
+  acceptedId,
   currentRequest,
   type RequestInfo,
   requestInfo,
@@ -8,6 +9,7 @@ export {
 } from "./context.ts";
 export { type Envelope, type EnvelopeName, envelopeOf, statusOf, type TransportFault } from "./envelope.ts";
 export { errorDomain, fromConnectError, toConnectError } from "./errors.ts";
+export { isPlatformStatus } from "./platform-status.ts";
 export { HealthRegistry, healthService, ServingStatus } from "./health/health.ts";
 export { Reflector, reflectionV1, reflectionV1alpha } from "./reflection/reflection.ts";
 export {
@@ -17,7 +19,9 @@ export {
   type ServerOptions,
   type ServiceRegistration,
 } from "./server/create-server.ts";
+export type { InputRefusal } from "./server/input-guard.ts";
 export { errorInterceptor } from "./server/interceptors.ts";
+export { findStringViolation, type StringProblem, type StringViolation, stringProblem } from "./server/string-guard.ts";
 export { messageToJson, type OutputJsonOptions } from "./transcode/json.ts";
 export { matchTemplate, type PathTemplate, parseTemplate, TemplateSyntaxError } from "./transcode/path-template.ts";
 export { collectRoutes, lookupRoute, type Route, RouteConfigError } from "./transcode/routes.ts";

@@ -39,6 +39,7 @@ import { createRestHandler, type NodeRequest, type NodeResponse } from "../trans
 import { collectRoutes } from "../transcode/routes.ts";
 import { createDirectTransport } from "./direct-transport.ts";
 import { createGrpcDirect } from "./grpc-direct.ts";
+import { type InputRefusal, inputGuard } from "./input-guard.ts";
 import { errorInterceptor } from "./interceptors.ts";
 import { headerOf } from "./node-request.ts";
 import { ShutdownHooks } from "./shutdown-hooks.ts";
@@ -89,6 +90,11 @@ export interface ServerOptions {
    * streamed message has no `error` oneof variant (e.g. agents' `{"type":"error"}`).
    */
   sseErrorEvent?: (err: PlatformError, method: DescMethodServerStreaming) => Message | undefined;
+  /**
+   * The service's own error for a request string holding U+0000 or a lone
+   * surrogate, where its contract names one (default: INVALID_ARGUMENT).
+   */
+  inputRefusal?: InputRefusal;
   /** Serve gRPC health and reflection (default true). */
   health?: boolean;
   reflection?: boolean;
@@ -123,7 +129,7 @@ export function createServer(options: ServerOptions): Server {
   // streams are expected, not a leak.
   setMaxListeners(0, shutdown.signal);
 
-  const routerInterceptors = [errorInterceptor(logger), ...(options.interceptors ?? [])];
+  const routerInterceptors = [errorInterceptor(logger), inputGuard(options.inputRefusal), ...(options.interceptors ?? [])];
   const router: ConnectRouter = createConnectRouter({
     interceptors: routerInterceptors,
     readMaxBytes: bodyLimitBytes,

@@ -4,17 +4,24 @@ import { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import { currentRequest } from "../context.ts";
 import { toConnectError } from "../errors.ts";
+import { isPlatformStatus } from "../platform-status.ts";
 
 /**
  * Outermost interceptor of every server: turns whatever a handler or an
  * inner interceptor throws into a ConnectError with an ErrorInfo detail.
  * Unexpected exceptions are logged with the request id and leave as a bare
- * `internal`.
+ * `internal`; so does an internal/unknown ConnectError that no platform
+ * service raised (e.g. Connect wrapping a TypeError from a client call: its
+ * message is JavaScript's, not ours).
  */
 export function errorInterceptor(fallback: Logger): Interceptor {
   const convert = (e: unknown, procedure: string): ConnectError => {
-    if (e instanceof ConnectError) return e;
     const log = currentRequest()?.logger ?? fallback;
+    if (e instanceof ConnectError) {
+      if ((e.code !== 13 && e.code !== 2) || isPlatformStatus(e)) return e;
+      log.error({ err: e, procedure }, "unhandled error in handler");
+      return toConnectError(PlatformError.internal(undefined, e));
+    }
     if (!(e instanceof PlatformError)) {
       log.error({ err: e, procedure }, "unhandled error in handler");
     } else if (e.code === 13 && e.cause !== undefined) {

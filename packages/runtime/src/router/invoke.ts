@@ -8,7 +8,7 @@ import {
   type InvokeRequest,
   InvokeRequestSchema,
 } from "@platform/gen/runtime/v1/runtime_pb";
-import { requestInfo, toConnectError } from "@platform/rpc";
+import { isPlatformStatus, requestInfo, toConnectError } from "@platform/rpc";
 import type { Logger } from "pino";
 import { type CallIdentity, identityHeaders, Metadata } from "../metadata.ts";
 import type { Authenticator } from "./authenticator.ts";
@@ -142,7 +142,9 @@ async function open(
 
 function errorEvent(err: unknown): InvokeEventInit {
   const ce = ConnectError.from(err);
-  const message = ce.code === ConnectCode.Unavailable ? "tenant worker unavailable" : ce.rawMessage || "tenant worker failed";
+  // Only a message the worker wrote is shown; a client-side failure's text is not.
+  const own = isPlatformStatus(err) ? ce.rawMessage : "";
+  const message = ce.code === ConnectCode.Unavailable ? "tenant worker unavailable" : own || "tenant worker failed";
   return { event: { case: "error", value: { message } } };
 }
 

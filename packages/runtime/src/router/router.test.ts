@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
+import * as http from "node:http";
+import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { PlatformError } from "@platform/errors";
+import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 import { Annotation } from "../controller/labels.ts";
 import { AgentsDouble } from "../testing/agents-double.ts";
 import { IdentityDouble } from "../testing/identity-double.ts";
@@ -121,11 +125,48 @@ describe("router", () => {
     res = await invoke(hi);
     assert.equal(res.status, 200);
     const text = await res.text();
-    assert.match(text, /^data: a\n\nevent: error\ndata: \{"message":"agents call failed: [^"]*connection reset"\}\n\n$/);
-    agents.script = () => new Error("boom");
+    // A failure of the worker's agents client is not the agents' answer: its text stays in the log.
+    assert.equal(text, 'data: a\n\nevent: error\ndata: {"message":"agents call failed"}\n\n');
+    // The agents service's own answers are relayed, its internal errors as generic as it sent them.
+    agents.script = () => new Error("boom at postgres://db");
     res = await invoke(hi);
     assert.equal(res.status, 200);
-    assert.match(await res.text(), /^event: error\ndata: \{"message":"agents call failed: [^"]*"\}\n\n$/);
+    assert.equal(await res.text(), 'event: error\ndata: {"message":"agents call failed: internal error"}\n\n');
+    agents.script = () => PlatformError.notFound("session not found");
+    res = await invoke(hi);
+    assert.equal(await res.text(), 'event: error\ndata: {"message":"agents call failed: session not found"}\n\n');
+  });
+
+  test("hostile x-request-id / x-trace-id (UTF-8 bytes, too long) over REST and gRPC: replaced, the call works", async () => {
+    const utf8 = Buffer.from("日本-ñ", "utf8").toString("latin1");
+    // fetch refuses such header values; node:http sends them as the bytes they are.
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(`${router.url}/v1/sessions/${SESSION}/invoke`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json", "x-request-id": utf8, "x-trace-id": "t".repeat(500) },
+      });
+      req.on("response", (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      });
+      req.on("error", reject);
+      req.end(JSON.stringify({ ...hi, requestId: "日本", traceId: "日本" }));
+    });
+    assert.equal(status, 200);
+    let call = agents.calls.find((c) => c.method === "sendMessages")!;
+    assert.match(call.headers["x-request-id"] ?? "", /^[0-9a-f-]{36}$/);
+    assert.match(call.headers["x-trace-id"] ?? "", /^[0-9a-f]{32}$/);
+    agents.calls.length = 0;
+    const client = createClient(RuntimeService, createGrpcTransport({ baseUrl: router.url }));
+    const events: string[] = [];
+    for await (const e of client.invoke(
+      { sessionId: SESSION, requestId: "日本", traceId: "\u{1F600}", messages: [{ role: "user", content: "hi" }] },
+      { headers: { authorization: `Bearer ${token}`, "x-request-id": utf8, "x-trace-id": "a b" } },
+    ))
+      events.push(e.event.case ?? "");
+    assert.deepEqual(events, ["textChunk", "turnDone"]);
+    call = agents.calls.find((c) => c.method === "sendMessages")!;
+    assert.match(call.headers["x-request-id"] ?? "", /^[0-9a-f-]{36}$/);
   });
 
   test("a malformed session id is 400", async () => {

@@ -3,6 +3,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
 import type { InvokeEventSchema, InvokeRequest } from "@platform/gen/runtime/v1/runtime_pb";
+import { acceptedId, isPlatformStatus } from "@platform/rpc";
 import type { Logger } from "pino";
 import { type CallIdentity, Metadata } from "../metadata.ts";
 import type { AgentEvent, AgentsPort } from "./agents-port.ts";
@@ -63,7 +64,10 @@ export function workerInvoke(deps: WorkerInvokeDeps) {
     } catch (err) {
       if (ctx.signal.aborted) throw err;
       log?.warn({ err: String(err) }, "agents call failed");
-      throw new PlatformError(Code.Internal, "internal", `agents call failed: ${messageOf(err)}`, {}, { cause: err });
+      // The agents' own message is relayed; a client-side failure's text
+      // (an address, a JavaScript exception) stays in the log.
+      const detail = isPlatformStatus(err) ? `: ${err.rawMessage}` : "";
+      throw new PlatformError(Code.Internal, "internal", `agents call failed${detail}`, {}, { cause: err });
     }
     if (rejoin) {
       yield { event: { case: "turnDone", value: {} } };
@@ -93,13 +97,11 @@ function callIdentity(req: InvokeRequest, h: Headers): CallIdentity {
     tenantId,
     orgId,
     userId,
-    // The message's echo fields first: the server stamps generated ids into
-    // the metadata when a caller sent none.
-    requestId: req.requestId || h.get(Metadata.requestId) || randomUUID(),
-    traceId: req.traceId || h.get(Metadata.traceId) || randomUUID().replaceAll("-", ""),
+    // The message's echo fields first (the server stamps generated ids into
+    // the metadata when a caller sent none), under the same rule as the
+    // headers: an id that is not a short printable token is not used, since
+    // it could not even be set on the agents call.
+    requestId: acceptedId(req.requestId) ?? acceptedId(h.get(Metadata.requestId)) ?? randomUUID(),
+    traceId: acceptedId(req.traceId) ?? acceptedId(h.get(Metadata.traceId)) ?? randomUUID().replaceAll("-", ""),
   };
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { PlatformError } from "@platform/errors";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 import { isServing } from "../health/grpc-health.ts";
 import { Metadata } from "../metadata.ts";
@@ -118,7 +119,7 @@ describe("tenant worker", () => {
   });
 
   test("an agents call that fails is INTERNAL, also mid-stream", async () => {
-    agents.script = () => new ConnectError("session not found", Code.NotFound);
+    agents.script = () => PlatformError.notFound("session not found");
     await assert.rejects(
       collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }),
       (err) => err instanceof ConnectError && err.code === Code.Internal && /session not found/.test(err.message),
@@ -160,6 +161,36 @@ describe("tenant worker", () => {
     assert.match(agents.calls[1]?.headers["x-trace-id"] ?? "", /^[0-9a-f]{32}$/);
     await collect({ sessionId: SESSION, messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }));
     assert.notEqual(agents.calls[2]?.headers["x-request-id"], agents.calls[1]?.headers["x-request-id"]);
+  });
+
+  test("an agents client failure is INTERNAL without its JavaScript or transport text", async () => {
+    agents.script = () => [{ type: "text", content: "a" }, { type: "__throw", content: "read ECONNRESET 10.1.2.3:50051" }];
+    await assert.rejects(
+      collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }),
+      (err) => err instanceof ConnectError && err.code === Code.Internal && err.rawMessage === "agents call failed",
+    );
+  });
+
+  test("ids that are not short printable tokens (non-Latin-1, too long, spaces) are replaced, never INTERNAL", async () => {
+    const hostile = ["日本", "é", "x".repeat(129), "a b", "\u{1F600}"];
+    for (const id of hostile) {
+      agents.calls.length = 0;
+      const events = await collect({ sessionId: SESSION, requestId: id, traceId: id, messages: [{ role: "user", content: "x" }] });
+      assert.deepEqual(events, [{ case: "textChunk", content: "hello" }, { case: "turnDone" }], id);
+      // The metadata's valid ids take over from the rejected echo fields.
+      assert.equal(agents.calls[0]?.headers["x-request-id"], "req-1", id);
+      assert.equal(agents.calls[0]?.headers["x-trace-id"], "trace-1", id);
+    }
+    // Raw HTTP/2 metadata: UTF-8 bytes arrive as Latin-1 text and are replaced by generated ids.
+    agents.calls.length = 0;
+    const utf8 = Buffer.from("日本-id", "utf8").toString("latin1");
+    const events = await collect(
+      { sessionId: SESSION, messages: [{ role: "user", content: "x" }] },
+      headers({ [Metadata.requestId]: utf8, [Metadata.traceId]: "t".repeat(300) }),
+    );
+    assert.equal(events.at(-1)?.case, "turnDone");
+    assert.match(agents.calls[0]?.headers["x-request-id"] ?? "", /^[0-9a-f-]{36}$/);
+    assert.match(agents.calls[0]?.headers["x-trace-id"] ?? "", /^[0-9a-f]{32}$/);
   });
 
   test("without messages it rejoins the running turn after the last terminal event", async () => {

@@ -1,0 +1,67 @@
+import type { DescMessage, DescMethod, Message } from "@bufbuild/protobuf";
+import type { Interceptor } from "@connectrpc/connect";
+import { PlatformError } from "@platform/errors";
+import { findStringViolation, type StringViolation } from "./string-guard.ts";
+
+/**
+ * A service's own answer to a refused string, where its contract names one
+ * (identity's GetPublicKey: NOT_FOUND `kid_unknown` for any unknown kid).
+ * `undefined` keeps the default INVALID_ARGUMENT, which each envelope renders
+ * in its own words (`invalid_request` for identity, `invalid_argument` for
+ * the others). `"handler"` lets the call through for a method whose handler
+ * never stores the string and whose contract promises an answer regardless
+ * (identity's logout: always 204).
+ */
+export type InputRefusal = (method: DescMethod, violation: StringViolation) => PlatformError | "handler" | undefined;
+
+const problemText = { nul: "must not contain U+0000", lone_surrogate: "must be valid Unicode (a lone surrogate)" };
+
+function refusalOf(method: DescMethod, v: StringViolation, refusal: InputRefusal | undefined): PlatformError | undefined {
+  const own = refusal?.(method, v);
+  if (own === "handler") return undefined;
+  return own ?? PlatformError.invalidArgument(`${v.path} ${problemText[v.problem]}`);
+}
+
+function check(method: DescMethod, schema: DescMessage, message: Message, refusal: InputRefusal | undefined): void {
+  const v = findStringViolation(schema, message);
+  if (!v) return;
+  const err = refusalOf(method, v, refusal);
+  if (err) throw err;
+}
+
+/**
+ * Refuses every request message holding a string no service can store
+ * (U+0000, lone surrogates) before any other interceptor or handler sees it.
+ * It sits right after the error interceptor on the router and the direct
+ * transport, so REST, Connect, gRPC-Web and the direct gRPC path all pass
+ * through it. A server-streaming call's one message is checked before its
+ * handler starts; client and bidi streams are checked message by message.
+ */
+export function inputGuard(refusal?: InputRefusal): Interceptor {
+  return (next) => async (req) => {
+    const method = req.method as DescMethod;
+    if (!req.stream) {
+      check(method, req.method.input, req.message, refusal);
+      return next(req);
+    }
+    const source = req.message;
+    if (method.methodKind === "server_streaming") {
+      const it = source[Symbol.asyncIterator]();
+      const first = await it.next();
+      if (!first.done) check(method, req.method.input, first.value, refusal);
+      const replay = async function* () {
+        if (first.done) return;
+        yield first.value;
+        for (let r = await it.next(); !r.done; r = await it.next()) yield r.value;
+      };
+      return next({ ...req, message: replay() });
+    }
+    const checked = async function* () {
+      for await (const m of source) {
+        check(method, req.method.input, m, refusal);
+        yield m;
+      }
+    };
+    return next({ ...req, message: checked() });
+  };
+}
