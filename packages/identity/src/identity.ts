@@ -48,7 +48,7 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
   const refreshTokens = new RefreshTokens(db, options.refreshTokenTtlSeconds);
   const sessions = new Sessions({ db, users, hasher, jwt, refreshTokens, jwtTtlSeconds: options.jwtTtlSeconds, clock });
   const authenticator = new Authenticator(jwt, apiKeys);
-  const idempotency = new IdempotencyStore(db, { lockMs: options.idempotencyLockMs, clock });
+  const idempotency = new IdempotencyStore(db, { lockMs: options.idempotencyLockMs, kek: options.kek, clock });
   return {
     database,
     db,

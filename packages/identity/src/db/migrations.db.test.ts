@@ -15,7 +15,7 @@ after(() => database.close());
 
 test("migrations apply once (also when two migrators race) and are then a no-op", async () => {
   const [a, b] = await Promise.all([migrateIdentity(database as never), migrateIdentity(database as never)]);
-  assert.deepEqual([...a, ...b].sort(), ["0001_initial", "0002_auth_change_notify"]);
+  assert.deepEqual([...a, ...b].sort(), ["0001_initial", "0002_auth_change_notify", "0003_idempotency_sealed"]);
   assert.deepEqual(await migrateIdentity(database as never), []);
 });
 

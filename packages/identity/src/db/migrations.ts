@@ -129,6 +129,18 @@ create trigger signing_keys_changed after update or delete on signing_keys
   for each row execute function identity_notify_signing_key();
 `,
   },
+  {
+    // Idempotency records now hold the key's SHA-256 and a response sealed
+    // under the KEK (idempotency/sealed-response.ts). Records written before
+    // held CreateAPIKey's raw_key in plain text: they are dropped (a retry of
+    // a request from before the upgrade runs again instead of replaying).
+    name: "0003_idempotency_sealed",
+    sql: `
+delete from idempotency_keys;
+comment on column idempotency_keys.key is 'hex SHA-256 of the Idempotency-Key';
+comment on column idempotency_keys.response is 'AES-256-GCM under HKDF(KEK, scope, Idempotency-Key)';
+`,
+  },
 ];
 
 export const MIGRATIONS_TABLE = "identity_migrations";

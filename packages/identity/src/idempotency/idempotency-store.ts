@@ -2,6 +2,7 @@ import { IdentityRestCode, PlatformError, Code } from "@platform/errors";
 import { sql, type Kysely } from "kysely";
 import { type Clock, systemClock } from "../auth/auth-context.ts";
 import type { IdentityDB } from "../db/schema.ts";
+import { keyDigest, openResponse, sealResponse } from "./sealed-response.ts";
 
 /** Deduplication window of design.md. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
@@ -14,12 +15,14 @@ export type Claim = { kind: "claimed" } | { kind: "replay"; response: Uint8Array
  * claimed with one INSERT ... ON CONFLICT DO NOTHING, so of any number of
  * concurrent identical requests exactly one runs the handler. An expired
  * record, or a running claim whose holder died past its lock, is taken over
- * by the same atomic statement.
+ * by the same atomic statement. Keys are stored as their SHA-256 and
+ * responses sealed under the KEK (sealed-response.ts): a replay returns the
+ * original response, a database dump reveals none of it.
  */
 export class IdempotencyStore {
   constructor(
     private readonly db: Kysely<IdentityDB>,
-    private readonly options: { lockMs: number; clock?: Clock },
+    private readonly options: { lockMs: number; kek: Buffer; clock?: Clock },
   ) {}
 
   get #now(): Date {
@@ -38,11 +41,12 @@ export class IdempotencyStore {
 
   async claim(scope: string, key: string, method: string, requestHash: string): Promise<Claim> {
     const now = this.#now;
+    const digest = keyDigest(key);
     const claimed = await this.db
       .insertInto("idempotency_keys")
       .values({
         scope,
-        key,
+        key: digest,
         method,
         request_hash: requestHash,
         state: "running",
@@ -75,7 +79,7 @@ export class IdempotencyStore {
       .selectFrom("idempotency_keys")
       .select(["method", "request_hash", "state", "response"])
       .where("scope", "=", scope)
-      .where("key", "=", key)
+      .where("key", "=", digest)
       .executeTakeFirst();
     // Gone between the two statements (the holder failed and released it): try once more.
     if (!row) return this.claim(scope, key, method, requestHash);
@@ -91,16 +95,29 @@ export class IdempotencyStore {
     if (row.state === "running" || !row.response) {
       throw PlatformError.alreadyExists("a request with this Idempotency-Key is still being processed", IdentityRestCode.idempotencyKeyInUse);
     }
-    return { kind: "replay", response: row.response };
+    let response: Uint8Array;
+    try {
+      response = openResponse(this.options.kek, scope, key, method, row.response);
+    } catch (err) {
+      // Sealed under another KEK or tampered with: replaying nothing is
+      // right, running the request again (a second API key) is not.
+      throw PlatformError.internal("stored idempotent response cannot be opened", err);
+    }
+    return { kind: "replay", response };
   }
 
-  async complete(scope: string, key: string, response: Uint8Array): Promise<void> {
-    await this.db.updateTable("idempotency_keys").set({ state: "done", response }).where("scope", "=", scope).where("key", "=", key).execute();
+  async complete(scope: string, key: string, method: string, response: Uint8Array): Promise<void> {
+    await this.db
+      .updateTable("idempotency_keys")
+      .set({ state: "done", response: sealResponse(this.options.kek, scope, key, method, response) })
+      .where("scope", "=", scope)
+      .where("key", "=", keyDigest(key))
+      .execute();
   }
 
   /** The handler failed: forget the claim so the client may retry with the same key. */
   async release(scope: string, key: string): Promise<void> {
-    await this.db.deleteFrom("idempotency_keys").where("scope", "=", scope).where("key", "=", key).where("state", "=", "running").execute();
+    await this.db.deleteFrom("idempotency_keys").where("scope", "=", scope).where("key", "=", keyDigest(key)).where("state", "=", "running").execute();
   }
 
   /** Drops records past the window. */

@@ -26,8 +26,9 @@ function fingerprint(method: string, schema: DescMessage, message: unknown): str
  * to the caller (user and org), so two callers may use the same key. The
  * request fingerprint is the method plus the request message in protobuf
  * binary, so a REST and a gRPC call of the same request match. A successful
- * response is stored and replayed for 24 h with `Idempotent-Replayed: true`;
- * a failed one releases the key so the client can retry.
+ * response is stored (sealed under the KEK) and replayed for 24 h with
+ * `Idempotent-Replayed: true`; a failed one releases the key so the client
+ * can retry.
  */
 export function idempotencyInterceptor(store: IdempotencyStore): Interceptor {
   const idempotent = async (next: Parameters<Interceptor>[0], req: Parameters<ReturnType<Interceptor>>[0] & { stream: false }) => {
@@ -51,7 +52,7 @@ export function idempotencyInterceptor(store: IdempotencyStore): Interceptor {
       throw err;
     }
     if (res.stream) return res;
-    await store.complete(scope, key, toBinary(req.method.output, res.message as never));
+    await store.complete(scope, key, method, toBinary(req.method.output, res.message as never));
     return res;
   };
   // Only the marked mutations pay for an async frame here.
