@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything a fresh machine of this kind needs before the platform runs or
 # its tests do: pnpm 10, system packages (bubblewrap for the sandbox driver,
-# a C compiler for its exec helper, python3-grpcio as an independent gRPC
+# a C compiler and libseccomp for its exec helper and the sandboxes' seccomp
+# filter, python3-grpcio as an independent gRPC
 # peer in tests), the workspace's node modules. Idempotent and quiet when there is nothing to do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,7 @@ fi
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v cc >/dev/null 2>&1 && [[ -e /usr/include/stdio.h ]] || need+=(gcc libc6-dev)
+[[ -e /usr/include/seccomp.h ]] || need+=(libseccomp-dev)
 python3 -c 'import grpc' >/dev/null 2>&1 || /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 || need+=(python3-grpcio)
 if ((${#need[@]})); then
   echo "setup: installing ${need[*]} from Debian"

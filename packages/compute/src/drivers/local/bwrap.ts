@@ -22,14 +22,17 @@ const SYSTEM_DIRS = ["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
 
 /**
  * bwrap arguments for a sandbox's long-lived init: every namespace new
- * (user, mount, pid, ipc, uts, net, cgroup), a read-only system root made of
+ * (user, mount, pid, ipc, uts, net, cgroup), no further user namespaces
+ * (`--disable-userns`: nested ones are where most container escapes start),
+ * the seccomp filter read from seccompFd, a read-only system root made of
  * the host's /usr (and the merged-/usr symlinks), a minimal generated /etc,
  * its own /proc, /dev and /tmp, and the workspace bound read-write at
  * mount_path. Nothing else of the host is visible: not /root, /home, /work,
  * /var, /run or the host's /proc.
  */
-export function bwrapArgs(options: { workspace: string; etcDir: string; mountPath: string }): string[] {
-  const args = ["--unshare-all", "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"];
+export function bwrapArgs(options: { workspace: string; etcDir: string; mountPath: string; seccompFd: number }): string[] {
+  const args = ["--unshare-all", "--unshare-user", "--disable-userns", "--seccomp", String(options.seccompFd), "--new-session"];
+  args.push("--hostname", "sandbox", "--ro-bind", "/usr", "/usr");
   for (const name of SYSTEM_DIRS) {
     const host = `/${name}`;
     let st: fs.Stats;

@@ -21,19 +21,24 @@
  * command runs, enters the init's namespaces through a pidfd (checked against
  * the start time, so a reused pid is never entered), and drops to the
  * sandbox uid with no capabilities, no supplementary groups and
- * no_new_privs.
+ * no_new_privs, and last installs the sandbox's seccomp filter
+ * (seccomp-filter.c): entering with setns, it does not inherit the init's.
  *
  * Reports, one line each on stdout:
  *   E <id> <exit code> <signal number>   the command ended
  *   F <id> <message>                     it could not be started
  * The helper exits when stdin closes (the service went away); running
  * commands are not affected, prepared children see their socket close and exit.
+ *
+ * `exec-helper --seccomp-bpf` prints the filter as raw BPF and exits: what
+ * the driver hands to bwrap --seccomp for the sandbox's init.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -50,6 +55,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "seccomp-filter.h"
+
 #define MAX_REQUEST (4u << 20)
 #define MAX_FIELDS 65536
 #define MAX_RUNNING 65536
@@ -64,6 +71,9 @@ struct running {
 
 static struct running running[MAX_RUNNING];
 static size_t n_running;
+
+/* Built once at start; without it the helper does not run at all. */
+static struct sock_fprog seccomp_program;
 
 static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void report(const char *fmt, ...) {
@@ -167,6 +177,8 @@ static void enter_sandbox(int pidfd, uid_t uid, gid_t gid, char **cgroups, size_
   memset(none, 0, sizeof none);
   if (syscall(SYS_capset, &hdr, none) < 0) die("dropping capabilities", errno, 126);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die("no_new_privs", errno, 126);
+  /* Last: from here on only what the command itself needs (dup2, chdir, execve). */
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &seccomp_program) < 0) die("seccomp filter", errno, 126);
 }
 
 /* Inside the sandbox: output to out/err, stdin from /dev/null, then the command. Never returns. */
@@ -441,7 +453,17 @@ static void reap(void) {
   }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--seccomp-bpf") == 0) {
+    int rc = sandbox_seccomp_export(1);
+    if (rc != 0) fprintf(stderr, "exec-helper: seccomp filter: %s\n", strerror(-rc));
+    return rc == 0 ? 0 : 1;
+  }
+  int rc = sandbox_seccomp_program(&seccomp_program);
+  if (rc != 0) {
+    fprintf(stderr, "exec-helper: seccomp filter: %s\n", strerror(-rc));
+    return 1;
+  }
   signal(SIGPIPE, SIG_IGN);
   sigset_t chld;
   sigemptyset(&chld);

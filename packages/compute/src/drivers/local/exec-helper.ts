@@ -27,6 +27,12 @@ export interface Launch extends Placement {
   env: Record<string, string>;
 }
 
+/** The built helper and the seccomp filter (raw BPF) every sandbox process runs under. */
+export interface HelperBuild {
+  binary: string;
+  seccompFilter: string;
+}
+
 export interface ExitStatus {
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -48,7 +54,8 @@ interface Pending {
   exit: { resolve: (s: ExitStatus) => void; reject: (e: Error) => void };
 }
 
-const SOURCE = join(dirname(fileURLToPath(import.meta.url)), "exec-helper.c");
+const SOURCE_DIR = dirname(fileURLToPath(import.meta.url));
+const SOURCES = ["exec-helper.c", "seccomp-filter.c", "seccomp-filter.h"];
 const TAG_BYTES = 5;
 const SIGNAL_NAMES = new Map(Object.entries(osConstants.signals).map(([name, n]) => [n, name as NodeJS.Signals]));
 
@@ -60,7 +67,7 @@ const SIGNAL_NAMES = new Map(Object.entries(osConstants.signals).map(([name, n])
  * is most of an exec's cost.
  */
 export class ExecHelper {
-  private binary?: Promise<string>;
+  private built?: Promise<HelperBuild>;
   private child?: ChildProcess;
   private server?: net.Server;
   private socketDir?: string;
@@ -74,10 +81,10 @@ export class ExecHelper {
     private readonly binDir = join(tmpdir(), `platform-compute-bin-${process.getuid?.() ?? 0}`),
   ) {}
 
-  /** Builds the helper (or finds it built); rejects when there is no C compiler. */
-  build(): Promise<string> {
-    this.binary ??= build(this.binDir);
-    return this.binary;
+  /** Builds the helper (or finds it built); rejects, naming what to install, without a C compiler or libseccomp. */
+  build(): Promise<HelperBuild> {
+    this.built ??= build(this.binDir);
+    return this.built;
   }
 
   /**
@@ -176,7 +183,7 @@ export class ExecHelper {
 
   private async ensureRunning(): Promise<ChildProcess> {
     if (this.child) return this.child;
-    const binary = await this.build();
+    const { binary } = await this.build();
     if (this.child) return this.child;
     if (!this.server) await this.listen();
     const child = spawn(binary, [], { stdio: ["pipe", "pipe", "inherit"] });
@@ -277,45 +284,37 @@ export class ExecHelper {
 }
 
 /**
- * Compiles exec-helper.c into dir unless this exact source is already built
- * there. The directory is shared by every driver of this user (tests make
- * many), so it must be ours alone: a binary planted by anyone else would run
- * as root.
+ * Compiles exec-helper.c (with seccomp-filter.c, against libseccomp) into dir
+ * unless these exact sources are already built there, and writes the seccomp
+ * filter it generates beside it as raw BPF for bwrap. The directory is shared
+ * by every driver of this user (tests make many), so it must be ours alone: a
+ * binary planted by anyone else would run as root.
  */
-async function build(dir: string): Promise<string> {
-  const source = fs.readFileSync(SOURCE);
-  const binary = join(dir, `exec-helper-${createHash("sha256").update(source).digest("hex").slice(0, 16)}`);
+async function build(dir: string): Promise<HelperBuild> {
+  const hash = createHash("sha256");
+  for (const file of SOURCES) hash.update(fs.readFileSync(join(SOURCE_DIR, file)));
+  const binary = join(dir, `exec-helper-${hash.digest("hex").slice(0, 16)}`);
+  const seccompFilter = `${binary}.bpf`;
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const st = fs.lstatSync(dir);
   if (!st.isDirectory() || st.uid !== (process.getuid?.() ?? 0) || (st.mode & 0o077) !== 0) {
     throw new Error(`${dir} is not a private directory of this user`);
   }
-  if (fs.existsSync(binary)) return binary;
+  if (fs.existsSync(binary) && fs.existsSync(seccompFilter)) return { binary, seccompFilter };
   const tmp = `${binary}.${process.pid}.${Date.now()}.tmp`;
-  await promisify(execFile)(process.env.CC ?? "cc", ["-O2", "-o", tmp, SOURCE]);
+  const sources = SOURCES.filter((f) => f.endsWith(".c")).map((f) => join(SOURCE_DIR, f));
+  try {
+    await promisify(execFile)(process.env.CC ?? "cc", ["-O2", "-o", tmp, ...sources, "-lseccomp"]);
+  } catch (err) {
+    throw new Error(
+      `cannot build the sandbox exec helper (${(err as Error).message.split("\n")[0]}): sandboxes need a C compiler and libseccomp; install gcc, libc6-dev and libseccomp-dev (scripts/setup.sh does)`,
+      { cause: err },
+    );
+  }
+  const { stdout } = await promisify(execFile)(tmp, ["--seccomp-bpf"], { encoding: "buffer" });
+  // The filter first: a binary present means both are.
+  fs.writeFileSync(`${tmp}.bpf`, stdout, { mode: 0o600 });
+  fs.renameSync(`${tmp}.bpf`, seccompFilter);
   fs.renameSync(tmp, binary);
-  return binary;
-}
-
-/** The same start without the helper (no C compiler): sh joins the cgroups, nsenter enters the namespaces. */
-export function launchWithNsenter(launch: Launch): Launched {
-  const join = launch.cgroupProcs.map((f) => `echo $$ > ${f}`).join("; ");
-  const { uid } = launch;
-  const child = spawn(
-    "/bin/sh",
-    [
-      "-c",
-      `${join}; exec /usr/bin/nsenter -t ${launch.initPid} -U -m -p -i -u -n -C -S ${uid} -G ${uid} "--wdns=$0" -- "$@"`,
-      launch.workingDir,
-      launch.command,
-      ...launch.args,
-    ],
-    { env: launch.env, stdio: ["ignore", "pipe", "pipe"] },
-  );
-  const exit = new Promise<ExitStatus>((resolve, reject) => {
-    child.once("error", reject);
-    child.once("exit", (code, signal) => resolve({ code, signal }));
-  });
-  exit.catch(() => {});
-  return { stdout: child.stdout as Readable, stderr: child.stderr as Readable, exit };
+  return { binary, seccompFilter };
 }

@@ -1,6 +1,6 @@
 // How the local driver starts commands and carries their output: bounded
 // buffering with backpressure to the command, the exec helper's placement
-// and privileges, and the sh + nsenter path used without a C compiler.
+// and privileges, and no sandbox at all when the helper cannot be built.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { Code, PlatformError } from "@platform/errors";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { MAX_EVENT_BYTES, OutputQueue } from "./output-queue.ts";
@@ -56,30 +57,22 @@ describe("OutputQueue", () => {
 describe("local driver exec path", () => {
   let dataDir: string;
   let driver: LocalDriver;
-  let fallback: LocalDriver;
   let id: string;
-  let viaNsenter: string;
 
   before(async () => {
     dataDir = fs.mkdtempSync(join(tmpdir(), "compute-exec-"));
     fs.chmodSync(dataDir, 0o711);
     const common = { dataDir, killGraceMs: 300, dieWithService: true };
     driver = new LocalDriver({ ...common, cgroupPrefix: `platform-compute-exec-${process.pid}` });
-    fallback = new LocalDriver({ ...common, cgroupPrefix: `platform-compute-exec-nsenter-${process.pid}`, execHelper: false });
-    const ready = async (d: LocalDriver) => {
-      const spec = contractSpec("local");
-      await d.create(spec);
-      assert.equal((await d.waitSettled(spec.sandboxId, AbortSignal.timeout(20_000))).phase, "ready");
-      return spec.sandboxId;
-    };
-    [id, viaNsenter] = await Promise.all([ready(driver), ready(fallback)]);
+    const spec = contractSpec("local");
+    await driver.create(spec);
+    assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(20_000))).phase, "ready");
+    id = spec.sandboxId;
   });
 
   after(async () => {
     await driver.destroy(id).catch(() => {});
-    await fallback.destroy(viaNsenter).catch(() => {});
     await driver.close();
-    await fallback.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -162,15 +155,31 @@ describe("local driver exec path", () => {
     assert.equal(after.completed.exitCode, 0);
   });
 
-  test("without the helper (no C compiler) commands run the same way through sh and nsenter", async () => {
-    const r = await collectExec(fallback, viaNsenter, {
-      command: "/bin/sh",
-      args: ["-c", 'echo out; echo "$GREETING" >&2; pwd; exit 3'],
-      env: { GREETING: "hi" },
-      workingDir: "/tmp",
-    });
-    assert.equal(r.stdout, "out\n/tmp\n");
-    assert.equal(r.stderr, "hi\n");
-    assert.equal(r.completed.exitCode, 3);
+  test("without a C compiler or libseccomp no sandbox starts (there is no unfiltered fallback), and the error says what to install", async () => {
+    // A fresh helper directory (none built there yet) and a compiler that fails.
+    const saved = { TMPDIR: process.env.TMPDIR, CC: process.env.CC };
+    const tmp = fs.mkdtempSync(join(tmpdir(), "compute-nocc-"));
+    process.env.TMPDIR = tmp;
+    process.env.CC = "/bin/false";
+    let broken: LocalDriver;
+    try {
+      broken = new LocalDriver({ dataDir, dieWithService: true, cgroupPrefix: `platform-compute-exec-nocc-${process.pid}` });
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+    try {
+      await assert.rejects(broken.create(contractSpec("local")), (err: unknown) => {
+        assert.ok(err instanceof PlatformError);
+        assert.equal(err.code, Code.Internal);
+        assert.match(err.message, /libseccomp-dev/);
+        return true;
+      });
+    } finally {
+      await broken.close();
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
   });
 });

@@ -22,7 +22,7 @@ import {
 import { LIMITS } from "../../service/limits.ts";
 import { baseEnv, bwrapArgs } from "./bwrap.ts";
 import { type Cgroup, type CgroupStats, detectCgroups } from "./cgroups.ts";
-import { ExecHelper, type ExitStatus, type Launch, type Launched, launchWithNsenter } from "./exec-helper.ts";
+import { ExecHelper, type ExitStatus, type HelperBuild, type Launch, type Launched } from "./exec-helper.ts";
 import { collectExpiredWorkspaces } from "./gc.ts";
 import { OutputQueue } from "./output-queue.ts";
 import { processStartTime, SandboxLayout } from "./sandbox-layout.ts";
@@ -46,11 +46,6 @@ export interface LocalDriverOptions {
    * tests, so a killed test run leaves nothing behind.
    */
   dieWithService?: boolean;
-  /**
-   * Start commands through the compiled exec helper (default), or through
-   * sh + nsenter as when no C compiler is available.
-   */
-  execHelper?: boolean;
   /**
    * Sandboxes kept started ahead (default 4): a CreateSandbox with the
    * default mount path adopts one (renamed to its id, limits applied) instead
@@ -113,6 +108,9 @@ const WARM_REFILL_DELAY_MS = 100;
 /** After an exec, when the next one's cgroup and placed child are made. */
 const SPARE_SLOT_DELAY_MS = 10;
 
+/** The descriptor bwrap reads the seccomp filter from (3 and 4 are its info and readiness pipes). */
+const SECCOMP_FD = 5;
+
 /** Mount point of a sandbox directory inside its launcher's private mount namespace. */
 const STAGE = "/run/platform-compute-stage";
 
@@ -133,8 +131,13 @@ export class LocalDriver implements SandboxDriver {
   private readonly sampler: NodeJS.Timeout;
   private readonly log?: Logger;
   private readonly helper: ExecHelper;
-  /** Whether the helper is usable; settles once it is built. */
-  private readonly useHelper: Promise<boolean>;
+  /**
+   * The built helper and seccomp filter. Without them no sandbox starts: the
+   * filter is what every sandbox process runs under, and only the helper can
+   * install it in an exec (there is no fallback without it).
+   */
+  private readonly built: Promise<HelperBuild>;
+  private seccompFilter = "";
   private readonly warm: Live[] = [];
   private readonly warmTarget: number;
   private closed = false;
@@ -148,21 +151,26 @@ export class LocalDriver implements SandboxDriver {
     this.sampler = setInterval(() => this.sample(), options.sampleIntervalMs ?? 200);
     this.sampler.unref();
     this.helper = new ExecHelper(options.logger);
-    this.useHelper =
-      options.execHelper === false
-        ? Promise.resolve(false)
-        : this.helper.build().then(
-            () => true,
-            (err) => {
-              this.log?.warn({ err }, "exec helper not built (no C compiler?): execs go through sh and nsenter, slower");
-              return false;
-            },
-          );
+    this.built = this.helper.build().then((b) => {
+      this.seccompFilter = b.seccompFilter;
+      return b;
+    });
+    this.built.catch((err) => this.log?.error({ err }, "no sandbox can start: the exec helper and its seccomp filter were not built"));
     this.warmTarget = options.warmSandboxes ?? 4;
-    void this.removeWarmLeftovers().then(() => this.refillWarm());
+    void this.removeWarmLeftovers()
+      .then(() => this.built)
+      .then(
+        () => this.refillWarm(),
+        () => {},
+      );
   }
 
   async create(spec: SandboxSpec): Promise<void> {
+    try {
+      await this.built;
+    } catch (err) {
+      throw PlatformError.internal(`sandbox provisioning failed: ${(err as Error).message}`, err);
+    }
     if (this.sandboxes.has(spec.sandboxId)) {
       throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
     }
@@ -473,7 +481,7 @@ export class LocalDriver implements SandboxDriver {
 
   private async newExecSlot(live: Live): Promise<ExecSlot> {
     const cgroup = await this.newExecCgroup(live);
-    if (!live.initPid || !(await this.useHelper)) return { cgroup };
+    if (!live.initPid) return { cgroup };
     const placed = await this.helper.place({
       initPid: live.initPid,
       initStartTime: live.initStartTime ?? processStartTime(live.initPid),
@@ -495,7 +503,7 @@ export class LocalDriver implements SandboxDriver {
       args: request.args,
       env: { ...baseEnv(live.spec.workspace.mountPath), ...request.env },
     };
-    return (await this.useHelper) ? this.helper.launch(launch, run.placed) : launchWithNsenter(launch);
+    return this.helper.launch(launch, run.placed);
   }
 
   /**
@@ -649,18 +657,26 @@ export class LocalDriver implements SandboxDriver {
     // directory's parents (a clone under /root, a 0700 temp dir). So, still
     // as root, the sandbox directory is bound at a fixed traversable stage in
     // a private mount namespace, and bwrap takes its paths from there.
-    const args = bwrapArgs({ workspace: join(STAGE, "workspace"), etcDir: join(STAGE, "etc"), mountPath: spec.workspace.mountPath });
+    const args = bwrapArgs({ workspace: join(STAGE, "workspace"), etcDir: join(STAGE, "etc"), mountPath: spec.workspace.mountPath, seccompFd: SECCOMP_FD });
     if (this.options.dieWithService) args.unshift("--die-with-parent");
     // As root: join the sandbox cgroup and shield the init from the OOM killer,
     // then drop to the sandbox uid for good and let bwrap build the namespaces.
     const inner = `mount --bind "$1" ${STAGE} && shift && exec ${SETPRIV} --reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
     fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
     const script = `${procs}; echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
-    const child = spawn("/bin/sh", ["-c", script, "sh", layout.dir, ...args, "--", "/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"], {
-      env: baseEnv(spec.workspace.mountPath),
-      stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"],
-      detached: true, // own process group: survives a restart of the service, re-attached by recover()
-    });
+    if (!this.seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
+    // Opened as root; bwrap, already the sandbox uid, reads it from the inherited descriptor.
+    const filter = fs.openSync(this.seccompFilter, "r");
+    let child: ChildProcess;
+    try {
+      child = spawn("/bin/sh", ["-c", script, "sh", layout.dir, ...args, "--", "/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"], {
+        env: baseEnv(spec.workspace.mountPath),
+        stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", filter],
+        detached: true, // own process group: survives a restart of the service, re-attached by recover()
+      });
+    } finally {
+      fs.closeSync(filter);
+    }
     live.child = child;
     let stderr = "";
     child.stderr?.on("data", (d: Buffer) => {
