@@ -128,6 +128,88 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     }
   });
 
+  test("mTLS: each service mounts its own certificate Secret (cert-manager layout) and its TLS_* settings name the files", () => {
+    for (const name of ["identity", "agents", "compute", "runtime-router"]) {
+      const pod = podSpecOf(find("Deployment", name));
+      const c = pod.containers[0];
+      const env = Object.fromEntries((c.env as KubeObject[]).map((e) => [e.name, e.value]));
+      assert.deepEqual(
+        [env.TLS_CA_FILE, env.TLS_CERT_FILE, env.TLS_KEY_FILE],
+        ["/etc/platform/tls/ca.crt", "/etc/platform/tls/tls.crt", "/etc/platform/tls/tls.key"],
+        `${name} TLS_* settings`,
+      );
+      assert.deepEqual(c.volumeMounts.find((m: KubeObject) => m.name === "tls"), { name: "tls", mountPath: "/etc/platform/tls", readOnly: true }, name);
+      const secret = pod.volumes.find((v: KubeObject) => v.name === "tls")?.secret;
+      assert.equal(secret?.secretName, `${name}-tls`, `${name} mounts its own Secret`);
+      assert.equal(secret?.defaultMode, 0o440, `${name}: the key is not world-readable`);
+      assert.equal(pod.securityContext.fsGroup, pod.securityContext.runAsGroup, `${name} reads the Secret through its group`);
+    }
+    // Internal gRPC URLs are https; the kubelet's probes cannot present a client certificate.
+    assert.match(find("ConfigMap", "agents-config").data.IDENTITY_GRPC_URL, /^https:\/\/identity:50051$/);
+    assert.match(find("ConfigMap", "agents-config").data.COMPUTE_GRPC_URL, /^https:\/\/compute:50051$/);
+    assert.match(find("ConfigMap", "runtime-router-config").data.IDENTITY_GRPC_URL, /^https:\/\//);
+    const compute = podSpecOf(find("Deployment", "compute")).containers[0];
+    assert.equal(compute.readinessProbe.grpc, undefined);
+    assert.deepEqual(compute.readinessProbe.tcpSocket, { port: "grpc" });
+    const t = JSON.parse(find("ConfigMap", "runtime-worker-template").data["worker-template.json"]);
+    assert.equal(t.tlsSecretName, "runtime-worker-tls");
+    assert.equal(t.env.AGENTS_GRPC_URL, `https://agents:${find("ConfigMap", "agents-config").data.AGENTS_GRPC_PORT}`);
+  });
+
+  test("NetworkPolicy: agents' internal gRPC port admits only tenant workers; its REST port stays public", () => {
+    const agents = find("Deployment", "agents");
+    const grpcPort = podSpecOf(agents).containers[0].ports.find((p: KubeObject) => p.name === "grpc")?.containerPort;
+    assert.equal(String(grpcPort), find("ConfigMap", "agents-config").data.AGENTS_GRPC_PORT);
+    assert.ok(find("Service", "agents").spec.ports.some((p: KubeObject) => p.port === grpcPort && p.appProtocol === "grpc"));
+    const rules = find("NetworkPolicy", "agents").spec.ingress as KubeObject[];
+    const grpcRules = rules.filter((r) => !r.ports || r.ports.some((p: KubeObject) => p.port === grpcPort));
+    assert.equal(grpcRules.length, 1, "one rule covers the internal port");
+    assert.deepEqual(
+      grpcRules[0].from.map((p: KubeObject) => p.podSelector?.matchLabels),
+      [{ "app.kubernetes.io/name": "runtime-worker" }],
+    );
+    const rest = rules.find((r) => r.ports?.some((p: KubeObject) => p.port === 8082));
+    assert.equal(rest?.from, undefined, "REST/SSE from anywhere (behind the ingress)");
+  });
+
+  test("the cert-manager overlay: a self-signed CA issuer and one Certificate per Secret the workloads mount", () => {
+    const yaml = execFileSync("kubectl", ["kustomize", `${root}k8s/cert-manager`], { encoding: "utf8" });
+    const all = parseAllDocuments(yaml).map((d) => d.toJSON() as KubeObject);
+    const certs = all.filter((o) => o.kind === "Certificate");
+    const issuer = (name: string) => all.find((o) => o.kind === "Issuer" && o.metadata.name === name);
+    assert.deepEqual(issuer("platform-selfsigned")?.spec, { selfSigned: {} });
+    const ca = certs.find((c) => c.metadata.name === "platform-ca");
+    assert.equal(ca?.spec.isCA, true);
+    assert.equal(ca?.spec.issuerRef.name, "platform-selfsigned");
+    assert.equal(issuer("platform-ca")?.spec.ca.secretName, ca?.spec.secretName);
+    // Every Secret a workload or the worker template mounts is made by a Certificate of that CA.
+    const mounted = all
+      .filter((o) => o.kind === "Deployment")
+      .flatMap((d) => podSpecOf(d).volumes.map((v: KubeObject) => v.secret?.secretName))
+      .filter(Boolean);
+    const workerTemplate = all.find((o) => o.kind === "ConfigMap" && o.metadata.name === "runtime-worker-template");
+    mounted.push(JSON.parse(workerTemplate?.data["worker-template.json"]).tlsSecretName);
+    assert.deepEqual(mounted.sort(), ["agents-tls", "compute-tls", "identity-tls", "runtime-router-tls", "runtime-worker-tls"]);
+    for (const secretName of mounted) {
+      const name = secretName.replace(/-tls$/, "");
+      const c = certs.find((x) => x.spec.secretName === secretName);
+      assert.ok(c, `a Certificate writes ${secretName}`);
+      assert.equal(c.metadata.namespace, "agent-platform");
+      assert.equal(c.spec.issuerRef.name, "platform-ca");
+      // The name the internal servers admit callers by.
+      assert.equal(c.spec.commonName, name);
+      assert.deepEqual(c.spec.uris, [`spiffe://platform/${name}`]);
+      assert.ok(c.spec.usages.includes("server auth") && c.spec.usages.includes("client auth"), `${name} usages`);
+    }
+    // The names clients dial: the Service name (https://identity:50051) and its cluster DNS names.
+    for (const name of ["identity", "compute", "agents"]) {
+      const c = certs.find((x) => x.metadata.name === name);
+      assert.ok(c?.spec.dnsNames.includes(name) && c.spec.dnsNames.includes(`${name}.agent-platform.svc.cluster.local`), `${name} DNS names`);
+    }
+    const operator = certs.find((c) => c.metadata.name === "operator");
+    assert.deepEqual(operator?.spec.usages.filter((u: string) => u.endsWith(" auth")), ["client auth"]);
+  });
+
   test("the tenant worker template is a ConfigMap with a JSON WorkerTemplate the router mounts", () => {
     const cm = find("ConfigMap", "runtime-worker-template");
     const t = JSON.parse(cm.data["worker-template.json"]);

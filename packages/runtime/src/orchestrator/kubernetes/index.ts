@@ -1,2 +1,11 @@
 export { KubernetesOrchestrator, type KubernetesOrchestratorOptions, loadWorkerTemplate } from "./kubernetes-orchestrator.ts";
-export { buildDeployment, buildService, POD_LABEL, WORKER_PORT, type WorkerTemplate } from "./manifests.ts";
+export {
+  buildDeployment,
+  buildService,
+  DEFAULT_TLS_SECRET,
+  type DeploymentOptions,
+  POD_LABEL,
+  TLS_MOUNT,
+  WORKER_PORT,
+  type WorkerTemplate,
+} from "./manifests.ts";

@@ -1,15 +1,19 @@
 import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { KubeDouble, restrictedViolations } from "@platform/kube-testing";
 import { Annotation, Label, MANAGED_BY } from "../../controller/labels.ts";
 import { orchestratorContract } from "../../testing/orchestrator-contract.ts";
 import { isNotFound, isTransient } from "../orchestrator.ts";
-import { KubernetesOrchestrator } from "./kubernetes-orchestrator.ts";
+import { KubernetesOrchestrator, loadWorkerTemplate } from "./kubernetes-orchestrator.ts";
+import { buildDeployment } from "./manifests.ts";
 
 const template = {
   image: "registry.example/runtime-worker:1",
   command: ["node", "--import", "tsx", "packages/runtime/src/worker/main.ts"],
-  env: { AGENTS_GRPC_URL: "http://agents:50051" },
+  env: { AGENTS_GRPC_URL: "https://agents:50051" },
 };
 
 let double: KubeDouble;
@@ -36,7 +40,7 @@ describe("kubernetes orchestrator: objects on the cluster", () => {
     await orch.createDeployment(spec);
   });
 
-  test("the Deployment carries the spec's labels and annotations, env, port 50051 and a gRPC readiness probe", () => {
+  test("the Deployment carries the spec's labels and annotations, env, port 50051, the TLS Secret mount and a port readiness probe", () => {
     const d = double.get("deployments", "platform", spec.name);
     assert.ok(d);
     assert.equal(d.metadata.labels[Label.tenant], "true");
@@ -45,11 +49,25 @@ describe("kubernetes orchestrator: objects on the cluster", () => {
     assert.equal(d.metadata.annotations[Annotation.tenantShort], "0b7c3f9e");
     const pod = d.spec.template.spec;
     const c = pod.containers[0];
-    assert.deepEqual(Object.fromEntries(c.env.map((e: { name: string; value: string }) => [e.name, e.value])), { AGENTS_GRPC_URL: "http://agents:50051", TENANT_ID: tenant, ORG_ID: tenant });
+    assert.deepEqual(Object.fromEntries(c.env.map((e: { name: string; value: string }) => [e.name, e.value])), {
+      HOST: "0.0.0.0",
+      AGENTS_GRPC_URL: "https://agents:50051",
+      TENANT_ID: tenant,
+      ORG_ID: tenant,
+      TLS_CA_FILE: "/etc/platform/tls/ca.crt",
+      TLS_CERT_FILE: "/etc/platform/tls/tls.crt",
+      TLS_KEY_FILE: "/etc/platform/tls/tls.key",
+    });
     assert.equal(c.ports[0].containerPort, 50051);
     assert.deepEqual(c.command, template.command);
     assert.equal(c.volumeMounts.find((m: { mountPath: string }) => m.mountPath === "/tmp")?.name, "tmp");
-    assert.deepEqual(c.readinessProbe.grpc, { port: 50051, service: "runtime.v1.RuntimeService" });
+    // cert-manager's Certificate Secret layout (tls.crt, tls.key, ca.crt), read-only, the key not world-readable.
+    assert.deepEqual(c.volumeMounts.find((m: { name: string }) => m.name === "tls"), { name: "tls", mountPath: "/etc/platform/tls", readOnly: true });
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === "tls")?.secret, { secretName: "runtime-worker-tls", defaultMode: 0o440 });
+    assert.equal(pod.securityContext.fsGroup, 10001);
+    // The kubelet cannot present a client certificate: the probe checks the bound port.
+    assert.deepEqual(c.readinessProbe.tcpSocket, { port: 50051 });
+    assert.equal(c.readinessProbe.grpc, undefined);
     assert.equal(pod.automountServiceAccountToken, false);
     assert.deepEqual(c.securityContext.capabilities.drop, ["ALL"]);
     // The namespace enforces restricted Pod Security: worker pods must pass it.
@@ -62,7 +80,7 @@ describe("kubernetes orchestrator: objects on the cluster", () => {
     assert.equal(s.metadata.annotations[Annotation.tenantId], tenant);
     assert.deepEqual(s.spec.selector, double.get("deployments", "platform", spec.name)?.spec.selector.matchLabels);
     assert.equal(s.spec.ports[0].port, 50051);
-    assert.equal(await orch.endpoint(spec.name), `http://${spec.name}.platform.svc.cluster.local:50051`);
+    assert.equal(await orch.endpoint(spec.name), `https://${spec.name}.platform.svc.cluster.local:50051`);
   });
 
   test("scaling goes through deployments/scale; last-seen through a strategic merge patch; sweeps list by label selector", async () => {
@@ -95,5 +113,56 @@ describe("kubernetes orchestrator: objects on the cluster", () => {
     await dead.close();
     const unreachable = new KubernetesOrchestrator({ kubeConfig: kc, namespace: "default", template });
     await assert.rejects(unreachable.getDeployment("x"), isTransient);
+  });
+});
+
+describe("kubernetes orchestrator: worker TLS", () => {
+  const spec = {
+    name: "runtime-t-0b7c3f9e",
+    replicas: 1,
+    labels: {},
+    annotations: {},
+    serviceAnnotations: {},
+    env: { TENANT_ID: "0b7c3f9e-1111-4222-8333-444455556666", ORG_ID: "0b7c3f9e-1111-4222-8333-444455556666" },
+  };
+  const envOf = (d: ReturnType<typeof buildDeployment>) =>
+    Object.fromEntries((d.spec?.template.spec?.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
+
+  test("the template names the Secret; its env cannot turn TLS off or move the certificate files", () => {
+    const d = buildDeployment(spec, {
+      ...template,
+      tlsSecretName: "workers-cert",
+      env: { ...template.env, INTERNAL_TLS: "off", TLS_CERT_FILE: "/elsewhere.crt" },
+    });
+    assert.equal(d.spec?.template.spec?.volumes?.find((v) => v.name === "tls")?.secret?.secretName, "workers-cert");
+    const env = envOf(d);
+    assert.equal(env.INTERNAL_TLS, undefined);
+    assert.equal(env.TLS_CERT_FILE, "/etc/platform/tls/tls.crt");
+  });
+
+  test("internalTls: false (development clusters) mounts no Secret, sets INTERNAL_TLS=off, probes gRPC and gives http endpoints", async () => {
+    const d = buildDeployment(spec, template, { internalTls: false });
+    const pod = d.spec?.template.spec;
+    assert.equal(pod?.volumes?.find((v) => v.name === "tls"), undefined);
+    assert.equal(envOf(d).INTERNAL_TLS, "off");
+    assert.equal(envOf(d).TLS_CERT_FILE, undefined);
+    assert.deepEqual(pod?.containers[0]?.readinessProbe?.grpc, { port: 50051, service: "runtime.v1.RuntimeService" });
+    const plain = new KubernetesOrchestrator({ kubeConfig: double.kubeConfig("platform"), namespace: "platform", template, internalTls: false });
+    await plain.createDeployment({ ...spec, name: "runtime-t-plain" });
+    assert.equal(await plain.endpoint("runtime-t-plain"), "http://runtime-t-plain.platform.svc.cluster.local:50051");
+    await plain.deleteDeployment("runtime-t-plain");
+  });
+
+  test("a worker template file with an empty tlsSecretName is refused", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "worker-template-"));
+    try {
+      const path = join(dir, "t.json");
+      await writeFile(path, JSON.stringify({ ...template, tlsSecretName: "" }));
+      assert.throws(() => loadWorkerTemplate(path), /tlsSecretName/);
+      await writeFile(path, JSON.stringify({ ...template, tlsSecretName: "mine" }));
+      assert.equal(loadWorkerTemplate(path).tlsSecretName, "mine");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

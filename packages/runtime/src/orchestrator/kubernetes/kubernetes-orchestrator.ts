@@ -14,6 +14,11 @@ export interface KubernetesOrchestratorOptions {
   template: WorkerTemplate;
   /** Cluster DNS domain for endpoints. Default "cluster.local". */
   clusterDomain?: string;
+  /**
+   * Workers serve mutual TLS with the template's Secret and endpoints are
+   * https (default); false (INTERNAL_TLS=off) is for development clusters.
+   */
+  internalTls?: boolean;
 }
 
 const strategic = setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch);
@@ -25,6 +30,9 @@ export function loadWorkerTemplate(path: string): WorkerTemplate {
   if (typeof t.image !== "string" || t.image === "") throw new Error(`${path}: "image" is required`);
   if (t.command !== undefined && (!Array.isArray(t.command) || !t.command.every((c) => typeof c === "string"))) {
     throw new Error(`${path}: "command" must be an array of strings`);
+  }
+  if (t.tlsSecretName !== undefined && (typeof t.tlsSecretName !== "string" || t.tlsSecretName === "")) {
+    throw new Error(`${path}: "tlsSecretName" must be a Secret name`);
   }
   return t;
 }
@@ -70,7 +78,7 @@ export class KubernetesOrchestrator implements Orchestrator {
       if (!(s?.code === 409 && s.reason === "AlreadyExists")) throw toOrchestratorError(err, `create service ${spec.name}`);
     }
     try {
-      return toDeployment(await this.apps.createNamespacedDeployment({ namespace: this.namespace, body: buildDeployment(spec, this.options.template) }));
+      return toDeployment(await this.apps.createNamespacedDeployment({ namespace: this.namespace, body: buildDeployment(spec, this.options.template, { internalTls: this.options.internalTls }) }));
     } catch (err) {
       throw toOrchestratorError(err, `create deployment ${spec.name}`);
     }
@@ -115,6 +123,7 @@ export class KubernetesOrchestrator implements Orchestrator {
 
   async endpoint(name: string): Promise<string | undefined> {
     if (!(await this.getDeployment(name))) return undefined;
-    return `http://${name}.${this.namespace}.svc.${this.options.clusterDomain ?? "cluster.local"}:${WORKER_PORT}`;
+    const scheme = this.options.internalTls === false ? "http" : "https";
+    return `${scheme}://${name}.${this.namespace}.svc.${this.options.clusterDomain ?? "cluster.local"}:${WORKER_PORT}`;
   }
 }
