@@ -60,3 +60,9 @@ export const ComputeReason = {
 
 export type IdentityRestCode = (typeof IdentityRestCode)[keyof typeof IdentityRestCode];
 export type AuthReason = (typeof AuthReason)[keyof typeof AuthReason];
+
+/** Reasons of the internal (mutual TLS) listeners, for every service. */
+export const InternalReason = {
+  /** PERMISSION_DENIED: the caller's certificate names a service that may not call this method. */
+  callerNotAllowed: "caller_not_allowed",
+} as const;

@@ -3,6 +3,8 @@ import { createGrpcTransport, type GrpcTransportOptions, Http2SessionManager } f
 import { currentRequest } from "./context.ts";
 import { GoawayGuardedSessions } from "./goaway-guard.ts";
 import { HTTP2_STREAM_WINDOW } from "./http2-windows.ts";
+import { clientTlsOptions } from "./tls/client-tls.ts";
+import type { ServiceTls } from "./tls/service-tls.ts";
 
 /**
  * Copies the current request's x-request-id and x-trace-id onto outgoing
@@ -27,15 +29,28 @@ export const propagateRequestIds: Interceptor = (next) => (req) => {
  * output on both sides). Flow-control windows are widened like the server's.
  */
 export function createServiceTransport(
-  options: { baseUrl: string } & Partial<Omit<GrpcTransportOptions, "baseUrl">>,
+  options: {
+    baseUrl: string;
+    /**
+     * For an https:// internal address: the calling service's certificate
+     * (its client certificate) and the CA the server's certificate must come from.
+     */
+    tls?: ServiceTls;
+    /** The service name the server's certificate must carry (besides the host name check). */
+    expectServer?: string;
+  } & Partial<Omit<GrpcTransportOptions, "baseUrl">>,
 ): Transport {
+  const { tls, expectServer, ...grpcOptions } = options;
   return createGrpcTransport({
-    ...options,
+    ...grpcOptions,
     acceptCompression: options.acceptCompression ?? [],
     sessionManager:
       options.sessionManager ??
       new GoawayGuardedSessions(
-        new Http2SessionManager(options.baseUrl, undefined, { settings: { initialWindowSize: HTTP2_STREAM_WINDOW } }),
+        new Http2SessionManager(options.baseUrl, undefined, {
+          settings: { initialWindowSize: HTTP2_STREAM_WINDOW },
+          ...(tls ? clientTlsOptions(tls, expectServer) : {}),
+        }),
       ),
     interceptors: [propagateRequestIds, ...(options.interceptors ?? [])],
   } as GrpcTransportOptions);

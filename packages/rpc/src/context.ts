@@ -9,6 +9,11 @@ export interface RequestInfo {
   traceId: string;
   /** Child logger bound to requestId, traceId and the procedure. */
   logger: Logger;
+  /**
+   * On an internal (mutual TLS) listener: the service name of the client
+   * certificate the connection was made with. Undefined elsewhere.
+   */
+  caller?: string;
 }
 
 /** Context key of the RequestInfo: `ctx.values.get(requestInfoKey)`. */

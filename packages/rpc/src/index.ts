@@ -26,3 +26,12 @@ export { messageToJson, type OutputJsonOptions } from "./transcode/json.ts";
 export { matchTemplate, type PathTemplate, parseTemplate, TemplateSyntaxError } from "./transcode/path-template.ts";
 export { collectRoutes, lookupRoute, type Route, RouteConfigError } from "./transcode/routes.ts";
 export { escapeText, SseFramer } from "./transcode/sse.ts";
+export { type CallerPolicy, callerAllowed } from "./tls/callers.ts";
+export {
+  internalTlsFromEnv,
+  loadServiceTls,
+  type ServiceTls,
+  serviceNameOf,
+  TLS_SETTINGS,
+  TlsSettingsError,
+} from "./tls/service-tls.ts";

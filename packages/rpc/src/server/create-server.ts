@@ -2,6 +2,7 @@ import { setMaxListeners } from "node:events";
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
+import type * as tls from "node:tls";
 import type { DescMethodServerStreaming, DescService, Message } from "@bufbuild/protobuf";
 import {
   type ConnectRouter,
@@ -37,6 +38,9 @@ import { Reflector, reflectionV1, reflectionV1alpha } from "../reflection/reflec
 import type { OutputJsonOptions } from "../transcode/json.ts";
 import { createRestHandler, type NodeRequest, type NodeResponse } from "../transcode/rest-handler.ts";
 import { collectRoutes } from "../transcode/routes.ts";
+import { type CallerPolicy, callerInterceptor } from "../tls/callers.ts";
+import { createTlsListener } from "../tls/listener.ts";
+import type { ServiceTls } from "../tls/service-tls.ts";
 import { createDirectTransport } from "./direct-transport.ts";
 import { createGrpcDirect } from "./grpc-direct.ts";
 import { type InputRefusal, inputGuard } from "./input-guard.ts";
@@ -95,6 +99,20 @@ export interface ServerOptions {
    * surrogate, where its contract names one (default: INVALID_ARGUMENT).
    */
   inputRefusal?: InputRefusal;
+  /**
+   * The ports are internal. With `tls` they speak TLS only (HTTP/2 by ALPN,
+   * HTTP/1.1 for gRPC-Web and Connect), require a client certificate from its
+   * CA and refuse any caller `callers` does not list for the method
+   * (PERMISSION_DENIED caller_not_allowed; health and reflection are open to
+   * every certificate of the CA). Without `tls` (INTERNAL_TLS=off) they are
+   * plaintext, with a warning at start.
+   */
+  internal?: { tls: ServiceTls | undefined; callers: CallerPolicy };
+  /**
+   * A public port: REST/SSE routes and /livez /healthz /readyz only; gRPC,
+   * Connect and gRPC-Web calls are refused (404), health and reflection too.
+   */
+  restOnly?: boolean;
   /** Serve gRPC health and reflection (default true). */
   health?: boolean;
   reflection?: boolean;
@@ -129,7 +147,14 @@ export function createServer(options: ServerOptions): Server {
   // streams are expected, not a leak.
   setMaxListeners(0, shutdown.signal);
 
-  const routerInterceptors = [errorInterceptor(logger), inputGuard(options.inputRefusal), ...(options.interceptors ?? [])];
+  const internalTls = options.internal?.tls;
+  const routerInterceptors = [
+    errorInterceptor(logger),
+    // Who may call comes before what the call holds.
+    ...(internalTls ? [callerInterceptor(options.internal!.callers)] : []),
+    inputGuard(options.inputRefusal),
+    ...(options.interceptors ?? []),
+  ];
   const router: ConnectRouter = createConnectRouter({
     interceptors: routerInterceptors,
     readMaxBytes: bodyLimitBytes,
@@ -188,7 +213,7 @@ export function createServer(options: ServerOptions): Server {
   const handlers = router.handlers.map(wrap);
   const byPath = new Map(handlers.map((h) => [h.requestPath, h]));
 
-  const makeInfo = (rid: string | null | undefined, tid: string | null | undefined): RequestInfo => {
+  const makeInfo = (rid: string | null | undefined, tid: string | null | undefined, caller?: string): RequestInfo => {
     const requestId = acceptOrGenerateRequestId(rid);
     const traceId = acceptOrGenerateTraceId(tid);
     // Made on first use: most requests log only their closing line, which
@@ -197,6 +222,7 @@ export function createServer(options: ServerOptions): Server {
     return {
       requestId,
       traceId,
+      caller,
       get logger() {
         child ??= logger.child({ requestId, traceId });
         return child;
@@ -267,7 +293,7 @@ export function createServer(options: ServerOptions): Server {
   const onRequest = (req: NodeRequest, res: NodeResponse) => {
     const started = performance.now();
     active++;
-    const info = makeInfo(headerOf(req, "x-request-id"), headerOf(req, "x-trace-id"));
+    const info = makeInfo(headerOf(req, "x-request-id"), headerOf(req, "x-trace-id"), tlsListener?.callerOf(req));
     req.headers["x-request-id"] = info.requestId;
     req.headers["x-trace-id"] = info.traceId;
     res.setHeader("x-request-id", info.requestId);
@@ -312,6 +338,14 @@ export function createServer(options: ServerOptions): Server {
         if (ok && options.readiness) ok = await options.readiness().catch(() => false);
         return sendJson(res, ok ? 200 : 503, { status: ok ? "ready" : "not_ready" });
       }
+    }
+    if (options.restOnly) {
+      // Public ports carry REST/SSE only: a procedure path (gRPC, Connect,
+      // gRPC-Web, health, reflection) is not found here.
+      if (byPath.has(path)) {
+        return sendJson(res, 404, envelope.render(PlatformError.notFound("not served on this port")).body);
+      }
+      return rest(req, res);
     }
     if (req.httpVersionMajor === 2) {
       const direct = grpcDirect.match(req as http2.Http2ServerRequest, path);
@@ -359,6 +393,14 @@ export function createServer(options: ServerOptions): Server {
       socket.destroy();
       return;
     }
+    dispatch(socket);
+  };
+  // A TLS connection says its protocol by ALPN; a plaintext one (or TLS
+  // without ALPN) by its first bytes.
+  const dispatch = (socket: net.Socket | tls.TLSSocket) => {
+    const alpn = (socket as tls.TLSSocket).alpnProtocol;
+    if (alpn === "h2") return void h2.emit("connection", socket);
+    if (alpn === "http/1.1") return void h1.emit("connection", socket);
     let buf = Buffer.alloc(0);
     const timer = setTimeout(() => socket.destroy(), readHeaderTimeoutMs);
     const onData = (chunk: Buffer) => {
@@ -382,10 +424,24 @@ export function createServer(options: ServerOptions): Server {
     socket.on("error", () => socket.destroy());
   };
 
+  const tlsListener = internalTls
+    ? createTlsListener({
+        tls: internalTls,
+        handshakeTimeoutMs: readHeaderTimeoutMs,
+        track: (socket) => {
+          sockets.add(socket);
+          socket.once("close", () => sockets.delete(socket));
+          if (closing) socket.destroy();
+        },
+        dispatch: (socket) => dispatch(socket),
+        logger,
+      })
+    : undefined;
+
   const netServers: net.Server[] = [];
   const listenOn = (port: number, host: string) =>
     new Promise<number>((resolve, reject) => {
-      const s = net.createServer(onConnection);
+      const s: net.Server = tlsListener ? tlsListener.createServer() : net.createServer(onConnection);
       s.once("error", reject);
       s.listen(port, host, () => {
         netServers.push(s);
@@ -403,8 +459,11 @@ export function createServer(options: ServerOptions): Server {
       health.setServing("");
       for (const s of options.services) health.setServing(s.service.typeName);
       const shown = host.includes(":") ? `[${host}]` : host;
-      logger.info({ port, grpcPort }, `${options.name} listening`);
-      return { port, url: `http://${shown}:${port}`, grpcPort };
+      if (options.internal && !internalTls) {
+        logger.warn({ port, grpcPort }, "INTERNAL_TLS=off: this internal listener accepts any caller, without TLS");
+      }
+      logger.info({ port, grpcPort, tls: internalTls !== undefined }, `${options.name} listening`);
+      return { port, url: `${internalTls ? "https" : "http"}://${shown}:${port}`, grpcPort };
     },
     async close() {
       if (closing) return;
