@@ -15,6 +15,7 @@ import {
 import { cleanMountPath, cleanWorkspacePath } from "../paths.ts";
 import type { SandboxRecord, SandboxState, SandboxStore } from "../store/sandbox-store.ts";
 import { LIMITS } from "./limits.ts";
+import { checkSandboxStrings } from "./sandbox-strings.ts";
 
 export interface SandboxDefaults {
   /** SANDBOX_IMAGE */
@@ -132,6 +133,7 @@ export class ComputeDomain {
   async createSandbox(input: CreateSandboxInput): Promise<{ sandboxId: string; status: SandboxState; createdAt: Date }> {
     requireUuid(input.tenantId, "tenant_id");
     requireUuid(input.sessionId, "session_id");
+    checkSandboxStrings(input);
     const limits = input.limits ?? {};
     const cpuMillis = limits.cpuMillis || LIMITS.defaultCpuMillis;
     const memoryBytes = limits.memoryBytes || LIMITS.defaultMemoryBytes;

@@ -5,6 +5,7 @@ import { sql } from "kysely";
 import type { Logger } from "pino";
 import type { Identity } from "../identity.ts";
 import { authService, orgService, sessionService, userService } from "./handlers.ts";
+import { identityInputRefusal } from "./input-refusals.ts";
 import { identityInterceptors } from "./interceptors.ts";
 
 export type ServerSettings = {
@@ -44,6 +45,7 @@ export function createIdentityServers(identity: Identity, settings: ServerSettin
   const common = {
     envelope: "identity" as const,
     interceptors,
+    inputRefusal: identityInputRefusal,
     readiness,
     host: settings.host,
     bodyLimitBytes: settings.bodyLimitBytes,

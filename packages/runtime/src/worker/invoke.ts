@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { HandlerContext } from "@connectrpc/connect";
+import { Code as ConnectCode, type HandlerContext } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
 import type { InvokeEventSchema, InvokeRequest } from "@platform/gen/runtime/v1/runtime_pb";
-import { acceptedId, isPlatformStatus } from "@platform/rpc";
+import { acceptedId, fromConnectError, isPlatformStatus } from "@platform/rpc";
 import type { Logger } from "pino";
 import { type CallIdentity, Metadata } from "../metadata.ts";
 import type { AgentEvent, AgentsPort } from "./agents-port.ts";
@@ -64,6 +64,10 @@ export function workerInvoke(deps: WorkerInvokeDeps) {
     } catch (err) {
       if (ctx.signal.aborted) throw err;
       log?.warn({ err: String(err) }, "agents call failed");
+      // A request the agents service refused as malformed is the caller's
+      // fault, not a failed call: it stays INVALID_ARGUMENT (hostile input
+      // must never read as a server fault).
+      if (isPlatformStatus(err) && err.code === ConnectCode.InvalidArgument) throw fromConnectError(err);
       // The agents' own message is relayed; a client-side failure's text
       // (an address, a JavaScript exception) stays in the log.
       const detail = isPlatformStatus(err) ? `: ${err.rawMessage}` : "";

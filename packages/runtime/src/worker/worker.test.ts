@@ -163,6 +163,14 @@ describe("tenant worker", () => {
     assert.notEqual(agents.calls[2]?.headers["x-request-id"], agents.calls[1]?.headers["x-request-id"]);
   });
 
+  test("a request the agents service refuses as malformed stays INVALID_ARGUMENT with its message", async () => {
+    agents.script = () => PlatformError.invalidArgument("messages[0].role must be user, assistant or tool");
+    await assert.rejects(
+      collect({ sessionId: SESSION, messages: [{ role: "x".repeat(1000), content: "hi" }] }),
+      (err) => err instanceof ConnectError && err.code === Code.InvalidArgument && /role must be/.test(err.rawMessage),
+    );
+  });
+
   test("an agents client failure is INTERNAL without its JavaScript or transport text", async () => {
     agents.script = () => [{ type: "text", content: "a" }, { type: "__throw", content: "read ECONNRESET 10.1.2.3:50051" }];
     await assert.rejects(

@@ -1,0 +1,112 @@
+// The four services in this process, each its real app on an ephemeral port
+// over its own fresh database (PostgreSQL when the run has one, else PGlite):
+// identity (REST + gRPC listeners), compute with the local bubblewrap driver,
+// agents wired to both, and the runtime router whose tenant workers are real
+// worker servers started in this process. Other packages are reached by path
+// as the bench does: the runtime package does not depend on them.
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import type { Database } from "@platform/db";
+import { createTestDatabase } from "@platform/db/testing";
+import { pino } from "pino";
+import { type AgentsServer, createAgentsServer } from "../../../../agents/src/server/create.ts";
+import { loadConfig as loadAgentsConfig } from "../../../../agents/src/config.ts";
+import { type ComputeApp, createComputeApp } from "../../../../compute/src/app.ts";
+import { LocalDriver } from "../../../../compute/src/drivers/local/local-driver.ts";
+import { KyselySandboxStore } from "../../../../compute/src/store/kysely-sandbox-store.ts";
+import { testComputeConfig } from "../../../../compute/src/testing/config.ts";
+import { startTestServer, type TestServer } from "../../../../identity/src/testing/server.ts";
+import { IdentityAuthenticator } from "../../router/identity-authenticator.ts";
+import { type RunningRouter, startRouter } from "../../router/router.ts";
+import { InProcessOrchestrator } from "../../testing/in-process-orchestrator.ts";
+
+export interface Stack {
+  identity: TestServer;
+  compute: ComputeApp;
+  computeUrl: string;
+  agents: AgentsServer;
+  agentsUrl: string;
+  orchestrator: InProcessOrchestrator;
+  router: RunningRouter;
+  /** Every service database, for the "nothing stored" scan. */
+  databases: Record<"identity" | "compute" | "agents", Database<unknown>>;
+  close(): Promise<void>;
+}
+
+const logger = pino({ level: process.env.HOSTILE_LOG ?? "silent" });
+
+export async function startStack(): Promise<Stack> {
+  const closers: Array<() => Promise<unknown>> = [];
+  const close = async () => {
+    for (const c of closers.reverse()) await c().catch(() => {});
+  };
+  try {
+    const identity = await startTestServer({ LOG_LEVEL: "error" });
+    closers.push(() => identity.close());
+
+    const dataDir = mkdtempSync(join(tmpdir(), "hostile-input-"));
+    // Sandboxes run as their own uids and must traverse the path to their workspace.
+    chmodSync(dataDir, 0o711);
+    closers.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const computeDb = await createTestDatabase<unknown>();
+    closers.push(() => computeDb.close());
+    const cgroupPrefix = `platform-hostile-${process.pid}`;
+    const driver = new LocalDriver({ dataDir, killGraceMs: 500, pidsMax: 128, cgroupPrefix, logger, dieWithService: true });
+    const compute = await createComputeApp(testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" }), logger, {
+      driver,
+      database: computeDb,
+    });
+    closers.push(async () => {
+      await compute.close();
+      // Whatever a call created: no sandbox outlives the test.
+      const cleaner = new LocalDriver({ dataDir, cgroupPrefix, logger, dieWithService: true });
+      for (const r of await new KyselySandboxStore(computeDb).listLive()) {
+        await cleaner.destroy(r.id).catch(() => {});
+      }
+      await cleaner.close();
+    });
+    const computeUrl = (await compute.server.listen()).url;
+
+    const agentsDb = await createTestDatabase<unknown>();
+    closers.push(() => agentsDb.close());
+    const agentsConfig = loadAgentsConfig({
+      HOST: "127.0.0.1",
+      AGENTS_PORT: "0",
+      IDENTITY_GRPC_URL: identity.grpcUrl,
+      COMPUTE_GRPC_URL: computeUrl,
+      ...(agentsDb.url ? { DATABASE_URL: agentsDb.url } : { AGENTS_DATA_DIR: join(dataDir, "agents") }),
+      LOG_LEVEL: "silent",
+    });
+    const agents = await createAgentsServer(agentsConfig, logger, { database: agentsDb as never });
+    closers.push(() => agents.close());
+    const agentsUrl = (await agents.listen()).url;
+
+    const orchestrator = new InProcessOrchestrator(agentsUrl);
+    const router = await startRouter({
+      auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.grpcUrl })),
+      orchestrator,
+      sweeps: false,
+      logger,
+    });
+    closers.push(async () => {
+      await router.close();
+      for (const d of await orchestrator.listDeployments({})) await orchestrator.deleteDeployment(d.name);
+    });
+    return {
+      identity,
+      compute,
+      computeUrl,
+      agents,
+      agentsUrl,
+      orchestrator,
+      router,
+      databases: { identity: identity.database as never, compute: computeDb, agents: agentsDb },
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
