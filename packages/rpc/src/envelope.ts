@@ -1,5 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Code, codeName, httpStatusOf, IdentityRestCode, PlatformError } from "@platform/errors";
+import { boundText } from "./error-bounds.ts";
 
 /** Faults the transcoder detects before any handler runs. */
 export type TransportFault =
@@ -36,7 +37,7 @@ export function statusOf(err: PlatformError): number {
 
 // Internal errors never show their message: it may be a driver's text.
 function safeMessage(err: PlatformError): string {
-  return err.code === Code.Internal || err.code === Code.Unknown ? "internal error" : err.message;
+  return err.code === Code.Internal || err.code === Code.Unknown ? "internal error" : boundText(err.message);
 }
 
 /** `{"error": {"code": "<connect code name>", "message": ...}}` (agents, runtime). */
@@ -87,7 +88,7 @@ const identityEnvelope: Envelope = {
     const internal = err.code === Code.Internal || err.code === Code.Unknown;
     const body: JsonObject = internal
       ? { code: IdentityRestCode.internal, message: "internal error" }
-      : { ...err.extra, code: reason, message: err.message };
+      : { ...err.extra, code: reason, message: boundText(err.message) };
     return { status: statusOf(err), body };
   },
 };

@@ -38,6 +38,7 @@ import { Reflector, reflectionV1, reflectionV1alpha } from "../reflection/reflec
 import type { OutputJsonOptions } from "../transcode/json.ts";
 import { createRestHandler, type NodeRequest, type NodeResponse } from "../transcode/rest-handler.ts";
 import { collectRoutes } from "../transcode/routes.ts";
+import { boundStatusHeaders } from "../error-bounds.ts";
 import { type CallerPolicy, callerInterceptor } from "../tls/callers.ts";
 import { createTlsListener } from "../tls/listener.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
@@ -287,7 +288,21 @@ export function createServer(options: ServerOptions): Server {
       }
     }
     const ures = await handler(ureq);
-    await universalResponseToNodeResponse(ures, res);
+    // Connect writes the status when the body ends; its own protocol errors
+    // never met the error interceptor, so their grpc-message is bounded here.
+    await universalResponseToNodeResponse(
+      {
+        status: ures.status,
+        body: ures.body,
+        get header() {
+          return ures.header && boundStatusHeaders(ures.header);
+        },
+        get trailer() {
+          return ures.trailer && boundStatusHeaders(ures.trailer);
+        },
+      },
+      res,
+    );
   };
 
   const onRequest = (req: NodeRequest, res: NodeResponse) => {

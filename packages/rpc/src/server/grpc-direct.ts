@@ -10,6 +10,7 @@ import {
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { contentTypeProto, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { boundConnectError } from "../error-bounds.ts";
 import { drained } from "../transcode/rest-handler.ts";
 import { callAbort, headerOf, headersOf } from "./node-request.ts";
 import type { ShutdownHooks } from "./shutdown-hooks.ts";
@@ -155,7 +156,7 @@ function envelope(method: DirectMethod, message: Message, body = toBinary(method
 }
 
 function errorOf(e: unknown): ConnectError {
-  if (e instanceof ConnectError) return e;
+  if (e instanceof ConnectError) return boundConnectError(e);
   // The router's error interceptor has converted the handler's errors; this
   // is the transport's own (a malformed message).
   return new ConnectError(e instanceof Error ? e.message : "protocol error", Code.InvalidArgument);

@@ -3,6 +3,7 @@ import { ConnectError } from "@connectrpc/connect";
 import { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import { currentRequest } from "../context.ts";
+import { boundConnectError } from "../error-bounds.ts";
 import { toConnectError } from "../errors.ts";
 import { isPlatformStatus } from "../platform-status.ts";
 
@@ -12,7 +13,8 @@ import { isPlatformStatus } from "../platform-status.ts";
  * Unexpected exceptions are logged with the request id and leave as a bare
  * `internal`; so does an internal/unknown ConnectError that no platform
  * service raised (e.g. Connect wrapping a TypeError from a client call: its
- * message is JavaScript's, not ours).
+ * message is JavaScript's, not ours). Every error leaves with its message
+ * and ErrorInfo within the bounds of error-bounds.ts.
  */
 export function errorInterceptor(fallback: Logger): Interceptor {
   const convert = (e: unknown, procedure: string): ConnectError => {
@@ -41,12 +43,12 @@ export function errorInterceptor(fallback: Logger): Interceptor {
           try {
             yield* source;
           } catch (e) {
-            throw convert(e, procedure);
+            throw boundConnectError(convert(e, procedure));
           }
         })(),
       };
     } catch (e) {
-      throw convert(e, procedure);
+      throw boundConnectError(convert(e, procedure));
     }
   };
 }
