@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { describe, test } from "node:test";
+import { after, before, describe, test } from "node:test";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { routerConfig } from "../router/config.ts";
 import { workerConfig } from "../worker/config.ts";
 import { ConfigError } from "./env.ts";
@@ -11,13 +12,13 @@ function rejects(fn: () => unknown, name: RegExp): void {
 }
 
 describe("router settings", () => {
-  const base = { IDENTITY_GRPC_URL: "http://127.0.0.1:50051", AGENTS_GRPC_URL: "http://127.0.0.1:8082/" };
+  const base = { IDENTITY_GRPC_URL: "http://127.0.0.1:50051", AGENTS_GRPC_URL: "http://127.0.0.1:8082/", INTERNAL_TLS: "off" };
 
   test("defaults: local orchestrator, port 8080, 32 waiters", () => {
     const c = routerConfig(base);
     assert.equal(c.orchestrator, "local");
     assert.equal(c.port, 8080);
-    assert.equal(c.host, "0.0.0.0");
+    assert.equal(c.host, "127.0.0.1");
     assert.equal(c.maxWaitersPerTenant, 32);
     assert.equal(c.coldStartWaitMs, 10_000);
     assert.equal(c.logLevel, "info");
@@ -36,9 +37,9 @@ describe("router settings", () => {
   });
 
   test("every bad or missing setting is named", () => {
-    rejects(() => routerConfig({ AGENTS_GRPC_URL: "http://x:1" }), /IDENTITY_GRPC_URL/);
+    rejects(() => routerConfig({ AGENTS_GRPC_URL: "http://x:1", INTERNAL_TLS: "off" }), /IDENTITY_GRPC_URL/);
     rejects(() => routerConfig({ ...base, IDENTITY_GRPC_URL: "identity:50051" }), /IDENTITY_GRPC_URL/);
-    rejects(() => routerConfig({ IDENTITY_GRPC_URL: "http://x:1" }), /AGENTS_GRPC_URL/);
+    rejects(() => routerConfig({ IDENTITY_GRPC_URL: "http://x:1", INTERNAL_TLS: "off" }), /AGENTS_GRPC_URL/);
     rejects(() => routerConfig({ ...base, ROUTER_PORT: "70000" }), /ROUTER_PORT/);
     rejects(() => routerConfig({ ...base, LOG_LEVEL: "loud" }), /LOG_LEVEL/);
     rejects(() => routerConfig({ ...base, RUNTIME_MAX_WAITERS_PER_TENANT: "0" }), /RUNTIME_MAX_WAITERS_PER_TENANT/);
@@ -55,6 +56,7 @@ describe("router settings", () => {
   test("the kubernetes shape needs no agents URL (the worker template carries it)", () => {
     const c = routerConfig({
       IDENTITY_GRPC_URL: "http://identity:50051",
+      INTERNAL_TLS: "off",
       RUNTIME_ORCHESTRATOR: "kubernetes",
       RUNTIME_NAMESPACE: "platform",
       RUNTIME_WORKER_TEMPLATE: "/etc/runtime/worker-template.json",
@@ -64,12 +66,12 @@ describe("router settings", () => {
 });
 
 describe("worker settings", () => {
-  const base = { TENANT_ID: U.toUpperCase(), ORG_ID: U, AGENTS_GRPC_URL: "http://agents:8082" };
+  const base = { TENANT_ID: U.toUpperCase(), ORG_ID: U, AGENTS_GRPC_URL: "http://agents:8082", INTERNAL_TLS: "off" };
 
-  test("defaults: port 50051 on all interfaces; ids lower-cased", () => {
+  test("defaults: port 50051 on loopback; ids lower-cased", () => {
     const c = workerConfig(base);
     assert.equal(c.port, 50051);
-    assert.equal(c.host, "0.0.0.0");
+    assert.equal(c.host, "127.0.0.1");
     assert.equal(c.tenantId, U);
     assert.equal(c.exitWithStdin, false);
   });
@@ -80,5 +82,50 @@ describe("worker settings", () => {
     rejects(() => workerConfig({ ...base, ORG_ID: "" }), /ORG_ID/);
     rejects(() => workerConfig({ ...base, AGENTS_GRPC_URL: undefined }), /AGENTS_GRPC_URL/);
     rejects(() => workerConfig({ ...base, PORT: "-1" }), /PORT/);
+  });
+});
+
+describe("mutual TLS settings", () => {
+  let pki: TestPki;
+  before(async () => {
+    pki = await makeTestPki(["runtime-router", "runtime-worker", "agents"]);
+  });
+  after(() => pki.remove());
+  const router = () => ({
+    IDENTITY_GRPC_URL: "https://127.0.0.1:50051",
+    AGENTS_GRPC_URL: "https://127.0.0.1:50052",
+    ...pki.env("runtime-router"),
+    RUNTIME_WORKER_TLS_CERT_FILE: pki.files("runtime-worker").certFile,
+    RUNTIME_WORKER_TLS_KEY_FILE: pki.files("runtime-worker").keyFile,
+  });
+  const worker = () => ({ TENANT_ID: U, ORG_ID: U, AGENTS_GRPC_URL: "https://127.0.0.1:50052", ...pki.env("runtime-worker") });
+
+  test("secure by default: without TLS_* (and without INTERNAL_TLS=off) the router and a worker refuse to start, naming the settings", () => {
+    const names = /TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE.*INTERNAL_TLS=off/;
+    rejects(() => routerConfig({ IDENTITY_GRPC_URL: "http://127.0.0.1:1", AGENTS_GRPC_URL: "http://127.0.0.1:2" }), names);
+    rejects(() => workerConfig({ TENANT_ID: U, ORG_ID: U, AGENTS_GRPC_URL: "http://127.0.0.1:2" }), names);
+  });
+
+  test("the router reads its certificate and the workers'; each must name its service", () => {
+    const c = routerConfig(router());
+    assert.equal(c.tls?.name, "runtime-router");
+    assert.ok(c.orchestrator === "local");
+    assert.deepEqual(c.workerTlsFiles, pki.files("runtime-worker"));
+    rejects(() => routerConfig({ ...router(), ...pki.env("agents") }), /TLS_CERT_FILE.*"agents", not .*"runtime-router"/);
+    rejects(() => routerConfig({ ...router(), RUNTIME_WORKER_TLS_CERT_FILE: undefined }), /RUNTIME_WORKER_TLS_CERT_FILE is required/);
+    rejects(
+      () => routerConfig({ ...router(), RUNTIME_WORKER_TLS_CERT_FILE: pki.files("agents").certFile, RUNTIME_WORKER_TLS_KEY_FILE: pki.files("agents").keyFile }),
+      /RUNTIME_WORKER_TLS_CERT_FILE.*"agents", not .*"runtime-worker"/,
+    );
+    rejects(() => routerConfig({ ...router(), RUNTIME_WORKER_TLS_KEY_FILE: pki.files("agents").keyFile }), /RUNTIME_WORKER_TLS_KEY_FILE is not the private key/);
+    assert.equal(workerConfig(worker()).tls?.name, "runtime-worker");
+    rejects(() => workerConfig({ ...worker(), ...pki.env("runtime-router") }), /"runtime-router", not .*"runtime-worker"/);
+  });
+
+  test("with TLS an internal URL must be https (a plaintext call would carry tenant credentials); without it, http", () => {
+    rejects(() => routerConfig({ ...router(), IDENTITY_GRPC_URL: "http://127.0.0.1:50051" }), /IDENTITY_GRPC_URL must be an https/);
+    rejects(() => routerConfig({ ...router(), AGENTS_GRPC_URL: "http://127.0.0.1:50052" }), /AGENTS_GRPC_URL must be an https/);
+    rejects(() => workerConfig({ ...worker(), AGENTS_GRPC_URL: "http://127.0.0.1:50052" }), /AGENTS_GRPC_URL must be an https/);
+    rejects(() => workerConfig({ ...worker(), INTERNAL_TLS: "off" }), /AGENTS_GRPC_URL must be an http:/);
   });
 });

@@ -25,6 +25,7 @@ test("waitServing: the first probe goes over the caller's transport, the retries
     agentsUrl: "http://127.0.0.1:9",
     port,
     host: "127.0.0.1",
+    tls: undefined,
   });
   try {
     assert.equal(await waiting, true);

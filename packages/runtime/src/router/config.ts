@@ -1,9 +1,20 @@
-import { ConfigError, type Env, logLevel, port, required, url } from "../config/env.ts";
+import { ConfigError, type Env, logLevel, port, required } from "../config/env.ts";
+import { internalTls, internalUrl, type ServiceTls } from "../config/tls.ts";
+import { loadServiceTls, TlsSettingsError } from "@platform/rpc";
+
+/** The certificate name the router calls identity and the tenant workers with. */
+export const ROUTER_TLS_NAME = "runtime-router";
 
 export type RouterConfig = {
   port: number;
   host: string;
   identityUrl: string;
+  /**
+   * The router's certificate (TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE naming
+   * runtime-router) for its calls to identity and the workers; undefined only
+   * with INTERNAL_TLS=off.
+   */
+  tls: ServiceTls | undefined;
   logLevel: string;
   maxWaitersPerTenant: number;
   /** Cold-start wait for a woken worker (spec: 10 s). */
@@ -17,6 +28,12 @@ export type RouterConfig = {
       workerHost: string;
       /** Keep a pre-started spare worker for cold starts (RUNTIME_SPARE_WORKER, default on). */
       spareWorker: boolean;
+      /**
+       * The workers' certificate (RUNTIME_WORKER_TLS_CERT_FILE and _KEY_FILE,
+       * naming runtime-worker, from the router's CA), handed to every worker
+       * as its TLS_* settings; undefined with INTERNAL_TLS=off.
+       */
+      workerTlsFiles: { caFile: string; certFile: string; keyFile: string } | undefined;
     }
   | {
       orchestrator: "kubernetes";
@@ -27,10 +44,12 @@ export type RouterConfig = {
 
 /** The router's settings, parsed once at start-up; a bad one throws ConfigError naming it. */
 export function routerConfig(env: Env): RouterConfig {
+  const tls = internalTls(env, ROUTER_TLS_NAME);
   const common = {
     port: port(env, "ROUTER_PORT", 8080),
     host: env.HOST?.trim() || "127.0.0.1",
-    identityUrl: url(env, "IDENTITY_GRPC_URL"),
+    identityUrl: internalUrl(env, "IDENTITY_GRPC_URL", tls),
+    tls,
     logLevel: logLevel(env),
     maxWaitersPerTenant: positiveInt(env, "RUNTIME_MAX_WAITERS_PER_TENANT", 32),
     // The spec's 10 s; slow machines (a loaded CI box starting node + tsx) may raise it.
@@ -42,9 +61,10 @@ export function routerConfig(env: Env): RouterConfig {
       ...common,
       orchestrator: "local",
       dataDir: env.RUNTIME_DATA_DIR?.trim() || ".data/runtime",
-      agentsUrl: url(env, "AGENTS_GRPC_URL"),
+      agentsUrl: internalUrl(env, "AGENTS_GRPC_URL", tls),
       workerHost: env.RUNTIME_WORKER_HOST?.trim() || "127.0.0.1",
       spareWorker: onOff(env, "RUNTIME_SPARE_WORKER", true),
+      workerTlsFiles: tls && workerTlsFiles(env),
     };
   }
   if (kind === "kubernetes") {
@@ -72,4 +92,27 @@ function positiveInt(env: Env, key: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${key} must be a positive integer, got "${raw}"`);
   return n;
+}
+
+const WORKER_CERT = "RUNTIME_WORKER_TLS_CERT_FILE";
+const WORKER_KEY = "RUNTIME_WORKER_TLS_KEY_FILE";
+
+/**
+ * The certificate the local orchestrator hands its workers, checked here so
+ * a wrong file stops the router at start rather than every worker later: it
+ * must come from the router's CA, match its key and name runtime-worker.
+ */
+function workerTlsFiles(env: Env): { caFile: string; certFile: string; keyFile: string } {
+  const caFile = required(env, "TLS_CA_FILE");
+  const certFile = required(env, WORKER_CERT);
+  const keyFile = required(env, WORKER_KEY);
+  try {
+    loadServiceTls({ TLS_CA_FILE: caFile, TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile }, "runtime-worker");
+  } catch (err) {
+    if (!(err instanceof TlsSettingsError)) throw err;
+    // Its messages name the service's own settings; these are the workers'.
+    const message = err.message.replaceAll("TLS_CERT_FILE", WORKER_CERT).replaceAll("TLS_KEY_FILE", WORKER_KEY);
+    throw new ConfigError(message);
+  }
+  return { caFile, certFile, keyFile };
 }

@@ -14,7 +14,8 @@ export class IdentityAuthenticator implements Authenticator {
 
   /**
    * Whether identity answers at all (for /readyz): any answer to an empty
-   * token, a rejection included, means it is up.
+   * token, a rejection included, means it is up; except PERMISSION_DENIED,
+   * identity refusing this router's certificate, which no request would get past.
    */
   async reachable(timeoutMs = 1000): Promise<boolean> {
     try {
@@ -22,7 +23,7 @@ export class IdentityAuthenticator implements Authenticator {
       return true;
     } catch (err) {
       const code = ConnectError.from(err).code;
-      return code !== ConnectCode.Unavailable && code !== ConnectCode.DeadlineExceeded && code !== ConnectCode.Canceled;
+      return ![ConnectCode.Unavailable, ConnectCode.DeadlineExceeded, ConnectCode.Canceled, ConnectCode.PermissionDenied].includes(code);
     }
   }
 

@@ -7,6 +7,8 @@ import { after, before, describe, test } from "node:test";
 import { Annotation } from "../controller/labels.ts";
 import { isServing } from "../health/grpc-health.ts";
 import { freePort } from "../orchestrator/local/free-port.ts";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
+import { loadServiceTls } from "@platform/rpc";
 import { AgentsDouble } from "../testing/agents-double.ts";
 import { IdentityDouble } from "../testing/identity-double.ts";
 
@@ -38,10 +40,15 @@ async function until(check: () => Promise<boolean>, ms: number): Promise<boolean
 }
 
 describe("router main", () => {
-  const identity = new IdentityDouble();
-  const agents = new AgentsDouble();
+  let pki: TestPki;
+  const tlsOf = (name: string) => loadServiceTls(pki.env(name));
+  let identity: IdentityDouble;
+  let agents: AgentsDouble;
   let dataDir: string;
   before(async () => {
+    pki = await makeTestPki(["identity", "agents", "runtime-router", "runtime-worker"]);
+    identity = new IdentityDouble(tlsOf("identity"));
+    agents = new AgentsDouble(tlsOf("agents"));
     await identity.start();
     await agents.start();
     dataDir = await mkdtemp(join(tmpdir(), "runtime-main-"));
@@ -50,12 +57,19 @@ describe("router main", () => {
     await agents.close();
     await identity.close();
     await rm(dataDir, { recursive: true, force: true });
+    pki.remove();
   });
 
   test("a missing required setting exits 2 naming it", async () => {
-    const { code, stderr } = await exited(run({ AGENTS_GRPC_URL: "http://127.0.0.1:1" }));
+    const { code, stderr } = await exited(run({ AGENTS_GRPC_URL: "http://127.0.0.1:1", INTERNAL_TLS: "off" }));
     assert.equal(code, 2);
     assert.match(stderr, /IDENTITY_GRPC_URL is required/);
+  });
+
+  test("without certificates (and without INTERNAL_TLS=off) it exits 2 naming the TLS settings", async () => {
+    const { code, stderr } = await exited(run({ IDENTITY_GRPC_URL: identity.url, AGENTS_GRPC_URL: agents.url }));
+    assert.equal(code, 2);
+    assert.match(stderr, /TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE/);
   });
 
   test("serves invoke with a real worker process; SIGTERM stops the worker; a restart keeps the state", async () => {
@@ -65,6 +79,9 @@ describe("router main", () => {
       HOST: "127.0.0.1",
       IDENTITY_GRPC_URL: identity.url,
       AGENTS_GRPC_URL: agents.url,
+      ...pki.env("runtime-router"),
+      RUNTIME_WORKER_TLS_CERT_FILE: pki.files("runtime-worker").certFile,
+      RUNTIME_WORKER_TLS_KEY_FILE: pki.files("runtime-worker").keyFile,
       RUNTIME_DATA_DIR: dataDir,
       LOG_LEVEL: "warn",
       RUNTIME_COLD_START_WAIT_MS: "90000",
@@ -89,18 +106,19 @@ describe("router main", () => {
       const d = state.deployments["runtime-t-0a1b2c3d"];
       assert.equal(d.replicas, 1);
       assert.equal(d.annotations[Annotation.tenantId], ORG);
-      const workerUrl = `http://127.0.0.1:${d.port}`;
-      assert.equal(await isServing(workerUrl), true);
+      const workerUrl = `https://127.0.0.1:${d.port}`;
+      const serving = () => isServing(workerUrl, undefined, 1000, undefined, tlsOf("runtime-router"));
+      assert.equal(await serving(), true);
 
       router.kill("SIGTERM");
       assert.equal((await done).code, 0);
-      assert.equal(await isServing(workerUrl), false, "the worker stopped with its router");
+      assert.equal(await serving(), false, "the worker stopped with its router");
 
       router = run(env);
       done = exited(router);
       assert.ok(await until(async () => (await fetch(`${url}/readyz`)).status === 200, 90_000));
       // Replicas 1 was kept: the worker comes back without a request.
-      assert.ok(await until(() => isServing(workerUrl), 90_000), "worker restarted from the kept state");
+      assert.ok(await until(serving, 90_000), "worker restarted from the kept state");
       const again = await invoke();
       assert.equal(await again.text(), "data: hello\n\nevent: turn_done\ndata: {}\n\n");
     } finally {

@@ -1,10 +1,12 @@
 import { createServiceTransport } from "@platform/rpc";
 // The runtime router: `node --import tsx packages/runtime/src/router/main.ts`.
-// Settings: ROUTER_PORT (8080), HOST (0.0.0.0), IDENTITY_GRPC_URL,
-// RUNTIME_ORCHESTRATOR (local | kubernetes), for local RUNTIME_DATA_DIR and
-// AGENTS_GRPC_URL, for kubernetes RUNTIME_NAMESPACE and
-// RUNTIME_WORKER_TEMPLATE; RUNTIME_MAX_WAITERS_PER_TENANT (32),
-// RUNTIME_COLD_START_WAIT_MS (10000), LOG_LEVEL.
+// Settings: ROUTER_PORT (8080), HOST (127.0.0.1), IDENTITY_GRPC_URL,
+// TLS_CA_FILE/TLS_CERT_FILE/TLS_KEY_FILE (its runtime-router certificate;
+// INTERNAL_TLS=off for development only), RUNTIME_ORCHESTRATOR (local |
+// kubernetes), for local RUNTIME_DATA_DIR, AGENTS_GRPC_URL and
+// RUNTIME_WORKER_TLS_CERT_FILE/RUNTIME_WORKER_TLS_KEY_FILE, for kubernetes
+// RUNTIME_NAMESPACE and RUNTIME_WORKER_TEMPLATE; RUNTIME_MAX_WAITERS_PER_TENANT
+// (32), RUNTIME_COLD_START_WAIT_MS (10000), LOG_LEVEL.
 import { resolve } from "node:path";
 import { pino } from "pino";
 import { ConfigError } from "../config/env.ts";
@@ -32,7 +34,8 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
     return LocalOrchestrator.open({
       dataDir: resolve(c.dataDir),
       host: c.workerHost,
-      workerEnv: { AGENTS_GRPC_URL: c.agentsUrl, LOG_LEVEL: c.logLevel },
+      workerEnv: { AGENTS_GRPC_URL: c.agentsUrl, LOG_LEVEL: c.logLevel, ...(c.tls ? {} : { INTERNAL_TLS: "off" }) },
+      tls: c.tls && c.workerTlsFiles && { client: c.tls, workerFiles: c.workerTlsFiles },
       // Scale-up blocks at most the cold-start wait; the router's reachability
       // wait shares the same budget (see TenantWaker).
       scaleWaitMs: c.coldStartWaitMs,
@@ -49,12 +52,15 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
     kubeConfig,
     namespace: c.namespace,
     template: k8s.loadWorkerTemplate(c.workerTemplatePath),
+    internalTls: c.tls !== undefined,
   });
 }
 
-const auth = new IdentityAuthenticator(createServiceTransport({ baseUrl: config.identityUrl }));
+if (!config.tls) logger.warn("INTERNAL_TLS=off: identity and the tenant workers are called without TLS");
+const auth = new IdentityAuthenticator(createServiceTransport({ baseUrl: config.identityUrl, tls: config.tls, expectServer: "identity" }));
 const router = await startRouter({
   auth,
+  tls: config.tls,
   orchestrator: await orchestrator(config),
   port: config.port,
   host: config.host,

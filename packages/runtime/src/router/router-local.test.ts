@@ -3,7 +3,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
+import { createServiceTransport, loadServiceTls } from "@platform/rpc";
 import { isServing } from "../health/grpc-health.ts";
 import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
 import { AgentsDouble } from "../testing/agents-double.ts";
@@ -16,28 +19,39 @@ const USER = "11111111-0000-4000-8000-000000000002";
 const SESSION = "5e551000-0000-4000-8000-000000000003";
 const DEPLOY = "runtime-t-0a1b2c3d";
 
-describe("router with the local orchestrator (real worker processes)", () => {
-  const identity = new IdentityDouble();
-  const agents = new AgentsDouble();
+// The embedded shape's path over mutual TLS: the router's certificate to
+// identity and the workers, the workers' (handed over by the orchestrator,
+// spare included) to agents.
+describe("router with the local orchestrator (real worker processes, mutual TLS)", () => {
+  let pki: TestPki;
+  const tlsOf = (name: string) => loadServiceTls(pki.env(name));
+  let identity: IdentityDouble;
+  let agents: AgentsDouble;
   let dataDir: string;
   let orch: LocalOrchestrator;
   let router: RunningRouter;
   let token: string;
 
   before(async () => {
+    pki = await makeTestPki(["identity", "agents", "runtime-router", "runtime-worker"]);
+    identity = new IdentityDouble(tlsOf("identity"));
+    agents = new AgentsDouble(tlsOf("agents"));
     await identity.start();
     await agents.start();
     token = identity.issue(USER, ORG);
     dataDir = await mkdtemp(join(tmpdir(), "runtime-router-local-"));
+    const tls = tlsOf("runtime-router");
     orch = await LocalOrchestrator.open({
       dataDir,
       workerEnv: { AGENTS_GRPC_URL: agents.url, LOG_LEVEL: "warn" },
+      tls: { client: tls, workerFiles: pki.files("runtime-worker") },
       workerStdio: "ignore",
       scaleWaitMs: 90_000,
     });
     router = await startRouter({
-      auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.url })),
+      auth: new IdentityAuthenticator(createServiceTransport({ baseUrl: identity.url, tls, expectServer: "identity" })),
       orchestrator: orch,
+      tls,
       sweeps: false,
       // The spec's 10 s is for production; a loaded test machine can take
       // longer to start node + tsx (the 10 s default is tested in waker.test.ts).
@@ -49,6 +63,7 @@ describe("router with the local orchestrator (real worker processes)", () => {
     await agents.close();
     await identity.close();
     await rm(dataDir, { recursive: true, force: true });
+    pki.remove();
   });
 
   const invoke = async () => {
@@ -64,11 +79,22 @@ describe("router with the local orchestrator (real worker processes)", () => {
     assert.deepEqual(await invoke(), { status: 200, text: "data: hello\n\nevent: turn_done\ndata: {}\n\n" });
     const pid = orch.pidOf(DEPLOY);
     assert.ok(pid);
+    // The worker process serves https to the router's certificate only.
+    const url = (await orch.endpoint(DEPLOY))!;
+    assert.match(url, /^https:\/\//);
+    assert.equal(await isServing(url, undefined, 5000, undefined, tlsOf("runtime-router")), true);
+    const asAgents = createClient(RuntimeService, createServiceTransport({ baseUrl: url, tls: tlsOf("agents") }));
+    await assert.rejects(
+      (async () => {
+        for await (const _ of asAgents.invoke({ sessionId: SESSION }, { headers: { authorization: `Bearer ${token}` } }));
+      })(),
+      (err: unknown) => err instanceof ConnectError && err.code === Code.PermissionDenied,
+    );
 
     // IdleSweep's effect: the process goes away.
     await orch.scaleDeployment(DEPLOY, 0);
     assert.equal(orch.pidOf(DEPLOY), undefined);
-    assert.equal(await isServing((await orch.endpoint(DEPLOY))!), false);
+    assert.equal(await isServing(url, undefined, 1000, undefined, tlsOf("runtime-router")), false);
 
     const t0 = Date.now();
     const results = await Promise.all([invoke(), invoke(), invoke()]);

@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
 import * as http from "node:http";
-import { createClient } from "@connectrpc/connect";
+import { ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { PlatformError } from "@platform/errors";
+import { Health } from "@platform/gen/grpc/health/v1/health_pb";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
+import { createServiceTransport, loadServiceTls } from "@platform/rpc";
 import { Annotation } from "../controller/labels.ts";
 import { AgentsDouble } from "../testing/agents-double.ts";
 import { IdentityDouble } from "../testing/identity-double.ts";
@@ -18,25 +21,34 @@ const USER = "11111111-0000-4000-8000-000000000002";
 const SESSION = "5e551000-0000-4000-8000-000000000003";
 const DEPLOY = "runtime-t-0a1b2c3d";
 
+// Every internal hop is mutual TLS, as deployed: router → identity (VerifyJWT),
+// router → worker, worker → agents, each with its own certificate.
 describe("router", () => {
-  const identity = new IdentityDouble();
-  const agents = new AgentsDouble();
+  let pki: TestPki;
+  const tlsOf = (name: string) => loadServiceTls(pki.env(name));
+  let identity: IdentityDouble;
+  let agents: AgentsDouble;
   let orch: InProcessOrchestrator;
   let router: RunningRouter;
   let token: string;
 
   async function boot(opts: { reachTimeoutMs?: number; maxWaitersPerTenant?: number } = {}) {
     await router?.close();
-    orch = new InProcessOrchestrator(agents.url);
+    orch = new InProcessOrchestrator(agents.url, tlsOf("runtime-worker"));
+    const tls = tlsOf("runtime-router");
     router = await startRouter({
-      auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.url })),
+      auth: new IdentityAuthenticator(createServiceTransport({ baseUrl: identity.url, tls, expectServer: "identity" })),
       orchestrator: orch,
       sweeps: false,
+      tls,
       ...opts,
     });
   }
 
   before(async () => {
+    pki = await makeTestPki(["identity", "agents", "runtime-router", "runtime-worker"]);
+    identity = new IdentityDouble(tlsOf("identity"));
+    agents = new AgentsDouble(tlsOf("agents"));
     await identity.start();
     await agents.start();
     token = identity.issue(USER, ORG);
@@ -46,6 +58,7 @@ describe("router", () => {
     await router.close();
     await agents.close();
     await identity.close();
+    pki.remove();
   });
   beforeEach(() => {
     agents.calls.length = 0;
@@ -137,7 +150,7 @@ describe("router", () => {
     assert.equal(await res.text(), 'event: error\ndata: {"message":"agents call failed: session not found"}\n\n');
   });
 
-  test("hostile x-request-id / x-trace-id (UTF-8 bytes, too long) over REST and gRPC: replaced, the call works", async () => {
+  test("hostile x-request-id / x-trace-id (UTF-8 bytes, too long) over REST: replaced, the call works", async () => {
     const utf8 = Buffer.from("日本-ñ", "utf8").toString("latin1");
     // fetch refuses such header values; node:http sends them as the bytes they are.
     const status = await new Promise<number>((resolve, reject) => {
@@ -153,20 +166,34 @@ describe("router", () => {
       req.end(JSON.stringify({ ...hi, requestId: "日本", traceId: "日本" }));
     });
     assert.equal(status, 200);
-    let call = agents.calls.find((c) => c.method === "sendMessages")!;
+    const call = agents.calls.find((c) => c.method === "sendMessages")!;
     assert.match(call.headers["x-request-id"] ?? "", /^[0-9a-f-]{36}$/);
     assert.match(call.headers["x-trace-id"] ?? "", /^[0-9a-f]{32}$/);
-    agents.calls.length = 0;
-    const client = createClient(RuntimeService, createGrpcTransport({ baseUrl: router.url }));
-    const events: string[] = [];
-    for await (const e of client.invoke(
-      { sessionId: SESSION, requestId: "日本", traceId: "\u{1F600}", messages: [{ role: "user", content: "hi" }] },
-      { headers: { authorization: `Bearer ${token}`, "x-request-id": utf8, "x-trace-id": "a b" } },
-    ))
-      events.push(e.event.case ?? "");
-    assert.deepEqual(events, ["textChunk", "turnDone"]);
-    call = agents.calls.find((c) => c.method === "sendMessages")!;
-    assert.match(call.headers["x-request-id"] ?? "", /^[0-9a-f-]{36}$/);
+  });
+
+  test("the public port serves REST/SSE and health endpoints only: no gRPC, Connect, gRPC-Web, gRPC health or reflection", async () => {
+    const verified = identity.verifications;
+    const grpc = createClient(RuntimeService, createGrpcTransport({ baseUrl: router.url }));
+    const grpcCall = async () => {
+      for await (const _ of grpc.invoke({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }, { headers: { authorization: `Bearer ${token}` } }));
+    };
+    await assert.rejects(grpcCall(), ConnectError);
+    const health = createClient(Health, createGrpcTransport({ baseUrl: router.url }));
+    await assert.rejects(health.check({}), ConnectError);
+    for (const [path, contentType] of [
+      ["/runtime.v1.RuntimeService/Invoke", "application/connect+proto"],
+      ["/runtime.v1.RuntimeService/Invoke", "application/grpc-web+proto"],
+      ["/grpc.health.v1.Health/Check", "application/json"],
+      ["/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "application/grpc-web+proto"],
+    ]) {
+      const res = await fetch(`${router.url}${path}`, { method: "POST", headers: { "content-type": contentType!, authorization: `Bearer ${token}` }, body: "" });
+      assert.equal(res.status, 404, `${path} ${contentType}`);
+      await res.text();
+    }
+    assert.equal(identity.verifications, verified, "no procedure call got as far as authentication");
+    assert.equal(agents.calls.length, 0, "nothing was forwarded");
+    assert.equal((await fetch(`${router.url}/livez`)).status, 200);
+    assert.equal((await invoke(hi)).status, 200);
   });
 
   test("a malformed session id is 400", async () => {
@@ -283,6 +310,18 @@ describe("identity authenticator", () => {
       assert.equal(await new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.url })).reachable(), true);
     } finally {
       await identity.close();
+    }
+    // Over mutual TLS, a refusal of the router's certificate is not "up": readiness reports it.
+    const pki = await makeTestPki(["identity", "runtime-router", "agents"]);
+    const tlsIdentity = new IdentityDouble(loadServiceTls(pki.env("identity")));
+    const url = await tlsIdentity.start();
+    try {
+      const as = (name: string) => new IdentityAuthenticator(createServiceTransport({ baseUrl: url, tls: loadServiceTls(pki.env(name)) }));
+      assert.equal(await as("runtime-router").reachable(), true);
+      assert.equal(await as("agents").reachable(), false, "PERMISSION_DENIED: this router is not admitted");
+    } finally {
+      await tlsIdentity.close();
+      pki.remove();
     }
     assert.equal(await new IdentityAuthenticator(createGrpcTransport({ baseUrl: "http://127.0.0.1:9" })).reachable(), false);
   });

@@ -1,6 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
-import { createServer } from "@platform/rpc";
+import { createServer, type ServiceTls } from "@platform/rpc";
 import { type Logger, pino } from "pino";
 import { Controller } from "../controller/controller.ts";
 import { startSweeps } from "../controller/sweeps.ts";
@@ -24,6 +24,11 @@ export interface RouterOptions {
   sweeps?: boolean;
   controller?: Controller;
   workers?: TenantWorkers;
+  /**
+   * The router's certificate: tenant workers are called over mutual TLS with
+   * it (for the default `workers`). Undefined: plaintext (INTERNAL_TLS=off).
+   */
+  tls?: ServiceTls;
   /** /readyz: e.g. whether identity answers. */
   readiness?: () => Promise<boolean>;
   shutdownTimeoutMs?: number;
@@ -37,15 +42,19 @@ export interface RunningRouter {
   close(): Promise<void>;
 }
 
-/** The public router: RuntimeService.Invoke over REST/SSE, gRPC and Connect on one port. */
+/**
+ * The public router: RuntimeService.Invoke as REST/SSE (plus /livez, /healthz,
+ * /readyz) on its port. The port is public, so it serves no gRPC, Connect,
+ * gRPC-Web, health or reflection: the internal surfaces are the workers'.
+ */
 export async function startRouter(options: RouterOptions): Promise<RunningRouter> {
   const logger = options.logger ?? pino({ level: "silent" });
   const controller = options.controller ?? new Controller({ orchestrator: options.orchestrator, logger });
-  const workers = options.workers ?? new GrpcTenantWorkers();
+  const workers = options.workers ?? new GrpcTenantWorkers(options.tls);
   const sessions = workers instanceof GrpcTenantWorkers ? workers : undefined;
   const waker = new TenantWaker({
     controller,
-    waitReachable: (url, ms) => waitServing(url, ms, { transport: sessions?.transport(url) }),
+    waitReachable: (url, ms) => waitServing(url, ms, { transport: sessions?.transport(url), tls: options.tls }),
     reachTimeoutMs: options.reachTimeoutMs,
     maxWaitersPerTenant: options.maxWaitersPerTenant,
   });
@@ -62,6 +71,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     name: "runtime-router",
     services: [{ service: RuntimeService, impl }],
     envelope: "runtime",
+    restOnly: true,
     port: options.port,
     host: options.host,
     logger,

@@ -1,4 +1,4 @@
-import { createServiceTransport } from "@platform/rpc";
+import { createServiceTransport, type ServiceTls } from "@platform/rpc";
 import { type Client, createClient, type Transport } from "@connectrpc/connect";
 import { type InvokeEvent, type InvokeRequest, RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 
@@ -7,9 +7,15 @@ export interface TenantWorkers {
   invoke(url: string, req: InvokeRequest, headers: Record<string, string>, signal: AbortSignal): AsyncIterable<InvokeEvent>;
 }
 
-/** gRPC clients to tenant workers, one (HTTP/2 session) per worker URL. */
+/**
+ * gRPC clients to tenant workers, one (HTTP/2 session) per worker URL; with
+ * `tls` (the router's certificate) over mutual TLS, accepting only a server
+ * whose certificate names runtime-worker.
+ */
 export class GrpcTenantWorkers implements TenantWorkers {
   readonly #clients = new Map<string, { transport: Transport; client: Client<typeof RuntimeService> }>();
+
+  constructor(private readonly tls?: ServiceTls) {}
 
   invoke(url: string, req: InvokeRequest, headers: Record<string, string>, signal: AbortSignal): AsyncIterable<InvokeEvent> {
     return this.#for(url).client.invoke(req, { headers, signal });
@@ -26,7 +32,7 @@ export class GrpcTenantWorkers implements TenantWorkers {
   #for(url: string) {
     let c = this.#clients.get(url);
     if (!c) {
-      const transport = createServiceTransport({ baseUrl: url });
+      const transport = createServiceTransport({ baseUrl: url, tls: this.tls, expectServer: "runtime-worker" });
       c = { transport, client: createClient(RuntimeService, transport) };
       this.#clients.set(url, c);
     }

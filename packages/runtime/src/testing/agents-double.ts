@@ -7,7 +7,7 @@ import {
   SessionService,
   type StreamEventsRequest,
 } from "@platform/gen/agents/v1/agents_pb";
-import { createServer, type Server } from "@platform/rpc";
+import { createServer, type Server, type ServiceTls } from "@platform/rpc";
 import { pino } from "pino";
 
 type EventInit = MessageInitShape<typeof SessionEventSchema>;
@@ -21,9 +21,13 @@ export interface AgentsCall {
 /**
  * An agents SessionService served over real gRPC (h2c), scripted per test:
  * `script` gives the events (or an error) SendMessages and StreamEvents
- * stream; `session` what GetSession answers. Every call is recorded.
+ * stream; `session` what GetSession answers. Every call is recorded. With
+ * `tls` (an agents certificate) it serves https to runtime-worker
+ * certificates only, as the agents service's internal port does.
  */
 export class AgentsDouble {
+  constructor(private readonly tls?: ServiceTls) {}
+
   readonly calls: AgentsCall[] = [];
   script: (call: AgentsCall) => EventInit[] | Error = () => [{ type: "text", content: "hello" }, { type: "done" }];
   session: MessageInitShape<typeof GetSessionResponseSchema> = { session: { id: "s", status: "idle" }, events: [] };
@@ -62,6 +66,7 @@ export class AgentsDouble {
       logger: pino({ level: "silent" }),
       shutdownTimeoutMs: 1000,
       services: [{ service: SessionService, impl }],
+      ...(this.tls && { internal: { tls: this.tls, callers: { [SessionService.typeName]: ["runtime-worker"] } } }),
     });
     this.url = (await this.#server.listen()).url;
     return this.url;

@@ -1,3 +1,4 @@
+import type { ServiceTls } from "@platform/rpc";
 import { MemoryOrchestrator } from "../orchestrator/memory/memory-orchestrator.ts";
 import type { Deployment, DeploymentSpec, Orchestrator } from "../orchestrator/orchestrator.ts";
 import { freePort } from "../orchestrator/local/free-port.ts";
@@ -7,7 +8,8 @@ import { type RunningServer, startWorker } from "../worker/worker.ts";
  * An orchestrator for router tests: deployments are records (a
  * MemoryOrchestrator), and a deployment with replicas runs a real tenant
  * worker server in this process, on a port fixed at creation. `startDelayMs`
- * makes wakes slow; `broken` makes workers never start.
+ * makes wakes slow; `broken` makes workers never start. With `workerTls`
+ * (a runtime-worker certificate) the workers serve mutual TLS (https).
  */
 export class InProcessOrchestrator implements Orchestrator {
   readonly records = new MemoryOrchestrator();
@@ -20,7 +22,10 @@ export class InProcessOrchestrator implements Orchestrator {
   /** Worker starts so far. */
   starts = 0;
 
-  constructor(private readonly agentsUrl: string) {}
+  constructor(
+    private readonly agentsUrl: string,
+    private readonly workerTls?: ServiceTls,
+  ) {}
 
   async getDeployment(name: string): Promise<Deployment | undefined> {
     return this.records.getDeployment(name);
@@ -48,7 +53,7 @@ export class InProcessOrchestrator implements Orchestrator {
   }
   async endpoint(name: string): Promise<string | undefined> {
     const port = this.#ports.get(name);
-    return port === undefined ? undefined : `http://127.0.0.1:${port}`;
+    return port === undefined ? undefined : `${this.workerTls ? "https" : "http"}://127.0.0.1:${port}`;
   }
 
   /** Stops a worker behind the orchestrator's back (a crash). */
@@ -83,6 +88,7 @@ export class InProcessOrchestrator implements Orchestrator {
         agentsUrl: this.agentsUrl,
         port,
         host: "127.0.0.1",
+        tls: this.workerTls,
       });
     })();
     this.#workers.set(name, started);

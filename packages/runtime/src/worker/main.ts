@@ -1,10 +1,12 @@
 // Tenant worker process: `node --import tsx packages/runtime/src/worker/main.ts`
 // (or the bundle the local orchestrator builds of it) with TENANT_ID, ORG_ID,
-// AGENTS_GRPC_URL, PORT (default 50051); as a spare, those arrive on the IPC
-// channel (./supervisor.ts).
+// AGENTS_GRPC_URL, PORT (default 50051), TLS_CA_FILE/TLS_CERT_FILE/TLS_KEY_FILE
+// (the runtime-worker certificate; INTERNAL_TLS=off for development only);
+// as a spare, the deployment's settings arrive on the IPC channel (./supervisor.ts).
 import { type Logger, pino } from "pino";
-import { ConfigError, url } from "../config/env.ts";
-import { exitsWithStdin, workerConfig } from "./config.ts";
+import { ConfigError } from "../config/env.ts";
+import { internalTls, internalUrl, type ServiceTls } from "../config/tls.ts";
+import { exitsWithStdin, WORKER_TLS_NAME, workerConfig } from "./config.ts";
 import { adoption, isSpare, reportReady } from "./supervisor.ts";
 import { type ConnectedAgents, connectAgents, warmUp } from "./warm-up.ts";
 import { type RunningServer, startWorker } from "./worker.ts";
@@ -35,14 +37,18 @@ async function serve(): Promise<void> {
   // A spare does now what a tenant's first request would otherwise wait for.
   let early: ConnectedAgents | undefined;
   if (isSpare()) {
-    await warmUp();
+    // The certificate and the agents URL are common to every worker; when a
+    // setting is missing or wrong the adopted worker reports it below.
+    let tls: ServiceTls | undefined;
     let agentsUrl: string | undefined;
     try {
-      agentsUrl = url(process.env, "AGENTS_GRPC_URL");
-    } catch {
-      // Not set for every worker: the adopted deployment's environment brings it.
+      tls = internalTls(process.env, WORKER_TLS_NAME);
+      await warmUp(tls);
+      agentsUrl = internalUrl(process.env, "AGENTS_GRPC_URL", tls);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
     }
-    if (agentsUrl) early = await connectAgents(agentsUrl);
+    if (agentsUrl) early = await connectAgents(agentsUrl, tls);
   }
   await adoption();
   let config: ReturnType<typeof workerConfig>;

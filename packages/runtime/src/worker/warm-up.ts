@@ -1,8 +1,7 @@
 import { createClient } from "@connectrpc/connect";
-import { Http2SessionManager } from "@connectrpc/connect-node";
 import { Health } from "@platform/gen/grpc/health/v1/health_pb";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
-import { createServiceTransport } from "@platform/rpc";
+import { createServiceTransport, type ServiceTls } from "@platform/rpc";
 import { RUNTIME_SERVICE_NAME } from "../health/grpc-health.ts";
 import { identityHeaders } from "../metadata.ts";
 import { ConnectAgentsClient } from "./agents-client.ts";
@@ -25,16 +24,18 @@ const echoAgents: AgentsPort = {
  * has compiled the server's request path (HTTP/2, Connect, protobuf, the
  * invoke handler) before a tenant's first request needs it: in a fresh
  * process that first request costs several times a warm one. A spare does
- * this while it waits; failures only mean a colder first request.
+ * this while it waits; failures only mean a colder first request. With
+ * `tls` the call goes over mutual TLS with the worker's own certificate (the
+ * handshake is on the path too), which this throwaway server alone admits.
  */
-export async function warmUp(): Promise<void> {
+export async function warmUp(tls: ServiceTls | undefined): Promise<void> {
   const server = await startWorker(
-    { tenantId: NOBODY, orgId: NOBODY, agentsUrl: "http://127.0.0.1:9", port: 0, host: "127.0.0.1" },
-    { agents: echoAgents, shutdownTimeoutMs: 0 },
+    { tenantId: NOBODY, orgId: NOBODY, agentsUrl: "http://127.0.0.1:9", port: 0, host: "127.0.0.1", tls },
+    { agents: echoAgents, shutdownTimeoutMs: 0, callers: tls ? [tls.name] : undefined },
   );
-  const sessions = new Http2SessionManager(server.url);
   try {
-    const transport = createServiceTransport({ baseUrl: server.url, sessionManager: sessions });
+    // The server's close ends this connection too.
+    const transport = createServiceTransport({ baseUrl: server.url, tls });
     await createClient(Health, transport).check({ service: RUNTIME_SERVICE_NAME });
     const headers = identityHeaders({
       authorization: "Bearer warm-up",
@@ -52,7 +53,6 @@ export async function warmUp(): Promise<void> {
   } catch {
     // A colder first request, nothing worse.
   } finally {
-    sessions.abort();
     await server.close();
   }
 }
@@ -66,10 +66,10 @@ export interface ConnectedAgents {
 /**
  * Opens the agents connection ahead of the first request (one health check
  * over the client's own transport; any answer will do). A spare can: the
- * agents URL is the same for every tenant.
+ * agents URL and the worker certificate are the same for every tenant.
  */
-export async function connectAgents(url: string): Promise<ConnectedAgents> {
-  const transport = createServiceTransport({ baseUrl: url });
+export async function connectAgents(url: string, tls: ServiceTls | undefined): Promise<ConnectedAgents> {
+  const transport = createServiceTransport({ baseUrl: url, tls, expectServer: "agents" });
   await createClient(Health, transport)
     .check({}, { timeoutMs: 1000 })
     .catch(() => {});

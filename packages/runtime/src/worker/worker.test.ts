@@ -35,7 +35,7 @@ describe("tenant worker", () => {
 
   before(async () => {
     const agentsUrl = await agents.start();
-    worker = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl, port: 0, host: "127.0.0.1" });
+    worker = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl, port: 0, host: "127.0.0.1", tls: undefined });
     client = createClient(RuntimeService, createGrpcTransport({ baseUrl: worker.url }));
   });
   after(async () => {
@@ -137,7 +137,7 @@ describe("tenant worker", () => {
   });
 
   test("an unreachable agents service is INTERNAL", async () => {
-    const lonely = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl: "http://127.0.0.1:9", port: 0, host: "127.0.0.1" });
+    const lonely = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl: "http://127.0.0.1:9", port: 0, host: "127.0.0.1", tls: undefined });
     try {
       const c = createClient(RuntimeService, createGrpcTransport({ baseUrl: lonely.url }));
       await assert.rejects(

@@ -4,7 +4,7 @@ import { createServer, createServiceTransport } from "@platform/rpc";
 import { type Logger, pino } from "pino";
 import type { AgentsPort } from "./agents-port.ts";
 import { ConnectAgentsClient } from "./agents-client.ts";
-import type { WorkerConfig } from "./config.ts";
+import { WORKER_CALLERS, type WorkerConfig } from "./config.ts";
 import { workerInvoke } from "./invoke.ts";
 
 export interface RunningServer {
@@ -16,13 +16,16 @@ export interface RunningServer {
 /**
  * Starts the tenant worker's server: RuntimeService.Invoke over gRPC (and
  * Connect), gRPC health SERVING for runtime.v1.RuntimeService once listening.
+ * With `config.tls` the port speaks mutual TLS only and admits RuntimeService
+ * calls from `callers` (default: the router's certificate); agents is called
+ * with the same certificate.
  */
 export async function startWorker(
   config: Omit<WorkerConfig, "exitWithStdin" | "logLevel">,
-  options: { logger?: Logger; agents?: AgentsPort; shutdownTimeoutMs?: number } = {},
+  options: { logger?: Logger; agents?: AgentsPort; shutdownTimeoutMs?: number; callers?: readonly string[] } = {},
 ): Promise<RunningServer> {
   const logger = options.logger ?? pino({ level: "silent" });
-  const agents = options.agents ?? new ConnectAgentsClient(createServiceTransport({ baseUrl: config.agentsUrl }));
+  const agents = options.agents ?? new ConnectAgentsClient(createServiceTransport({ baseUrl: config.agentsUrl, tls: config.tls, expectServer: "agents" }));
   const impl: ServiceImpl<typeof RuntimeService> = {
     invoke: workerInvoke({ tenantId: config.tenantId, orgId: config.orgId, agents, logger }),
   };
@@ -32,6 +35,7 @@ export async function startWorker(
     envelope: "runtime",
     port: config.port,
     host: config.host,
+    internal: { tls: config.tls, callers: { [RuntimeService.typeName]: options.callers ?? WORKER_CALLERS } },
     logger,
     // The local orchestrator sends SIGKILL 5 s after SIGTERM.
     shutdownTimeoutMs: options.shutdownTimeoutMs ?? 4000,

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { describe, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
-import { createServiceTransport } from "@platform/rpc";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
+import { createServiceTransport, loadServiceTls, type ServiceTls } from "@platform/rpc";
 import { isServing } from "../../health/grpc-health.ts";
 import { Metadata } from "../../metadata.ts";
 import { AgentsDouble } from "../../testing/agents-double.ts";
@@ -16,8 +17,18 @@ import { LocalOrchestrator } from "./local-orchestrator.ts";
 const tempDir = tempDirs("runtime-local-");
 
 const TENANT = "7e57a000-0000-4000-8000-000000000001";
-// The workers never call agents in these tests; any URL will do.
-const workerEnv = { AGENTS_GRPC_URL: "http://127.0.0.1:9", LOG_LEVEL: "warn" };
+// The workers never call agents in these tests; any URL will do. Plaintext
+// here: these tests are about processes; mutual TLS has its own below.
+const workerEnv = { AGENTS_GRPC_URL: "http://127.0.0.1:9", LOG_LEVEL: "warn", INTERNAL_TLS: "off" };
+
+let pki: TestPki;
+before(async () => {
+  pki = await makeTestPki(["runtime-router", "runtime-worker", "agents"]);
+});
+after(() => pki?.remove());
+const tlsOf = (name: string) => loadServiceTls(pki.env(name));
+/** The router's side of mutual TLS with its workers, as router/main.ts sets it up. */
+const orchestratorTls = () => ({ client: tlsOf("runtime-router"), workerFiles: pki.files("runtime-worker") });
 
 function spec(name: string, replicas: number, tenant = TENANT): DeploymentSpec {
   return {
@@ -143,9 +154,9 @@ describe("local orchestrator processes", () => {
   });
 });
 
-/** Invokes a worker as the router would, as a user of `tenant`; the event cases it streams. */
-async function invokeAs(url: string, tenant: string): Promise<(string | undefined)[]> {
-  const client = createClient(RuntimeService, createServiceTransport({ baseUrl: url }));
+/** Invokes a worker as the router would (with `tls`, its certificate), as a user of `tenant`; the event cases it streams. */
+async function invokeAs(url: string, tenant: string, tls?: ServiceTls): Promise<(string | undefined)[]> {
+  const client = createClient(RuntimeService, createServiceTransport({ baseUrl: url, tls }));
   const headers = {
     [Metadata.authorization]: "Bearer tok.en.sig",
     [Metadata.tenantId]: tenant,
@@ -164,15 +175,17 @@ const unauthenticated = (err: unknown) => err instanceof ConnectError && err.cod
 describe("local orchestrator spare worker", () => {
   const OTHER = "7e57a000-0000-4000-8000-0000000000b2";
 
-  test("a scale-up adopts the spare, which then serves that tenant only; a new spare replaces it; at zero the tenant has no process", async () => {
-    const agents = new AgentsDouble();
+  test("a scale-up adopts the spare, which then serves that tenant only (mutual TLS, to the router only); a new spare replaces it; at zero the tenant has no process", async () => {
+    const agents = new AgentsDouble(tlsOf("agents"));
     const agentsUrl = await agents.start();
     const orch = await LocalOrchestrator.open({
       dataDir: await tempDir(),
       workerEnv: { AGENTS_GRPC_URL: agentsUrl, LOG_LEVEL: "warn" },
+      tls: orchestratorTls(),
       workerStdio: "ignore",
       scaleWaitMs: 90_000,
     });
+    const router = tlsOf("runtime-router");
     try {
       assert.ok(await until(() => orch.sparePid() !== undefined, 90_000), "a spare starts with the orchestrator");
       const firstSpare = orch.sparePid();
@@ -186,10 +199,13 @@ describe("local orchestrator spare worker", () => {
       // Each adopted worker has its own deployment's environment and nobody else's.
       const first = (await orch.endpoint("runtime-t-bbbb0001"))!;
       const second = (await orch.endpoint("runtime-t-bbbb0002"))!;
-      assert.deepEqual(await invokeAs(first, TENANT), ["textChunk", "turnDone"]);
-      assert.deepEqual(await invokeAs(second, OTHER), ["textChunk", "turnDone"]);
-      await assert.rejects(invokeAs(first, OTHER), unauthenticated);
-      await assert.rejects(invokeAs(second, TENANT), unauthenticated);
+      assert.match(first, /^https:/);
+      assert.deepEqual(await invokeAs(first, TENANT, router), ["textChunk", "turnDone"]);
+      assert.deepEqual(await invokeAs(second, OTHER, router), ["textChunk", "turnDone"]);
+      await assert.rejects(invokeAs(first, OTHER, router), unauthenticated);
+      await assert.rejects(invokeAs(second, TENANT, router), unauthenticated);
+      // The adopted spare admits the router's certificate only.
+      await assert.rejects(invokeAs(first, TENANT, tlsOf("agents")), (err: unknown) => err instanceof ConnectError && err.code === Code.PermissionDenied);
       assert.deepEqual(
         agents.calls.map((c) => c.headers["x-tenant-id"]),
         [TENANT, OTHER],
@@ -200,18 +216,28 @@ describe("local orchestrator spare worker", () => {
       assert.equal(alive(firstSpare), false);
       assert.equal(orch.pidOf("runtime-t-bbbb0001"), undefined);
       assert.notEqual(orch.sparePid(), firstSpare);
-      assert.equal(await isServing(first), false);
+      assert.equal(await isServing(first, undefined, 1000, undefined, router), false);
     } finally {
       await orch.close();
       await agents.close();
     }
   });
 
-  test("without a spare a scale-up starts a worker of its own", async () => {
-    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000, spareWorker: false });
+  test("without a spare a scale-up starts a worker of its own (from the bundle, with the worker certificate)", async () => {
+    const orch = await LocalOrchestrator.open({
+      dataDir: await tempDir(),
+      workerEnv: { AGENTS_GRPC_URL: "https://127.0.0.1:9", LOG_LEVEL: "warn" },
+      tls: orchestratorTls(),
+      workerStdio: "ignore",
+      scaleWaitMs: 90_000,
+      spareWorker: false,
+    });
     try {
       await orch.createDeployment(spec("runtime-t-bbbb0003", 1));
-      assert.equal(await isServing((await orch.endpoint("runtime-t-bbbb0003"))!), true);
+      const url = (await orch.endpoint("runtime-t-bbbb0003"))!;
+      assert.match(url, /^https:/);
+      assert.equal(await isServing(url, undefined, 5000, undefined, tlsOf("runtime-router")), true);
+      assert.equal(await isServing(url.replace("https:", "http:")), false, "no plaintext");
       assert.equal(orch.sparePid(), undefined);
       // From the prebuilt bundle, not through tsx.
       const cmdline = readFileSync(`/proc/${orch.pidOf("runtime-t-bbbb0003")}/cmdline`, "utf8").split("\0");

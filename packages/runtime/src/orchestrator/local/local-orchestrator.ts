@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import type { ServiceTls } from "@platform/rpc";
 import type { Logger } from "pino";
 import {
   type Deployment,
@@ -41,6 +42,14 @@ export interface LocalOrchestratorOptions {
   spareWorker?: boolean;
   /** Worker stdout/stderr: shared with this process, or dropped. */
   workerStdio?: "inherit" | "ignore";
+  /**
+   * Mutual TLS: every worker (the spare too) gets `workerFiles` as its
+   * TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE and serves https, and this
+   * process checks their health with `client` (the router's certificate,
+   * the only one a worker admits). Without it the endpoints are http and
+   * the workers need INTERNAL_TLS=off in `workerEnv`.
+   */
+  tls?: { client: ServiceTls; workerFiles: { caFile: string; certFile: string; keyFile: string } };
   logger?: Logger;
 }
 
@@ -55,8 +64,9 @@ const PASS_ENV = ["PATH", "HOME", "TMPDIR", "LANG", "TZ", "NODE_OPTIONS"];
  * process owns a data directory.
  */
 export class LocalOrchestrator implements Orchestrator {
-  readonly #opts: Required<Omit<LocalOrchestratorOptions, "logger" | "workerEnv" | "workerCommand">> & {
+  readonly #opts: Required<Omit<LocalOrchestratorOptions, "logger" | "workerEnv" | "workerCommand" | "tls">> & {
     workerEnv: Record<string, string>;
+    tls?: LocalOrchestratorOptions["tls"];
   };
   readonly #log?: Logger;
   readonly #path: string;
@@ -74,9 +84,15 @@ export class LocalOrchestrator implements Orchestrator {
   readonly #spare?: SpareWorker;
 
   private constructor(options: LocalOrchestratorOptions) {
+    const files = options.tls?.workerFiles;
     this.#opts = {
       dataDir: options.dataDir,
-      workerEnv: options.workerEnv ?? {},
+      // The certificate settings last: they are the orchestrator's to give.
+      workerEnv: {
+        ...options.workerEnv,
+        ...(files && { TLS_CA_FILE: files.caFile, TLS_CERT_FILE: files.certFile, TLS_KEY_FILE: files.keyFile }),
+      },
+      tls: options.tls,
       host: options.host ?? "127.0.0.1",
       startTimeoutMs: options.startTimeoutMs ?? 120_000,
       scaleWaitMs: options.scaleWaitMs ?? 10_000,
@@ -208,7 +224,7 @@ export class LocalOrchestrator implements Orchestrator {
   }
 
   #url(port: number): string {
-    return `http://${this.#opts.host}:${port}`;
+    return `${this.#opts.tls ? "https" : "http"}://${this.#opts.host}:${port}`;
   }
 
   async #save(): Promise<void> {
@@ -287,7 +303,12 @@ export class LocalOrchestrator implements Orchestrator {
     const env: Record<string, string> = {};
     for (const k of PASS_ENV) if (process.env[k]) env[k] = process.env[k] as string;
     Object.assign(env, this.#opts.workerEnv, deploymentEnv);
-    return new WorkerProcess(command, env, { stdio: this.#opts.workerStdio, spare: !deploymentEnv, log: this.#log });
+    return new WorkerProcess(command, env, {
+      stdio: this.#opts.workerStdio,
+      spare: !deploymentEnv,
+      log: this.#log,
+      tls: this.#opts.tls?.client,
+    });
   }
 
   /** A new spare, from a command checked just now (its code is current as of its start). */

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import type { ServiceTls } from "@platform/rpc";
 import type { Logger } from "pino";
 import { waitServing } from "../../health/grpc-health.ts";
 import { type AdoptMessage, isReady, isWaiting, SPARE_ENV } from "../../worker/supervisor.ts";
@@ -32,13 +33,16 @@ export class WorkerProcess {
   #url?: string;
   healthy = false;
   #stopping = false;
+  /** The certificate health checks of an https worker are made with. */
+  readonly #tls?: ServiceTls;
 
   constructor(
     command: WorkerCommand,
     env: Record<string, string>,
-    options: { stdio: "inherit" | "ignore"; spare?: boolean; log?: Logger },
+    options: { stdio: "inherit" | "ignore"; spare?: boolean; log?: Logger; tls?: ServiceTls },
   ) {
     this.spare = options.spare ?? false;
+    this.#tls = options.tls;
     this.child = spawn(command.command, command.args, {
       cwd: command.cwd,
       env: { ...env, RUNTIME_EXIT_WITH_STDIN: "1", ...(this.spare ? { [SPARE_ENV]: "1" } : {}) },
@@ -108,7 +112,7 @@ export class WorkerProcess {
     }
     const polling = new AbortController();
     void this.exited.then(() => polling.abort());
-    const polled = waitServing(url, startTimeoutMs, { signal: polling.signal });
+    const polled = waitServing(url, startTimeoutMs, { signal: polling.signal, tls: this.#tls });
     this.#ready = Promise.race([this.#reported.then((ok) => ok || polled), polled]).then((ok) => {
       polling.abort();
       this.healthy = ok && this.child.exitCode === null;
