@@ -1,4 +1,5 @@
 import { type Database, openDatabase } from "@platform/db";
+import type { ServiceTls } from "@platform/rpc";
 import type { DestinationStream, Logger } from "pino";
 import type { InvalidationListener } from "./cache/invalidation-listener.ts";
 import type { Settings } from "./config/settings.ts";
@@ -60,6 +61,7 @@ export function identityFromSettings(database: Database<IdentityDB>, settings: S
     jwtTtlSeconds: settings.jwtTtlSeconds,
     refreshTokenTtlSeconds: settings.refreshTokenTtlSeconds,
     argon2: settings.argon2,
+    loginThrottle: settings.loginThrottle,
     idempotencyLockMs: settings.requestTimeoutMs * 2,
   });
 }
@@ -67,7 +69,12 @@ export function identityFromSettings(database: Database<IdentityDB>, settings: S
 /** Start-up: migrate, ensure an active signing key, bootstrap the owner if configured, listen. */
 export async function startApp(
   settings: Settings,
-  options: { logDestination?: DestinationStream; database?: Database<IdentityDB> & { url?: string } } = {},
+  options: {
+    logDestination?: DestinationStream;
+    database?: Database<IdentityDB> & { url?: string };
+    /** The internal port's mutual TLS (internalTlsFromEnv); undefined only with INTERNAL_TLS=off. */
+    internalTls: ServiceTls | undefined;
+  },
 ): Promise<App> {
   const logger = createLogger(settings.logLevel, options.logDestination);
   // PGlite has one connection per data directory: the migrator must share it.
@@ -91,7 +98,7 @@ export async function startApp(
       const result = await identity.bootstrap(settings.bootstrap);
       logger.info({ created: result.created, userId: result.userId, orgId: result.orgId }, result.created ? "bootstrap owner created" : "bootstrap owner exists; nothing changed");
     }
-    const servers = createIdentityServers(identity, settings, logger);
+    const servers = createIdentityServers(identity, settings, logger, options.internalTls);
     const { rest, grpc } = await servers.listen();
     const purge = setInterval(() => identity.idempotency.purgeExpired().catch((err) => logger.warn({ err }, "idempotency purge failed")), 3600_000);
     purge.unref();

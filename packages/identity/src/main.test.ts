@@ -9,15 +9,39 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { after, test } from "node:test";
+import { after, before, test } from "node:test";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
 
 const dir = mkdtempSync(join(tmpdir(), "identity-main-"));
-after(() => rmSync(dir, { recursive: true, force: true }));
+let pki: TestPki;
+before(async () => {
+  pki = await makeTestPki(["identity"]);
+});
+after(() => {
+  rmSync(dir, { recursive: true, force: true });
+  pki.remove();
+});
 const kek = randomBytes(32).toString("hex");
+const main = fileURLToPath(new URL("./main.ts", import.meta.url));
+
+test("without TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE (and no INTERNAL_TLS=off) it exits 2 naming them", async () => {
+  const run = promisify(execFile);
+  const err = await run(process.execPath, ["--import", "tsx", main], {
+    env: { PATH: process.env.PATH ?? "", IDENTITY_AUTHKEY_KEK: kek, IDENTITY_DATA_DIR: dir },
+  }).then(
+    () => assert.fail("started without TLS settings"),
+    (e: { code: number; stderr: string }) => e,
+  );
+  assert.equal(err.code, 2);
+  assert.match(err.stderr, /TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE/);
+});
 
 async function start(): Promise<{ child: ChildProcess; rest: string; out: () => string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./main.ts", import.meta.url))], {
+  const child = spawn(process.execPath, ["--import", "tsx", main], {
     env: {
+      ...pki.env("identity"),
       PATH: process.env.PATH ?? "",
       IDENTITY_AUTHKEY_KEK: kek,
       IDENTITY_DATA_DIR: dir,
@@ -70,6 +94,7 @@ test("starts, serves, stops on SIGTERM, restarts on the same data without change
     const pair = (await login.json()) as { access_token: string };
     kid1 = JSON.parse(Buffer.from(pair.access_token.split(".")[0]!, "base64url").toString()).kid;
     assert.match(first.out(), /bootstrap owner created/);
+    assert.match(first.out(), /"grpc":"https:\/\/127\.0\.0\.1:\d+"/);
     assert.ok(!first.out().includes("main-password"));
     assert.ok(!first.out().includes(kek));
   } finally {

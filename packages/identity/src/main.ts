@@ -1,20 +1,23 @@
 // Identity service entry: settings from the environment, validated once;
 // a missing or invalid one exits with status 2 naming it.
+import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
 import { SettingsError, loadSettings } from "./config/settings.ts";
 import { startApp } from "./app.ts";
 
 let settings: ReturnType<typeof loadSettings>;
+let internalTls: ServiceTls | undefined;
 try {
   settings = loadSettings(process.env);
+  internalTls = internalTlsFromEnv(process.env, "identity");
 } catch (err) {
-  if (err instanceof SettingsError) {
+  if (err instanceof SettingsError || err instanceof TlsSettingsError) {
     process.stderr.write(`identity: invalid configuration: ${err.message}\n`);
     process.exit(2);
   }
   throw err;
 }
 
-const app = await startApp(settings).catch((err: unknown) => {
+const app = await startApp(settings, { internalTls }).catch((err: unknown) => {
   process.stderr.write(`identity: start-up failed: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 });

@@ -29,8 +29,9 @@ process.once("SIGTERM", () => {
 async function start(): Promise<Record<string, string>> {
   if (kind === "identity") {
     const { loadSettings, startApp } = await import("@platform/identity");
+    const { internalTlsFromEnv } = await import("@platform/rpc");
     const settings = loadSettings(process.env);
-    const app = await startApp(settings);
+    const app = await startApp(settings, { internalTls: internalTlsFromEnv(process.env, "identity") });
     closeService = () => app.close();
     return { rest: app.urls.rest, grpc: app.urls.grpc };
   }

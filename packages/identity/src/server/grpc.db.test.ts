@@ -1,9 +1,11 @@
 // The gRPC side through the real server: AuthService over HTTP/2 gRPC on the
-// internal port with reasons as ErrorInfo, and never on the public port.
+// internal (mutual TLS) port with reasons as ErrorInfo, only to the callers
+// IDENTITY_CALLERS names, and never on the public port.
 import assert from "node:assert/strict";
+import * as http2 from "node:http2";
 import { after, before, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { AuthReason, IdentityRestCode } from "@platform/errors";
+import { AuthReason, IdentityRestCode, InternalReason } from "@platform/errors";
 import { AuthMode, AuthService, Role } from "@platform/gen/identity/v1/auth_pb";
 import { SessionService } from "@platform/gen/identity/v1/rest_pb";
 import { Health, HealthCheckResponse_ServingStatus } from "@platform/gen/grpc/health/v1/health_pb";
@@ -13,10 +15,31 @@ import { type TestServer, startTestServer } from "../testing/server.ts";
 
 let s: TestServer;
 let grpc: ReturnType<typeof createClient<typeof AuthService>>;
+let operator: ReturnType<typeof createClient<typeof AuthService>>;
 before(async () => {
   s = await startTestServer();
-  grpc = createClient(AuthService, createServiceTransport({ baseUrl: s.grpcUrl }));
+  grpc = createClient(AuthService, s.grpcTransport("agents"));
+  operator = createClient(AuthService, s.grpcTransport("operator"));
 });
+
+/** GET over HTTP/2 + TLS with `caller`'s certificate (undefined: none); the status, or the connection's error. */
+function tlsGet(url: string, path: string, caller: string | undefined): Promise<number | Error> {
+  const pem = s.pki.pem(caller ?? "agents");
+  return new Promise((resolve) => {
+    const session = http2.connect(url, caller ? { ca: pem.ca, cert: pem.cert, key: pem.key } : { ca: pem.ca });
+    session.on("error", resolve);
+    const req = session.request({ ":path": path });
+    req.on("response", (h) => {
+      resolve(Number(h[":status"]));
+      session.close();
+    });
+    req.on("error", (e) => {
+      resolve(e);
+      session.destroy();
+    });
+    req.end();
+  });
+}
 after(() => s.close());
 
 async function reason(p: Promise<unknown>) {
@@ -35,7 +58,7 @@ test("VerifyToken / VerifyJWT / IssueJWT / GetPublicKey over gRPC on IDENTITY_GR
   assert.equal(ctx.mode, AuthMode.JWT);
   assert.equal(ctx.role, Role.OWNER);
   assert.equal(ctx.method, "jwt_session");
-  const issued = await grpc.issueJWT({ userId: ctx.userId, orgId: ctx.orgId, ttl: { seconds: 100_000n } });
+  const issued = await operator.issueJWT({ userId: ctx.userId, orgId: ctx.orgId, ttl: { seconds: 100_000n } });
   assert.equal(issued.expiresIn, 86_400n);
   assert.equal((await grpc.verifyJWT({ token: issued.accessToken })).context!.userId, ctx.userId);
   const pk = await grpc.getPublicKey({ kid: issued.kid });
@@ -49,18 +72,40 @@ test("reasons arrive as ErrorInfo over gRPC", async () => {
   const pair = await s.login();
   const ctx = (await grpc.verifyJWT({ token: pair.access_token })).context!;
   const stranger = await s.identity.orgs.create({ name: "Stranger" });
-  assert.deepEqual(await reason(grpc.issueJWT({ userId: ctx.userId, orgId: stranger.id })), { code: Code.PermissionDenied, reason: AuthReason.notAMember });
+  assert.deepEqual(await reason(operator.issueJWT({ userId: ctx.userId, orgId: stranger.id })), { code: Code.PermissionDenied, reason: AuthReason.notAMember });
 });
 
-test("gRPC health and reflection pass the auth interceptor on both ports", async () => {
-  for (const baseUrl of [s.grpcUrl, s.base]) {
-    const health = createClient(Health, createServiceTransport({ baseUrl }));
-    assert.equal((await health.check({ service: "" })).status, HealthCheckResponse_ServingStatus.SERVING);
-    assert.equal((await health.check({ service: SessionService.typeName })).status, HealthCheckResponse_ServingStatus.SERVING);
+test("the internal port is https and answers only the callers IDENTITY_CALLERS names", async () => {
+  assert.match(s.grpcUrl, /^https:/);
+  const pair = await s.login();
+  const token = { token: pair.access_token };
+  const ctx = (await grpc.verifyToken(token)).context!;
+  const denied = { code: Code.PermissionDenied, reason: InternalReason.callerNotAllowed };
+  // No service mints tokens: IssueJWT answers the operator only.
+  for (const caller of ["agents", "runtime-router", "runtime-worker", "compute"]) {
+    const client = createClient(AuthService, s.grpcTransport(caller));
+    assert.deepEqual(await reason(client.issueJWT({ userId: ctx.userId, orgId: ctx.orgId })), denied, caller);
   }
-  const health = createClient(Health, createServiceTransport({ baseUrl: s.grpcUrl }));
+  const router = createClient(AuthService, s.grpcTransport("runtime-router"));
+  assert.equal((await router.verifyJWT(token)).context!.userId, ctx.userId);
+  const worker = createClient(AuthService, s.grpcTransport("runtime-worker"));
+  assert.deepEqual(await reason(worker.verifyToken(token)), denied);
+  const compute = createClient(AuthService, s.grpcTransport("compute"));
+  assert.deepEqual(await reason(compute.verifyJWT(token)), denied);
+  // Without a client certificate the TLS handshake fails before any request.
+  assert.ok((await tlsGet(s.grpcUrl, "/readyz", undefined)) instanceof Error);
+  assert.equal(await tlsGet(s.grpcUrl, "/readyz", "compute"), 200);
+});
+
+test("gRPC health and reflection pass the auth interceptor on the internal port, for any certificate of the CA", async () => {
+  const health = createClient(Health, s.grpcTransport("compute"));
+  assert.equal((await health.check({ service: "" })).status, HealthCheckResponse_ServingStatus.SERVING);
+  assert.equal((await health.check({ service: SessionService.typeName })).status, HealthCheckResponse_ServingStatus.SERVING);
   assert.equal((await health.check({ service: AuthService.typeName })).status, HealthCheckResponse_ServingStatus.SERVING);
-  const reflection = createClient(ServerReflection, createServiceTransport({ baseUrl: s.grpcUrl }));
+  // The public port carries REST only: no gRPC health there (its /livez, /readyz stay).
+  const pubHealth = createClient(Health, createServiceTransport({ baseUrl: s.base }));
+  assert.equal((await reason(pubHealth.check({ service: "" }))).code, Code.Unimplemented);
+  const reflection = createClient(ServerReflection, s.grpcTransport("operator"));
   const stream = reflection.serverReflectionInfo(
     (async function* () {
       yield { messageRequest: { case: "listServices" as const, value: "" } };
@@ -74,9 +119,19 @@ test("gRPC health and reflection pass the auth interceptor on both ports", async
   assert.ok(names.includes(AuthService.typeName), names.join(","));
 });
 
-test("the REST services are also gRPC, with the same reasons", async () => {
-  const sessions = createClient(SessionService, createServiceTransport({ baseUrl: s.grpcUrl }));
+test("the REST services are also gRPC on the internal port, for the operator, with the same reasons", async () => {
+  const sessions = createClient(SessionService, s.grpcTransport("operator"));
   assert.deepEqual(await reason(sessions.refresh({})), { code: Code.InvalidArgument, reason: IdentityRestCode.refreshTokenRequired });
+  const asAgents = createClient(SessionService, s.grpcTransport("agents"));
+  assert.equal((await reason(asAgents.refresh({}))).code, Code.PermissionDenied);
+});
+
+test("the public port serves the REST services as REST only", async () => {
+  const sessions = createClient(SessionService, createServiceTransport({ baseUrl: s.base }));
+  assert.equal((await reason(sessions.refresh({}))).code, Code.Unimplemented);
+  const connect = await fetch(`${s.base}/identity.v1.SessionService/Refresh`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  assert.equal(connect.status, 404);
+  assert.equal((await s.call("POST", "/v1/auth/refresh", { body: {} })).status, 400);
 });
 
 test("AuthService is not served on the public REST port", async () => {
@@ -127,6 +182,5 @@ test("/readyz turns 503 when the database is unreachable; /livez stays 200 (runs
   await s.database.close();
   assert.equal((await s.call("GET", "/readyz")).status, 503);
   assert.equal((await s.call("GET", "/livez")).status, 200);
-  const ready = await fetch(`${s.grpcUrl}/readyz`);
-  assert.equal(ready.status, 503);
+  assert.equal(await tlsGet(s.grpcUrl, "/readyz", "operator"), 503);
 });

@@ -1,6 +1,6 @@
 import { AuthService } from "@platform/gen/identity/v1/auth_pb";
 import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
-import { type ListenResult, type Server, createServer } from "@platform/rpc";
+import { type CallerPolicy, type ListenResult, type Server, type ServiceTls, createServer } from "@platform/rpc";
 import { sql } from "kysely";
 import type { Logger } from "pino";
 import type { Identity } from "../identity.ts";
@@ -26,12 +26,40 @@ export type IdentityServers = {
 };
 
 /**
- * Two listeners. SERVER_PORT (public) serves the REST surface (Session, User
- * and Org services, also as gRPC/Connect). IDENTITY_GRPC_PORT (internal, only
- * agents pods may reach it) serves the same plus AuthService: IssueJWT mints
- * tokens for any member and must never be reachable from the public port.
+ * Who may call what on IDENTITY_GRPC_PORT (certificate service names). The
+ * agents service verifies every HTTP request's credential (VerifyToken); the
+ * runtime router verifies JWTs (VerifyJWT); the public key is no secret.
+ * IssueJWT mints a token for any member without a credential: no service
+ * calls it, so only the operator (the person holding the launcher's data
+ * directory, who could read the database anyway) may. The REST services are
+ * served here for the operator's debugging only.
  */
-export function createIdentityServers(identity: Identity, settings: ServerSettings, logger: Logger): IdentityServers {
+export const IDENTITY_CALLERS: CallerPolicy = {
+  "identity.v1.AuthService": {
+    VerifyToken: ["agents", "runtime-router", "operator"],
+    VerifyJWT: ["agents", "runtime-router", "operator"],
+    VerifyAPIKey: ["agents", "runtime-router", "operator"],
+    GetPublicKey: ["agents", "runtime-router", "runtime-worker", "operator"],
+    IssueJWT: ["operator"],
+  },
+  "identity.v1.SessionService": ["operator"],
+  "identity.v1.UserService": ["operator"],
+  "identity.v1.OrgService": ["operator"],
+};
+
+/**
+ * Two listeners. SERVER_PORT (public) serves the REST surface (Session, User
+ * and Org services) as REST only. IDENTITY_GRPC_PORT (internal) serves the
+ * same plus AuthService over mutual TLS to the callers IDENTITY_CALLERS
+ * names: IssueJWT mints tokens for any member and must never be reachable
+ * from the public port. `internalTls` undefined: INTERNAL_TLS=off.
+ */
+export function createIdentityServers(
+  identity: Identity,
+  settings: ServerSettings,
+  logger: Logger,
+  internalTls: ServiceTls | undefined,
+): IdentityServers {
   const interceptors = identityInterceptors(identity);
   const readiness = async () => {
     await sql`select 1`.execute(identity.db);
@@ -56,12 +84,20 @@ export function createIdentityServers(identity: Identity, settings: ServerSettin
     // The spec shows API keys' expires_at as "RFC 3339 or null".
     json: { emitNulls: true },
   };
-  const rest = createServer({ ...common, name: "identity", services: restServices, port: settings.serverPort, logger: logger.child({ listener: "rest" }) });
+  const rest = createServer({
+    ...common,
+    name: "identity",
+    services: restServices,
+    port: settings.serverPort,
+    restOnly: true,
+    logger: logger.child({ listener: "rest" }),
+  });
   const grpc = createServer({
     ...common,
     name: "identity-grpc",
     services: [{ service: AuthService, impl: authService(identity) }, ...restServices],
     port: settings.grpcPort,
+    internal: { tls: internalTls, callers: IDENTITY_CALLERS },
     logger: logger.child({ listener: "grpc" }),
   });
   return {

@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { makeTestPki } from "@platform/pki/testing";
+import { createServiceTransport, loadServiceTls, type ServiceTls } from "@platform/rpc";
 import { Writable } from "node:stream";
 import { createPooledTestDatabase } from "./database.ts";
 import { type App, startApp } from "../app.ts";
@@ -20,9 +22,14 @@ export type TestServer = Awaited<ReturnType<typeof startTestServer>>;
 
 /**
  * The real identity app (migrations, key, bootstrap, both listeners on
- * ephemeral ports) on a fresh test database, with its logs captured.
+ * ephemeral ports, the internal one with mutual TLS from a throw-away PKI)
+ * on a fresh test database, with its logs captured.
  */
 export async function startTestServer(env: Record<string, string> = {}) {
+  const pki = await makeTestPki(["identity", "agents", "runtime-router", "runtime-worker", "compute", "operator"]);
+  const tls = (name: string): ServiceTls => loadServiceTls(pki.env(name), name);
+  // INTERNAL_TLS=off: for tests that are not about internal traffic (e.g. hostile input on every surface).
+  const internalTls = env.INTERNAL_TLS === "off" ? undefined : tls("identity");
   const database = await createPooledTestDatabase();
   const logs = new LogCapture();
   const settings = loadSettings({
@@ -41,9 +48,10 @@ export async function startTestServer(env: Record<string, string> = {}) {
   });
   let app: App;
   try {
-    app = await startApp(settings, { logDestination: logs, database });
+    app = await startApp(settings, { logDestination: logs, database, internalTls });
   } catch (err) {
     await database.close();
+    pki.remove();
     throw err;
   }
   const base = app.urls.rest;
@@ -82,12 +90,18 @@ export async function startTestServer(env: Record<string, string> = {}) {
     logs,
     base,
     grpcUrl: app.urls.grpc,
+    /** The throw-away PKI: `tls(name)` is a service's certificate, `pki.env(name)` its TLS_* settings. */
+    pki,
+    tls,
+    /** A gRPC transport to the internal port with `caller`'s certificate. */
+    grpcTransport: (caller = "agents") => createServiceTransport({ baseUrl: app.urls.grpc, tls: internalTls && tls(caller) }),
     call,
     login,
     close: async () => {
       await app.servers.close();
       // A test may already have closed the database (readiness checks).
       await database.close().catch(() => {});
+      pki.remove();
     },
   };
 }
