@@ -30,7 +30,7 @@ export interface Launch extends Placement {
 /** The built helper and the seccomp filter (raw BPF) every sandbox process runs under. */
 export interface HelperBuild {
   binary: string;
-  seccompFilter: string;
+  seccompFilter: Buffer;
 }
 
 export interface ExitStatus {
@@ -285,22 +285,21 @@ export class ExecHelper {
 
 /**
  * Compiles exec-helper.c (with seccomp-filter.c, against libseccomp) into dir
- * unless these exact sources are already built there, and writes the seccomp
- * filter it generates beside it as raw BPF for bwrap. The directory is shared
- * by every driver of this user (tests make many), so it must be ours alone: a
+ * unless these exact sources are already built there, and asks it for the
+ * seccomp filter as raw BPF (what bwrap reads). The directory is shared by
+ * every driver of this user (tests make many), so it must be ours alone: a
  * binary planted by anyone else would run as root.
  */
 async function build(dir: string): Promise<HelperBuild> {
   const hash = createHash("sha256");
   for (const file of SOURCES) hash.update(fs.readFileSync(join(SOURCE_DIR, file)));
   const binary = join(dir, `exec-helper-${hash.digest("hex").slice(0, 16)}`);
-  const seccompFilter = `${binary}.bpf`;
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const st = fs.lstatSync(dir);
   if (!st.isDirectory() || st.uid !== (process.getuid?.() ?? 0) || (st.mode & 0o077) !== 0) {
     throw new Error(`${dir} is not a private directory of this user`);
   }
-  if (fs.existsSync(binary) && fs.existsSync(seccompFilter)) return { binary, seccompFilter };
+  if (fs.existsSync(binary)) return { binary, seccompFilter: await seccompFilterOf(binary) };
   const tmp = `${binary}.${process.pid}.${Date.now()}.tmp`;
   const sources = SOURCES.filter((f) => f.endsWith(".c")).map((f) => join(SOURCE_DIR, f));
   try {
@@ -311,10 +310,14 @@ async function build(dir: string): Promise<HelperBuild> {
       { cause: err },
     );
   }
-  const { stdout } = await promisify(execFile)(tmp, ["--seccomp-bpf"], { encoding: "buffer" });
-  // The filter first: a binary present means both are.
-  fs.writeFileSync(`${tmp}.bpf`, stdout, { mode: 0o600 });
-  fs.renameSync(`${tmp}.bpf`, seccompFilter);
+  const seccompFilter = await seccompFilterOf(tmp);
   fs.renameSync(tmp, binary);
   return { binary, seccompFilter };
+}
+
+async function seccompFilterOf(binary: string): Promise<Buffer> {
+  const { stdout } = await promisify(execFile)(binary, ["--seccomp-bpf"], { encoding: "buffer" });
+  // A sock_filter is 8 bytes; an empty or torn program must not reach bwrap.
+  if (stdout.length === 0 || stdout.length % 8 !== 0) throw new Error(`${binary} printed no seccomp filter`);
+  return stdout;
 }

@@ -3,6 +3,7 @@ import { randomInt, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { constants as osConstants } from "node:os";
 import { basename, dirname, join } from "node:path";
+import type { Writable } from "node:stream";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import {
@@ -137,7 +138,7 @@ export class LocalDriver implements SandboxDriver {
    * install it in an exec (there is no fallback without it).
    */
   private readonly built: Promise<HelperBuild>;
-  private seccompFilter = "";
+  private seccompFilter?: Buffer;
   private readonly warm: Live[] = [];
   private readonly warmTarget: number;
   private closed = false;
@@ -665,18 +666,15 @@ export class LocalDriver implements SandboxDriver {
     fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
     const script = `${procs}; echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
     if (!this.seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
-    // Opened as root; bwrap, already the sandbox uid, reads it from the inherited descriptor.
-    const filter = fs.openSync(this.seccompFilter, "r");
-    let child: ChildProcess;
-    try {
-      child = spawn("/bin/sh", ["-c", script, "sh", layout.dir, ...args, "--", "/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"], {
-        env: baseEnv(spec.workspace.mountPath),
-        stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", filter],
-        detached: true, // own process group: survives a restart of the service, re-attached by recover()
-      });
-    } finally {
-      fs.closeSync(filter);
-    }
+    const child = spawn("/bin/sh", ["-c", script, "sh", layout.dir, ...args, "--", "/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"], {
+      env: baseEnv(spec.workspace.mountPath),
+      stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", "pipe"],
+      detached: true, // own process group: survives a restart of the service, re-attached by recover()
+    });
+    // bwrap reads the filter to its end from this descriptor (and closes it before the init runs).
+    const filter = child.stdio.at(SECCOMP_FD) as Writable | null | undefined;
+    filter?.on("error", () => {}); // bwrap gone before reading: the exit handler reports the start failure
+    filter?.end(this.seccompFilter);
     live.child = child;
     let stderr = "";
     child.stderr?.on("data", (d: Buffer) => {

@@ -72,8 +72,9 @@ describe("local sandbox: seccomp filter and no nested user namespaces", () => {
     hostDir = fs.mkdtempSync(join(tmpdir(), "compute-seccomp-probe-"));
     probe = join(hostDir, "seccomp-probe");
     await run(process.env.CC ?? "cc", ["-O2", "-o", probe, join(import.meta.dirname, "seccomp-probe.c")]);
-    // The filter file the driver hands to bwrap (the helper build is cached per source).
-    filter = (await new ExecHelper().build()).seccompFilter;
+    // The filter the driver hands to bwrap (the helper build is cached per source).
+    filter = join(hostDir, "sandbox.bpf");
+    fs.writeFileSync(filter, (await new ExecHelper().build()).seccompFilter);
     driver = new LocalDriver({ dataDir, dieWithService: true, warmSandboxes: 0, cgroupPrefix: `platform-compute-seccomp-${process.pid}` });
     const spec = contractSpec("local");
     await driver.create(spec);
