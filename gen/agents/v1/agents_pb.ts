@@ -18,7 +18,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file agents/v1/agents.proto.
  */
 export const file_agents_v1_agents: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEitQEKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0BCgdTZXNzaW9uEgoKAmlkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIQCghsYXN0X3NlcRgEIAEoBBISCgpzYW5kYm94X2lkGAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrgBCgxTZXNzaW9uRXZlbnQSCwoDc2VxGAEgASgEEgwKBHR5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIRCgl0b2tlbnNfaW4YBCABKAMSEgoKdG9rZW5zX291dBgFIAEoAxITCgt0b29sX3VzZV9pZBgGIAEoCRIQCghpc19lcnJvchgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJPCgdNZXNzYWdlEgwKBHJvbGUYASABKAkSDwoHY29udGVudBgCIAEoCRITCgt0b29sX3VzZV9pZBgDIAEoCRIQCghpc19lcnJvchgEIAEoCCJWChJDcmVhdGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzbHVnGAIgASgJEg0KBW1vZGVsGAMgASgJEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkiNgoTQ3JlYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCJAChFMaXN0QWdlbnRzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg0KBWFmdGVyGAIgASgJQggKBl9saW1pdCJRChJMaXN0QWdlbnRzUmVzcG9uc2USHwoFaXRlbXMYASADKAsyEC5hZ2VudHMudjEuQWdlbnQSEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0Ih0KD0dldEFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIzChBHZXRBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IigKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIjwKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRzLnYxLlNlc3Npb24iHwoRR2V0U2Vzc2lvblJlcXVlc3QSCgoCaWQYASABKAkiYgoSR2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudHMudjEuU2Vzc2lvbhInCgZldmVudHMYAiADKAsyFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50IkcKE1NlbmRNZXNzYWdlc1JlcXVlc3QSCgoCaWQYASABKAkSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudHMudjEuTWVzc2FnZSIwChNTdHJlYW1FdmVudHNSZXF1ZXN0EgoKAmlkGAEgASgJEg0KBWFmdGVyGAIgASgEIh4KEENhbmNlbFJ1blJlcXVlc3QSCgoCaWQYASABKAkiJgoRQ2FuY2VsUnVuUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIMsMCCgxBZ2VudFNlcnZpY2USbwoLQ3JlYXRlQWdlbnQSHS5hZ2VudHMudjEuQ3JlYXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVzcG9uc2UiIcjzGMkBgtPkkwIWOgEqYgVhZ2VudCIKL3YxL2FnZW50cxJdCgpMaXN0QWdlbnRzEhwuYWdlbnRzLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh0uYWdlbnRzLnYxLkxpc3RBZ2VudHNSZXNwb25zZSISgtPkkwIMEgovdjEvYWdlbnRzEmMKCEdldEFnZW50EhouYWdlbnRzLnYxLkdldEFnZW50UmVxdWVzdBobLmFnZW50cy52MS5HZXRBZ2VudFJlc3BvbnNlIh6C0+STAhhiBWFnZW50Eg8vdjEvYWdlbnRzL3tpZH0y0wUKDlNlc3Npb25TZXJ2aWNlEnkKDUNyZWF0ZVNlc3Npb24SHy5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlIiXI8xjJAYLT5JMCGjoBKmIHc2Vzc2lvbiIML3YxL3Nlc3Npb25zEmQKCkdldFNlc3Npb24SHC5hZ2VudHMudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5hZ2VudHMudjEuR2V0U2Vzc2lvblJlc3BvbnNlIhmC0+STAhMSES92MS9zZXNzaW9ucy97aWR9ErgBCgxTZW5kTWVzc2FnZXMSHi5hZ2VudHMudjEuU2VuZE1lc3NhZ2VzUmVxdWVzdBoXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQibdLzGEQKA3NlcSABKgR0eXBlKgdjb250ZW50Kgl0b2tlbnNfaW4qCnRva2Vuc19vdXQqC3Rvb2xfdXNlX2lkKghpc19lcnJvcoLT5JMCHzoBKiIaL3YxL3Nlc3Npb25zL3tpZH0vbWVzc2FnZXMwARK6AQoMU3RyZWFtRXZlbnRzEh4uYWdlbnRzLnYxLlN0cmVhbUV2ZW50c1JlcXVlc3QaFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50Im/S8xhLCgNzZXESBWFmdGVyIAEqBHR5cGUqB2NvbnRlbnQqCXRva2Vuc19pbioKdG9rZW5zX291dCoLdG9vbF91c2VfaWQqCGlzX2Vycm9ygtPkkwIaEhgvdjEvc2Vzc2lvbnMve2lkfS9ldmVudHMwARJoCglDYW5jZWxSdW4SGy5hZ2VudHMudjEuQ2FuY2VsUnVuUmVxdWVzdBocLmFnZW50cy52MS5DYW5jZWxSdW5SZXNwb25zZSIggtPkkwIaIhgvdjEvc2Vzc2lvbnMve2lkfS9jYW5jZWxiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_platform_api_v1_options]);
+  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEitQEKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0BCgdTZXNzaW9uEgoKAmlkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIQCghsYXN0X3NlcRgEIAEoBBISCgpzYW5kYm94X2lkGAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrgBCgxTZXNzaW9uRXZlbnQSCwoDc2VxGAEgASgEEgwKBHR5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIRCgl0b2tlbnNfaW4YBCABKAMSEgoKdG9rZW5zX291dBgFIAEoAxITCgt0b29sX3VzZV9pZBgGIAEoCRIQCghpc19lcnJvchgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJPCgdNZXNzYWdlEgwKBHJvbGUYASABKAkSDwoHY29udGVudBgCIAEoCRITCgt0b29sX3VzZV9pZBgDIAEoCRIQCghpc19lcnJvchgEIAEoCCJWChJDcmVhdGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzbHVnGAIgASgJEg0KBW1vZGVsGAMgASgJEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkiNgoTQ3JlYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCJAChFMaXN0QWdlbnRzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg0KBWFmdGVyGAIgASgJQggKBl9saW1pdCJRChJMaXN0QWdlbnRzUmVzcG9uc2USHwoFaXRlbXMYASADKAsyEC5hZ2VudHMudjEuQWdlbnQSEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0Ih0KD0dldEFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIzChBHZXRBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IqQBChJVcGRhdGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEhEKBHNsdWcYAyABKAlIAYgBARISCgVtb2RlbBgEIAEoCUgCiAEBEhoKDXN5c3RlbV9wcm9tcHQYBSABKAlIA4gBAUIHCgVfbmFtZUIHCgVfc2x1Z0IICgZfbW9kZWxCEAoOX3N5c3RlbV9wcm9tcHQiNgoTVXBkYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCIgChJEZWxldGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiFQoTRGVsZXRlQWdlbnRSZXNwb25zZSJUChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAkSEAoIYWdlbnRfaWQYAyABKAlCCAoGX2xpbWl0IlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiEKBWl0ZW1zGAEgAygLMhIuYWdlbnRzLnYxLlNlc3Npb24SEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0IiIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSIoChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uIh8KEUdldFNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJImIKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRzLnYxLlNlc3Npb24SJwoGZXZlbnRzGAIgAygLMhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJHChNTZW5kTWVzc2FnZXNSZXF1ZXN0EgoKAmlkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRzLnYxLk1lc3NhZ2UiMAoTU3RyZWFtRXZlbnRzUmVxdWVzdBIKCgJpZBgBIAEoCRINCgVhZnRlchgCIAEoBCIeChBDYW5jZWxSdW5SZXF1ZXN0EgoKAmlkGAEgASgJIiYKEUNhbmNlbFJ1blJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCDKgBAoMQWdlbnRTZXJ2aWNlEm8KC0NyZWF0ZUFnZW50Eh0uYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlc3BvbnNlIiHI8xjJAYLT5JMCFjoBKmIFYWdlbnQiCi92MS9hZ2VudHMSXQoKTGlzdEFnZW50cxIcLmFnZW50cy52MS5MaXN0QWdlbnRzUmVxdWVzdBodLmFnZW50cy52MS5MaXN0QWdlbnRzUmVzcG9uc2UiEoLT5JMCDBIKL3YxL2FnZW50cxJjCghHZXRBZ2VudBIaLmFnZW50cy52MS5HZXRBZ2VudFJlcXVlc3QaGy5hZ2VudHMudjEuR2V0QWdlbnRSZXNwb25zZSIegtPkkwIYYgVhZ2VudBIPL3YxL2FnZW50cy97aWR9Em8KC1VwZGF0ZUFnZW50Eh0uYWdlbnRzLnYxLlVwZGF0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlc3BvbnNlIiGC0+STAhs6ASpiBWFnZW50Mg8vdjEvYWdlbnRzL3tpZH0SagoLRGVsZXRlQWdlbnQSHS5hZ2VudHMudjEuRGVsZXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLkRlbGV0ZUFnZW50UmVzcG9uc2UiHMjzGMwBgtPkkwIRKg8vdjEvYWdlbnRzL3tpZH0y0QcKDlNlc3Npb25TZXJ2aWNlEnkKDUNyZWF0ZVNlc3Npb24SHy5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlIiXI8xjJAYLT5JMCGjoBKmIHc2Vzc2lvbiIML3YxL3Nlc3Npb25zEocBCgxMaXN0U2Vzc2lvbnMSHi5hZ2VudHMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLmFnZW50cy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZSI2gtPkkwIwWiASHi92MS9hZ2VudHMve2FnZW50X2lkfS9zZXNzaW9ucxIML3YxL3Nlc3Npb25zEnIKDURlbGV0ZVNlc3Npb24SHy5hZ2VudHMudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudHMudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlIh7I8xjMAYLT5JMCEyoRL3YxL3Nlc3Npb25zL3tpZH0SZAoKR2V0U2Vzc2lvbhIcLmFnZW50cy52MS5HZXRTZXNzaW9uUmVxdWVzdBodLmFnZW50cy52MS5HZXRTZXNzaW9uUmVzcG9uc2UiGYLT5JMCExIRL3YxL3Nlc3Npb25zL3tpZH0SuAEKDFNlbmRNZXNzYWdlcxIeLmFnZW50cy52MS5TZW5kTWVzc2FnZXNSZXF1ZXN0GhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJt0vMYRAoDc2VxIAEqBHR5cGUqB2NvbnRlbnQqCXRva2Vuc19pbioKdG9rZW5zX291dCoLdG9vbF91c2VfaWQqCGlzX2Vycm9ygtPkkwIfOgEqIhovdjEvc2Vzc2lvbnMve2lkfS9tZXNzYWdlczABEroBCgxTdHJlYW1FdmVudHMSHi5hZ2VudHMudjEuU3RyZWFtRXZlbnRzUmVxdWVzdBoXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQib9LzGEsKA3NlcRIFYWZ0ZXIgASoEdHlwZSoHY29udGVudCoJdG9rZW5zX2luKgp0b2tlbnNfb3V0Kgt0b29sX3VzZV9pZCoIaXNfZXJyb3KC0+STAhoSGC92MS9zZXNzaW9ucy97aWR9L2V2ZW50czABEmgKCUNhbmNlbFJ1bhIbLmFnZW50cy52MS5DYW5jZWxSdW5SZXF1ZXN0GhwuYWdlbnRzLnYxLkNhbmNlbFJ1blJlc3BvbnNlIiCC0+STAhoiGC92MS9zZXNzaW9ucy97aWR9L2NhbmNlbGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_platform_api_v1_options]);
 
 /**
  * @generated from message agents.v1.Agent
@@ -138,8 +138,12 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
   seq: bigint;
 
   /**
-   * text, tool_use, tool_result, done, error (stream events); user,
-   * assistant, tool (messages sent by the client, in the log only).
+   * text, tool_use, tool_output, tool_result, done, error (stream events);
+   * user, assistant, tool (messages sent by the client, in the log only).
+   * tool_output (additive) is a chunk of a running tool's output:
+   * `content` is a JSON object {"stdout"?, "stderr"?, "droppedBytes"?,
+   * "truncated"?} and `tool_use_id` names the call; clients that do not
+   * know the type ignore it.
    *
    * @generated from field: string type = 2;
    */
@@ -163,7 +167,7 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
   tokensOut: bigint;
 
   /**
-   * On tool_use and tool_result, and on tool messages.
+   * On tool_use, tool_output and tool_result, and on tool messages.
    *
    * @generated from field: string tool_use_id = 6;
    */
@@ -361,6 +365,177 @@ export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*
   messageDesc(file_agents_v1_agents, 9);
 
 /**
+ * @generated from message agents.v1.UpdateAgentRequest
+ */
+export type UpdateAgentRequest = Message$1<"agents.v1.UpdateAgentRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: optional string name = 2;
+   */
+  name?: string | undefined;
+
+  /**
+   * @generated from field: optional string slug = 3;
+   */
+  slug?: string | undefined;
+
+  /**
+   * @generated from field: optional string model = 4;
+   */
+  model?: string | undefined;
+
+  /**
+   * @generated from field: optional string system_prompt = 5;
+   */
+  systemPrompt?: string | undefined;
+};
+
+/**
+ * Describes the message agents.v1.UpdateAgentRequest.
+ * Use `create(UpdateAgentRequestSchema)` to create a new message.
+ */
+export const UpdateAgentRequestSchema: GenMessage<UpdateAgentRequest> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 10);
+
+/**
+ * @generated from message agents.v1.UpdateAgentResponse
+ */
+export type UpdateAgentResponse = Message$1<"agents.v1.UpdateAgentResponse"> & {
+  /**
+   * @generated from field: agents.v1.Agent agent = 1;
+   */
+  agent?: Agent | undefined;
+};
+
+/**
+ * Describes the message agents.v1.UpdateAgentResponse.
+ * Use `create(UpdateAgentResponseSchema)` to create a new message.
+ */
+export const UpdateAgentResponseSchema: GenMessage<UpdateAgentResponse> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 11);
+
+/**
+ * @generated from message agents.v1.DeleteAgentRequest
+ */
+export type DeleteAgentRequest = Message$1<"agents.v1.DeleteAgentRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message agents.v1.DeleteAgentRequest.
+ * Use `create(DeleteAgentRequestSchema)` to create a new message.
+ */
+export const DeleteAgentRequestSchema: GenMessage<DeleteAgentRequest> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 12);
+
+/**
+ * @generated from message agents.v1.DeleteAgentResponse
+ */
+export type DeleteAgentResponse = Message$1<"agents.v1.DeleteAgentResponse"> & {
+};
+
+/**
+ * Describes the message agents.v1.DeleteAgentResponse.
+ * Use `create(DeleteAgentResponseSchema)` to create a new message.
+ */
+export const DeleteAgentResponseSchema: GenMessage<DeleteAgentResponse> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 13);
+
+/**
+ * @generated from message agents.v1.ListSessionsRequest
+ */
+export type ListSessionsRequest = Message$1<"agents.v1.ListSessionsRequest"> & {
+  /**
+   * 1 to 100; default 20.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * Opaque cursor from a previous page's `next`.
+   *
+   * @generated from field: string after = 2;
+   */
+  after: string;
+
+  /**
+   * Only this agent's sessions (UUID); empty: every session of the org.
+   *
+   * @generated from field: string agent_id = 3;
+   */
+  agentId: string;
+};
+
+/**
+ * Describes the message agents.v1.ListSessionsRequest.
+ * Use `create(ListSessionsRequestSchema)` to create a new message.
+ */
+export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 14);
+
+/**
+ * @generated from message agents.v1.ListSessionsResponse
+ */
+export type ListSessionsResponse = Message$1<"agents.v1.ListSessionsResponse"> & {
+  /**
+   * @generated from field: repeated agents.v1.Session items = 1;
+   */
+  items: Session[];
+
+  /**
+   * Absent (null) when there are no more pages.
+   *
+   * @generated from field: optional string next = 2;
+   */
+  next?: string | undefined;
+};
+
+/**
+ * Describes the message agents.v1.ListSessionsResponse.
+ * Use `create(ListSessionsResponseSchema)` to create a new message.
+ */
+export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 15);
+
+/**
+ * @generated from message agents.v1.DeleteSessionRequest
+ */
+export type DeleteSessionRequest = Message$1<"agents.v1.DeleteSessionRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message agents.v1.DeleteSessionRequest.
+ * Use `create(DeleteSessionRequestSchema)` to create a new message.
+ */
+export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 16);
+
+/**
+ * @generated from message agents.v1.DeleteSessionResponse
+ */
+export type DeleteSessionResponse = Message$1<"agents.v1.DeleteSessionResponse"> & {
+};
+
+/**
+ * Describes the message agents.v1.DeleteSessionResponse.
+ * Use `create(DeleteSessionResponseSchema)` to create a new message.
+ */
+export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 17);
+
+/**
  * @generated from message agents.v1.CreateSessionRequest
  */
 export type CreateSessionRequest = Message$1<"agents.v1.CreateSessionRequest"> & {
@@ -375,7 +550,7 @@ export type CreateSessionRequest = Message$1<"agents.v1.CreateSessionRequest"> &
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 10);
+  messageDesc(file_agents_v1_agents, 18);
 
 /**
  * @generated from message agents.v1.CreateSessionResponse
@@ -392,7 +567,7 @@ export type CreateSessionResponse = Message$1<"agents.v1.CreateSessionResponse">
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 11);
+  messageDesc(file_agents_v1_agents, 19);
 
 /**
  * @generated from message agents.v1.GetSessionRequest
@@ -409,7 +584,7 @@ export type GetSessionRequest = Message$1<"agents.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 12);
+  messageDesc(file_agents_v1_agents, 20);
 
 /**
  * @generated from message agents.v1.GetSessionResponse
@@ -431,7 +606,7 @@ export type GetSessionResponse = Message$1<"agents.v1.GetSessionResponse"> & {
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 13);
+  messageDesc(file_agents_v1_agents, 21);
 
 /**
  * @generated from message agents.v1.SendMessagesRequest
@@ -455,7 +630,7 @@ export type SendMessagesRequest = Message$1<"agents.v1.SendMessagesRequest"> & {
  * Use `create(SendMessagesRequestSchema)` to create a new message.
  */
 export const SendMessagesRequestSchema: GenMessage<SendMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 14);
+  messageDesc(file_agents_v1_agents, 22);
 
 /**
  * @generated from message agents.v1.StreamEventsRequest
@@ -479,7 +654,7 @@ export type StreamEventsRequest = Message$1<"agents.v1.StreamEventsRequest"> & {
  * Use `create(StreamEventsRequestSchema)` to create a new message.
  */
 export const StreamEventsRequestSchema: GenMessage<StreamEventsRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 15);
+  messageDesc(file_agents_v1_agents, 23);
 
 /**
  * @generated from message agents.v1.CancelRunRequest
@@ -496,7 +671,7 @@ export type CancelRunRequest = Message$1<"agents.v1.CancelRunRequest"> & {
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 16);
+  messageDesc(file_agents_v1_agents, 24);
 
 /**
  * @generated from message agents.v1.CancelRunResponse
@@ -515,7 +690,7 @@ export type CancelRunResponse = Message$1<"agents.v1.CancelRunResponse"> & {
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 17);
+  messageDesc(file_agents_v1_agents, 25);
 
 /**
  * @generated from service agents.v1.AgentService
@@ -547,6 +722,29 @@ export const AgentService: GenService<{
     input: typeof GetAgentRequestSchema;
     output: typeof GetAgentResponseSchema;
   },
+  /**
+   * Changes the fields that are set (each is optional: absent leaves it as
+   * it is); name, slug and model follow the rules of CreateAgent.
+   *
+   * @generated from rpc agents.v1.AgentService.UpdateAgent
+   */
+  updateAgent: {
+    methodKind: "unary";
+    input: typeof UpdateAgentRequestSchema;
+    output: typeof UpdateAgentResponseSchema;
+  },
+  /**
+   * Removes the agent: it is no longer listed or readable, its slug is free
+   * again and it takes no new sessions. Its sessions stay readable (and
+   * deletable); a message sent to one of them is refused with not_found.
+   *
+   * @generated from rpc agents.v1.AgentService.DeleteAgent
+   */
+  deleteAgent: {
+    methodKind: "unary";
+    input: typeof DeleteAgentRequestSchema;
+    output: typeof DeleteAgentResponseSchema;
+  },
 }> = /*@__PURE__*/
   serviceDesc(file_agents_v1_agents, 0);
 
@@ -561,6 +759,29 @@ export const SessionService: GenService<{
     methodKind: "unary";
     input: typeof CreateSessionRequestSchema;
     output: typeof CreateSessionResponseSchema;
+  },
+  /**
+   * Page of the caller's org's sessions, newest first; with `agent_id`,
+   * only that agent's (also on /v1/agents/{agent_id}/sessions).
+   *
+   * @generated from rpc agents.v1.SessionService.ListSessions
+   */
+  listSessions: {
+    methodKind: "unary";
+    input: typeof ListSessionsRequestSchema;
+    output: typeof ListSessionsResponseSchema;
+  },
+  /**
+   * Removes the session and its event log. A run in progress is cancelled
+   * first; the session's sandbox is destroyed through compute's
+   * DestroySandbox, which soft-deletes its workspace for the grace window.
+   *
+   * @generated from rpc agents.v1.SessionService.DeleteSession
+   */
+  deleteSession: {
+    methodKind: "unary";
+    input: typeof DeleteSessionRequestSchema;
+    output: typeof DeleteSessionResponseSchema;
   },
   /**
    * The session with its whole event log.

@@ -72,7 +72,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
     },
     options.logger,
   );
-  const domain = new AgentsDomain(store, runner, new Followers(store, hub, options.pollMs ?? 1000));
+  const domain = new AgentsDomain(store, runner, new Followers(store, hub, options.pollMs ?? 1000), options.sandboxes);
   const interceptors: Interceptor[] = [authInterceptor(options.authenticator)];
   return {
     store,

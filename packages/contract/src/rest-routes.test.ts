@@ -17,14 +17,21 @@ const identityTable = [
   ["PATCH", "/v1/orgs/{id}", "*", 200],
 ] as const;
 
-// design.md's agents paths, plus the rejoin and cancel routes we added.
+// design.md's agents paths, plus the rejoin, cancel and management routes we added.
 const agentsTable = [
   ["POST", "/v1/agents", "*", 201, false],
   ["GET", "/v1/agents", "", 200, false],
   ["GET", "/v1/agents/{id}", "", 200, false],
+  ["PATCH", "/v1/agents/{id}", "*", 200, false],
+  ["DELETE", "/v1/agents/{id}", "", 204, false],
+  ["GET", "/v1/agents/{agent_id}/sessions", "", 200, false],
   ["POST", "/v1/sessions", "*", 201, false],
+  ["GET", "/v1/sessions", "", 200, false],
   ["GET", "/v1/sessions/{id}", "", 200, false],
+  ["DELETE", "/v1/sessions/{id}", "", 204, false],
   ["POST", "/v1/sessions/{id}/messages", "*", 200, true],
+  ["GET", "/v1/sessions/{id}/events", "", 200, true],
+  ["POST", "/v1/sessions/{id}/cancel", "", 200, false],
 ] as const;
 
 test("every identity REST row is annotated with its method, path, body and status", () => {
@@ -56,8 +63,14 @@ test("every agents path of design.md exists; send-messages is a server stream se
     assert.equal(r.status, status, `${verb} ${path} status`);
     assert.equal(r.sse, isSse, `${verb} ${path} sse`);
   }
+  assert.equal(routes.length, agentsTable.length, "no agents route beyond the table");
   const send = contractServices.agents[1].methods.find((m) => m.name === "SendMessages");
   assert.equal(send?.methodKind, "server_streaming");
+  // Both session lists are one RPC: the org's, or one agent's by path.
+  assert.deepEqual(
+    routes.filter((r) => r.rpc === "agents.v1.SessionService/ListSessions").map((r) => r.path),
+    ["/v1/sessions", "/v1/agents/{agent_id}/sessions"],
+  );
 });
 
 test("the runtime router's public invoke route is RuntimeService.Invoke, streamed as SSE", () => {

@@ -27,11 +27,26 @@ export class ComputeSandboxes implements Sandboxes {
     }
   }
 
+  async destroy(sandboxId: string): Promise<void> {
+    try {
+      await this.#client.destroySandbox({ sandboxId }, { timeoutMs: 30_000 });
+    } catch (err) {
+      if (ConnectError.from(err).code === ConnectCode.NotFound) return;
+      const message = err instanceof Error ? err.message : String(err);
+      throw new PlatformError(Code.Unavailable, "unavailable", `compute DestroySandbox failed: ${message}`, {}, { cause: err });
+    }
+  }
+
   async exec(
     sandboxId: string,
     command: string,
     args: string[],
-    options: { timeoutMs: number; maxOutputBytes: number; signal: AbortSignal },
+    options: {
+      timeoutMs: number;
+      maxOutputBytes: number;
+      signal: AbortSignal;
+      onOutput?: (stream: "stdout" | "stderr", data: Uint8Array) => void;
+    },
   ): Promise<ExecResult> {
     const stdout = new Collector(options.maxOutputBytes);
     const stderr = new Collector(options.maxOutputBytes);
@@ -45,9 +60,11 @@ export class ComputeSandboxes implements Sandboxes {
         switch (event.event.case) {
           case "stdout":
             stdout.add(event.event.value.data);
+            options.onOutput?.("stdout", event.event.value.data);
             break;
           case "stderr":
             stderr.add(event.event.value.data);
+            options.onOutput?.("stderr", event.event.value.data);
             break;
           case "completed": {
             const c = event.event.value;

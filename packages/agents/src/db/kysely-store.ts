@@ -4,7 +4,7 @@ import { Code, PlatformError } from "@platform/errors";
 import { type Kysely, type Selectable, sql } from "kysely";
 import { decodeCursor, encodeCursor } from "../domain/cursor.ts";
 import type { Agent, EventType, NewEvent, Page, Session, SessionEvent } from "../domain/model.ts";
-import type { AcquireResult, NewAgent, Store } from "../domain/store.ts";
+import type { AcquireResult, AgentChanges, DeleteSessionResult, NewAgent, Store } from "../domain/store.ts";
 import type { AgentsDB, AgentsTable, SessionEventsTable, SessionsTable } from "./schema.ts";
 
 /** Channel of the per-append notifications; payload `<origin>:<sessionId>`. */
@@ -45,12 +45,55 @@ export class KyselyStore implements Store {
   }
 
   async getAgent(orgId: string, id: string): Promise<Agent | undefined> {
-    const row = await this.db.selectFrom("agents").selectAll().where("org_id", "=", orgId).where("id", "=", id).executeTakeFirst();
+    const row = await this.db
+      .selectFrom("agents")
+      .selectAll()
+      .where("org_id", "=", orgId)
+      .where("id", "=", id)
+      .where("deleted_at", "is", null)
+      .executeTakeFirst();
     return row && toAgent(row);
   }
 
+  async updateAgent(orgId: string, id: string, changes: AgentChanges): Promise<Agent | undefined> {
+    const set = {
+      ...(changes.name !== undefined ? { name: changes.name } : {}),
+      ...(changes.slug !== undefined ? { slug: changes.slug } : {}),
+      ...(changes.model !== undefined ? { model: changes.model } : {}),
+      ...(changes.systemPrompt !== undefined ? { system_prompt: changes.systemPrompt } : {}),
+    };
+    try {
+      const row = await this.db
+        .updateTable("agents")
+        .set({ ...set, updated_at: sql`now()` })
+        .where("org_id", "=", orgId)
+        .where("id", "=", id)
+        .where("deleted_at", "is", null)
+        .returningAll()
+        .executeTakeFirst();
+      return row && toAgent(row);
+    } catch (err) {
+      if (isUniqueViolation(err)) {
+        throw PlatformError.alreadyExists(`an agent with slug "${changes.slug}" already exists in this organization`);
+      }
+      throw err;
+    }
+  }
+
+  async deleteAgent(orgId: string, id: string): Promise<boolean> {
+    const row = await this.db
+      .updateTable("agents")
+      .set({ deleted_at: sql`now()`, updated_at: sql`now()` })
+      .where("org_id", "=", orgId)
+      .where("id", "=", id)
+      .where("deleted_at", "is", null)
+      .returning("id")
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   async listAgents(orgId: string, limit: number, after?: string): Promise<Page<Agent>> {
-    let query = this.db.selectFrom("agents").selectAll().where("org_id", "=", orgId);
+    let query = this.db.selectFrom("agents").selectAll().where("org_id", "=", orgId).where("deleted_at", "is", null);
     if (after !== undefined) query = query.where("pos", "<", decodeCursor(after));
     // One row more than asked tells whether another page exists.
     const rows = await query
@@ -70,6 +113,36 @@ export class KyselyStore implements Store {
       .returningAll()
       .executeTakeFirstOrThrow();
     return toSession(row, new Date());
+  }
+
+  async listSessions(orgId: string, limit: number, options: { after?: string; agentId?: string } = {}): Promise<Page<Session>> {
+    let query = this.db.selectFrom("sessions").selectAll().select(sql<Date>`now()`.as("now")).where("org_id", "=", orgId);
+    if (options.agentId !== undefined) query = query.where("agent_id", "=", options.agentId);
+    if (options.after !== undefined) query = query.where("pos", "<", decodeCursor(options.after));
+    // One row more than asked tells whether another page exists.
+    const rows = await query
+      .orderBy("pos", "desc")
+      .limit(limit + 1)
+      .execute();
+    const more = rows.length > limit;
+    const items = rows.slice(0, limit);
+    const last = items.at(-1);
+    return { items: items.map((r) => toSession(r, r.now)), next: more && last ? encodeCursor(Number(last.pos)) : undefined };
+  }
+
+  async deleteSession(orgId: string, id: string): Promise<DeleteSessionResult> {
+    // Only a session no live run holds: acquireRun updates the same row, so
+    // a run starting concurrently either takes it first (busy) or finds it gone.
+    const row = await this.db
+      .deleteFrom("sessions")
+      .where("org_id", "=", orgId)
+      .where("id", "=", id)
+      .where((eb) => eb.or([eb("active_run_id", "is", null), eb("run_lease_until", "<", sql<Date>`now()`)]))
+      .returning("sandbox_id")
+      .executeTakeFirst();
+    if (row) return { deleted: true, sandboxId: row.sandbox_id ?? undefined };
+    const exists = await this.db.selectFrom("sessions").select("id").where("org_id", "=", orgId).where("id", "=", id).executeTakeFirst();
+    return exists ? { deleted: false, busy: true } : { deleted: false, busy: false };
   }
 
   async getSession(orgId: string, id: string): Promise<Session | undefined> {

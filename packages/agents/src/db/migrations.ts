@@ -50,4 +50,20 @@ create table session_events (
 );
 `,
   },
+  {
+    // Deleted agents stay as rows (their sessions keep pointing at them and
+    // stay readable) but free their slug; sessions get a keyset position
+    // for pagination, as agents have.
+    name: "0002_agent_deletion_session_pages",
+    sql: `
+alter table agents add column deleted_at timestamptz;
+alter table agents drop constraint agents_org_id_slug_key;
+create unique index agents_org_slug_live on agents (org_id, slug) where deleted_at is null;
+
+alter table sessions add column pos bigint generated always as identity;
+create unique index sessions_pos on sessions (pos);
+create index sessions_org_pos on sessions (org_id, pos desc);
+create index sessions_org_agent_pos on sessions (org_id, agent_id, pos desc);
+`,
+  },
 ];

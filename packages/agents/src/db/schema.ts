@@ -12,10 +12,12 @@ export interface AgentsTable {
   system_prompt: string;
   created_at: Timestamp;
   updated_at: Timestamp;
+  deleted_at: Generated<Date | null>;
 }
 
 export interface SessionsTable {
   id: string;
+  pos: Generated<number>;
   org_id: string;
   agent_id: string;
   last_seq: Generated<number>;

@@ -1,12 +1,15 @@
-import { PlatformError } from "@platform/errors";
+import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import type { Followers } from "../runs/follow.ts";
 import type { Runner } from "../runs/runner.ts";
 import type { Agent, AuthContext, MessageInput, Page, Session, SessionEvent } from "./model.ts";
-import type { Store } from "./store.ts";
+import type { Sandboxes } from "./ports.ts";
+import type { AgentChanges, Store } from "./store.ts";
 import { listLimit, requireText, requireUuid, validateMessages } from "./validate.ts";
 
 export type AgentInput = { name: string; slug: string; model: string; systemPrompt: string };
+/** An update: the fields present are set, the others left as they are. */
+export type AgentUpdate = { name?: string; slug?: string; model?: string; systemPrompt?: string };
 
 const SYSTEM_PROMPT_MAX = 64 * 1024;
 
@@ -19,6 +22,7 @@ export class AgentsDomain {
     private readonly store: Store,
     private readonly runner: Runner,
     private readonly followers: Followers,
+    private readonly sandboxes: Sandboxes,
   ) {}
 
   async createAgent(auth: AuthContext, input: AgentInput): Promise<Agent> {
@@ -37,6 +41,73 @@ export class AgentsDomain {
     const agent = await this.store.getAgent(auth.orgId, requireUuid("id", id));
     if (!agent) throw PlatformError.notFound("agent not found");
     return agent;
+  }
+
+  async updateAgent(auth: AuthContext, id: string, update: AgentUpdate): Promise<Agent> {
+    const agentId = requireUuid("id", id);
+    // The same rules as on create, for each field that is present.
+    const changes: AgentChanges = {};
+    if (update.name !== undefined) changes.name = requireText("name", update.name);
+    if (update.slug !== undefined) changes.slug = requireText("slug", update.slug, 128);
+    if (update.model !== undefined) changes.model = requireText("model", update.model);
+    if (update.systemPrompt !== undefined) {
+      if (update.systemPrompt.length > SYSTEM_PROMPT_MAX) throw PlatformError.invalidArgument(`systemPrompt is longer than ${SYSTEM_PROMPT_MAX} characters`);
+      changes.systemPrompt = update.systemPrompt;
+    }
+    const agent = Object.keys(changes).length === 0 ? await this.store.getAgent(auth.orgId, agentId) : await this.store.updateAgent(auth.orgId, agentId, changes);
+    if (!agent) throw PlatformError.notFound("agent not found");
+    return agent;
+  }
+
+  /** Deleted agents disappear; their sessions stay readable (see the README). */
+  async deleteAgent(auth: AuthContext, id: string): Promise<void> {
+    if (!(await this.store.deleteAgent(auth.orgId, requireUuid("id", id)))) throw PlatformError.notFound("agent not found");
+  }
+
+  async listSessions(auth: AuthContext, limit: number | undefined, after: string, agentId: string): Promise<Page<Session>> {
+    const pageSize = listLimit(limit);
+    const agent = agentId === "" ? undefined : requireUuid("agentId", agentId);
+    return this.store.listSessions(auth.orgId, pageSize, { after: after === "" ? undefined : after, agentId: agent });
+  }
+
+  /**
+   * Deletes a session: cancels its run (and waits for the run to let go),
+   * destroys its sandbox, then removes the session and its log. A compute
+   * failure answers 503 with the session intact, so the call can be retried.
+   */
+  async deleteSession(auth: AuthContext, id: string): Promise<void> {
+    const sessionId = requireUuid("id", id);
+    let destroyed: string | undefined;
+    // A run may start between the checks below and the delete; each round
+    // cancels it again. Three rounds need three such races in a row.
+    for (let round = 0; round < 3; round++) {
+      const session = await this.#session(auth, sessionId);
+      if (session.status === "running") {
+        await this.runner.cancel(auth.orgId, sessionId);
+        await this.#released(auth, sessionId);
+      }
+      if (session.sandboxId && session.sandboxId !== destroyed) {
+        await this.sandboxes.destroy(session.sandboxId);
+        destroyed = session.sandboxId;
+      }
+      const result = await this.store.deleteSession(auth.orgId, sessionId);
+      if (!result.deleted && !result.busy) throw PlatformError.notFound("session not found");
+      if (!result.deleted) continue;
+      // A run that slipped in before the delete made a new sandbox.
+      if (result.sandboxId && result.sandboxId !== destroyed) await this.sandboxes.destroy(result.sandboxId);
+      return;
+    }
+    throw new PlatformError(Code.Aborted, "aborted", `session ${sessionId} keeps getting new runs; try again`);
+  }
+
+  /** Waits until no live run holds the session (a cancelled run ends within a lease). */
+  async #released(auth: AuthContext, sessionId: string): Promise<void> {
+    const deadline = Date.now() + this.runner.leaseMs + 1000;
+    while (Date.now() < deadline) {
+      const session = await this.store.getSession(auth.orgId, sessionId);
+      if (session?.status !== "running") return;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
   }
 
   async createSession(auth: AuthContext, agentId: string): Promise<Session> {

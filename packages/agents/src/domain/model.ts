@@ -35,8 +35,12 @@ export type Session = {
   updatedAt: Date;
 };
 
-/** Types of log entries produced by a run. `done` and `error` end a run. */
-export type StreamEventType = "text" | "tool_use" | "tool_result" | "done" | "error";
+/**
+ * Types of log entries produced by a run. `done` and `error` end a run.
+ * `tool_output` (a running tool's output, see runs/tool-output.ts) is an
+ * addition to the specification's five; clients that do not know it skip it.
+ */
+export type StreamEventType = "text" | "tool_use" | "tool_output" | "tool_result" | "done" | "error";
 /** Types of log entries written from the client's messages. */
 export type MessageRole = "user" | "assistant" | "tool";
 export type EventType = StreamEventType | MessageRole;

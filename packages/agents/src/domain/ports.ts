@@ -34,11 +34,22 @@ export interface Sandboxes {
    * the platform, it hit its max runtime): the session then gets a new one.
    */
   usable(sandboxId: string): Promise<boolean>;
+  /**
+   * Destroys a sandbox (compute soft-deletes its workspace for the grace
+   * window). An unknown or already destroyed sandbox is not an error.
+   */
+  destroy(sandboxId: string): Promise<void>;
   exec(
     sandboxId: string,
     command: string,
     args: string[],
-    options: { timeoutMs: number; maxOutputBytes: number; signal: AbortSignal },
+    options: {
+      timeoutMs: number;
+      maxOutputBytes: number;
+      signal: AbortSignal;
+      /** Every chunk of output as compute streams it (whatever maxOutputBytes keeps). */
+      onOutput?: (stream: "stdout" | "stderr", data: Uint8Array) => void;
+    },
   ): Promise<ExecResult>;
   readFile(sandboxId: string, path: string, maxBytes: number, signal: AbortSignal): Promise<{ data: Uint8Array; totalSize: number; eof: boolean }>;
   writeFile(sandboxId: string, path: string, data: Uint8Array, signal: AbortSignal): Promise<number>;

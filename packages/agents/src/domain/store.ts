@@ -2,6 +2,12 @@ import type { Agent, NewEvent, Page, Session, SessionEvent } from "./model.ts";
 
 export type NewAgent = Omit<Agent, "id" | "createdAt" | "updatedAt">;
 
+/** The fields an update sets; absent ones stay as they are. */
+export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "systemPrompt">>;
+
+/** Outcome of deleting a session: its sandbox to destroy, or why nothing was deleted. */
+export type DeleteSessionResult = { deleted: true; sandboxId?: string } | { deleted: false; busy: boolean };
+
 /** Outcome of trying to take a session for a run. */
 export type AcquireResult = { ok: true; session: Session } | { ok: false; activeRunId: string } | { ok: false; missing: true };
 
@@ -15,9 +21,17 @@ export interface Store {
   getAgent(orgId: string, id: string): Promise<Agent | undefined>;
   /** Newest first; `after` is an opaque cursor from a previous page. */
   listAgents(orgId: string, limit: number, after?: string): Promise<Page<Agent>>;
+  /** Undefined when missing or deleted; already_exists for a taken slug. */
+  updateAgent(orgId: string, id: string, changes: AgentChanges): Promise<Agent | undefined>;
+  /** Marks the agent deleted (its sessions stay); false when missing or already deleted. */
+  deleteAgent(orgId: string, id: string): Promise<boolean>;
 
   createSession(orgId: string, agentId: string): Promise<Session>;
   getSession(orgId: string, id: string): Promise<Session | undefined>;
+  /** Newest first, of the org or of one of its agents; `after` as in listAgents. */
+  listSessions(orgId: string, limit: number, options?: { after?: string; agentId?: string }): Promise<Page<Session>>;
+  /** Deletes the session and its log unless a live run holds it (busy). */
+  deleteSession(orgId: string, id: string): Promise<DeleteSessionResult>;
   /** Events with seq > after, in seq order. */
   listEvents(orgId: string, sessionId: string, after?: number): Promise<SessionEvent[]>;
   /** The session and its events with seq > after, in one read (a follower's open); undefined when missing. */

@@ -6,10 +6,11 @@ import type { Sandboxes } from "../domain/ports.ts";
 import type { Store } from "../domain/store.ts";
 import type { ModelEvent, ModelRequest, ToolCall } from "../providers/provider.ts";
 import type { ProviderRegistry } from "../providers/registry.ts";
-import type { Toolbox } from "../tools/toolbox.ts";
+import type { Toolbox, ToolResult } from "../tools/toolbox.ts";
 import { historyOf, toolUseContent } from "./history.ts";
 import type { EventHub } from "./hub.ts";
 import { RunLog } from "./run-log.ts";
+import { ToolOutput } from "./tool-output.ts";
 
 export type RunnerOptions = {
   /** A run's hold on its session; renewed while it runs, so a crashed replica's run lapses. */
@@ -100,6 +101,11 @@ export class Runner {
     this.#running.add(done);
     logger.info({ agentId: agent.id, model: agent.model }, "run started");
     return { runId, session: taken.session, lastMessageSeq: appended.at(-1)!.seq };
+  }
+
+  /** How long a dead replica's run can hold its session. */
+  get leaseMs(): number {
+    return this.options.leaseMs;
   }
 
   /** Cancels the session's active run, here or (through the database flag) on another replica. */
@@ -199,8 +205,16 @@ class Run {
           this.#checkAbort();
           // A tool's effects outlive a crash; so does the record of its call.
           await this.log.flush();
-          const result = await this.toolbox.run(call, () => this.#sandbox(), this.abort.signal);
-          this.#checkAbort();
+          // Live output as tool_output events; the model still gets only the capped result.
+          const output = new ToolOutput((content) => this.log.publish([{ type: "tool_output", content, toolUseId: call.id }]));
+          let result: ToolResult;
+          try {
+            result = await this.toolbox.run(call, () => this.#sandbox(), this.abort.signal, (stream, data) => output.add(stream, data));
+            this.#checkAbort();
+            output.end();
+          } finally {
+            output.close();
+          }
           this.log.publish([{ type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }]);
         }
         if (this.#calls >= this.options.maxModelCalls) {

@@ -127,8 +127,11 @@ describe("tool loop", () => {
   test("bash tool_use runs in a sandbox created once per session, result goes back to the model", async () => {
     const s = await newSession();
     const first = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("run: echo hi")] }, h.as(s.caller)));
-    assert.deepEqual(types(first).filter((t) => t !== "text"), ["tool_use", "tool_result", "done"]);
+    assert.deepEqual(types(first).filter((t) => t !== "text"), ["tool_use", "tool_output", "tool_result", "done"]);
     const use = first.find((e) => e.type === "tool_use")!;
+    const output = first.find((e) => e.type === "tool_output")!;
+    assert.equal(output.toolUseId, use.toolUseId);
+    assert.deepEqual(JSON.parse(output.content), { stdout: "hi\n" });
     assert.deepEqual(JSON.parse(use.content), { name: "bash", input: { command: "echo hi" } });
     const result = first.find((e) => e.type === "tool_result")!;
     assert.equal(result.toolUseId, use.toolUseId);
@@ -220,7 +223,8 @@ describe("tool loop", () => {
     );
     const before = h.scripted.requests.length;
     const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("what is it")] }, h.as(s.caller)));
-    assert.deepEqual(types(events), ["text", "tool_use", "tool_result", "text", "done"]);
+    // The live output is in the log, but the model's next call sees only the tool result (below).
+    assert.deepEqual(types(events), ["text", "tool_use", "tool_output", "tool_result", "text", "done"]);
     const done = events.at(-1)!;
     assert.equal(done.tokensIn, 40n, "summed over the run's two model calls");
     assert.equal(done.tokensOut, 12n, "latest running total per call, never summed twice");

@@ -25,6 +25,14 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
     async getAgent(req, ctx) {
       return { agent: agentToProto(await domain.getAgent(authOf(ctx), req.id)) };
     },
+    async updateAgent(req, ctx) {
+      const { id, name, slug, model, systemPrompt } = req;
+      return { agent: agentToProto(await domain.updateAgent(authOf(ctx), id, { name, slug, model, systemPrompt })) };
+    },
+    async deleteAgent(req, ctx) {
+      await domain.deleteAgent(authOf(ctx), req.id);
+      return {};
+    },
   };
 }
 
@@ -32,6 +40,14 @@ export function sessionService(domain: AgentsDomain): ServiceImpl<typeof Session
   return {
     async createSession(req, ctx) {
       return { session: sessionToProto(await domain.createSession(authOf(ctx), req.agentId)) };
+    },
+    async listSessions(req, ctx) {
+      const page = await domain.listSessions(authOf(ctx), req.limit, req.after, req.agentId);
+      return { items: page.items.map(sessionToProto), next: page.next };
+    },
+    async deleteSession(req, ctx) {
+      await domain.deleteSession(authOf(ctx), req.id);
+      return {};
     },
     async getSession(req, ctx) {
       const { session, events } = await domain.getSession(authOf(ctx), req.id);

@@ -9,10 +9,12 @@ import { type Served, serveH2c } from "./serve.ts";
  * `bash -c <script>` by these rules (it is not a shell):
  *   `echo <text>` → stdout `<text>\n`, exit 0;  `exit <n>` → exit n;
  *   `yes <n>` → n bytes of "y\n" on stdout;  `hang` → never ends until cancelled;
- *   `cat <path>` → the file;  anything else → stderr "command not found", exit 127.
+ *   `cat <path>` → the file;  `ticks <n> <ms>` → `tick <i>\n` on stdout n times, <ms> apart;
+ *   anything else → stderr "command not found", exit 127.
  */
 export class ComputeDouble {
   readonly createCalls: Array<{ tenantId: string; sessionId: string }> = [];
+  readonly destroyCalls: string[] = [];
   readonly execCalls: Array<{ sandboxId: string; command: string; args: string[] }> = [];
   readonly files = new Map<string, Map<string, Uint8Array>>();
   /** Sandboxes reported FAILED by DescribeSandbox (see fail()). */
@@ -32,6 +34,12 @@ export class ComputeDouble {
         describeSandbox: (req) => {
           if (!this.files.has(req.sandboxId)) throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
           return { sandboxId: req.sandboxId, status: this.failed.has(req.sandboxId) ? SandboxStatus.FAILED : SandboxStatus.READY };
+        },
+        destroySandbox: (req) => {
+          if (!this.files.has(req.sandboxId)) throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
+          this.destroyCalls.push(req.sandboxId);
+          this.failed.add(req.sandboxId);
+          return { sandboxId: req.sandboxId };
         },
         execCommand: (req, ctx) => this.#exec(req, ctx),
         readFile: (req) => {
@@ -89,6 +97,12 @@ export class ComputeDouble {
         const data = fs.get(m[1]!);
         if (data) yield out(data);
         yield done(data ? 0 : 1);
+      } else if ((m = /^ticks (\d+) (\d+)$/.exec(script))) {
+        for (let i = 1; i <= Number(m[1]); i++) {
+          yield out(`tick ${i}\n`);
+          await new Promise((resolve) => setTimeout(resolve, Number(m![2])));
+        }
+        yield done(0);
       } else if (script === "hang") {
         await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
         yield done(-1, true);

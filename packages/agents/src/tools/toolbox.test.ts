@@ -7,6 +7,7 @@ function fakeSandboxes(exec: (signal: AbortSignal) => Promise<ExecResult>): Sand
   return {
     create: async () => "sbx",
     usable: async () => true,
+    destroy: async () => {},
     exec: (_id, _cmd, _args, o) => exec(o.signal),
     readFile: async () => ({ data: Buffer.from("x".repeat(50_000)), totalSize: 50_000, eof: true }),
     writeFile: async (_id, _path, data) => data.length,

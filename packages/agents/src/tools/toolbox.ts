@@ -2,6 +2,8 @@ import { PlatformError } from "@platform/errors";
 import type { Sandboxes } from "../domain/ports.ts";
 import type { ToolCall, ToolSpec } from "../providers/provider.ts";
 
+export type OutputListener = (stream: "stdout" | "stderr", data: Uint8Array) => void;
+
 /** What the model is given back for one tool call. */
 export type ToolResult = { content: string; isError: boolean };
 
@@ -72,13 +74,14 @@ export class Toolbox {
     return TOOL_SPECS;
   }
 
-  async run(call: ToolCall, sandbox: () => Promise<string>, signal: AbortSignal): Promise<ToolResult> {
+  /** `onOutput` receives a command's output chunks as they come (bash only). */
+  async run(call: ToolCall, sandbox: () => Promise<string>, signal: AbortSignal, onOutput?: OutputListener): Promise<ToolResult> {
     if (!TOOL_SPECS.some((t) => t.name === call.name)) return failure(`unknown tool "${call.name}"`);
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.options.timeoutMs);
     const both = AbortSignal.any([signal, deadline.signal]);
     try {
-      const work = this.#dispatch(call, sandbox, both);
+      const work = this.#dispatch(call, sandbox, both, onOutput);
       const timedOut = new Promise<never>((_, reject) => {
         both.addEventListener("abort", () => reject(both.reason), { once: true });
       });
@@ -93,7 +96,7 @@ export class Toolbox {
     }
   }
 
-  async #dispatch(call: ToolCall, sandbox: () => Promise<string>, signal: AbortSignal): Promise<Record<string, unknown>> {
+  async #dispatch(call: ToolCall, sandbox: () => Promise<string>, signal: AbortSignal, onOutput?: OutputListener): Promise<Record<string, unknown>> {
     const input = call.input;
     const limit = this.options.outputLimitBytes;
     switch (call.name) {
@@ -104,6 +107,7 @@ export class Toolbox {
           timeoutMs: this.options.timeoutMs,
           maxOutputBytes: limit,
           signal,
+          onOutput,
         });
         // stdout gets three quarters of the budget, stderr the rest.
         const stdout = clip(r.stdout, Math.floor((limit * 3) / 4));
