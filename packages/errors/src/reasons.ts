@@ -56,6 +56,10 @@ export const ComputeReason = {
   sandboxNotFound: "sandbox_not_found",
   readyTimeout: "ready_timeout",
   payloadTooLarge: "payload_too_large",
+  /** INVALID_ARGUMENT: a path over PATH_MAX or a component over NAME_MAX (in the sandbox's view). */
+  pathTooLong: "path_too_long",
+  /** INVALID_ARGUMENT: ExecCommand's command, args and env over the ARG_MAX-like bounds. */
+  argumentsTooLong: "arguments_too_long",
 } as const;
 
 export type IdentityRestCode = (typeof IdentityRestCode)[keyof typeof IdentityRestCode];

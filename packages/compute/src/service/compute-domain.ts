@@ -12,8 +12,10 @@ import {
   type Usage,
   zeroUsage,
 } from "../driver.ts";
+import { checkPathLimits, inSandboxView } from "../path-limits.ts";
 import { cleanMountPath, cleanWorkspacePath } from "../paths.ts";
 import type { SandboxRecord, SandboxState, SandboxStore } from "../store/sandbox-store.ts";
+import { checkCommandLine } from "./exec-args.ts";
 import { LIMITS } from "./limits.ts";
 import { checkSandboxStrings } from "./sandbox-strings.ts";
 
@@ -216,24 +218,17 @@ export class ComputeDomain {
    */
   async *execCommand(input: ExecInput): AsyncGenerator<ExecEvent> {
     requireUuid(input.sandboxId, "sandbox_id");
-    if (!input.command) throw invalid("command is required");
+    const env = input.env ?? {};
+    checkCommandLine({ command: input.command, args: input.args ?? [], env });
     if (input.timeoutMs !== undefined && input.timeoutMs < 0) throw invalid("timeout must not be negative");
     const timeoutMs = execTimeoutMs(input.timeoutMs);
-    const env = input.env ?? {};
-    for (const key of Object.keys(env)) {
-      if (!key || key.includes("=") || key.includes("\0") || (env[key] ?? "").includes("\0")) {
-        throw invalid(`invalid environment variable ${JSON.stringify(key)}`);
-      }
-    }
-    if ((input.args ?? []).some((a) => a.includes("\0")) || input.command.includes("\0")) {
-      throw invalid("command and args must not contain NUL bytes");
+    if (input.workingDir) {
+      if (input.workingDir.includes("\0")) throw invalid("working_dir must not contain NUL bytes");
+      checkPathLimits(input.workingDir, "working_dir");
     }
     const mountPath = await this.runnableMountPath(input.sandboxId, input.signal);
-    const workingDir = input.workingDir
-      ? input.workingDir.startsWith("/")
-        ? input.workingDir
-        : `${mountPath}/${input.workingDir}`
-      : mountPath;
+    const workingDir = input.workingDir ? inSandboxView(input.workingDir, mountPath) : mountPath;
+    checkPathLimits(workingDir, "working_dir");
 
     const controller = new AbortController();
     let timedOut = false;
@@ -268,6 +263,7 @@ export class ComputeDomain {
   async readFile(sandboxId: string, path: string, offset = 0, maxBytes = 0): Promise<ReadResult> {
     requireUuid(sandboxId, "sandbox_id");
     if (!path) throw invalid("path is required");
+    checkPathLimits(path, "path");
     if (offset < 0) throw invalid("offset must not be negative");
     if (maxBytes < 0) throw invalid("max_bytes must not be negative");
     const record = await this.runnable(sandboxId);
@@ -279,6 +275,7 @@ export class ComputeDomain {
   async writeFile(sandboxId: string, path: string, data: Uint8Array, append = false, mode = 0): Promise<number> {
     requireUuid(sandboxId, "sandbox_id");
     if (!path) throw invalid("path is required");
+    checkPathLimits(path, "path");
     if (data.length > LIMITS.maxFileChunkBytes) {
       throw PlatformError.invalidArgument(
         `data is ${data.length} bytes; at most ${LIMITS.maxFileChunkBytes} per call (chunk with append)`,
@@ -294,6 +291,7 @@ export class ComputeDomain {
 
   async listFiles(sandboxId: string, path: string, recursive = false, maxEntries = 0): Promise<ListResult> {
     requireUuid(sandboxId, "sandbox_id");
+    checkPathLimits(path, "path");
     const record = await this.runnable(sandboxId);
     const rel = cleanWorkspacePath(path, record.mountPath);
     const max = maxEntries === 0 ? LIMITS.defaultListEntries : Math.min(maxEntries, LIMITS.maxListEntries);

@@ -1,6 +1,7 @@
 import * as fs from "node:fs";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { FileEntryInfo, ListResult, ReadResult } from "../../driver.ts";
+import { PATH_MAX, quotePath } from "../../path-limits.ts";
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_APPEND, O_NOFOLLOW, O_DIRECTORY, O_NONBLOCK } = fs.constants;
 const MAX_SYMLINK_FOLLOWS = 40;
@@ -40,8 +41,8 @@ export class WorkspaceFs {
     const fd = this.openFinal(rel, "read");
     try {
       const st = fs.fstatSync(fd);
-      if (st.isDirectory()) throw invalid(`${rel || "/"} is a directory`);
-      if (!st.isFile()) throw invalid(`${rel} is not a regular file`);
+      if (st.isDirectory()) throw invalid(`${quotePath(rel || "/")} is a directory`);
+      if (!st.isFile()) throw invalid(`${quotePath(rel)} is not a regular file`);
       const total = st.size;
       const start = Math.min(offset, total);
       const want = Math.max(0, Math.min(maxBytes, total - start));
@@ -176,20 +177,26 @@ export class WorkspaceFs {
             // The link names a directory (`x -> ..`): check where it lands, then refuse.
             stack = this.walk([last], stack, false);
             closeAll(stack);
-            throw invalid(`${rel} is a directory`);
+            throw invalid(`${quotePath(rel)} is a directory`);
           }
           name = last;
           continue;
         }
         closeAll(stack);
-        if (code === "EISDIR") throw invalid(`${rel} is a directory`);
+        if (code === "EISDIR") throw invalid(`${quotePath(rel)} is a directory`);
         throw mapFsError(err, rel);
+      }
+      try {
+        this.verifyInside(fd, stack.at(-1));
+      } catch (err) {
+        closeAll(stack);
+        fs.closeSync(fd);
+        throw err;
       }
       closeAll(stack);
       try {
-        this.verifyInside(fd);
         const st = fs.fstatSync(fd);
-        if (writing && !st.isFile()) throw invalid(`${rel} is not a regular file`);
+        if (writing && !st.isFile()) throw invalid(`${quotePath(rel)} is not a regular file`);
         if (created) {
           fs.fchmodSync(fd, (mode || 0o644) & 0o1777);
           if (this.owner) fs.fchownSync(fd, this.owner.uid, this.owner.gid);
@@ -244,7 +251,7 @@ export class WorkspaceFs {
           const target = readLink(p);
           if (target === undefined) {
             closeAll(stack);
-            throw invalid(`${comp} is not a directory`);
+            throw invalid(`${quotePath(comp)} is not a directory`);
           }
           if (++follows > MAX_SYMLINK_FOLLOWS) {
             closeAll(stack);
@@ -290,10 +297,44 @@ export class WorkspaceFs {
     return fs.openSync(this.hostRoot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
   }
 
-  /** Belt and braces: the kernel's name for what we opened must be inside the workspace. */
-  private verifyInside(fd: number): void {
-    const real = fs.readlinkSync(`/proc/self/fd/${fd}`);
+  /**
+   * Belt and braces: the kernel's name for what we opened must be inside the
+   * workspace. `dirFd` is the directory `fd` was opened in, if it is a file.
+   */
+  private verifyInside(fd: number, dirFd?: number): void {
+    let real: string;
+    try {
+      real = fs.readlinkSync(`/proc/self/fd/${fd}`);
+    } catch (err) {
+      // The host's name is the workspace's prefixed with hostRoot, so a path
+      // that fits PATH_MAX in the sandbox may not here: climb instead.
+      if (errCode(err) !== "ENAMETOOLONG") throw err;
+      if (!this.reachesRoot(fs.fstatSync(fd).isDirectory() ? fd : dirFd)) throw outside();
+      return;
+    }
     if (real !== this.hostRoot && !real.startsWith(`${this.hostRoot}/`)) throw outside();
+  }
+
+  /** Whether climbing `..` from the directory `dirFd` meets the workspace root (compared by device and inode). */
+  private reachesRoot(dirFd: number | undefined): boolean {
+    if (dirFd === undefined) return false;
+    const root = fs.statSync(this.hostRoot, { bigint: true });
+    let current = dirFd;
+    try {
+      // A path within PATH_MAX has at most PATH_MAX / 2 components, plus the host's own.
+      for (let depth = 0; depth <= PATH_MAX; depth++) {
+        const st = fs.fstatSync(current, { bigint: true });
+        if (st.dev === root.dev && st.ino === root.ino) return true;
+        const parent = fs.openSync(`/proc/self/fd/${current}/..`, O_RDONLY | O_DIRECTORY);
+        if (current !== dirFd) fs.closeSync(current);
+        current = parent;
+        const up = fs.fstatSync(current, { bigint: true });
+        if (up.dev === st.dev && up.ino === st.ino) return false; // the filesystem's root
+      }
+      return false;
+    } finally {
+      if (current !== dirFd) fs.closeSync(current);
+    }
   }
 }
 
@@ -339,19 +380,19 @@ function mapFsError(err: unknown, rel: string): PlatformError {
   if (err instanceof PlatformError) return err;
   switch (errCode(err)) {
     case "ENOENT":
-      return PlatformError.notFound(`${rel} does not exist`, "not_found");
+      return PlatformError.notFound(`${quotePath(rel)} does not exist`, "not_found");
     case "ENOTDIR":
-      return invalid(`a component of ${rel} is not a directory`);
+      return invalid(`a component of ${quotePath(rel)} is not a directory`);
     case "EISDIR":
-      return invalid(`${rel} is a directory`);
+      return invalid(`${quotePath(rel)} is a directory`);
     case "ENXIO":
     case "EAGAIN":
-      return invalid(`${rel} is not a regular file`);
+      return invalid(`${quotePath(rel)} is not a regular file`);
     case "ENAMETOOLONG":
       return invalid("path too long");
     case "EACCES":
     case "EPERM":
-      return PlatformError.permissionDenied(`${rel}: permission denied`);
+      return PlatformError.permissionDenied(`${quotePath(rel)}: permission denied`);
     case "ENOSPC":
     case "EDQUOT":
       return new PlatformError(8, "workspace_full", "the workspace is full");
