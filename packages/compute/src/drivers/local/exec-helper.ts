@@ -61,7 +61,8 @@ const SIGNAL_NAMES = new Map(Object.entries(osConstants.signals).map(([name, n])
 
 /**
  * The driver's side of exec-helper.c: compiles it once per source version
- * into `<dataDir>/bin`, keeps one helper process and the unix socket the
+ * into a private per-user directory (with the seccomp filter every sandbox
+ * process runs under), keeps one helper process and the unix socket the
  * commands' stdout and stderr connect to. Forking a tiny helper instead of
  * this ~200 MB process, and one execve instead of sh → nsenter → command,
  * is most of an exec's cost.
