@@ -14,6 +14,7 @@ import { grpcioFlood, hasGrpcio } from "../testing/grpcio-flood.ts";
 import { testServer } from "../testing/fixture.ts";
 
 const huge = `${"x/../".repeat(18_000)}end`; // 90 KB, as a hostile path would be quoted
+const medium = `path ${JSON.stringify("p/".repeat(2_250))} is outside /workspace`; // the 4.5 KB message of the report
 const wide = "路径".repeat(2_000) + "😀".repeat(1_000); // 3-byte and 4-byte characters
 const bigExtra = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`key${i}`.repeat(50), "値".repeat(5_000)]));
 const failure = (message: string, extra = bigExtra) => ({ code: "invalid_argument", reason: "bad_path", message, extra });
@@ -133,8 +134,8 @@ describe("error messages on the wire", () => {
     const result = await grpcioFlood({
       target,
       method: "/rpctest.v1.LibraryService/Fail",
-      requests: [huge, wide].map((m) => toBinary(FailRequestSchema, create(FailRequestSchema, failure(m, {})))),
-      rounds: 150,
+      requests: [huge, wide, medium].map((m) => toBinary(FailRequestSchema, create(FailRequestSchema, failure(m, {})))),
+      rounds: 100,
       final: { method: "/rpctest.v1.LibraryService/Echo", request: toBinary(EchoRequestSchema, create(EchoRequestSchema, { text: "ok" })) },
     });
     assert.deepEqual(result.codes, { INVALID_ARGUMENT: 300 }, JSON.stringify(result.samples));
