@@ -1,7 +1,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { type Database, migrate, openDatabase } from "@platform/db";
-import { createServer, type Server } from "@platform/rpc";
+import { type CallerPolicy, createServer, type Server, type ServiceTls } from "@platform/rpc";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import type { Logger } from "pino";
 import type { ComputeConfig } from "./config.ts";
@@ -36,11 +36,22 @@ export async function createDriver(config: ComputeConfig, logger: Logger): Promi
   return mod.createKubernetesDriver({ config, logger });
 }
 
-/** Wires store, driver, domain and the Connect server; does not listen. */
+/**
+ * Only the agents service runs tool calls in sandboxes. The operator (buf
+ * curl at the console) may list the methods by reflection and ask health,
+ * which any certificate of the CA may, but not exec in a tenant's sandbox.
+ */
+export const COMPUTE_CALLERS: CallerPolicy = { "compute.v1.ComputeService": ["agents"] };
+
+/**
+ * Wires store, driver, domain and the Connect server; does not listen.
+ * `internalTls`: the port's mutual TLS (internalTlsFromEnv); undefined only
+ * with INTERNAL_TLS=off.
+ */
 export async function createComputeApp(
   config: ComputeConfig,
   logger: Logger,
-  overrides: { driver?: SandboxDriver; database?: Database<unknown> } = {},
+  overrides: { driver?: SandboxDriver; database?: Database<unknown>; internalTls: ServiceTls | undefined },
 ): Promise<ComputeApp> {
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o711 });
   const database =
@@ -61,6 +72,7 @@ export async function createComputeApp(
     envelope: "identity",
     port: config.port,
     host: config.host,
+    internal: { tls: overrides.internalTls, callers: COMPUTE_CALLERS },
     // WriteFile carries up to 16 MiB of data plus framing.
     bodyLimitBytes: 17 * 1024 * 1024,
     logger,

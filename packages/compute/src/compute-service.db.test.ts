@@ -1,5 +1,6 @@
-// ComputeService end to end over gRPC (real server on an ephemeral port, the
-// local driver, the kysely store on PostgreSQL and on PGlite).
+// ComputeService end to end over gRPC (real server on an ephemeral port with
+// mutual TLS from a throw-away PKI, called as the agents service; the local
+// driver, the kysely store on PostgreSQL and on PGlite).
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
@@ -9,12 +10,13 @@ import { after, before, describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { type Client, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import type { Database } from "@platform/db";
 import { createTestDatabase } from "@platform/db/testing";
-import { Code, ComputeReason } from "@platform/errors";
+import { Code, ComputeReason, InternalReason } from "@platform/errors";
 import { ComputeService, type ExecEvent, ExecCommandRequestSchema, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
-import { fromConnectError } from "@platform/rpc";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
+import { createServiceTransport, fromConnectError, loadServiceTls } from "@platform/rpc";
 import { pino } from "pino";
 import { type ComputeApp, createComputeApp } from "./app.ts";
 import type { ComputeConfig } from "./config.ts";
@@ -32,6 +34,11 @@ let dataDir: string;
 let cgroupPrefix: string;
 let app: ComputeApp;
 let client: Client<typeof ComputeService>;
+let pki: TestPki;
+let url: string;
+/** A client of the compute port with `caller`'s certificate. */
+const clientAs = (caller: string) =>
+  createClient(ComputeService, createServiceTransport({ baseUrl: url, tls: loadServiceTls(pki.env(caller)), expectServer: "compute" }));
 
 function config(): ComputeConfig {
   return testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" });
@@ -39,9 +46,9 @@ function config(): ComputeConfig {
 
 async function startApp(): Promise<void> {
   const driver = new LocalDriver({ dataDir, killGraceMs: 500, pidsMax: 128, cgroupPrefix, logger, dieWithService: true });
-  app = await createComputeApp(config(), logger, { driver, database });
-  const { url } = await app.server.listen();
-  client = createClient(ComputeService, createGrpcTransport({ baseUrl: url }));
+  app = await createComputeApp(config(), logger, { driver, database, internalTls: loadServiceTls(pki.env("compute"), "compute") });
+  ({ url } = await app.server.listen());
+  client = clientAs("agents");
 }
 
 async function expectCode(p: Promise<unknown>, code: Code, reason?: string): Promise<void> {
@@ -94,6 +101,7 @@ async function run(id: string, command: string, args: string[] = [], extra: Part
 
 before(async () => {
   database = await createTestDatabase<unknown>();
+  pki = await makeTestPki(["compute", "agents", "identity", "runtime-router", "runtime-worker", "operator"]);
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-svc-"));
   fs.chmodSync(dataDir, 0o711);
   cgroupPrefix = `platform-compute-svc-${process.pid}`;
@@ -111,6 +119,30 @@ after(async () => {
   await cleaner.close();
   await database.close();
   fs.rmSync(dataDir, { recursive: true, force: true });
+  pki.remove();
+});
+
+describe("the compute port (mutual TLS)", () => {
+  test("is https; only the agents service may call ComputeService, before any sandbox is touched", async () => {
+    assert.match(url, /^https:/);
+    const tenantId = randomUUID();
+    for (const caller of ["operator", "identity", "runtime-router", "runtime-worker", "compute"]) {
+      await expectCode(clientAs(caller).createSandbox({ tenantId, sessionId: randomUUID() }), Code.PermissionDenied, InternalReason.callerNotAllowed);
+      await expectCode(clientAs(caller).listFiles({ sandboxId: randomUUID(), path: "/" }), Code.PermissionDenied, InternalReason.callerNotAllowed);
+    }
+    assert.deepEqual((await new KyselySandboxStore(database).listLive()).filter((r) => r.tenantId === tenantId), []);
+  });
+
+  test("a plaintext client, or one without a certificate, gets no answer", async () => {
+    const plain = createClient(ComputeService, createGrpcTransport({ baseUrl: url.replace("https:", "http:") }));
+    await assert.rejects(plain.describeSandbox({ sandboxId: randomUUID() }));
+    const pem = pki.pem("agents");
+    const noCert = createClient(
+      ComputeService,
+      createGrpcTransport({ baseUrl: url, sessionManager: new Http2SessionManager(url, undefined, { ca: pem.ca }) }),
+    );
+    await assert.rejects(noCert.describeSandbox({ sandboxId: randomUUID() }), /certificate required/);
+  });
 });
 
 function specFromRecord(r: Awaited<ReturnType<KyselySandboxStore["get"]>> & object) {

@@ -1,3 +1,4 @@
+import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
 import { pino } from "pino";
 import { createComputeApp } from "./app.ts";
 import { ConfigError, loadConfig } from "./config.ts";
@@ -5,10 +6,12 @@ import { ConfigError, loadConfig } from "./config.ts";
 const logger = pino({ name: "compute", level: process.env.LOG_LEVEL || "info" });
 
 let config: ReturnType<typeof loadConfig>;
+let internalTls: ServiceTls | undefined;
 try {
   config = loadConfig();
+  internalTls = internalTlsFromEnv(process.env, "compute");
 } catch (err) {
-  if (err instanceof ConfigError) {
+  if (err instanceof ConfigError || err instanceof TlsSettingsError) {
     console.error(`compute: invalid configuration: ${err.message}`);
     process.exit(2);
   }
@@ -17,15 +20,15 @@ try {
 
 let app: Awaited<ReturnType<typeof createComputeApp>>;
 try {
-  app = await createComputeApp(config, logger);
+  app = await createComputeApp(config, logger, { internalTls });
 } catch (err) {
   // e.g. the local driver without root or without writable cgroups, or an unreachable DATABASE_URL.
   logger.fatal({ err }, "compute failed to start");
   console.error(`compute: failed to start: ${(err as Error).message}`);
   process.exit(1);
 }
-const { port } = await app.server.listen();
-logger.info({ port, driver: app.driver.name, dataDir: config.dataDir, database: app.database.kind }, "compute listening");
+const { port, url } = await app.server.listen();
+logger.info({ port, url, driver: app.driver.name, dataDir: config.dataDir, database: app.database.kind }, "compute listening");
 
 const shutdown = async (signal: string) => {
   logger.info({ signal }, "shutting down; sandboxes keep running and are re-attached on the next start");

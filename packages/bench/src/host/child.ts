@@ -37,10 +37,11 @@ async function start(): Promise<Record<string, string>> {
   }
   if (kind === "compute") {
     const { createComputeApp, LocalDriver, loadConfig } = await import("@platform/compute");
+    const { internalTlsFromEnv } = await import("@platform/rpc");
     const config = loadConfig(process.env);
     const prefix = process.env.BENCH_CGROUP_PREFIX ?? `platform-bench-${process.pid}`;
     const driver = new LocalDriver({ dataDir: config.dataDir, cgroupPrefix: prefix, logger });
-    const app = await createComputeApp(config, logger, { driver });
+    const app = await createComputeApp(config, logger, { driver, internalTls: internalTlsFromEnv(process.env, "compute") });
     const { url } = await app.server.listen();
     closeService = async () => {
       await app.close();

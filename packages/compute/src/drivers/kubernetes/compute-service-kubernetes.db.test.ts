@@ -37,7 +37,8 @@ before(async () => {
   double = await KubeDouble.start({ namespaces: [NS] });
   database = await createTestDatabase<unknown>();
   const driver = new KubernetesDriver({ kubeConfig: double.kubeConfig(NS), namespace: NS, killGraceMs: 300, pollIntervalMs: 50, defaultStorageClass: config.pvcStorageClass, defaultSize: config.pvcWorkspaceSize });
-  app = await createComputeApp(config, logger, { driver, database });
+  // Plaintext: this suite is about the Kubernetes driver behind the API; mTLS is tested in compute-service.db.test.ts.
+  app = await createComputeApp(config, logger, { driver, database, internalTls: undefined });
   const { url } = await app.server.listen();
   client = createClient(ComputeService, createGrpcTransport({ baseUrl: url }));
 });

@@ -59,6 +59,7 @@ export async function startStack(): Promise<Stack> {
     const compute = await createComputeApp(testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" }), logger, {
       driver,
       database: computeDb,
+      internalTls: undefined,
     });
     closers.push(async () => {
       await compute.close();
