@@ -1,4 +1,5 @@
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import { parseAuthorization } from "@platform/credentials";
 import { PlatformError } from "@platform/errors";
 import type { AuthContext } from "../domain/model.ts";
 import type { Authenticator } from "../domain/ports.ts";
@@ -17,10 +18,11 @@ const OPEN_SERVICES = new Set(["grpc.health.v1.Health", "grpc.reflection.v1.Serv
 export function authInterceptor(authenticator: Authenticator): Interceptor {
   return (next) => async (req) => {
     if (OPEN_SERVICES.has(req.service.typeName)) return next(req);
-    const header = req.header.get("authorization") ?? "";
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!match) throw PlatformError.unauthenticated(header ? "the Authorization header must be Bearer <token>" : "missing bearer token");
-    const auth = await authenticator.verify(match[1]!);
+    // Exactly `Bearer <token>` with a well-formed JWT or API key
+    // (@platform/credentials): a loose variant never reaches identity.
+    const parsed = parseAuthorization(req.header.get("authorization"));
+    if (!parsed.ok) throw PlatformError.unauthenticated(parsed.problem === "missing" ? "missing bearer token" : "the Authorization header must be exactly Bearer <token>");
+    const auth = await authenticator.verify(parsed.credential.token);
     req.contextValues.set(authKey, auth);
     return next(req);
   };

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { acceptedHeaders, looseHeaderVariants, rawRequest } from "@platform/credentials/testing";
 import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
 import pino from "pino";
@@ -109,6 +110,26 @@ describe("REST: agents", () => {
     assertError(await call("GET", "/v1/agents"), 401, "unauthenticated");
     assertError(await call("GET", "/v1/agents", { token: "wrong" }), 401, "unauthenticated");
     assertError(await call("POST", "/v1/agents", { headers: { authorization: "Basic abc" }, body: {} }), 401, "unauthenticated");
+  });
+
+  test("only exactly `Bearer <token>`: every loose variant of a genuine token is 401 without asking identity", async () => {
+    const { token } = identity.caller();
+    for (const authorization of acceptedHeaders(token)) {
+      const r = await rawRequest(base, { method: "GET", path: "/v1/agents", authorization });
+      assert.equal(r.status, 200, `${authorization.slice(0, 8)}: ${r.body.slice(0, 200)}`);
+    }
+    for (const v of looseHeaderVariants(token)) {
+      const calls = identity.verifyCalls;
+      const r = await rawRequest(base, { method: "GET", path: "/v1/agents", authorization: v.value });
+      const what = `${v.what} → ${r.status} ${r.body.slice(0, 120)}`;
+      if (v.http === "same") {
+        assert.equal(r.status, 200, what);
+        continue;
+      }
+      if (v.http === "refused-by-http") assert.equal(r.status, 400, what);
+      else assertError({ status: r.status, json: JSON.parse(r.body) }, 401, "unauthenticated");
+      assert.equal(identity.verifyCalls, calls, `${what}: reached identity`);
+    }
   });
 
   test("create → 201 with camelCase fields; get → 200; 409 for a taken slug", async () => {

@@ -27,8 +27,11 @@ describe("authentication", () => {
     assert.equal(h.identity.verifyCalls, before);
   });
 
-  test("an unknown token is unauthenticated after asking identity", async () => {
+  test("an unknown token is unauthenticated after asking identity; a malformed one without asking", async () => {
     const before = h.identity.verifyCalls;
+    const unknown = `${Buffer.from('{"alg":"RS256"}').toString("base64url")}.e30.c2lnbmF0dXJl`;
+    await rejects(h.agents.listAgents({}, h.as({ token: unknown })), Code.Unauthenticated);
+    assert.equal(h.identity.verifyCalls, before + 1);
     await rejects(h.agents.listAgents({}, h.as({ token: "nope" })), Code.Unauthenticated);
     assert.equal(h.identity.verifyCalls, before + 1);
   });

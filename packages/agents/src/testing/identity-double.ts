@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { HealthCheckResponse_ServingStatus, Health } from "@platform/gen/grpc/health/v1/health_pb";
@@ -19,7 +19,9 @@ export class IdentityDouble {
   verifyCalls = 0;
 
   caller(orgId = randomUUID(), userId = randomUUID()): Caller {
-    const caller = { token: `tok_${randomUUID()}`, userId, orgId };
+    // The exact compact JWS shape the agents service accepts (not signed: only this double knows it).
+    const part = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url");
+    const caller = { token: `${part({ alg: "RS256", typ: "JWT" })}.${part({ sub: userId, org_id: orgId })}.${randomBytes(32).toString("base64url")}`, userId, orgId };
     this.#callers.set(caller.token, caller);
     return caller;
   }

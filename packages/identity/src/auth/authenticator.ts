@@ -1,20 +1,23 @@
+import { type BearerCredential, parseCredentialField } from "@platform/credentials";
 import { AuthReason, PlatformError } from "@platform/errors";
-import { looksLikeApiKey } from "../api-keys/api-key-format.ts";
 import type { ApiKeys } from "../api-keys/api-keys.ts";
 import type { JwtService } from "../tokens/jwt-service.ts";
 import type { AuthContext, KeyEnv } from "./auth-context.ts";
 
-const MAX_CREDENTIAL_CHARS = 8192;
-
-/** Strips an optional `Bearer ` scheme (case-insensitive) from a credential. */
-export function stripBearer(value: string): string {
-  const m = /^\s*bearer\s+(.*)$/i.exec(value);
-  return (m ? m[1]! : value).trim();
+/**
+ * The credential of a Verify RPC's field: exactly a compact JWS or an API key,
+ * bare or as the exact `Bearer <token>` header value (@platform/credentials).
+ * Padding, whitespace or any other variant is `invalid_credentials`.
+ */
+export function credentialOf(value: string): BearerCredential {
+  const parsed = parseCredentialField(value);
+  if (!parsed.ok) throw PlatformError.unauthenticated("missing or invalid credential", AuthReason.invalidCredentials);
+  return parsed.credential;
 }
 
 /**
- * Resolves any bearer credential: `sk_live_`/`sk_test_` is an API key,
- * anything else is tried as a JWT. The same logic backs VerifyToken and the
+ * Resolves any bearer credential: the API key format is an API key, the
+ * compact JWS a JWT, anything else is refused before any lookup. The same logic backs VerifyToken and the
  * REST middleware.
  */
 export class Authenticator {
@@ -23,20 +26,20 @@ export class Authenticator {
     private readonly apiKeys: ApiKeys,
   ) {}
 
-  async verifyToken(credential: string, requiredEnv?: KeyEnv): Promise<AuthContext> {
-    const token = stripBearer(credential);
-    if (token === "" || token.length > MAX_CREDENTIAL_CHARS) {
-      throw PlatformError.unauthenticated("missing or invalid credential", AuthReason.invalidCredentials);
-    }
-    if (looksLikeApiKey(token)) return this.apiKeys.verify(token, requiredEnv);
+  async verifyToken(value: string, requiredEnv?: KeyEnv): Promise<AuthContext> {
+    const { token, kind } = credentialOf(value);
+    return kind === "api_key" ? this.apiKeys.verify(token, requiredEnv) : this.jwt.verify(token);
+  }
+
+  async verifyJwt(value: string): Promise<AuthContext> {
+    const { token, kind } = credentialOf(value);
+    if (kind !== "jwt") throw PlatformError.unauthenticated("not a JWT", AuthReason.invalidCredentials);
     return this.jwt.verify(token);
   }
 
-  verifyJwt(token: string): Promise<AuthContext> {
-    return this.jwt.verify(stripBearer(token));
-  }
-
-  verifyApiKey(raw: string, requiredEnv?: KeyEnv): Promise<AuthContext> {
-    return this.apiKeys.verify(stripBearer(raw), requiredEnv);
+  async verifyApiKey(value: string, requiredEnv?: KeyEnv): Promise<AuthContext> {
+    const { token, kind } = credentialOf(value);
+    if (kind !== "api_key") throw PlatformError.unauthenticated("not an API key", AuthReason.invalidCredentials);
+    return this.apiKeys.verify(token, requiredEnv);
   }
 }

@@ -1,4 +1,5 @@
 import { type Interceptor, createContextKey } from "@connectrpc/connect";
+import { parseAuthorization } from "@platform/credentials";
 import { Code, type ErrorExtra, IdentityRestCode, PlatformError } from "@platform/errors";
 import type { AuthContext } from "../auth/auth-context.ts";
 import type { Authenticator } from "../auth/authenticator.ts";
@@ -19,13 +20,13 @@ const unauthenticated = (message: string, extra?: ErrorExtra) => PlatformError.u
 export function authInterceptor(authenticator: Authenticator): Interceptor {
   const guard = async (next: Parameters<Interceptor>[0], req: Parameters<ReturnType<Interceptor>>[0], rule: RpcRule | undefined) => {
     if (!rule) throw PlatformError.permissionDenied("method not available", IdentityRestCode.insufficientRole);
-    const header = req.header.get("authorization");
-    if (!header) throw unauthenticated("missing Authorization: Bearer credential");
-    const m = /^bearer\s+(\S+)\s*$/i.exec(header);
-    if (!m) throw unauthenticated("Authorization must be Bearer <token>");
+    const parsed = parseAuthorization(req.header.get("authorization"));
+    if (!parsed.ok) {
+      throw unauthenticated(parsed.problem === "missing" ? "missing Authorization: Bearer credential" : "Authorization must be exactly Bearer <token>");
+    }
     let caller: AuthContext;
     try {
-      caller = await authenticator.verifyToken(m[1]!);
+      caller = await authenticator.verifyToken(parsed.credential.token);
     } catch (err) {
       if (err instanceof PlatformError && err.code === Code.Unauthenticated) throw unauthenticated(err.message);
       throw err;

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { isCompactJws } from "@platform/credentials";
 import { AuthReason, PlatformError } from "@platform/errors";
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT } from "jose";
 import { type AuthContext, type Clock, type KeyEnv, systemClock } from "../auth/auth-context.ts";
@@ -82,6 +83,9 @@ export class JwtService {
    * invalid_credentials or no_membership.
    */
   async verify(token: string): Promise<AuthContext> {
+    // jose decodes padded, whitespace-laden and non-canonical base64url too:
+    // only the exact serialization is one token (and one cache entry).
+    if (!isCompactJws(token)) throw invalid();
     const claims = (await this.#verified.through(token, () => this.#verifySignature(token)))!;
     // Checked again on a cached verification: retirement and expiry apply to
     // a token already seen, in the order a first verification reports them.

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code as ConnectCode, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { parseAuthorization } from "@platform/credentials";
 import { Code, PlatformError } from "@platform/errors";
 import {
   type InvokeEvent,
@@ -148,10 +149,11 @@ function errorEvent(err: unknown): InvokeEventInit {
   return { event: { case: "error", value: { message } } };
 }
 
+/** Exactly `Bearer <JWT>` (@platform/credentials): an API key or a loose variant is 401. */
 function bearerToken(header: string | null): string {
-  const m = /^Bearer[ ]+([^\s]+)\s*$/i.exec(header ?? "");
-  if (!m?.[1]) throw PlatformError.unauthenticated("a bearer JWT is required");
-  return m[1];
+  const parsed = parseAuthorization(header);
+  if (!parsed.ok || parsed.credential.kind !== "jwt") throw PlatformError.unauthenticated("a bearer JWT is required");
+  return parsed.credential.token;
 }
 
 /** An unavailable error leaves with `Retry-After: 5` (HTTP header / gRPC metadata). */
