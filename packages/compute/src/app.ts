@@ -28,7 +28,13 @@ export async function runMigrations(database: Database<unknown>): Promise<string
 /** Builds the driver named by the config. The Kubernetes one is loaded only when asked for. */
 export async function createDriver(config: ComputeConfig, logger: Logger): Promise<SandboxDriver> {
   if (config.driver === "local") {
-    return new LocalDriver({ dataDir: config.dataDir, pidsMax: config.pidsMax, logger, dieWithService: !config.keepSandboxesOnExit });
+    return new LocalDriver({
+      dataDir: config.dataDir,
+      pidsMax: config.pidsMax,
+      logger,
+      dieWithService: !config.keepSandboxesOnExit,
+      defaultWorkspaceSize: config.pvcWorkspaceSize,
+    });
   }
   const path = "./drivers/kubernetes/index.ts";
   const mod = (await import(path)) as { createKubernetesDriver?: (o: { config: ComputeConfig; logger: Logger }) => Promise<SandboxDriver> };

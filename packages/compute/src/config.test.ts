@@ -35,6 +35,9 @@ test("invalid settings name the variable", () => {
     ["COMPUTE_PORT", "70000"],
     ["DATABASE_URL", "mysql://x"],
     ["PVC_WORKSPACE_SIZE", "lots"],
+    ["PVC_WORKSPACE_SIZE", "5GB"],
+    ["PVC_WORKSPACE_SIZE", "1Mi"],
+    ["PVC_WORKSPACE_SIZE", "2Ti"],
     ["COMPUTE_DRIVER", "docker"],
   ] as const) {
     assert.throws(() => loadConfig({ [k]: v }), (e: unknown) => e instanceof ConfigError && e.message.includes(k), `${k}=${v}`);

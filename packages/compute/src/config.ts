@@ -1,4 +1,6 @@
 import { resolve } from "node:path";
+import { LIMITS } from "./service/limits.ts";
+import { workspaceSizeBytes } from "./service/workspace-size.ts";
 
 export interface ComputeConfig {
   port: number;
@@ -24,8 +26,6 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
-const QUANTITY = /^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$/;
-
 /** Reads and validates the compute service's environment once, at start-up. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig {
   const int = (name: string, fallback: number, min: number, max: number): number => {
@@ -47,8 +47,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
   if (driver !== "local" && driver !== "kubernetes") throw new ConfigError(`COMPUTE_DRIVER must be local or kubernetes, got ${JSON.stringify(driver)}`);
   const databaseUrl = env.DATABASE_URL || undefined;
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) throw new ConfigError("DATABASE_URL must be a postgres:// URL");
-  const size = env.PVC_WORKSPACE_SIZE || "5Gi";
-  if (!QUANTITY.test(size)) throw new ConfigError(`PVC_WORKSPACE_SIZE must be a capacity such as 5Gi, got ${JSON.stringify(size)}`);
+  const size = env.PVC_WORKSPACE_SIZE || LIMITS.defaultWorkspaceSize;
+  try {
+    workspaceSizeBytes(size, "PVC_WORKSPACE_SIZE");
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
   return {
     port: int("COMPUTE_PORT", 50051, 0, 65535),
     host: env.HOST || "127.0.0.1",

@@ -19,6 +19,10 @@ export const IdentityRestCode = {
   payloadTooLarge: "payload_too_large",
   unsupportedMediaType: "unsupported_media_type",
   methodNotAllowed: "method_not_allowed",
+  /** 429 (RESOURCE_EXHAUSTED) + Retry-After: login throttled for the account or the client address. */
+  tooManyAttempts: "too_many_attempts",
+  /** 503 (UNAVAILABLE) + Retry-After: the password-hashing queue is full. */
+  unavailable: "unavailable",
 } as const;
 
 /** Identity gRPC reasons, carried as google.rpc.ErrorInfo.reason. */
@@ -60,6 +64,8 @@ export const ComputeReason = {
   pathTooLong: "path_too_long",
   /** INVALID_ARGUMENT: ExecCommand's command, args and env over the ARG_MAX-like bounds. */
   argumentsTooLong: "arguments_too_long",
+  /** RESOURCE_EXHAUSTED: a write ran into the workspace's size (ENOSPC in its filesystem). */
+  workspaceFull: "workspace_full",
 } as const;
 
 export type IdentityRestCode = (typeof IdentityRestCode)[keyof typeof IdentityRestCode];

@@ -238,6 +238,27 @@ describe("ComputeDomain", () => {
     assert.equal(await domain.writeFile(sandboxId, "a", new Uint8Array(16 * 1024 * 1024)), 16 * 1024 * 1024);
   });
 
+  test("workspace.size: a capacity string between 32Mi and 1Ti, else INVALID_ARGUMENT naming the field, and nothing is created", async () => {
+    const { domain, driver, store } = setup();
+    await domain.start();
+    for (const size of ["not-a-size", "5GB", "5 Gi", "1e3", "-1Gi", "0", "16Mi", "1.5Ti", "9Ei", `${"9".repeat(40)}Gi`]) {
+      await assert.rejects(domain.createSandbox({ ...ids(), workspace: { size } }), (e: unknown) => {
+        assert.ok(e instanceof PlatformError, String(e));
+        assert.equal(e.code, Code.InvalidArgument, `${size}: ${e.message}`);
+        assert.match(e.message, /workspace\.size/);
+        return true;
+      });
+    }
+    assert.equal(driver.specs.size, 0);
+    assert.equal((await store.listLive()).length, 0);
+    for (const size of ["32Mi", "64Mi", "1.5Gi", "5Gi", "1Ti", "100M"]) {
+      const { sandboxId } = await domain.createSandbox({ ...ids(), workspace: { size } });
+      assert.equal(driver.specs.get(sandboxId)?.workspace.size, size);
+    }
+    const { sandboxId } = await domain.createSandbox(ids());
+    assert.equal(driver.specs.get(sandboxId)?.workspace.size, "1Gi", "the default (PVC_WORKSPACE_SIZE) when unset");
+  });
+
   test("DestroySandbox is idempotent and keeps the lifetime usage; exec after it is FAILED_PRECONDITION", async () => {
     const { domain, driver } = setup();
     await domain.start();

@@ -18,6 +18,7 @@ import type { SandboxRecord, SandboxState, SandboxStore } from "../store/sandbox
 import { checkCommandLine } from "./exec-args.ts";
 import { LIMITS } from "./limits.ts";
 import { checkSandboxStrings } from "./sandbox-strings.ts";
+import { workspaceSizeBytes } from "./workspace-size.ts";
 
 export interface SandboxDefaults {
   /** SANDBOX_IMAGE */
@@ -150,6 +151,8 @@ export class ComputeDomain {
       throw invalid(`limits.max_runtime must be positive and at most ${LIMITS.maxMaxRuntimeMs / 3_600_000} h`);
     }
     const mountPath = cleanMountPath(input.workspace?.mountPath || LIMITS.defaultMountPath);
+    const workspaceSize = input.workspace?.size || this.defaults.workspaceSize;
+    workspaceSizeBytes(workspaceSize);
     const now = new Date();
     const record: SandboxRecord = {
       id: randomUUID(),
@@ -157,7 +160,7 @@ export class ComputeDomain {
       sessionId: input.sessionId.toLowerCase(),
       image: input.image || this.defaults.image,
       storageClass: input.workspace?.storageClass || this.defaults.storageClass,
-      workspaceSize: input.workspace?.size || this.defaults.workspaceSize,
+      workspaceSize,
       mountPath,
       cpuMillis,
       memoryBytes,

@@ -14,4 +14,10 @@ export const LIMITS = {
   minMemoryBytes: 16 * 1024 * 1024,
   maxMemoryBytes: 256 * 1024 * 1024 * 1024,
   maxMaxRuntimeMs: 7 * 24 * 3_600_000,
+  /** PVC_WORKSPACE_SIZE when unset. */
+  defaultWorkspaceSize: "5Gi",
+  // Workspace capacity bounds (both drivers): below 32 MiB an ext4 image is mostly
+  // metadata; 1 TiB is far beyond what one agent session needs.
+  minWorkspaceBytes: 32 * 1024 * 1024,
+  maxWorkspaceBytes: 1024 ** 4,
 } as const;

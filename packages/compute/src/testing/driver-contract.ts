@@ -15,6 +15,12 @@ export interface ContractFactoryResult {
   /** Image for sandboxes (the local driver ignores it). */
   image?: string;
   cleanup?: () => Promise<void>;
+  /**
+   * Whether writes past workspace.size really fail (the local driver's ext4
+   * image); false for a driver whose storage is only simulated here (the
+   * Kubernetes API-server double), where only the size's validation applies.
+   */
+  enforcesWorkspaceSize?: boolean;
 }
 
 export type DriverFactory = (options: ContractDriverOptions) => Promise<ContractFactoryResult>;
@@ -90,6 +96,7 @@ export function driverContract(name: string, makeDriver: DriverFactory): void {
     let driver: SandboxDriver;
     let image = "";
     let cleanup: (() => Promise<void>) | undefined;
+    let enforcesWorkspaceSize = false;
     let ready: SandboxSpec;
 
     before(async () => {
@@ -97,6 +104,7 @@ export function driverContract(name: string, makeDriver: DriverFactory): void {
       driver = made.driver;
       image = made.image ?? "contract-image";
       cleanup = made.cleanup;
+      enforcesWorkspaceSize = made.enforcesWorkspaceSize ?? false;
       ready = contractSpec(image);
       await driver.create(ready);
       const settled = await driver.waitSettled(ready.sandboxId, AbortSignal.timeout(30_000));
@@ -382,6 +390,31 @@ export function driverContract(name: string, makeDriver: DriverFactory): void {
       assert.ok(!(await driver.collectGarbage(new Date())).includes(spec.sandboxId));
       const later = new Date(Date.now() + 24 * 3600_000 + 60_000);
       assert.ok((await driver.collectGarbage(later)).includes(spec.sandboxId));
+    });
+
+    test("a malformed or out-of-range workspace size is InvalidArgument, before anything is provisioned", async () => {
+      for (const size of ["not-a-size", "64MB", "-1Gi", "1Mi", "2Ti"]) {
+        const spec = contractSpec(image);
+        spec.workspace.size = size;
+        await rejectsWith(driver.create(spec), Code.InvalidArgument);
+        await rejectsWith(driver.observe(spec.sandboxId), Code.NotFound);
+      }
+    });
+
+    test("workspace.size is enforced: a command writing past it gets ENOSPC, writeFile ResourceExhausted; the sandbox stays ready", async (t) => {
+      if (!enforcesWorkspaceSize) return t.skip("this driver's storage is simulated: only the size's validation applies");
+      const spec = contractSpec(image);
+      spec.workspace.size = "64Mi";
+      await driver.create(spec);
+      assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000))).phase, "ready");
+      const r = await collectExec(driver, spec.sandboxId, { command: "/bin/sh", args: ["-c", "head -c 100000000 /dev/zero > big"] });
+      assert.notEqual(r.completed.exitCode, 0);
+      assert.match(r.stderr, /No space left on device/);
+      await rejectsWith(driver.writeFile(spec.sandboxId, "more", new Uint8Array(1 << 20), false, 0o644), Code.ResourceExhausted);
+      assert.equal((await driver.observe(spec.sandboxId)).phase, "ready");
+      const after = await collectExec(driver, spec.sandboxId, { command: "/bin/sh", args: ["-c", "rm big && echo freed > note && cat note"] });
+      assert.equal(after.stdout, "freed\n");
+      await driver.destroy(spec.sandboxId);
     });
 
     test("a sandbox past its max runtime fails with reason deadline", async () => {

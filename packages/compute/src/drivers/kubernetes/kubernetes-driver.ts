@@ -22,6 +22,7 @@ import {
 import { Annotation, buildClaim, buildPod, CONTAINER, claimName, Label, observePod, type PodOptions, podName, SELECTOR } from "./objects.ts";
 import { PodExec, type PodExecTarget } from "./pod-exec.ts";
 import { cleanWorkspacePath } from "../../paths.ts";
+import { workspaceSizeBytes } from "../../service/workspace-size.ts";
 import { CONTAINER_USAGE, FILES, KILL, RUN } from "./scripts.ts";
 import { UsageRecordFilter } from "./usage-record.ts";
 
@@ -116,6 +117,8 @@ export class KubernetesDriver implements SandboxDriver {
   // ---- lifecycle -----------------------------------------------------------
 
   async create(spec: SandboxSpec): Promise<void> {
+    // The same rule as the domain's and the local driver's, before anything reaches the cluster.
+    workspaceSizeBytes(spec.workspace.size || this.pod.defaultSize);
     this.known.set(spec.sandboxId, { mountPath: spec.workspace.mountPath, usage: zeroUsage() });
     try {
       await this.core.createNamespacedPersistentVolumeClaim({ namespace: this.namespace, body: buildClaim(spec, this.pod) });

@@ -11,6 +11,7 @@ driverContract("local", async (options) => {
   const driver = new LocalDriver({ dataDir, killGraceMs: options.killGraceMs, cgroupPrefix: `platform-compute-test-${process.pid}`, dieWithService: true });
   return {
     driver,
+    enforcesWorkspaceSize: true,
     cleanup: async () => {
       fs.rmSync(dataDir, { recursive: true, force: true });
     },

@@ -21,6 +21,7 @@ import {
   zeroUsage,
 } from "../../driver.ts";
 import { LIMITS } from "../../service/limits.ts";
+import { workspaceSizeBytes } from "../../service/workspace-size.ts";
 import { baseEnv, bwrapArgs } from "./bwrap.ts";
 import { type Cgroup, type CgroupStats, detectCgroups } from "./cgroups.ts";
 import { ExecHelper, type ExitStatus, type HelperBuild, type Launch, type Launched } from "./exec-helper.ts";
@@ -28,6 +29,7 @@ import { collectExpiredWorkspaces } from "./gc.ts";
 import { OutputQueue } from "./output-queue.ts";
 import { processStartTime, SandboxLayout } from "./sandbox-layout.ts";
 import { WorkspaceFs } from "./workspace-fs.ts";
+import { MOUNTS_ROOT, mountPointsUnder, releaseImages, WorkspaceImage } from "./workspace-image.ts";
 
 export interface LocalDriverOptions {
   /** Root of sandbox directories (`<dataDir>/sandboxes/<id>`). */
@@ -53,6 +55,12 @@ export interface LocalDriverOptions {
    * of waiting for bwrap to build a new one.
    */
   warmSandboxes?: number;
+  /**
+   * Size of a workspace whose spec leaves it empty (PVC_WORKSPACE_SIZE,
+   * default 5Gi). Warm sandboxes are made with it, so only creates asking
+   * for this size adopt one.
+   */
+  defaultWorkspaceSize?: string;
 }
 
 interface Live {
@@ -61,6 +69,12 @@ interface Live {
   uid: number;
   cgroup: Cgroup;
   fs: WorkspaceFs;
+  /** Its ext4 image, mounted at workspaceDir while the sandbox is not destroyed. */
+  image?: WorkspaceImage;
+  /** The host directory of the workspace: the image's mount point (layout.workspace without an image). */
+  workspaceDir: string;
+  /** A warm sandbox's image and cgroup being made (it starts once done). */
+  provisioning?: Promise<void>;
   observation: SandboxObservation;
   initPid?: number;
   child?: ChildProcess;
@@ -141,6 +155,7 @@ export class LocalDriver implements SandboxDriver {
   private seccompFilter?: Buffer;
   private readonly warm: Live[] = [];
   private readonly warmTarget: number;
+  private readonly defaultWorkspaceBytes: number;
   private closed = false;
 
   constructor(private readonly options: LocalDriverOptions) {
@@ -158,6 +173,7 @@ export class LocalDriver implements SandboxDriver {
     });
     this.built.catch((err) => this.log?.error({ err }, "no sandbox can start: the exec helper and its seccomp filter were not built"));
     this.warmTarget = options.warmSandboxes ?? 4;
+    this.defaultWorkspaceBytes = workspaceSizeBytes(options.defaultWorkspaceSize ?? LIMITS.defaultWorkspaceSize, "defaultWorkspaceSize");
     void this.removeWarmLeftovers()
       .then(() => this.built)
       .then(
@@ -172,17 +188,22 @@ export class LocalDriver implements SandboxDriver {
     } catch (err) {
       throw PlatformError.internal(`sandbox provisioning failed: ${(err as Error).message}`, err);
     }
+    const sizeBytes = this.workspaceBytes(spec);
     if (this.sandboxes.has(spec.sandboxId)) {
       throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
     }
-    if (this.adoptWarm(spec)) return;
+    // Warm sandboxes carry a workspace of the default size; any other size is made for the spec.
+    if (sizeBytes === this.defaultWorkspaceBytes && this.adoptWarm(spec)) return;
     const live = this.newLive(spec);
     this.sandboxes.set(spec.sandboxId, live);
     try {
       live.layout.prepare(spec, live.uid);
+      await this.provisionWorkspace(live, sizeBytes);
       live.cgroup.create({ cpuMillis: spec.limits.cpuMillis, memoryBytes: spec.limits.memoryBytes, pidsMax: this.pidsMax });
     } catch (err) {
       this.sandboxes.delete(spec.sandboxId);
+      // It never ran: nothing of it is kept (no mount, no loop device, no image).
+      await this.removeSandboxDir(live.layout);
       throw PlatformError.internal("sandbox provisioning failed", err);
     }
     this.armDeadline(live);
@@ -194,6 +215,12 @@ export class LocalDriver implements SandboxDriver {
     if (existing) return existing.observation;
     const live = this.newLive(spec);
     this.sandboxes.set(spec.sandboxId, live);
+    // Without an image: made before workspace sizes were enforced, a plain directory.
+    const image = new WorkspaceImage(live.layout.image);
+    if (image.exists()) {
+      live.image = image;
+      live.workspaceDir = image.mountPoint();
+    }
     if (live.layout.readAnnotations()?.[DELETE_AFTER_KEY]) {
       live.destroyed = live.layout.readUsage() ?? zeroUsage();
       live.finalUsage = live.destroyed;
@@ -205,6 +232,8 @@ export class LocalDriver implements SandboxDriver {
     if (state?.uid) live.uid = state.uid;
     if (state && processStartTime(state.initPid) === state.initStartTime && state.initStartTime !== "") {
       // Still running from before the restart: adopt it. Not our child, so poll for its end.
+      // Its workspace stays mounted across a restart; mounted again if something unmounted it.
+      if (live.image) await this.mountWorkspace(live);
       live.initPid = state.initPid;
       live.initStartTime = state.initStartTime;
       live.oomKillsSeen = live.cgroup.stats().oomKills;
@@ -363,21 +392,21 @@ export class LocalDriver implements SandboxDriver {
   }
 
   async readFile(sandboxId: string, path: string, offset: number, maxBytes: number): Promise<ReadResult> {
-    const live = this.filesOf(sandboxId);
+    const live = await this.filesOf(sandboxId);
     const result = live.fs.read(path, offset, maxBytes);
     live.fileReadBytes += result.data.length;
     return result;
   }
 
   async writeFile(sandboxId: string, path: string, data: Uint8Array, append: boolean, mode: number): Promise<number> {
-    const live = this.filesOf(sandboxId);
+    const live = await this.filesOf(sandboxId);
     const n = live.fs.write(path, data, append, mode);
     live.fileWriteBytes += n;
     return n;
   }
 
   async listFiles(sandboxId: string, path: string, recursive: boolean, maxEntries: number): Promise<ListResult> {
-    return this.filesOf(sandboxId).fs.list(path, recursive, maxEntries);
+    return (await this.filesOf(sandboxId)).fs.list(path, recursive, maxEntries);
   }
 
   async usage(sandboxId: string): Promise<Usage> {
@@ -409,6 +438,8 @@ export class LocalDriver implements SandboxDriver {
     live.finalUsage = total;
     live.layout.writeUsage(total);
     live.layout.writeAnnotations({ [DELETE_AFTER_KEY]: new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString() });
+    // The image stays for the grace window (GC deletes it); its mount and loop device go now.
+    await this.unmountWorkspace(live);
     // A spare exec cgroup still being made would keep the sandbox's from being removed.
     await live.spareExecSlot?.catch(() => {});
     live.spareExecSlot = undefined;
@@ -436,6 +467,9 @@ export class LocalDriver implements SandboxDriver {
     }
     await Promise.all(spares);
     for (const live of this.sandboxes.values()) if (live.destroyed) live.cgroup.removeIfEmpty();
+    // Sandboxes end with this process: their workspaces are unmounted now and
+    // their loop devices detach once the last sandbox process is gone.
+    if (this.options.dieWithService) for (const live of this.sandboxes.values()) await this.unmountWorkspace(live);
     await this.helper.close();
     this.root.removeIfEmpty();
   }
@@ -536,6 +570,8 @@ export class LocalDriver implements SandboxDriver {
       live.cgroup = cgroup;
       fs.renameSync(live.layout.dir, layout.dir);
       live.layout = layout;
+      // Its mount point is named by the image's inode: the image stays mounted where it was.
+      live.image = new WorkspaceImage(layout.image);
       cgroup.applyLimits({ cpuMillis: spec.limits.cpuMillis, memoryBytes: spec.limits.memoryBytes, pidsMax: this.pidsMax });
     } catch (err) {
       this.log?.warn({ err }, "adopting a warm sandbox failed; starting a new one");
@@ -578,21 +614,37 @@ export class LocalDriver implements SandboxDriver {
       };
       const live = this.newLive(spec, 0x10000000 + randomInt(1, 0xffffff));
       live.warm = true;
-      try {
-        live.layout.prepare(spec, live.uid);
-        live.cgroup.create({ cpuMillis: spec.limits.cpuMillis, memoryBytes: spec.limits.memoryBytes, pidsMax: this.pidsMax });
-      } catch (err) {
-        this.log?.warn({ err }, "preparing a warm sandbox failed");
-        void this.discardWarm(live);
-        return;
-      }
+      // In the pool at once (so the loop stops), adoptable once READY.
       this.warm.push(live);
-      this.start(live);
+      live.provisioning = this.provisionWarm(live);
     }
   }
 
-  /** Ends a warm sandbox that will not be used: its processes, cgroup and directory. */
+  /** Makes a warm sandbox's workspace image (default size) and cgroup, then starts it. */
+  private async provisionWarm(live: Live): Promise<void> {
+    const { spec } = live;
+    try {
+      live.layout.prepare(spec, live.uid);
+      await this.provisionWorkspace(live, this.defaultWorkspaceBytes);
+      live.cgroup.create({ cpuMillis: spec.limits.cpuMillis, memoryBytes: spec.limits.memoryBytes, pidsMax: this.pidsMax });
+      // Closed meanwhile: close() is discarding it (after waiting for this).
+      if (!this.closed) this.start(live);
+    } catch (err) {
+      // Never thrown: nobody awaits a refill, and an unhandled rejection would end the service.
+      this.log?.warn({ err }, "preparing a warm sandbox failed");
+      const i = this.warm.indexOf(live);
+      if (i >= 0) this.warm.splice(i, 1);
+      await this.teardownWarm(live).catch(() => {});
+    }
+  }
+
+  /** Ends a warm sandbox that will not be used: its processes, cgroup, workspace and directory. */
   private async discardWarm(live: Live): Promise<void> {
+    await live.provisioning;
+    await this.teardownWarm(live);
+  }
+
+  private async teardownWarm(live: Live): Promise<void> {
     // Still starting, its launcher may not have joined the cgroup yet: its process group goes too.
     if (live.child?.pid && live.child.exitCode === null && live.child.signalCode === null) {
       try {
@@ -604,7 +656,21 @@ export class LocalDriver implements SandboxDriver {
     await live.cgroup.killAll(2000);
     await live.spareExecSlot?.catch(() => {});
     await live.cgroup.remove();
-    await fs.promises.rm(live.layout.dir, { recursive: true, force: true });
+    await this.removeSandboxDir(live.layout);
+  }
+
+  /**
+   * Deletes a sandbox directory that will never be used again, its
+   * workspace image unmounted and its loop device detached first.
+   */
+  private async removeSandboxDir(layout: SandboxLayout): Promise<void> {
+    try {
+      await releaseImages(layout.dir);
+      if (mountPointsUnder(layout.dir).length > 0) throw new Error("still mounted");
+      await fs.promises.rm(layout.dir, { recursive: true, force: true });
+    } catch (err) {
+      this.log?.warn({ err, dir: layout.dir }, "a sandbox directory could not be removed");
+    }
   }
 
   /** Warm sandboxes of a previous run of the service were never handed out: remove them. */
@@ -619,7 +685,7 @@ export class LocalDriver implements SandboxDriver {
       const cgroup = this.root.child(name);
       await cgroup.killAll(2000);
       await cgroup.remove();
-      await fs.promises.rm(new SandboxLayout(this.options.dataDir, name).dir, { recursive: true, force: true });
+      await this.removeSandboxDir(new SandboxLayout(this.options.dataDir, name));
     }
   }
 
@@ -631,6 +697,7 @@ export class LocalDriver implements SandboxDriver {
       uid,
       cgroup: this.root.child(spec.sandboxId),
       fs: undefined as unknown as WorkspaceFs,
+      workspaceDir: layout.workspace,
       observation: { phase: "starting" },
       fileReadBytes: 0,
       fileWriteBytes: 0,
@@ -657,16 +724,21 @@ export class LocalDriver implements SandboxDriver {
     // bwrap runs as the sandbox uid, which may not traverse the data
     // directory's parents (a clone under /root, a 0700 temp dir). So, still
     // as root, the sandbox directory is bound at a fixed traversable stage in
-    // a private mount namespace, and bwrap takes its paths from there.
+    // a private mount namespace, with the workspace's mounted image on its
+    // workspace directory, and bwrap takes its paths from there. That
+    // namespace then detaches its copy of every workspace mount of the host
+    // (all under MOUNTS_ROOT) in one go: held there, another sandbox's
+    // workspace would stay mounted, and its loop device attached, after it is
+    // destroyed, for as long as this sandbox lives.
     const args = bwrapArgs({ workspace: join(STAGE, "workspace"), etcDir: join(STAGE, "etc"), mountPath: spec.workspace.mountPath, seccompFd: SECCOMP_FD });
     if (this.options.dieWithService) args.unshift("--die-with-parent");
     // As root: join the sandbox cgroup and shield the init from the OOM killer,
     // then drop to the sandbox uid for good and let bwrap build the namespaces.
-    const inner = `mount --bind "$1" ${STAGE} && shift && exec ${SETPRIV} --reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
+    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && umount -l ${MOUNTS_ROOT} && shift 2 && exec ${SETPRIV} --reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
     fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
     const script = `${procs}; echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
     if (!this.seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
-    const child = spawn("/bin/sh", ["-c", script, "sh", layout.dir, ...args, "--", "/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"], {
+    const child = spawn("/bin/sh", ["-c", script, "sh", layout.dir, live.workspaceDir, ...args, "--", "/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"], {
       env: baseEnv(spec.workspace.mountPath),
       stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", "pipe"],
       detached: true, // own process group: survives a restart of the service, re-attached by recover()
@@ -791,7 +863,7 @@ export class LocalDriver implements SandboxDriver {
   }
 
   private openFs(live: Live): void {
-    live.fs = new WorkspaceFs(live.layout.workspace, live.spec.workspace.mountPath, { uid: live.uid, gid: live.uid });
+    live.fs = new WorkspaceFs(live.workspaceDir, live.spec.workspace.mountPath, { uid: live.uid, gid: live.uid });
   }
 
   private get(sandboxId: string): Live {
@@ -801,18 +873,55 @@ export class LocalDriver implements SandboxDriver {
   }
 
   /** Files stay reachable while the workspace exists (also for a failed sandbox), not after destroy. */
-  private filesOf(sandboxId: string): Live {
+  private async filesOf(sandboxId: string): Promise<Live> {
     const live = this.get(sandboxId);
     if (live.destroyed) {
       throw PlatformError.failedPrecondition("sandbox is destroyed", ComputeReason.sandboxNotRunnable);
     }
-    if (!live.fs) {
-      if (live.observation.phase === "starting") {
-        throw PlatformError.failedPrecondition("sandbox is starting", ComputeReason.sandboxNotRunnable);
-      }
-      this.openFs(live);
+    if (!live.fs && live.observation.phase === "starting") {
+      throw PlatformError.failedPrecondition("sandbox is starting", ComputeReason.sandboxNotRunnable);
     }
+    // Never write into the bare mount point: the workspace is the mounted
+    // image (a stat pair per call says it still is).
+    if (live.image && !workspaceMounted(live.workspaceDir)) {
+      try {
+        await this.mountWorkspace(live);
+      } catch (err) {
+        throw PlatformError.internal("workspace I/O failed: the workspace could not be mounted", err);
+      }
+    }
+    if (!live.fs) this.openFs(live);
     return live;
+  }
+
+  /** Size in bytes of spec's workspace (the driver's default when unset); INVALID_ARGUMENT when malformed. */
+  private workspaceBytes(spec: SandboxSpec): number {
+    return spec.workspace.size ? workspaceSizeBytes(spec.workspace.size) : this.defaultWorkspaceBytes;
+  }
+
+  /** A new workspace image of sizeBytes for live, owned by its uid, mounted at its workspace directory. */
+  private async provisionWorkspace(live: Live, sizeBytes: number): Promise<void> {
+    const image = new WorkspaceImage(live.layout.image);
+    await image.create(sizeBytes, { uid: live.uid, gid: live.uid });
+    live.image = image;
+    live.workspaceDir = await image.mount({ fresh: true });
+  }
+
+  /** Mounts live's workspace image if it is not mounted (after a restart, or unmounted by hand). */
+  private async mountWorkspace(live: Live): Promise<void> {
+    const image = live.image as WorkspaceImage;
+    if (!image.exists()) throw new Error(`workspace image ${image.file} is missing`);
+    live.workspaceDir = await image.mount();
+  }
+
+  /** Unmounts live's workspace (its image stays); logged, not thrown: GC retries. */
+  private async unmountWorkspace(live: Live): Promise<void> {
+    if (!live.image) return;
+    try {
+      await live.image.unmount();
+    } catch (err) {
+      this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "unmounting a workspace failed; GC will retry");
+    }
   }
 
   private liveUsage(live: Live): Usage {
@@ -851,6 +960,12 @@ function usageOf(stats: CgroupStats, sampleSum: number, samples: number): Usage 
     networkEgressBytes: 0,
     networkIngressBytes: 0,
   };
+}
+
+/** Whether a workspace image is mounted at dir (a mount point under MOUNTS_ROOT has another device than it). */
+function workspaceMounted(dir: string): boolean {
+  const st = fs.statSync(dir, { throwIfNoEntry: false });
+  return st !== undefined && st.dev !== fs.statSync(MOUNTS_ROOT).dev;
 }
 
 /** A uid per sandbox, outside any range the host uses, so sandboxes cannot touch each other's files. */

@@ -4,7 +4,9 @@ import type { SandboxSpec, Usage } from "../../driver.ts";
 
 /**
  * On-disk layout of one local sandbox, under `<dataDir>/sandboxes/<id>/`:
- *   workspace/         bound read-write at mount_path, owned by the sandbox uid
+ *   workspace.img      the workspace's ext4 image (sparse, root-only), see workspace-image.ts
+ *   workspace/         where the image is mounted (its root owned by the sandbox uid),
+ *                      bound read-write at mount_path; unmounted, a root-only empty directory
  *   etc/               generated passwd, group, hosts, hostname (read-only in the sandbox)
  *   state.json         pids and uid, to re-attach after a restart of the service
  *   usage.json         lifetime usage captured when the sandbox stopped
@@ -30,6 +32,9 @@ export class SandboxLayout {
   get workspace(): string {
     return join(this.dir, "workspace");
   }
+  get image(): string {
+    return join(this.dir, "workspace.img");
+  }
   get etc(): string {
     return join(this.dir, "etc");
   }
@@ -40,8 +45,9 @@ export class SandboxLayout {
   prepare(spec: SandboxSpec, uid: number): void {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o711 });
     fs.chmodSync(this.dir, 0o711);
+    // The mount point itself stays root's: should the image ever be missing,
+    // the sandbox finds a directory it cannot write, not the host's disk.
     fs.mkdirSync(this.workspace, { recursive: true, mode: 0o700 });
-    fs.chownSync(this.workspace, uid, uid);
     fs.chmodSync(this.workspace, 0o700);
     fs.mkdirSync(this.etc, { recursive: true, mode: 0o755 });
     const files: Record<string, string> = {

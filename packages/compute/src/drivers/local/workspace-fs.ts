@@ -1,5 +1,5 @@
 import * as fs from "node:fs";
-import { ComputeReason, PlatformError } from "@platform/errors";
+import { Code, ComputeReason, PlatformError } from "@platform/errors";
 import type { FileEntryInfo, ListResult, ReadResult } from "../../driver.ts";
 import { PATH_MAX, quotePath } from "../../path-limits.ts";
 
@@ -62,11 +62,24 @@ export class WorkspaceFs {
 
   write(rel: string, data: Uint8Array, append: boolean, mode: number): number {
     const fd = this.openFinal(rel, append ? "append" : "write", mode);
+    const sizeBefore = append ? fs.fstatSync(fd).size : 0;
     try {
       let done = 0;
       while (done < data.length) done += fs.writeSync(fd, data, done, data.length - done, append ? null : done);
       if (!append) fs.ftruncateSync(fd, data.length);
       return done;
+    } catch (err) {
+      // A write cut short by the workspace's size gives back what it took: an
+      // append is undone, an overwrite (whose old bytes are already partly
+      // replaced) leaves an empty file, so a failed call never leaves the workspace full.
+      if (errCode(err) === "ENOSPC" || errCode(err) === "EDQUOT") {
+        try {
+          fs.ftruncateSync(fd, sizeBefore);
+        } catch {
+          // the error below is what the caller needs
+        }
+      }
+      throw mapFsError(err, rel);
     } finally {
       fs.closeSync(fd);
     }
@@ -395,7 +408,7 @@ function mapFsError(err: unknown, rel: string): PlatformError {
       return PlatformError.permissionDenied(`${quotePath(rel)}: permission denied`);
     case "ENOSPC":
     case "EDQUOT":
-      return new PlatformError(8, "workspace_full", "the workspace is full");
+      return new PlatformError(Code.ResourceExhausted, ComputeReason.workspaceFull, "the workspace is full: its size limit is reached");
     default:
       return PlatformError.internal("workspace I/O failed", err);
   }

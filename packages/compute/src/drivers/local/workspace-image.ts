@@ -1,0 +1,243 @@
+import { execFile } from "node:child_process";
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+/** Where mkfs.ext4, mount, umount, losetup and flock live; nothing from the service's own PATH. */
+const TOOLS_ENV = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", LC_ALL: "C" };
+/**
+ * nosuid, nodev: nothing in a workspace can gain privileges or reach a device.
+ * Not noexec: commands run the scripts and binaries they build there.
+ * noinit_itable: no background zeroing of inode tables, which would allocate
+ * (and so take host disk for) blocks nobody wrote.
+ */
+const MOUNT_OPTIONS = "nosuid,nodev,noinit_itable";
+
+/**
+ * Every workspace image of this host is mounted below this one directory (a
+ * small root-only tmpfs), never under the data directory. A sandbox's
+ * launcher copies the host's mounts when it makes its mount namespace and
+ * then detaches this whole tree at once (`umount -l`), so no namespace holds
+ * another workspace's filesystem (and loop device) after it is unmounted.
+ */
+export const MOUNTS_ROOT = "/run/platform-compute-workspaces";
+
+/**
+ * One workspace as its own ext4 filesystem in a sparse image file, so its
+ * size is enforced by the kernel: a write past it fails with ENOSPC in the
+ * writer, and the host's disk never gives more than the image's size.
+ *
+ * A unit of its own (an image file and where it is mounted), so a workspace
+ * can outlive the sandbox that mounts it. The image must stay where no
+ * sandbox can write it (a crafted ext4 image is an attack on the kernel):
+ * root-owned, mode 0600, outside every workspace.
+ */
+export class WorkspaceImage {
+  constructor(readonly file: string) {}
+
+  exists(): boolean {
+    return fs.existsSync(this.file);
+  }
+
+  /**
+   * Makes the image: a sparse file of `sizeBytes` (only what is written takes
+   * disk) and an ext4 filesystem on it whose root belongs to `owner`, no
+   * blocks reserved for root, and nothing zeroed up front (a hole reads as
+   * zeros already). Refuses to overwrite an existing file.
+   */
+  async create(sizeBytes: number, owner: { uid: number; gid: number }): Promise<void> {
+    const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+    const fd = fs.openSync(this.file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    try {
+      fs.ftruncateSync(fd, Math.ceil(sizeBytes / 4096) * 4096);
+    } finally {
+      fs.closeSync(fd);
+    }
+    try {
+      const extended = `root_owner=${owner.uid}:${owner.gid},lazy_itable_init=1,lazy_journal_init=1,nodiscard`;
+      await run("mkfs.ext4", ["-q", "-F", "-m", "0", "-E", extended, this.file], { env: TOOLS_ENV, timeout: 60_000 });
+    } catch (err) {
+      fs.rmSync(this.file, { force: true });
+      throw err;
+    }
+  }
+
+  /**
+   * The host directory the image is mounted at: named by the image file's
+   * device and inode, so it survives renaming the directory holding the
+   * image (a warm sandbox adopted) and a restart of the service.
+   */
+  mountPoint(): string {
+    const st = fs.statSync(this.file);
+    return join(MOUNTS_ROOT, `ws-${st.dev}-${st.ino}`);
+  }
+
+  isMounted(): boolean {
+    return isMountPoint(this.mountPoint());
+  }
+
+  /**
+   * Mounts the image at its mount point unless it is mounted there already,
+   * and returns that directory. A loop device still attached to this image
+   * is reused, so the filesystem is never opened twice through two devices.
+   * `fresh` (the first mount after create): the root becomes 0700 and mkfs's
+   * empty lost+found goes, so a workspace starts empty.
+   */
+  async mount(options: { fresh?: boolean } = {}): Promise<string> {
+    await ensureMountsRoot();
+    const dir = this.mountPoint();
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    if (!isMountPoint(dir)) {
+      const attached = loopDevicesBackedBy(this.file)[0];
+      const args = attached
+        ? ["-t", "ext4", "-o", MOUNT_OPTIONS, attached, dir]
+        : ["-t", "ext4", "-o", `loop,${MOUNT_OPTIONS}`, this.file, dir];
+      await run("mount", args, { env: TOOLS_ENV, timeout: 30_000 });
+    }
+    if (options.fresh) {
+      fs.chmodSync(dir, 0o700);
+      fs.rmdirSync(join(dir, "lost+found"));
+    }
+    return dir;
+  }
+
+  /** Unmounts the image wherever this namespace has it mounted and lets its loop device go; the file stays. */
+  async unmount(): Promise<void> {
+    await releaseImages(this.file);
+    if (this.exists()) removeMountPoint(this.mountPoint());
+  }
+
+  /** Unmounts (if mounted) and deletes the image. */
+  async remove(): Promise<void> {
+    await releaseImages(this.file);
+    await fs.promises.rm(this.file, { force: true });
+  }
+}
+
+let mountsRoot: Promise<void> | undefined;
+
+/** Mounts MOUNTS_ROOT once per host (under a lock: two services starting at once must not stack two). */
+function ensureMountsRoot(): Promise<void> {
+  mountsRoot ??= (async () => {
+    if (isMountPoint(MOUNTS_ROOT)) return;
+    fs.mkdirSync(MOUNTS_ROOT, { recursive: true, mode: 0o700 });
+    const script = `mountpoint -q "$1" || mount -t tmpfs -o mode=0700,size=4m,nosuid,nodev,noexec platform-compute-workspaces "$1"`;
+    await run("flock", [`${MOUNTS_ROOT}.lock`, "sh", "-c", script, "sh", MOUNTS_ROOT], { env: TOOLS_ENV, timeout: 30_000 });
+  })();
+  mountsRoot.catch(() => {
+    mountsRoot = undefined;
+  });
+  return mountsRoot;
+}
+
+/**
+ * Releases the images at `path` (a file, or every image file below a
+ * directory): each of their loop devices' mounts in this namespace is
+ * unmounted (lazily if busy), mount points under MOUNTS_ROOT are removed, and
+ * the devices are detached. A device still in use elsewhere (a sandbox's
+ * namespace not yet gone) detaches itself when that use ends (autoclear).
+ */
+export async function releaseImages(path: string): Promise<void> {
+  for (const device of loopDevicesBackedBy(path)) {
+    for (const point of mountPointsOf(device)) {
+      try {
+        await run("umount", [point], { env: TOOLS_ENV, timeout: 30_000 });
+      } catch {
+        await run("umount", ["-l", point], { env: TOOLS_ENV, timeout: 30_000 });
+      }
+      if (point.startsWith(`${MOUNTS_ROOT}/`)) removeMountPoint(point);
+    }
+    await run("losetup", ["-d", device], { env: TOOLS_ENV, timeout: 30_000 }).catch(() => {
+      // already detached (autoclear after the last unmount)
+    });
+  }
+}
+
+function removeMountPoint(dir: string): void {
+  try {
+    fs.rmdirSync(dir);
+  } catch {
+    // absent, or still mounted (then it stays for the next release)
+  }
+}
+
+/** Whether `dir` is a mount point in this process's mount namespace. */
+export function isMountPoint(dir: string): boolean {
+  return mountTable().some((m) => m.point === dir);
+}
+
+/** Mount points (this namespace) of a block device such as /dev/loop3, found by its major:minor. */
+export function mountPointsOf(device: string): string[] {
+  let rdev: number;
+  try {
+    rdev = fs.statSync(device).rdev;
+  } catch {
+    return [];
+  }
+  // Linux's dev_t: major in bits 8-19, minor in bits 0-7 and 20-31.
+  const id = `${(rdev >> 8) & 0xfff}:${(rdev & 0xff) | ((rdev >> 12) & 0xfff00)}`;
+  return mountTable()
+    .filter((m) => m.device === id)
+    .map((m) => m.point)
+    .sort((a, b) => b.length - a.length);
+}
+
+/** Mount points (this namespace) at or below `dir`. */
+export function mountPointsUnder(dir: string): string[] {
+  return mountTable()
+    .map((m) => m.point)
+    .filter((p) => p === dir || p.startsWith(`${dir}/`));
+}
+
+/**
+ * Loop devices (`/dev/loopN`) whose backing file is `path`, or lies below it
+ * when it is a directory. Read from sysfs, so no process is started.
+ */
+export function loopDevicesBackedBy(path: string): string[] {
+  let target = path;
+  try {
+    target = fs.realpathSync(path);
+  } catch {
+    // gone already: compare the name as given
+  }
+  let names: string[];
+  try {
+    names = fs.readdirSync("/sys/block").filter((n) => /^loop\d+$/.test(n));
+  } catch {
+    return [];
+  }
+  const found: string[] = [];
+  for (const name of names) {
+    let backing: string;
+    try {
+      backing = fs.readFileSync(`/sys/block/${name}/loop/backing_file`, "utf8").trim();
+    } catch {
+      continue; // not attached
+    }
+    backing = backing.replace(/ \(deleted\)$/, "");
+    if (backing === target || backing.startsWith(`${target}/`)) found.push(`/dev/${name}`);
+  }
+  return found;
+}
+
+function mountTable(): Array<{ device: string; point: string }> {
+  let text: string;
+  try {
+    text = fs.readFileSync("/proc/self/mountinfo", "utf8");
+  } catch {
+    return [];
+  }
+  const rows: Array<{ device: string; point: string }> = [];
+  for (const line of text.split("\n")) {
+    const fields = line.split(" ");
+    if (fields.length < 5) continue;
+    rows.push({ device: fields[2] as string, point: unescapeMountField(fields[4] as string) });
+  }
+  return rows;
+}
+
+/** /proc/self/mountinfo escapes space, tab, newline and backslash as octal. */
+function unescapeMountField(field: string): string {
+  return field.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(Number.parseInt(oct, 8)));
+}
