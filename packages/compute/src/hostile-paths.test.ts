@@ -193,6 +193,31 @@ describe("hostile paths over gRPC (real compute server, local driver)", () => {
     assert.deepEqual(pwd, { out: `${MOUNT.length + 1 + deepDir.length + 1}\n`, exit: 0 });
   });
 
+  test("the local driver's exec helper refuses a NUL inside a field (its requests are NUL-separated)", async () => {
+    // Past the domain's own check: shifted fields would name the stream socket and the cgroup.procs files the root helper writes to.
+    const marker = join(dataDir, "marker");
+    fs.writeFileSync(marker, "");
+    const workingDir = `${MOUNT}\0/tmp/x.sock\x000\x001\x00${marker}\x001\x00/bin/sh`;
+    const events = driver.exec(sandboxId, { command: "/bin/true", args: [], env: {}, workingDir });
+    await assert.rejects(
+      (async () => {
+        for await (const _ of events) {
+          // drain
+        }
+      })(),
+      (e: unknown) => {
+        const cause = (e as { cause?: unknown }).cause;
+        assert.ok(cause instanceof PlatformError, String(cause));
+        assert.equal(cause.code, Code.InvalidArgument);
+        return true;
+      },
+    );
+    assert.equal(fs.readFileSync(marker, "utf8"), "");
+    const after = [];
+    for await (const e of driver.exec(sandboxId, { command: "/bin/true", args: [], env: {}, workingDir: MOUNT })) after.push(e);
+    assert.equal(after.at(-1)?.type, "completed");
+  });
+
   /** 320 hostile ReadFile/WriteFile/ListFiles paths, each answered INVALID_ARGUMENT. */
   function hostilePaths(): string[] {
     const paths: string[] = [];

@@ -7,6 +7,7 @@ import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { ComputeReason, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 
 /** Where a command runs: a sandbox's init, its uid, the exec's cgroup. */
@@ -102,6 +103,13 @@ export class ExecHelper {
   }
 
   async launch(launch: Launch, placed = 0): Promise<Launched> {
+    // Fields travel NUL-separated: a NUL inside one would shift the ones after
+    // it (the socket, the cgroup.procs files this root helper writes to, the
+    // argv it runs). The domain refuses them; this keeps the protocol whole
+    // whoever calls the driver.
+    if ([launch.workingDir, launch.command, ...launch.args, ...Object.entries(launch.env).flat()].some((f) => f.includes("\0"))) {
+      throw PlatformError.invalidArgument("working_dir, command, args and env must not contain NUL bytes", ComputeReason.invalidArgument);
+    }
     const child = await this.ensureRunning();
     const id = this.takeId();
     const env = Object.entries(launch.env).map(([k, v]) => `${k}=${v}`);
