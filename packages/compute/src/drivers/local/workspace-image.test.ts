@@ -134,11 +134,14 @@ describe("workspace size (local driver)", () => {
     assert.equal(ran, "ran");
   });
 
-  test("destroy unmounts and detaches; GC after the grace deletes the image; no mount, loop device or image remains", async () => {
+  test("destroy unmounts and detaches (also while a sandbox started later runs); GC after the grace deletes the image; nothing remains", async () => {
     const id = await sandbox("64Mi");
     await driver.writeFile(id, "keep.txt", new TextEncoder().encode("kept through the grace"), false, 0o644);
     const image = join(dir(id), "workspace.img");
     assert.equal(loopDevicesBackedBy(image).length, 1);
+    // Its mount namespace was made while id's workspace was mounted: it must not keep it.
+    const later = await sandbox("64Mi");
+    assert.equal((await collectExec(driver, later, { command: "/bin/true" })).completed.exitCode, 0);
     await driver.destroy(id);
     for (let i = 0; i < 100 && loopDevicesBackedBy(image).length > 0; i++) await sleep(50);
     const mountPoint = imageOf(id).mountPoint();

@@ -154,6 +154,11 @@ export async function releaseImages(path: string): Promise<void> {
   }
 }
 
+/**
+ * Removing the mount point also detaches the copies other mount namespaces
+ * still hold of that mount (the kernel does so since 3.18), which lets the
+ * loop device go while sandboxes started before the unmount keep running.
+ */
 function removeMountPoint(dir: string): void {
   try {
     fs.rmdirSync(dir);
