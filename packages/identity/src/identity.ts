@@ -5,10 +5,11 @@ import { Authenticator } from "./auth/authenticator.ts";
 import { type BootstrapResult, bootstrapOwner } from "./bootstrap/bootstrap.ts";
 import { AuthCaches } from "./cache/auth-caches.ts";
 import { InvalidationListener } from "./cache/invalidation-listener.ts";
-import type { Argon2Settings, Bootstrap, DeploymentEnv } from "./config/settings.ts";
+import { type Argon2Settings, type Bootstrap, type DeploymentEnv, LOGIN_THROTTLE_DEFAULTS, type LoginThrottleSettings } from "./config/settings.ts";
 import type { IdentityDB } from "./db/schema.ts";
 import { IdempotencyStore } from "./idempotency/idempotency-store.ts";
 import { SigningKeys } from "./keys/signing-keys.ts";
+import { LoginThrottle } from "./login-throttle/login-throttle.ts";
 import { Orgs } from "./orgs/orgs.ts";
 import { PasswordHasher } from "./passwords/password-hasher.ts";
 import { RefreshTokens } from "./sessions/refresh-tokens.ts";
@@ -23,6 +24,8 @@ export type IdentityOptions = {
   jwtTtlSeconds: number;
   refreshTokenTtlSeconds: number;
   argon2: Argon2Settings;
+  /** LOGIN_THROTTLE_*; defaults when absent. */
+  loginThrottle?: LoginThrottleSettings;
   /** How long a running idempotent request holds its key before another may take over. */
   idempotencyLockMs: number;
   clock?: Clock;
@@ -46,7 +49,8 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
   const apiKeys = new ApiKeys(db, memberships, caches, clock);
   const jwt = new JwtService(keys, memberships, caches, { env: claimEnvOf(options.env), clock });
   const refreshTokens = new RefreshTokens(db, options.refreshTokenTtlSeconds);
-  const sessions = new Sessions({ db, users, hasher, jwt, refreshTokens, jwtTtlSeconds: options.jwtTtlSeconds, clock });
+  const loginThrottle = new LoginThrottle(options.loginThrottle ?? LOGIN_THROTTLE_DEFAULTS, clock);
+  const sessions = new Sessions({ db, users, hasher, jwt, refreshTokens, throttle: loginThrottle, jwtTtlSeconds: options.jwtTtlSeconds, clock });
   const authenticator = new Authenticator(jwt, apiKeys);
   const idempotency = new IdempotencyStore(db, { lockMs: options.idempotencyLockMs, kek: options.kek, clock });
   return {
@@ -62,6 +66,7 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
     apiKeys,
     jwt,
     refreshTokens,
+    loginThrottle,
     sessions,
     authenticator,
     idempotency,

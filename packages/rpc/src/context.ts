@@ -9,6 +9,8 @@ export interface RequestInfo {
   traceId: string;
   /** Child logger bound to requestId, traceId and the procedure. */
   logger: Logger;
+  /** The peer's address on the socket (what a login throttle keys on); unset for in-process calls. */
+  remoteAddress?: string;
   /**
    * On an internal (mutual TLS) listener: the service name of the client
    * certificate the connection was made with. Undefined elsewhere.

@@ -3,7 +3,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
 import { parseDuration } from "./duration.ts";
-import { SettingsError, loadSettings } from "./settings.ts";
+import { LOGIN_THROTTLE_DEFAULTS, SettingsError, loadSettings } from "./settings.ts";
 
 const KEK = "0123456789abcdef".repeat(4);
 const base = { IDENTITY_AUTHKEY_KEK: KEK, DATABASE_URL: "postgres://u@localhost:5432/identity" };
@@ -109,6 +109,34 @@ describe("settings", () => {
       assert.fail("accepted");
     } catch (e) {
       assert.ok(!(e as Error).message.includes(bad));
+    }
+  });
+
+  test("login throttle and hashing queue: single-machine defaults, every one settable, bad values named", () => {
+    const d = loadSettings(base);
+    assert.deepEqual(d.loginThrottle, LOGIN_THROTTLE_DEFAULTS);
+    assert.equal(d.argon2.maxQueue, 32);
+    const s = loadSettings({
+      ...base,
+      LOGIN_THROTTLE_ACCOUNT_FAILURES: "3",
+      LOGIN_THROTTLE_ADDRESS_FAILURES: "40",
+      LOGIN_THROTTLE_BASE_DELAY: "2s",
+      LOGIN_THROTTLE_MAX_DELAY: "5m",
+      LOGIN_THROTTLE_WINDOW: "1h",
+      LOGIN_THROTTLE_MAX_ENTRIES: "1000",
+      LOGIN_TRUSTED_PROXY_HOPS: "1",
+      ARGON2_MAX_QUEUE: "8",
+    });
+    assert.deepEqual(s.loginThrottle, { accountFreeFailures: 3, addressFreeFailures: 40, baseDelayMs: 2000, maxDelayMs: 300_000, windowMs: 3_600_000, maxEntries: 1000, trustedProxyHops: 1 });
+    assert.equal(s.argon2.maxQueue, 8);
+    for (const [setting, value] of [
+      ["LOGIN_THROTTLE_ACCOUNT_FAILURES", "0"],
+      ["LOGIN_THROTTLE_BASE_DELAY", "soon"],
+      ["LOGIN_THROTTLE_MAX_ENTRIES", "-1"],
+      ["LOGIN_TRUSTED_PROXY_HOPS", "yes"],
+      ["ARGON2_MAX_QUEUE", "many"],
+    ]) {
+      failsNaming({ ...base, [setting!]: value! }, setting!);
     }
   });
 

@@ -14,14 +14,48 @@ export class SettingsError extends Error {
 export type DeploymentEnv = "dev" | "staging" | "prod";
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
-export type Argon2Settings = { memoryKiB: number; timeCost: number; parallelism: number; maxConcurrent: number };
+export type Argon2Settings = {
+  memoryKiB: number;
+  timeCost: number;
+  parallelism: number;
+  maxConcurrent: number;
+  /** Hashes waiting for a slot beyond which a caller gets 503 at once (ARGON2_MAX_QUEUE). */
+  maxQueue?: number;
+};
 
 /**
  * OWASP password storage cheat sheet minimum for argon2id: m=19 MiB, t=2,
  * p=1. Two hashes at once: each is single-threaded and CPU-bound, so more
  * than the cores in flight only adds memory (19 MiB each), not throughput.
  */
-export const ARGON2_DEFAULTS: Argon2Settings = { memoryKiB: 19_456, timeCost: 2, parallelism: 1, maxConcurrent: 2 };
+export const ARGON2_DEFAULTS = { memoryKiB: 19_456, timeCost: 2, parallelism: 1, maxConcurrent: 2, maxQueue: 32 } satisfies Argon2Settings;
+
+/**
+ * Login throttling (LOGIN_THROTTLE_*): per account (lower(email)) and per
+ * client address, failures beyond the free ones back off exponentially.
+ */
+export type LoginThrottleSettings = {
+  accountFreeFailures: number;
+  addressFreeFailures: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  /** Failures are forgotten after this long without a new one. */
+  windowMs: number;
+  /** Entries kept per kind (accounts, addresses); the least recently used go first. */
+  maxEntries: number;
+  /** Proxies in front whose X-Forwarded-For entries are trusted (0: use the socket's address). */
+  trustedProxyHops: number;
+};
+
+export const LOGIN_THROTTLE_DEFAULTS: LoginThrottleSettings = {
+  accountFreeFailures: 5,
+  addressFreeFailures: 100,
+  baseDelayMs: 1000,
+  maxDelayMs: 15 * 60_000,
+  windowMs: 15 * 60_000,
+  maxEntries: 100_000,
+  trustedProxyHops: 0,
+};
 
 export type Bootstrap = { email: string; password: string; name: string; orgName: string; orgSlug?: string };
 
@@ -51,6 +85,7 @@ export type Settings = {
   logLevel: LogLevel;
   otelEndpoint?: string;
   argon2: Argon2Settings;
+  loginThrottle: LoginThrottleSettings;
   bootstrap?: Bootstrap;
 };
 
@@ -170,6 +205,16 @@ export function loadSettings(env: Env = process.env): Settings {
       timeCost: int(env, "ARGON2_TIME_COST", ARGON2_DEFAULTS.timeCost, 1, 100),
       parallelism: int(env, "ARGON2_PARALLELISM", ARGON2_DEFAULTS.parallelism, 1, 64),
       maxConcurrent: int(env, "ARGON2_MAX_CONCURRENT", ARGON2_DEFAULTS.maxConcurrent, 1, 1024),
+      maxQueue: int(env, "ARGON2_MAX_QUEUE", ARGON2_DEFAULTS.maxQueue, 0, 100_000),
+    },
+    loginThrottle: {
+      accountFreeFailures: int(env, "LOGIN_THROTTLE_ACCOUNT_FAILURES", LOGIN_THROTTLE_DEFAULTS.accountFreeFailures, 1, 1_000_000),
+      addressFreeFailures: int(env, "LOGIN_THROTTLE_ADDRESS_FAILURES", LOGIN_THROTTLE_DEFAULTS.addressFreeFailures, 1, 1_000_000),
+      baseDelayMs: duration(env, "LOGIN_THROTTLE_BASE_DELAY", LOGIN_THROTTLE_DEFAULTS.baseDelayMs),
+      maxDelayMs: duration(env, "LOGIN_THROTTLE_MAX_DELAY", LOGIN_THROTTLE_DEFAULTS.maxDelayMs),
+      windowMs: duration(env, "LOGIN_THROTTLE_WINDOW", LOGIN_THROTTLE_DEFAULTS.windowMs),
+      maxEntries: int(env, "LOGIN_THROTTLE_MAX_ENTRIES", LOGIN_THROTTLE_DEFAULTS.maxEntries, 1, 10_000_000),
+      trustedProxyHops: int(env, "LOGIN_TRUSTED_PROXY_HOPS", LOGIN_THROTTLE_DEFAULTS.trustedProxyHops, 0, 16),
     },
     bootstrap,
   };

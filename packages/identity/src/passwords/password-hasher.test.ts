@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { Code, PlatformError } from "@platform/errors";
 import { loadSettings } from "../config/settings.ts";
 import { PasswordHasher } from "./password-hasher.ts";
 import { Semaphore } from "./semaphore.ts";
@@ -70,5 +71,29 @@ describe("password hashing", () => {
     assert.deepEqual(order, [1, 2, 3]);
     assert.equal(s.waiting, 0);
     assert.throws(() => new Semaphore(0));
+  });
+
+  test("a full wait queue refuses at once with 503 unavailable and a retry_after, and frees nothing it did not take", async () => {
+    const hasher = new PasswordHasher({ memoryKiB: 1024, timeCost: 1, parallelism: 1, maxConcurrent: 1, maxQueue: 2 });
+    const hash = await hasher.hash("pw");
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const holder = hasher.semaphore.run(() => gate);
+    const queued = [hasher.verify(hash, "pw"), hasher.verify(hash, "no")];
+    assert.equal(hasher.semaphore.full, true);
+    const started = performance.now();
+    const err = await hasher.verify(hash, "pw").then(
+      () => assert.fail("queued beyond the bound"),
+      (e: unknown) => e,
+    );
+    assert.ok(performance.now() - started < 50);
+    assert.ok(err instanceof PlatformError);
+    assert.deepEqual([err.code, err.reason, err.extra.retry_after], [Code.Unavailable, "unavailable", "1"]);
+    assert.throws(() => hasher.ensureCapacity(), PlatformError);
+    release();
+    await holder;
+    assert.deepEqual(await Promise.all(queued), [true, false]);
+    assert.equal(hasher.semaphore.full, false);
+    hasher.ensureCapacity();
   });
 });

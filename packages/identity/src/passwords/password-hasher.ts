@@ -1,7 +1,16 @@
 import { randomBytes } from "node:crypto";
+import { IdentityRestCode, PlatformError } from "@platform/errors";
 import argon2 from "argon2";
-import type { Argon2Settings } from "../config/settings.ts";
-import { Semaphore } from "./semaphore.ts";
+import { ARGON2_DEFAULTS, type Argon2Settings } from "../config/settings.ts";
+import { QueueFullError, Semaphore } from "./semaphore.ts";
+
+/** Seconds a refused caller is told to wait: one hash takes ~0.1 s, the queue drains in about a second. */
+const BUSY_RETRY_AFTER_SECONDS = 1;
+
+const busy = () =>
+  PlatformError.unavailable("too many password checks in progress; retry shortly", IdentityRestCode.unavailable, {
+    retry_after: String(BUSY_RETRY_AFTER_SECONDS),
+  });
 
 /**
  * argon2id hashing behind a semaphore. `verifyDummy` spends the same work on
@@ -13,11 +22,29 @@ export class PasswordHasher {
   #dummy: Promise<string> | undefined;
 
   constructor(readonly params: Argon2Settings) {
-    this.semaphore = new Semaphore(params.maxConcurrent);
+    this.semaphore = new Semaphore(params.maxConcurrent, params.maxQueue ?? ARGON2_DEFAULTS.maxQueue);
+  }
+
+  /** The semaphore, with a full queue answered as 503 unavailable + Retry-After. */
+  async #run<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await this.semaphore.run(fn);
+    } catch (err) {
+      if (!(err instanceof QueueFullError)) throw err;
+      throw busy();
+    }
+  }
+
+  /**
+   * Refuses at once (503) when the queue is already full, so a flood is
+   * turned away before it costs a database lookup; `verify` checks again.
+   */
+  ensureCapacity(): void {
+    if (this.semaphore.full) throw busy();
   }
 
   hash(password: string): Promise<string> {
-    return this.semaphore.run(() =>
+    return this.#run(() =>
       argon2.hash(password, {
         type: argon2.argon2id,
         memoryCost: this.params.memoryKiB,
@@ -28,7 +55,7 @@ export class PasswordHasher {
   }
 
   async verify(hash: string, password: string): Promise<boolean> {
-    return this.semaphore.run(async () => {
+    return this.#run(async () => {
       try {
         return await argon2.verify(hash, password);
       } catch {

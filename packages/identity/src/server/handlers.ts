@@ -5,7 +5,9 @@ import { IdentityRestCode, PlatformError } from "@platform/errors";
 import { type AuthContextSchema, AuthMode, type AuthService, Env, Role } from "@platform/gen/identity/v1/auth_pb";
 import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
 import type { AuthContext, KeyEnv } from "../auth/auth-context.ts";
+import { requestInfo } from "@platform/rpc";
 import type { Identity } from "../identity.ts";
+import { clientAddress } from "../login-throttle/client-address.ts";
 import { authContextKey } from "./auth-interceptor.ts";
 import { replayable } from "./idempotency-interceptor.ts";
 
@@ -48,7 +50,10 @@ function sessionImpl(identity: Identity): Partial<ServiceImpl<typeof SessionServ
     token: { accessToken: p.accessToken, tokenType: p.tokenType, expiresIn: BigInt(p.expiresIn), refreshToken: p.refreshToken },
   });
   return {
-    login: async (req) => pair(await identity.sessions.login({ email: req.email, password: req.password, deviceLabel: req.xDeviceLabel })),
+    login: async (req, ctx) => {
+      const address = clientAddress(requestInfo(ctx)?.remoteAddress, ctx.requestHeader.get("x-forwarded-for"), identity.loginThrottle.settings.trustedProxyHops);
+      return pair(await identity.sessions.login({ email: req.email, password: req.password, deviceLabel: req.xDeviceLabel, clientAddress: address }));
+    },
     refresh: async (req) => pair(await identity.sessions.refresh(req.refreshToken)),
     logout: async (req) => {
       await identity.sessions.logout(req.refreshToken);

@@ -4,6 +4,7 @@ import { type AuthContext, type Clock, systemClock } from "../auth/auth-context.
 import { isUuid } from "../crypto/hash.ts";
 import type { IdentityDB } from "../db/schema.ts";
 import type { PasswordHasher } from "../passwords/password-hasher.ts";
+import type { LoginThrottle } from "../login-throttle/login-throttle.ts";
 import type { JwtService } from "../tokens/jwt-service.ts";
 import { currentRole } from "../users/memberships.ts";
 import type { Users } from "../users/users.ts";
@@ -28,6 +29,7 @@ export class Sessions {
       hasher: PasswordHasher;
       jwt: JwtService;
       refreshTokens: RefreshTokens;
+      throttle: LoginThrottle;
       jwtTtlSeconds: number;
       clock?: Clock;
     },
@@ -37,27 +39,52 @@ export class Sessions {
     return (this.deps.clock ?? systemClock)();
   }
 
-  async login(input: { email: string; password: string; deviceLabel?: string }): Promise<TokenPair> {
+  /**
+   * Login behind the throttle: a blocked account or client address is
+   * refused (429) before any hashing; every answer after it is the same for
+   * an unknown email as for a wrong password.
+   */
+  async login(input: { email: string; password: string; deviceLabel?: string; clientAddress?: string }): Promise<TokenPair> {
     if (input.email === "" || input.password === "") {
       throw PlatformError.invalidArgument("email and password are required", IdentityRestCode.invalidRequest);
     }
     if (input.deviceLabel && input.deviceLabel.length > MAX_DEVICE_LABEL) {
       throw PlatformError.invalidArgument(`x_device_label must be at most ${MAX_DEVICE_LABEL} characters`, IdentityRestCode.invalidRequest);
     }
+    // Checked first: a throttled caller is answered without touching the
+    // database or the hashing queue; then a full queue refuses at once.
+    const attempt = this.deps.throttle.begin(input.email, input.clientAddress);
+    try {
+      this.deps.hasher.ensureCapacity();
+    } catch (err) {
+      this.deps.throttle.withdraw(attempt);
+      throw err;
+    }
+    const { user, membership } = await this.#checkCredentials(input.email, input.password).catch((err: unknown) => {
+      // Refused without a verdict (hashing queue full, database down): not a failed guess.
+      if (!(err instanceof PlatformError && err.reason === IdentityRestCode.unauthenticated)) this.deps.throttle.withdraw(attempt);
+      throw err;
+    });
+    this.deps.throttle.succeeded(attempt);
+    const now = this.#now;
+    const refreshToken = await this.deps.refreshTokens.startFamily(user.id, membership.orgId, input.deviceLabel || undefined, now);
+    return this.#pair(user.id, membership.orgId, refreshToken);
+  }
+
+  /** The user and membership the credentials stand for, or the one 401 for every kind of wrong. */
+  async #checkCredentials(email: string, rawPassword: string) {
     // Over-long passwords would be a cheap way to burn hashing time; they can
     // never match, and fail with the same body after the same dummy work.
-    const password = input.password.length > MAX_PASSWORD_CHARS ? "" : input.password;
-    const user = await this.deps.users.findForLogin(input.email);
+    const password = rawPassword.length > MAX_PASSWORD_CHARS ? "" : rawPassword;
+    const user = await this.deps.users.findForLogin(email);
     if (!user || password === "") {
-      await this.deps.hasher.verifyDummy(input.password.slice(0, MAX_PASSWORD_CHARS));
+      await this.deps.hasher.verifyDummy(rawPassword.slice(0, MAX_PASSWORD_CHARS));
       throw loginFailed();
     }
     if (!(await this.deps.hasher.verify(user.passwordHash, password))) throw loginFailed();
     const membership = user.membership;
     if (!membership) throw loginFailed();
-    const now = this.#now;
-    const refreshToken = await this.deps.refreshTokens.startFamily(user.id, membership.orgId, input.deviceLabel || undefined, now);
-    return this.#pair(user.id, membership.orgId, refreshToken);
+    return { user, membership };
   }
 
   async refresh(raw: string): Promise<TokenPair> {

@@ -309,6 +309,7 @@ export function createServer(options: ServerOptions): Server {
     const started = performance.now();
     active++;
     const info = makeInfo(headerOf(req, "x-request-id"), headerOf(req, "x-trace-id"), tlsListener?.callerOf(req));
+    info.remoteAddress = req.socket?.remoteAddress;
     req.headers["x-request-id"] = info.requestId;
     req.headers["x-trace-id"] = info.traceId;
     res.setHeader("x-request-id", info.requestId);
