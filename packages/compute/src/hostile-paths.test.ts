@@ -218,6 +218,25 @@ describe("hostile paths over gRPC (real compute server, local driver)", () => {
     assert.equal(after.at(-1)?.type, "completed");
   });
 
+  test("the local driver refuses a command line its exec helper could not read, and the helper lives on", async () => {
+    const drain = async (args: string[]) => {
+      const events = [];
+      for await (const e of driver.exec(sandboxId, { command: "/bin/sh", args, env: {}, workingDir: MOUNT })) events.push(e);
+      return events;
+    };
+    // 5 MiB: past the domain's bound, and the helper's 4 MiB requests (it used to exit, losing every running command).
+    await assert.rejects(drain(Array.from({ length: 5 }, () => "z".repeat(1 << 20))), (e: unknown) => {
+      const cause = (e as { cause?: unknown }).cause;
+      assert.ok(cause instanceof PlatformError && cause.reason === ComputeReason.argumentsTooLong, String(cause));
+      return true;
+    });
+    const sleeping = drain(["-c", "sleep 0.3; echo survived"]);
+    await assert.rejects(drain(Array.from({ length: 70_000 }, () => "f")));
+    const events = await sleeping;
+    assert.equal(events.at(-1)?.type, "completed");
+    assert.ok(events.some((e) => e.type === "stdout" && dec(e.data) === "survived\n"), "a command running meanwhile is not lost");
+  });
+
   /** 320 hostile ReadFile/WriteFile/ListFiles paths, each answered INVALID_ARGUMENT. */
   function hostilePaths(): string[] {
     const paths: string[] = [];

@@ -10,6 +10,10 @@ import { promisify } from "node:util";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 
+/** MAX_REQUEST and MAX_FIELDS of exec-helper.c. */
+const HELPER_MAX_REQUEST_BYTES = 4 << 20;
+const HELPER_MAX_FIELDS = 65_536;
+
 /** Where a command runs: a sandbox's init, its uid, the exec's cgroup. */
 export interface Placement {
   initPid: number;
@@ -131,6 +135,11 @@ export class ExecHelper {
       String(env.length),
       ...env,
     ];
+    // The helper exits on a request over its MAX_REQUEST (4 MiB), ending every
+    // sandbox's running commands, and stops reading fields at MAX_FIELDS.
+    if (fields.length > HELPER_MAX_FIELDS || fields.reduce((n, f) => n + Buffer.byteLength(f) + 1, 0) > HELPER_MAX_REQUEST_BYTES) {
+      throw PlatformError.invalidArgument("the command line is too large for the exec helper", ComputeReason.argumentsTooLong);
+    }
     let pending!: Pending;
     const streams = new Promise<{ stdout: net.Socket; stderr: net.Socket }>((resolve, reject) => {
       pending = { streams: { resolve, reject }, exit: { resolve: () => {}, reject: () => {} } };
