@@ -225,6 +225,8 @@ export class LocalDriver implements SandboxDriver {
       live.destroyed = live.layout.readUsage() ?? zeroUsage();
       live.finalUsage = live.destroyed;
       live.observation = { phase: "gone" };
+      // A crash between marking and unmounting left it mounted.
+      await this.unmountWorkspace(live);
       return live.observation;
     }
     const state = live.layout.readState();
@@ -251,6 +253,10 @@ export class LocalDriver implements SandboxDriver {
     // Its processes are gone (host reboot, crash): the sandbox cannot be resumed.
     live.finalUsage = live.layout.readUsage() ?? this.liveUsage(live);
     await live.cgroup.killAll(2000);
+    // Nothing runs on it any more (a killed service whose sandboxes died with
+    // it left it mounted): its loop device goes; the image stays, mounted
+    // again should its files be asked for.
+    await this.unmountWorkspace(live);
     this.setObservation(live, { phase: "failed", reason: "lost", message: "sandbox processes not found after restart" });
     return live.observation;
   }

@@ -196,6 +196,35 @@ describe("workspace size (local driver)", () => {
     }
   });
 
+  test("a restarted driver releases the workspace of a sandbox whose processes are gone (lost), and mounts it again for its files", async () => {
+    const id = await sandbox("64Mi");
+    await driver.writeFile(id, "kept.txt", new TextEncoder().encode("still here"), false, 0o644);
+    const image = imageOf(id);
+    // What a killed service with keep=false leaves: its sandboxes died with it, their workspaces stay mounted.
+    const state = JSON.parse(fs.readFileSync(join(dir(id), "state.json"), "utf8")) as { initPid: number };
+    process.kill(state.initPid, "SIGKILL");
+    for (let i = 0; i < 100 && (await driver.observe(id)).phase === "ready"; i++) await sleep(50);
+    assert.ok(image.isMounted());
+    const second = new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: `platform-compute-wsimage-${process.pid}`, warmSandboxes: 0 });
+    try {
+      const spec = contractSpec("local");
+      spec.sandboxId = id;
+      spec.workspace.size = "64Mi";
+      const o = await second.recover(spec);
+      assert.equal(o.phase, "failed");
+      assert.equal(o.reason, "lost");
+      for (let i = 0; i < 100 && loopDevicesBackedBy(image.file).length > 0; i++) await sleep(50);
+      assert.equal(image.isMounted(), false);
+      assert.deepEqual(loopDevicesBackedBy(image.file), []);
+      assert.equal(new TextDecoder().decode((await second.readFile(id, "kept.txt", 0, 100)).data), "still here");
+      await second.destroy(id);
+      assert.equal(image.isMounted(), false);
+      assert.deepEqual(loopDevicesBackedBy(image.file), []);
+    } finally {
+      await second.close();
+    }
+  });
+
   test("a create that cannot provision leaves nothing behind", async () => {
     const spec = contractSpec("local");
     spec.workspace.size = "64Mi";
