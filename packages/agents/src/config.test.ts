@@ -7,6 +7,7 @@ const base = { IDENTITY_GRPC_URL: "http://127.0.0.1:50051", COMPUTE_GRPC_URL: "h
 test("defaults: port 8082, PGlite, dev model only", () => {
   const c = loadConfig(base);
   assert.equal(c.port, 8082);
+  assert.equal(c.grpcPort, 50053);
   assert.equal(c.databaseUrl, undefined);
   assert.equal(c.anthropic, undefined);
   assert.equal(c.openai, undefined);
@@ -17,6 +18,7 @@ test("a missing or invalid setting is named", () => {
   assert.throws(() => loadConfig({ COMPUTE_GRPC_URL: base.COMPUTE_GRPC_URL }), (e: unknown) => e instanceof ConfigError && /IDENTITY_GRPC_URL/.test(e.message));
   assert.throws(() => loadConfig({ IDENTITY_GRPC_URL: base.IDENTITY_GRPC_URL }), /COMPUTE_GRPC_URL/);
   assert.throws(() => loadConfig({ ...base, AGENTS_PORT: "http" }), /AGENTS_PORT/);
+  assert.throws(() => loadConfig({ ...base, AGENTS_GRPC_PORT: "70000" }), /AGENTS_GRPC_PORT/);
   assert.throws(() => loadConfig({ ...base, OPENAI_BASE_URL: "not a url" }), /OPENAI_BASE_URL/);
   assert.throws(() => loadConfig({ ...base, LOG_LEVEL: "loud" }), /LOG_LEVEL/);
 });

@@ -1,6 +1,9 @@
 /** The agents service's settings, read once from the environment at start-up. */
 export type AgentsConfig = {
+  /** The public port: REST/SSE only. */
   port: number;
+  /** The internal port: gRPC, Connect, gRPC-Web over mutual TLS (the runtime's tenant workers). */
+  grpcPort: number;
   host: string;
   /** postgres:// URL; absent → embedded PGlite under dataDir. */
   databaseUrl?: string;
@@ -59,6 +62,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentsConfig {
   const openaiKey = str("OPENAI_API_KEY");
   return {
     port: int("AGENTS_PORT", 8082, 0, 65535),
+    grpcPort: int("AGENTS_GRPC_PORT", 50053, 0, 65535),
     host: str("HOST") ?? "127.0.0.1",
     databaseUrl: url("DATABASE_URL", str("DATABASE_URL")),
     dataDir: str("AGENTS_DATA_DIR") ?? ".data/agents",

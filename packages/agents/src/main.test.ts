@@ -53,6 +53,12 @@ test("a missing required setting exits 2 naming it", async () => {
   assert.match(r.stderr(), /IDENTITY_GRPC_URL is required/);
 });
 
+test("without TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE (and no INTERNAL_TLS=off) it exits 2 naming them", async () => {
+  const r = run({ IDENTITY_GRPC_URL: "https://127.0.0.1:1", COMPUTE_GRPC_URL: "https://127.0.0.1:1" });
+  assert.equal(await r.exited, 2);
+  assert.match(r.stderr(), /TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE/);
+});
+
 test("starts, serves health and REST, stops cleanly on SIGTERM", async (t) => {
   // PostgreSQL when the test run has one (PGlite's cold start in a fresh
   // process is slow on a loaded machine); the embedded database otherwise.
@@ -63,6 +69,9 @@ test("starts, serves health and REST, stops cleanly on SIGTERM", async (t) => {
   const caller = identity.caller();
   const r = run({
     AGENTS_PORT: String(port),
+    AGENTS_GRPC_PORT: String(await freePort()),
+    // The doubles speak plaintext; mutual TLS is tested in server/internal-port.db.test.ts.
+    INTERNAL_TLS: "off",
     HOST: "127.0.0.1",
     AGENTS_DATA_DIR: dataDir,
     ...databaseEnv,

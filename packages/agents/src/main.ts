@@ -1,15 +1,19 @@
 import { mkdirSync } from "node:fs";
+import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
 import pino from "pino";
 import { ConfigError, loadConfig } from "./config.ts";
 import { createAgentsServer } from "./server/create.ts";
 
 // The agents service process: configuration from the environment (a missing
-// or invalid setting exits naming it), then one port for everything.
+// or invalid setting exits naming it), then the public REST/SSE port and the
+// internal mutual-TLS gRPC port.
 let config: ReturnType<typeof loadConfig>;
+let internalTls: ServiceTls | undefined;
 try {
   config = loadConfig();
+  internalTls = internalTlsFromEnv(process.env, "agents");
 } catch (err) {
-  if (err instanceof ConfigError) {
+  if (err instanceof ConfigError || err instanceof TlsSettingsError) {
     console.error(`agents: ${err.message}`);
     process.exit(2);
   }
@@ -18,10 +22,10 @@ try {
 
 const logger = pino({ name: "agents", level: config.logLevel });
 if (!config.databaseUrl) mkdirSync(config.dataDir, { recursive: true });
-const service = await createAgentsServer(config, logger);
-const { url } = await service.listen();
+const service = await createAgentsServer(config, logger, { internalTls });
+const { url, grpcUrl } = await service.listen();
 logger.info(
-  { url, database: config.databaseUrl ? "postgres" : "pglite", providers: ["dev", config.anthropic && "anthropic", config.openai && "openai"].filter(Boolean) },
+  { url, grpcUrl, database: config.databaseUrl ? "postgres" : "pglite", providers: ["dev", config.anthropic && "anthropic", config.openai && "openai"].filter(Boolean) },
   "agents service listening",
 );
 

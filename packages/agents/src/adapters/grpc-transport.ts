@@ -1,7 +1,11 @@
 import type { Transport } from "@connectrpc/connect";
-import { createServiceTransport } from "@platform/rpc";
+import { createServiceTransport, type ServiceTls } from "@platform/rpc";
 
-/** gRPC transport to another platform service (ids propagated, GOAWAY-guarded by @platform/rpc). */
-export function grpcTransport(baseUrl: string): Transport {
-  return createServiceTransport({ baseUrl });
+/**
+ * gRPC transport to another platform service (ids propagated, GOAWAY-guarded
+ * by @platform/rpc). With `tls`, the agents service's certificate is its
+ * client certificate and the server must present `expectServer`'s.
+ */
+export function grpcTransport(baseUrl: string, tls?: ServiceTls, expectServer?: string): Transport {
+  return createServiceTransport({ baseUrl, tls, expectServer: tls ? expectServer : undefined });
 }

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { type Database, openDatabase } from "@platform/db";
 import { SessionEventSchema } from "@platform/gen/agents/v1/agents_pb";
-import { createServer, type Server } from "@platform/rpc";
+import { type CallerPolicy, createServer, type Server, type ServerOptions, type ServiceTls } from "@platform/rpc";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
 import type { Logger } from "pino";
 import { ComputeSandboxes } from "../adapters/compute.ts";
@@ -22,30 +22,48 @@ export function providersFrom(config: Pick<AgentsConfig, "anthropic" | "openai">
   return registry;
 }
 
+/**
+ * Who may call the agents RPCs on the internal port: the runtime's tenant
+ * workers (design.md), and the operator at the console. Every call still
+ * needs a caller's bearer credential (the auth interceptor), so the
+ * certificate adds a second check, never a bypass.
+ */
+export const AGENTS_CALLERS: CallerPolicy = {
+  "agents.v1.AgentService": ["runtime-worker", "operator"],
+  "agents.v1.SessionService": ["runtime-worker", "operator"],
+};
+
 export type AgentsServer = {
   app: AgentsApp;
+  /** The public port (AGENTS_PORT): REST and SSE only. */
   server: Server;
+  /** The internal port (AGENTS_GRPC_PORT): gRPC, Connect, gRPC-Web over mutual TLS. */
+  grpc: Server;
   database: Database<AgentsDB>;
-  listen(): Promise<{ port: number; url: string }>;
+  listen(): Promise<{ port: number; url: string; grpcPort: number; grpcUrl: string }>;
   /** Stops accepting, ends local runs with their terminal events, closes the database. */
   close(): Promise<void>;
 };
 
 /**
- * The agents service on one port (REST + SSE, Connect, gRPC-Web, gRPC; health
- * endpoints): database, identity and compute clients, providers, server.
+ * The agents service on two ports: AGENTS_PORT (public) REST + SSE and the
+ * health endpoints; AGENTS_GRPC_PORT (internal) gRPC, Connect, gRPC-Web with
+ * health and reflection, mutual TLS with `internalTls` (undefined only with
+ * INTERNAL_TLS=off), which is also the client certificate of its calls to
+ * identity and compute. The specification: "It exposes no public gRPC server".
  */
 export async function createAgentsServer(
   config: AgentsConfig,
   logger: Logger,
-  overrides: { providers?: ProviderRegistry; database?: Database<AgentsDB>; pollMs?: number } = {},
+  overrides: { providers?: ProviderRegistry; database?: Database<AgentsDB>; pollMs?: number; internalTls: ServiceTls | undefined },
 ): Promise<AgentsServer> {
+  const tls = overrides.internalTls;
   const database = overrides.database ?? (await openDatabase<AgentsDB>({ url: config.databaseUrl, dataDir: config.databaseUrl ? undefined : config.dataDir }));
   const app = await createAgentsApp({
     database,
     logger,
-    authenticator: new IdentityAuthenticator(grpcTransport(config.identityGrpcUrl)),
-    sandboxes: new ComputeSandboxes(grpcTransport(config.computeGrpcUrl)),
+    authenticator: new IdentityAuthenticator(grpcTransport(config.identityGrpcUrl, tls, "identity")),
+    sandboxes: new ComputeSandboxes(grpcTransport(config.computeGrpcUrl, tls, "compute")),
     providers: overrides.providers ?? providersFrom(config),
     toolTimeoutMs: config.toolTimeoutMs,
     toolOutputLimitBytes: config.toolOutputLimitBytes,
@@ -55,13 +73,12 @@ export async function createAgentsServer(
     pollMs: overrides.pollMs,
     listenUrl: config.databaseUrl,
   });
-  const server = createServer({
+  const common: ServerOptions = {
     name: "agents",
     envelope: "agents",
     services: app.services,
     interceptors: app.interceptors,
     readiness: () => app.ready(),
-    port: config.port,
     host: config.host,
     logger,
     // REST bodies carry every field (`items: []`, `systemPrompt: ""`); SSE
@@ -70,15 +87,33 @@ export async function createAgentsServer(
     json: { alwaysEmitImplicit: true, emitNulls: true },
     // A stream that fails after it started ends with the contract's error event.
     sseErrorEvent: (err) => create(SessionEventSchema, { type: "error", content: err.message }),
+  };
+  const server = createServer({ ...common, port: config.port, restOnly: true });
+  const grpc = createServer({
+    ...common,
+    name: "agents-grpc",
+    port: config.grpcPort,
+    internal: { tls, callers: AGENTS_CALLERS },
+    logger: logger.child({ listener: "grpc" }),
   });
   return {
     app,
     server,
+    grpc,
     database,
-    listen: () => server.listen(),
+    async listen() {
+      const pub = await server.listen();
+      try {
+        const internal = await grpc.listen();
+        return { port: pub.port, url: pub.url, grpcPort: internal.port, grpcUrl: internal.url };
+      } catch (err) {
+        await server.close();
+        throw err;
+      }
+    },
     async close() {
       await app.stop();
-      await server.close();
+      await Promise.all([server.close(), grpc.close()]);
       if (!overrides.database) await database.close();
     },
   };

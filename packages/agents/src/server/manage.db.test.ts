@@ -19,6 +19,8 @@ import { type AgentsServer, createAgentsServer } from "./create.ts";
 
 let service: AgentsServer;
 let base: string;
+/** The internal port (gRPC, Connect, gRPC-Web); `base` is the public REST/SSE one. */
+let grpcBase: string;
 let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
@@ -27,6 +29,7 @@ before(async () => {
   database = await createTestDatabase<AgentsDB>();
   const config: AgentsConfig = {
     port: 0,
+    grpcPort: 0,
     host: "127.0.0.1",
     dataDir: "",
     identityGrpcUrl: await identity.start(),
@@ -39,8 +42,8 @@ before(async () => {
     logLevel: "silent",
   };
   const providers = new ProviderRegistry().register("dev", new DevModel());
-  service = await createAgentsServer(config, pino({ level: "silent" }), { providers, database, pollMs: 200 });
-  base = (await service.listen()).url;
+  service = await createAgentsServer(config, pino({ level: "silent" }), { providers, database, pollMs: 200, internalTls: undefined });
+  ({ url: base, grpcUrl: grpcBase } = await service.listen());
 });
 after(async () => {
   await service?.close();
@@ -67,7 +70,7 @@ function assertError(res: { status: number; json: Json }, status: number, code: 
   assert.equal(res.json.error.code, code);
 }
 
-const grpc = () => ({ agents: createClient(AgentService, grpcTransport(base)), sessions: createClient(SessionService, grpcTransport(base)) });
+const grpc = () => ({ agents: createClient(AgentService, grpcTransport(grpcBase)), sessions: createClient(SessionService, grpcTransport(grpcBase)) });
 const as = (caller: Caller) => ({ headers: { authorization: `Bearer ${caller.token}` } });
 
 async function grpcRejects(promise: Promise<unknown>, code: Code) {

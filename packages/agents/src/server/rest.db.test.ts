@@ -20,6 +20,8 @@ import { type AgentsServer, createAgentsServer } from "./create.ts";
 
 let service: AgentsServer;
 let base: string;
+/** The internal port (gRPC, Connect, gRPC-Web); `base` is the public REST/SSE one. */
+let grpcBase: string;
 let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
@@ -29,6 +31,7 @@ before(async () => {
   database = await createTestDatabase<AgentsDB>();
   const config: AgentsConfig = {
     port: 0,
+    grpcPort: 0,
     host: "127.0.0.1",
     dataDir: "",
     identityGrpcUrl: await identity.start(),
@@ -41,8 +44,8 @@ before(async () => {
     logLevel: "silent",
   };
   const providers = new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
-  service = await createAgentsServer(config, pino({ level: "silent" }), { providers, database, pollMs: 200 });
-  base = (await service.listen()).url;
+  service = await createAgentsServer(config, pino({ level: "silent" }), { providers, database, pollMs: 200, internalTls: undefined });
+  ({ url: base, grpcUrl: grpcBase } = await service.listen());
 });
 after(async () => {
   await service?.close();
@@ -333,7 +336,7 @@ describe("REST: sessions and streams", () => {
 
 describe("gRPC", () => {
   test("the same RPCs over gRPC (the runtime's tenant workers): bearer required, SendMessages streams", async () => {
-    const client = createClient(SessionService, grpcTransport(base));
+    const client = createClient(SessionService, grpcTransport(grpcBase));
     const { caller, session } = await agentAndSession();
     await assert.rejects(client.getSession({ id: session.id }), (err: unknown) => ConnectError.from(err).code === Code.Unauthenticated);
     const headers = { authorization: `Bearer ${caller.token}` };

@@ -24,6 +24,7 @@ before(async () => {
   database = await createTestDatabase<AgentsDB>();
   const config: AgentsConfig = {
     port: 0,
+    grpcPort: 0,
     host: "127.0.0.1",
     dataDir: "",
     identityGrpcUrl: await identity.start(),
@@ -39,6 +40,7 @@ before(async () => {
     providers: new ProviderRegistry().register("dev", new DevModel()),
     database,
     pollMs: 200,
+    internalTls: undefined,
   });
   base = (await service.listen()).url;
 });

@@ -57,7 +57,7 @@ async function start(): Promise<Record<string, string>> {
     const { createAgentsServer, loadConfig, providersFrom } = await import("@platform/agents");
     const config = loadConfig(process.env);
     const providers = providersFrom(config).register("bench", new BenchModel());
-    const server = await createAgentsServer(config, logger, { providers });
+    const server = await createAgentsServer(config, logger, { providers, internalTls: (await import("@platform/rpc")).internalTlsFromEnv(process.env, "agents") });
     const { url } = await server.listen();
     closeService = () => server.close();
     return { url };

@@ -206,7 +206,7 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
     const tenant = { ...auth, "x-tenant-id": ids.orgId, "x-org-id": ids.orgId, "x-user-id": ids.userId };
     const identityHeaders = () => ({ ...auth, "idempotency-key": randomUUID() });
     endpoints.set("identity", [{ name: "identity", grpc: stack.identity.grpcUrl, rest: stack.identity.base, headers: identityHeaders() }]);
-    endpoints.set("agents", [{ name: "agents", grpc: stack.agentsUrl, rest: stack.agentsUrl, headers: auth }]);
+    endpoints.set("agents", [{ name: "agents", grpc: stack.agentsGrpcUrl, rest: stack.agentsUrl, headers: auth }]);
     endpoints.set("compute", [{ name: "compute", grpc: stack.computeUrl, headers: {} }]);
     endpoints.set("runtime", [
       { name: "router", grpc: stack.router.url, rest: stack.router.url, headers: auth },

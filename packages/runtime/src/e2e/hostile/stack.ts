@@ -27,7 +27,10 @@ export interface Stack {
   compute: ComputeApp;
   computeUrl: string;
   agents: AgentsServer;
+  /** The public REST/SSE port. */
   agentsUrl: string;
+  /** The internal gRPC port (plaintext here: INTERNAL_TLS=off). */
+  agentsGrpcUrl: string;
   orchestrator: InProcessOrchestrator;
   router: RunningRouter;
   /** Every service database, for the "nothing stored" scan. */
@@ -77,16 +80,17 @@ export async function startStack(): Promise<Stack> {
     const agentsConfig = loadAgentsConfig({
       HOST: "127.0.0.1",
       AGENTS_PORT: "0",
+      AGENTS_GRPC_PORT: "0",
       IDENTITY_GRPC_URL: identity.grpcUrl,
       COMPUTE_GRPC_URL: computeUrl,
       ...(agentsDb.url ? { DATABASE_URL: agentsDb.url } : { AGENTS_DATA_DIR: join(dataDir, "agents") }),
       LOG_LEVEL: "silent",
     });
-    const agents = await createAgentsServer(agentsConfig, logger, { database: agentsDb as never });
+    const agents = await createAgentsServer(agentsConfig, logger, { database: agentsDb as never, internalTls: undefined });
     closers.push(() => agents.close());
-    const agentsUrl = (await agents.listen()).url;
+    const { url: agentsUrl, grpcUrl: agentsGrpcUrl } = await agents.listen();
 
-    const orchestrator = new InProcessOrchestrator(agentsUrl);
+    const orchestrator = new InProcessOrchestrator(agentsGrpcUrl);
     const router = await startRouter({
       auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.grpcUrl })),
       orchestrator,
@@ -103,6 +107,7 @@ export async function startStack(): Promise<Stack> {
       computeUrl,
       agents,
       agentsUrl,
+      agentsGrpcUrl,
       orchestrator,
       router,
       databases: { identity: identity.database as never, compute: computeDb, agents: agentsDb },
