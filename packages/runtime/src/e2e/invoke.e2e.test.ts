@@ -1,14 +1,22 @@
 // End to end: router → tenant worker → agents (dev model, with a tool call)
 // → compute → identity, every service its real main as a process, as the
-// embedded shape runs them. Checks the SSE stream a client sees.
+// embedded shape runs them, every internal hop over mutual TLS with its own
+// certificate (a throw-away CA, as the launcher makes). Checks the SSE stream
+// a client sees, and that the live tenant worker admits the router only.
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import * as https from "node:https";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 import { createTestDatabase } from "@platform/db/testing";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
+import { createServiceTransport, loadServiceTls } from "@platform/rpc";
+import { isServing } from "../health/grpc-health.ts";
 import { freePort } from "../orchestrator/local/free-port.ts";
 
 const root = new URL("../../../../", import.meta.url).pathname;
@@ -39,13 +47,24 @@ function start(name: string, entry: string, env: Record<string, string>): Proc {
 /** Start-up budget for all four services together: PGlite and tsx start slowly on a loaded 2-core box. */
 const startDeadline = () => Date.now() + 140_000;
 
-async function waitOk(url: string, procs: Proc[], end: number): Promise<void> {
+/** GET over https with a client certificate (an internal port answers nothing without one). */
+function getTls(url: string, tls: { ca: Buffer; cert: Buffer; key: Buffer }): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = https.get(url, { ca: tls.ca, cert: tls.cert, key: tls.key, agent: false }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on("error", reject);
+  });
+}
+
+async function waitOk(url: string, procs: Proc[], end: number, tls?: { ca: Buffer; cert: Buffer; key: Buffer }): Promise<void> {
   while (Date.now() < end) {
     for (const p of procs) {
       if (p.child.exitCode !== null) throw new Error(`${p.name} exited ${p.child.exitCode}: ${p.log.join("").slice(-2000)}`);
     }
     try {
-      if ((await fetch(url)).ok) return;
+      if (tls ? (await getTls(url, tls)) === 200 : (await fetch(url)).ok) return;
     } catch {}
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -62,6 +81,7 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
   const procs: Proc[] = [];
   const databases: Array<{ close(): Promise<void> }> = [];
   let dataDir: string;
+  let pki: TestPki;
   let identityUrl: string;
   let agentsUrl: string;
   let routerUrl: string;
@@ -87,14 +107,17 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
       return name === "identity" ? { IDENTITY_DATA_DIR: join(dataDir, "identity") } : {};
     };
     const [idDb, computeDb, agentsDb] = [await db("identity"), await db("compute"), await db("agents")];
+    pki = await makeTestPki();
+    const worker = pki.files("runtime-worker");
     // Ports last, just before the processes bind them (other test files grab ephemeral ports too).
     const ports: number[] = [];
-    while (ports.length < 5) {
+    while (ports.length < 6) {
       const p = await freePort(host);
       if (!ports.includes(p)) ports.push(p);
     }
-    const [idRest, idGrpc, compute, agents, router] = ports;
+    const [idRest, idGrpc, compute, agents, agentsGrpc, router] = ports;
     const url = (p: number) => `http://${host}:${p}`;
+    const internal = (p: number) => `https://${host}:${p}`;
     identityUrl = url(idRest!);
     agentsUrl = url(agents!);
     routerUrl = url(router!);
@@ -104,6 +127,7 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
         SERVER_PORT: String(idRest),
         IDENTITY_GRPC_PORT: String(idGrpc),
         IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
+        ...pki.env("identity"),
         ...idDb,
         BOOTSTRAP_OWNER_EMAIL: OWNER.email,
         BOOTSTRAP_OWNER_PASSWORD: OWNER.password,
@@ -116,29 +140,35 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
         COMPUTE_DATA_DIR: join(dataDir, "compute"),
         // The session's sandbox must not outlive the test.
         COMPUTE_KEEP_SANDBOXES_ON_EXIT: "false",
+        ...pki.env("compute"),
         ...computeDb,
       }),
       start("agents", "packages/agents/src/main.ts", {
         HOST: host,
         AGENTS_PORT: String(agents),
+        AGENTS_GRPC_PORT: String(agentsGrpc),
         AGENTS_DATA_DIR: join(dataDir, "agents"),
-        IDENTITY_GRPC_URL: url(idGrpc!),
-        COMPUTE_GRPC_URL: url(compute!),
+        IDENTITY_GRPC_URL: internal(idGrpc!),
+        COMPUTE_GRPC_URL: internal(compute!),
+        ...pki.env("agents"),
         ...agentsDb,
       }),
       start("router", "packages/runtime/src/router/main.ts", {
         HOST: host,
         ROUTER_PORT: String(router),
         RUNTIME_DATA_DIR: join(dataDir, "runtime"),
-        IDENTITY_GRPC_URL: url(idGrpc!),
-        AGENTS_GRPC_URL: url(agents!),
+        IDENTITY_GRPC_URL: internal(idGrpc!),
+        AGENTS_GRPC_URL: internal(agentsGrpc!),
+        ...pki.env("runtime-router"),
+        RUNTIME_WORKER_TLS_CERT_FILE: worker.certFile,
+        RUNTIME_WORKER_TLS_KEY_FILE: worker.keyFile,
         RUNTIME_COLD_START_WAIT_MS: "60000",
       }),
     );
     const end = startDeadline();
     const t0 = Date.now();
     await waitOk(`${identityUrl}/livez`, procs, end);
-    await waitOk(`${url(compute!)}/livez`, procs, end);
+    await waitOk(`${internal(compute!)}/livez`, procs, end, loadServiceTls(pki.env("operator")));
     await waitOk(`${agentsUrl}/livez`, procs, end);
     await waitOk(`${routerUrl}/readyz`, procs, end);
     console.log(`# four services ready in ${Date.now() - t0} ms`);
@@ -186,6 +216,7 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
     );
     for (const d of databases) await d.close().catch(() => {});
     await rm(dataDir, { recursive: true, force: true });
+    pki?.remove();
   });
 
   const invoke = (content: string, headers: Record<string, string> = {}) =>
@@ -220,6 +251,32 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
     assert.equal(res.status, 200);
     assert.match(text, /event: turn_done\ndata: \{\}\n\n$/);
     assert.match(text, /^data: /);
+  });
+
+  test("the live tenant worker serves https to the router's certificate only; the router's port has no gRPC", async () => {
+    const state = JSON.parse(await readFile(join(dataDir, "runtime", "orchestrator.json"), "utf8")) as {
+      deployments: Record<string, { port: number }>;
+    };
+    const [deployment] = Object.values(state.deployments);
+    assert.ok(deployment, "the invokes above made a deployment");
+    const url = `https://127.0.0.1:${deployment.port}`;
+    assert.equal(await isServing(url, undefined, 5000, undefined, loadServiceTls(pki.env("runtime-router"))), true);
+    const call = async (tls: ReturnType<typeof loadServiceTls>) => {
+      const client = createClient(RuntimeService, createServiceTransport({ baseUrl: url, tls }));
+      for await (const _ of client.invoke({ sessionId }, { headers: { authorization: `Bearer ${token}` } }));
+    };
+    for (const name of ["agents", "operator", "identity", "compute"]) {
+      await assert.rejects(call(loadServiceTls(pki.env(name))), (e: unknown) => e instanceof ConnectError && e.code === Code.PermissionDenied, name);
+    }
+    const foreign = await makeTestPki(["runtime-router"]);
+    try {
+      const other = loadServiceTls(foreign.env("runtime-router"));
+      await assert.rejects(call({ ...other, ca: loadServiceTls(pki.env("runtime-router")).ca }), (e: unknown) => e instanceof ConnectError && e.code !== Code.PermissionDenied);
+    } finally {
+      foreign.remove();
+    }
+    assert.equal(await isServing(url.replace("https:", "http:")), false, "no plaintext");
+    assert.equal(await isServing(routerUrl), false, "the public port serves no gRPC health");
   });
 
   test("a bad token is 401 at the router", async () => {
