@@ -248,7 +248,7 @@ describe("Describe, Destroy and usage", () => {
     const marker = JSON.parse(fs.readFileSync(join(dataDir, "sandboxes", id, "annotations.json"), "utf8"));
     const deleteAfter = Date.parse(marker[DELETE_AFTER_KEY]);
     assert.ok(Math.abs(deleteAfter - (Date.now() + 24 * 3600_000)) < 60_000);
-    assert.ok(fs.existsSync(join(dataDir, "sandboxes", id, "workspace")), "workspace kept during the grace");
+    assert.ok(fs.existsSync(join(dataDir, "sandboxes", id, "workspace.img")), "workspace (its image) kept during the grace");
 
     await expectCode(run(id, "/bin/true"), Code.FailedPrecondition, ComputeReason.sandboxNotRunnable);
     await expectCode(client.readFile({ sandboxId: id, path: "x" }), Code.FailedPrecondition);

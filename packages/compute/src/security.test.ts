@@ -19,6 +19,7 @@ import { Worker } from "node:worker_threads";
 import { Code, PlatformError } from "@platform/errors";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
 import { WorkspaceFs } from "./drivers/local/workspace-fs.ts";
+import { MOUNTS_ROOT, WorkspaceImage } from "./drivers/local/workspace-image.ts";
 import { cleanWorkspacePath } from "./paths.ts";
 import { collectExec, contractSpec } from "./testing/driver-contract.ts";
 
@@ -371,8 +372,10 @@ describe("inside a sandbox", () => {
   });
 
   test("cannot read another sandbox's workspace", async () => {
-    const hostPath = join(dataDir, "sandboxes", a, "workspace", "private.txt");
-    const r = await sh(b, `cat ${hostPath} 2>&1; ls ${dataDir} 2>&1; grep -r ${SECRET} /workspace /tmp /etc 2>/dev/null | head -1; echo end`);
+    // Where a's files are on the host: its workspace image's mount point.
+    const hostPath = join(new WorkspaceImage(join(dataDir, "sandboxes", a, "workspace.img")).mountPoint(), "private.txt");
+    assert.ok(fs.existsSync(hostPath));
+    const r = await sh(b, `cat ${hostPath} 2>&1; ls ${dataDir} 2>&1; ls ${MOUNTS_ROOT} 2>&1; grep -r ${SECRET} /workspace /tmp /etc 2>/dev/null | head -1; echo end`);
     assert.doesNotMatch(r.stdout, new RegExp(SECRET));
     assert.match(r.stdout, /No such file/);
     // Different uids as well, should a path ever become visible.

@@ -13,6 +13,7 @@ import { Code, PlatformError } from "@platform/errors";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { MAX_EVENT_BYTES, OutputQueue } from "./output-queue.ts";
+import { WorkspaceImage } from "./workspace-image.ts";
 
 const MiB = 1024 * 1024;
 
@@ -78,7 +79,7 @@ describe("local driver exec path", () => {
 
   test("a reader that stops makes the command wait instead of the service buffering its output", async () => {
     const marker = `written-${randomUUID()}`;
-    const hostMarker = join(dataDir, "sandboxes", id, "workspace", marker);
+    const hostMarker = join(new WorkspaceImage(join(dataDir, "sandboxes", id, "workspace.img")).mountPoint(), marker);
     const total = 32 * MiB;
     const events = driver.exec(id, {
       command: "/bin/sh",
