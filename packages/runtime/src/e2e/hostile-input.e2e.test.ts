@@ -19,7 +19,6 @@ import {
   type DescService, type Message, type MessageInitShape, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { collectRoutes, type Route } from "@platform/rpc";
 import { restRequest } from "./hostile/rest-request.ts";
 import { type Stack, startStack } from "./hostile/stack.ts";
@@ -86,7 +85,9 @@ function baselines(ids: Ids): Record<string, () => MessageInitShape<never>> {
     "identity.v1.SessionService/RevokeAll": () => ({ userId: randomUUID() }),
     "agents.v1.AgentService/CreateAgent": () => ({ name: "a", slug: `s-${randomUUID().slice(0, 8)}`, model: "dev/echo", systemPrompt: "be brief" }),
     "agents.v1.AgentService/GetAgent": () => ({ id: ids.agentId }),
+    "agents.v1.AgentService/UpdateAgent": () => ({ id: ids.agentId }),
     "agents.v1.SessionService/CreateSession": () => ({ agentId: ids.agentId }),
+    "agents.v1.SessionService/ListSessions": () => ({ agentId: ids.agentId }),
     "agents.v1.SessionService/GetSession": () => ({ id: ids.sessionId }),
     "agents.v1.SessionService/SendMessages": () => ({ id: ids.sessionId, messages: msgs() }),
     "agents.v1.SessionService/StreamEvents": () => ({ id: ids.sessionId }),
@@ -103,10 +104,11 @@ function baselines(ids: Ids): Record<string, () => MessageInitShape<never>> {
   return table as Record<string, () => MessageInitShape<never>>;
 }
 
-/** Where a service is reached, and with what metadata. */
+/** Where a service is reached, with what metadata. */
 interface Endpoint {
   name: string;
-  grpc: string;
+  /** The internal gRPC address, if the service has one. */
+  grpc?: string;
   rest?: string;
   headers: Record<string, string>;
 }
@@ -117,30 +119,29 @@ function internalEvent(message: Message, method: DescMethod): string | undefined
   return /internal error|agents call failed"|unknown error/i.test(text) ? text.slice(0, 200) : undefined;
 }
 
-type Outcome = { ok: true } | { ok: false; why: string };
+/** A call's answer: the gRPC code (0 for OK) or the HTTP status, and what was wrong with it, if anything. */
+type Outcome = { code: number; fault?: string };
 
 async function grpcCall(transport: Transport, method: DescMethod, headers: Record<string, string>, input: Message): Promise<Outcome> {
-  const bad = (e: unknown): Outcome => {
-    const ce = ConnectError.from(e);
-    if (ce.code === Code.Internal || ce.code === Code.Unknown || ce.code === Code.DataLoss) {
-      return { ok: false, why: `${Code[ce.code]}: ${ce.rawMessage.slice(0, 200)}` };
-    }
-    return { ok: true };
-  };
   try {
     if (method.methodKind === "unary") {
       await transport.unary(method as DescMethodUnary, undefined, 30_000, headers, input as never, undefined);
-      return { ok: true };
+      return { code: 0 };
     }
-    if (method.methodKind !== "server_streaming") return { ok: true };
+    if (method.methodKind !== "server_streaming") return { code: 0 };
     const res = await transport.stream(method as DescMethodServerStreaming, undefined, 30_000, headers, createAsyncIterable([input as never]), undefined);
     for await (const m of res.message) {
       const why = internalEvent(m as Message, method);
-      if (why) return { ok: false, why: `error event ${why}` };
+      if (why) return { code: 0, fault: `error event ${why}` };
     }
-    return { ok: true };
+    return { code: 0 };
   } catch (e) {
-    return bad(e);
+    const ce = ConnectError.from(e);
+    const fault =
+      ce.code === Code.Internal || ce.code === Code.Unknown || ce.code === Code.DataLoss
+        ? `${Code[ce.code]}: ${ce.rawMessage.slice(0, 200)}`
+        : undefined;
+    return { code: ce.code, fault };
   }
 }
 
@@ -152,10 +153,24 @@ async function restCall(base: string, route: Route, headers: Record<string, stri
     body: r.body,
   });
   const text = await res.text();
-  if (res.status >= 500) return { ok: false, why: `HTTP ${res.status} ${text.slice(0, 200)}` };
-  if (/internal error|agents call failed"/i.test(text)) return { ok: false, why: `internal error in body: ${text.slice(0, 200)}` };
-  return { ok: true };
+  if (res.status >= 500) return { code: res.status, fault: `HTTP ${res.status} ${text.slice(0, 200)}` };
+  if (/internal error|agents call failed"/i.test(text)) return { code: res.status, fault: `internal error in body: ${text.slice(0, 200)}` };
+  return { code: res.status };
 }
+
+/**
+ * What U+0000 gets where the contract names its own answer for an unknown
+ * value; everywhere else INVALID_ARGUMENT and HTTP 400 (identity's
+ * `invalid_request`, the others' `invalid_argument`).
+ */
+const NUL_ANSWERS: Record<string, { grpc: Code | 0; http?: number }> = {
+  "identity.v1.AuthService/GetPublicKey": { grpc: Code.NotFound },
+  "identity.v1.AuthService/VerifyJWT": { grpc: Code.Unauthenticated },
+  "identity.v1.AuthService/VerifyAPIKey": { grpc: Code.Unauthenticated },
+  "identity.v1.AuthService/VerifyToken": { grpc: Code.Unauthenticated },
+  "identity.v1.SessionService/Refresh": { grpc: Code.Unauthenticated, http: 401 },
+  "identity.v1.SessionService/Logout": { grpc: 0, http: 204 },
+};
 
 describe("hostile strings in every field of every RPC (REST and gRPC, all four services)", { timeout: 170_000 }, () => {
   let stack: Stack;
@@ -181,7 +196,7 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
     const agent = await agentsJson("/v1/agents", { name: "baseline", slug: "baseline", model: "dev/echo" });
     const session = await agentsJson("/v1/sessions", { agentId: agent.id });
     // A live sandbox for the exec and file RPCs; a first invoke wakes the tenant's worker.
-    const compute = createGrpcTransport({ baseUrl: stack.computeUrl });
+    const compute = stack.transport(stack.computeUrl, true);
     const { ComputeService } = await import("@platform/gen/compute/v1/compute_pb");
     const created = await compute.unary(ComputeService.method.createSandbox, undefined, 30_000, undefined, create(ComputeService.method.createSandbox.input, { tenantId: claims.org_id, sessionId: session.id }), undefined);
     const woke = await fetch(`${stack.router.url}/v1/sessions/${session.id}/invoke`, {
@@ -209,7 +224,8 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
     endpoints.set("agents", [{ name: "agents", grpc: stack.agentsGrpcUrl, rest: stack.agentsUrl, headers: auth }]);
     endpoints.set("compute", [{ name: "compute", grpc: stack.computeUrl, headers: {} }]);
     endpoints.set("runtime", [
-      { name: "router", grpc: stack.router.url, rest: stack.router.url, headers: auth },
+      // The router's port is public: REST/SSE only.
+      { name: "router", rest: stack.router.url, headers: auth },
       { name: "tenant worker", grpc: workerUrl, headers: tenant },
     ]);
   });
@@ -228,11 +244,11 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
     let calls = 0;
     const started = Date.now();
     const transports = new Map<string, Transport>();
-    const transportFor = (url: string, binary: boolean) => {
-      const k = `${url} ${binary}`;
+    const transportFor = (grpc: string, binary: boolean) => {
+      const k = `${grpc} ${binary}`;
       let t = transports.get(k);
       if (!t) {
-        t = createGrpcTransport({ baseUrl: url, useBinaryFormat: binary });
+        t = stack.transport(grpc, binary);
         transports.set(k, t);
       }
       return t;
@@ -256,14 +272,21 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
               const headers = pkg === "identity" ? { ...target.headers, "idempotency-key": randomUUID() } : target.headers;
               // Binary gRPC cannot carry a lone surrogate (the encoder writes U+FFFD); gRPC's JSON codec can.
               const binary = value !== LONE;
-              const g = await grpcCall(transportFor(target.grpc, binary), method, headers, message());
-              calls++;
-              if (!g.ok) failures.push(`${rpc} ${slot.path} ${label} gRPC(${target.name}): ${g.why}`);
+              const want = value === NUL ? (NUL_ANSWERS[rpc] ?? { grpc: Code.InvalidArgument, http: 400 }) : undefined;
+              const where = `${rpc} ${slot.path} ${label}`;
+              if (target.grpc) {
+                const g = await grpcCall(transportFor(target.grpc, binary), method, headers, message());
+                calls++;
+                if (g.fault) failures.push(`${where} gRPC(${target.name}): ${g.fault}`);
+                else if (want && g.code !== want.grpc) failures.push(`${where} gRPC(${target.name}): ${Code[g.code] ?? "OK"}, wanted ${Code[want.grpc] ?? "OK"}`);
+              }
               if (!target.rest) continue;
               for (const route of routes.filter((r) => r.method === method)) {
                 const r = await restCall(target.rest, route, headers, message());
                 calls++;
-                if (!r.ok) failures.push(`${rpc} ${slot.path} ${label} ${route.httpMethod} ${route.template.source}: ${r.why}`);
+                const at = `${where} ${route.httpMethod} ${route.template.source}`;
+                if (r.fault) failures.push(`${at}: ${r.fault}`);
+                else if (want?.http && r.code !== want.http) failures.push(`${at}: HTTP ${r.code}, wanted ${want.http}`);
               }
             }
           }

@@ -1,12 +1,14 @@
 // The four services in this process, each its real app on an ephemeral port
 // over its own fresh database (PostgreSQL when the run has one, else PGlite):
-// identity (REST + gRPC listeners), compute with the local bubblewrap driver,
-// agents wired to both, and the runtime router whose tenant workers are real
-// worker servers started in this process. Other packages are reached by path
-// as the bench does: the runtime package does not depend on them.
+// identity (public REST + internal gRPC listeners), compute with the local
+// bubblewrap driver, agents (public REST + internal gRPC) wired to both, and
+// the runtime router whose tenant workers are real worker servers started in
+// this process. Other packages are reached by path as the bench does: the
+// runtime package does not depend on them.
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { Database } from "@platform/db";
 import { createTestDatabase } from "@platform/db/testing";
@@ -35,6 +37,8 @@ export interface Stack {
   router: RunningRouter;
   /** Every service database, for the "nothing stored" scan. */
   databases: Record<"identity" | "compute" | "agents", Database<unknown>>;
+  /** A gRPC transport to an internal `url`; JSON codec unless `binary` (only JSON can carry a lone surrogate). */
+  transport(url: string, binary: boolean): Transport;
   close(): Promise<void>;
 }
 
@@ -111,6 +115,7 @@ export async function startStack(): Promise<Stack> {
       orchestrator,
       router,
       databases: { identity: identity.database as never, compute: computeDb, agents: agentsDb },
+      transport: (url, binary) => createGrpcTransport({ baseUrl: url, useBinaryFormat: binary }),
       close,
     };
   } catch (err) {
