@@ -226,7 +226,8 @@ describe("local orchestrator spare worker", () => {
   test("without a spare a scale-up starts a worker of its own (from the bundle, with the worker certificate)", async () => {
     const orch = await LocalOrchestrator.open({
       dataDir: await tempDir(),
-      workerEnv: { AGENTS_GRPC_URL: "https://127.0.0.1:9", LOG_LEVEL: "warn" },
+      // INTERNAL_TLS and TLS_* are the orchestrator's to set when it has the workers' certificate.
+      workerEnv: { AGENTS_GRPC_URL: "https://127.0.0.1:9", LOG_LEVEL: "warn", INTERNAL_TLS: "off", TLS_CERT_FILE: "/nowhere.crt" },
       tls: orchestratorTls(),
       workerStdio: "ignore",
       scaleWaitMs: 90_000,

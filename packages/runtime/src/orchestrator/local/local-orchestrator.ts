@@ -85,13 +85,16 @@ export class LocalOrchestrator implements Orchestrator {
 
   private constructor(options: LocalOrchestratorOptions) {
     const files = options.tls?.workerFiles;
+    // The certificate settings last: they are the orchestrator's to give, and
+    // a worker told INTERNAL_TLS=off would serve plaintext to a router calling https.
+    const workerEnv: Record<string, string> = {
+      ...options.workerEnv,
+      ...(files && { TLS_CA_FILE: files.caFile, TLS_CERT_FILE: files.certFile, TLS_KEY_FILE: files.keyFile }),
+    };
+    if (files) delete workerEnv.INTERNAL_TLS;
     this.#opts = {
       dataDir: options.dataDir,
-      // The certificate settings last: they are the orchestrator's to give.
-      workerEnv: {
-        ...options.workerEnv,
-        ...(files && { TLS_CA_FILE: files.caFile, TLS_CERT_FILE: files.certFile, TLS_KEY_FILE: files.keyFile }),
-      },
+      workerEnv,
       tls: options.tls,
       host: options.host ?? "127.0.0.1",
       startTimeoutMs: options.startTimeoutMs ?? 120_000,
