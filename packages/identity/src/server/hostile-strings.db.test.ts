@@ -44,6 +44,14 @@ describe("hostile strings in identity requests", () => {
     assert.equal(me.status, 200);
   });
 
+  test("an Idempotency-Key that is not 1-255 visible ASCII characters (UTF-8 bytes, 10,000 characters) is 400", async () => {
+    for (const key of [Buffer.from("schlüssel-日本", "utf8").toString("latin1"), "k".repeat(10_000), "a b"]) {
+      const r = await s.call("POST", "/v1/users/me/api_keys", { token, idem: key, body: { name: "k" } });
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.code, IdentityRestCode.invalidRequest);
+    }
+  });
+
   test("refresh: 401 refresh_token_invalid (an unknown token); logout: 204 as always", async () => {
     const r = await s.call("POST", "/v1/auth/refresh", { body: { refresh_token: "rt_\u0000" } });
     assert.equal(r.status, 401, r.text);
