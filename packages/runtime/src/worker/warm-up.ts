@@ -27,8 +27,9 @@ const echoAgents: AgentsPort = {
  * this while it waits; failures only mean a colder first request. With
  * `tls` the call goes over mutual TLS with the worker's own certificate (the
  * handshake is on the path too), which this throwaway server alone admits.
+ * Resolves whether the call went through.
  */
-export async function warmUp(tls: ServiceTls | undefined): Promise<void> {
+export async function warmUp(tls: ServiceTls | undefined): Promise<boolean> {
   const server = await startWorker(
     { tenantId: NOBODY, orgId: NOBODY, agentsUrl: "http://127.0.0.1:9", port: 0, host: "127.0.0.1", tls },
     { agents: echoAgents, shutdownTimeoutMs: 0, callers: tls ? [tls.name] : undefined },
@@ -50,8 +51,10 @@ export async function warmUp(tls: ServiceTls | undefined): Promise<void> {
       { headers },
     );
     for await (const _ of events);
+    return true;
   } catch {
     // A colder first request, nothing worse.
+    return false;
   } finally {
     await server.close();
   }

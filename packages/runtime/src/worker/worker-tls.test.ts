@@ -16,6 +16,7 @@ import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { createServiceTransport, fromConnectError, loadServiceTls, type ServiceTls } from "@platform/rpc";
 import { Metadata } from "../metadata.ts";
 import { AgentsDouble } from "../testing/agents-double.ts";
+import { warmUp } from "./warm-up.ts";
 import { type RunningServer, startWorker } from "./worker.ts";
 
 const TENANT = "7e57a000-0000-4000-8000-000000000001";
@@ -133,6 +134,11 @@ describe("tenant worker over mutual TLS", () => {
       assert.equal(err.code, Code.PermissionDenied, `${name}: ${err.message}`);
       assert.equal(fromConnectError(err).reason, "caller_not_allowed");
     }
+  });
+
+  test("a spare's warm-up calls its throwaway server over mTLS with the worker's own certificate, and gets through", async () => {
+    assert.equal(await warmUp(tlsOf("runtime-worker")), true);
+    assert.equal(await warmUp(undefined), true, "INTERNAL_TLS=off");
   });
 
   test("python3-grpcio: the router's certificate gets through; none, another CA's or agents' is refused", { skip: !existsSync(python) && "no /usr/bin/python3" }, async (t) => {
