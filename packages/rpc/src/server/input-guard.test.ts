@@ -8,6 +8,7 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import { PlatformError } from "@platform/errors";
 import {
   ChatResponseSchema,
+  EchoRequestSchema,
   FailRequestSchema,
   ListBooksRequestSchema,
   LibraryService,
@@ -16,6 +17,7 @@ import {
 import { acceptedId } from "../context.ts";
 import { fromConnectError } from "../errors.ts";
 import { testServer } from "../testing/fixture.ts";
+import { inputGuard } from "./input-guard.ts";
 import { findStringViolation, stringProblem } from "./string-guard.ts";
 
 describe("findStringViolation", () => {
@@ -178,6 +180,27 @@ describe("hostile strings are refused before any handler, on every protocol", ()
     } finally {
       await own.close();
     }
+  });
+});
+
+describe("inputGuard on streams", () => {
+  const method = { ...LibraryService.method.echo, methodKind: "client_streaming" } as never;
+  async function* messages(...texts: string[]) {
+    for (const text of texts) yield create(EchoRequestSchema, { text });
+  }
+  test("a client stream is checked message by message, as the handler reads it", async () => {
+    const seen: string[] = [];
+    const next = async (req: { message: AsyncIterable<{ text: string }> }) => {
+      for await (const m of req.message) seen.push(m.text);
+      return {} as never;
+    };
+    const guarded = inputGuard()(next as never);
+    const req = (message: AsyncIterable<unknown>) => ({ stream: true, method, service: LibraryService, message }) as never;
+    await guarded(req(messages("a", "b")));
+    assert.deepEqual(seen, ["a", "b"]);
+    seen.length = 0;
+    await assert.rejects(guarded(req(messages("ok", "x\0", "never read"))), (e) => e instanceof PlatformError && /U\+0000/.test(e.message));
+    assert.deepEqual(seen, ["ok"]);
   });
 });
 
