@@ -29,7 +29,14 @@ const freePort = () =>
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "listen-host-"));
-  const [identity, identityGrpc, compute, agents, router] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
+  const [identity, identityGrpc, compute, agents, agentsGrpc, router] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("PLATFORM_") && k !== "DATABASE_URL" && k !== "HOST"));
   child = spawn(process.execPath, ["--import", "tsx", "packages/platform/src/main.ts"], {
     cwd: root,
@@ -41,6 +48,7 @@ before(async () => {
       PLATFORM_IDENTITY_GRPC_PORT: String(identityGrpc),
       PLATFORM_COMPUTE_PORT: String(compute),
       PLATFORM_AGENTS_PORT: String(agents),
+      PLATFORM_AGENTS_GRPC_PORT: String(agentsGrpc),
       PLATFORM_ROUTER_PORT: String(router),
     },
     detached: true,
@@ -151,7 +159,7 @@ test("every socket the launcher's processes listen on is bound to PLATFORM_HOST"
 
   const expected = Object.values(endpoints).map((u) => Number(new URL(u).port));
   for (const port of new Set(expected)) assert.ok(listening.some((l) => l.port === port), `port ${port} of platform.json is listening (${shown.join(", ")})`);
-  // Five service ports plus at least one tenant worker.
+  // Six service ports plus at least one tenant worker.
   assert.ok(listening.length > new Set(expected).size, `a tenant worker listens too (${shown.join(", ")})`);
   for (const l of listening) assert.equal(l.address, HOST, `${l.address}:${l.port} is bound beyond PLATFORM_HOST=${HOST}`);
 });

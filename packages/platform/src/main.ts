@@ -2,8 +2,9 @@
 // The one command: every service of the platform on this machine, on its
 // embedded defaults (PGlite under the data directory, the local sandbox
 // driver, local tenant workers, the dev model unless a provider is set).
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { ensurePki } from "@platform/pki";
 import { loadLauncherConfig } from "./launcher/config.ts";
 import { loadOrCreateSecrets } from "./launcher/secrets.ts";
 import { platformServices } from "./launcher/services.ts";
@@ -17,14 +18,25 @@ async function main(): Promise<void> {
   // below it; the secrets file itself is 0600.
   mkdirSync(config.dataDir, { recursive: true, mode: 0o755 });
   const { secrets, created } = loadOrCreateSecrets(config.dataDir);
-  const { services, endpoints } = platformServices(config, secrets);
+  // The private CA and one certificate per service (keys 0600), made on the
+  // first start and reused after; the services talk to each other over
+  // mutual TLS with them, and the operator's is for buf curl at the console.
+  const pki = await ensurePki(join(config.dataDir, "tls"), { hosts: [config.host] });
+  if (pki.issued.length > 0) log(`platform: issued certificates in ${pki.dir}: ${pki.issued.join(", ")}`);
+  const { services, endpoints } = platformServices(config, secrets, pki.files);
+  const operator = pki.files("operator");
+  const probeTls = { ca: readFileSync(operator.caFile), cert: readFileSync(operator.certFile), key: readFileSync(operator.keyFile) };
 
   let shuttingDown = false;
-  const supervisor = new Supervisor(log, (name, code) => {
-    if (shuttingDown) return;
-    log(`platform: ${name} exited unexpectedly (code ${code}); stopping everything`);
-    void shutdown(1);
-  });
+  const supervisor = new Supervisor(
+    log,
+    (name, code) => {
+      if (shuttingDown) return;
+      log(`platform: ${name} exited unexpectedly (code ${code}); stopping everything`);
+      void shutdown(1);
+    },
+    probeTls,
+  );
   const shutdown = async (code: number) => {
     if (shuttingDown) return;
     shuttingDown = true;
@@ -54,8 +66,10 @@ async function main(): Promise<void> {
     `  identity gRPC   ${endpoints.identityGrpc}`,
     `  compute gRPC    ${endpoints.computeGrpc}`,
     `  agents REST     ${endpoints.agents}`,
+    `  agents gRPC     ${endpoints.agentsGrpc}`,
     `  runtime router  ${endpoints.router}`,
-    `  (written to ${file})`,
+    `  (written to ${file}; the gRPC ports are mutual TLS: buf curl with`,
+    `   --cacert ${operator.caFile} --cert ${operator.certFile} --key ${operator.keyFile})`,
     "",
     "Owner:",
     `  email     ${config.ownerEmail}`,

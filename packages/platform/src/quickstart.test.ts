@@ -3,14 +3,14 @@
 // Ctrl-C, and a second start that reuses the data.
 import assert from "node:assert/strict";
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 const root = new URL("../../..", import.meta.url).pathname;
-const ports = [8080, 8081, 8082, 50051, 50052];
+const ports = [8080, 8081, 8082, 50051, 50052, 50053];
 let dir: string;
 let clone: string;
 /** Started platforms, stopped whatever the test's outcome. */
@@ -114,9 +114,10 @@ test("quick start from a clean clone: run, walk through, Ctrl-C, start again", {
   const secrets = JSON.parse(readFileSync(join(clone, ".data/secrets.json"), "utf8")) as { ownerPassword: string };
   for (const line of [
     "identity REST   http://127.0.0.1:8081",
-    "identity gRPC   http://127.0.0.1:50051",
-    "compute gRPC    http://127.0.0.1:50052",
+    "identity gRPC   https://127.0.0.1:50051",
+    "compute gRPC    https://127.0.0.1:50052",
     "agents REST     http://127.0.0.1:8082",
+    "agents gRPC     https://127.0.0.1:50053",
     "runtime router  http://127.0.0.1:8080",
     "email     owner@example.com",
     `password  ${secrets.ownerPassword}`,
@@ -126,6 +127,13 @@ test("quick start from a clean clone: run, walk through, Ctrl-C, start again", {
   }
   const file = JSON.parse(readFileSync(join(clone, ".data/platform.json"), "utf8")) as { endpoints: Record<string, string> };
   assert.equal(file.endpoints.router, "http://127.0.0.1:8080");
+  assert.equal(file.endpoints.agentsGrpc, "https://127.0.0.1:50053");
+  // The private CA and every service's certificate, keys readable by the owner only.
+  for (const name of ["ca", "identity", "compute", "agents", "runtime-router", "runtime-worker", "operator"]) {
+    assert.ok(existsSync(join(clone, `.data/tls/${name}.crt`)), `${name}.crt`);
+    assert.equal(statSync(join(clone, `.data/tls/${name}.key`)).mode & 0o777, 0o600, `${name}.key`);
+  }
+  const caBefore = readFileSync(join(clone, ".data/tls/ca.crt"), "utf8");
 
   let out: string;
   try {
@@ -163,6 +171,7 @@ test("quick start from a clean clone: run, walk through, Ctrl-C, start again", {
   const second = start();
   await second.ready;
   assert.ok(second.output().includes("unchanged since the first start"), second.output());
+  assert.equal(readFileSync(join(clone, ".data/tls/ca.crt"), "utf8"), caBefore, "the second start reuses the CA");
   const again = execFileSync(
     "bash",
     ["-euo", "pipefail", "-c", `node packages/platform/bin/platform.mjs login --email owner@example.com --password '${secrets.ownerPassword}' && node packages/platform/bin/platform.mjs agents list`],

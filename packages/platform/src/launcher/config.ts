@@ -4,7 +4,7 @@ import { resolve } from "node:path";
 export type LauncherConfig = {
   dataDir: string;
   host: string;
-  ports: { identityRest: number; identityGrpc: number; compute: number; agents: number; router: number };
+  ports: { identityRest: number; identityGrpc: number; compute: number; agents: number; agentsGrpc: number; router: number };
   ownerEmail: string;
   ownerOrg: string;
 };
@@ -26,6 +26,7 @@ export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env): Launch
       identityGrpc: port(env, "PLATFORM_IDENTITY_GRPC_PORT", 50051),
       compute: port(env, "PLATFORM_COMPUTE_PORT", 50052),
       agents: port(env, "PLATFORM_AGENTS_PORT", 8082),
+      agentsGrpc: port(env, "PLATFORM_AGENTS_GRPC_PORT", 50053),
       router: port(env, "PLATFORM_ROUTER_PORT", 8080),
     },
     ownerEmail: env.PLATFORM_OWNER_EMAIL ?? "owner@example.com",

@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { type ServiceTlsFiles, tlsEnv } from "@platform/pki";
 import type { Endpoints } from "../cli/endpoints.ts";
 import type { LauncherConfig } from "./config.ts";
 import type { LocalSecrets } from "./secrets.ts";
@@ -6,26 +7,40 @@ import type { ServiceSpec } from "./supervisor.ts";
 
 const root = new URL("../../../..", import.meta.url).pathname;
 
-/** The four services of the embedded shape, in start order, with their settings. */
-export function platformServices(config: LauncherConfig, secrets: LocalSecrets): { services: ServiceSpec[]; endpoints: Endpoints } {
+/**
+ * The four services of the embedded shape, in start order, with their
+ * settings. `tls(name)` is a service's certificate in the launcher's PKI:
+ * each service gets its own (TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE), the
+ * router also the tenant workers' (RUNTIME_WORKER_TLS_CERT_FILE/_KEY_FILE).
+ * Internal ports speak mutual TLS only, so their endpoints are https.
+ */
+export function platformServices(
+  config: LauncherConfig,
+  secrets: LocalSecrets,
+  tls: (name: string) => ServiceTlsFiles,
+): { services: ServiceSpec[]; endpoints: Endpoints } {
   const { host, ports, dataDir } = config;
   const url = (port: number) => `http://${host}:${port}`;
+  const internal = (port: number) => `https://${host}:${port}`;
   const endpoints: Endpoints = {
     identity: url(ports.identityRest),
-    identityGrpc: url(ports.identityGrpc),
-    computeGrpc: url(ports.compute),
+    identityGrpc: internal(ports.identityGrpc),
+    computeGrpc: internal(ports.compute),
     agents: url(ports.agents),
-    agentsGrpc: url(ports.agents),
+    agentsGrpc: internal(ports.agentsGrpc),
     router: url(ports.router),
   };
   const common = { LOG_LEVEL: process.env.LOG_LEVEL ?? "info", HOST: host };
+  const worker = tls("runtime-worker");
   const services: ServiceSpec[] = [
     {
       name: "identity",
       entry: join(root, "packages/identity/src/main.ts"),
-      readyUrl: `${endpoints.identity}/livez`,
+      // The internal port listens last: once it answers, both do.
+      readyUrl: `${endpoints.identityGrpc}/livez`,
       env: {
         ...common,
+        ...tlsEnv(tls("identity")),
         SERVER_PORT: String(ports.identityRest),
         IDENTITY_GRPC_PORT: String(ports.identityGrpc),
         IDENTITY_AUTHKEY_KEK: secrets.kek,
@@ -41,15 +56,17 @@ export function platformServices(config: LauncherConfig, secrets: LocalSecrets):
       readyUrl: `${endpoints.computeGrpc}/livez`,
       // Ctrl-C stops the sandboxes too; a session's next tool call after a
       // restart gets a fresh sandbox state (FAILED ones are not revived).
-      env: { ...common, COMPUTE_PORT: String(ports.compute), COMPUTE_DATA_DIR: join(dataDir, "compute"), COMPUTE_KEEP_SANDBOXES_ON_EXIT: "false" },
+      env: { ...common, ...tlsEnv(tls("compute")), COMPUTE_PORT: String(ports.compute), COMPUTE_DATA_DIR: join(dataDir, "compute"), COMPUTE_KEEP_SANDBOXES_ON_EXIT: "false" },
     },
     {
       name: "agents",
       entry: join(root, "packages/agents/src/main.ts"),
-      readyUrl: `${endpoints.agents}/livez`,
+      readyUrl: `${endpoints.agentsGrpc}/livez`,
       env: {
         ...common,
+        ...tlsEnv(tls("agents")),
         AGENTS_PORT: String(ports.agents),
+        AGENTS_GRPC_PORT: String(ports.agentsGrpc),
         AGENTS_DATA_DIR: join(dataDir, "agents"),
         IDENTITY_GRPC_URL: endpoints.identityGrpc!,
         COMPUTE_GRPC_URL: endpoints.computeGrpc!,
@@ -61,6 +78,9 @@ export function platformServices(config: LauncherConfig, secrets: LocalSecrets):
       readyUrl: `${endpoints.router}/livez`,
       env: {
         ...common,
+        ...tlsEnv(tls("runtime-router")),
+        RUNTIME_WORKER_TLS_CERT_FILE: worker.certFile,
+        RUNTIME_WORKER_TLS_KEY_FILE: worker.keyFile,
         ROUTER_PORT: String(ports.router),
         RUNTIME_WORKER_HOST: host,
         RUNTIME_DATA_DIR: join(dataDir, "runtime"),

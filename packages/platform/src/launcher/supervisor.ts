@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import * as https from "node:https";
 
 /** One service process of the embedded shape. */
 export type ServiceSpec = {
@@ -7,9 +8,29 @@ export type ServiceSpec = {
   /** TypeScript entry, run through tsx. */
   entry: string;
   env: Record<string, string>;
-  /** URL answering 200 once the service is up (its /livez). */
+  /** URL answering 200 once the service is up (its /livez); an https one is asked with the launcher's client certificate. */
   readyUrl: string;
 };
+
+/** The client certificate the launcher presents to internal ports (the operator's) and the CA it trusts. */
+export type ProbeTls = { ca: Buffer; cert: Buffer; key: Buffer };
+
+/** Whether `url` answers 200: plain fetch for http, mutual TLS for https. */
+export function probe(url: string, tls?: ProbeTls): Promise<boolean> {
+  if (!url.startsWith("https:")) {
+    return fetch(url)
+      .then((r) => r.ok)
+      .catch(() => false);
+  }
+  return new Promise((resolve) => {
+    const req = https.get(url, { ...tls, agent: false, timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on("timeout", () => req.destroy());
+    req.on("error", () => resolve(false));
+  });
+}
 
 type Running = { spec: ServiceSpec; child: ChildProcess; exited: Promise<unknown> };
 
@@ -26,6 +47,7 @@ export class Supervisor {
   constructor(
     private readonly log: (line: string) => void,
     private readonly onUnexpectedExit: (name: string, code: number | null) => void,
+    private readonly probeTls?: ProbeTls,
   ) {}
 
   async start(spec: ServiceSpec, timeoutMs = Number(process.env.PLATFORM_START_TIMEOUT_MS ?? 180_000)): Promise<void> {
@@ -50,10 +72,7 @@ export class Supervisor {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
       if (child.exitCode !== null) throw new Error(`${spec.name} exited with code ${child.exitCode} during start-up`);
-      const ok = await fetch(spec.readyUrl)
-        .then((r) => r.ok)
-        .catch(() => false);
-      if (ok) return;
+      if (await probe(spec.readyUrl, this.probeTls)) return;
       await new Promise((r) => setTimeout(r, 150));
     }
     throw new Error(`${spec.name} did not answer ${spec.readyUrl} within ${timeoutMs / 1000} s`);
