@@ -908,9 +908,8 @@ export class LocalDriver implements SandboxDriver {
   /** A new workspace image of sizeBytes for live, owned by its uid, mounted at its workspace directory. */
   private async provisionWorkspace(live: Live, sizeBytes: number): Promise<void> {
     const image = new WorkspaceImage(live.layout.image);
-    await image.create(sizeBytes, { uid: live.uid, gid: live.uid });
+    live.workspaceDir = await image.create(sizeBytes, { uid: live.uid, gid: live.uid });
     live.image = image;
-    live.workspaceDir = await image.mount({ fresh: true });
   }
 
   /** Mounts live's workspace image if it is not mounted (after a restart, or unmounted by hand). */
