@@ -1,14 +1,18 @@
 import { randomUUID } from "node:crypto";
 import { type Client, createClient } from "@connectrpc/connect";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
-import { createServiceTransport } from "@platform/rpc";
+import { createServiceTransport, type ServiceTls } from "@platform/rpc";
 import { now } from "./stats.ts";
 
 export type ComputeClient = Client<typeof ComputeService>;
 
-/** A client as a platform service makes one (@platform/rpc's createServiceTransport). */
-export function computeClient(baseUrl: string): ComputeClient {
-  return createClient(ComputeService, createServiceTransport({ baseUrl }));
+/**
+ * A client as a platform service makes one (@platform/rpc's
+ * createServiceTransport), with `tls`: the agents certificate, the only
+ * one compute answers.
+ */
+export function computeClient(baseUrl: string, tls: ServiceTls | undefined): ComputeClient {
+  return createClient(ComputeService, createServiceTransport({ baseUrl, tls }));
 }
 
 export interface ExecTiming {

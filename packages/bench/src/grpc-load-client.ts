@@ -14,8 +14,9 @@ export class GrpcLoadClient {
   readonly #session: http2.ClientHttp2Session;
   #error: Error | undefined;
 
-  constructor(baseUrl: string) {
-    this.#session = http2.connect(baseUrl);
+  /** `tls`: the client certificate and CA for an https:// (mutual TLS) internal port. */
+  constructor(baseUrl: string, tls?: { ca: Buffer; cert: Buffer; key: Buffer }) {
+    this.#session = http2.connect(baseUrl, tls ? { ca: tls.ca, cert: tls.cert, key: tls.key } : undefined);
     this.#session.on("error", (err) => {
       this.#error = err;
     });

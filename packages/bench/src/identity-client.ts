@@ -1,14 +1,15 @@
 import { createPublicKey, type KeyObject } from "node:crypto";
 import { type Client, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AuthService } from "@platform/gen/identity/v1/auth_pb";
+import { createServiceTransport, type ServiceTls } from "@platform/rpc";
 import { decodeProtectedHeader } from "jose";
 import { GrpcLoadClient } from "./grpc-load-client.ts";
 
 export type AuthClient = Client<typeof AuthService>;
 
-export function authClient(baseUrl: string): AuthClient {
-  return createClient(AuthService, createGrpcTransport({ baseUrl }));
+/** A client of identity's internal port with `tls`, the certificate of the service the bench stands in for. */
+export function authClient(baseUrl: string, tls: ServiceTls | undefined): AuthClient {
+  return createClient(AuthService, createServiceTransport({ baseUrl, tls }));
 }
 
 /** The token's public key as a KeyObject, fetched once over GetPublicKey. */
@@ -19,8 +20,8 @@ export async function publicKeyOf(client: AuthClient, token: string): Promise<Ke
 }
 
 /** VerifyToken and VerifyAPIKey through the lean load client (grpc-load-client.ts), for throughput and latency figures. */
-export function authLoadClient(baseUrl: string) {
-  const client = new GrpcLoadClient(baseUrl);
+export function authLoadClient(baseUrl: string, tls: ServiceTls | undefined) {
+  const client = new GrpcLoadClient(baseUrl, tls);
   return {
     verifyToken: (token: string) => client.unary(AuthService.method.verifyToken, { token }),
     verifyAPIKey: (apiKey: string) => client.unary(AuthService.method.verifyAPIKey, { apiKey }),

@@ -2,8 +2,9 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createTestDatabase } from "@platform/db/testing";
+import { type EnsureResult, ensurePki, tlsEnv } from "@platform/pki";
+import { createServiceTransport, loadServiceTls, type ServiceTls } from "@platform/rpc";
 // The runtime package exports only its orchestrator types from its index;
 // the router, the local orchestrator and the identity authenticator are
 // reached by path until it exports them.
@@ -25,7 +26,9 @@ export interface Tokens {
  * identity, compute and agents each in its own process (the real factories
  * on ephemeral ports), the runtime router in this process with the local
  * orchestrator (real tenant worker processes). Databases: a fresh one per
- * service on the PostgreSQL server when reachable, else PGlite.
+ * service on the PostgreSQL server when reachable, else PGlite. Internal
+ * traffic is mutual TLS, as the launcher runs it, on a PKI made in the
+ * bench's temporary directory.
  */
 export class Stack {
   readonly tmp = mkdtempSync(join(tmpdir(), "platform-bench-"));
@@ -39,7 +42,23 @@ export class Stack {
   #agents?: Promise<ServiceProcess>;
   #router?: Promise<{ router: RunningRouter; orchestrator: LocalOrchestrator }>;
   #pg: boolean | undefined;
+  #pki?: Promise<EnsureResult>;
   databaseKind = "pglite";
+
+  #certificates(): Promise<EnsureResult> {
+    this.#pki ??= ensurePki(join(this.tmp, "tls"));
+    return this.#pki;
+  }
+
+  /** TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE of service `name`. */
+  async #tlsEnv(name: string): Promise<Record<string, string>> {
+    return tlsEnv((await this.#certificates()).files(name));
+  }
+
+  /** Service `name`'s certificate: a figure calls an internal port as the service it stands in for. */
+  async tls(name: string): Promise<ServiceTls> {
+    return loadServiceTls(await this.#tlsEnv(name), name);
+  }
 
   async #databaseUrl(): Promise<string | undefined> {
     if (process.env.BENCH_DB === "pglite") return undefined;
@@ -64,6 +83,7 @@ export class Stack {
       const svc = await ServiceProcess.start("identity", {
         IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
         ...(url ? { DATABASE_URL: url } : { IDENTITY_EMBEDDED_MEMORY: "1" }),
+        ...(await this.#tlsEnv("identity")),
         HOST: "127.0.0.1",
         SERVER_PORT: "0",
         IDENTITY_GRPC_PORT: "0",
@@ -82,6 +102,7 @@ export class Stack {
       const url = await this.#databaseUrl();
       const svc = await ServiceProcess.start("compute", {
         ...(url ? { DATABASE_URL: url } : {}),
+        ...(await this.#tlsEnv("compute")),
         HOST: "127.0.0.1",
         COMPUTE_PORT: "0",
         COMPUTE_DATA_DIR: join(this.tmp, "compute"),
@@ -98,11 +119,13 @@ export class Stack {
       const url = await this.#databaseUrl();
       const svc = await ServiceProcess.start("agents", {
         ...(url ? { DATABASE_URL: url } : { AGENTS_DATA_DIR: join(this.tmp, "agents") }),
+        ...(await this.#tlsEnv("agents")),
         HOST: "127.0.0.1",
         AGENTS_PORT: "0",
+        AGENTS_GRPC_PORT: "0",
         IDENTITY_GRPC_URL: identity.urls.grpc!,
         // No figure makes a tool call; nothing listens here.
-        COMPUTE_GRPC_URL: "http://127.0.0.1:9",
+        COMPUTE_GRPC_URL: "https://127.0.0.1:9",
       });
       this.#closers.push(() => svc.stop());
       return svc;
@@ -114,14 +137,17 @@ export class Stack {
     this.#router ??= (async () => {
       const identity = await this.identity();
       const agents = await this.agents();
+      const tls = await this.tls("runtime-router");
       const orchestrator = await LocalOrchestrator.open({
         dataDir: join(this.tmp, "runtime"),
-        workerEnv: { AGENTS_GRPC_URL: agents.urls.url!, LOG_LEVEL: "warn" },
+        workerEnv: { AGENTS_GRPC_URL: agents.urls.grpc!, LOG_LEVEL: "warn" },
         workerStdio: "ignore",
+        tls: { client: tls, workerFiles: (await this.#certificates()).files("runtime-worker") },
       });
       const router = await startRouter({
-        auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.urls.grpc! })),
+        auth: new IdentityAuthenticator(createServiceTransport({ baseUrl: identity.urls.grpc!, tls })),
         orchestrator,
+        tls,
         host: "127.0.0.1",
         port: 0,
         sweeps: false,

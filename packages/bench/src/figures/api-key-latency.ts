@@ -22,7 +22,7 @@ export const apiKeyLatency: Figure = {
     });
     if (res.status !== 201) throw new Error(`creating an API key: ${res.status} ${await res.text()}`);
     const { raw_key: apiKey } = (await res.json()) as { raw_key: string };
-    const client = authLoadClient(identity.urls.grpc!);
+    const client = authLoadClient(identity.urls.grpc!, await stack.tls("agents"));
     for (let i = 0; i < 200; i++) await client.verifyAPIKey(apiKey);
 
     await identity.request("resetLag");

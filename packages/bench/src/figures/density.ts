@@ -16,7 +16,7 @@ export const density: Figure = {
   goal: "500 idle sandboxes in < 2 GiB; 100 concurrent execs p99 ≤ 100 ms",
   async run(stack, size) {
     const compute = await stack.compute();
-    const client = computeClient(compute.urls.grpc!);
+    const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
     const target = size === "quick" ? 5 : 500;
     const concurrent = size === "quick" ? 5 : 100;
     const ids: string[] = [];

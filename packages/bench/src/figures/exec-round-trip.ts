@@ -11,7 +11,7 @@ export const execRoundTrip: Figure = {
   goal: "p50 ≤ 5 ms",
   async run(stack, size) {
     const compute = await stack.compute();
-    const client = computeClient(compute.urls.grpc!);
+    const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
     const id = await readySandbox(client);
     try {
       for (let i = 0; i < 5; i++) await timedExec(client, id, "/bin/true", []);

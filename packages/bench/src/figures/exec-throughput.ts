@@ -11,7 +11,7 @@ export const execThroughput: Figure = {
   goal: "≥ 30 % of the pipe",
   async run(stack, size) {
     const compute = await stack.compute();
-    const client = computeClient(compute.urls.grpc!);
+    const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
     const bytes = size === "quick" ? 4 << 20 : 128 << 20;
     const args = ["-c", String(bytes), "/dev/zero"];
     const id = await readySandbox(client);

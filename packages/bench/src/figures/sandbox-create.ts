@@ -11,7 +11,7 @@ export const sandboxCreate: Figure = {
   goal: "p50 ≤ 20 ms, p99 ≤ 50 ms",
   async run(stack, size) {
     const compute = await stack.compute();
-    const client = computeClient(compute.urls.grpc!);
+    const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
     const created: string[] = [];
     const platform: number[] = [];
     const bare: number[] = [];

@@ -14,10 +14,12 @@ export const verifyToken: Figure = {
   goal: "≥ 50 % of jose in-process",
   async run(stack, size) {
     const identity = await stack.identity();
-    const client = authClient(identity.urls.grpc!);
+    // The bench calls as the agents service does, over mutual TLS.
+    const tls = await stack.tls("agents");
+    const client = authClient(identity.urls.grpc!, tls);
     const { access_token: token } = await stack.login();
     const key = await publicKeyOf(client, token);
-    const load = authLoadClient(identity.urls.grpc!);
+    const load = authLoadClient(identity.urls.grpc!, tls);
     const joseOnce = async () => {
       await jwtVerify(token, key, { algorithms: ["RS256"], issuer: ISSUER, audience: AUDIENCE });
     };

@@ -58,9 +58,9 @@ async function start(): Promise<Record<string, string>> {
     const config = loadConfig(process.env);
     const providers = providersFrom(config).register("bench", new BenchModel());
     const server = await createAgentsServer(config, logger, { providers, internalTls: (await import("@platform/rpc")).internalTlsFromEnv(process.env, "agents") });
-    const { url } = await server.listen();
+    const { url, grpcUrl } = await server.listen();
     closeService = () => server.close();
-    return { url };
+    return { url, grpc: grpcUrl };
   }
   throw new Error(`unknown service ${kind}`);
 }
