@@ -27,6 +27,7 @@ const freePort = () =>
     });
   });
 
+// Starting four services on PGlite takes a minute on a loaded 2-core machine: longer than the runner's default.
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "listen-host-"));
   const [identity, identityGrpc, compute, agents, agentsGrpc, router] = [
@@ -63,7 +64,7 @@ before(async () => {
     if (Date.now() > deadline) throw new Error(`launcher not up within 300 s:\n${output.slice(-3000)}`);
     await new Promise((r) => setTimeout(r, 200));
   }
-});
+}, { timeout: 360_000 });
 
 after(async () => {
   if (child && child.exitCode === null && child.signalCode === null) {
@@ -74,7 +75,7 @@ after(async () => {
     } catch {}
   }
   rmSync(dir, { recursive: true, force: true });
-});
+}, { timeout: 120_000 });
 
 type Listener = { address: string; port: number; inode: string };
 
