@@ -11,6 +11,7 @@ import { InternalReason } from "@platform/errors";
 import { Health } from "@platform/gen/grpc/health/v1/health_pb";
 import { LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
+import { pino } from "pino";
 import { createServiceTransport } from "../client.ts";
 import { requestInfoKey } from "../context.ts";
 import { fromConnectError } from "../errors.ts";
@@ -230,6 +231,21 @@ describe("a public listener (restOnly)", () => {
     assert.equal(connect.status, 404);
     await assert.rejects(run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--reflect", "--list-methods", url]));
   });
+});
+
+test("INTERNAL_TLS=off: an internal listener serves plaintext, checks no caller and says so at start", async () => {
+  const lines: string[] = [];
+  const logger = pino({ level: "warn" }, { write: (l: string) => lines.push(l) });
+  const { server } = testServer({ internal: { tls: undefined, callers }, logger });
+  const { url } = await server.listen();
+  try {
+    assert.match(url, /^http:/);
+    const client = createClient(LibraryService, createGrpcTransport({ baseUrl: url }));
+    assert.equal((await client.listTags({ tags: ["a"] })).tags[0], "a");
+    assert.ok(lines.some((l) => /"level":40/.test(l) && l.includes("INTERNAL_TLS=off")), lines.join("\n"));
+  } finally {
+    await server.close();
+  }
 });
 
 describe("TLS settings", () => {
