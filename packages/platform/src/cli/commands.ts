@@ -1,39 +1,66 @@
 import { saveCredentials } from "./credentials.ts";
 import { UsageError } from "./endpoints.ts";
-import { ApiError, type PlatformClient } from "./http.ts";
-import { readSse, unescapeChunk } from "./sse.ts";
+import type { PlatformClient } from "./http.ts";
+import type { Output } from "./output.ts";
 
-/** Where a command writes; tests pass their own. */
-export type Output = { line(text: string): void; write(text: string): void; err(text: string): void };
-
-type Flags = Record<string, string | boolean | undefined>;
+export type Flags = Record<string, string | boolean | undefined>;
+/** What every command gets: its output and the client (made on first use: some commands need no endpoints). */
+export type Context = { io: Output; client(): PlatformClient };
 
 const str = (flags: Flags, name: string): string | undefined => {
   const v = flags[name];
   return typeof v === "string" ? v : undefined;
 };
-const need = (flags: Flags, name: string): string => {
+export const need = (flags: Flags, name: string): string => {
   const v = str(flags, name);
   if (!v) throw new UsageError(`--${name} is required`);
   return v;
 };
 
-type Agent = { id: string; name: string; slug: string; model: string; systemPrompt?: string };
-type Session = { id: string; agentId: string; status?: string; lastSeq?: string | number };
-type SessionEvent = { seq?: string | number; type: string; content?: string; toolUseId?: string; isError?: boolean };
+export type Agent = { id: string; name: string; slug: string; model: string; systemPrompt?: string };
+export type Session = { id: string; agentId: string; status?: string; lastSeq?: string | number; createdAt?: string };
+export type SessionEvent = { seq?: string | number; type: string; content?: string; toolUseId?: string; isError?: boolean };
+type Page<T> = { items: T[]; next?: string | null };
 
-export async function login(client: PlatformClient, flags: Flags, io: Output, password: string): Promise<void> {
-  const email = need(flags, "email");
-  const pair = await client.request<{ access_token: string; refresh_token: string }>(
-    "POST",
-    `${client.endpoints.identity}/v1/auth/login`,
-    { auth: false, body: { email, password, x_device_label: "platform-cli" } },
-  );
-  saveCredentials(client.endpoints.identity, { email, accessToken: pair.access_token, refreshToken: pair.refresh_token }, client.env);
-  io.line(`logged in as ${email}`);
+/** `?limit=&after=` from the flags; a limit that is not a number is the user's mistake, not the server's. */
+function pageQuery(flags: Flags, extra: Record<string, string> = {}): string {
+  const query = new URLSearchParams(extra);
+  const limit = str(flags, "limit");
+  if (limit !== undefined) {
+    if (!/^\d+$/.test(limit)) throw new UsageError("--limit must be a number from 1 to 100");
+    query.set("limit", limit);
+  }
+  const after = str(flags, "after");
+  if (after !== undefined) query.set("after", after);
+  const text = query.toString();
+  return text ? `?${text}` : "";
 }
 
-export async function logout(client: PlatformClient, io: Output): Promise<void> {
+/** The page in --json; rows and a `more:` hint (on stderr, so stdout stays rows) for people. */
+function printPage<T>(io: Output, page: Page<T>, what: string, row: (item: T) => string): void {
+  if (io.json) {
+    io.value({ items: page.items, next: page.next ?? null });
+    return;
+  }
+  if (page.items.length === 0) io.err(`no ${what}`);
+  for (const item of page.items) io.line(row(item));
+  if (page.next) io.err(`(more: --after ${page.next})`);
+}
+
+export async function login(ctx: Context, flags: Flags, password: string): Promise<void> {
+  const client = ctx.client();
+  const email = need(flags, "email");
+  const pair = await client.request<{ access_token: string; refresh_token: string }>("POST", `${client.endpoints.identity}/v1/auth/login`, {
+    auth: false,
+    body: { email, password, x_device_label: "platform-cli" },
+  });
+  saveCredentials(client.endpoints.identity, { email, accessToken: pair.access_token, refreshToken: pair.refresh_token }, client.env);
+  if (ctx.io.json) ctx.io.value({ email, loggedIn: true });
+  else ctx.io.line(`logged in as ${email}`);
+}
+
+export async function logout(ctx: Context): Promise<void> {
+  const client = ctx.client();
   const creds = client.credentials;
   if (creds) {
     await client
@@ -41,83 +68,112 @@ export async function logout(client: PlatformClient, io: Output): Promise<void> 
       .catch(() => undefined);
   }
   saveCredentials(client.endpoints.identity, undefined, client.env);
-  io.line("logged out");
+  if (ctx.io.json) ctx.io.value({ loggedOut: true });
+  else ctx.io.line("logged out");
 }
 
-export async function whoami(client: PlatformClient, io: Output): Promise<void> {
+export async function whoami(ctx: Context): Promise<void> {
+  const client = ctx.client();
   const me = await client.request<{ id: string; email: string; name: string }>("GET", `${client.endpoints.identity}/v1/users/me`);
-  io.line(`${me.email} (${me.name}) ${me.id}`);
+  if (ctx.io.json) ctx.io.value(me);
+  else ctx.io.line(`${me.email} (${me.name}) ${me.id}`);
 }
 
-export async function apiKeys(client: PlatformClient, action: string | undefined, args: string[], flags: Flags, io: Output) {
-  const base = `${client.endpoints.identity}/v1/users/me/api_keys`;
-  switch (action ?? "list") {
-    case "list": {
-      const keys = await client.request<Array<{ id: string; name: string; key_prefix: string; env: string; expires_at?: string }>>("GET", base);
-      if (keys.length === 0) io.line("no API keys");
-      for (const k of keys) io.line(`${k.id}  ${k.key_prefix}…  ${k.env}  ${k.name}${k.expires_at ? `  expires ${k.expires_at}` : ""}`);
-      return;
-    }
-    case "create": {
-      const body: Record<string, string> = { name: need(flags, "name") };
-      if (str(flags, "env")) body.env = str(flags, "env")!;
-      if (str(flags, "expires-at")) body.expires_at = str(flags, "expires-at")!;
-      const key = await client.request<{ id: string; raw_key: string; env: string }>("POST", base, { body, idempotent: true });
-      io.line(`created API key ${key.id} (${key.env})`);
-      io.line(`key: ${key.raw_key}`);
-      io.line("store it now: it is shown once and cannot be retrieved again");
-      return;
-    }
-    case "revoke": {
-      const id = args[0] ?? need(flags, "id");
-      await client.request("POST", `${base}/${encodeURIComponent(id)}/revoke`, { idempotent: true });
-      io.line(`revoked ${id}`);
-      return;
-    }
-    default:
-      throw new UsageError(`unknown api-keys action ${action}: list, create, revoke`);
-  }
+type ApiKey = { id: string; name: string; key_prefix: string; env: string; expires_at?: string };
+
+export async function apiKeysList(ctx: Context): Promise<void> {
+  const client = ctx.client();
+  const keys = await client.request<ApiKey[]>("GET", `${client.endpoints.identity}/v1/users/me/api_keys`);
+  if (ctx.io.json) return ctx.io.value(keys);
+  if (keys.length === 0) ctx.io.err("no API keys");
+  for (const k of keys) ctx.io.line(`${k.id}  ${k.key_prefix}…  ${k.env}  ${k.name}${k.expires_at ? `  expires ${k.expires_at}` : ""}`);
 }
 
-export async function agents(client: PlatformClient, action: string | undefined, args: string[], flags: Flags, io: Output) {
-  const base = `${client.endpoints.agents}/v1/agents`;
-  switch (action ?? "list") {
-    case "list": {
-      const limit = str(flags, "limit");
-      const page = await client.request<{ items: Agent[]; next?: string | null }>("GET", `${base}${limit ? `?limit=${limit}` : ""}`);
-      if (page.items.length === 0) io.line("no agents");
-      for (const a of page.items) io.line(`${a.id}  ${a.slug}  ${a.model}  ${a.name}`);
-      if (page.next) io.line(`(more: --after ${page.next})`);
-      return;
-    }
-    case "create": {
-      const agent = await client.request<Agent>("POST", base, {
-        body: {
-          name: need(flags, "name"),
-          slug: str(flags, "slug") ?? need(flags, "name").toLowerCase().replace(/[^a-z0-9]+/g, "-"),
-          model: str(flags, "model") ?? "dev/echo",
-          systemPrompt: str(flags, "system-prompt") ?? "",
-        },
-      });
-      io.line(`created agent ${agent.id} (${agent.slug}, ${agent.model})`);
-      return;
-    }
-    case "get": {
-      const agent = await resolveAgent(client, args[0] ?? need(flags, "id"));
-      io.line(JSON.stringify(agent, null, 2));
-      return;
-    }
-    default:
-      throw new UsageError(`unknown agents action ${action}: list, create, get`);
-  }
+export async function apiKeysCreate(ctx: Context, flags: Flags): Promise<void> {
+  const client = ctx.client();
+  const body: Record<string, string> = { name: need(flags, "name") };
+  if (str(flags, "env")) body.env = str(flags, "env")!;
+  if (str(flags, "expires-at")) body.expires_at = str(flags, "expires-at")!;
+  const key = await client.request<{ id: string; raw_key: string; env: string }>("POST", `${client.endpoints.identity}/v1/users/me/api_keys`, {
+    body,
+    idempotent: true,
+  });
+  if (ctx.io.json) return ctx.io.value(key);
+  // The raw key first, before anything else can fail: it is shown once.
+  ctx.io.line(`key: ${key.raw_key}`);
+  ctx.io.line(`id:  ${key.id} (${key.env})`);
+  ctx.io.err("store the key now: it is shown once and cannot be retrieved again");
 }
+
+export async function apiKeysRevoke(ctx: Context, args: string[]): Promise<void> {
+  const client = ctx.client();
+  const id = args[0]!;
+  await client.request("POST", `${client.endpoints.identity}/v1/users/me/api_keys/${encodeURIComponent(id)}/revoke`, { idempotent: true });
+  if (ctx.io.json) ctx.io.value({ revoked: id });
+  else ctx.io.line(`revoked ${id}`);
+}
+
+export async function agentsList(ctx: Context, flags: Flags): Promise<void> {
+  const client = ctx.client();
+  const page = await client.request<Page<Agent>>("GET", `${client.endpoints.agents}/v1/agents${pageQuery(flags)}`);
+  printPage(ctx.io, page, "agents", (a) => `${a.id}  ${a.slug}  ${a.model}  ${a.name}`);
+}
+
+export async function agentsCreate(ctx: Context, flags: Flags): Promise<void> {
+  const client = ctx.client();
+  const name = need(flags, "name");
+  const agent = await client.request<Agent>("POST", `${client.endpoints.agents}/v1/agents`, {
+    body: {
+      name,
+      slug: str(flags, "slug") ?? name.toLowerCase().replace(/[^a-z0-9]+/g, "-"),
+      model: str(flags, "model") ?? "dev/echo",
+      systemPrompt: str(flags, "system-prompt") ?? "",
+    },
+  });
+  if (ctx.io.json) ctx.io.value(agent);
+  else ctx.io.line(`created agent ${agent.id} (${agent.slug}, ${agent.model})`);
+}
+
+export async function agentsGet(ctx: Context, args: string[]): Promise<void> {
+  const agent = await resolveAgent(ctx.client(), args[0]!);
+  ctx.io.line(JSON.stringify(agent, null, ctx.io.json ? undefined : 2));
+}
+
+export async function agentsUpdate(ctx: Context, args: string[], flags: Flags): Promise<void> {
+  const client = ctx.client();
+  const body: Record<string, string> = {};
+  for (const [flag, field] of [
+    ["name", "name"],
+    ["slug", "slug"],
+    ["model", "model"],
+    ["system-prompt", "systemPrompt"],
+  ] as const) {
+    const value = str(flags, flag);
+    if (value !== undefined) body[field] = value;
+  }
+  if (Object.keys(body).length === 0) throw new UsageError("nothing to change: give --name, --slug, --model or --system-prompt");
+  const target = await resolveAgent(client, args[0]!);
+  const agent = await client.request<Agent>("PATCH", `${client.endpoints.agents}/v1/agents/${target.id}`, { body });
+  if (ctx.io.json) ctx.io.value(agent);
+  else ctx.io.line(`updated agent ${agent.id} (${agent.slug}, ${agent.model})`);
+}
+
+export async function agentsDelete(ctx: Context, args: string[]): Promise<void> {
+  const client = ctx.client();
+  const agent = await resolveAgent(client, args[0]!);
+  await client.request("DELETE", `${client.endpoints.agents}/v1/agents/${agent.id}`);
+  if (ctx.io.json) ctx.io.value({ deleted: agent.id });
+  else ctx.io.line(`deleted agent ${agent.id} (${agent.slug}); its sessions stay readable`);
+}
+
+const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s);
 
 /** An agent by UUID or by slug. */
-async function resolveAgent(client: PlatformClient, idOrSlug: string): Promise<Agent> {
-  if (/^[0-9a-f-]{36}$/i.test(idOrSlug)) return client.request<Agent>("GET", `${client.endpoints.agents}/v1/agents/${idOrSlug}`);
+export async function resolveAgent(client: PlatformClient, idOrSlug: string): Promise<Agent> {
+  if (isUuid(idOrSlug)) return client.request<Agent>("GET", `${client.endpoints.agents}/v1/agents/${idOrSlug}`);
   let after = "";
   for (;;) {
-    const page = await client.request<{ items: Agent[]; next?: string | null }>(
+    const page = await client.request<Page<Agent>>(
       "GET",
       `${client.endpoints.agents}/v1/agents?limit=100${after ? `&after=${encodeURIComponent(after)}` : ""}`,
     );
@@ -128,67 +184,42 @@ async function resolveAgent(client: PlatformClient, idOrSlug: string): Promise<A
   }
 }
 
-export async function sessions(client: PlatformClient, action: string | undefined, args: string[], flags: Flags, io: Output) {
-  switch (action) {
-    case "create": {
-      const agent = await resolveAgent(client, args[0] ?? need(flags, "agent"));
-      const session = await client.request<Session>("POST", `${client.endpoints.agents}/v1/sessions`, { body: { agentId: agent.id } });
-      io.line(`created session ${session.id} (agent ${agent.slug})`);
-      return;
-    }
-    case "get": {
-      const id = args[0] ?? need(flags, "id");
-      const res = await client.request<{ session: Session; events: SessionEvent[] }>("GET", `${client.endpoints.agents}/v1/sessions/${id}`);
-      io.line(`session ${res.session.id}  agent ${res.session.agentId}  ${res.session.status ?? ""}`);
-      for (const e of res.events) io.line(`  #${e.seq} ${e.type}${e.content ? `: ${e.content}` : ""}`);
-      return;
-    }
-    default:
-      throw new UsageError(`unknown sessions action ${action}: create, get`);
-  }
+export async function sessionsList(ctx: Context, flags: Flags): Promise<void> {
+  const client = ctx.client();
+  const agent = str(flags, "agent");
+  // A UUID is used as it is: a deleted agent's sessions stay listable.
+  const agentId = agent === undefined ? undefined : isUuid(agent) ? agent : (await resolveAgent(client, agent)).id;
+  const page = await client.request<Page<Session>>("GET", `${client.endpoints.agents}/v1/sessions${pageQuery(flags, agentId ? { agentId } : {})}`);
+  printPage(ctx.io, page, "sessions", (s) => `${s.id}  agent ${s.agentId}  ${s.status ?? ""}  ${s.lastSeq ?? 0} events  ${s.createdAt ?? ""}`);
 }
 
-/**
- * One chat turn: the reply streams through the runtime router (text), while
- * the session's event stream on the agents service shows tool calls and their
- * results as they happen (the router's event set has text only).
- */
-export async function chatTurn(client: PlatformClient, sessionId: string, message: string, io: Output): Promise<void> {
-  const session = await client.request<{ session: Session }>("GET", `${client.endpoints.agents}/v1/sessions/${sessionId}`);
-  let seen = Number(session.session.lastSeq ?? 0);
-  let done = false;
-  const follow = (async () => {
-    while (!done) {
-      try {
-        const res = await client.send("GET", `${client.endpoints.agents}/v1/sessions/${sessionId}/events?after=${seen}`, {
-          headers: { accept: "text/event-stream" },
-        });
-        for await (const ev of readSse(res)) {
-          if (done) break;
-          if (ev.id) seen = Math.max(seen, Number(ev.id));
-          const e = JSON.parse(ev.data) as SessionEvent;
-          if (e.type === "tool_use") io.err(`\n⚙ ${e.content ?? ""}`);
-          else if (e.type === "tool_result") io.err(`\n${e.isError ? "✗" : "↳"} ${(e.content ?? "").trimEnd()}`);
-        }
-      } catch {
-        // The run may not have started yet; look again shortly.
-      }
-      if (!done) await new Promise((r) => setTimeout(r, 100));
-    }
-  })();
-  try {
-    const res = await client.send("POST", `${client.endpoints.router}/v1/sessions/${sessionId}/invoke`, {
-      body: { messages: [{ role: "user", content: message }] },
-      headers: { accept: "text/event-stream" },
-    });
-    for await (const ev of readSse(res)) {
-      if (ev.event === "turn_done") break;
-      if (ev.event === "error") throw new ApiError(200, "stream_error", (JSON.parse(ev.data) as { message: string }).message);
-      io.write(unescapeChunk(ev.data));
-    }
-    io.write("\n");
-  } finally {
-    done = true;
-    await Promise.race([follow, new Promise((r) => setTimeout(r, 200))]);
-  }
+export async function createSession(client: PlatformClient, agentRef: string): Promise<{ session: Session; agent: Agent }> {
+  const agent = await resolveAgent(client, agentRef);
+  const session = await client.request<Session>("POST", `${client.endpoints.agents}/v1/sessions`, { body: { agentId: agent.id } });
+  return { session, agent };
+}
+
+export async function sessionsCreate(ctx: Context, args: string[]): Promise<void> {
+  const { session, agent } = await createSession(ctx.client(), args[0]!);
+  if (ctx.io.json) ctx.io.value(session);
+  else ctx.io.line(`created session ${session.id} (agent ${agent.slug})`);
+}
+
+export async function sessionsGet(ctx: Context, args: string[]): Promise<void> {
+  const client = ctx.client();
+  const res = await client.request<{ session: Session; events: SessionEvent[] }>(
+    "GET",
+    `${client.endpoints.agents}/v1/sessions/${encodeURIComponent(args[0]!)}`,
+  );
+  if (ctx.io.json) return ctx.io.value(res);
+  ctx.io.line(`session ${res.session.id}  agent ${res.session.agentId}  ${res.session.status ?? ""}`);
+  for (const e of res.events) ctx.io.line(`  #${e.seq} ${e.type}${e.content ? `: ${e.content}` : ""}`);
+}
+
+export async function sessionsDelete(ctx: Context, args: string[]): Promise<void> {
+  const client = ctx.client();
+  const id = args[0]!;
+  await client.request("DELETE", `${client.endpoints.agents}/v1/sessions/${encodeURIComponent(id)}`);
+  if (ctx.io.json) ctx.io.value({ deleted: id });
+  else ctx.io.line(`deleted session ${id}`);
 }

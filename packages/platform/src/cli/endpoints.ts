@@ -23,22 +23,10 @@ export function dataDir(env: NodeJS.ProcessEnv = process.env): string {
  * works against a launcher on this machine and against a remote deployment.
  */
 export function loadEndpoints(env: NodeJS.ProcessEnv = process.env): Endpoints {
-  let file: Partial<Endpoints> = {};
-  const path = join(dataDir(env), "platform.json");
-  try {
-    file = (JSON.parse(readFileSync(path, "utf8")) as { endpoints?: Partial<Endpoints> }).endpoints ?? {};
-  } catch {
-    // No launcher here: the environment must name the endpoints.
-  }
-  const endpoints = {
-    ...file,
-    identity: env.PLATFORM_IDENTITY_URL ?? file.identity,
-    agents: env.PLATFORM_AGENTS_URL ?? file.agents,
-    router: env.PLATFORM_ROUTER_URL ?? file.router,
-  };
+  const { endpoints, path } = knownEndpoints(env);
   for (const key of ["identity", "agents", "router"] as const) {
     if (!endpoints[key]) {
-      throw new UsageError(
+      throw new CliError(
         `no ${key} endpoint: start the platform (bash scripts/run.sh) or set PLATFORM_${key.toUpperCase()}_URL (looked in ${path})`,
       );
     }
@@ -46,12 +34,43 @@ export function loadEndpoints(env: NodeJS.ProcessEnv = process.env): Endpoints {
   return endpoints as Endpoints;
 }
 
+/** Whatever endpoints platform.json and the environment name (the environment wins); none required. */
+export function knownEndpoints(env: NodeJS.ProcessEnv = process.env): { endpoints: Partial<Endpoints>; path: string } {
+  let file: Partial<Endpoints> = {};
+  const path = join(dataDir(env), "platform.json");
+  try {
+    file = (JSON.parse(readFileSync(path, "utf8")) as { endpoints?: Partial<Endpoints> }).endpoints ?? {};
+  } catch {
+    // No launcher here: the environment must name the endpoints.
+  }
+  return {
+    endpoints: {
+      ...file,
+      identity: env.PLATFORM_IDENTITY_URL ?? file.identity,
+      agents: env.PLATFORM_AGENTS_URL ?? file.agents,
+      router: env.PLATFORM_ROUTER_URL ?? file.router,
+    },
+    path,
+  };
+}
+
 /** Directory for the CLI's stored tokens: PLATFORM_CONFIG_DIR, else ~/.config/agent-platform. */
 export function configDir(env: NodeJS.ProcessEnv = process.env): string {
   return resolve(env.PLATFORM_CONFIG_DIR ?? join(env.XDG_CONFIG_HOME ?? join(homedir(), ".config"), "agent-platform"));
 }
 
-/** A mistake of the user's, printed without a stack trace. */
+/** A mistake in the command line: printed with the command's usage, exit status 2. */
 export class UsageError extends Error {
   override name = "UsageError";
+}
+
+/** Something to fix before the command can work (not logged in, no endpoints): exit status 1, no stack trace. */
+export class CliError extends Error {
+  override name = "CliError";
+  constructor(
+    message: string,
+    readonly code = "cli_error",
+  ) {
+    super(message);
+  }
 }

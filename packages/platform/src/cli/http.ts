@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type Credentials, loadCredentials, saveCredentials } from "./credentials.ts";
-import { type Endpoints, UsageError } from "./endpoints.ts";
+import { CliError, type Endpoints } from "./endpoints.ts";
 
 /** An error answer of a service, rendered for a human. */
 export class ApiError extends Error {
@@ -14,7 +14,7 @@ export class ApiError extends Error {
   }
 }
 
-type RequestOptions = { body?: unknown; auth?: boolean; idempotent?: boolean; headers?: Record<string, string> };
+type RequestOptions = { body?: unknown; auth?: boolean; idempotent?: boolean; headers?: Record<string, string>; signal?: AbortSignal };
 
 /**
  * HTTP client of the platform's REST surfaces. It sends the stored access
@@ -36,7 +36,7 @@ export class PlatformClient {
     const key = this.env.PLATFORM_API_KEY;
     if (key) return key;
     const creds = this.credentials;
-    if (!creds) throw new UsageError("not logged in: run `platform login --email <email>` first");
+    if (!creds) throw new CliError("not logged in: run `platform login --email <email>` first", "not_logged_in");
     return creds.accessToken;
   }
 
@@ -58,8 +58,10 @@ export class PlatformClient {
           method,
           headers,
           body: options.body === undefined ? undefined : JSON.stringify(options.body),
+          signal: options.signal,
         });
       } catch (err) {
+        if (options.signal?.aborted) throw err;
         throw new ApiError(0, "unreachable", `cannot reach ${new URL(url).origin}: ${(err as Error).cause ?? (err as Error).message}`);
       }
     };

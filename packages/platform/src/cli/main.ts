@@ -1,102 +1,139 @@
 #!/usr/bin/env node
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
+import { chat } from "./chat.ts";
 import * as commands from "./commands.ts";
-import { loadEndpoints, UsageError } from "./endpoints.ts";
+import { bashCompletion, zshCompletion } from "./completion.ts";
+import { CliError, loadEndpoints, UsageError } from "./endpoints.ts";
 import { ApiError, PlatformClient } from "./http.ts";
+import { type Output, processOutput, quietOnEpipe } from "./output.ts";
+import { type CommandSpec, commandUsage, findCommand, groupUsage, optionsOf, usage } from "./spec.ts";
+import { status } from "./status.ts";
 
-const usage = `platform: the agent platform's command-line client
+const VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
-  platform login --email <email> [--password <pw>]   (or PLATFORM_PASSWORD, or typed on stdin)
-  platform logout | whoami
-  platform api-keys list | create --name <n> [--env live|test] [--expires-at <rfc3339>] | revoke <id>
-  platform agents list [--limit n] | create --name <n> [--slug s] [--model dev/echo] [--system-prompt p] | get <id|slug>
-  platform sessions create <agent id|slug> | get <session id>
-  platform chat <session id> [message]     one turn, or a conversation read from stdin
-  platform chat --agent <id|slug> [message] a new session with that agent
-
-Endpoints come from platform.json in PLATFORM_DATA_DIR (default ./.data), written by the launcher,
-or from PLATFORM_IDENTITY_URL, PLATFORM_AGENTS_URL, PLATFORM_ROUTER_URL. PLATFORM_API_KEY may stand
-in for a login.`;
-
-const io: commands.Output = {
-  line: (t) => process.stdout.write(`${t}\n`),
-  write: (t) => process.stdout.write(t),
-  err: (t) => process.stderr.write(`${t}\n`),
-};
+/** A usage error names the command whose usage is printed with it. */
+class CommandUsageError extends UsageError {
+  constructor(
+    message: string,
+    readonly help: string,
+  ) {
+    super(message);
+  }
+}
 
 async function readPassword(flag: string | undefined): Promise<string> {
   if (flag) return flag;
   if (process.env.PLATFORM_PASSWORD) return process.env.PLATFORM_PASSWORD;
   if (process.stdin.isTTY) process.stderr.write("password: ");
   for await (const line of createInterface({ input: process.stdin })) return line;
-  throw new UsageError("no password given");
+  throw new CliError("no password given (--password, PLATFORM_PASSWORD or a line on stdin)");
 }
 
-async function main(argv: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: false,
-    options: {
-      help: { type: "boolean", short: "h" },
-      ...Object.fromEntries(
-        ["email", "password", "name", "slug", "model", "system-prompt", "env", "expires-at", "limit", "after", "agent", "id"].map(
-          (name) => [name, { type: "string" as const }],
-        ),
-      ),
-    },
-  });
-  const [command, action, ...rest] = positionals;
-  if (!command || values.help || command === "help") {
-    io.line(usage);
-    return;
+type Handler = (ctx: commands.Context, args: string[], flags: commands.Flags) => Promise<unknown>;
+
+const handlers: Record<string, Handler> = {
+  login: async (ctx, _args, flags) => commands.login(ctx, flags, await readPassword(typeof flags.password === "string" ? flags.password : undefined)),
+  logout: (ctx) => commands.logout(ctx),
+  whoami: (ctx) => commands.whoami(ctx),
+  status: async (ctx) => {
+    if (!(await status(ctx))) process.exitCode = 1;
+  },
+  "api-keys list": (ctx) => commands.apiKeysList(ctx),
+  "api-keys create": (ctx, _args, flags) => commands.apiKeysCreate(ctx, flags),
+  "api-keys revoke": (ctx, args) => commands.apiKeysRevoke(ctx, args),
+  "agents list": (ctx, _args, flags) => commands.agentsList(ctx, flags),
+  "agents create": (ctx, _args, flags) => commands.agentsCreate(ctx, flags),
+  "agents get": (ctx, args) => commands.agentsGet(ctx, args),
+  "agents update": (ctx, args, flags) => commands.agentsUpdate(ctx, args, flags),
+  "agents delete": (ctx, args) => commands.agentsDelete(ctx, args),
+  "sessions list": (ctx, _args, flags) => commands.sessionsList(ctx, flags),
+  "sessions create": (ctx, args) => commands.sessionsCreate(ctx, args),
+  "sessions get": (ctx, args) => commands.sessionsGet(ctx, args),
+  "sessions delete": (ctx, args) => commands.sessionsDelete(ctx, args),
+  chat: (ctx, args, flags) => chat(ctx, args, flags),
+  completion: async (ctx, args) => {
+    const shell = args[0];
+    if (shell === "bash") ctx.io.write(bashCompletion());
+    else if (shell === "zsh") ctx.io.write(zshCompletion());
+    else throw new UsageError(`no completion for ${shell}: bash or zsh`);
+  },
+};
+
+/** argv after the command words, parsed strictly against the command's flags. */
+function parseCommand(spec: CommandSpec, rest: string[]) {
+  const help = commandUsage(spec);
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({ args: rest, options: optionsOf(spec), strict: true, allowPositionals: true });
+  } catch (err) {
+    // node:util's messages name the flag: "Unknown option '--x'", "Option '--name <value>' argument missing".
+    throw new CommandUsageError((err as Error).message.split(". ")[0]!.replace(/^Unknown option/, "unknown flag"), help);
   }
-  const flags = values as Record<string, string | boolean | undefined>;
-  const client = new PlatformClient(loadEndpoints());
-  switch (command) {
-    case "login":
-      return commands.login(client, flags, io, await readPassword(typeof flags.password === "string" ? flags.password : undefined));
-    case "logout":
-      return commands.logout(client, io);
-    case "whoami":
-      return commands.whoami(client, io);
-    case "api-keys":
-      return commands.apiKeys(client, action, rest, flags, io);
-    case "agents":
-      return commands.agents(client, action, rest, flags, io);
-    case "sessions":
-      return commands.sessions(client, action, rest, flags, io);
-    case "chat":
-      return chat(client, flags, [action, ...rest].filter((x): x is string => x !== undefined));
-    default:
-      throw new UsageError(`unknown command ${command}\n\n${usage}`);
+  const positionals = parsed.positionals;
+  const min = spec.min ?? 0;
+  const max = spec.max ?? 0;
+  if (positionals.length < min) throw new CommandUsageError(`missing argument: ${spec.args}`, help);
+  if (positionals.length > max) throw new CommandUsageError(`unexpected argument: ${positionals[max]}`, help);
+  return { flags: parsed.values as commands.Flags, positionals, help };
+}
+
+async function main(argv: string[], json: boolean, io: Output): Promise<void> {
+  const [first] = argv;
+  if (first === "--version" || first === "-V") return json ? io.value({ version: VERSION }) : io.line(`platform ${VERSION}`);
+  if (first === undefined || first === "--help" || first === "-h" || (first === "--json" && argv.length === 1)) return io.line(usage());
+  if (first === "help") {
+    const target = findCommand(argv.slice(1).filter((a) => a !== "--json"));
+    if (argv.length > 1 && !target.spec && !target.group) throw new CommandUsageError(`unknown command ${argv[1]}`, usage());
+    return io.line(target.spec ? commandUsage(target.spec) : target.group ? groupUsage(target.group) : usage());
+  }
+  const { spec, group, rest } = findCommand(argv);
+  // `platform sessions --help`: the group's actions, not its default action's flags.
+  if (group && (argv[1] === "--help" || argv[1] === "-h")) return io.line(groupUsage(group));
+  if (!spec) {
+    if (group) {
+      if (rest.includes("--help") || rest.includes("-h")) return io.line(groupUsage(group));
+      throw new CommandUsageError(`unknown ${group} action ${argv[1]}`, groupUsage(group));
+    }
+    throw new CommandUsageError(`unknown command ${first}`, usage());
+  }
+  const { flags, positionals, help } = parseCommand(spec, rest);
+  if (flags.help) return io.line(help);
+  let client: PlatformClient | undefined;
+  const ctx: commands.Context = { io, client: () => (client ??= new PlatformClient(loadEndpoints())) };
+  try {
+    await handlers[spec.path.join(" ")]!(ctx, positionals, flags);
+  } catch (err) {
+    // A flag the handler found missing or wrong: the command's usage goes with it.
+    if (err instanceof UsageError && !(err instanceof CommandUsageError)) throw new CommandUsageError(err.message, help);
+    throw err;
   }
 }
 
-async function chat(client: PlatformClient, flags: Record<string, string | boolean | undefined>, args: string[]) {
-  let sessionId: string;
-  let words = args;
-  if (typeof flags.agent === "string") {
-    const created: string[] = [];
-    await commands.sessions(client, "create", [flags.agent], {}, { ...io, line: (t) => created.push(t) });
-    sessionId = /session (\S+)/.exec(created[0] ?? "")![1];
-    io.err(created[0]);
-  } else {
-    if (!args[0]) throw new UsageError("chat needs a session id or --agent <id|slug>");
-    sessionId = args[0];
-    words = args.slice(1);
-  }
-  if (words.length > 0) return commands.chatTurn(client, sessionId, words.join(" "), io);
-  if (process.stdin.isTTY) io.err("type a message and press enter; Ctrl-D ends the conversation");
-  for await (const line of createInterface({ input: process.stdin })) {
-    if (line.trim()) await commands.chatTurn(client, sessionId, line, io);
-  }
-}
+// `--json` may also come before the command.
+const given = process.argv.slice(2);
+const argv = given[0] === "--json" && given.length > 1 ? [...given.slice(1), "--json"] : given;
+const json = argv.includes("--json");
+const io = processOutput(json);
+quietOnEpipe();
 
-main(process.argv.slice(2)).catch((err: unknown) => {
-  if (err instanceof ApiError) io.err(`error: ${err.code}: ${err.message}${err.status ? ` (HTTP ${err.status})` : ""}`);
-  else if (err instanceof UsageError) io.err(`error: ${err.message}`);
-  else io.err(`error: ${(err as Error)?.message ?? String(err)}`);
-  process.exitCode = 1;
-});
+main(argv, json, io).then(
+  () => {
+    process.exitCode ??= 0;
+  },
+  (err: unknown) => {
+    const { code, message, status, exit } =
+      err instanceof ApiError
+        ? { code: err.code, message: err.message, status: err.status || undefined, exit: 1 }
+        : err instanceof UsageError
+          ? { code: "usage", message: err.message, status: undefined, exit: 2 }
+          : err instanceof CliError
+            ? { code: err.code, message: err.message, status: undefined, exit: 1 }
+            : { code: "internal", message: (err as Error)?.message ?? String(err), status: undefined, exit: 1 };
+    if (json) io.err(JSON.stringify({ error: { code, message, ...(status ? { status } : {}), exitCode: exit } }));
+    else io.err(`error: ${code === "usage" || code === "cli_error" || code === "internal" ? "" : `${code}: `}${message}${status ? ` (HTTP ${status})` : ""}`);
+    if (!json && err instanceof CommandUsageError) io.err(`\n${err.help}`);
+    process.exitCode = exit;
+  },
+);

@@ -1,0 +1,157 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const root = new URL("../../../../", import.meta.url).pathname;
+
+export const OWNER = { email: "owner@example.com", password: "correct-horse-battery" };
+
+type Proc = { name: string; child: ChildProcess; log: string[] };
+
+export type PlatformStack = {
+  /** The throw-away data directory: platform.json (the endpoints) is in it, as the launcher writes it. */
+  dataDir: string;
+  endpoints: { identity: string; agents: string; router: string; identityGrpc: string; computeGrpc: string; agentsGrpc: string };
+  /** Environment for the CLI: this data directory and a config directory of its own. */
+  env: NodeJS.ProcessEnv;
+  logs(): string;
+  stop(): Promise<void>;
+};
+
+async function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * identity, compute, agents and the runtime router, each its real main as a
+ * process, on free ports, with embedded PGlite databases in a throw-away data
+ * directory. Internal hops are plaintext (INTERNAL_TLS=off): these tests are
+ * about the public surfaces the CLI uses.
+ */
+export async function startPlatform(): Promise<PlatformStack> {
+  const host = "127.0.0.1";
+  const dataDir = mkdtempSync(join(tmpdir(), "platform-cli-"));
+  // The sandbox's mapped user must traverse it (mkdtemp makes 0700).
+  chmodSync(dataDir, 0o755);
+  const ports: number[] = [];
+  while (ports.length < 6) {
+    const p = await freePort(host);
+    if (!ports.includes(p)) ports.push(p);
+  }
+  const [idRest, idGrpc, compute, agents, agentsGrpc, router] = ports as [number, number, number, number, number, number];
+  const url = (p: number) => `http://${host}:${p}`;
+  const common = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "warn", HOST: host, INTERNAL_TLS: "off" };
+  const procs: Proc[] = [];
+  const start = (name: string, entry: string, env: Record<string, string>) => {
+    const child = spawn(process.execPath, ["--import", "tsx", join(root, entry)], {
+      cwd: root,
+      env: { ...common, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const log: string[] = [];
+    const keep = (c: Buffer) => {
+      log.push(c.toString());
+      if (log.length > 200) log.shift();
+    };
+    child.stdout?.on("data", keep);
+    child.stderr?.on("data", keep);
+    procs.push({ name, child, log });
+  };
+  // A test runner that gives up on the file (timeout) may skip `after`: the services must not outlive it.
+  const reap = () => {
+    for (const p of procs) if (p.child.exitCode === null) p.child.kill("SIGKILL");
+  };
+  process.once("exit", reap);
+  start("identity", "packages/identity/src/main.ts", {
+    SERVER_PORT: String(idRest),
+    IDENTITY_GRPC_PORT: String(idGrpc),
+    IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
+    IDENTITY_DATA_DIR: join(dataDir, "identity"),
+    BOOTSTRAP_OWNER_EMAIL: OWNER.email,
+    BOOTSTRAP_OWNER_PASSWORD: OWNER.password,
+    BOOTSTRAP_ORG_NAME: "CLI Org",
+  });
+  start("compute", "packages/compute/src/main.ts", {
+    COMPUTE_PORT: String(compute),
+    COMPUTE_DATA_DIR: join(dataDir, "compute"),
+    COMPUTE_KEEP_SANDBOXES_ON_EXIT: "false",
+  });
+  start("agents", "packages/agents/src/main.ts", {
+    AGENTS_PORT: String(agents),
+    AGENTS_GRPC_PORT: String(agentsGrpc),
+    AGENTS_DATA_DIR: join(dataDir, "agents"),
+    IDENTITY_GRPC_URL: url(idGrpc),
+    COMPUTE_GRPC_URL: url(compute),
+  });
+  start("router", "packages/runtime/src/router/main.ts", {
+    ROUTER_PORT: String(router),
+    RUNTIME_DATA_DIR: join(dataDir, "runtime"),
+    IDENTITY_GRPC_URL: url(idGrpc),
+    AGENTS_GRPC_URL: url(agentsGrpc),
+    RUNTIME_COLD_START_WAIT_MS: "60000",
+  });
+  const logs = () => procs.map((p) => `--- ${p.name} (exit ${p.child.exitCode})\n${p.log.join("").slice(-3000)}`).join("\n");
+  const stop = async () => {
+    process.off("exit", reap);
+    await Promise.all(
+      procs.map(
+        (p) =>
+          new Promise<void>((resolve) => {
+            if (p.child.exitCode !== null || p.child.signalCode !== null) return resolve();
+            const kill = setTimeout(() => p.child.kill("SIGKILL"), 10_000);
+            p.child.once("exit", () => {
+              clearTimeout(kill);
+              resolve();
+            });
+            p.child.kill("SIGTERM");
+          }),
+      ),
+    );
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  const endpoints = {
+    identity: url(idRest),
+    agents: url(agents),
+    router: url(router),
+    identityGrpc: url(idGrpc),
+    computeGrpc: url(compute),
+    agentsGrpc: url(agentsGrpc),
+  };
+  try {
+    // PGlite and tsx start slowly on a loaded 2-core machine.
+    const deadline = Date.now() + 150_000;
+    for (const probe of [`${endpoints.identity}/readyz`, `${endpoints.computeGrpc}/livez`, `${endpoints.agents}/readyz`, `${endpoints.router}/readyz`]) {
+      for (;;) {
+        const dead = procs.find((p) => p.child.exitCode !== null);
+        if (dead) throw new Error(`${dead.name} exited ${dead.child.exitCode}`);
+        if (Date.now() > deadline) throw new Error(`${probe} not ready in time`);
+        if (await fetch(probe).then((r) => r.ok, () => false)) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  } catch (err) {
+    const message = `${(err as Error).message}\n${logs()}`;
+    await stop();
+    throw new Error(message);
+  }
+  writeFileSync(join(dataDir, "platform.json"), JSON.stringify({ endpoints }, null, 2));
+  const configDir = join(dataDir, "cli-config");
+  mkdirSync(configDir);
+  const env = {
+    PATH: process.env.PATH ?? "",
+    HOME: process.env.HOME ?? "",
+    PLATFORM_DATA_DIR: dataDir,
+    PLATFORM_CONFIG_DIR: configDir,
+  };
+  return { dataDir, endpoints, env, logs, stop };
+}
