@@ -190,6 +190,29 @@ describe("agents and sessions", () => {
   });
 });
 
+describe("deleting a session with a sandbox", () => {
+  test("sessions delete destroys its sandbox in compute (DESTROYED: the workspace is in its grace window)", async () => {
+    const agent = (await api("POST", "/v1/agents", { name: "Sandboxed", slug: "sandboxed", model: "dev/echo" })).id;
+    const session = (await api("POST", "/v1/sessions", { agentId: agent })).id as string;
+    await ok(["chat", session, "run: echo in-the-sandbox > kept.txt"]);
+    const sandboxId = (await api("GET", `/v1/sessions/${session}`)).session.sandboxId as string;
+    assert.ok(sandboxId, "the tool call made the session's sandbox");
+    const describe = async () => {
+      const res = await fetch(`${stack.endpoints.computeGrpc}/compute.v1.ComputeService/DescribeSandbox`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ sandboxId }),
+      });
+      assert.equal(res.status, 200, await res.clone().text());
+      return ((await res.json()) as { status: string }).status;
+    };
+    assert.notEqual(await describe(), "SANDBOX_STATUS_DESTROYED");
+    await ok(["sessions", "delete", session]);
+    assert.equal(await describe(), "SANDBOX_STATUS_DESTROYED");
+    assert.equal((await run(["sessions", "get", session])).code, 1);
+  });
+});
+
 describe("pipes", () => {
   test("a reader that goes away (| head) ends the command quietly with status 0", async () => {
     const child = spawn(process.execPath, [bin, "agents", "list"], { env: stack.env, stdio: ["ignore", "pipe", "pipe"] });
