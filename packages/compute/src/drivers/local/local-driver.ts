@@ -29,7 +29,7 @@ import { collectExpiredWorkspaces } from "./gc.ts";
 import { OutputQueue } from "./output-queue.ts";
 import { processStartTime, SandboxLayout } from "./sandbox-layout.ts";
 import { WorkspaceFs } from "./workspace-fs.ts";
-import { MOUNTS_ROOT, mountPointsUnder, releaseImages, WorkspaceImage } from "./workspace-image.ts";
+import { MOUNTS_ROOT, mountPointsUnder, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 
 export interface LocalDriverOptions {
   /** Root of sandbox directories (`<dataDir>/sandboxes/<id>`). */
@@ -175,6 +175,7 @@ export class LocalDriver implements SandboxDriver {
     this.warmTarget = options.warmSandboxes ?? 4;
     this.defaultWorkspaceBytes = workspaceSizeBytes(options.defaultWorkspaceSize ?? LIMITS.defaultWorkspaceSize, "defaultWorkspaceSize");
     void this.removeWarmLeftovers()
+      .then(() => this.releaseOrphans())
       .then(() => this.built)
       .then(
         () => this.refillWarm(),
@@ -455,6 +456,7 @@ export class LocalDriver implements SandboxDriver {
   }
 
   async collectGarbage(now = new Date()): Promise<string[]> {
+    await this.releaseOrphans();
     return collectExpiredWorkspaces(this.options.dataDir, now);
   }
 
@@ -680,6 +682,16 @@ export class LocalDriver implements SandboxDriver {
       await fs.promises.rm(layout.dir, { recursive: true, force: true });
     } catch (err) {
       this.log?.warn({ err, dir: layout.dir }, "a sandbox directory could not be removed");
+    }
+  }
+
+  /** Workspace mounts a killed service (this or another data directory) left behind: released, logged. */
+  private async releaseOrphans(): Promise<void> {
+    try {
+      const released = await releaseOrphanedMounts();
+      if (released.length > 0) this.log?.info({ released }, "released workspace mounts nobody will use again");
+    } catch (err) {
+      this.log?.warn({ err }, "looking for orphaned workspace mounts failed");
     }
   }
 
@@ -912,7 +924,7 @@ export class LocalDriver implements SandboxDriver {
   /** A new workspace image of sizeBytes for live, owned by its uid, mounted at its workspace directory. */
   private async provisionWorkspace(live: Live, sizeBytes: number): Promise<void> {
     const image = new WorkspaceImage(live.layout.image);
-    live.workspaceDir = await image.create(sizeBytes, { uid: live.uid, gid: live.uid });
+    live.workspaceDir = await image.create(sizeBytes, { uid: live.uid, gid: live.uid }, { endsWithProcess: this.options.dieWithService });
     live.image = image;
   }
 
@@ -920,7 +932,7 @@ export class LocalDriver implements SandboxDriver {
   private async mountWorkspace(live: Live): Promise<void> {
     const image = live.image as WorkspaceImage;
     if (!image.exists()) throw new Error(`workspace image ${image.file} is missing`);
-    live.workspaceDir = await image.mount();
+    live.workspaceDir = await image.mount({ endsWithProcess: this.options.dieWithService });
   }
 
   /** Unmounts live's workspace (its image stays); logged, not thrown: GC retries. */

@@ -3,7 +3,7 @@
 // write past it and the host's disk gives no more than the size. Real
 // bubblewrap sandboxes, real loop devices.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,7 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ComputeReason, PlatformError } from "@platform/errors";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { LocalDriver } from "./local-driver.ts";
-import { isMountPoint, loopDevicesBackedBy, MOUNTS_ROOT, mountPointsUnder, WorkspaceImage } from "./workspace-image.ts";
+import { isMountPoint, loopDevicesBackedBy, MOUNTS_ROOT, mountPointsUnder, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 
 const MiB = 1024 * 1024;
 let dataDir: string;
@@ -234,6 +234,82 @@ describe("workspace size (local driver)", () => {
     await assert.rejects(driver.create(spec), (e: unknown) => e instanceof PlatformError && e.code === Code.Internal);
     assert.deepEqual(loopDevicesBackedBy(dir(spec.sandboxId)), []);
     assert.equal(fs.existsSync(dir(spec.sandboxId)), false);
+  });
+});
+
+describe("a killed service's workspace mounts", () => {
+  /** A driver in another process with one 64Mi sandbox; resolves with its id once READY. */
+  async function serviceWithSandbox(dataDir: string, dieWithService: boolean) {
+    const driverUrl = new URL("./local-driver.ts", import.meta.url).href;
+    const contractUrl = new URL("../../testing/driver-contract.ts", import.meta.url).href;
+    const code = `
+      import { LocalDriver } from ${JSON.stringify(driverUrl)};
+      import { contractSpec } from ${JSON.stringify(contractUrl)};
+      const d = new LocalDriver({ dataDir: ${JSON.stringify(dataDir)}, killGraceMs: 300, cgroupPrefix: "platform-compute-orphans-${process.pid}", dieWithService: ${dieWithService}, warmSandboxes: 0 });
+      const spec = contractSpec("local");
+      spec.workspace.size = "64Mi";
+      await d.create(spec);
+      await d.waitSettled(spec.sandboxId);
+      console.log(spec.sandboxId);
+      setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { stdio: ["ignore", "pipe", "inherit"] });
+    const id = await new Promise<string>((resolve, reject) => {
+      child.stdout.once("data", (d: Buffer) => resolve(d.toString().trim()));
+      child.once("exit", (c) => reject(new Error(`child exited ${c}`)));
+    });
+    return { child, id, image: new WorkspaceImage(join(dataDir, "sandboxes", id, "workspace.img")) };
+  }
+
+  /** Runs `echo alive` in a sandbox of a stopped service, through a driver that re-attaches it. */
+  async function collectExecIn(id: string, dataDir: string): Promise<string> {
+    const d = new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: `platform-compute-orphans-${process.pid}`, warmSandboxes: 0 });
+    try {
+      const spec = contractSpec("local");
+      spec.sandboxId = id;
+      assert.equal((await d.recover(spec)).phase, "ready");
+      return (await collectExec(d, id, { command: "/bin/echo", args: ["alive"] })).stdout;
+    } finally {
+      await d.close();
+    }
+  }
+
+  test("one whose sandboxes died with it (keep=false) is released by the next sweep; one kept for surviving sandboxes is not", async () => {
+    const dirs = [fs.mkdtempSync(join(tmpdir(), "compute-orphans-")), fs.mkdtempSync(join(tmpdir(), "compute-orphans-"))];
+    for (const d of dirs) fs.chmodSync(d, 0o711);
+    const ending = await serviceWithSandbox(dirs[0] as string, true);
+    const kept = await serviceWithSandbox(dirs[1] as string, false);
+    try {
+      const endingPoint = ending.image.mountPoint();
+      const keptPoint = kept.image.mountPoint();
+      assert.ok(isMountPoint(endingPoint) && isMountPoint(keptPoint));
+      ending.child.kill("SIGKILL");
+      kept.child.kill("SIGKILL");
+      await new Promise((r) => setTimeout(r, 300));
+      assert.ok(isMountPoint(endingPoint), "a killed service unmounts nothing itself");
+      const released = await releaseOrphanedMounts();
+      assert.ok(released.includes(endingPoint));
+      assert.ok(!released.includes(keptPoint));
+      assert.equal(isMountPoint(endingPoint), false);
+      for (let i = 0; i < 100 && loopDevicesBackedBy(ending.image.file).length > 0; i++) await sleep(50);
+      assert.deepEqual(loopDevicesBackedBy(ending.image.file), []);
+      assert.ok(isMountPoint(keptPoint), "its sandbox still runs and uses it");
+      assert.deepEqual((await collectExecIn(kept.id, dirs[1] as string)).trim(), "alive");
+      // Its sandbox directory deleted (image and all): nobody can use that mount again.
+      fs.rmSync(join(dirs[1] as string, "sandboxes", kept.id), { recursive: true, force: true });
+      assert.ok((await releaseOrphanedMounts()).includes(keptPoint));
+      assert.equal(isMountPoint(keptPoint), false);
+    } finally {
+      // The kept sandbox outlived its service: recovered (or found lost, its directory gone) and ended.
+      const cleanup = new LocalDriver({ dataDir: dirs[1] as string, killGraceMs: 300, cgroupPrefix: `platform-compute-orphans-${process.pid}`, warmSandboxes: 0 });
+      const spec = contractSpec("local");
+      spec.sandboxId = kept.id;
+      await cleanup.recover(spec).catch(() => {});
+      await cleanup.destroy(kept.id).catch(() => {});
+      await cleanup.close();
+      for (let i = 0; i < 100 && loopDevicesBackedBy(dirs[1] as string).length > 0; i++) await sleep(50);
+      assert.deepEqual(loopDevicesBackedBy(dirs[1] as string), []);
+      for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+    }
   });
 });
 

@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { processStartTime } from "./sandbox-layout.ts";
 
 const run = promisify(execFile);
 /** Where mkfs.ext4, mount, umount, losetup and flock live; nothing from the service's own PATH. */
@@ -22,6 +23,23 @@ const MOUNT_OPTIONS = "nosuid,nodev,noinit_itable";
  * another workspace's filesystem (and loop device) after it is unmounted.
  */
 export const MOUNTS_ROOT = "/run/platform-compute-workspaces";
+
+/**
+ * Who keeps a mount (`<mount point>.owner` beside it): the mounting process,
+ * and whether the mount is to end with it (sandboxes that die with the
+ * service). A mount whose owner is gone while it should have ended with it
+ * (a killed service or test run) is released by the next sweep.
+ */
+interface MountOwner {
+  pid: number;
+  startTime: string;
+  endsWithOwner: boolean;
+}
+
+export interface MountOptions {
+  /** The mount ends with this process (a driver whose sandboxes die with it). */
+  endsWithProcess?: boolean;
+}
 
 /**
  * One workspace as its own ext4 filesystem in a sparse image file, so its
@@ -49,7 +67,7 @@ export class WorkspaceImage {
    * and mount run in one process: starting one from the service costs more
    * than either. Refuses to overwrite an existing file.
    */
-  async create(sizeBytes: number, owner: { uid: number; gid: number }): Promise<string> {
+  async create(sizeBytes: number, owner: { uid: number; gid: number }, options: MountOptions = {}): Promise<string> {
     const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
     const fd = fs.openSync(this.file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     try {
@@ -66,6 +84,7 @@ export class WorkspaceImage {
       // a fresh 5Gi image wrote (and most of mkfs's time).
       const script = `mkfs.ext4 -q -F -m 0 -O ^resize_inode -E "$3" "$1" && mount -t ext4 -o "loop,$4" "$1" "$2"`;
       await run("sh", ["-c", script, "sh", this.file, dir, extended, MOUNT_OPTIONS], { env: TOOLS_ENV, timeout: 60_000 });
+      writeOwner(dir, options);
       fs.chmodSync(dir, 0o700);
       fs.rmdirSync(join(dir, "lost+found"));
       return dir;
@@ -94,7 +113,7 @@ export class WorkspaceImage {
    * and returns that directory. A loop device still attached to this image
    * is reused, so the filesystem is never opened twice through two devices.
    */
-  async mount(): Promise<string> {
+  async mount(options: MountOptions = {}): Promise<string> {
     await ensureMountsRoot();
     const dir = this.mountPoint();
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -105,6 +124,8 @@ export class WorkspaceImage {
         : ["-t", "ext4", "-o", `loop,${MOUNT_OPTIONS}`, this.file, dir];
       await run("mount", args, { env: TOOLS_ENV, timeout: 30_000 });
     }
+    // Whoever mounts (or re-attaches) it keeps it now.
+    writeOwner(dir, options);
     return dir;
   }
 
@@ -167,8 +188,71 @@ export async function releaseImages(path: string): Promise<void> {
 function removeMountPoint(dir: string): void {
   try {
     fs.rmdirSync(dir);
+    fs.rmSync(`${dir}.owner`, { force: true });
   } catch {
     // absent, or still mounted (then it stays for the next release)
+  }
+}
+
+function writeOwner(dir: string, options: MountOptions): void {
+  const owner: MountOwner = { pid: process.pid, startTime: processStartTime(process.pid), endsWithOwner: options.endsWithProcess === true };
+  fs.writeFileSync(`${dir}.owner`, JSON.stringify(owner), { mode: 0o600 });
+}
+
+/**
+ * Releases workspace mounts of this host that nobody will use again: those
+ * whose image file was deleted (its data directory removed), and those that
+ * were to end with a process that is gone without unmounting them (a killed
+ * service or test run whose sandboxes died with it). A mount kept for
+ * sandboxes that outlive their service (the default) is never touched.
+ * Returns the mount points released.
+ */
+export async function releaseOrphanedMounts(): Promise<string[]> {
+  let names: string[];
+  try {
+    names = fs.readdirSync(MOUNTS_ROOT).filter((n) => /^ws-\d+-\d+$/.test(n));
+  } catch {
+    return [];
+  }
+  const table = mountTable();
+  const released: string[] = [];
+  for (const name of names) {
+    const dir = join(MOUNTS_ROOT, name);
+    const mount = table.find((m) => m.point === dir);
+    if (!mount) {
+      // An empty leftover; a young one may be an image being made right now.
+      const st = fs.statSync(dir, { throwIfNoEntry: false });
+      if (st && Date.now() - st.mtimeMs > 10 * 60_000) removeMountPoint(dir);
+      continue;
+    }
+    const backing = readSys(`/sys/dev/block/${mount.device}/loop/backing_file`);
+    let owner: MountOwner | undefined;
+    try {
+      owner = JSON.parse(fs.readFileSync(`${dir}.owner`, "utf8")) as MountOwner;
+    } catch {
+      owner = undefined;
+    }
+    const imageDeleted = backing?.endsWith(" (deleted)") ?? false;
+    const ownerGone = owner?.endsWithOwner === true && processStartTime(owner.pid) !== owner.startTime;
+    if (!imageDeleted && !ownerGone) continue;
+    const device = `/dev/${readSys(`/sys/dev/block/${mount.device}/uevent`)?.match(/DEVNAME=(\S+)/)?.[1] ?? ""}`;
+    const script = `umount "$1" 2>/dev/null || umount -l "$1" || exit 1; [ "$2" = /dev/ ] || losetup -d "$2" 2>/dev/null; exit 0`;
+    try {
+      await run("sh", ["-c", script, "sh", dir, device], { env: TOOLS_ENV, timeout: 30_000 });
+    } catch {
+      continue;
+    }
+    removeMountPoint(dir);
+    released.push(dir);
+  }
+  return released;
+}
+
+function readSys(path: string): string | undefined {
+  try {
+    return fs.readFileSync(path, "utf8").trim();
+  } catch {
+    return undefined;
   }
 }
 
