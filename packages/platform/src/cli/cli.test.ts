@@ -295,6 +295,7 @@ describe("status and completion", () => {
     assert.equal(report.ok, true);
     assert.deepEqual(report.services.map((s) => s.url).sort(), Object.values(stack.endpoints).sort());
     assert.ok(report.services.every((s) => s.ready));
+    assert.ok(report.services.every((s) => /^\d+\.\d+\.\d+$/.test(s.version ?? "")), JSON.stringify(report.services));
     const human = await ok(["status"]);
     assert.match(human.stdout, /✓ agents REST/);
     const down = await run(["status"], { env: { PLATFORM_ROUTER_URL: "http://127.0.0.1:9" } });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -62,7 +63,14 @@ describe("readiness and shutdown status", () => {
     assert.equal((await fetch(`${url}/healthz`)).status, 200);
     assert.equal((await fetch(`${url}/readyz`)).status, 503);
     ready = true;
-    assert.equal((await fetch(`${url}/readyz`)).status, 200);
+    const readyz = await fetch(`${url}/readyz`);
+    assert.equal(readyz.status, 200);
+    // What `platform status` shows: which service answers, and its version.
+    const version = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+    const body = (await readyz.json()) as { status: string; service: string; version: string };
+    assert.deepEqual(body, { status: "ready", service: body.service, version });
+    assert.ok(body.service);
+    assert.equal(((await (await fetch(`${url}/livez`)).json()) as { version: string }).version, version);
   });
 
   test("close() turns every service NOT_SERVING", async () => {

@@ -46,6 +46,7 @@ import { createDirectTransport } from "./direct-transport.ts";
 import { createGrpcDirect } from "./grpc-direct.ts";
 import { type InputRefusal, inputGuard } from "./input-guard.ts";
 import { errorInterceptor } from "./interceptors.ts";
+import { PLATFORM_VERSION } from "./version.ts";
 import { headerOf } from "./node-request.ts";
 import { ShutdownHooks } from "./shutdown-hooks.ts";
 
@@ -348,11 +349,11 @@ export function createServer(options: ServerOptions): Server {
   const handle = async (req: NodeRequest, res: NodeResponse) => {
     const path = (req.url ?? "/").split("?")[0]!;
     if (req.method === "GET" || req.method === "HEAD") {
-      if (path === "/livez" || path === "/healthz") return sendJson(res, 200, { status: "ok" });
+      if (path === "/livez" || path === "/healthz") return sendJson(res, 200, { status: "ok", service: options.name, version: PLATFORM_VERSION });
       if (path === "/readyz") {
         let ok = !closing;
         if (ok && options.readiness) ok = await options.readiness().catch(() => false);
-        return sendJson(res, ok ? 200 : 503, { status: ok ? "ready" : "not_ready" });
+        return sendJson(res, ok ? 200 : 503, { status: ok ? "ready" : "not_ready", service: options.name, version: PLATFORM_VERSION });
       }
     }
     if (options.restOnly) {
