@@ -20,8 +20,11 @@ export function platformServices(
   tls: (name: string) => ServiceTlsFiles,
 ): { services: ServiceSpec[]; endpoints: Endpoints } {
   const { host, ports, dataDir } = config;
-  const url = (port: number) => `http://${host}:${port}`;
-  const internal = (port: number) => `https://${host}:${port}`;
+  // Where to connect: a wildcard listening address is reached on loopback
+  // (and 127.0.0.1 is in every certificate, 0.0.0.0 in none).
+  const to = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "[::1]" : host.includes(":") ? `[${host}]` : host;
+  const url = (port: number) => `http://${to}:${port}`;
+  const internal = (port: number) => `https://${to}:${port}`;
   const endpoints: Endpoints = {
     identity: url(ports.identityRest),
     identityGrpc: internal(ports.identityGrpc),

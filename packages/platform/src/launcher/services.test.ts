@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { after, before, test } from "node:test";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
+import { loadLauncherConfig } from "./config.ts";
+import { platformServices } from "./services.ts";
+
+let pki: TestPki;
+before(async () => {
+  pki = await makeTestPki();
+});
+after(() => pki.remove());
+
+const secrets = { kek: "00".repeat(32), ownerPassword: "p", createdAt: "" };
+const cnOf = (file: string) => new X509Certificate(readFileSync(file)).subject;
+
+test("every service gets its own certificate; internal endpoints are https; the router gets the workers' too", () => {
+  const { services, endpoints } = platformServices(loadLauncherConfig({}), secrets, pki.files);
+  assert.deepEqual(endpoints, {
+    identity: "http://127.0.0.1:8081",
+    identityGrpc: "https://127.0.0.1:50051",
+    computeGrpc: "https://127.0.0.1:50052",
+    agents: "http://127.0.0.1:8082",
+    agentsGrpc: "https://127.0.0.1:50053",
+    router: "http://127.0.0.1:8080",
+  });
+  const byName = new Map(services.map((s) => [s.name, s.env]));
+  for (const [service, cert] of [
+    ["identity", "identity"],
+    ["compute", "compute"],
+    ["agents", "agents"],
+    ["runtime", "runtime-router"],
+  ] as const) {
+    const env = byName.get(service)!;
+    assert.equal(cnOf(env.TLS_CERT_FILE!), `CN=${cert}`, service);
+    assert.equal(env.TLS_KEY_FILE, pki.files(cert).keyFile, service);
+    assert.equal(env.TLS_CA_FILE, pki.files(cert).caFile, service);
+    assert.equal(env.INTERNAL_TLS, undefined, service);
+  }
+  const router = byName.get("runtime")!;
+  assert.equal(cnOf(router.RUNTIME_WORKER_TLS_CERT_FILE!), "CN=runtime-worker");
+  assert.equal(router.RUNTIME_WORKER_TLS_KEY_FILE, pki.files("runtime-worker").keyFile);
+  assert.equal(router.IDENTITY_GRPC_URL, "https://127.0.0.1:50051");
+  assert.equal(router.AGENTS_GRPC_URL, "https://127.0.0.1:50053");
+  assert.equal(byName.get("agents")!.AGENTS_GRPC_PORT, "50053");
+  assert.equal(byName.get("agents")!.COMPUTE_GRPC_URL, "https://127.0.0.1:50052");
+  // The internal ports are asked for readiness (over mutual TLS).
+  for (const s of services.filter((x) => x.name !== "runtime")) assert.match(s.readyUrl, /^https:/, s.name);
+});
+
+test("a wildcard PLATFORM_HOST is reached on loopback, which every certificate names", () => {
+  const { endpoints } = platformServices(loadLauncherConfig({ PLATFORM_HOST: "0.0.0.0" }), secrets, pki.files);
+  assert.equal(endpoints.identityGrpc, "https://127.0.0.1:50051");
+  assert.equal(endpoints.router, "http://127.0.0.1:8080");
+  const v6 = platformServices(loadLauncherConfig({ PLATFORM_HOST: "::1" }), secrets, pki.files).endpoints;
+  assert.equal(v6.computeGrpc, "https://[::1]:50052");
+});
