@@ -97,16 +97,33 @@ async function api(method: string, path: string, body?: unknown): Promise<any> {
   return res.status === 204 ? undefined : res.json();
 }
 
-before(async () => {
-  stack = await startPlatform();
-  await ok(["login", "--email", OWNER.email], { env: { PLATFORM_PASSWORD: OWNER.password } });
-  const login = await fetch(`${stack.endpoints.identity}/v1/auth/login`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(OWNER),
-  });
-  token = ((await login.json()) as { access_token: string }).access_token;
-});
+before(
+  async () => {
+    stack = await startPlatform();
+    await ok(["login", "--email", OWNER.email], { env: { PLATFORM_PASSWORD: OWNER.password } });
+    const login = await fetch(`${stack.endpoints.identity}/v1/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(OWNER),
+    });
+    token = ((await login.json()) as { access_token: string }).access_token;
+    // Wake the org's tenant worker once (its cold start is slow on a loaded machine), so each chat test measures the chat.
+    const agent = (await api("POST", "/v1/agents", { name: "Warm", slug: "warm", model: "dev/echo" })).id;
+    const session = (await api("POST", "/v1/sessions", { agentId: agent })).id;
+    const deadline = Date.now() + 240_000;
+    for (;;) {
+      const res = await fetch(`${stack.endpoints.router}/v1/sessions/${session}/invoke`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "warm up" }] }),
+      });
+      const body = await res.text();
+      if (res.status === 200 && body.includes("turn_done")) break;
+      if (Date.now() > deadline) throw new Error(`the tenant worker did not wake: ${res.status} ${body}\n${stack.logs()}`);
+    }
+  },
+  { timeout: 420_000 },
+);
 after(async () => {
   await stack?.stop();
 });
@@ -316,6 +333,7 @@ describe("status and completion", () => {
     const zsh = (await ok(["completion", "zsh"])).stdout;
     assert.match(zsh, /^#compdef platform\n/);
     assert.match(zsh, /"sessions list"\) flags=\(--agent --limit --after --json --help\)/);
+    assert.equal(JSON.parse((await ok(["completion", "zsh", "--json"])).stdout).script, zsh);
     assert.equal((await run(["completion", "fish"])).code, 2);
   });
 });

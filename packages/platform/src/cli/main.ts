@@ -55,9 +55,10 @@ const handlers: Record<string, Handler> = {
   chat: (ctx, args, flags) => chat(ctx, args, flags),
   completion: async (ctx, args) => {
     const shell = args[0];
-    if (shell === "bash") ctx.io.write(bashCompletion());
-    else if (shell === "zsh") ctx.io.write(zshCompletion());
-    else throw new UsageError(`no completion for ${shell}: bash or zsh`);
+    const script = shell === "bash" ? bashCompletion() : shell === "zsh" ? zshCompletion() : undefined;
+    if (script === undefined) throw new UsageError(`no completion for ${shell}: bash or zsh`);
+    if (ctx.io.json) ctx.io.value({ shell, script });
+    else ctx.io.write(script);
   },
 };
 

@@ -98,7 +98,7 @@ export async function startPlatform(): Promise<PlatformStack> {
     RUNTIME_DATA_DIR: join(dataDir, "runtime"),
     IDENTITY_GRPC_URL: url(idGrpc),
     AGENTS_GRPC_URL: url(agentsGrpc),
-    RUNTIME_COLD_START_WAIT_MS: "60000",
+    RUNTIME_COLD_START_WAIT_MS: "120000",
   });
   const logs = () => procs.map((p) => `--- ${p.name} (exit ${p.child.exitCode})\n${p.log.join("").slice(-3000)}`).join("\n");
   const stop = async () => {
