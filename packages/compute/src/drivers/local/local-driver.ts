@@ -75,6 +75,8 @@ interface Live {
   workspaceDir: string;
   /** A warm sandbox's image and cgroup being made (it starts once done). */
   provisioning?: Promise<void>;
+  /** A warm sandbox being discarded. */
+  discarding?: Promise<void>;
   observation: SandboxObservation;
   initPid?: number;
   child?: ChildProcess;
@@ -651,9 +653,13 @@ export class LocalDriver implements SandboxDriver {
   }
 
   /** Ends a warm sandbox that will not be used: its processes, cgroup, workspace and directory. */
-  private async discardWarm(live: Live): Promise<void> {
-    await live.provisioning;
-    await this.teardownWarm(live);
+  private discardWarm(live: Live): Promise<void> {
+    // Once: close() and the init's exit (which close causes) both ask for it.
+    live.discarding ??= (async () => {
+      await live.provisioning;
+      await this.teardownWarm(live);
+    })();
+    return live.discarding;
   }
 
   private async teardownWarm(live: Live): Promise<void> {
@@ -678,7 +684,13 @@ export class LocalDriver implements SandboxDriver {
   private async removeSandboxDir(layout: SandboxLayout): Promise<void> {
     try {
       await releaseImages(layout.dir);
-      if (mountPointsUnder(layout.dir).length > 0) throw new Error("still mounted");
+    } catch (err) {
+      // Nothing is mounted under the data directory, so the directory still goes; a
+      // mount of a deleted image is released by the next sweep (releaseOrphanedMounts).
+      this.log?.warn({ err, dir: layout.dir }, "a workspace image could not be unmounted");
+    }
+    try {
+      if (mountPointsUnder(layout.dir).length > 0) throw new Error("something is mounted under it");
       await fs.promises.rm(layout.dir, { recursive: true, force: true });
     } catch (err) {
       this.log?.warn({ err, dir: layout.dir }, "a sandbox directory could not be removed");

@@ -174,7 +174,8 @@ export async function releaseImages(path: string): Promise<void> {
     const points = mountPointsOf(device);
     // One process per device (starting one from the service is the cost);
     // losetup -d fails harmlessly once autoclear has detached the device.
-    const script = `d=$1; shift; for p; do umount "$p" 2>/dev/null || umount -l "$p" || exit 1; done; losetup -d "$d" 2>/dev/null; exit 0`;
+    // A point someone else unmounted meanwhile is fine; one still mounted after both tries is not.
+    const script = `d=$1; shift; for p; do umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || ! mountpoint -q "$p" || exit 1; done; losetup -d "$d" 2>/dev/null; exit 0`;
     await run("sh", ["-c", script, "sh", device, ...points], { env: TOOLS_ENV, timeout: 30_000 });
     for (const point of points) if (point.startsWith(`${MOUNTS_ROOT}/`)) removeMountPoint(point);
   }
