@@ -220,21 +220,22 @@ export async function releaseOrphanedMounts(): Promise<string[]> {
   for (const name of names) {
     const dir = join(MOUNTS_ROOT, name);
     const mount = table.find((m) => m.point === dir);
-    if (!mount) {
-      // An empty leftover; a young one may be an image being made right now.
-      const st = fs.statSync(dir, { throwIfNoEntry: false });
-      if (st && Date.now() - st.mtimeMs > 10 * 60_000) removeMountPoint(dir);
-      continue;
-    }
-    const backing = readSys(`/sys/dev/block/${mount.device}/loop/backing_file`);
     let owner: MountOwner | undefined;
     try {
       owner = JSON.parse(fs.readFileSync(`${dir}.owner`, "utf8")) as MountOwner;
     } catch {
       owner = undefined;
     }
+    const ownerDead = owner !== undefined && processStartTime(owner.pid) !== owner.startTime;
+    if (!mount) {
+      // An empty leftover; a young one of a live owner may be an image being made right now.
+      const st = fs.statSync(dir, { throwIfNoEntry: false });
+      if (ownerDead || (st && Date.now() - st.mtimeMs > 10 * 60_000)) removeMountPoint(dir);
+      continue;
+    }
+    const backing = readSys(`/sys/dev/block/${mount.device}/loop/backing_file`);
     const imageDeleted = backing?.endsWith(" (deleted)") ?? false;
-    const ownerGone = owner?.endsWithOwner === true && processStartTime(owner.pid) !== owner.startTime;
+    const ownerGone = owner?.endsWithOwner === true && ownerDead;
     if (!imageDeleted && !ownerGone) continue;
     const device = `/dev/${readSys(`/sys/dev/block/${mount.device}/uevent`)?.match(/DEVNAME=(\S+)/)?.[1] ?? ""}`;
     const script = `umount "$1" 2>/dev/null || umount -l "$1" || exit 1; [ "$2" = /dev/ ] || losetup -d "$2" 2>/dev/null; exit 0`;
