@@ -14,7 +14,8 @@ import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
-import { isMountPoint, loopDevicesBackedBy, mountPointsOf, WorkspaceImage } from "./drivers/local/workspace-image.ts";
+import { isMountPoint, loopDevicesBackedBy, mountPointsOf } from "./drivers/local/mount-table.ts";
+import { WorkspaceImage } from "./drivers/local/workspace-image.ts";
 
 test("a compute service stopped with COMPUTE_KEEP_SANDBOXES_ON_EXIT=false leaves no mounted workspace and no loop device", async () => {
   const dataDir = fs.mkdtempSync(join(tmpdir(), "compute-keep-off-"));

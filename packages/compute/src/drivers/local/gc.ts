@@ -2,7 +2,8 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { DELETE_AFTER_KEY } from "../../driver.ts";
 import { SandboxLayout } from "./sandbox-layout.ts";
-import { mountPointsUnder, releaseImages } from "./workspace-image.ts";
+import { mountPointsUnder } from "./mount-table.ts";
+import { releaseImages } from "./workspace-image.ts";
 
 /** Ids of soft-deleted sandboxes under dataDir whose delete-after is at or before `now`. */
 export function listExpiredWorkspaces(dataDir: string, now: Date): string[] {

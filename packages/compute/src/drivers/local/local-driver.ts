@@ -29,7 +29,8 @@ import { collectExpiredWorkspaces } from "./gc.ts";
 import { OutputQueue } from "./output-queue.ts";
 import { processStartTime, SandboxLayout } from "./sandbox-layout.ts";
 import { WorkspaceFs } from "./workspace-fs.ts";
-import { MOUNTS_ROOT, mountPointsUnder, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
+import { mountPointsUnder } from "./mount-table.ts";
+import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 
 export interface LocalDriverOptions {
   /** Root of sandbox directories (`<dataDir>/sandboxes/<id>`). */

@@ -12,7 +12,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ComputeReason, PlatformError } from "@platform/errors";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { LocalDriver } from "./local-driver.ts";
-import { isMountPoint, loopDevicesBackedBy, MOUNTS_ROOT, mountPointsUnder, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
+import { isMountPoint, loopDevicesBackedBy, mountPointsUnder } from "./mount-table.ts";
+import { MOUNTS_ROOT, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 
 const MiB = 1024 * 1024;
 let dataDir: string;

@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { isMountPoint, loopDevicesBackedBy, mountPointsOf, mountTable, readSys } from "./mount-table.ts";
 import { processStartTime } from "./sandbox-layout.ts";
 
 const run = promisify(execFile);
@@ -248,92 +249,4 @@ export async function releaseOrphanedMounts(): Promise<string[]> {
     released.push(dir);
   }
   return released;
-}
-
-function readSys(path: string): string | undefined {
-  try {
-    return fs.readFileSync(path, "utf8").trim();
-  } catch {
-    return undefined;
-  }
-}
-
-/** Whether `dir` is a mount point in this process's mount namespace. */
-export function isMountPoint(dir: string): boolean {
-  return mountTable().some((m) => m.point === dir);
-}
-
-/** Mount points (this namespace) of a block device such as /dev/loop3, found by its major:minor. */
-export function mountPointsOf(device: string): string[] {
-  let rdev: number;
-  try {
-    rdev = fs.statSync(device).rdev;
-  } catch {
-    return [];
-  }
-  // Linux's dev_t: major in bits 8-19, minor in bits 0-7 and 20-31.
-  const id = `${(rdev >> 8) & 0xfff}:${(rdev & 0xff) | ((rdev >> 12) & 0xfff00)}`;
-  return mountTable()
-    .filter((m) => m.device === id)
-    .map((m) => m.point)
-    .sort((a, b) => b.length - a.length);
-}
-
-/** Mount points (this namespace) at or below `dir`. */
-export function mountPointsUnder(dir: string): string[] {
-  return mountTable()
-    .map((m) => m.point)
-    .filter((p) => p === dir || p.startsWith(`${dir}/`));
-}
-
-/**
- * Loop devices (`/dev/loopN`) whose backing file is `path`, or lies below it
- * when it is a directory. Read from sysfs, so no process is started.
- */
-export function loopDevicesBackedBy(path: string): string[] {
-  let target = path;
-  try {
-    target = fs.realpathSync(path);
-  } catch {
-    // gone already: compare the name as given
-  }
-  let names: string[];
-  try {
-    names = fs.readdirSync("/sys/block").filter((n) => /^loop\d+$/.test(n));
-  } catch {
-    return [];
-  }
-  const found: string[] = [];
-  for (const name of names) {
-    let backing: string;
-    try {
-      backing = fs.readFileSync(`/sys/block/${name}/loop/backing_file`, "utf8").trim();
-    } catch {
-      continue; // not attached
-    }
-    backing = backing.replace(/ \(deleted\)$/, "");
-    if (backing === target || backing.startsWith(`${target}/`)) found.push(`/dev/${name}`);
-  }
-  return found;
-}
-
-function mountTable(): Array<{ device: string; point: string }> {
-  let text: string;
-  try {
-    text = fs.readFileSync("/proc/self/mountinfo", "utf8");
-  } catch {
-    return [];
-  }
-  const rows: Array<{ device: string; point: string }> = [];
-  for (const line of text.split("\n")) {
-    const fields = line.split(" ");
-    if (fields.length < 5) continue;
-    rows.push({ device: fields[2] as string, point: unescapeMountField(fields[4] as string) });
-  }
-  return rows;
-}
-
-/** /proc/self/mountinfo escapes space, tab, newline and backslash as octal. */
-function unescapeMountField(field: string): string {
-  return field.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(Number.parseInt(oct, 8)));
 }
