@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -80,5 +80,37 @@ describe("worker bundle", () => {
     const blocked = join(await tempDir(), "file");
     await writeFile(blocked, "");
     assert.deepEqual(await defaultWorkerCommand(undefined, join(blocked, "cache")), tsxWorkerCommand());
+  });
+
+  // The bundle is CommonJS: code of the worker's dependencies that only works
+  // as an ES module (import.meta.url at load time) breaks every tenant there.
+  test("the real worker, bundled, starts and serves", { timeout: 60_000 }, async () => {
+    const { command, args } = await defaultWorkerCommand(undefined, join(await tempDir(), "cache"));
+    const tenant = "00000000-0000-4000-8000-000000000001";
+    const child = spawn(command, args, {
+      env: { ...process.env, INTERNAL_TLS: "off", TENANT_ID: tenant, ORG_ID: tenant, AGENTS_GRPC_URL: "http://127.0.0.1:9", PORT: "0", HOST: "127.0.0.1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`not serving within 30 s:\n${out}`)), 30_000);
+        child.on("exit", (code) => reject(new Error(`worker exited (${code}):\n${out}`)));
+        const check = setInterval(() => {
+          const m = /"port":(\d+)[^\n]*tenant worker serving/.exec(out);
+          if (m) {
+            clearInterval(check);
+            clearTimeout(timer);
+            resolve(Number(m[1]));
+          }
+        }, 50);
+      });
+      const res = await fetch(`http://127.0.0.1:${port}/livez`);
+      assert.equal(res.status, 200);
+    } finally {
+      child.kill("SIGKILL");
+    }
   });
 });
