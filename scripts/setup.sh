@@ -3,7 +3,7 @@
 # its tests do: pnpm 10, system packages (bubblewrap for the sandbox driver,
 # a C compiler and libseccomp for its exec helper and the sandboxes' seccomp
 # filter, python3-grpcio as an independent gRPC
-# peer in tests), the workspace's node modules. Idempotent and quiet when there is nothing to do.
+# peer in tests, zsh to test the CLI's zsh completion), the workspace's node modules. Idempotent and quiet when there is nothing to do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +17,7 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v cc >/dev/null 2>&1 && [[ -e /usr/include/stdio.h ]] || need+=(gcc libc6-dev)
 [[ -e /usr/include/seccomp.h ]] || need+=(libseccomp-dev)
 python3 -c 'import grpc' >/dev/null 2>&1 || /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 || need+=(python3-grpcio)
+command -v zsh >/dev/null 2>&1 || need+=(zsh)
 if ((${#need[@]})); then
   echo "setup: installing ${need[*]} from Debian"
   if [[ $(id -u) -eq 0 ]]; then

@@ -332,7 +332,21 @@ describe("status and completion", () => {
     assert.equal(complete(["platform", "completion", ""]), "bash zsh");
     const zsh = (await ok(["completion", "zsh"])).stdout;
     assert.match(zsh, /^#compdef platform\n/);
-    assert.match(zsh, /"sessions list"\) flags=\(--agent --limit --after --json --help\)/);
+    // zsh itself (scripts/setup.sh installs it) loads the script under compinit; compadd is
+    // replaced by a recorder, since completing needs an interactive line editor.
+    const zshScript = join(stack.dataDir, "_platform");
+    writeFileSync(zshScript, zsh);
+    const zshComplete = (words: string[]) =>
+      execFileSync("zsh", [
+        "-c",
+        `autoload -U compinit && compinit -u -d ${join(stack.dataDir, "zcompdump")}; source ${zshScript}; compadd() { print -r -- "\${@:#--}"; }; _files() { print FILES; }; words=(${words.map((w) => `'${w}'`).join(" ")}); CURRENT=${words.length}; _platform`,
+      ])
+        .toString()
+        .trim();
+    assert.match(zshComplete(["platform", "sess"]), /^login logout whoami status api-keys agents sessions chat completion help/);
+    assert.equal(zshComplete(["platform", "agents", "up"]), "list create get update delete");
+    assert.equal(zshComplete(["platform", "sessions", "--ag"]), "--agent --limit --after --json --help");
+    assert.equal(zshComplete(["platform", "agents", "list", "--a"]), "--limit --after --json --help");
     assert.equal(JSON.parse((await ok(["completion", "zsh", "--json"])).stdout).script, zsh);
     assert.equal((await run(["completion", "fish"])).code, 2);
   });
