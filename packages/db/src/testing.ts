@@ -23,7 +23,9 @@ export async function createTestDatabase<DB>(): Promise<Database<DB> & { url?: s
   await admin.end();
   const url = new URL(server);
   url.pathname = `/${name}`;
-  const database = await openDatabase<DB>({ url: url.toString(), maxConnections: 120, minConnections: 0 });
+  // The services' own pool size: a larger one lets one suite's flood take every
+  // connection the server has (100 by default) and fail the suites beside it.
+  const database = await openDatabase<DB>({ url: url.toString(), maxConnections: 20, minConnections: 0 });
   return {
     ...database,
     url: url.toString(),
