@@ -4,10 +4,10 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { freePort } from "./testing/platform-stack.ts";
 import { processTree } from "./testing/process-tree.ts";
 
 const root = new URL("../../..", import.meta.url).pathname;
@@ -17,26 +17,16 @@ let child: ChildProcess;
 let exited: Promise<unknown>;
 let output = "";
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, HOST, () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-
 // Starting four services on PGlite takes a minute on a loaded 2-core machine: longer than the runner's default.
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "listen-host-"));
   const [identity, identityGrpc, compute, agents, agentsGrpc, router] = [
-    await freePort(),
-    await freePort(),
-    await freePort(),
-    await freePort(),
-    await freePort(),
-    await freePort(),
+    await freePort(HOST),
+    await freePort(HOST),
+    await freePort(HOST),
+    await freePort(HOST),
+    await freePort(HOST),
+    await freePort(HOST),
   ];
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("PLATFORM_") && k !== "DATABASE_URL" && k !== "HOST"));
   child = spawn(process.execPath, ["--import", "tsx", "packages/platform/src/main.ts"], {

@@ -95,15 +95,11 @@ export class KyselyStore implements Store {
   async listAgents(orgId: string, limit: number, after?: string): Promise<Page<Agent>> {
     let query = this.db.selectFrom("agents").selectAll().where("org_id", "=", orgId).where("deleted_at", "is", null);
     if (after !== undefined) query = query.where("pos", "<", decodeCursor(after));
-    // One row more than asked tells whether another page exists.
     const rows = await query
       .orderBy("pos", "desc")
       .limit(limit + 1)
       .execute();
-    const more = rows.length > limit;
-    const items = rows.slice(0, limit);
-    const last = items.at(-1);
-    return { items: items.map(toAgent), next: more && last ? encodeCursor(Number(last.pos)) : undefined };
+    return pageOf(rows, limit, toAgent);
   }
 
   async createSession(orgId: string, agentId: string): Promise<Session> {
@@ -119,15 +115,11 @@ export class KyselyStore implements Store {
     let query = this.db.selectFrom("sessions").selectAll().select(sql<Date>`now()`.as("now")).where("org_id", "=", orgId);
     if (options.agentId !== undefined) query = query.where("agent_id", "=", options.agentId);
     if (options.after !== undefined) query = query.where("pos", "<", decodeCursor(options.after));
-    // One row more than asked tells whether another page exists.
     const rows = await query
       .orderBy("pos", "desc")
       .limit(limit + 1)
       .execute();
-    const more = rows.length > limit;
-    const items = rows.slice(0, limit);
-    const last = items.at(-1);
-    return { items: items.map((r) => toSession(r, r.now)), next: more && last ? encodeCursor(Number(last.pos)) : undefined };
+    return pageOf(rows, limit, (r) => toSession(r, r.now));
   }
 
   async deleteSession(orgId: string, id: string): Promise<DeleteSessionResult> {
@@ -314,6 +306,13 @@ export class KyselyStore implements Store {
 }
 
 /** The SET list that frees the session from `runId` when `release` (and that run still holds it). */
+/** A page of rows read with `limit + 1`: the extra row only says that another page exists. */
+function pageOf<R extends { pos: number | string | bigint }, T>(rows: R[], limit: number, map: (row: R) => T): Page<T> {
+  const items = rows.slice(0, limit);
+  const last = items.at(-1);
+  return { items: items.map(map), next: rows.length > limit && last ? encodeCursor(Number(last.pos)) : undefined };
+}
+
 function releaseColumns(release: boolean, runId: string | undefined) {
   const holds = sql`${release} and active_run_id = ${runId ?? null}::uuid`;
   return sql`active_run_id = case when ${holds} then null else active_run_id end,

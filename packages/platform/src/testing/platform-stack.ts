@@ -21,7 +21,8 @@ export type PlatformStack = {
   stop(): Promise<void>;
 };
 
-async function freePort(host: string): Promise<number> {
+/** A port free on `host` now (bound to 0 and released). */
+export async function freePort(host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
