@@ -1,15 +1,19 @@
 #!/usr/bin/env node
-// Runs every *.test.ts under packages/ with node's test runner (through tsx):
-// first against the PostgreSQL server (TEST_DATABASE_URL, default the local
-// one), then the *.db.test.ts suites again on embedded PGlite, so each
-// database suite passes on both backends. Prints one closing line.
+// Runs every *.test.ts under packages/ with node's test runner (through tsx)
+// against the PostgreSQL server (TEST_DATABASE_URL, default the local one),
+// and the *.db.test.ts suites again on embedded PGlite, so each database
+// suite passes on both backends. Prints the slowest files, the files with
+// failures and one closing line.
 //   node scripts/run-tests.mjs [filter...]   only files whose path contains a filter
+//   node scripts/run-tests.mjs --watch [filter...]   (pnpm test:watch) the matching files on
+//     PostgreSQL, again whenever a file they import changes (node --test --watch); Ctrl-C ends it
 import { spawn } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 
 const root = new URL("..", import.meta.url).pathname;
-const filters = process.argv.slice(2);
+const watch = process.argv[2] === "--watch";
+const filters = process.argv.slice(watch ? 3 : 2);
 
 function find(dir, out = []) {
   for (const name of readdirSync(dir)) {
@@ -26,33 +30,143 @@ const all = find(join(root, "packages"))
   .sort();
 const dbSuites = all.filter((f) => f.endsWith(".db.test.ts"));
 
-function run(label, files, env) {
+/**
+ * node's --test-timeout bounds a whole file, hooks included (180 s here). A
+ * file that starts the whole platform may need longer on a loaded machine and
+ * says so in its first lines: `// test-timeout: <ms>`.
+ */
+function fileTimeout(file) {
+  const m = /^\/\/ test-timeout: (\d+)$/m.exec(readFileSync(join(root, file), "utf8").slice(0, 4000));
+  return m ? Number(m[1]) : 180_000;
+}
+
+const isLong = (f) => fileTimeout(f) > 180_000;
+
+/**
+ * Every file runs in a `node --test` of its own, bounded by its own timeout,
+ * from one pool of TEST_CONCURRENCY slots (3): the files that start the whole
+ * platform first (longest bound first, at most TEST_LONG_CONCURRENCY of them
+ * at once, 2), the others filling the free slots. They wait on processes more
+ * than they compute; run as groups one after the other the run was minutes
+ * longer. Each file's output is printed in one block when it ends.
+ */
+async function runPool(jobs) {
+  const slots = Number(process.env.TEST_CONCURRENCY ?? 3);
+  const longSlots = Number(process.env.TEST_LONG_CONCURRENCY ?? 2);
+  const queue = [...jobs].sort(
+    (a, b) => Number(isLong(b.file)) - Number(isLong(a.file)) || fileTimeout(b.file) - fileTimeout(a.file),
+  );
+  const results = [];
+  let running = 0;
+  let longRunning = 0;
   return new Promise((resolve) => {
-    if (files.length === 0) return resolve({ pass: 0, fail: 0 });
-    console.log(`\n== ${label}: ${files.length} files ==`);
+    const next = () => {
+      while (running < slots) {
+        const i = queue.findIndex((j) => !isLong(j.file) || longRunning < longSlots);
+        if (i < 0) break;
+        const [job] = queue.splice(i, 1);
+        const long = isLong(job.file);
+        running++;
+        if (long) longRunning++;
+        void runFile(job).then((r) => {
+          results.push(r);
+          running--;
+          if (long) longRunning--;
+          if (queue.length === 0 && running === 0) resolve(results);
+          else next();
+        });
+      }
+    };
+    if (queue.length === 0) resolve(results);
+    else next();
+  });
+}
+
+const children = new Set();
+
+/** Signals a running file's process group (only while its leader runs: a group id is handed out again once it is gone). */
+function endGroup(child, signal) {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {}
+}
+
+// Files run in groups of their own, out of the terminal's reach: Ctrl-C ends them here.
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+  process.on(signal, () => {
+    for (const child of children) endGroup(child, "SIGINT");
+    setTimeout(() => {
+      for (const child of children) endGroup(child, "SIGKILL");
+      process.exit(130);
+    }, 5000).unref();
+  });
+}
+
+/** One file in a `node --test` of its own; its output held and printed when it ends. */
+function runFile({ file, backend, env }) {
+  return new Promise((resolve) => {
+    const timeout = fileTimeout(file);
+    const started = Date.now();
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", "--test", "--test-reporter=spec", `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, "--test-timeout=180000", ...files],
-      { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] },
+      ["--import", "tsx", "--test", "--test-reporter=spec", `--test-timeout=${timeout}`, file],
+      // Its own process group, so a file that hangs is ended with everything it started.
+      { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true },
     );
-    let tail = "";
-    child.stdout.on("data", (chunk) => {
-      process.stdout.write(chunk);
-      tail = (tail + chunk.toString()).slice(-4000);
-    });
+    children.add(child);
+    let out = "";
+    child.stdout.on("data", (c) => (out += c.toString()));
+    child.stderr.on("data", (c) => (out += c.toString()));
+    // node's own bound covers the tests; this one a file that hangs after them (an open handle).
+    const guard = setTimeout(() => endGroup(child, "SIGKILL"), timeout + 120_000);
     child.on("close", (code) => {
-      const pass = Number(/ℹ pass (\d+)/.exec(tail)?.[1] ?? 0);
-      let fail = Number(/ℹ fail (\d+)/.exec(tail)?.[1] ?? 0);
+      clearTimeout(guard);
+      children.delete(child);
+      const ms = Date.now() - started;
+      const pass = Number(/ℹ pass (\d+)/.exec(out)?.[1] ?? 0);
+      let fail = Number(/ℹ fail (\d+)/.exec(out)?.[1] ?? 0);
       if (code !== 0 && fail === 0) fail = 1;
-      resolve({ pass, fail });
+      process.stdout.write(
+        `\n== ${file} (${backend}): ${pass} passed, ${fail} failed in ${(ms / 1000).toFixed(1)} s ==\n${out}`,
+      );
+      resolve({ file, backend, pass, fail, ms });
     });
   });
 }
 
 const pgUrl = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
-const first = await run("all suites, PostgreSQL", all, { TEST_DATABASE_URL: pgUrl, TEST_DB: "postgres" });
-const second = await run("database suites, PGlite", dbSuites, { TEST_DB: "pglite" });
-const pass = first.pass + second.pass;
-const fail = first.fail + second.fail;
-console.log(`\n${pass} passed, ${fail} failed`);
-process.exit(fail === 0 && pass > 0 ? 0 : 1);
+if (watch) {
+  if (all.length === 0) {
+    console.error(`no test file matches ${filters.join(" ")}`);
+    process.exit(1);
+  }
+  const child = spawn(process.execPath, ["--import", "tsx", "--test", "--watch", "--test-reporter=spec", ...all], {
+    cwd: root,
+    env: { ...process.env, TEST_DATABASE_URL: pgUrl, TEST_DB: "postgres" },
+    stdio: "inherit",
+  });
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => child.kill(signal));
+  child.on("exit", (code) => process.exit(code ?? 0));
+} else {
+  const started = Date.now();
+  const pg = { TEST_DATABASE_URL: pgUrl, TEST_DB: "postgres" };
+  const pglite = { TEST_DB: "pglite" };
+  const results = await runPool([
+    ...all.map((file) => ({ file, backend: "PostgreSQL", env: pg })),
+    ...dbSuites.map((file) => ({ file, backend: "PGlite", env: pglite })),
+  ]);
+  const pass = results.reduce((n, r) => n + r.pass, 0);
+  const fail = results.reduce((n, r) => n + r.fail, 0);
+  console.log("\nslowest files:");
+  for (const r of [...results].sort((a, b) => b.ms - a.ms).slice(0, 15)) {
+    console.log(`  ${(r.ms / 1000).toFixed(1).padStart(6)} s  ${r.file} (${r.backend})`);
+  }
+  const failed = results.filter((r) => r.fail > 0);
+  if (failed.length > 0)
+    console.log(`\nfiles with failures:\n${failed.map((r) => `  ${r.file} (${r.backend}): ${r.fail}`).join("\n")}`);
+  console.log(
+    `\n${pass} passed, ${fail} failed in ${Math.round((Date.now() - started) / 1000)} s (${results.length} file runs)`,
+  );
+  process.exit(fail === 0 && pass > 0 ? 0 : 1);
+}

@@ -3,7 +3,8 @@
 # its tests do: pnpm 10, system packages (bubblewrap for the sandbox driver,
 # a C compiler and libseccomp for its exec helper and the sandboxes' seccomp
 # filter, python3-grpcio as an independent gRPC
-# peer in tests, zsh to test the CLI's zsh completion), the workspace's node modules. Idempotent and quiet when there is nothing to do.
+# peer in tests, zsh to test the CLI's zsh completion, chromium for the
+# browser CORS test), the workspace's node modules. Idempotent and quiet when there is nothing to do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,8 @@ command -v cc >/dev/null 2>&1 && [[ -e /usr/include/stdio.h ]] || need+=(gcc lib
 [[ -e /usr/include/seccomp.h ]] || need+=(libseccomp-dev)
 python3 -c 'import grpc' >/dev/null 2>&1 || /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 || need+=(python3-grpcio)
 command -v zsh >/dev/null 2>&1 || need+=(zsh)
+# The CORS test drives Debian's Chromium with playwright-core (no browser download).
+[[ -x /usr/bin/chromium ]] || need+=(chromium)
 if ((${#need[@]})); then
   echo "setup: installing ${need[*]} from Debian"
   if [[ $(id -u) -eq 0 ]]; then

@@ -18,7 +18,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file agents/v1/agents.proto.
  */
 export const file_agents_v1_agents: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEitQEKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0BCgdTZXNzaW9uEgoKAmlkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIQCghsYXN0X3NlcRgEIAEoBBISCgpzYW5kYm94X2lkGAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrgBCgxTZXNzaW9uRXZlbnQSCwoDc2VxGAEgASgEEgwKBHR5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIRCgl0b2tlbnNfaW4YBCABKAMSEgoKdG9rZW5zX291dBgFIAEoAxITCgt0b29sX3VzZV9pZBgGIAEoCRIQCghpc19lcnJvchgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJPCgdNZXNzYWdlEgwKBHJvbGUYASABKAkSDwoHY29udGVudBgCIAEoCRITCgt0b29sX3VzZV9pZBgDIAEoCRIQCghpc19lcnJvchgEIAEoCCJWChJDcmVhdGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzbHVnGAIgASgJEg0KBW1vZGVsGAMgASgJEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkiNgoTQ3JlYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCJAChFMaXN0QWdlbnRzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg0KBWFmdGVyGAIgASgJQggKBl9saW1pdCJRChJMaXN0QWdlbnRzUmVzcG9uc2USHwoFaXRlbXMYASADKAsyEC5hZ2VudHMudjEuQWdlbnQSEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0Ih0KD0dldEFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIzChBHZXRBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IqQBChJVcGRhdGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEhEKBHNsdWcYAyABKAlIAYgBARISCgVtb2RlbBgEIAEoCUgCiAEBEhoKDXN5c3RlbV9wcm9tcHQYBSABKAlIA4gBAUIHCgVfbmFtZUIHCgVfc2x1Z0IICgZfbW9kZWxCEAoOX3N5c3RlbV9wcm9tcHQiNgoTVXBkYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCIgChJEZWxldGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiFQoTRGVsZXRlQWdlbnRSZXNwb25zZSJUChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAkSEAoIYWdlbnRfaWQYAyABKAlCCAoGX2xpbWl0IlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiEKBWl0ZW1zGAEgAygLMhIuYWdlbnRzLnYxLlNlc3Npb24SEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0IiIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSIoChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uIh8KEUdldFNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJImIKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRzLnYxLlNlc3Npb24SJwoGZXZlbnRzGAIgAygLMhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJHChNTZW5kTWVzc2FnZXNSZXF1ZXN0EgoKAmlkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRzLnYxLk1lc3NhZ2UiMAoTU3RyZWFtRXZlbnRzUmVxdWVzdBIKCgJpZBgBIAEoCRINCgVhZnRlchgCIAEoBCIeChBDYW5jZWxSdW5SZXF1ZXN0EgoKAmlkGAEgASgJIiYKEUNhbmNlbFJ1blJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCDKgBAoMQWdlbnRTZXJ2aWNlEm8KC0NyZWF0ZUFnZW50Eh0uYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlc3BvbnNlIiHI8xjJAYLT5JMCFjoBKmIFYWdlbnQiCi92MS9hZ2VudHMSXQoKTGlzdEFnZW50cxIcLmFnZW50cy52MS5MaXN0QWdlbnRzUmVxdWVzdBodLmFnZW50cy52MS5MaXN0QWdlbnRzUmVzcG9uc2UiEoLT5JMCDBIKL3YxL2FnZW50cxJjCghHZXRBZ2VudBIaLmFnZW50cy52MS5HZXRBZ2VudFJlcXVlc3QaGy5hZ2VudHMudjEuR2V0QWdlbnRSZXNwb25zZSIegtPkkwIYYgVhZ2VudBIPL3YxL2FnZW50cy97aWR9Em8KC1VwZGF0ZUFnZW50Eh0uYWdlbnRzLnYxLlVwZGF0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlc3BvbnNlIiGC0+STAhs6ASpiBWFnZW50Mg8vdjEvYWdlbnRzL3tpZH0SagoLRGVsZXRlQWdlbnQSHS5hZ2VudHMudjEuRGVsZXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLkRlbGV0ZUFnZW50UmVzcG9uc2UiHMjzGMwBgtPkkwIRKg8vdjEvYWdlbnRzL3tpZH0y0QcKDlNlc3Npb25TZXJ2aWNlEnkKDUNyZWF0ZVNlc3Npb24SHy5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlIiXI8xjJAYLT5JMCGjoBKmIHc2Vzc2lvbiIML3YxL3Nlc3Npb25zEocBCgxMaXN0U2Vzc2lvbnMSHi5hZ2VudHMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLmFnZW50cy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZSI2gtPkkwIwWiASHi92MS9hZ2VudHMve2FnZW50X2lkfS9zZXNzaW9ucxIML3YxL3Nlc3Npb25zEnIKDURlbGV0ZVNlc3Npb24SHy5hZ2VudHMudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudHMudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlIh7I8xjMAYLT5JMCEyoRL3YxL3Nlc3Npb25zL3tpZH0SZAoKR2V0U2Vzc2lvbhIcLmFnZW50cy52MS5HZXRTZXNzaW9uUmVxdWVzdBodLmFnZW50cy52MS5HZXRTZXNzaW9uUmVzcG9uc2UiGYLT5JMCExIRL3YxL3Nlc3Npb25zL3tpZH0SuAEKDFNlbmRNZXNzYWdlcxIeLmFnZW50cy52MS5TZW5kTWVzc2FnZXNSZXF1ZXN0GhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJt0vMYRAoDc2VxIAEqBHR5cGUqB2NvbnRlbnQqCXRva2Vuc19pbioKdG9rZW5zX291dCoLdG9vbF91c2VfaWQqCGlzX2Vycm9ygtPkkwIfOgEqIhovdjEvc2Vzc2lvbnMve2lkfS9tZXNzYWdlczABEroBCgxTdHJlYW1FdmVudHMSHi5hZ2VudHMudjEuU3RyZWFtRXZlbnRzUmVxdWVzdBoXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQib9LzGEsKA3NlcRIFYWZ0ZXIgASoEdHlwZSoHY29udGVudCoJdG9rZW5zX2luKgp0b2tlbnNfb3V0Kgt0b29sX3VzZV9pZCoIaXNfZXJyb3KC0+STAhoSGC92MS9zZXNzaW9ucy97aWR9L2V2ZW50czABEmgKCUNhbmNlbFJ1bhIbLmFnZW50cy52MS5DYW5jZWxSdW5SZXF1ZXN0GhwuYWdlbnRzLnYxLkNhbmNlbFJ1blJlc3BvbnNlIiCC0+STAhoiGC92MS9zZXNzaW9ucy97aWR9L2NhbmNlbGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_platform_api_v1_options]);
+  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEitQEKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0BCgdTZXNzaW9uEgoKAmlkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIQCghsYXN0X3NlcRgEIAEoBBISCgpzYW5kYm94X2lkGAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrgBCgxTZXNzaW9uRXZlbnQSCwoDc2VxGAEgASgEEgwKBHR5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIRCgl0b2tlbnNfaW4YBCABKAMSEgoKdG9rZW5zX291dBgFIAEoAxITCgt0b29sX3VzZV9pZBgGIAEoCRIQCghpc19lcnJvchgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJPCgdNZXNzYWdlEgwKBHJvbGUYASABKAkSDwoHY29udGVudBgCIAEoCRITCgt0b29sX3VzZV9pZBgDIAEoCRIQCghpc19lcnJvchgEIAEoCCJWChJDcmVhdGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzbHVnGAIgASgJEg0KBW1vZGVsGAMgASgJEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkiNgoTQ3JlYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCJAChFMaXN0QWdlbnRzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg0KBWFmdGVyGAIgASgJQggKBl9saW1pdCJRChJMaXN0QWdlbnRzUmVzcG9uc2USHwoFaXRlbXMYASADKAsyEC5hZ2VudHMudjEuQWdlbnQSEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0Ih0KD0dldEFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIzChBHZXRBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IqQBChJVcGRhdGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEhEKBHNsdWcYAyABKAlIAYgBARISCgVtb2RlbBgEIAEoCUgCiAEBEhoKDXN5c3RlbV9wcm9tcHQYBSABKAlIA4gBAUIHCgVfbmFtZUIHCgVfc2x1Z0IICgZfbW9kZWxCEAoOX3N5c3RlbV9wcm9tcHQiNgoTVXBkYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCIgChJEZWxldGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiFQoTRGVsZXRlQWdlbnRSZXNwb25zZSJUChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAkSEAoIYWdlbnRfaWQYAyABKAlCCAoGX2xpbWl0IlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiEKBWl0ZW1zGAEgAygLMhIuYWdlbnRzLnYxLlNlc3Npb24SEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0IiIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSIoChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uIh8KEUdldFNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJImIKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRzLnYxLlNlc3Npb24SJwoGZXZlbnRzGAIgAygLMhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJHChNTZW5kTWVzc2FnZXNSZXF1ZXN0EgoKAmlkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRzLnYxLk1lc3NhZ2UiMAoTU3RyZWFtRXZlbnRzUmVxdWVzdBIKCgJpZBgBIAEoCRINCgVhZnRlchgCIAEoBCIeChBDYW5jZWxSdW5SZXF1ZXN0EgoKAmlkGAEgASgJIiYKEUNhbmNlbFJ1blJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCJ4CgtTZXNzaW9uRmlsZRIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAQSDgoGaXNfZGlyGAMgASgIEgwKBG1vZGUYBCABKA0SLwoLbW9kaWZpZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlUKF0xpc3RTZXNzaW9uRmlsZXNSZXF1ZXN0EgoKAmlkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEg0KBWxpbWl0GAQgASgNIlQKGExpc3RTZXNzaW9uRmlsZXNSZXNwb25zZRIlCgVpdGVtcxgBIAMoCzIWLmFnZW50cy52MS5TZXNzaW9uRmlsZRIRCgl0cnVuY2F0ZWQYAiABKAgiVQoWUmVhZFNlc3Npb25GaWxlUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoAxIRCgltYXhfYnl0ZXMYBCABKAMiSAoXUmVhZFNlc3Npb25GaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJfChdXcml0ZVNlc3Npb25GaWxlUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGRhdGEYAyABKAwSDgoGYXBwZW5kGAQgASgIEgwKBG1vZGUYBSABKA0iMQoYV3JpdGVTZXNzaW9uRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMyoAQKDEFnZW50U2VydmljZRJvCgtDcmVhdGVBZ2VudBIdLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuQ3JlYXRlQWdlbnRSZXNwb25zZSIhyPMYyQGC0+STAhY6ASpiBWFnZW50IgovdjEvYWdlbnRzEl0KCkxpc3RBZ2VudHMSHC5hZ2VudHMudjEuTGlzdEFnZW50c1JlcXVlc3QaHS5hZ2VudHMudjEuTGlzdEFnZW50c1Jlc3BvbnNlIhKC0+STAgwSCi92MS9hZ2VudHMSYwoIR2V0QWdlbnQSGi5hZ2VudHMudjEuR2V0QWdlbnRSZXF1ZXN0GhsuYWdlbnRzLnYxLkdldEFnZW50UmVzcG9uc2UiHoLT5JMCGGIFYWdlbnQSDy92MS9hZ2VudHMve2lkfRJvCgtVcGRhdGVBZ2VudBIdLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXNwb25zZSIhgtPkkwIbOgEqYgVhZ2VudDIPL3YxL2FnZW50cy97aWR9EmoKC0RlbGV0ZUFnZW50Eh0uYWdlbnRzLnYxLkRlbGV0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5EZWxldGVBZ2VudFJlc3BvbnNlIhzI8xjMAYLT5JMCESoPL3YxL2FnZW50cy97aWR9Mt4KCg5TZXNzaW9uU2VydmljZRJ5Cg1DcmVhdGVTZXNzaW9uEh8uYWdlbnRzLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRzLnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZSIlyPMYyQGC0+STAho6ASpiB3Nlc3Npb24iDC92MS9zZXNzaW9ucxKHAQoMTGlzdFNlc3Npb25zEh4uYWdlbnRzLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5hZ2VudHMudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiNoLT5JMCMFogEh4vdjEvYWdlbnRzL3thZ2VudF9pZH0vc2Vzc2lvbnMSDC92MS9zZXNzaW9ucxJyCg1EZWxldGVTZXNzaW9uEh8uYWdlbnRzLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRzLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZSIeyPMYzAGC0+STAhMqES92MS9zZXNzaW9ucy97aWR9EmQKCkdldFNlc3Npb24SHC5hZ2VudHMudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5hZ2VudHMudjEuR2V0U2Vzc2lvblJlc3BvbnNlIhmC0+STAhMSES92MS9zZXNzaW9ucy97aWR9ErgBCgxTZW5kTWVzc2FnZXMSHi5hZ2VudHMudjEuU2VuZE1lc3NhZ2VzUmVxdWVzdBoXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQibdLzGEQKA3NlcSABKgR0eXBlKgdjb250ZW50Kgl0b2tlbnNfaW4qCnRva2Vuc19vdXQqC3Rvb2xfdXNlX2lkKghpc19lcnJvcoLT5JMCHzoBKiIaL3YxL3Nlc3Npb25zL3tpZH0vbWVzc2FnZXMwARK6AQoMU3RyZWFtRXZlbnRzEh4uYWdlbnRzLnYxLlN0cmVhbUV2ZW50c1JlcXVlc3QaFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50Im/S8xhLCgNzZXESBWFmdGVyIAEqBHR5cGUqB2NvbnRlbnQqCXRva2Vuc19pbioKdG9rZW5zX291dCoLdG9vbF91c2VfaWQqCGlzX2Vycm9ygtPkkwIaEhgvdjEvc2Vzc2lvbnMve2lkfS9ldmVudHMwARJoCglDYW5jZWxSdW4SGy5hZ2VudHMudjEuQ2FuY2VsUnVuUmVxdWVzdBocLmFnZW50cy52MS5DYW5jZWxSdW5SZXNwb25zZSIggtPkkwIaIhgvdjEvc2Vzc2lvbnMve2lkfS9jYW5jZWwSfAoQTGlzdFNlc3Npb25GaWxlcxIiLmFnZW50cy52MS5MaXN0U2Vzc2lvbkZpbGVzUmVxdWVzdBojLmFnZW50cy52MS5MaXN0U2Vzc2lvbkZpbGVzUmVzcG9uc2UiH4LT5JMCGRIXL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXMSfgoPUmVhZFNlc3Npb25GaWxlEiEuYWdlbnRzLnYxLlJlYWRTZXNzaW9uRmlsZVJlcXVlc3QaIi5hZ2VudHMudjEuUmVhZFNlc3Npb25GaWxlUmVzcG9uc2UiJILT5JMCHhIcL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXM6cmVhZBKMAQoQV3JpdGVTZXNzaW9uRmlsZRIiLmFnZW50cy52MS5Xcml0ZVNlc3Npb25GaWxlUmVxdWVzdBojLmFnZW50cy52MS5Xcml0ZVNlc3Npb25GaWxlUmVzcG9uc2UiL+DzGICAgAuC0+STAiI6ASoiHS92MS9zZXNzaW9ucy97aWR9L2ZpbGVzOndyaXRlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_platform_api_v1_options]);
 
 /**
  * @generated from message agents.v1.Agent
@@ -693,6 +693,248 @@ export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE_
   messageDesc(file_agents_v1_agents, 25);
 
 /**
+ * One entry of a workspace directory listing.
+ *
+ * @generated from message agents.v1.SessionFile
+ */
+export type SessionFile = Message$1<"agents.v1.SessionFile"> & {
+  /**
+   * Relative to the listed directory.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * Bytes; 0 for directories.
+   *
+   * @generated from field: uint64 size = 2;
+   */
+  size: bigint;
+
+  /**
+   * @generated from field: bool is_dir = 3;
+   */
+  isDir: boolean;
+
+  /**
+   * Unix permission bits.
+   *
+   * @generated from field: uint32 mode = 4;
+   */
+  mode: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp modified_at = 5;
+   */
+  modifiedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agents.v1.SessionFile.
+ * Use `create(SessionFileSchema)` to create a new message.
+ */
+export const SessionFileSchema: GenMessage<SessionFile> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 26);
+
+/**
+ * @generated from message agents.v1.ListSessionFilesRequest
+ */
+export type ListSessionFilesRequest = Message$1<"agents.v1.ListSessionFilesRequest"> & {
+  /**
+   * The session (UUID).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Directory, relative to the workspace; empty: the workspace root.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * @generated from field: bool recursive = 3;
+   */
+  recursive: boolean;
+
+  /**
+   * At most this many entries: 0 means 1000; at most 10000.
+   *
+   * @generated from field: uint32 limit = 4;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message agents.v1.ListSessionFilesRequest.
+ * Use `create(ListSessionFilesRequestSchema)` to create a new message.
+ */
+export const ListSessionFilesRequestSchema: GenMessage<ListSessionFilesRequest> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 27);
+
+/**
+ * @generated from message agents.v1.ListSessionFilesResponse
+ */
+export type ListSessionFilesResponse = Message$1<"agents.v1.ListSessionFilesResponse"> & {
+  /**
+   * @generated from field: repeated agents.v1.SessionFile items = 1;
+   */
+  items: SessionFile[];
+
+  /**
+   * More entries than `limit` exist.
+   *
+   * @generated from field: bool truncated = 2;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message agents.v1.ListSessionFilesResponse.
+ * Use `create(ListSessionFilesResponseSchema)` to create a new message.
+ */
+export const ListSessionFilesResponseSchema: GenMessage<ListSessionFilesResponse> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 28);
+
+/**
+ * @generated from message agents.v1.ReadSessionFileRequest
+ */
+export type ReadSessionFileRequest = Message$1<"agents.v1.ReadSessionFileRequest"> & {
+  /**
+   * The session (UUID).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * File, relative to the workspace. Required.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * Where to start; 0 or more.
+   *
+   * @generated from field: int64 offset = 3;
+   */
+  offset: bigint;
+
+  /**
+   * 0 means up to 16 MiB, and larger values are capped at 16 MiB.
+   *
+   * @generated from field: int64 max_bytes = 4;
+   */
+  maxBytes: bigint;
+};
+
+/**
+ * Describes the message agents.v1.ReadSessionFileRequest.
+ * Use `create(ReadSessionFileRequestSchema)` to create a new message.
+ */
+export const ReadSessionFileRequestSchema: GenMessage<ReadSessionFileRequest> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 29);
+
+/**
+ * @generated from message agents.v1.ReadSessionFileResponse
+ */
+export type ReadSessionFileResponse = Message$1<"agents.v1.ReadSessionFileResponse"> & {
+  /**
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+
+  /**
+   * File size (not counting offset and cap).
+   *
+   * @generated from field: int64 total_size = 2;
+   */
+  totalSize: bigint;
+
+  /**
+   * The data reaches end of file.
+   *
+   * @generated from field: bool eof = 3;
+   */
+  eof: boolean;
+};
+
+/**
+ * Describes the message agents.v1.ReadSessionFileResponse.
+ * Use `create(ReadSessionFileResponseSchema)` to create a new message.
+ */
+export const ReadSessionFileResponseSchema: GenMessage<ReadSessionFileResponse> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 30);
+
+/**
+ * @generated from message agents.v1.WriteSessionFileRequest
+ */
+export type WriteSessionFileRequest = Message$1<"agents.v1.WriteSessionFileRequest"> & {
+  /**
+   * The session (UUID).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * File, relative to the workspace. Required; missing directories are created.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * At most 16 MiB.
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+
+  /**
+   * True appends; false truncates then writes.
+   *
+   * @generated from field: bool append = 4;
+   */
+  append: boolean;
+
+  /**
+   * Permission bits used when creating (at most 07777); ignored if the file exists. 0: the default (0644).
+   *
+   * @generated from field: uint32 mode = 5;
+   */
+  mode: number;
+};
+
+/**
+ * Describes the message agents.v1.WriteSessionFileRequest.
+ * Use `create(WriteSessionFileRequestSchema)` to create a new message.
+ */
+export const WriteSessionFileRequestSchema: GenMessage<WriteSessionFileRequest> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 31);
+
+/**
+ * @generated from message agents.v1.WriteSessionFileResponse
+ */
+export type WriteSessionFileResponse = Message$1<"agents.v1.WriteSessionFileResponse"> & {
+  /**
+   * @generated from field: int64 bytes_written = 1;
+   */
+  bytesWritten: bigint;
+};
+
+/**
+ * Describes the message agents.v1.WriteSessionFileResponse.
+ * Use `create(WriteSessionFileResponseSchema)` to create a new message.
+ */
+export const WriteSessionFileResponseSchema: GenMessage<WriteSessionFileResponse> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 32);
+
+/**
  * @generated from service agents.v1.AgentService
  */
 export const AgentService: GenService<{
@@ -824,6 +1066,49 @@ export const SessionService: GenService<{
     methodKind: "unary";
     input: typeof CancelRunRequestSchema;
     output: typeof CancelRunResponseSchema;
+  },
+  /**
+   * Files of the session's workspace: the directory its tool calls see
+   * (/workspace in the sandbox), which belongs to the session and outlives
+   * its sandboxes. The three calls reach it the way the tool loop does: the
+   * session's sandbox, or a new one for the session when it has none that
+   * can run (same tenant and session: the same workspace). Paths follow
+   * compute's workspace path rules (relative to the workspace, or absolute
+   * under /workspace; `..` that climbs out is invalid_argument) and are
+   * checked here before compute is called. They work while a run is in
+   * progress: the model's commands and these calls see each other's writes.
+   *
+   * Lists a directory (`path`, default the workspace root).
+   *
+   * @generated from rpc agents.v1.SessionService.ListSessionFiles
+   */
+  listSessionFiles: {
+    methodKind: "unary";
+    input: typeof ListSessionFilesRequestSchema;
+    output: typeof ListSessionFilesResponseSchema;
+  },
+  /**
+   * Reads at most 16 MiB of a file from `offset`; a client reads a larger
+   * file in several calls until `eof`.
+   *
+   * @generated from rpc agents.v1.SessionService.ReadSessionFile
+   */
+  readSessionFile: {
+    methodKind: "unary";
+    input: typeof ReadSessionFileRequestSchema;
+    output: typeof ReadSessionFileResponseSchema;
+  },
+  /**
+   * Writes at most 16 MiB: the first call of a larger file truncates
+   * (append false), the next ones append. A call that fails may or may not
+   * have written its data: restart the upload from the first chunk.
+   *
+   * @generated from rpc agents.v1.SessionService.WriteSessionFile
+   */
+  writeSessionFile: {
+    methodKind: "unary";
+    input: typeof WriteSessionFileRequestSchema;
+    output: typeof WriteSessionFileResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agents_v1_agents, 1);

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compute/v1/compute.proto.
  */
 export const file_compute_v1_compute: GenFile = /*@__PURE__*/
-  fileDesc("Chhjb21wdXRlL3YxL2NvbXB1dGUucHJvdG8SCmNvbXB1dGUudjEiSAoNV29ya3NwYWNlU3BlYxIVCg1zdG9yYWdlX2NsYXNzGAEgASgJEgwKBHNpemUYAiABKAkSEgoKbW91bnRfcGF0aBgDIAEoCSJqCg5SZXNvdXJjZUxpbWl0cxISCgpjcHVfbWlsbGlzGAEgASgNEhQKDG1lbW9yeV9ieXRlcxgCIAEoBBIuCgttYXhfcnVudGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLDAQoMVXNhZ2VNZXRyaWNzEg4KBmNwdV9tcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIYChBtZW1vcnlfYXZnX2J5dGVzGAMgASgEEhcKD2Rpc2tfcmVhZF9ieXRlcxgEIAEoBBIYChBkaXNrX3dyaXRlX2J5dGVzGAUgASgEEhwKFG5ldHdvcmtfZWdyZXNzX2J5dGVzGAYgASgEEh0KFW5ldHdvcmtfaW5ncmVzc19ieXRlcxgHIAEoBCJ2CglGaWxlRW50cnkSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKmAQoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFaW1hZ2UYAyABKAkSLAoJd29ya3NwYWNlGAQgASgLMhkuY29tcHV0ZS52MS5Xb3Jrc3BhY2VTcGVjEioKBmxpbWl0cxgFIAEoCzIaLmNvbXB1dGUudjEuUmVzb3VyY2VMaW1pdHMihgEKFUNyZWF0ZVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmNvbXB1dGUudjEuU2FuZGJveFN0YXR1cxIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIsChZEZXNjcmliZVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAki7AEKF0Rlc2NyaWJlU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDmN1cnJlbnRfdXB0aW1lGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KDWN1cnJlbnRfdXNhZ2UYBSABKAsyGC5jb21wdXRlLnYxLlVzYWdlTWV0cmljcyIrChVEZXN0cm95U2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCSJbChZEZXN0cm95U2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSLQoLdG90YWxfdXNhZ2UYAiABKAsyGC5jb21wdXRlLnYxLlVzYWdlTWV0cmljcyLqAQoSRXhlY0NvbW1hbmRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDwoHY29tbWFuZBgCIAEoCRIMCgRhcmdzGAMgAygJEjQKA2VudhgEIAMoCzInLmNvbXB1dGUudjEuRXhlY0NvbW1hbmRSZXF1ZXN0LkVudkVudHJ5EhMKC3dvcmtpbmdfZGlyGAUgASgJEioKB3RpbWVvdXQYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIaCgpTdGRvdXRMaW5lEgwKBGRhdGEYASABKAwiGgoKU3RkZXJyTGluZRIMCgRkYXRhGAEgASgMIowBCg1FeGVjQ29tcGxldGVkEhEKCWV4aXRfY29kZRgBIAEoBRIsCgl3YWxsX3RpbWUYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJY2FuY2VsbGVkGAMgASgIEicKBXVzYWdlGAQgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3MiyAEKCUV4ZWNFdmVudBIuCgplbWl0dGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZzdGRvdXQYAiABKAsyFi5jb21wdXRlLnYxLlN0ZG91dExpbmVIABIoCgZzdGRlcnIYAyABKAsyFi5jb21wdXRlLnYxLlN0ZGVyckxpbmVIABIuCgljb21wbGV0ZWQYBCABKAsyGS5jb21wdXRlLnYxLkV4ZWNDb21wbGV0ZWRIAEIHCgVldmVudCJWCg9SZWFkRmlsZVJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoAxIRCgltYXhfYnl0ZXMYBCABKAMiQQoQUmVhZEZpbGVSZXNwb25zZRIMCgRkYXRhGAEgASgMEhIKCnRvdGFsX3NpemUYAiABKAMSCwoDZW9mGAMgASgIImAKEFdyaXRlRmlsZVJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGRhdGEYAyABKAwSDgoGYXBwZW5kGAQgASgIEgwKBG1vZGUYBSABKA0iKgoRV3JpdGVGaWxlUmVzcG9uc2USFQoNYnl0ZXNfd3JpdHRlbhgBIAEoAyJcChBMaXN0RmlsZXNSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIRCglyZWN1cnNpdmUYAyABKAgSEwoLbWF4X2VudHJpZXMYBCABKA0iTgoRTGlzdEZpbGVzUmVzcG9uc2USJgoHZW50cmllcxgBIAMoCzIVLmNvbXB1dGUudjEuRmlsZUVudHJ5EhEKCXRydW5jYXRlZBgCIAEoCCqfAQoNU2FuZGJveFN0YXR1cxIeChpTQU5EQk9YX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1NBTkRCT1hfU1RBVFVTX1NUQVJUSU5HEAESGAoUU0FOREJPWF9TVEFUVVNfUkVBRFkQAhIZChVTQU5EQk9YX1NUQVRVU19GQUlMRUQQAxIcChhTQU5EQk9YX1NUQVRVU19ERVNUUk9ZRUQQBDK+BAoOQ29tcHV0ZVNlcnZpY2USVAoNQ3JlYXRlU2FuZGJveBIgLmNvbXB1dGUudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QaIS5jb21wdXRlLnYxLkNyZWF0ZVNhbmRib3hSZXNwb25zZRJaCg9EZXNjcmliZVNhbmRib3gSIi5jb21wdXRlLnYxLkRlc2NyaWJlU2FuZGJveFJlcXVlc3QaIy5jb21wdXRlLnYxLkRlc2NyaWJlU2FuZGJveFJlc3BvbnNlElcKDkRlc3Ryb3lTYW5kYm94EiEuY29tcHV0ZS52MS5EZXN0cm95U2FuZGJveFJlcXVlc3QaIi5jb21wdXRlLnYxLkRlc3Ryb3lTYW5kYm94UmVzcG9uc2USRgoLRXhlY0NvbW1hbmQSHi5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdBoVLmNvbXB1dGUudjEuRXhlY0V2ZW50MAESRQoIUmVhZEZpbGUSGy5jb21wdXRlLnYxLlJlYWRGaWxlUmVxdWVzdBocLmNvbXB1dGUudjEuUmVhZEZpbGVSZXNwb25zZRJICglXcml0ZUZpbGUSHC5jb21wdXRlLnYxLldyaXRlRmlsZVJlcXVlc3QaHS5jb21wdXRlLnYxLldyaXRlRmlsZVJlc3BvbnNlEkgKCUxpc3RGaWxlcxIcLmNvbXB1dGUudjEuTGlzdEZpbGVzUmVxdWVzdBodLmNvbXB1dGUudjEuTGlzdEZpbGVzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chhjb21wdXRlL3YxL2NvbXB1dGUucHJvdG8SCmNvbXB1dGUudjEiSAoNV29ya3NwYWNlU3BlYxIVCg1zdG9yYWdlX2NsYXNzGAEgASgJEgwKBHNpemUYAiABKAkSEgoKbW91bnRfcGF0aBgDIAEoCSJqCg5SZXNvdXJjZUxpbWl0cxISCgpjcHVfbWlsbGlzGAEgASgNEhQKDG1lbW9yeV9ieXRlcxgCIAEoBBIuCgttYXhfcnVudGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLDAQoMVXNhZ2VNZXRyaWNzEg4KBmNwdV9tcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIYChBtZW1vcnlfYXZnX2J5dGVzGAMgASgEEhcKD2Rpc2tfcmVhZF9ieXRlcxgEIAEoBBIYChBkaXNrX3dyaXRlX2J5dGVzGAUgASgEEhwKFG5ldHdvcmtfZWdyZXNzX2J5dGVzGAYgASgEEh0KFW5ldHdvcmtfaW5ncmVzc19ieXRlcxgHIAEoBCJ2CglGaWxlRW50cnkSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLXAQoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFaW1hZ2UYAyABKAkSLAoJd29ya3NwYWNlGAQgASgLMhkuY29tcHV0ZS52MS5Xb3Jrc3BhY2VTcGVjEioKBmxpbWl0cxgFIAEoCzIaLmNvbXB1dGUudjEuUmVzb3VyY2VMaW1pdHMSLwoMaWRsZV90aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIoYBChVDcmVhdGVTYW5kYm94UmVzcG9uc2USEgoKc2FuZGJveF9pZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5jb21wdXRlLnYxLlNhbmRib3hTdGF0dXMSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLAoWRGVzY3JpYmVTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIuwBChdEZXNjcmliZVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmNvbXB1dGUudjEuU2FuZGJveFN0YXR1cxIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg5jdXJyZW50X3VwdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCg1jdXJyZW50X3VzYWdlGAUgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3MiKwoVRGVzdHJveVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiWwoWRGVzdHJveVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEi0KC3RvdGFsX3VzYWdlGAIgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3Mi6gEKEkV4ZWNDb21tYW5kUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg8KB2NvbW1hbmQYAiABKAkSDAoEYXJncxgDIAMoCRI0CgNlbnYYBCADKAsyJy5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdC5FbnZFbnRyeRITCgt3b3JraW5nX2RpchgFIAEoCRIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiGgoKU3Rkb3V0TGluZRIMCgRkYXRhGAEgASgMIhoKClN0ZGVyckxpbmUSDAoEZGF0YRgBIAEoDCKMAQoNRXhlY0NvbXBsZXRlZBIRCglleGl0X2NvZGUYASABKAUSLAoJd2FsbF90aW1lGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWNhbmNlbGxlZBgDIAEoCBInCgV1c2FnZRgEIAEoCzIYLmNvbXB1dGUudjEuVXNhZ2VNZXRyaWNzIsgBCglFeGVjRXZlbnQSLgoKZW1pdHRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoGc3Rkb3V0GAIgASgLMhYuY29tcHV0ZS52MS5TdGRvdXRMaW5lSAASKAoGc3RkZXJyGAMgASgLMhYuY29tcHV0ZS52MS5TdGRlcnJMaW5lSAASLgoJY29tcGxldGVkGAQgASgLMhkuY29tcHV0ZS52MS5FeGVjQ29tcGxldGVkSABCBwoFZXZlbnQiVgoPUmVhZEZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkEKEFJlYWRGaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJgChBXcml0ZUZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIioKEVdyaXRlRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMiXAoQTGlzdEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEhMKC21heF9lbnRyaWVzGAQgASgNIk4KEUxpc3RGaWxlc1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5jb21wdXRlLnYxLkZpbGVFbnRyeRIRCgl0cnVuY2F0ZWQYAiABKAgiKQoTUGF1c2VTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIlUKFFBhdXNlU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzIioKFFJlc3VtZVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiVgoVUmVzdW1lU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzKroBCg1TYW5kYm94U3RhdHVzEh4KGlNBTkRCT1hfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXU0FOREJPWF9TVEFUVVNfU1RBUlRJTkcQARIYChRTQU5EQk9YX1NUQVRVU19SRUFEWRACEhkKFVNBTkRCT1hfU1RBVFVTX0ZBSUxFRBADEhwKGFNBTkRCT1hfU1RBVFVTX0RFU1RST1lFRBAEEhkKFVNBTkRCT1hfU1RBVFVTX1BBVVNFRBAFMucFCg5Db21wdXRlU2VydmljZRJUCg1DcmVhdGVTYW5kYm94EiAuY29tcHV0ZS52MS5DcmVhdGVTYW5kYm94UmVxdWVzdBohLmNvbXB1dGUudjEuQ3JlYXRlU2FuZGJveFJlc3BvbnNlEloKD0Rlc2NyaWJlU2FuZGJveBIiLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVxdWVzdBojLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVzcG9uc2USVwoORGVzdHJveVNhbmRib3gSIS5jb21wdXRlLnYxLkRlc3Ryb3lTYW5kYm94UmVxdWVzdBoiLmNvbXB1dGUudjEuRGVzdHJveVNhbmRib3hSZXNwb25zZRJGCgtFeGVjQ29tbWFuZBIeLmNvbXB1dGUudjEuRXhlY0NvbW1hbmRSZXF1ZXN0GhUuY29tcHV0ZS52MS5FeGVjRXZlbnQwARJFCghSZWFkRmlsZRIbLmNvbXB1dGUudjEuUmVhZEZpbGVSZXF1ZXN0GhwuY29tcHV0ZS52MS5SZWFkRmlsZVJlc3BvbnNlEkgKCVdyaXRlRmlsZRIcLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVxdWVzdBodLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVzcG9uc2USSAoJTGlzdEZpbGVzEhwuY29tcHV0ZS52MS5MaXN0RmlsZXNSZXF1ZXN0Gh0uY29tcHV0ZS52MS5MaXN0RmlsZXNSZXNwb25zZRJRCgxQYXVzZVNhbmRib3gSHy5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlcXVlc3QaIC5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlc3BvbnNlElQKDVJlc3VtZVNhbmRib3gSIC5jb21wdXRlLnYxLlJlc3VtZVNhbmRib3hSZXF1ZXN0GiEuY29tcHV0ZS52MS5SZXN1bWVTYW5kYm94UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message compute.v1.WorkspaceSpec
@@ -69,7 +69,8 @@ export type ResourceLimits = Message<"compute.v1.ResourceLimits"> & {
   memoryBytes: bigint;
 
   /**
-   * Hard wall-time limit of the sandbox. Default 15 minutes.
+   * Hard wall-time limit of the sandbox. Default 15 minutes. Counts running
+   * time only: time spent PAUSED does not count.
    *
    * @generated from field: google.protobuf.Duration max_runtime = 3;
    */
@@ -221,6 +222,15 @@ export type CreateSandboxRequest = Message<"compute.v1.CreateSandboxRequest"> & 
    * @generated from field: compute.v1.ResourceLimits limits = 5;
    */
   limits?: ResourceLimits | undefined;
+
+  /**
+   * Pause the sandbox after this long without a running exec. Unset or 0:
+   * the service's default (COMPUTE_IDLE_PAUSE_SECONDS, 300; `off` or 0
+   * disables idle pauses).
+   *
+   * @generated from field: google.protobuf.Duration idle_timeout = 6;
+   */
+  idleTimeout?: Duration | undefined;
 };
 
 /**
@@ -708,6 +718,88 @@ export const ListFilesResponseSchema: GenMessage<ListFilesResponse> = /*@__PURE_
   messageDesc(file_compute_v1_compute, 20);
 
 /**
+ * @generated from message compute.v1.PauseSandboxRequest
+ */
+export type PauseSandboxRequest = Message<"compute.v1.PauseSandboxRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+};
+
+/**
+ * Describes the message compute.v1.PauseSandboxRequest.
+ * Use `create(PauseSandboxRequestSchema)` to create a new message.
+ */
+export const PauseSandboxRequestSchema: GenMessage<PauseSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 21);
+
+/**
+ * @generated from message compute.v1.PauseSandboxResponse
+ */
+export type PauseSandboxResponse = Message<"compute.v1.PauseSandboxResponse"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * SANDBOX_STATUS_PAUSED.
+   *
+   * @generated from field: compute.v1.SandboxStatus status = 2;
+   */
+  status: SandboxStatus;
+};
+
+/**
+ * Describes the message compute.v1.PauseSandboxResponse.
+ * Use `create(PauseSandboxResponseSchema)` to create a new message.
+ */
+export const PauseSandboxResponseSchema: GenMessage<PauseSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 22);
+
+/**
+ * @generated from message compute.v1.ResumeSandboxRequest
+ */
+export type ResumeSandboxRequest = Message<"compute.v1.ResumeSandboxRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+};
+
+/**
+ * Describes the message compute.v1.ResumeSandboxRequest.
+ * Use `create(ResumeSandboxRequestSchema)` to create a new message.
+ */
+export const ResumeSandboxRequestSchema: GenMessage<ResumeSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 23);
+
+/**
+ * @generated from message compute.v1.ResumeSandboxResponse
+ */
+export type ResumeSandboxResponse = Message<"compute.v1.ResumeSandboxResponse"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * SANDBOX_STATUS_READY.
+   *
+   * @generated from field: compute.v1.SandboxStatus status = 2;
+   */
+  status: SandboxStatus;
+};
+
+/**
+ * Describes the message compute.v1.ResumeSandboxResponse.
+ * Use `create(ResumeSandboxResponseSchema)` to create a new message.
+ */
+export const ResumeSandboxResponseSchema: GenMessage<ResumeSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 24);
+
+/**
  * @generated from enum compute.v1.SandboxStatus
  */
 export enum SandboxStatus {
@@ -745,6 +837,14 @@ export enum SandboxStatus {
    * @generated from enum value: SANDBOX_STATUS_DESTROYED = 4;
    */
   DESTROYED = 4,
+
+  /**
+   * Idle (no exec ran for its idle period) or PauseSandbox: its processes are
+   * stopped, its workspace kept. ExecCommand and the file calls resume it.
+   *
+   * @generated from enum value: SANDBOX_STATUS_PAUSED = 5;
+   */
+  PAUSED = 5,
 }
 
 /**
@@ -818,6 +918,31 @@ export const ComputeService: GenService<{
     methodKind: "unary";
     input: typeof ListFilesRequestSchema;
     output: typeof ListFilesResponseSchema;
+  },
+  /**
+   * Stops a READY sandbox's processes and gives its memory back; the
+   * workspace, status and usage stay. Idempotent on a PAUSED sandbox.
+   * FAILED_PRECONDITION while an exec runs (reason sandbox_busy) or when the
+   * sandbox is FAILED or DESTROYED (reason sandbox_not_runnable).
+   *
+   * @generated from rpc compute.v1.ComputeService.PauseSandbox
+   */
+  pauseSandbox: {
+    methodKind: "unary";
+    input: typeof PauseSandboxRequestSchema;
+    output: typeof PauseSandboxResponseSchema;
+  },
+  /**
+   * Makes a PAUSED sandbox READY again (STARTING or READY: waits like
+   * ExecCommand). ExecCommand and the file calls resume a PAUSED sandbox
+   * themselves; this is for explicit control.
+   *
+   * @generated from rpc compute.v1.ComputeService.ResumeSandbox
+   */
+  resumeSandbox: {
+    methodKind: "unary";
+    input: typeof ResumeSandboxRequestSchema;
+    output: typeof ResumeSandboxResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_compute_v1_compute, 0);

@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
 import type { Interceptor } from "@connectrpc/connect";
+import { Code, PlatformError } from "@platform/errors";
 import type { Database } from "@platform/db";
 import { migrate } from "@platform/db";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
@@ -9,10 +11,15 @@ import { KyselyStore } from "./db/kysely-store.ts";
 import { MIGRATIONS_TABLE, migrations } from "./db/migrations.ts";
 import type { AgentsDB } from "./db/schema.ts";
 import { AgentsDomain } from "./domain/agents.ts";
-import type { Authenticator, Sandboxes } from "./domain/ports.ts";
+import { IdleSandboxSweeper } from "./domain/idle-sandboxes.ts";
+import { KyselyIdleSandboxStore } from "./db/idle-sandbox-store.ts";
+import type { Authenticator, Sandboxes, WorkspaceFiles } from "./domain/ports.ts";
+import { SessionFiles } from "./domain/session-files.ts";
+import type { Store } from "./domain/store.ts";
 import type { ProviderRegistry } from "./providers/registry.ts";
 import { Followers } from "./runs/follow.ts";
 import { EventHub } from "./runs/hub.ts";
+import { Reaper } from "./runs/reaper.ts";
 import { Runner } from "./runs/runner.ts";
 import { authInterceptor } from "./server/auth.ts";
 import { agentService, sessionService } from "./server/services.ts";
@@ -22,6 +29,8 @@ export type AgentsAppOptions = {
   database: Database<AgentsDB>;
   authenticator: Authenticator;
   sandboxes: Sandboxes;
+  /** The workspace files of sandboxes (users' uploads and downloads); absent: the file RPCs answer unimplemented. */
+  workspaceFiles?: WorkspaceFiles;
   providers: ProviderRegistry;
   logger: Logger;
   toolTimeoutMs?: number;
@@ -31,14 +40,31 @@ export type AgentsAppOptions = {
   runLeaseMs?: number;
   /** How often a followed session's state is re-read while another replica runs it (one read per session). */
   pollMs?: number;
-  /** How long a run's published event may wait to be stored (batched with the ones after it). */
-  flushMs?: number;
+  /** How often this replica looks for runs whose lease lapsed (their process died); default a sixth of the lease, at most 5 s. */
+  sweepMs?: number;
+  /**
+   * A name that stays the same when this replica restarts (the process
+   * `main.ts` starts: host and public port), so that at its start it ends
+   * the runs its previous process left, without waiting for their leases.
+   */
+  replicaName?: string;
+  /** This process is the only one using the database (embedded PGlite): at its start every run left is dead. */
+  soleProcess?: boolean;
+  /** How long a send waits for the database to store its messages before answering 503. */
+  storePatienceMs?: number;
+  /** Tests: wraps the store (e.g. one that fails like an unreachable database, where the database cannot be stopped). */
+  decorateStore?: (store: Store) => Store;
   /**
    * postgres:// URL to LISTEN on for other replicas' appends, so their
    * followers wake at once instead of at the next poll. Absent (PGlite,
    * one process): the in-process hub is enough.
    */
   listenUrl?: string;
+  /**
+   * Destroy the sandbox of a session idle (no run, no new event) this long
+   * (domain/idle-sandboxes.ts); absent or 0: sandboxes are kept.
+   */
+  sandboxIdleMs?: number;
 };
 
 /**
@@ -50,14 +76,20 @@ export type AgentsAppOptions = {
 export async function createAgentsApp(options: AgentsAppOptions) {
   await migrate(options.database as Database<unknown>, MIGRATIONS_TABLE, migrations);
   const origin = randomUUID();
-  const store = new KyselyStore(options.database.db, origin);
+  const kysely = new KyselyStore(options.database.db, origin);
+  const store = options.decorateStore?.(kysely) ?? kysely;
   const hub = new EventHub();
-  const listener = options.listenUrl ? new PgEventListener(options.listenUrl, origin, (id) => hub.changed(id), options.logger) : undefined;
+  const listener = options.listenUrl
+    ? new PgEventListener(options.listenUrl, origin, (id) => hub.changed(id), options.logger)
+    : undefined;
   await listener?.start();
   const toolbox = new Toolbox(options.sandboxes, {
     timeoutMs: options.toolTimeoutMs ?? 120_000,
     outputLimitBytes: options.toolOutputLimitBytes ?? 16 * 1024,
   });
+  const replicaName = (options.replicaName ?? hostname()).replaceAll("#", "_");
+  const owner = `${replicaName}#${randomUUID()}`;
+  const leaseMs = options.runLeaseMs ?? 30_000;
   const runner = new Runner(
     store,
     hub,
@@ -65,15 +97,40 @@ export async function createAgentsApp(options: AgentsAppOptions) {
     toolbox,
     options.sandboxes,
     {
-      leaseMs: options.runLeaseMs ?? 30_000,
+      leaseMs,
       maxModelCalls: options.maxModelCalls ?? 25,
       maxTokens: options.maxTokens ?? 4096,
-      flushMs: options.flushMs ?? 50,
+      owner,
+      storePatienceMs: options.storePatienceMs,
     },
     options.logger,
   );
-  const domain = new AgentsDomain(store, runner, new Followers(store, hub, options.pollMs ?? 1000), options.sandboxes);
+  const reaper = new Reaper(
+    store,
+    hub,
+    (runId) => runner.isLocal(runId),
+    { intervalMs: options.sweepMs ?? Math.min(5000, Math.max(50, Math.floor(leaseMs / 6))) },
+    options.logger,
+  );
+  runner.useReaper(reaper);
+  reaper.start();
+  const domain = new AgentsDomain(
+    store,
+    runner,
+    new Followers(store, hub, options.pollMs ?? 1000, reaper),
+    options.sandboxes,
+    options.providers,
+  );
   const interceptors: Interceptor[] = [authInterceptor(options.authenticator)];
+  const idleSandboxes = options.sandboxIdleMs
+    ? new IdleSandboxSweeper(
+        new KyselyIdleSandboxStore(options.database.db),
+        options.sandboxes,
+        { idleMs: options.sandboxIdleMs },
+        options.logger,
+      )
+    : undefined;
+  idleSandboxes?.start();
   return {
     store,
     runner,
@@ -81,7 +138,13 @@ export async function createAgentsApp(options: AgentsAppOptions) {
     interceptors,
     services: [
       { service: AgentService, impl: agentService(domain) },
-      { service: SessionService, impl: sessionService(domain) },
+      {
+        service: SessionService,
+        impl: sessionService(
+          domain,
+          new SessionFiles(store, options.sandboxes, options.workspaceFiles ?? noWorkspaceFiles),
+        ),
+      },
     ],
     /** Ready when the database answers and identity's gRPC is reachable. */
     async ready(): Promise<boolean> {
@@ -94,8 +157,25 @@ export async function createAgentsApp(options: AgentsAppOptions) {
       ]);
       return db && identity;
     },
+    /**
+     * Ends the runs this replica's previous process (or, for the sole
+     * process of a database, any earlier process) left holding sessions:
+     * call once the service listens, so no earlier process of it still runs.
+     * Returns how many it ended.
+     */
+    async recover(): Promise<number> {
+      return reaper.sweep(
+        options.soleProcess
+          ? { sole: true, self: owner }
+          : options.replicaName
+            ? { replica: replicaName, self: owner }
+            : { lapsed: true },
+      );
+    },
     /** Ends local runs (each gets its terminal event) before the database closes. */
     async stop(): Promise<void> {
+      await idleSandboxes?.stop();
+      reaper.stop();
       await runner.stop();
       await listener?.stop();
     },
@@ -103,3 +183,14 @@ export async function createAgentsApp(options: AgentsAppOptions) {
 }
 
 export type AgentsApp = Awaited<ReturnType<typeof createAgentsApp>>;
+
+/** For apps built without compute's file calls (tests of other parts). */
+const noWorkspaceFiles: WorkspaceFiles = {
+  list: () => Promise.reject(unimplemented()),
+  read: () => Promise.reject(unimplemented()),
+  write: () => Promise.reject(unimplemented()),
+};
+
+function unimplemented(): PlatformError {
+  return new PlatformError(Code.Unimplemented, "unimplemented", "workspace files are not available in this service");
+}

@@ -1,3 +1,4 @@
+import { CORS_SETTING, parseAllowedOrigins } from "@platform/rpc";
 /** The agents service's settings, read once from the environment at start-up. */
 export type AgentsConfig = {
   /** The public port: REST/SSE only. */
@@ -17,7 +18,17 @@ export type AgentsConfig = {
   maxModelCalls: number;
   maxTokens: number;
   runLeaseMs: number;
+  /** A session idle this long loses its sandbox (DestroySandbox); 0 or absent keeps sandboxes. */
+  sandboxIdleMs?: number;
+  /**
+   * AGENTS_SANDBOX_MAX_RUNTIME_MS: the max_runtime the sessions' sandboxes
+   * are created with; absent: compute's default (15 minutes). The workspace
+   * outlives it: the next tool or file call gets a new sandbox on it.
+   */
+  sandboxMaxRuntimeMs?: number;
   logLevel: string;
+  /** CORS_ALLOWED_ORIGINS: origins whose pages may call the public port (default none). */
+  corsAllowedOrigins?: string[];
 };
 
 export class ConfigError extends Error {
@@ -39,7 +50,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentsConfig {
     const v = str(name);
     if (v === undefined) return fallback;
     const n = Number(v);
-    if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${v}"`);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${v}"`);
     return n;
   };
   const url = (name: string, value: string | undefined) => {
@@ -68,13 +80,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentsConfig {
     dataDir: str("AGENTS_DATA_DIR") ?? ".data/agents",
     identityGrpcUrl: url("IDENTITY_GRPC_URL", required("IDENTITY_GRPC_URL"))!,
     computeGrpcUrl: url("COMPUTE_GRPC_URL", required("COMPUTE_GRPC_URL"))!,
-    anthropic: anthropicKey ? { apiKey: anthropicKey, baseUrl: url("ANTHROPIC_BASE_URL", str("ANTHROPIC_BASE_URL")) } : undefined,
+    anthropic: anthropicKey
+      ? { apiKey: anthropicKey, baseUrl: url("ANTHROPIC_BASE_URL", str("ANTHROPIC_BASE_URL")) }
+      : undefined,
     openai: openaiBase || openaiKey ? { baseUrl: openaiBase, apiKey: openaiKey } : undefined,
     toolTimeoutMs: int("AGENTS_TOOL_TIMEOUT_MS", 120_000, 100, 600_000),
     toolOutputLimitBytes: int("AGENTS_TOOL_OUTPUT_LIMIT_BYTES", 16 * 1024, 1024, 1024 * 1024),
     maxModelCalls: int("AGENTS_MAX_MODEL_CALLS", 25, 1, 1000),
     maxTokens: int("AGENTS_MAX_TOKENS", 4096, 1, 1_000_000),
     runLeaseMs: int("AGENTS_RUN_LEASE_MS", 30_000, 300, 3_600_000),
+    sandboxIdleMs: int("AGENTS_SANDBOX_IDLE_MS", 15 * 60_000, 0, 30 * 24 * 3_600_000),
+    sandboxMaxRuntimeMs:
+      str("AGENTS_SANDBOX_MAX_RUNTIME_MS") === undefined
+        ? undefined
+        : int("AGENTS_SANDBOX_MAX_RUNTIME_MS", 0, 1000, 7 * 24 * 3_600_000),
     logLevel: level,
+    corsAllowedOrigins: corsOrigins(env),
   };
+}
+
+function corsOrigins(env: NodeJS.ProcessEnv): string[] {
+  try {
+    return parseAllowedOrigins(env[CORS_SETTING]);
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
 }

@@ -7,7 +7,14 @@ export { AgentsDomain } from "./domain/agents.ts";
 export type { Agent, AuthContext, Session, SessionEvent } from "./domain/model.ts";
 export type { Authenticator, Sandboxes } from "./domain/ports.ts";
 export type { Store } from "./domain/store.ts";
-export type { ModelEvent, ModelMessage, ModelProvider, ModelRequest, ToolCall, ToolSpec } from "./providers/provider.ts";
+export type {
+  ModelEvent,
+  ModelMessage,
+  ModelProvider,
+  ModelRequest,
+  ToolCall,
+  ToolSpec,
+} from "./providers/provider.ts";
 export { ProviderRegistry } from "./providers/registry.ts";
 export { DevModel } from "./providers/dev.ts";
 export { AnthropicProvider } from "./providers/anthropic.ts";

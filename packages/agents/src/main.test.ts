@@ -83,7 +83,10 @@ test("starts, serves health and REST, stops cleanly on SIGTERM", async (t) => {
   // Start-up is tsx compiling the service plus PGlite's cold start: seconds, more on a busy machine.
   const deadline = Date.now() + 90_000;
   while (true) {
-    const ok = await fetch(`${base}/livez`).then((res) => res.ok, () => false);
+    const ok = await fetch(`${base}/livez`).then(
+      (res) => res.ok,
+      () => false,
+    );
     if (ok) break;
     assert.ok(Date.now() < deadline && r.proc.exitCode === null, `service did not start: ${r.stderr()}`);
     await new Promise((resolve) => setTimeout(resolve, 100));

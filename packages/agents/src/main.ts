@@ -25,7 +25,12 @@ if (!config.databaseUrl) mkdirSync(config.dataDir, { recursive: true });
 const service = await createAgentsServer(config, logger, { internalTls });
 const { url, grpcUrl } = await service.listen();
 logger.info(
-  { url, grpcUrl, database: config.databaseUrl ? "postgres" : "pglite", providers: ["dev", config.anthropic && "anthropic", config.openai && "openai"].filter(Boolean) },
+  {
+    url,
+    grpcUrl,
+    database: config.databaseUrl ? "postgres" : "pglite",
+    providers: ["dev", config.anthropic && "anthropic", config.openai && "openai"].filter(Boolean),
+  },
   "agents service listening",
 );
 

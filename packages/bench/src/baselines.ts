@@ -24,11 +24,17 @@ export function bareBwrapArgs(): string[] {
 }
 
 /** Spawns `bwrap ... command args`; resolves with ns to the first stdout byte and to exit. */
-export function bwrapRun(command: string, args: string[]): Promise<{ firstByteNs: number; totalNs: number; bytes: number }> {
+export function bwrapRun(
+  command: string,
+  args: string[],
+): Promise<{ firstByteNs: number; totalNs: number; bytes: number }> {
   return spawnTimed("/usr/bin/bwrap", [...bareBwrapArgs(), command, ...args]);
 }
 
-export function spawnTimed(command: string, args: string[]): Promise<{ firstByteNs: number; totalNs: number; bytes: number }> {
+export function spawnTimed(
+  command: string,
+  args: string[],
+): Promise<{ firstByteNs: number; totalNs: number; bytes: number }> {
   const t0 = now();
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { stdio: ["ignore", "pipe", "inherit"] });

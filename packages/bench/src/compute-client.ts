@@ -23,7 +23,14 @@ export interface ExecTiming {
 }
 
 /** Runs one exec to completion, timing the first stdout byte and the completed event from `t0`. */
-export async function timedExec(client: ComputeClient, sandboxId: string, command: string, args: string[], t0 = now(), timeoutMs = 60_000): Promise<ExecTiming> {
+export async function timedExec(
+  client: ComputeClient,
+  sandboxId: string,
+  command: string,
+  args: string[],
+  t0 = now(),
+  timeoutMs = 60_000,
+): Promise<ExecTiming> {
   let first = Number.NaN;
   let bytes = 0;
   let exitCode = Number.NaN;

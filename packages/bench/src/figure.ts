@@ -20,5 +20,7 @@ export interface Figure {
   id: string;
   title: string;
   goal: string;
+  /** Its own ceiling for a full run, when the runner's default is too short for it (ms). */
+  fullTimeoutMs?: number;
   run(stack: Stack, size: Size): Promise<Omit<FigureResult, "figure" | "goal">>;
 }

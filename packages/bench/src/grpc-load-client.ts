@@ -1,5 +1,13 @@
 import http2 from "node:http2";
-import { create, type DescMessage, type DescMethodUnary, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  type DescMethodUnary,
+  fromBinary,
+  type MessageInitShape,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
 
 /**
  * A minimal gRPC client for load generation (the role ghz or h2load play
@@ -22,7 +30,10 @@ export class GrpcLoadClient {
     });
   }
 
-  unary<I extends DescMessage, O extends DescMessage>(method: DescMethodUnary<I, O>, input: MessageInitShape<I>): Promise<MessageShape<O>> {
+  unary<I extends DescMessage, O extends DescMessage>(
+    method: DescMethodUnary<I, O>,
+    input: MessageInitShape<I>,
+  ): Promise<MessageShape<O>> {
     if (this.#error) return Promise.reject(this.#error);
     const body = toBinary(method.input, create(method.input, input));
     const frame = Buffer.allocUnsafe(5 + body.length);
@@ -56,9 +67,11 @@ export class GrpcLoadClient {
       stream.on("close", () => {
         if (status !== "0") return reject(new Error(`${method.name}: grpc-status ${status ?? "missing"} ${message}`));
         const data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-        if (data.length < 5 || data[0] !== 0) return reject(new Error(`${method.name}: malformed or compressed response frame`));
+        if (data.length < 5 || data[0] !== 0)
+          return reject(new Error(`${method.name}: malformed or compressed response frame`));
         const length = data.readUInt32BE(1);
-        if (data.length !== 5 + length) return reject(new Error(`${method.name}: response of ${data.length - 5} bytes, frame says ${length}`));
+        if (data.length !== 5 + length)
+          return reject(new Error(`${method.name}: response of ${data.length - 5} bytes, frame says ${length}`));
         try {
           resolve(fromBinary(method.output, data.subarray(5)));
         } catch (err) {

@@ -15,17 +15,34 @@ export class HttpLoadClient {
     this.#agent = new http.Agent({ keepAlive: true, maxSockets });
   }
 
-  postJson(path: string, body: unknown): Promise<{ status: number; text: string }> {
-    const payload = JSON.stringify(body);
+  postJson(
+    path: string,
+    body: unknown,
+    headers: http.OutgoingHttpHeaders = {},
+  ): Promise<{ status: number; text: string }> {
+    return this.request("POST", path, body, headers);
+  }
+
+  /** Any method; `body` (when given) is sent as JSON. */
+  request(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: http.OutgoingHttpHeaders = {},
+  ): Promise<{ status: number; text: string }> {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
     return new Promise((resolve, reject) => {
       const req = http.request(
         {
           agent: this.#agent,
           host: this.#url.hostname,
           port: this.#url.port,
-          method: "POST",
+          method,
           path,
-          headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+          headers:
+            payload === undefined
+              ? headers
+              : { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
         },
         (res) => {
           const chunks: Buffer[] = [];

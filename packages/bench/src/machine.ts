@@ -17,7 +17,8 @@ export function describeMachine(): Machine {
   for (const f of ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]) {
     try {
       const v = fs.readFileSync(f, "utf8").trim();
-      if (v !== "max" && Number(v) < os.totalmem()) memLimit = ` (cgroup limit ${(Number(v) / 2 ** 30).toFixed(1)} GiB)`;
+      if (v !== "max" && Number(v) < os.totalmem())
+        memLimit = ` (cgroup limit ${(Number(v) / 2 ** 30).toFixed(1)} GiB)`;
     } catch {
       // not there
     }

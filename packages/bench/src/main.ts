@@ -11,7 +11,8 @@ const only = args
   .split(",")
   .filter(Boolean);
 const outArg = args.find((a) => a.startsWith("--out="))?.slice("--out=".length);
-const defaultOut = quick || only?.length ? undefined : fileURLToPath(new URL("../../../BENCHMARKS.md", import.meta.url));
+const defaultOut =
+  quick || only?.length ? undefined : fileURLToPath(new URL("../../../BENCHMARKS.md", import.meta.url));
 
 const results = await runBench({ size: quick ? "quick" : "full", only, out: outArg ?? defaultOut });
 process.exitCode = results.length === 0 ? 1 : 0;

@@ -24,16 +24,29 @@ export function summarizeProfile(profile: Profile, top = 25): string {
   const pkg = new Map<string, number>();
   for (const [id, us] of self) {
     const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
-    const short = url.replace(/^.*node_modules\/\.pnpm\/[^/]+\/node_modules\//, "").replace(/^file:\/\/\/work\/main\//, "");
-    fn.set(`${functionName || "(anonymous)"} ${short}:${lineNumber + 1}`, (fn.get(`${functionName || "(anonymous)"} ${short}:${lineNumber + 1}`) ?? 0) + us);
-    const p = url === "" ? `(${functionName})` : url.startsWith("node:") ? "node:*" : (/node_modules\/\.pnpm\/[^/]+\/node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1] ?? short.split("/").slice(0, 2).join("/"));
+    const short = url
+      .replace(/^.*node_modules\/\.pnpm\/[^/]+\/node_modules\//, "")
+      .replace(/^file:\/\/\/work\/main\//, "");
+    fn.set(
+      `${functionName || "(anonymous)"} ${short}:${lineNumber + 1}`,
+      (fn.get(`${functionName || "(anonymous)"} ${short}:${lineNumber + 1}`) ?? 0) + us,
+    );
+    const p =
+      url === ""
+        ? `(${functionName})`
+        : url.startsWith("node:")
+          ? "node:*"
+          : (/node_modules\/\.pnpm\/[^/]+\/node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1] ??
+            short.split("/").slice(0, 2).join("/"));
     pkg.set(p, (pkg.get(p) ?? 0) + us);
   }
   const fmt = (m: Map<string, number>) =>
     [...m]
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
-      .map(([k, us]) => `${((us / total) * 100).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(0).padStart(6)} ms  ${k}`)
+      .map(
+        ([k, us]) => `${((us / total) * 100).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(0).padStart(6)} ms  ${k}`,
+      )
       .join("\n");
   // Inclusive time: each sample counts once for every distinct frame on its stack.
   const parent = new Map<number, number>();
@@ -44,7 +57,9 @@ export function summarizeProfile(profile: Profile, top = 25): string {
     for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
       const { functionName, url, lineNumber } = byId.get(cur)!.callFrame;
       if (!url) continue;
-      const short = url.replace(/^.*node_modules\/\.pnpm\/[^/]+\/node_modules\//, "").replace(/^file:\/\/\/work\/main\//, "");
+      const short = url
+        .replace(/^.*node_modules\/\.pnpm\/[^/]+\/node_modules\//, "")
+        .replace(/^file:\/\/\/work\/main\//, "");
       const key = `${functionName || "(anonymous)"} ${short}:${lineNumber + 1}`;
       if (seen.has(key)) continue;
       seen.add(key);

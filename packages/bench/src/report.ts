@@ -6,11 +6,16 @@ const verdict = (met: boolean | undefined) => (met === undefined ? "not measured
 
 export function table(results: FigureResult[]): string {
   const lines = ["| figure | baseline (same run) | measured | ratio | goal | goal met |", "|---|---|---|---|---|---|"];
-  for (const r of results) lines.push(`| ${[r.figure, r.baseline, r.measured, r.ratio, r.goal, verdict(r.met)].map(esc).join(" | ")} |`);
+  for (const r of results)
+    lines.push(`| ${[r.figure, r.baseline, r.measured, r.ratio, r.goal, verdict(r.met)].map(esc).join(" | ")} |`);
   return lines.join("\n");
 }
 
-export function markdown(results: FigureResult[], machine: Machine, info: { size: Size; seconds: number; database: string; preamble?: string }): string {
+export function markdown(
+  results: FigureResult[],
+  machine: Machine,
+  info: { size: Size; seconds: number; database: string; preamble?: string },
+): string {
   const notes = results
     .filter((r) => r.notes)
     .map((r) => `- **${r.figure}**: ${r.notes}`)

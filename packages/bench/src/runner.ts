@@ -29,7 +29,9 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
       log(`bench: ${figure.id} ...`);
       const started = performance.now();
       const result = await runOne(figure, stack, options.size);
-      log(`bench: ${figure.id}: ${result.measured} (baseline ${result.baseline}; ${result.ratio}) ${((performance.now() - started) / 1000).toFixed(1)} s${result.met === undefined ? ` — ${result.notes}` : ""}`);
+      log(
+        `bench: ${figure.id}: ${result.measured} (baseline ${result.baseline}; ${result.ratio}) ${((performance.now() - started) / 1000).toFixed(1)} s${result.met === undefined ? ` — ${result.notes}` : ""}`,
+      );
       results.push(result);
     }
   } finally {
@@ -41,7 +43,10 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
     // The hand-written part (what bounds each miss, from profiles) lives beside the code and is carried into the file.
     const analysisFile = new URL("../ANALYSIS.md", import.meta.url);
     const preamble = existsSync(analysisFile) ? readFileSync(analysisFile, "utf8") : undefined;
-    writeFileSync(options.out, markdown(results, machine, { size: options.size, seconds, database: stack.databaseKind, preamble }));
+    writeFileSync(
+      options.out,
+      markdown(results, machine, { size: options.size, seconds, database: stack.databaseKind, preamble }),
+    );
     log(`bench: wrote ${options.out}`);
   }
   return results;
@@ -50,8 +55,9 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
 async function runOne(figure: Figure, stack: Stack, size: Size): Promise<FigureResult> {
   let timer: NodeJS.Timeout | undefined;
   try {
+    const limitMs = size === "full" && figure.fullTimeoutMs ? figure.fullTimeoutMs : FIGURE_TIMEOUT_MS[size];
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`did not finish within ${FIGURE_TIMEOUT_MS[size] / 1000} s`)), FIGURE_TIMEOUT_MS[size]);
+      timer = setTimeout(() => reject(new Error(`did not finish within ${limitMs / 1000} s`)), limitMs);
     });
     const r = await Promise.race([figure.run(stack, size), timeout]);
     return { figure: figure.title, goal: figure.goal, ...r };

@@ -14,18 +14,35 @@ export interface SseEvent {
  * socket's data callback, not after a web stream's reader hands it on, so
  * the client adds as little as it can to what it measures.
  */
-export function postSse(url: string, token: string, body: unknown): Promise<{ status: number; firstByteAt: bigint; events: SseEvent[] }> {
+export function postSse(
+  url: string,
+  token: string,
+  body: unknown,
+): Promise<{ status: number; firstByteAt: bigint; events: SseEvent[] }> {
+  return readSse("POST", url, token, body);
+}
+
+/** `method` (GET for a follow, POST with a JSON body for a send) and the stream to its end. */
+export function readSse(
+  method: string,
+  url: string,
+  token: string,
+  body?: unknown,
+  agent?: http.Agent,
+): Promise<{ status: number; firstByteAt: bigint; events: SseEvent[] }> {
   return new Promise((resolve, reject) => {
-    const payload = JSON.stringify(body);
+    const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = http.request(
       url,
       {
-        method: "POST",
+        method,
+        agent,
         headers: {
           authorization: `Bearer ${token}`,
-          "content-type": "application/json",
-          "content-length": Buffer.byteLength(payload),
           accept: "text/event-stream",
+          ...(payload === undefined
+            ? {}
+            : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }),
         },
       },
       (res) => {

@@ -121,6 +121,7 @@ export class Stack {
   agents(): Promise<ServiceProcess> {
     this.#agents ??= (async () => {
       const identity = await this.identity();
+      const compute = await this.compute();
       const url = await this.#databaseUrl();
       const svc = await ServiceProcess.start("agents", {
         ...(url ? { DATABASE_URL: url } : { AGENTS_DATA_DIR: join(this.tmp, "agents") }),
@@ -129,8 +130,8 @@ export class Stack {
         AGENTS_PORT: "0",
         AGENTS_GRPC_PORT: "0",
         IDENTITY_GRPC_URL: identity.urls.grpc!,
-        // No figure makes a tool call; nothing listens here.
-        COMPUTE_GRPC_URL: "https://127.0.0.1:9",
+        // Tool calls (the mixed-load figure) run in the real compute service.
+        COMPUTE_GRPC_URL: compute.urls.grpc!,
       });
       this.#closers.push(() => svc.stop());
       return svc;

@@ -38,7 +38,34 @@ fs.mkdirSync(ws);
 const bare = await time(
   () =>
     new Promise((resolve) => {
-      const c = spawn("bwrap", ["--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--bind", ws, "/workspace", "--", "/bin/true"], { stdio: "ignore" });
+      const c = spawn(
+        "bwrap",
+        [
+          "--unshare-all",
+          "--ro-bind",
+          "/usr",
+          "/usr",
+          "--symlink",
+          "usr/bin",
+          "/bin",
+          "--symlink",
+          "usr/lib",
+          "/lib",
+          "--symlink",
+          "usr/lib64",
+          "/lib64",
+          "--proc",
+          "/proc",
+          "--dev",
+          "/dev",
+          "--bind",
+          ws,
+          "/workspace",
+          "--",
+          "/bin/true",
+        ],
+        { stdio: "ignore" },
+      );
       c.on("close", resolve);
     }),
 );
@@ -50,7 +77,9 @@ const plain = await time(
     }),
 );
 const row = (name: string, xs: number[]) =>
-  console.log(`${name.padEnd(34)} p50 ${pct(xs, 50).toFixed(2)} ms  p90 ${pct(xs, 90).toFixed(2)} ms  p99 ${pct(xs, 99).toFixed(2)} ms`);
+  console.log(
+    `${name.padEnd(34)} p50 ${pct(xs, 50).toFixed(2)} ms  p90 ${pct(xs, 90).toFixed(2)} ms  p99 ${pct(xs, 99).toFixed(2)} ms`,
+  );
 row("spawn /bin/true (baseline)", plain);
 row("fresh bwrap per exec", bare);
 row("driver exec (nsenter into init)", entered);

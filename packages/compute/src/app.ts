@@ -1,7 +1,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { type Database, migrate, openDatabase } from "@platform/db";
-import { type CallerPolicy, createServer, type Server, type ServiceTls } from "@platform/rpc";
+import { type CallerPolicy, codeNameEnvelope, createServer, type Server, type ServiceTls } from "@platform/rpc";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import type { Logger } from "pino";
 import type { ComputeConfig } from "./config.ts";
@@ -37,7 +37,9 @@ export async function createDriver(config: ComputeConfig, logger: Logger): Promi
     });
   }
   const path = "./drivers/kubernetes/index.ts";
-  const mod = (await import(path)) as { createKubernetesDriver?: (o: { config: ComputeConfig; logger: Logger }) => Promise<SandboxDriver> };
+  const mod = (await import(path)) as {
+    createKubernetesDriver?: (o: { config: ComputeConfig; logger: Logger }) => Promise<SandboxDriver>;
+  };
   if (!mod.createKubernetesDriver) throw new Error("the kubernetes driver does not export createKubernetesDriver");
   return mod.createKubernetesDriver({ config, logger });
 }
@@ -62,20 +64,28 @@ export async function createComputeApp(
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o711 });
   const database =
     overrides.database ??
-    (await openDatabase<unknown>(config.databaseUrl ? { url: config.databaseUrl } : { dataDir: join(config.dataDir, "pglite") }));
+    (await openDatabase<unknown>(
+      config.databaseUrl ? { url: config.databaseUrl } : { dataDir: join(config.dataDir, "pglite") },
+    ));
   await runMigrations(database);
   const driver = overrides.driver ?? (await createDriver(config, logger));
   const domain = new ComputeDomain({
     driver,
     store: new KyselySandboxStore(database),
-    defaults: { image: config.sandboxImage, storageClass: config.pvcStorageClass, workspaceSize: config.pvcWorkspaceSize },
+    defaults: {
+      image: config.sandboxImage,
+      storageClass: config.pvcStorageClass,
+      workspaceSize: config.pvcWorkspaceSize,
+    },
+    idlePauseMs: config.idlePauseMs,
     logger,
   });
   await domain.start();
   const server = createServer({
     name: "compute",
     services: [{ service: ComputeService, impl: computeServiceImpl(domain) }],
-    envelope: "identity",
+    // gRPC only (no REST route): an unrouted path is a 404 in the code-name envelope.
+    envelope: codeNameEnvelope("compute"),
     port: config.port,
     host: config.host,
     internal: { tls: overrides.internalTls, callers: COMPUTE_CALLERS },

@@ -14,7 +14,12 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 import type { Database } from "@platform/db";
 import { createTestDatabase } from "@platform/db/testing";
 import { Code, ComputeReason, InternalReason } from "@platform/errors";
-import { ComputeService, type ExecEvent, ExecCommandRequestSchema, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
+import {
+  ComputeService,
+  type ExecEvent,
+  ExecCommandRequestSchema,
+  SandboxStatus,
+} from "@platform/gen/compute/v1/compute_pb";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { createServiceTransport, fromConnectError, loadServiceTls } from "@platform/rpc";
 import { pino } from "pino";
@@ -38,15 +43,30 @@ let pki: TestPki;
 let url: string;
 /** A client of the compute port with `caller`'s certificate. */
 const clientAs = (caller: string) =>
-  createClient(ComputeService, createServiceTransport({ baseUrl: url, tls: loadServiceTls(pki.env(caller)), expectServer: "compute" }));
+  createClient(
+    ComputeService,
+    createServiceTransport({ baseUrl: url, tls: loadServiceTls(pki.env(caller)), expectServer: "compute" }),
+  );
 
 function config(): ComputeConfig {
   return testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" });
 }
 
-async function startApp(): Promise<void> {
-  const driver = new LocalDriver({ dataDir, killGraceMs: 500, pidsMax: 128, cgroupPrefix, logger, dieWithService: true });
-  app = await createComputeApp(config(), logger, { driver, database, internalTls: loadServiceTls(pki.env("compute"), "compute") });
+/** keep: sandboxes outlive the service's stop (production's default) instead of ending with it. */
+async function startApp(keep = false): Promise<void> {
+  const driver = new LocalDriver({
+    dataDir,
+    killGraceMs: 500,
+    pidsMax: 128,
+    cgroupPrefix,
+    logger,
+    dieWithService: !keep,
+  });
+  app = await createComputeApp(config(), logger, {
+    driver,
+    database,
+    internalTls: loadServiceTls(pki.env("compute"), "compute"),
+  });
   ({ url } = await app.server.listen());
   client = clientAs("agents");
 }
@@ -84,7 +104,12 @@ async function waitStatus(id: string, status: SandboxStatus, timeoutMs = 20_000)
   }
 }
 
-async function run(id: string, command: string, args: string[] = [], extra: Partial<{ env: Record<string, string>; workingDir: string }> = {}) {
+async function run(
+  id: string,
+  command: string,
+  args: string[] = [],
+  extra: Partial<{ env: Record<string, string>; workingDir: string }> = {},
+) {
   let stdout = "";
   let stderr = "";
   const events: ExecEvent[] = [];
@@ -95,8 +120,16 @@ async function run(id: string, command: string, args: string[] = [], extra: Part
   }
   const last = events.at(-1);
   assert.equal(last?.event.case, "completed");
-  assert.ok(events.every((e) => e.emittedAt), "every event carries emitted_at");
-  return { stdout, stderr, completed: last.event.value as Extract<ExecEvent["event"], { case: "completed" }>["value"], events };
+  assert.ok(
+    events.every((e) => e.emittedAt),
+    "every event carries emitted_at",
+  );
+  return {
+    stdout,
+    stderr,
+    completed: last.event.value as Extract<ExecEvent["event"], { case: "completed" }>["value"],
+    events,
+  };
 }
 
 before(async () => {
@@ -127,10 +160,21 @@ describe("the compute port (mutual TLS)", () => {
     assert.match(url, /^https:/);
     const tenantId = randomUUID();
     for (const caller of ["operator", "identity", "runtime-router", "runtime-worker", "compute"]) {
-      await expectCode(clientAs(caller).createSandbox({ tenantId, sessionId: randomUUID() }), Code.PermissionDenied, InternalReason.callerNotAllowed);
-      await expectCode(clientAs(caller).listFiles({ sandboxId: randomUUID(), path: "/" }), Code.PermissionDenied, InternalReason.callerNotAllowed);
+      await expectCode(
+        clientAs(caller).createSandbox({ tenantId, sessionId: randomUUID() }),
+        Code.PermissionDenied,
+        InternalReason.callerNotAllowed,
+      );
+      await expectCode(
+        clientAs(caller).listFiles({ sandboxId: randomUUID(), path: "/" }),
+        Code.PermissionDenied,
+        InternalReason.callerNotAllowed,
+      );
     }
-    assert.deepEqual((await new KyselySandboxStore(database).listLive()).filter((r) => r.tenantId === tenantId), []);
+    assert.deepEqual(
+      (await new KyselySandboxStore(database).listLive()).filter((r) => r.tenantId === tenantId),
+      [],
+    );
   });
 
   test("a plaintext client, or one without a certificate, gets no answer", async () => {
@@ -200,7 +244,11 @@ describe("CreateSandbox", () => {
   });
 
   test("INVALID_ARGUMENT on empty or malformed tenant_id / session_id and bad limits", async () => {
-    await expectCode(client.createSandbox({ tenantId: "", sessionId: randomUUID() }), Code.InvalidArgument, ComputeReason.invalidArgument);
+    await expectCode(
+      client.createSandbox({ tenantId: "", sessionId: randomUUID() }),
+      Code.InvalidArgument,
+      ComputeReason.invalidArgument,
+    );
     await expectCode(client.createSandbox({ tenantId: randomUUID(), sessionId: "" }), Code.InvalidArgument);
     await expectCode(client.createSandbox({ tenantId: "not-a-uuid", sessionId: randomUUID() }), Code.InvalidArgument);
     await expectCode(
@@ -248,7 +296,10 @@ describe("Describe, Destroy and usage", () => {
     const marker = JSON.parse(fs.readFileSync(join(dataDir, "sandboxes", id, "annotations.json"), "utf8"));
     const deleteAfter = Date.parse(marker[DELETE_AFTER_KEY]);
     assert.ok(Math.abs(deleteAfter - (Date.now() + 24 * 3600_000)) < 60_000);
-    assert.ok(fs.existsSync(join(dataDir, "sandboxes", id, "workspace.img")), "workspace (its image) kept during the grace");
+    const record = await new KyselySandboxStore(database).get(id);
+    const wsDir = join(dataDir, "workspaces", `${record?.tenantId}_${record?.sessionId}`);
+    assert.ok(fs.existsSync(join(wsDir, "workspace.img")), "the session's workspace (its image) kept during the grace");
+    assert.ok(JSON.parse(fs.readFileSync(join(wsDir, "annotations.json"), "utf8"))[DELETE_AFTER_KEY], "and marked");
 
     await expectCode(run(id, "/bin/true"), Code.FailedPrecondition, ComputeReason.sandboxNotRunnable);
     await expectCode(client.readFile({ sandboxId: id, path: "x" }), Code.FailedPrecondition);
@@ -263,7 +314,8 @@ describe("Describe, Destroy and usage", () => {
   });
 
   test("a sandbox past max_runtime becomes FAILED and then rejects exec with FAILED_PRECONDITION", async () => {
-    const id = await newSandbox({ maxRuntimeMs: 1200 });
+    // Long enough to be seen READY on a loaded machine (1.2 s was not, at load 20).
+    const id = await newSandbox({ maxRuntimeMs: 4000 });
     await waitStatus(id, SandboxStatus.READY);
     await waitStatus(id, SandboxStatus.FAILED);
     const record = await new KyselySandboxStore(database).get(id);
@@ -335,7 +387,12 @@ describe("ExecCommand", () => {
     const events: ExecEvent[] = [];
     const started = Date.now();
     for await (const e of client.execCommand(
-      create(ExecCommandRequestSchema, { sandboxId: id, command: "/bin/sleep", args: ["30"], timeout: durationFromMs(300) }),
+      create(ExecCommandRequestSchema, {
+        sandboxId: id,
+        command: "/bin/sleep",
+        args: ["30"],
+        timeout: durationFromMs(300),
+      }),
     )) {
       events.push(e);
     }
@@ -394,7 +451,12 @@ describe("Files over gRPC", () => {
   });
 
   test("WriteFile / ReadFile / ListFiles round trip with offsets, append, mode and FileEntry fields", async () => {
-    const w = await client.writeFile({ sandboxId: id, path: "/workspace/dir/a.txt", data: enc("0123456789"), mode: 0o600 });
+    const w = await client.writeFile({
+      sandboxId: id,
+      path: "/workspace/dir/a.txt",
+      data: enc("0123456789"),
+      mode: 0o600,
+    });
     assert.equal(w.bytesWritten, 10n);
     await client.writeFile({ sandboxId: id, path: "dir/a.txt", data: enc("AB"), append: true, mode: 0o777 });
     const r = await client.readFile({ sandboxId: id, path: "./dir//a.txt", offset: 8n, maxBytes: 3n });
@@ -415,11 +477,19 @@ describe("Files over gRPC", () => {
   });
 
   test("path rules: `..` after cleaning is INVALID_ARGUMENT; a symlink leaving the mount is PERMISSION_DENIED", async () => {
-    await expectCode(client.readFile({ sandboxId: id, path: "../etc/passwd" }), Code.InvalidArgument, ComputeReason.pathEscapes);
+    await expectCode(
+      client.readFile({ sandboxId: id, path: "../etc/passwd" }),
+      Code.InvalidArgument,
+      ComputeReason.pathEscapes,
+    );
     await expectCode(client.writeFile({ sandboxId: id, path: "a/../../x", data: enc("x") }), Code.InvalidArgument);
     await expectCode(client.listFiles({ sandboxId: id, path: "/etc" }), Code.InvalidArgument);
     await run(id, "/bin/ln", ["-s", "/etc", "etc-link"]);
-    await expectCode(client.readFile({ sandboxId: id, path: "etc-link/hostname" }), Code.PermissionDenied, ComputeReason.symlinkOutside);
+    await expectCode(
+      client.readFile({ sandboxId: id, path: "etc-link/hostname" }),
+      Code.PermissionDenied,
+      ComputeReason.symlinkOutside,
+    );
     await expectCode(client.listFiles({ sandboxId: id, path: "etc-link" }), Code.PermissionDenied);
     await expectCode(client.writeFile({ sandboxId: id, path: "etc-link/x", data: enc("x") }), Code.PermissionDenied);
     // `a/../b` cleans to `b`: allowed.
@@ -429,7 +499,11 @@ describe("Files over gRPC", () => {
 
   test("16 MiB limits: WriteFile over 16 MiB is rejected; ReadFile caps at 16 MiB with eof=false", async () => {
     const big = new Uint8Array(16 * 1024 * 1024 + 1);
-    await expectCode(client.writeFile({ sandboxId: id, path: "big", data: big }), Code.InvalidArgument, ComputeReason.payloadTooLarge);
+    await expectCode(
+      client.writeFile({ sandboxId: id, path: "big", data: big }),
+      Code.InvalidArgument,
+      ComputeReason.payloadTooLarge,
+    );
     await run(id, "/bin/sh", ["-c", "head -c 17000000 /dev/zero > big"]);
     const r = await client.readFile({ sandboxId: id, path: "big", maxBytes: 0n });
     assert.equal(r.data.length, 16 * 1024 * 1024);
@@ -462,6 +536,9 @@ describe("Files over gRPC", () => {
 
 describe("restart of the compute process", () => {
   test("records survive; a running sandbox is re-attached; one whose processes died becomes FAILED", async () => {
+    // Sandboxes that outlive a stop of the service (COMPUTE_KEEP_SANDBOXES_ON_EXIT, on by default).
+    await app.close();
+    await startApp(true);
     const alive = await newSandbox();
     const doomed = await newSandbox();
     await waitStatus(alive, SandboxStatus.READY);
@@ -473,9 +550,10 @@ describe("restart of the compute process", () => {
     const state = JSON.parse(fs.readFileSync(join(dataDir, "sandboxes", doomed, "state.json"), "utf8"));
     process.kill(state.bwrapPid, "SIGKILL");
     process.kill(state.initPid, "SIGKILL");
-    for (let i = 0; i < 100 && fs.existsSync(`/proc/${state.initPid}`); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && fs.existsSync(`/proc/${state.initPid}`); i++)
+      await new Promise((r) => setTimeout(r, 20));
 
-    await startApp();
+    await startApp(true);
     const a = await client.describeSandbox({ sandboxId: alive });
     assert.equal(a.status, SandboxStatus.READY);
     assert.equal(dec((await client.readFile({ sandboxId: alive, path: "kept.txt" })).data), "still here");

@@ -40,6 +40,24 @@ test("invalid settings name the variable", () => {
     ["PVC_WORKSPACE_SIZE", "2Ti"],
     ["COMPUTE_DRIVER", "docker"],
   ] as const) {
-    assert.throws(() => loadConfig({ [k]: v }), (e: unknown) => e instanceof ConfigError && e.message.includes(k), `${k}=${v}`);
+    assert.throws(
+      () => loadConfig({ [k]: v }),
+      (e: unknown) => e instanceof ConfigError && e.message.includes(k),
+      `${k}=${v}`,
+    );
+  }
+});
+
+test("COMPUTE_IDLE_PAUSE_SECONDS: 5 minutes by default, seconds, off or 0 disables, anything else names the variable", () => {
+  assert.equal(loadConfig({}).idlePauseMs, 300_000);
+  assert.equal(loadConfig({ COMPUTE_IDLE_PAUSE_SECONDS: "90" }).idlePauseMs, 90_000);
+  assert.equal(loadConfig({ COMPUTE_IDLE_PAUSE_SECONDS: "off" }).idlePauseMs, 0);
+  assert.equal(loadConfig({ COMPUTE_IDLE_PAUSE_SECONDS: "0" }).idlePauseMs, 0);
+  for (const v of ["-1", "5m", "1.5", "on"]) {
+    assert.throws(
+      () => loadConfig({ COMPUTE_IDLE_PAUSE_SECONDS: v }),
+      (e: unknown) => e instanceof ConfigError && e.message.includes("COMPUTE_IDLE_PAUSE_SECONDS"),
+      v,
+    );
   }
 });

@@ -19,6 +19,12 @@ export interface ComputeConfig {
    * one-command launcher, whose Ctrl-C must leave no process behind).
    */
   keepSandboxesOnExit: boolean;
+  /**
+   * COMPUTE_IDLE_PAUSE_SECONDS: a sandbox with no running exec for this long
+   * is paused (CreateSandbox's idle_timeout overrides it per sandbox); 0 =
+   * never (`off` or 0).
+   */
+  idlePauseMs: number;
   logLevel: string;
 }
 
@@ -32,7 +38,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     const raw = env[name];
     if (raw === undefined || raw === "") return fallback;
     const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new ConfigError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
     return n;
   };
   const bool = (name: string, fallback: boolean): boolean => {
@@ -44,9 +51,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
   };
   if (env.COMPUTE_HOST) throw new ConfigError("COMPUTE_HOST was replaced by HOST (every service reads HOST)");
   const driver = env.COMPUTE_DRIVER || "local";
-  if (driver !== "local" && driver !== "kubernetes") throw new ConfigError(`COMPUTE_DRIVER must be local or kubernetes, got ${JSON.stringify(driver)}`);
+  if (driver !== "local" && driver !== "kubernetes")
+    throw new ConfigError(`COMPUTE_DRIVER must be local or kubernetes, got ${JSON.stringify(driver)}`);
   const databaseUrl = env.DATABASE_URL || undefined;
-  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) throw new ConfigError("DATABASE_URL must be a postgres:// URL");
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl))
+    throw new ConfigError("DATABASE_URL must be a postgres:// URL");
   const size = env.PVC_WORKSPACE_SIZE || LIMITS.defaultWorkspaceSize;
   try {
     workspaceSizeBytes(size, "PVC_WORKSPACE_SIZE");
@@ -65,6 +74,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     pidsMax: int("COMPUTE_PIDS_MAX", 512, 16, 1_000_000),
     gcIntervalMs: int("COMPUTE_GC_INTERVAL_SECONDS", 3600, 1, 7 * 86400) * 1000,
     keepSandboxesOnExit: bool("COMPUTE_KEEP_SANDBOXES_ON_EXIT", true),
+    idlePauseMs:
+      env.COMPUTE_IDLE_PAUSE_SECONDS === "off"
+        ? 0
+        : int("COMPUTE_IDLE_PAUSE_SECONDS", LIMITS.defaultIdlePauseMs / 1000, 0, LIMITS.maxIdleTimeoutMs / 1000) * 1000,
     logLevel: env.LOG_LEVEL || "info",
   };
 }

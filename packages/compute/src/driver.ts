@@ -39,14 +39,25 @@ export interface SandboxSpec {
   limits: {
     cpuMillis: number;
     memoryBytes: number;
-    /** Hard wall-time limit, from the sandbox's creation. */
+    /**
+     * Hard limit on running time: the sandbox fails (deadline) at
+     * createdAt + maxRuntimeMs + the time it spent paused.
+     */
     maxRuntimeMs: number;
   };
   /** When the record was created; deadlines count from here (also after a restart). */
   createdAt: Date;
+  /** Time spent paused in pauses that ended (the record's; 0 for a new sandbox). */
+  pausedMs?: number;
+  /** recover only: the record says the sandbox is paused since then. */
+  pausedAt?: Date;
 }
 
-export type SandboxPhase = "starting" | "ready" | "failed" | "gone";
+/**
+ * "paused": stopped by `pause` (processes frozen or ended, memory given
+ * back), workspace kept; `resume` makes it ready again.
+ */
+export type SandboxPhase = "starting" | "ready" | "paused" | "failed" | "gone";
 
 /** Why a sandbox failed. */
 export type FailureReason =
@@ -191,14 +202,48 @@ export interface SandboxDriver {
   usage(sandboxId: string): Promise<Usage>;
 
   /**
+   * Stops a READY sandbox's processes and gives its memory back; its
+   * workspace (files) stays, `observe` says "paused", `usage` stays readable,
+   * and its max runtime stops counting. No exec may be running (the domain
+   * checks; a driver may end one). At once when already paused;
+   * FailedPrecondition when it is starting, failed or gone.
+   */
+  pause(sandboxId: string): Promise<void>;
+
+  /**
+   * Makes a paused sandbox ready again with the same workspace; resolves
+   * with the observation once it is settled (ready, or failed if it could not
+   * come back). At once when ready; FailedPrecondition when failed or gone
+   * (also when a destroy won a race with it). Rejects with the signal's
+   * reason when aborted.
+   */
+  resume(sandboxId: string, signal?: AbortSignal): Promise<SandboxObservation>;
+
+  /**
    * Kills everything in the sandbox, releases its resources and soft-deletes
-   * the workspace (marker `compute.platform.io/delete-after` = now + grace).
+   * the workspace (marker `compute.platform.io/delete-after` = now + grace)
+   * unless another sandbox of the session uses it. The workspace belongs to
+   * the session (tenantId + sessionId): `create` for a session that had a
+   * sandbox mounts the same one (files, modes, times) and clears the marker.
    * Returns the lifetime usage. Idempotent: a second call returns the same.
    */
   destroy(sandboxId: string): Promise<Usage>;
 
-  /** Physically removes soft-deleted workspaces whose delete-after has passed. Returns their ids. */
+  /**
+   * Physically removes soft-deleted workspaces whose delete-after has passed,
+   * never one a sandbox of its session uses. Returns what went: sandbox ids,
+   * and `session:<name>` for a session's workspace.
+   */
   collectGarbage(now?: Date): Promise<string[]>;
+
+  /**
+   * Called once the domain has recovered every sandbox its store holds as
+   * live: whatever else the driver finds of earlier runs (a sandbox whose
+   * record ended unseen, a workspace no live sandbox uses) gets a
+   * delete-after. Returns what was marked. Optional: a driver whose objects
+   * carry their own lifecycle (Kubernetes) has nothing to reconcile.
+   */
+  reconcile?(): Promise<string[]>;
 
   /** Stops watching (timers, watchers). Running sandboxes are left alone. */
   close(): Promise<void>;

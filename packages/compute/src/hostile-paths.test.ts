@@ -62,33 +62,66 @@ function reasonOf(fn: () => unknown): string | undefined {
 
 describe("path limits (unit)", () => {
   test("PATH_MAX counts the NUL: 4,095 bytes in the sandbox pass, 4,096 and 4,097 do not", () => {
-    for (const total of [4094, 4095]) assert.equal(reasonOf(() => cleanWorkspacePath(relativeOfTotal(total), MOUNT)), undefined);
+    for (const total of [4094, 4095])
+      assert.equal(
+        reasonOf(() => cleanWorkspacePath(relativeOfTotal(total), MOUNT)),
+        undefined,
+      );
     for (const total of [4096, 4097, 9000]) {
-      assert.equal(reasonOf(() => cleanWorkspacePath(relativeOfTotal(total), MOUNT)), ComputeReason.pathTooLong, `${total}`);
+      assert.equal(
+        reasonOf(() => cleanWorkspacePath(relativeOfTotal(total), MOUNT)),
+        ComputeReason.pathTooLong,
+        `${total}`,
+      );
       // The same path given absolute.
-      assert.equal(reasonOf(() => cleanWorkspacePath(`${MOUNT}/${relativeOfTotal(total)}`, MOUNT)), ComputeReason.pathTooLong);
+      assert.equal(
+        reasonOf(() => cleanWorkspacePath(`${MOUNT}/${relativeOfTotal(total)}`, MOUNT)),
+        ComputeReason.pathTooLong,
+      );
     }
     // The reported range: relative paths of 4,081-4,095 characters are 4,092-4,106 bytes under /workspace/.
     for (let chars = 4081; chars <= 4095; chars++) {
       const rel = relativeOfTotal(chars + MOUNT.length + 1);
       assert.equal(rel.length, chars);
       const expected = chars + MOUNT.length + 1 + 1 > PATH_MAX ? ComputeReason.pathTooLong : undefined;
-      assert.equal(reasonOf(() => cleanWorkspacePath(rel, MOUNT)), expected, `${chars} characters`);
+      assert.equal(
+        reasonOf(() => cleanWorkspacePath(rel, MOUNT)),
+        expected,
+        `${chars} characters`,
+      );
     }
   });
 
   test("counted in UTF-8 bytes, per component for NAME_MAX", () => {
-    assert.equal(reasonOf(() => checkPathLimits(`/w/${"n".repeat(NAME_MAX)}`, "path")), undefined);
-    assert.equal(reasonOf(() => checkPathLimits(`/w/${"n".repeat(NAME_MAX + 1)}`, "path")), ComputeReason.pathTooLong);
+    assert.equal(
+      reasonOf(() => checkPathLimits(`/w/${"n".repeat(NAME_MAX)}`, "path")),
+      undefined,
+    );
+    assert.equal(
+      reasonOf(() => checkPathLimits(`/w/${"n".repeat(NAME_MAX + 1)}`, "path")),
+      ComputeReason.pathTooLong,
+    );
     // 128 characters, 256 bytes.
-    assert.equal(reasonOf(() => checkPathLimits(`/w/${"é".repeat(128)}`, "path")), ComputeReason.pathTooLong);
-    assert.equal(reasonOf(() => checkPathLimits(`/w/${"é".repeat(127)}`, "path")), undefined);
+    assert.equal(
+      reasonOf(() => checkPathLimits(`/w/${"é".repeat(128)}`, "path")),
+      ComputeReason.pathTooLong,
+    );
+    assert.equal(
+      reasonOf(() => checkPathLimits(`/w/${"é".repeat(127)}`, "path")),
+      undefined,
+    );
     // 2,121 characters, 4,221 bytes: under PATH_MAX in characters, over it in bytes.
-    assert.equal(reasonOf(() => checkPathLimits(`/${"é".repeat(100)}`.repeat(21), "path")), ComputeReason.pathTooLong);
+    assert.equal(
+      reasonOf(() => checkPathLimits(`/${"é".repeat(100)}`.repeat(21), "path")),
+      ComputeReason.pathTooLong,
+    );
   });
 
   test("a mount path is held to the same limits", () => {
-    assert.equal(reasonOf(() => cleanWorkspacePath("a", `/${"m".repeat(256)}`)), ComputeReason.pathTooLong);
+    assert.equal(
+      reasonOf(() => cleanWorkspacePath("a", `/${"m".repeat(256)}`)),
+      ComputeReason.pathTooLong,
+    );
   });
 });
 
@@ -105,10 +138,21 @@ describe("hostile paths over gRPC (real compute server, local driver)", () => {
     database = await createTestDatabase<unknown>();
     dataDir = fs.mkdtempSync(join(tmpdir(), "compute-hostile-"));
     fs.chmodSync(dataDir, 0o711);
-    driver = new LocalDriver({ dataDir, killGraceMs: 500, pidsMax: 128, cgroupPrefix: `platform-compute-hostile-${process.pid}`, logger, dieWithService: true });
+    driver = new LocalDriver({
+      dataDir,
+      killGraceMs: 500,
+      pidsMax: 128,
+      cgroupPrefix: `platform-compute-hostile-${process.pid}`,
+      logger,
+      dieWithService: true,
+    });
     // Plaintext (INTERNAL_TLS=off): what is tested here is the compute port's answers, not its TLS.
     const overrides = { driver, database, internalTls: undefined };
-    app = await createComputeApp(testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" }), logger, overrides);
+    app = await createComputeApp(
+      testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" }),
+      logger,
+      overrides,
+    );
     url = (await app.server.listen()).url;
     client = createClient(ComputeService, createGrpcTransport({ baseUrl: url }));
     sandboxId = (await client.createSandbox({ tenantId: randomUUID(), sessionId: randomUUID() })).sandboxId;
@@ -162,7 +206,10 @@ describe("hostile paths over gRPC (real compute server, local driver)", () => {
       }
     }
     await client.writeFile({ sandboxId, path: "n".repeat(NAME_MAX), data: enc("x") });
-    await expectInvalid(client.writeFile({ sandboxId, path: "n".repeat(NAME_MAX + 1), data: enc("x") }), ComputeReason.pathTooLong);
+    await expectInvalid(
+      client.writeFile({ sandboxId, path: "n".repeat(NAME_MAX + 1), data: enc("x") }),
+      ComputeReason.pathTooLong,
+    );
   });
 
   test("ExecCommand: working_dir, command and the command line are bounded like PATH_MAX and ARG_MAX", async () => {
@@ -176,19 +223,36 @@ describe("hostile paths over gRPC (real compute server, local driver)", () => {
       return { out, exit };
     };
     await client.writeFile({ sandboxId, path: relativeOfTotal(PATH_MAX - 1), data: enc("deep") });
-    await expectInvalid(run({ sandboxId, command: "/bin/true", workingDir: relativeOfTotal(PATH_MAX) }), ComputeReason.pathTooLong);
+    await expectInvalid(
+      run({ sandboxId, command: "/bin/true", workingDir: relativeOfTotal(PATH_MAX) }),
+      ComputeReason.pathTooLong,
+    );
     await expectInvalid(run({ sandboxId, command: `/${"x".repeat(NAME_MAX + 1)}` }), ComputeReason.pathTooLong);
-    await expectInvalid(run({ sandboxId, command: "/bin/true", args: ["a".repeat(MAX_ARG_STRING_BYTES + 1)] }), ComputeReason.argumentsTooLong);
-    await expectInvalid(run({ sandboxId, command: "/bin/true", env: { BIG: "v".repeat(MAX_ARG_STRING_BYTES) } }), ComputeReason.argumentsTooLong);
-    const many = Array.from({ length: Math.ceil(MAX_COMMAND_LINE_BYTES / MAX_ARG_STRING_BYTES) + 1 }, () => "a".repeat(MAX_ARG_STRING_BYTES));
+    await expectInvalid(
+      run({ sandboxId, command: "/bin/true", args: ["a".repeat(MAX_ARG_STRING_BYTES + 1)] }),
+      ComputeReason.argumentsTooLong,
+    );
+    await expectInvalid(
+      run({ sandboxId, command: "/bin/true", env: { BIG: "v".repeat(MAX_ARG_STRING_BYTES) } }),
+      ComputeReason.argumentsTooLong,
+    );
+    const many = Array.from({ length: Math.ceil(MAX_COMMAND_LINE_BYTES / MAX_ARG_STRING_BYTES) + 1 }, () =>
+      "a".repeat(MAX_ARG_STRING_BYTES),
+    );
     await expectInvalid(run({ sandboxId, command: "/bin/true", args: many }), ComputeReason.argumentsTooLong);
     // 5 MiB of arguments in 1 MiB strings: refused before the exec helper (whose requests stop at 4 MiB) sees it.
-    await expectInvalid(run({ sandboxId, command: "/bin/true", args: Array.from({ length: 5 }, () => "z".repeat(1 << 20)) }), ComputeReason.argumentsTooLong);
+    await expectInvalid(
+      run({ sandboxId, command: "/bin/true", args: Array.from({ length: 5 }, () => "z".repeat(1 << 20)) }),
+      ComputeReason.argumentsTooLong,
+    );
     // What fits runs: the longest single argument the kernel takes, the deepest working directory.
     const longest = "q".repeat(MAX_ARG_STRING_BYTES);
     const ok = await run({ sandboxId, command: "/bin/sh", args: ["-c", 'printf %s "$1" | wc -c', "sh", longest] });
     assert.deepEqual(ok, { out: `${MAX_ARG_STRING_BYTES}\n`, exit: 0 });
-    const deepDir = relativeOfTotal(PATH_MAX - 1).split("/").slice(0, -1).join("/");
+    const deepDir = relativeOfTotal(PATH_MAX - 1)
+      .split("/")
+      .slice(0, -1)
+      .join("/");
     const pwd = await run({ sandboxId, command: "/bin/sh", args: ["-c", "pwd | wc -c"], workingDir: deepDir });
     assert.deepEqual(pwd, { out: `${MOUNT.length + 1 + deepDir.length + 1}\n`, exit: 0 });
   });
@@ -214,14 +278,16 @@ describe("hostile paths over gRPC (real compute server, local driver)", () => {
     );
     assert.equal(fs.readFileSync(marker, "utf8"), "");
     const after = [];
-    for await (const e of driver.exec(sandboxId, { command: "/bin/true", args: [], env: {}, workingDir: MOUNT })) after.push(e);
+    for await (const e of driver.exec(sandboxId, { command: "/bin/true", args: [], env: {}, workingDir: MOUNT }))
+      after.push(e);
     assert.equal(after.at(-1)?.type, "completed");
   });
 
   test("the local driver refuses a command line its exec helper could not read, and the helper lives on", async () => {
     const drain = async (args: string[]) => {
       const events = [];
-      for await (const e of driver.exec(sandboxId, { command: "/bin/sh", args, env: {}, workingDir: MOUNT })) events.push(e);
+      for await (const e of driver.exec(sandboxId, { command: "/bin/sh", args, env: {}, workingDir: MOUNT }))
+        events.push(e);
       return events;
     };
     // 5 MiB: past the domain's bound, and the helper's 4 MiB requests (it used to exit, losing every running command).
@@ -234,7 +300,10 @@ describe("hostile paths over gRPC (real compute server, local driver)", () => {
     await assert.rejects(drain(Array.from({ length: 70_000 }, () => "f")));
     const events = await sleeping;
     assert.equal(events.at(-1)?.type, "completed");
-    assert.ok(events.some((e) => e.type === "stdout" && dec(e.data) === "survived\n"), "a command running meanwhile is not lost");
+    assert.ok(
+      events.some((e) => e.type === "stdout" && dec(e.data) === "survived\n"),
+      "a command running meanwhile is not lost",
+    );
   });
 
   /** 320 hostile ReadFile/WriteFile/ListFiles paths, each answered INVALID_ARGUMENT. */

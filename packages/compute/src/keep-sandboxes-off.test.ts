@@ -50,7 +50,11 @@ test("a compute service stopped with COMPUTE_KEEP_SANDBOXES_ON_EXIT=false leaves
     });
     const client = createClient(ComputeService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` }));
     for (const size of ["", "48Mi"]) {
-      const { sandboxId } = await client.createSandbox({ tenantId: randomUUID(), sessionId: randomUUID(), workspace: { size } });
+      const { sandboxId } = await client.createSandbox({
+        tenantId: randomUUID(),
+        sessionId: randomUUID(),
+        workspace: { size },
+      });
       for await (const e of client.execCommand({ sandboxId, command: "/bin/sh", args: ["-c", "echo data > file"] })) {
         if (e.event.case === "completed") assert.equal(e.event.value.exitCode, 0);
       }
@@ -58,8 +62,10 @@ test("a compute service stopped with COMPUTE_KEEP_SANDBOXES_ON_EXIT=false leaves
     const devices = loopDevicesBackedBy(dataDir);
     assert.ok(devices.length >= 2, `loop devices while running: ${devices.join(" ")}`);
     assert.ok(devices.every((d) => mountPointsOf(d).length === 1));
-    const sandboxes = join(dataDir, "sandboxes");
-    const mounted = fs.readdirSync(sandboxes).map((id) => new WorkspaceImage(join(sandboxes, id, "workspace.img")).mountPoint());
+    const workspaces = join(dataDir, "workspaces");
+    const mounted = fs
+      .readdirSync(workspaces)
+      .map((key) => new WorkspaceImage(join(workspaces, key, "workspace.img")).mountPoint());
     assert.ok(mounted.length >= 2 && mounted.every(isMountPoint));
     child.kill("SIGTERM");
     assert.equal(await exited, 0);

@@ -28,7 +28,10 @@ try {
   process.exit(1);
 }
 const { port, url } = await app.server.listen();
-logger.info({ port, url, driver: app.driver.name, dataDir: config.dataDir, database: app.database.kind }, "compute listening");
+logger.info(
+  { port, url, driver: app.driver.name, dataDir: config.dataDir, database: app.database.kind },
+  "compute listening",
+);
 
 const shutdown = async (signal: string) => {
   logger.info({ signal }, "shutting down; sandboxes keep running and are re-attached on the next start");

@@ -52,6 +52,8 @@ export function inSandboxView(path: string, mountPath: string): string {
 /** A path for an error message: JSON-quoted, its first QUOTED_PATH_CHARS characters and "…" when longer. */
 export function quotePath(path: string): string {
   if (path.length <= QUOTED_PATH_CHARS) return JSON.stringify(path);
-  const cut = Array.from(path.slice(0, QUOTED_PATH_CHARS + 1)).slice(0, QUOTED_PATH_CHARS).join("");
+  const cut = Array.from(path.slice(0, QUOTED_PATH_CHARS + 1))
+    .slice(0, QUOTED_PATH_CHARS)
+    .join("");
   return `${JSON.stringify(cut)}… (${path.length} characters)`;
 }

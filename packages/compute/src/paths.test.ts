@@ -20,7 +20,8 @@ test("`..` remaining after cleaning is INVALID_ARGUMENT (path_escapes_mount)", (
   for (const p of ["..", "../x", "a/../../x", "./../", "a/b/../../../c"]) {
     assert.throws(
       () => cleanWorkspacePath(p, "/workspace"),
-      (e: unknown) => e instanceof PlatformError && e.code === Code.InvalidArgument && e.reason === ComputeReason.pathEscapes,
+      (e: unknown) =>
+        e instanceof PlatformError && e.code === Code.InvalidArgument && e.reason === ComputeReason.pathEscapes,
       p,
     );
   }
@@ -45,5 +46,6 @@ test("NUL bytes are rejected", () => {
 test("mount paths: absolute, cleaned, not over the sandbox's system root", () => {
   assert.equal(cleanMountPath("/workspace/"), "/workspace");
   assert.equal(cleanMountPath("/home/x/../w"), "/home/w");
-  for (const p of ["relative", "/", "/usr", "/usr/local/x", "/proc", "/etc/x", "/tmp", "/../usr"]) invalid(() => cleanMountPath(p));
+  for (const p of ["relative", "/", "/usr", "/usr/local/x", "/proc", "/etc/x", "/tmp", "/../usr"])
+    invalid(() => cleanMountPath(p));
 });

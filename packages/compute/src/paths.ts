@@ -26,7 +26,10 @@ export function cleanWorkspacePath(input: string, mountPath: string): string {
     if (cleaned === mount) return "";
     if (mount === "/") return cleaned.slice(1);
     if (!cleaned.startsWith(`${mount}/`)) {
-      throw PlatformError.invalidArgument(`path ${quotePath(input)} is outside ${quotePath(mount)}`, ComputeReason.pathEscapes);
+      throw PlatformError.invalidArgument(
+        `path ${quotePath(input)} is outside ${quotePath(mount)}`,
+        ComputeReason.pathEscapes,
+      );
     }
     return cleaned.slice(mount.length + 1);
   }
@@ -39,7 +42,20 @@ export function cleanWorkspacePath(input: string, mountPath: string): string {
 }
 
 // The sandbox's system root lives there; a workspace over it would shadow it.
-const RESERVED_TOP_DIRS = new Set(["bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "proc", "dev", "sys", "tmp"]);
+const RESERVED_TOP_DIRS = new Set([
+  "bin",
+  "sbin",
+  "lib",
+  "lib32",
+  "lib64",
+  "libx32",
+  "usr",
+  "etc",
+  "proc",
+  "dev",
+  "sys",
+  "tmp",
+]);
 
 /** Cleans a mount path given in a WorkspaceSpec: absolute, no `..`. */
 export function cleanMountPath(input: string): string {
@@ -50,7 +66,10 @@ export function cleanMountPath(input: string): string {
   const cleaned = posix.normalize(input).replace(/\/+$/, "") || "/";
   const top = cleaned.split("/")[1] ?? "";
   if (cleaned === "/" || RESERVED_TOP_DIRS.has(top)) {
-    throw PlatformError.invalidArgument(`workspace.mount_path cannot be ${quotePath(cleaned)}`, ComputeReason.invalidArgument);
+    throw PlatformError.invalidArgument(
+      `workspace.mount_path cannot be ${quotePath(cleaned)}`,
+      ComputeReason.invalidArgument,
+    );
   }
   return cleaned;
 }

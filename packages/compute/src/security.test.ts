@@ -18,6 +18,7 @@ import { after, before, describe, test } from "node:test";
 import { Worker } from "node:worker_threads";
 import { Code, PlatformError } from "@platform/errors";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
+import { workspaceImageOf } from "./drivers/local/session-workspace.ts";
 import { WorkspaceFs } from "./drivers/local/workspace-fs.ts";
 import { MOUNTS_ROOT, WorkspaceImage } from "./drivers/local/workspace-image.ts";
 import { cleanWorkspacePath } from "./paths.ts";
@@ -96,7 +97,19 @@ function makeLayout(base: string, rand: () => number): Layout {
     "//workspace/../..",
     `${root.slice(1)}/outside`, // relative spelling of an absolute host path
   ];
-  const benignTargets = [".", "a", "b/c", `${MOUNT}/a`, `${MOUNT}`, "f", `${MOUNT}/f`, "../a", "l3", "nonexistent", `${MOUNT}/new`];
+  const benignTargets = [
+    ".",
+    "a",
+    "b/c",
+    `${MOUNT}/a`,
+    `${MOUNT}`,
+    "f",
+    `${MOUNT}/f`,
+    "../a",
+    "l3",
+    "nonexistent",
+    `${MOUNT}/new`,
+  ];
   for (const d of dirs) {
     for (const ln of ["l1", "l2", "l3", "l4"]) {
       if (rand() < 0.6) {
@@ -112,13 +125,49 @@ function makeLayout(base: string, rand: () => number): Layout {
   return { root, ws, outside, names };
 }
 
-const WRITABLE_NAMES = ["a", "b", "c", "d", "l1", "l2", "l3", "l4", "f", "...", "new", "outside", "ws", "workspace", "etc", "passwd", "%2e%2e", "..\\.."];
+const WRITABLE_NAMES = [
+  "a",
+  "b",
+  "c",
+  "d",
+  "l1",
+  "l2",
+  "l3",
+  "l4",
+  "f",
+  "...",
+  "new",
+  "outside",
+  "ws",
+  "workspace",
+  "etc",
+  "passwd",
+  "%2e%2e",
+  "..\\..",
+];
 const ROOT_ONLY = `rootonly_${randomBytes(4).toString("hex")}`;
-const OUTSIDE_ONLY_NAMES = new Set(["deep", ROOT_ONLY, "usr", "proc", "sys", "dev", "hostname", "shadow", "os-release"]);
+const OUTSIDE_ONLY_NAMES = new Set([
+  "deep",
+  ROOT_ONLY,
+  "usr",
+  "proc",
+  "sys",
+  "dev",
+  "hostname",
+  "shadow",
+  "os-release",
+]);
 
 function randomPath(rand: () => number, forWrite: boolean): string {
   const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)] as T;
-  const comps = [...WRITABLE_NAMES, "..", ".", "", "a\u0000b", ...(forWrite ? [] : [SECRET_NAME, "deep", "usr", "proc"])];
+  const comps = [
+    ...WRITABLE_NAMES,
+    "..",
+    ".",
+    "",
+    "a\u0000b",
+    ...(forWrite ? [] : [SECRET_NAME, "deep", "usr", "proc"]),
+  ];
   const n = 1 + Math.floor(rand() * 6);
   const parts: string[] = [];
   for (let i = 0; i < n; i++) parts.push(pick(comps));
@@ -198,7 +247,8 @@ describe("workspace path rules under attack", () => {
         }
         // Rule 1 is purely lexical: whatever still climbs after cleaning must be INVALID_ARGUMENT.
         const cleanedClimbs = !path.startsWith("/") && /^(\.\.)(\/|$)/.test(normalizeForOracle(path));
-        if (cleanedClimbs && outcome !== "invalid") escapes.push(`rule 1 not applied to ${JSON.stringify(path)}: ${outcome}`);
+        if (cleanedClimbs && outcome !== "invalid")
+          escapes.push(`rule 1 not applied to ${JSON.stringify(path)}: ${outcome}`);
         const key = `${["read", "write", "list"][op]}:${outcome}`;
         counts[key] = (counts[key] ?? 0) + 1;
         ops++;
@@ -303,17 +353,24 @@ describe("inside a sandbox", () => {
   let driver: LocalDriver;
   let a: string;
   let b: string;
+  let aImage: string;
   const secretEnv = `COMPUTE_TEST_SECRET_${randomBytes(4).toString("hex")}`;
 
   before(async () => {
     process.env[secretEnv] = "do-not-leak";
     dataDir = fs.mkdtempSync(join(tmpdir(), "compute-sec-sbx-"));
     fs.chmodSync(dataDir, 0o711);
-    driver = new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: `platform-compute-sec-${process.pid}`, dieWithService: true });
+    driver = new LocalDriver({
+      dataDir,
+      killGraceMs: 300,
+      cgroupPrefix: `platform-compute-sec-${process.pid}`,
+      dieWithService: true,
+    });
     const sa = contractSpec("local");
     const sb = contractSpec("local");
     a = sa.sandboxId;
     b = sb.sandboxId;
+    aImage = workspaceImageOf(dataDir, sa.tenantId, sa.sessionId);
     await driver.create(sa);
     await driver.create(sb);
     await driver.waitSettled(a, AbortSignal.timeout(20_000));
@@ -373,9 +430,12 @@ describe("inside a sandbox", () => {
 
   test("cannot read another sandbox's workspace", async () => {
     // Where a's files are on the host: its workspace image's mount point.
-    const hostPath = join(new WorkspaceImage(join(dataDir, "sandboxes", a, "workspace.img")).mountPoint(), "private.txt");
+    const hostPath = join(new WorkspaceImage(aImage).mountPoint(), "private.txt");
     assert.ok(fs.existsSync(hostPath));
-    const r = await sh(b, `cat ${hostPath} 2>&1; ls ${dataDir} 2>&1; ls ${MOUNTS_ROOT} 2>&1; grep -r ${SECRET} /workspace /tmp /etc 2>/dev/null | head -1; echo end`);
+    const r = await sh(
+      b,
+      `cat ${hostPath} 2>&1; ls ${dataDir} 2>&1; ls ${MOUNTS_ROOT} 2>&1; grep -r ${SECRET} /workspace /tmp /etc 2>/dev/null | head -1; echo end`,
+    );
     assert.doesNotMatch(r.stdout, new RegExp(SECRET));
     assert.match(r.stdout, /No such file/);
     // Different uids as well, should a path ever become visible.

@@ -36,6 +36,7 @@ export function computeServiceImpl(domain: ComputeDomain): ServiceImpl<typeof Co
               maxRuntimeMs: durationMs(req.limits.maxRuntime),
             }
           : undefined,
+        idleTimeoutMs: durationMs(req.idleTimeout),
       });
       return { sandboxId: created.sandboxId, status: statusOf(created.status), createdAt: ts(created.createdAt) };
     },
@@ -79,6 +80,16 @@ export function computeServiceImpl(domain: ComputeDomain): ServiceImpl<typeof Co
     async writeFile(req) {
       const n = await domain.writeFile(req.sandboxId, req.path, req.data, req.append, req.mode);
       return { bytesWritten: BigInt(n) };
+    },
+
+    async pauseSandbox(req) {
+      const status = await domain.pauseSandbox(req.sandboxId);
+      return { sandboxId: req.sandboxId, status: statusOf(status) };
+    },
+
+    async resumeSandbox(req, ctx: HandlerContext) {
+      const status = await domain.resumeSandbox(req.sandboxId, ctx.signal);
+      return { sandboxId: req.sandboxId, status: statusOf(status) };
     },
 
     async listFiles(req) {
@@ -128,6 +139,8 @@ export function statusOf(state: SandboxState): SandboxStatus {
       return SandboxStatus.STARTING;
     case "READY":
       return SandboxStatus.READY;
+    case "PAUSED":
+      return SandboxStatus.PAUSED;
     case "FAILED":
       return SandboxStatus.FAILED;
     case "DESTROYED":

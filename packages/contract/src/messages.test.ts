@@ -32,13 +32,26 @@ test("compute messages carry every field the specification names", () => {
     "SANDBOX_STATUS_READY",
     "SANDBOX_STATUS_FAILED",
     "SANDBOX_STATUS_DESTROYED",
+    // Additive (issue 18: pause and resume), after the specification's values.
+    "SANDBOX_STATUS_PAUSED",
   ]);
   assert.deepEqual(names(compute.FileEntrySchema), ["path", "size", "is_dir", "mode", "modified_at"]);
   assert.deepEqual(names(compute.ExecCompletedSchema), ["exit_code", "wall_time", "cancelled", "usage"]);
   const exec = compute.ExecEventSchema;
   assert.deepEqual(names(exec), ["emitted_at", "stdout", "stderr", "completed"]);
-  assert.deepEqual(exec.oneofs.map((o) => [o.name, o.fields.map((f) => f.name)]), [["event", ["stdout", "stderr", "completed"]]]);
-  assert.deepEqual(names(compute.CreateSandboxRequestSchema), ["tenant_id", "session_id", "image", "workspace", "limits"]);
+  assert.deepEqual(
+    exec.oneofs.map((o) => [o.name, o.fields.map((f) => f.name)]),
+    [["event", ["stdout", "stderr", "completed"]]],
+  );
+  // `idle_timeout` is additive (issue 18), after the specification's fields.
+  assert.deepEqual(names(compute.CreateSandboxRequestSchema), [
+    "tenant_id",
+    "session_id",
+    "image",
+    "workspace",
+    "limits",
+    "idle_timeout",
+  ]);
   assert.deepEqual(names(compute.CreateSandboxResponseSchema), ["sandbox_id", "status", "created_at"]);
   assert.deepEqual(names(compute.DescribeSandboxResponseSchema), [
     "sandbox_id",
@@ -48,7 +61,14 @@ test("compute messages carry every field the specification names", () => {
     "current_usage",
   ]);
   assert.deepEqual(names(compute.DestroySandboxResponseSchema), ["sandbox_id", "total_usage"]);
-  assert.deepEqual(names(compute.ExecCommandRequestSchema), ["sandbox_id", "command", "args", "env", "working_dir", "timeout"]);
+  assert.deepEqual(names(compute.ExecCommandRequestSchema), [
+    "sandbox_id",
+    "command",
+    "args",
+    "env",
+    "working_dir",
+    "timeout",
+  ]);
   assert.deepEqual(names(compute.ReadFileRequestSchema), ["sandbox_id", "path", "offset", "max_bytes"]);
   assert.deepEqual(names(compute.ReadFileResponseSchema), ["data", "total_size", "eof"]);
   assert.deepEqual(names(compute.WriteFileRequestSchema), ["sandbox_id", "path", "data", "append", "mode"]);
@@ -64,10 +84,33 @@ test("identity JSON names are snake_case as the specification shows them", () =>
     expires_in: "expires_in",
     refresh_token: "refresh_token",
   });
-  assert.deepEqual(fields(rest.LoginRequestSchema), { email: "email", password: "password", x_device_label: "x_device_label" });
+  assert.deepEqual(fields(rest.LoginRequestSchema), {
+    email: "email",
+    password: "password",
+    x_device_label: "x_device_label",
+  });
   assert.deepEqual(fields(rest.UserSchema), { id: "id", email: "email", name: "name", created_at: "created_at" });
-  assert.deepEqual(Object.values(fields(rest.APIKeySchema)), ["id", "name", "key_prefix", "env", "expires_at", "last_used_at"]);
-  assert.deepEqual(Object.values(fields(rest.CreateAPIKeyResponseSchema)), ["id", "key_prefix", "raw_key", "env", "expires_at"]);
+  // `scopes`, `org` and `created_by` are additive (issue 19: API key scopes, organization keys), after the specification's fields.
+  assert.deepEqual(Object.values(fields(rest.APIKeySchema)), [
+    "id",
+    "name",
+    "key_prefix",
+    "env",
+    "expires_at",
+    "last_used_at",
+    "scopes",
+    "org",
+    "created_by",
+  ]);
+  assert.deepEqual(Object.values(fields(rest.CreateAPIKeyResponseSchema)), [
+    "id",
+    "key_prefix",
+    "raw_key",
+    "env",
+    "expires_at",
+    "scopes",
+    "org",
+  ]);
   assert.deepEqual(Object.values(fields(rest.OrganizationSchema)), ["id", "name", "slug", "created_at", "updated_at"]);
   assert.deepEqual(Object.values(fields(auth.AuthContextSchema)), [
     "user_id",
@@ -78,13 +121,16 @@ test("identity JSON names are snake_case as the specification shows them", () =>
     "auth_key_id",
     "api_key_id",
     "method",
+    "scopes",
+    "org_key",
   ]);
   assert.deepEqual(values(auth.AuthModeSchema), ["AUTH_MODE_UNSPECIFIED", "AUTH_MODE_JWT", "AUTH_MODE_API_KEY"]);
   assert.deepEqual(values(auth.RoleSchema), ["ROLE_UNSPECIFIED", "ROLE_OWNER", "ROLE_MEMBER"]);
   assert.deepEqual(values(auth.EnvSchema), ["ENV_UNSPECIFIED", "ENV_LIVE", "ENV_TEST"]);
   // Every multi-word identity field keeps its snake_case JSON name.
   for (const file of [rest.file_identity_v1_rest, auth.file_identity_v1_auth]) {
-    for (const m of file.messages) for (const f of m.fields) assert.equal(f.jsonName, f.name, `${m.typeName}.${f.name}`);
+    for (const m of file.messages)
+      for (const f of m.fields) assert.equal(f.jsonName, f.name, `${m.typeName}.${f.name}`);
   }
 });
 
@@ -97,7 +143,10 @@ test("agents JSON names are camelCase", () => {
   assert.equal(fields(agents.SessionEventSchema).tokens_out, "tokensOut");
   assert.deepEqual(names(agents.CreateAgentRequestSchema), ["name", "slug", "model", "system_prompt"]);
   assert.deepEqual(names(agents.ListAgentsResponseSchema), ["items", "next"]);
-  assert.ok(agents.ListAgentsRequestSchema.fields.find((f) => f.name === "limit")?.proto.proto3Optional, "limit 0 is distinguishable");
+  assert.ok(
+    agents.ListAgentsRequestSchema.fields.find((f) => f.name === "limit")?.proto.proto3Optional,
+    "limit 0 is distinguishable",
+  );
 });
 
 test("runtime messages and the health protocol", () => {
@@ -108,6 +157,9 @@ test("runtime messages and the health protocol", () => {
   );
   assert.deepEqual(names(runtime.TextChunkEventSchema), ["content"]);
   assert.deepEqual(names(runtime.ErrorEventSchema), ["message"]);
-  assert.deepEqual(health.Health.methods.map((m) => m.name), ["Check", "Watch"]);
+  assert.deepEqual(
+    health.Health.methods.map((m) => m.name),
+    ["Check", "Watch"],
+  );
   assert.equal(health.Health.typeName, "grpc.health.v1.Health");
 });

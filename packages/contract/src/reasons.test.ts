@@ -58,7 +58,8 @@ test("distinctive reason strings are written once, in packages/errors", () => {
     if (file.includes("/packages/errors/")) continue;
     const text = readFileSync(file, "utf8");
     for (const reason of distinctive) {
-      if (text.includes(`"${reason}"`) || text.includes(`'${reason}'`)) offenders.push(`${relative(root, file)}: ${reason}`);
+      if (text.includes(`"${reason}"`) || text.includes(`'${reason}'`))
+        offenders.push(`${relative(root, file)}: ${reason}`);
     }
   }
   assert.deepEqual(offenders, []);

@@ -32,6 +32,10 @@ const agentsTable = [
   ["POST", "/v1/sessions/{id}/messages", "*", 200, true],
   ["GET", "/v1/sessions/{id}/events", "", 200, true],
   ["POST", "/v1/sessions/{id}/cancel", "", 200, false],
+  // Issue 18: files of a session's workspace (additive).
+  ["GET", "/v1/sessions/{id}/files", "", 200, false],
+  ["GET", "/v1/sessions/{id}/files:read", "", 200, false],
+  ["POST", "/v1/sessions/{id}/files:write", "*", 200, false],
 ] as const;
 
 test("every identity REST row is annotated with its method, path, body and status", () => {
@@ -82,7 +86,7 @@ test("the runtime router's public invoke route is RuntimeService.Invoke, streame
   assert.equal(contractServices.runtime[0].methods[0].methodKind, "server_streaming");
 });
 
-test("compute is gRPC only, with the seven v1 RPCs and no ExecSession", () => {
+test("compute is gRPC only, with the seven v1 RPCs (and issue 18's additive pause and resume) and no ExecSession", () => {
   const [compute] = contractServices.compute;
   assert.deepEqual(
     compute.methods.map((m) => [m.name, m.methodKind]),
@@ -94,6 +98,9 @@ test("compute is gRPC only, with the seven v1 RPCs and no ExecSession", () => {
       ["ReadFile", "unary"],
       ["WriteFile", "unary"],
       ["ListFiles", "unary"],
+      // Additive (issue 18): explicit control of the idle pause.
+      ["PauseSandbox", "unary"],
+      ["ResumeSandbox", "unary"],
     ],
   );
   assert.deepEqual(routesOf([compute]), []);

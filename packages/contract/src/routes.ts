@@ -1,6 +1,5 @@
-import { type DescMethod, type DescService, getOption, hasOption } from "@bufbuild/protobuf";
-import { http } from "@platform/gen/google/api/annotations_pb";
-import { sse, success_status } from "@platform/gen/platform/api/v1/options_pb";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import { httpBindingsOf, sseOf, successStatusOf } from "@platform/rpc";
 
 /** One REST binding of an RPC as the contract declares it. */
 export type Route = {
@@ -13,25 +12,21 @@ export type Route = {
   sse: boolean;
 };
 
-/** The google.api.http bindings (the rule, then its additional_bindings) of a method, with our status/SSE options. */
+/**
+ * The google.api.http bindings (the rule, then its additional_bindings) of a
+ * method, with our status/SSE options, read by the transcoder's own reader
+ * (`httpBindingsOf` of @platform/rpc), so the contract tests check what is served.
+ */
 export function routesOfMethod(method: DescMethod): Route[] {
-  if (!hasOption(method, http)) return [];
-  const rule = getOption(method, http);
-  const status = hasOption(method, success_status) ? getOption(method, success_status) : 200;
-  return [rule, ...rule.additionalBindings].map((binding) => {
-    const pattern = binding.pattern;
-    const verb = pattern.case === "custom" ? pattern.value.kind.toUpperCase() : (pattern.case ?? "").toUpperCase();
-    const path = pattern.case === "custom" ? pattern.value.path : ((pattern.value as string | undefined) ?? "");
-    return {
-      rpc: `${method.parent.typeName}/${method.name}`,
-      verb,
-      path,
-      body: binding.body,
-      responseBody: binding.responseBody,
-      status,
-      sse: hasOption(method, sse),
-    };
-  });
+  return httpBindingsOf(method).map((binding) => ({
+    rpc: `${method.parent.typeName}/${method.name}`,
+    verb: binding.verb,
+    path: binding.path,
+    body: binding.body,
+    responseBody: binding.responseBody,
+    status: successStatusOf(method),
+    sse: sseOf(method) !== undefined,
+  }));
 }
 
 /** The primary google.api.http binding of a method, if any. */

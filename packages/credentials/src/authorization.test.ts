@@ -39,13 +39,20 @@ function looseVariants(token: string): [string, string][] {
       ["impossible length", `${h}.${p}.${sig}AAA`],
     );
   } else {
-    variants.push(["one more character", `${token}A`], ["one less character", token.slice(0, -1)], ["uppercase prefix", token.replace("sk_live_", "SK_LIVE_")]);
+    variants.push(
+      ["one more character", `${token}A`],
+      ["one less character", token.slice(0, -1)],
+      ["uppercase prefix", token.replace("sk_live_", "SK_LIVE_")],
+    );
   }
   return variants;
 }
 
 test("the exact compact JWS and the exact API key format are credentials", () => {
-  assert.equal(Buffer.from(strayBits(jwt.split(".")[2]!), "base64url").toString("hex"), Buffer.from(jwt.split(".")[2]!, "base64url").toString("hex"));
+  assert.equal(
+    Buffer.from(strayBits(jwt.split(".")[2]!), "base64url").toString("hex"),
+    Buffer.from(jwt.split(".")[2]!, "base64url").toString("hex"),
+  );
   assert.equal(credentialKind(jwt), "jwt");
   assert.equal(credentialKind(apiKey), "api_key");
   assert.ok(isCompactJws("eyJhbGciOiJSUzI1NiJ9.e30.c2ln"));
@@ -63,18 +70,45 @@ test("every loose variant of a JWT or an API key is refused", () => {
 
 test("Authorization: the scheme in any case, exactly one space, then the token", () => {
   for (const scheme of ["Bearer", "bearer", "BEARER", "bEaReR"]) {
-    assert.deepEqual(parseAuthorization(`${scheme} ${jwt}`), { ok: true, credential: { token: jwt, kind: "jwt" } }, scheme);
-    assert.deepEqual(parseAuthorization(`${scheme} ${apiKey}`), { ok: true, credential: { token: apiKey, kind: "api_key" } }, scheme);
+    assert.deepEqual(
+      parseAuthorization(`${scheme} ${jwt}`),
+      { ok: true, credential: { token: jwt, kind: "jwt" } },
+      scheme,
+    );
+    assert.deepEqual(
+      parseAuthorization(`${scheme} ${apiKey}`),
+      { ok: true, credential: { token: apiKey, kind: "api_key" } },
+      scheme,
+    );
   }
-  for (const header of [`Bearer  ${jwt}`, `Bearer\t${jwt}`, ` Bearer ${jwt}`, `Bearer${jwt}`, `Basic ${jwt}`, `Token ${jwt}`, jwt, "Bearer", "Bearer ", `Bearer ${jwt} ${jwt}`]) {
-    assert.deepEqual(parseAuthorization(header), { ok: false, problem: "malformed" }, JSON.stringify(header.slice(0, 12)));
+  for (const header of [
+    `Bearer  ${jwt}`,
+    `Bearer\t${jwt}`,
+    ` Bearer ${jwt}`,
+    `Bearer${jwt}`,
+    `Basic ${jwt}`,
+    `Token ${jwt}`,
+    jwt,
+    "Bearer",
+    "Bearer ",
+    `Bearer ${jwt} ${jwt}`,
+  ]) {
+    assert.deepEqual(
+      parseAuthorization(header),
+      { ok: false, problem: "malformed" },
+      JSON.stringify(header.slice(0, 12)),
+    );
   }
-  for (const header of [null, undefined, ""]) assert.deepEqual(parseAuthorization(header), { ok: false, problem: "missing" });
+  for (const header of [null, undefined, ""])
+    assert.deepEqual(parseAuthorization(header), { ok: false, problem: "missing" });
 });
 
 test("a credential field takes the token or the exact header form", () => {
   assert.deepEqual(parseCredentialField(jwt), { ok: true, credential: { token: jwt, kind: "jwt" } });
-  assert.deepEqual(parseCredentialField(`bearer ${apiKey}`), { ok: true, credential: { token: apiKey, kind: "api_key" } });
+  assert.deepEqual(parseCredentialField(`bearer ${apiKey}`), {
+    ok: true,
+    credential: { token: apiKey, kind: "api_key" },
+  });
   assert.deepEqual(parseCredentialField(`Bearer  ${jwt}`), { ok: false, problem: "malformed" });
   assert.deepEqual(parseCredentialField(""), { ok: false, problem: "missing" });
   assert.equal(parseCredentialField("x".repeat(9000)).ok, false);

@@ -2,7 +2,9 @@ import { type CredentialKind, credentialKind } from "./credential-shape.ts";
 
 export type BearerCredential = { token: string; kind: CredentialKind };
 
-export type ParsedAuthorization = { ok: true; credential: BearerCredential } | { ok: false; problem: "missing" | "malformed" };
+export type ParsedAuthorization =
+  | { ok: true; credential: BearerCredential }
+  | { ok: false; problem: "missing" | "malformed" };
 
 // RFC 7235 §2.1: the scheme is case-insensitive; RFC 6750 §2.1: one SP, then
 // the token. Nothing else is accepted: no second space, no tab, no padding.
@@ -15,7 +17,8 @@ const SCHEME = "bearer ";
  */
 export function parseAuthorization(header: string | null | undefined): ParsedAuthorization {
   if (header === null || header === undefined || header === "") return { ok: false, problem: "missing" };
-  if (header.length <= SCHEME.length || header.slice(0, SCHEME.length).toLowerCase() !== SCHEME) return { ok: false, problem: "malformed" };
+  if (header.length <= SCHEME.length || header.slice(0, SCHEME.length).toLowerCase() !== SCHEME)
+    return { ok: false, problem: "malformed" };
   return credentialOf(header.slice(SCHEME.length));
 }
 

@@ -1,2 +1,13 @@
-export { type BearerCredential, type ParsedAuthorization, parseAuthorization, parseCredentialField } from "./authorization.ts";
-export { type CredentialKind, credentialKind, isApiKeyFormat, isCompactJws, MAX_CREDENTIAL_CHARS } from "./credential-shape.ts";
+export {
+  type BearerCredential,
+  type ParsedAuthorization,
+  parseAuthorization,
+  parseCredentialField,
+} from "./authorization.ts";
+export {
+  type CredentialKind,
+  credentialKind,
+  isApiKeyFormat,
+  isCompactJws,
+  MAX_CREDENTIAL_CHARS,
+} from "./credential-shape.ts";

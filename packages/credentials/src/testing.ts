@@ -27,7 +27,10 @@ export function looseTokenVariants(token: string): [what: string, variant: strin
       ["empty signature", `${h}.${p}.`],
     );
   } else {
-    variants.push(["one more character", `${token}A`], ["uppercase prefix", token.replace(/^sk_(live|test)_/, (m) => m.toUpperCase())]);
+    variants.push(
+      ["one more character", `${token}A`],
+      ["uppercase prefix", token.replace(/^sk_(live|test)_/, (m) => m.toUpperCase())],
+    );
   }
   return variants;
 }
@@ -43,7 +46,8 @@ export function looseHeaderVariants(token: string): HeaderVariant[] {
     // CR, LF and NUL cannot be in a header value: the HTTP parser answers 400 before any service code.
     const http = /[\r\n\0]/.test(variant) ? "refused-by-http" : "refused-by-service";
     if (what === "trailing space") out.push({ what, value, http: "same" });
-    else if (what === "trailing newline") out.push({ what, value: `${value.trimEnd()}\r\n\tX`, http: "refused-by-http" });
+    else if (what === "trailing newline")
+      out.push({ what, value: `${value.trimEnd()}\r\n\tX`, http: "refused-by-http" });
     else if (what === "leading space") out.push({ what: "two spaces after Bearer", value, http: "refused-by-service" });
     else out.push({ what, value, http });
   }
@@ -64,7 +68,10 @@ export const acceptedHeaders = (token: string): string[] => [`Bearer ${token}`, 
  * One HTTP/1.1 request written byte for byte on a socket, so no client
  * library trims or refuses the header under test. Returns the status.
  */
-export function rawRequest(url: string, init: { method: string; path: string; authorization: string; body?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string }> {
+export function rawRequest(
+  url: string,
+  init: { method: string; path: string; authorization: string; body?: string; headers?: Record<string, string> },
+): Promise<{ status: number; body: string }> {
   const { hostname, port } = new URL(url);
   const body = init.body ?? "";
   const extra = Object.entries(init.headers ?? {})

@@ -37,17 +37,23 @@ test("a unique violation is recognised on either backend", async () => {
     .insertInto("item")
     .values({ id: 3, name: "one" })
     .execute()
-    .then(() => undefined, (e: unknown) => e);
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
   assert.ok(isUniqueViolation(err), `expected 23505, got ${String(err)}`);
 });
 
 test("transactions are isolated from concurrent statements", async () => {
   await Promise.all([
-    database.db.transaction().execute(async (trx) => {
-      await trx.insertInto("item").values({ id: 10, name: "ten" }).execute();
-      await sql`select pg_sleep(0.05)`.execute(trx);
-      throw new Error("rollback");
-    }).catch(() => {}),
+    database.db
+      .transaction()
+      .execute(async (trx) => {
+        await trx.insertInto("item").values({ id: 10, name: "ten" }).execute();
+        await sql`select pg_sleep(0.05)`.execute(trx);
+        throw new Error("rollback");
+      })
+      .catch(() => {}),
     database.db.insertInto("item").values({ id: 11, name: "eleven" }).execute(),
   ]);
   const ids = (await database.db.selectFrom("item").select("id").execute()).map((r) => r.id).sort((a, b) => a - b);

@@ -14,7 +14,9 @@ async function until(what: string, check: () => boolean): Promise<void> {
   assert.ok(check(), what);
 }
 
-test("delivers payloads, reports a lost session and LISTENs again after reconnecting", { skip: !url && "no TEST_DATABASE_URL" }, async () => {
+test("delivers payloads, reports a lost session and LISTENs again after reconnecting", {
+  skip: !url && "no TEST_DATABASE_URL",
+}, async () => {
   const channel = `listen_test_${process.pid}`;
   const got: string[] = [];
   const events: string[] = [];

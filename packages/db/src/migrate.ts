@@ -9,7 +9,11 @@ export type Migration = { name: string; sql: string };
  * its own transaction. A PostgreSQL advisory lock makes concurrent migrators
  * (two replicas starting at once) apply each migration exactly once.
  */
-export async function migrate(database: Database<unknown>, table: string, migrations: readonly Migration[]): Promise<string[]> {
+export async function migrate(
+  database: Database<unknown>,
+  table: string,
+  migrations: readonly Migration[],
+): Promise<string[]> {
   if (!/^[a-z_][a-z0-9_]*$/.test(table)) throw new Error(`bad migration table name ${table}`);
   const db = database.db;
   const applied: string[] = [];
@@ -17,7 +21,9 @@ export async function migrate(database: Database<unknown>, table: string, migrat
     await sql`select pg_advisory_lock(hashtext(${table}))`.execute(conn);
     try {
       await sql
-        .raw(`create table if not exists ${table} (name text primary key, applied_at timestamptz not null default now())`)
+        .raw(
+          `create table if not exists ${table} (name text primary key, applied_at timestamptz not null default now())`,
+        )
         .execute(conn);
       const done = await sql<{ name: string }>`select name from ${sql.table(table)}`.execute(conn);
       const have = new Set(done.rows.map((r) => r.name));

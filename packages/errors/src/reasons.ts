@@ -1,6 +1,22 @@
 // Every machine reason string of the specification and of design.md, defined
 // once. Services, the REST envelopes and the tests all import from here.
 
+/**
+ * Codes of HTTP faults found before any handler runs, the same string in
+ * every service's envelope on every public port (identity's `code`, agents'
+ * and the router's `error.code`).
+ */
+export const EdgeCode = {
+  /** 405 + Allow: the path exists, the method does not. */
+  methodNotAllowed: "method_not_allowed",
+  /** 413: the body is larger than the service's limit. */
+  payloadTooLarge: "payload_too_large",
+  /** 415: a body that is not application/json. */
+  unsupportedMediaType: "unsupported_media_type",
+  /** 403: a CORS preflight from an origin not in the allow-list. */
+  originNotAllowed: "origin_not_allowed",
+} as const;
+
 /** Identity REST error codes (the `code` field of the identity envelope). */
 export const IdentityRestCode = {
   invalidRequest: "invalid_request",
@@ -16,13 +32,29 @@ export const IdentityRestCode = {
   idempotencyKeyRequired: "idempotency_key_required",
   idempotencyKeyMismatch: "idempotency_key_mismatch",
   idempotencyKeyInUse: "idempotency_key_in_use",
-  payloadTooLarge: "payload_too_large",
-  unsupportedMediaType: "unsupported_media_type",
-  methodNotAllowed: "method_not_allowed",
+  payloadTooLarge: EdgeCode.payloadTooLarge,
+  unsupportedMediaType: EdgeCode.unsupportedMediaType,
+  methodNotAllowed: EdgeCode.methodNotAllowed,
   /** 429 (RESOURCE_EXHAUSTED) + Retry-After: login throttled for the account or the client address. */
   tooManyAttempts: "too_many_attempts",
   /** 503 (UNAVAILABLE) + Retry-After: the password-hashing queue is full. */
   unavailable: "unavailable",
+  /** 409: the change would leave the organization without an owner (issue 19). */
+  lastOwner: "last_owner",
+  /** 409: the invited email already belongs to a member of the organization. */
+  alreadyMember: "already_member",
+  /** 404: no invitation has this token, or it was revoked. */
+  invitationInvalid: "invitation_invalid",
+  /** 400: the invitation's expiry has passed. */
+  invitationExpired: "invitation_expired",
+  /** 409: the invitation was already accepted (single use). */
+  invitationUsed: "invitation_used",
+  /** 403: the email given on acceptance is not the invited one. */
+  invitationEmailMismatch: "invitation_email_mismatch",
+  /** 403: self-service sign-up is off (IDENTITY_SIGNUP). */
+  signupDisabled: "signup_disabled",
+  /** 403: the API key lacks the scope the call needs. */
+  insufficientScope: "insufficient_scope",
 } as const;
 
 /** Identity gRPC reasons, carried as google.rpc.ErrorInfo.reason. */
@@ -66,6 +98,8 @@ export const ComputeReason = {
   argumentsTooLong: "arguments_too_long",
   /** RESOURCE_EXHAUSTED: a write ran into the workspace's size (ENOSPC in its filesystem). */
   workspaceFull: "workspace_full",
+  /** FAILED_PRECONDITION: PauseSandbox while an exec or file call runs on the sandbox. */
+  sandboxBusy: "sandbox_busy",
 } as const;
 
 export type IdentityRestCode = (typeof IdentityRestCode)[keyof typeof IdentityRestCode];

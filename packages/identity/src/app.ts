@@ -6,6 +6,7 @@ import type { Settings } from "./config/settings.ts";
 import { migrateIdentity } from "./db/migrations.ts";
 import type { IdentityDB } from "./db/schema.ts";
 import { createIdentity, type Identity } from "./identity.ts";
+import { type RotationSchedule, startRotationSchedule } from "./keys/rotation-schedule.ts";
 import { createLogger } from "./logger.ts";
 import { createIdentityServers, type IdentityServers } from "./server/servers.ts";
 
@@ -14,6 +15,8 @@ export type App = {
   servers: IdentityServers;
   logger: Logger;
   urls: { rest: string; grpc: string; restPort: number; grpcPort: number };
+  /** Scheduled signing-key rotation (IDENTITY_KEY_ROTATION_INTERVAL); stopped by close. */
+  rotation: RotationSchedule;
   close(): Promise<void>;
 };
 
@@ -24,7 +27,11 @@ export type App = {
  */
 export async function runMigrations(settings: Settings, serviceDb?: Database<IdentityDB>): Promise<string[]> {
   if (settings.migrationDbUrl) {
-    const migrator = await openDatabase<IdentityDB>({ url: settings.migrationDbUrl, maxConnections: 1, minConnections: 0 });
+    const migrator = await openDatabase<IdentityDB>({
+      url: settings.migrationDbUrl,
+      maxConnections: 1,
+      minConnections: 0,
+    });
     try {
       return await migrateIdentity(migrator as never);
     } finally {
@@ -63,6 +70,9 @@ export function identityFromSettings(database: Database<IdentityDB>, settings: S
     argon2: settings.argon2,
     loginThrottle: settings.loginThrottle,
     idempotencyLockMs: settings.requestTimeoutMs * 2,
+    signupOpen: settings.signupOpen,
+    invitationTtlSeconds: settings.invitationTtlSeconds,
+    publicUrl: settings.publicUrl,
   });
 }
 
@@ -88,7 +98,9 @@ export async function startApp(
     if (applied.length) logger.info({ applied }, "migrations applied");
     const identity = identityFromSettings(database, settings);
     if (database.kind === "postgres" && changesUrl) {
-      changes = await identity.followChanges(changesUrl, (err) => logger.warn({ err }, "auth change listener lost; verification caches off until it reconnects"));
+      changes = await identity.followChanges(changesUrl, (err) =>
+        logger.warn({ err }, "auth change listener lost; verification caches off until it reconnects"),
+      );
     }
     const kid = await identity.keys.ensureActiveKey();
     // Made now, so the first unknown-email login costs no more than later ones.
@@ -96,19 +108,41 @@ export async function startApp(
     logger.info({ kid }, "signing key active");
     if (settings.bootstrap) {
       const result = await identity.bootstrap(settings.bootstrap);
-      logger.info({ created: result.created, userId: result.userId, orgId: result.orgId }, result.created ? "bootstrap owner created" : "bootstrap owner exists; nothing changed");
+      logger.info(
+        { created: result.created, userId: result.userId, orgId: result.orgId },
+        result.created ? "bootstrap owner created" : "bootstrap owner exists; nothing changed",
+      );
     }
     const servers = createIdentityServers(identity, settings, logger, options.internalTls);
     const { rest, grpc } = await servers.listen();
-    const purge = setInterval(() => identity.idempotency.purgeExpired().catch((err) => logger.warn({ err }, "idempotency purge failed")), 3600_000);
+    identity.publicUrl ??= rest.url;
+    const purge = setInterval(
+      () => identity.idempotency.purgeExpired().catch((err) => logger.warn({ err }, "idempotency purge failed")),
+      3600_000,
+    );
     purge.unref();
+    const rotation = startRotationSchedule(identity.keys, settings.keyRotation, {
+      step: (step) =>
+        logger.info(
+          {
+            published: step.published,
+            activated: step.activated,
+            deactivated: step.deactivated,
+            retired: step.retired,
+          },
+          "signing key rotation step",
+        ),
+      error: (err) => logger.warn({ err }, "signing key rotation step failed; retried on the next tick"),
+    });
     return {
       identity,
       servers,
       logger,
       urls: { rest: rest.url, grpc: grpc.url, restPort: rest.port, grpcPort: grpc.port },
+      rotation,
       async close() {
         clearInterval(purge);
+        await rotation.stop();
         await servers.close();
         await changes?.stop();
         await database.close();

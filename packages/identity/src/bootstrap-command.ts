@@ -1,7 +1,8 @@
 // `node --import tsx packages/identity/src/bootstrap-command.ts`: creates the
 // initial owner and organization from BOOTSTRAP_OWNER_EMAIL,
 // BOOTSTRAP_OWNER_PASSWORD, BOOTSTRAP_ORG_NAME (optional BOOTSTRAP_OWNER_NAME,
-// BOOTSTRAP_ORG_SLUG) on the configured database. Re-running changes nothing.
+// BOOTSTRAP_ORG_SLUG) on the configured database. Once any owner exists,
+// re-running changes nothing, whatever email it is given.
 import { SettingsError, loadSettings } from "./config/settings.ts";
 import { identityFromSettings, migrateForSettings, openIdentityDatabase } from "./app.ts";
 
@@ -17,7 +18,7 @@ try {
     process.stdout.write(
       result.created
         ? `created owner ${settings.bootstrap.email} (user ${result.userId}) and organization ${result.orgId}\n`
-        : `owner ${settings.bootstrap.email} already exists (user ${result.userId}); nothing changed\n`,
+        : `an owner already exists (user ${result.userId}); nothing changed, whatever the email\n`,
     );
   } finally {
     await database.close();

@@ -5,7 +5,13 @@ import { Authenticator } from "./auth/authenticator.ts";
 import { type BootstrapResult, bootstrapOwner } from "./bootstrap/bootstrap.ts";
 import { AuthCaches } from "./cache/auth-caches.ts";
 import { InvalidationListener } from "./cache/invalidation-listener.ts";
-import { type Argon2Settings, type Bootstrap, type DeploymentEnv, LOGIN_THROTTLE_DEFAULTS, type LoginThrottleSettings } from "./config/settings.ts";
+import {
+  type Argon2Settings,
+  type Bootstrap,
+  type DeploymentEnv,
+  LOGIN_THROTTLE_DEFAULTS,
+  type LoginThrottleSettings,
+} from "./config/settings.ts";
 import type { IdentityDB } from "./db/schema.ts";
 import { IdempotencyStore } from "./idempotency/idempotency-store.ts";
 import { SigningKeys } from "./keys/signing-keys.ts";
@@ -17,6 +23,12 @@ import { Sessions } from "./sessions/sessions.ts";
 import { JwtService } from "./tokens/jwt-service.ts";
 import { MembershipRoles } from "./users/membership-roles.ts";
 import { Users } from "./users/users.ts";
+import { Account } from "./users/account.ts";
+import { AuditLog } from "./audit/audit-log.ts";
+import { Invitations } from "./members/invitations.ts";
+import { Members } from "./members/members.ts";
+import { MyOrgs } from "./orgs/my-orgs.ts";
+import { TokenPairs } from "./sessions/token-pairs.ts";
 
 export type IdentityOptions = {
   kek: Buffer;
@@ -29,6 +41,12 @@ export type IdentityOptions = {
   /** How long a running idempotent request holds its key before another may take over. */
   idempotencyLockMs: number;
   clock?: Clock;
+  /** Self-service sign-up (IDENTITY_SIGNUP=open); default off. */
+  signupOpen?: boolean;
+  /** Lifetime of an invitation token; default 7 days. */
+  invitationTtlSeconds?: number;
+  /** REST base URL outside verifiers use (discovery); default: the request's Host. */
+  publicUrl?: string;
 };
 
 /** The spec's `env` claim is live|test; ENV is dev|staging|prod. prod issues live tokens, the rest test. */
@@ -50,8 +68,30 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
   const jwt = new JwtService(keys, memberships, caches, { env: claimEnvOf(options.env), clock });
   const refreshTokens = new RefreshTokens(db, options.refreshTokenTtlSeconds);
   const loginThrottle = new LoginThrottle(options.loginThrottle ?? LOGIN_THROTTLE_DEFAULTS, clock);
-  const sessions = new Sessions({ db, users, hasher, jwt, refreshTokens, throttle: loginThrottle, jwtTtlSeconds: options.jwtTtlSeconds, clock });
+  const sessions = new Sessions({
+    db,
+    users,
+    hasher,
+    jwt,
+    refreshTokens,
+    throttle: loginThrottle,
+    jwtTtlSeconds: options.jwtTtlSeconds,
+    clock,
+  });
   const authenticator = new Authenticator(jwt, apiKeys);
+  const pairs = new TokenPairs({ jwt, refreshTokens, jwtTtlSeconds: options.jwtTtlSeconds, clock });
+  const members = new Members(db, memberships, caches, clock);
+  const invitations = new Invitations({
+    db,
+    hasher,
+    throttle: loginThrottle,
+    pairs,
+    ttlSeconds: options.invitationTtlSeconds ?? 7 * 24 * 3600,
+    clock,
+  });
+  const myOrgs = new MyOrgs({ db, orgs, roles: memberships, hasher, pairs, signupOpen: options.signupOpen ?? false });
+  const account = new Account({ db, hasher, pairs, clock });
+  const audit = new AuditLog(db);
   const idempotency = new IdempotencyStore(db, { lockMs: options.idempotencyLockMs, kek: options.kek, clock });
   return {
     database,
@@ -70,6 +110,13 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
     sessions,
     authenticator,
     idempotency,
+    members,
+    invitations,
+    myOrgs,
+    account,
+    audit,
+    /** Set by the app to the REST listener's URL when IDENTITY_PUBLIC_URL is not given. */
+    publicUrl: options.publicUrl as string | undefined,
     /** Enables the caches once other replicas' writes are followed on the PostgreSQL at `url`. */
     async followChanges(url: string, onError?: (err: unknown) => void): Promise<InvalidationListener> {
       const listener = new InvalidationListener(url, caches, onError);

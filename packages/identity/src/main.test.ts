@@ -110,7 +110,11 @@ test("starts, serves, stops on SIGTERM, restarts on the same data without change
       body: JSON.stringify({ email: "main@example.com", password: "main-password" }),
     });
     const pair = (await login.json()) as { access_token: string };
-    assert.equal(JSON.parse(Buffer.from(pair.access_token.split(".")[0]!, "base64url").toString()).kid, kid1, "same signing key after restart");
+    assert.equal(
+      JSON.parse(Buffer.from(pair.access_token.split(".")[0]!, "base64url").toString()).kid,
+      kid1,
+      "same signing key after restart",
+    );
   } finally {
     assert.equal(await stop(second.child), 0);
   }

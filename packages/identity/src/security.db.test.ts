@@ -96,7 +96,10 @@ describe("forged JWTs", () => {
     const [h, , s] = good.split(".");
     const other = await f.seedUser();
     await rejected(`${h}.${b64(claims({ org_id: other.orgId }))}.${s}`, AuthReason.invalidCredentials);
-    await rejected(`${h}.${b64(claims({ sub: other.user.id, org_id: other.orgId }))}.${s}`, AuthReason.invalidCredentials);
+    await rejected(
+      `${h}.${b64(claims({ sub: other.user.id, org_id: other.orgId }))}.${s}`,
+      AuthReason.invalidCredentials,
+    );
     // A flipped signature byte.
     const flipped = s!.startsWith("A") ? `B${s!.slice(1)}` : `A${s!.slice(1)}`;
     await rejected(`${h}.${good.split(".")[1]}.${flipped}`, AuthReason.invalidCredentials);

@@ -19,7 +19,9 @@ before(async () => {
 });
 after(() => double.close());
 
-async function apiError(p: Promise<unknown>): Promise<{ code: number; body: { reason: string; message: string; code: number } }> {
+async function apiError(
+  p: Promise<unknown>,
+): Promise<{ code: number; body: { reason: string; message: string; code: number } }> {
   try {
     await p;
   } catch (err) {
@@ -40,7 +42,10 @@ const deployment = (name: string, labels: Record<string, string> = {}) => ({
 
 describe("object API", () => {
   test("create is 201 with server metadata; a second create is 409 AlreadyExists; a missing get is 404 NotFound", async () => {
-    const cm = await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "c1" }, data: { a: "1" } } });
+    const cm = await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: "c1" }, data: { a: "1" } },
+    });
     assert.ok(cm.metadata?.uid && cm.metadata.resourceVersion && cm.metadata.creationTimestamp);
     const dup = await apiError(core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "c1" } } }));
     assert.equal(dup.code, 409);
@@ -52,20 +57,33 @@ describe("object API", () => {
   });
 
   test("replace with a stale resourceVersion is 409 Conflict; with the current one it succeeds", async () => {
-    const cm = await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "c2" }, data: { v: "1" } } });
-    const updated = await core.replaceNamespacedConfigMap({ namespace: ns, name: "c2", body: { ...cm, data: { v: "2" } } });
+    const cm = await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: "c2" }, data: { v: "1" } },
+    });
+    const updated = await core.replaceNamespacedConfigMap({
+      namespace: ns,
+      name: "c2",
+      body: { ...cm, data: { v: "2" } },
+    });
     assert.notEqual(updated.metadata?.resourceVersion, cm.metadata?.resourceVersion);
-    const stale = await apiError(core.replaceNamespacedConfigMap({ namespace: ns, name: "c2", body: { ...cm, data: { v: "3" } } }));
+    const stale = await apiError(
+      core.replaceNamespacedConfigMap({ namespace: ns, name: "c2", body: { ...cm, data: { v: "3" } } }),
+    );
     assert.equal(stale.code, 409);
     assert.equal(stale.body.reason, "Conflict");
     assert.equal((await core.readNamespacedConfigMap({ namespace: ns, name: "c2" })).data?.v, "2");
   });
 
   test("invalid names and labels are 422 Invalid", async () => {
-    const bad = await apiError(core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "Bad_Name" } } }));
+    const bad = await apiError(
+      core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "Bad_Name" } } }),
+    );
     assert.equal(bad.code, 422);
     assert.equal(bad.body.reason, "Invalid");
-    const badLabel = await apiError(core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "ok", labels: { a: "has space" } } } }));
+    const badLabel = await apiError(
+      core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "ok", labels: { a: "has space" } } } }),
+    );
     assert.equal(badLabel.code, 422);
   });
 
@@ -75,7 +93,8 @@ describe("object API", () => {
     assert.equal((await apiError(apps.createNamespacedDeployment({ namespace: ns, body: bad }))).code, 422);
     await apps.createNamespacedDeployment({ namespace: ns, body: deployment("d-a", { tier: "x", tenant: "true" }) });
     await apps.createNamespacedDeployment({ namespace: ns, body: deployment("d-b", { tier: "y", tenant: "true" }) });
-    const names = async (labelSelector: string) => (await apps.listNamespacedDeployment({ namespace: ns, labelSelector })).items.map((d) => d.metadata?.name);
+    const names = async (labelSelector: string) =>
+      (await apps.listNamespacedDeployment({ namespace: ns, labelSelector })).items.map((d) => d.metadata?.name);
     assert.deepEqual(await names("tenant=true"), ["d-a", "d-b"]);
     assert.deepEqual(await names("tenant=true,tier=y"), ["d-b"]);
     assert.deepEqual(await names("tier in (x,z)"), ["d-a"]);
@@ -83,7 +102,10 @@ describe("object API", () => {
   });
 
   test("strategic merge patch of annotations sets and removes keys; merge patch too; other content types are 415", async () => {
-    await apps.createNamespacedDeployment({ namespace: ns, body: { ...deployment("d-p"), metadata: { ...deployment("d-p").metadata, annotations: { a: "1", b: "2" } } } });
+    await apps.createNamespacedDeployment({
+      namespace: ns,
+      body: { ...deployment("d-p"), metadata: { ...deployment("d-p").metadata, annotations: { a: "1", b: "2" } } },
+    });
     const smp = await apps.patchNamespacedDeployment(
       { namespace: ns, name: "d-p", body: { metadata: { annotations: { a: null, c: "3" } } } },
       setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch),
@@ -94,12 +116,22 @@ describe("object API", () => {
       setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
     );
     assert.deepEqual(mp.metadata?.annotations, { c: "3" });
-    assert.equal(double.requests.filter((r) => r.method === "PATCH").at(-1)?.contentType, "application/merge-patch+json");
-    const res = await fetch(`${double.url}/apis/apps/v1/namespaces/${ns}/deployments/d-p`, { method: "PATCH", headers: { "content-type": "text/plain" }, body: "{}" });
+    assert.equal(
+      double.requests.filter((r) => r.method === "PATCH").at(-1)?.contentType,
+      "application/merge-patch+json",
+    );
+    const res = await fetch(`${double.url}/apis/apps/v1/namespaces/${ns}/deployments/d-p`, {
+      method: "PATCH",
+      headers: { "content-type": "text/plain" },
+      body: "{}",
+    });
     assert.equal(res.status, 415);
     // A patch carrying a stale resourceVersion is a precondition failure.
     const stale = await apiError(
-      apps.patchNamespacedDeployment({ namespace: ns, name: "d-p", body: { metadata: { resourceVersion: "1", annotations: { x: "1" } } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch)),
+      apps.patchNamespacedDeployment(
+        { namespace: ns, name: "d-p", body: { metadata: { resourceVersion: "1", annotations: { x: "1" } } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      ),
     );
     assert.equal(stale.code, 409);
   });
@@ -109,14 +141,27 @@ describe("object API", () => {
     const scale = await apps.readNamespacedDeploymentScale({ namespace: ns, name: "d-s" });
     assert.equal(scale.kind, "Scale");
     assert.equal(scale.spec?.replicas, 0);
-    await apps.replaceNamespacedDeploymentScale({ namespace: ns, name: "d-s", body: { metadata: { name: "d-s" }, spec: { replicas: 2 } } });
+    await apps.replaceNamespacedDeploymentScale({
+      namespace: ns,
+      name: "d-s",
+      body: { metadata: { name: "d-s" }, spec: { replicas: 2 } },
+    });
     const d = await apps.readNamespacedDeployment({ namespace: ns, name: "d-s" });
     assert.equal(d.spec?.replicas, 2);
     assert.equal(d.status?.readyReplicas, 2);
     assert.equal(d.metadata?.generation, 2);
-    await apps.patchNamespacedDeploymentScale({ namespace: ns, name: "d-s", body: { spec: { replicas: 0 } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch));
+    await apps.patchNamespacedDeploymentScale(
+      { namespace: ns, name: "d-s", body: { spec: { replicas: 0 } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
     assert.equal((await apps.readNamespacedDeployment({ namespace: ns, name: "d-s" })).spec?.replicas, 0);
-    const stale = await apiError(apps.replaceNamespacedDeploymentScale({ namespace: ns, name: "d-s", body: { metadata: { name: "d-s", resourceVersion: scale.metadata?.resourceVersion }, spec: { replicas: 1 } } }));
+    const stale = await apiError(
+      apps.replaceNamespacedDeploymentScale({
+        namespace: ns,
+        name: "d-s",
+        body: { metadata: { name: "d-s", resourceVersion: scale.metadata?.resourceVersion }, spec: { replicas: 1 } },
+      }),
+    );
     assert.equal(stale.code, 409);
     assert.equal((await apiError(apps.readNamespacedDeploymentScale({ namespace: ns, name: "absent" }))).code, 404);
   });
@@ -126,7 +171,10 @@ describe("object API", () => {
     const status = (await apps.deleteNamespacedDeployment({ namespace: ns, name: "d-del" })) as V1Status;
     assert.equal(status.status, "Success");
     assert.equal((await apiError(apps.deleteNamespacedDeployment({ namespace: ns, name: "d-del" }))).code, 404);
-    const svc = await core.createNamespacedService({ namespace: ns, body: { metadata: { name: "s1" }, spec: { selector: { app: "x" }, ports: [{ port: 50051 }] } } });
+    const svc = await core.createNamespacedService({
+      namespace: ns,
+      body: { metadata: { name: "s1" }, spec: { selector: { app: "x" }, ports: [{ port: 50051 }] } },
+    });
     assert.match(svc.spec?.clusterIP ?? "", /^10\.96\./);
     assert.equal(svc.spec?.ports?.[0].targetPort, 50051);
     const deleted = await core.deleteNamespacedService({ namespace: ns, name: "s1" });
@@ -153,7 +201,10 @@ describe("pods, PVCs and exec", () => {
       volumes: [{ name: "ws", persistentVolumeClaim: { claimName: claim } }],
     },
   });
-  const pvcBody = (name: string) => ({ metadata: { name }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } } });
+  const pvcBody = (name: string) => ({
+    metadata: { name },
+    spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+  });
 
   async function waitPhase(name: string, phase: string): Promise<void> {
     for (let i = 0; i < 600; i++) {
@@ -163,7 +214,11 @@ describe("pods, PVCs and exec", () => {
     assert.fail(`pod ${name} never reached ${phase}`);
   }
 
-  function exec(pod: string, command: string[], stdin?: string): Promise<{ out: string; err: string; status: V1Status }> {
+  function exec(
+    pod: string,
+    command: string[],
+    stdin?: string,
+  ): Promise<{ out: string; err: string; status: V1Status }> {
     let out = "";
     let err = "";
     const sink = (f: (s: string) => void) =>
@@ -176,7 +231,17 @@ describe("pods, PVCs and exec", () => {
     return new Promise((resolve, reject) => {
       const input = stdin === undefined ? null : Readable.from([Buffer.from(stdin)]);
       new Exec(double.kubeConfig())
-        .exec(ns, pod, "main", command, sink((s) => (out += s)), sink((s) => (err += s)), input, false, (status) => resolve({ out, err, status }))
+        .exec(
+          ns,
+          pod,
+          "main",
+          command,
+          sink((s) => (out += s)),
+          sink((s) => (err += s)),
+          input,
+          false,
+          (status) => resolve({ out, err, status }),
+        )
         .catch(reject);
     });
   }
@@ -216,20 +281,31 @@ describe("pods, PVCs and exec", () => {
     await core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: pvcBody("claim-v4") });
     await core.createNamespacedPod({ namespace: ns, body: podBody("p-v4", "claim-v4") });
     await waitPhase("p-v4", "Running");
-    const q = new URLSearchParams([["command", "sh"], ["command", "-c"], ["command", "printf out; printf err >&2; exit 4"], ["stdout", "true"], ["stderr", "true"]]);
-    const ws = new WebSocket(`${double.url.replace("http", "ws")}/api/v1/namespaces/${ns}/pods/p-v4/exec?${q}`, ["v4.channel.k8s.io"]);
+    const q = new URLSearchParams([
+      ["command", "sh"],
+      ["command", "-c"],
+      ["command", "printf out; printf err >&2; exit 4"],
+      ["stdout", "true"],
+      ["stderr", "true"],
+    ]);
+    const ws = new WebSocket(`${double.url.replace("http", "ws")}/api/v1/namespaces/${ns}/pods/p-v4/exec?${q}`, [
+      "v4.channel.k8s.io",
+    ]);
     const frames: Buffer[] = [];
     ws.on("message", (d: Buffer) => frames.push(d));
     await new Promise((resolve) => ws.on("close", resolve));
     assert.equal(ws.protocol, "v4.channel.k8s.io");
-    const byChannel = (c: number) => Buffer.concat(frames.filter((f) => f[0] === c).map((f) => f.subarray(1))).toString();
+    const byChannel = (c: number) =>
+      Buffer.concat(frames.filter((f) => f[0] === c).map((f) => f.subarray(1))).toString();
     assert.equal(byChannel(1), "out");
     assert.equal(byChannel(2), "err");
     assert.equal(frames.at(-1)?.[0], 3);
     const status = JSON.parse(byChannel(3));
     assert.equal(status.details.causes[0].message, "4");
     // No supported subprotocol: refused before the upgrade.
-    const bad = new WebSocket(`${double.url.replace("http", "ws")}/api/v1/namespaces/${ns}/pods/p-v4/exec?${q}`, ["base64.channel.k8s.io"]);
+    const bad = new WebSocket(`${double.url.replace("http", "ws")}/api/v1/namespaces/${ns}/pods/p-v4/exec?${q}`, [
+      "base64.channel.k8s.io",
+    ]);
     const code = await new Promise((resolve) => bad.on("unexpected-response", (_req, res) => resolve(res.statusCode)));
     assert.equal(code, 400);
   });
@@ -245,7 +321,10 @@ describe("pods, PVCs and exec", () => {
     // Graceful deletion: the pod is terminating first, the claim stays until it is gone.
     assert.ok(terminatingPod.metadata?.deletionTimestamp);
     for (let i = 0; i < 100 && double.get("pods", ns, "p2"); i++) await new Promise((r) => setTimeout(r, 20));
-    assert.equal((await apiError(core.readNamespacedPersistentVolumeClaim({ namespace: ns, name: "claim-2" }))).code, 404);
+    assert.equal(
+      (await apiError(core.readNamespacedPersistentVolumeClaim({ namespace: ns, name: "claim-2" }))).code,
+      404,
+    );
   });
 
   test("activeDeadlineSeconds fails the pod with DeadlineExceeded; exec into it is refused", async () => {
@@ -269,4 +348,3 @@ describe("pods, PVCs and exec", () => {
     assert.equal(pod.status?.containerStatuses?.[0].state?.terminated?.exitCode, 137);
   });
 });
-

@@ -139,7 +139,12 @@ export class KubeDouble {
   }
 
   /** The stored object (with kind/apiVersion), or undefined. */
-  get(plural: string, namespace: string, name: string, group = plural === "deployments" ? "apps" : ""): KubeObject | undefined {
+  get(
+    plural: string,
+    namespace: string,
+    name: string,
+    group = plural === "deployments" ? "apps" : "",
+  ): KubeObject | undefined {
     const def = this.resource(plural, group);
     const o = this.store.get(def, namespace, name);
     return o && this.store.present(def, o);
@@ -157,10 +162,12 @@ export class KubeDouble {
     if (this.options.runContainers !== false) {
       const key = `${namespace}/${name}`;
       if (!this.sandboxes.has(key)) {
-        const started = startPodSandbox(join(this.dataDir, "pods", pod.metadata.uid), this.mountsOf(pod)).catch((err) => {
-          this.setPodPhase(namespace, name, "Failed", { reason: "ContainerCannotRun", message: String(err) });
-          return undefined;
-        });
+        const started = startPodSandbox(join(this.dataDir, "pods", pod.metadata.uid), this.mountsOf(pod)).catch(
+          (err) => {
+            this.setPodPhase(namespace, name, "Failed", { reason: "ContainerCannotRun", message: String(err) });
+            return undefined;
+          },
+        );
         this.sandboxes.set(key, started);
         if (!(await started)) return;
       }
@@ -173,7 +180,11 @@ export class KubeDouble {
         startTime: now,
         hostIP: "192.168.0.10",
         podIP: `10.244.0.${(this.nextIp++ % 250) + 1}`,
-        conditions: ["PodScheduled", "Initialized", "ContainersReady", "Ready"].map((type) => ({ type, status: "True", lastTransitionTime: now })),
+        conditions: ["PodScheduled", "Initialized", "ContainersReady", "Ready"].map((type) => ({
+          type,
+          status: "True",
+          lastTransitionTime: now,
+        })),
         containerStatuses: (p.spec.containers ?? []).map((c: KubeObject) => ({
           name: c.name,
           image: c.image,
@@ -189,15 +200,29 @@ export class KubeDouble {
     const deadline = running?.spec?.activeDeadlineSeconds;
     if (deadline) {
       this.addTimer(`${namespace}/${name}`, deadline * 1000, () => {
-        this.terminatePod(namespace, name, "Failed", { reason: "DeadlineExceeded", message: "Pod was active on the node longer than the specified deadline" }, { exitCode: 137, reason: "Error" });
+        this.terminatePod(
+          namespace,
+          name,
+          "Failed",
+          { reason: "DeadlineExceeded", message: "Pod was active on the node longer than the specified deadline" },
+          { exitCode: 137, reason: "Error" },
+        );
       });
     }
   }
 
   /** Sets a pod's phase (and optional reason/message), as the kubelet would report it. */
-  setPodPhase(namespace: string, name: string, phase: "Pending" | "Running" | "Succeeded" | "Failed", extra: { reason?: string; message?: string } = {}): void {
+  setPodPhase(
+    namespace: string,
+    name: string,
+    phase: "Pending" | "Running" | "Succeeded" | "Failed",
+    extra: { reason?: string; message?: string } = {},
+  ): void {
     if (phase === "Succeeded" || phase === "Failed") {
-      this.terminatePod(namespace, name, phase, extra, { exitCode: phase === "Succeeded" ? 0 : 1, reason: phase === "Succeeded" ? "Completed" : "Error" });
+      this.terminatePod(namespace, name, phase, extra, {
+        exitCode: phase === "Succeeded" ? 0 : 1,
+        reason: phase === "Succeeded" ? "Completed" : "Error",
+      });
       return;
     }
     this.store.writeStatus(this.resource("pods"), namespace, name, (p) => {
@@ -209,17 +234,35 @@ export class KubeDouble {
    * Ends a pod's main container (e.g. `{exitCode: 137, reason: "OOMKilled"}`);
    * with restartPolicy Never the pod becomes Failed (non-zero) or Succeeded.
    */
-  terminateContainer(namespace: string, name: string, term: { exitCode: number; reason?: string; message?: string }): void {
+  terminateContainer(
+    namespace: string,
+    name: string,
+    term: { exitCode: number; reason?: string; message?: string },
+  ): void {
     const pod = this.store.get(this.resource("pods"), namespace, name);
     if (!pod) return;
     const phase = term.exitCode === 0 ? "Succeeded" : "Failed";
-    this.terminatePod(namespace, name, phase, {}, { exitCode: term.exitCode, reason: term.reason ?? (term.exitCode === 0 ? "Completed" : "Error"), message: term.message });
+    this.terminatePod(
+      namespace,
+      name,
+      phase,
+      {},
+      {
+        exitCode: term.exitCode,
+        reason: term.reason ?? (term.exitCode === 0 ? "Completed" : "Error"),
+        message: term.message,
+      },
+    );
   }
 
   /** Sets status.readyReplicas (and availableReplicas) of a Deployment. */
   setDeploymentReady(namespace: string, name: string, readyReplicas: number): void {
     this.store.writeStatus(this.resource("deployments", "apps"), namespace, name, (d) => {
-      d.status = { ...d.status, readyReplicas: readyReplicas || undefined, availableReplicas: readyReplicas || undefined };
+      d.status = {
+        ...d.status,
+        readyReplicas: readyReplicas || undefined,
+        availableReplicas: readyReplicas || undefined,
+      };
     });
   }
 
@@ -264,33 +307,61 @@ export class KubeDouble {
       let hostPath: string | undefined;
       if (v?.persistentVolumeClaim) hostPath = this.pvcDir(pod.metadata.namespace, v.persistentVolumeClaim.claimName);
       else if (v?.emptyDir) hostPath = join(this.dataDir, "pods", pod.metadata.uid, "volumes", m.name);
-      if (hostPath) mounts.push({ hostPath, mountPath: m.mountPath, readOnly: Boolean(m.readOnly || v?.persistentVolumeClaim?.readOnly) });
+      if (hostPath)
+        mounts.push({
+          hostPath,
+          mountPath: m.mountPath,
+          readOnly: Boolean(m.readOnly || v?.persistentVolumeClaim?.readOnly),
+        });
     }
     return mounts;
   }
 
   private claimsOf(pod: KubeObject): string[] {
-    return (pod.spec?.volumes ?? []).flatMap((v: KubeObject) => (v.persistentVolumeClaim ? [v.persistentVolumeClaim.claimName] : []));
+    return (pod.spec?.volumes ?? []).flatMap((v: KubeObject) =>
+      v.persistentVolumeClaim ? [v.persistentVolumeClaim.claimName] : [],
+    );
   }
 
-  private terminatePod(namespace: string, name: string, phase: "Failed" | "Succeeded", extra: { reason?: string; message?: string }, term: { exitCode: number; reason: string; message?: string }): void {
+  private terminatePod(
+    namespace: string,
+    name: string,
+    phase: "Failed" | "Succeeded",
+    extra: { reason?: string; message?: string },
+    term: { exitCode: number; reason: string; message?: string },
+  ): void {
     const key = `${namespace}/${name}`;
     this.clearTimers(key);
     this.stopSandbox(key);
     const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
     this.store.writeStatus(this.resource("pods"), namespace, name, (p) => {
       const restart = p.spec.restartPolicy ?? "Always";
-      const final = restart === "Never" || (restart === "OnFailure" && term.exitCode === 0) || extra.reason === "DeadlineExceeded";
+      const final =
+        restart === "Never" || (restart === "OnFailure" && term.exitCode === 0) || extra.reason === "DeadlineExceeded";
       p.status = {
         ...p.status,
         phase: final ? phase : p.status.phase,
         ...extra,
-        conditions: (p.status.conditions ?? []).map((c: KubeObject) => (c.type === "Ready" || c.type === "ContainersReady" ? { ...c, status: "False", lastTransitionTime: now } : c)),
-        containerStatuses: (p.status.containerStatuses ?? (p.spec.containers ?? []).map((c: KubeObject) => ({ name: c.name, image: c.image, restartCount: 0 }))).map((cs: KubeObject) => ({
+        conditions: (p.status.conditions ?? []).map((c: KubeObject) =>
+          c.type === "Ready" || c.type === "ContainersReady" ? { ...c, status: "False", lastTransitionTime: now } : c,
+        ),
+        containerStatuses: (
+          p.status.containerStatuses ??
+          (p.spec.containers ?? []).map((c: KubeObject) => ({ name: c.name, image: c.image, restartCount: 0 }))
+        ).map((cs: KubeObject) => ({
           ...cs,
           ready: false,
           started: false,
-          state: { terminated: { exitCode: term.exitCode, reason: term.reason, message: term.message, startedAt: cs.state?.running?.startedAt ?? now, finishedAt: now, containerID: cs.containerID } },
+          state: {
+            terminated: {
+              exitCode: term.exitCode,
+              reason: term.reason,
+              message: term.message,
+              startedAt: cs.state?.running?.startedAt ?? now,
+              finishedAt: now,
+              containerID: cs.containerID,
+            },
+          },
         })),
       };
     });
@@ -303,7 +374,13 @@ export class KubeDouble {
   }
 
   /** Reactions of the control plane to a write: the scheduler/kubelet for pods, PVC protection, the deployment controller. */
-  private react(def: ResourceDef, ns: string, name: string, obj: KubeObject | undefined, old: KubeObject | undefined): void {
+  private react(
+    def: ResourceDef,
+    ns: string,
+    name: string,
+    obj: KubeObject | undefined,
+    old: KubeObject | undefined,
+  ): void {
     if (def.plural === "pods") {
       if (!obj) {
         this.clearTimers(`${ns}/${name}`);
@@ -319,10 +396,15 @@ export class KubeDouble {
       if (obj && !old) {
         // A pod waiting for this claim can now be scheduled.
         for (const pod of this.store.list(this.resource("pods"), ns)) {
-          if (pod.status?.phase === "Pending" && this.claimsOf(pod).includes(name)) this.schedule(ns, pod.metadata.name);
+          if (pod.status?.phase === "Pending" && this.claimsOf(pod).includes(name))
+            this.schedule(ns, pod.metadata.name);
         }
       }
-    } else if (def.plural === "deployments" && obj && (this.options.deploymentReadiness ?? "immediate") === "immediate") {
+    } else if (
+      def.plural === "deployments" &&
+      obj &&
+      (this.options.deploymentReadiness ?? "immediate") === "immediate"
+    ) {
       const replicas = obj.spec.replicas ?? 1;
       const s = obj.status ?? {};
       if (s.observedGeneration !== obj.metadata.generation || (s.replicas ?? 0) !== replicas) {
@@ -345,7 +427,10 @@ export class KubeDouble {
     const pod = this.store.get(pods, ns, name);
     if (!pod) throw statusErrors.notFound("pods", "", name);
     const pre = opts?.preconditions;
-    if ((pre?.uid && pre.uid !== pod.metadata.uid) || (pre?.resourceVersion && pre.resourceVersion !== pod.metadata.resourceVersion)) {
+    if (
+      (pre?.uid && pre.uid !== pod.metadata.uid) ||
+      (pre?.resourceVersion && pre.resourceVersion !== pod.metadata.resourceVersion)
+    ) {
       throw statusErrors.conflict("pods", "", name);
     }
     if (pod.metadata.deletionTimestamp) return pod;
@@ -372,7 +457,12 @@ export class KubeDouble {
     if (!pod) return;
     const pvcs = this.resource("persistentvolumeclaims");
     // Unschedulable until every claim it mounts exists (and is not being deleted).
-    if (!this.claimsOf(pod).every((c) => this.store.get(pvcs, ns, c) && !this.store.get(pvcs, ns, c)?.metadata.deletionTimestamp)) return;
+    if (
+      !this.claimsOf(pod).every(
+        (c) => this.store.get(pvcs, ns, c) && !this.store.get(pvcs, ns, c)?.metadata.deletionTimestamp,
+      )
+    )
+      return;
     this.addTimer(`${ns}/${name}`, delay, () => {
       this.runPod(ns, name).catch(() => {});
     });
@@ -417,16 +507,31 @@ export class KubeDouble {
     const url = new URL(req.url ?? "/", "http://double");
     const method = req.method ?? "GET";
     this.requests.push({ method, path: url.pathname + url.search, contentType: req.headers["content-type"] });
-    if (url.pathname === "/version") return this.send(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-kube-double" });
+    if (url.pathname === "/version")
+      return this.send(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-kube-double" });
     if (url.pathname.startsWith(`${CORE}/namespaces/`) && url.pathname.split("/").length === 5) {
       const ns = decodeURIComponent(url.pathname.split("/")[4]);
       if (method !== "GET") throw statusErrors.methodNotAllowed();
       if (!this.namespaces.has(ns)) throw statusErrors.notFound("namespaces", "", ns);
-      return this.send(res, 200, { kind: "Namespace", apiVersion: "v1", metadata: { name: ns }, status: { phase: "Active" } });
+      return this.send(res, 200, {
+        kind: "Namespace",
+        apiVersion: "v1",
+        metadata: { name: ns },
+        status: { phase: "Active" },
+      });
     }
     const target = this.parsePath(url.pathname);
     if (!target) {
-      return this.send(res, 404, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "the server could not find the requested resource", reason: "NotFound", details: {}, code: 404 });
+      return this.send(res, 404, {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message: "the server could not find the requested resource",
+        reason: "NotFound",
+        details: {},
+        code: 404,
+      });
     }
     const { def, namespace, name, subresource } = target;
     if (namespace !== undefined && !this.namespaces.has(namespace) && method === "POST") {
@@ -448,15 +553,22 @@ export class KubeDouble {
         const match = parseLabelSelector(url.searchParams.get("labelSelector"));
         const deleted = this.store.list(def, namespace).filter((o) => match(o.metadata.labels));
         for (const o of deleted) this.store.delete(def, o.metadata.namespace, o.metadata.name);
-        return this.send(res, 200, { kind: `${def.kind}List`, apiVersion: apiVersionOf(def), metadata: { resourceVersion: this.store.currentResourceVersion() }, items: deleted });
+        return this.send(res, 200, {
+          kind: `${def.kind}List`,
+          apiVersion: apiVersionOf(def),
+          metadata: { resourceVersion: this.store.currentResourceVersion() },
+          items: deleted,
+        });
       }
       throw statusErrors.methodNotAllowed();
     }
     const ns = namespace as string;
 
-    if (subresource === "scale" && def.plural === "deployments") return this.handleScale(res, def, ns, name, method, body, req.headers["content-type"]);
+    if (subresource === "scale" && def.plural === "deployments")
+      return this.handleScale(res, def, ns, name, method, body, req.headers["content-type"]);
     if (subresource === "exec" && def.plural === "pods") throw statusErrors.badRequest("Upgrade request required");
-    if (subresource !== undefined && subresource !== "status") throw statusErrors.notFound(`${def.plural}/${subresource}`, def.group, name);
+    if (subresource !== undefined && subresource !== "status")
+      throw statusErrors.notFound(`${def.plural}/${subresource}`, def.group, name);
     const part = subresource === "status" ? "status" : "main";
 
     switch (method) {
@@ -475,7 +587,8 @@ export class KubeDouble {
         if (!current) throw statusErrors.notFound(def.plural, def.group, name);
         const patched = applyPatch(current, body, req.headers["content-type"]);
         // A resourceVersion in the patch is a precondition; without one the patch applies to the latest.
-        if (patched.metadata?.resourceVersion === undefined) patched.metadata = { ...patched.metadata, resourceVersion: current.metadata.resourceVersion };
+        if (patched.metadata?.resourceVersion === undefined)
+          patched.metadata = { ...patched.metadata, resourceVersion: current.metadata.resourceVersion };
         return this.send(res, 200, this.store.present(def, this.store.update(def, ns, name, patched, part)));
       }
       case "DELETE": {
@@ -485,20 +598,38 @@ export class KubeDouble {
         }
         const deleted = this.store.delete(def, ns, name, opts?.preconditions);
         if (def.deleteReturns === "object") return this.send(res, 200, this.store.present(def, deleted));
-        return this.send(res, 200, successStatus({ name, group: def.group || undefined, kind: def.plural, uid: deleted.metadata.uid }));
+        return this.send(
+          res,
+          200,
+          successStatus({ name, group: def.group || undefined, kind: def.plural, uid: deleted.metadata.uid }),
+        );
       }
       default:
         throw statusErrors.methodNotAllowed();
     }
   }
 
-  private handleScale(res: ServerResponse, def: ResourceDef, ns: string, name: string, method: string, body: string, contentType: string | undefined): void {
+  private handleScale(
+    res: ServerResponse,
+    def: ResourceDef,
+    ns: string,
+    name: string,
+    method: string,
+    body: string,
+    contentType: string | undefined,
+  ): void {
     const d = this.store.get(def, ns, name);
     if (!d) throw statusErrors.notFound(def.plural, def.group, name);
     const toScale = (o: KubeObject) => ({
       kind: "Scale",
       apiVersion: "autoscaling/v1",
-      metadata: { name, namespace: ns, uid: o.metadata.uid, resourceVersion: o.metadata.resourceVersion, creationTimestamp: o.metadata.creationTimestamp },
+      metadata: {
+        name,
+        namespace: ns,
+        uid: o.metadata.uid,
+        resourceVersion: o.metadata.resourceVersion,
+        creationTimestamp: o.metadata.creationTimestamp,
+      },
       spec: { replicas: o.spec.replicas },
       status: {
         replicas: o.status?.replicas ?? 0,
@@ -517,9 +648,14 @@ export class KubeDouble {
     else throw statusErrors.methodNotAllowed();
     const replicas = scale.spec?.replicas;
     if (!Number.isInteger(replicas) || replicas < 0) {
-      throw statusErrors.invalid("Scale", "autoscaling", name, [{ field: "spec.replicas", message: `Invalid value: ${replicas}: must be greater than or equal to 0` }]);
+      throw statusErrors.invalid("Scale", "autoscaling", name, [
+        { field: "spec.replicas", message: `Invalid value: ${replicas}: must be greater than or equal to 0` },
+      ]);
     }
-    const rv = method === "PUT" ? scale.metadata?.resourceVersion : (scale.metadata?.resourceVersion ?? d.metadata.resourceVersion);
+    const rv =
+      method === "PUT"
+        ? scale.metadata?.resourceVersion
+        : (scale.metadata?.resourceVersion ?? d.metadata.resourceVersion);
     const next = structuredClone(d);
     next.spec.replicas = replicas;
     next.metadata.resourceVersion = rv || undefined;
@@ -548,22 +684,34 @@ export class KubeDouble {
 
   private checkBody(def: ResourceDef, obj: KubeObject, ns: string): void {
     if (obj.apiVersion !== undefined && obj.apiVersion !== apiVersionOf(def)) {
-      throw statusErrors.badRequest(`the API version in the data (${obj.apiVersion}) does not match the expected API version (${apiVersionOf(def)})`);
+      throw statusErrors.badRequest(
+        `the API version in the data (${obj.apiVersion}) does not match the expected API version (${apiVersionOf(def)})`,
+      );
     }
     if (obj.kind !== undefined && obj.kind !== def.kind) {
-      throw statusErrors.badRequest(`the kind in the data (${obj.kind}) does not match the expected kind (${def.kind})`);
+      throw statusErrors.badRequest(
+        `the kind in the data (${obj.kind}) does not match the expected kind (${def.kind})`,
+      );
     }
     if (obj.metadata?.namespace !== undefined && obj.metadata.namespace !== "" && obj.metadata.namespace !== ns) {
-      throw statusErrors.badRequest("the namespace of the provided object does not match the namespace sent on the request");
+      throw statusErrors.badRequest(
+        "the namespace of the provided object does not match the namespace sent on the request",
+      );
     }
   }
 
   private listResponse(def: ResourceDef, namespace: string | undefined, q: URLSearchParams): KubeObject {
-    if (q.get("watch") === "true" || q.get("watch") === "1") throw statusErrors.badRequest("watch is not supported by the kube-testing double; poll with list");
+    if (q.get("watch") === "true" || q.get("watch") === "1")
+      throw statusErrors.badRequest("watch is not supported by the kube-testing double; poll with list");
     const labels = parseLabelSelector(q.get("labelSelector"));
     const fields = parseFieldSelector(q.get("fieldSelector"));
     const items = this.store.list(def, namespace).filter((o) => labels(o.metadata.labels) && fields(o));
-    return { kind: `${def.kind}List`, apiVersion: apiVersionOf(def), metadata: { resourceVersion: this.store.currentResourceVersion() }, items };
+    return {
+      kind: `${def.kind}List`,
+      apiVersion: apiVersionOf(def),
+      metadata: { resourceVersion: this.store.currentResourceVersion() },
+      items,
+    };
   }
 
   private send(res: ServerResponse, code: number, body: unknown): void {
@@ -572,7 +720,8 @@ export class KubeDouble {
   }
 
   private sendError(res: ServerResponse, err: unknown): void {
-    const e = err instanceof StatusError ? err : statusErrors.internal(err instanceof Error ? err.message : String(err));
+    const e =
+      err instanceof StatusError ? err : statusErrors.internal(err instanceof Error ? err.message : String(err));
     if (res.headersSent) {
       res.destroy();
       return;
@@ -614,6 +763,7 @@ function applyPatch(current: KubeObject, body: string, contentType: string | und
   }
   // biome-ignore lint/suspicious/noExplicitAny: JSON in, JSON out
   const out = fn(current as any, patch as any);
-  if (typeof out !== "object" || out === null || Array.isArray(out)) throw statusErrors.badRequest("patch result is not an object");
+  if (typeof out !== "object" || out === null || Array.isArray(out))
+    throw statusErrors.badRequest("patch result is not an object");
   return out as KubeObject;
 }

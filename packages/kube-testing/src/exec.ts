@@ -24,12 +24,18 @@ export interface ExecSession {
   abort(): void;
 }
 
-const wss = new WebSocketServer({ noServer: true, handleProtocols: (offered) => SUPPORTED.find((p) => offered.has(p)) ?? false });
+const wss = new WebSocketServer({
+  noServer: true,
+  handleProtocols: (offered) => SUPPORTED.find((p) => offered.has(p)) ?? false,
+});
 
 function reject(socket: Duplex, err: StatusError): void {
   const body = JSON.stringify(err.status);
-  const text = { 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 500: "Internal Server Error" }[err.code] ?? "Error";
-  socket.end(`HTTP/1.1 ${err.code} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  const text =
+    { 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 500: "Internal Server Error" }[err.code] ?? "Error";
+  socket.end(
+    `HTTP/1.1 ${err.code} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 function exitStatus(code: number, command: string[]): Partial<KubeStatus> {
@@ -59,33 +65,56 @@ async function start(double: KubeDouble, req: IncomingMessage, socket: Duplex, h
   double.requests.push({ method: "CONNECT", path: url.pathname + url.search, contentType: undefined });
   const target = double.parsePath(url.pathname);
   if (target?.def.plural !== "pods" || target.subresource !== "exec" || !target.name || !target.namespace) {
-    throw new StatusError({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "the server could not find the requested resource", reason: "NotFound", code: 404 });
+    throw new StatusError({
+      kind: "Status",
+      apiVersion: "v1",
+      metadata: {},
+      status: "Failure",
+      message: "the server could not find the requested resource",
+      reason: "NotFound",
+      code: 404,
+    });
   }
   const offered = String(req.headers["sec-websocket-protocol"] ?? "")
     .split(",")
     .map((s) => s.trim());
-  if (!offered.some((p) => SUPPORTED.includes(p))) throw statusErrors.badRequest(`no supported subprotocol in ${JSON.stringify(offered)}; this double speaks ${SUPPORTED.join(", ")}`);
+  if (!offered.some((p) => SUPPORTED.includes(p)))
+    throw statusErrors.badRequest(
+      `no supported subprotocol in ${JSON.stringify(offered)}; this double speaks ${SUPPORTED.join(", ")}`,
+    );
   const q = url.searchParams;
   const command = q.getAll("command");
   const flag = (n: string) => q.get(n) === "true" || q.get(n) === "1";
   if (command.length === 0) throw statusErrors.badRequest("you must specify at least one command for the container");
-  if (!flag("stdin") && !flag("stdout") && !flag("stderr")) throw statusErrors.badRequest("you must specify at least 1 of stdin, stdout, stderr");
+  if (!flag("stdin") && !flag("stdout") && !flag("stderr"))
+    throw statusErrors.badRequest("you must specify at least 1 of stdin, stdout, stderr");
   if (flag("tty")) throw statusErrors.badRequest("tty is not supported by the kube-testing double");
   const pod = double.get("pods", target.namespace, target.name);
   if (!pod) throw statusErrors.notFound("pods", "", target.name);
   const containers: KubeObject[] = pod.spec.containers ?? [];
   const containerName = q.get("container") ?? (containers.length === 1 ? containers[0].name : undefined);
-  if (!containerName) throw statusErrors.badRequest(`a container name must be specified for pod ${target.name}, choose one of: [${containers.map((c) => c.name).join(" ")}]`);
+  if (!containerName)
+    throw statusErrors.badRequest(
+      `a container name must be specified for pod ${target.name}, choose one of: [${containers.map((c) => c.name).join(" ")}]`,
+    );
   const container = containers.find((c) => c.name === containerName);
   if (!container) throw statusErrors.badRequest(`container ${containerName} is not valid for pod ${target.name}`);
   const phase = pod.status?.phase;
-  if (phase === "Succeeded" || phase === "Failed") throw statusErrors.badRequest(`cannot exec into a container in a completed pod; current phase is ${phase}`);
-  const running = (pod.status?.containerStatuses ?? []).find((s: KubeObject) => s.name === containerName)?.state?.running;
-  if (phase !== "Running" || !running) throw statusErrors.badRequest(`container ${containerName} is not running in pod ${target.name}`);
+  if (phase === "Succeeded" || phase === "Failed")
+    throw statusErrors.badRequest(`cannot exec into a container in a completed pod; current phase is ${phase}`);
+  const running = (pod.status?.containerStatuses ?? []).find((s: KubeObject) => s.name === containerName)?.state
+    ?.running;
+  if (phase !== "Running" || !running)
+    throw statusErrors.badRequest(`container ${containerName} is not running in pod ${target.name}`);
   const sandbox = await double.podSandbox(target.namespace, target.name);
-  if (!sandbox) throw statusErrors.internal(`pod ${target.name} has no running container in the double (runContainers is off)`);
+  if (!sandbox)
+    throw statusErrors.internal(`pod ${target.name} has no running container in the double (runContainers is off)`);
 
-  const env: Record<string, string> = { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", HOSTNAME: target.name, HOME: "/root" };
+  const env: Record<string, string> = {
+    PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    HOSTNAME: target.name,
+    HOME: "/root",
+  };
   for (const e of container.env ?? []) if (typeof e.value === "string") env[e.name] = e.value;
 
   wss.handleUpgrade(req, socket, head, (ws) => {
@@ -119,7 +148,9 @@ async function start(double: KubeDouble, req: IncomingMessage, socket: Duplex, h
       child.stdin?.end();
     });
     child.on("close", (code, signal) => {
-      const exit = code ?? (signal ? 128 + (({ SIGKILL: 9, SIGTERM: 15, SIGINT: 2, SIGHUP: 1 }) as Record<string, number>)[signal] : 1);
+      const exit =
+        code ??
+        (signal ? 128 + ({ SIGKILL: 9, SIGTERM: 15, SIGINT: 2, SIGHUP: 1 } as Record<string, number>)[signal] : 1);
       send(STATUS, Buffer.from(JSON.stringify(exitStatus(exit, command))));
       untrack();
       if (ws.readyState === ws.OPEN) ws.close(1000);

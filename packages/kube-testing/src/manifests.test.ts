@@ -20,7 +20,8 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     assert.ok(o, `${kind}/${name} is rendered`);
     return o;
   };
-  const podSpecOf = (o: KubeObject): KubeObject => (o.kind === "CronJob" ? o.spec.jobTemplate.spec.template.spec : o.spec.template.spec);
+  const podSpecOf = (o: KubeObject): KubeObject =>
+    o.kind === "CronJob" ? o.spec.jobTemplate.spec.template.spec : o.spec.template.spec;
   const workloads = () => objects.filter((o) => ["Deployment", "Job", "CronJob"].includes(o.kind));
 
   before(() => {
@@ -35,14 +36,23 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
       find("Service", name);
       assert.equal(d.metadata.namespace, "agent-platform");
     }
-    assert.deepEqual(find("Service", "identity").spec.ports.map((p: KubeObject) => p.port).sort(), [50051, 8081]);
+    assert.deepEqual(
+      find("Service", "identity")
+        .spec.ports.map((p: KubeObject) => p.port)
+        .sort(),
+      [50051, 8081],
+    );
   });
 
   test("the namespace enforces restricted Pod Security and every workload's pod passes it", () => {
-    assert.equal(find("Namespace", "agent-platform").metadata.labels["pod-security.kubernetes.io/enforce"], "restricted");
+    assert.equal(
+      find("Namespace", "agent-platform").metadata.labels["pod-security.kubernetes.io/enforce"],
+      "restricted",
+    );
     for (const w of workloads()) {
       assert.deepEqual(restrictedViolations(podSpecOf(w)), [], `${w.kind}/${w.metadata.name}`);
-      for (const c of podSpecOf(w).containers) assert.equal(c.securityContext.readOnlyRootFilesystem, true, `${w.metadata.name}/${c.name} read-only root`);
+      for (const c of podSpecOf(w).containers)
+        assert.equal(c.securityContext.readOnlyRootFilesystem, true, `${w.metadata.name}/${c.name} read-only root`);
     }
   });
 
@@ -50,18 +60,26 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     const env = (name: string) => podSpecOf(find("Deployment", name)).containers[0].env as KubeObject[];
     const ref = (list: KubeObject[], key: string) => list.find((e) => e.name === key)?.valueFrom?.secretKeyRef;
     assert.deepEqual(ref(env("identity"), "DATABASE_URL"), { name: "platform-secrets", key: "DATABASE_URL" });
-    assert.deepEqual(ref(env("identity"), "IDENTITY_AUTHKEY_KEK"), { name: "platform-secrets", key: "IDENTITY_AUTHKEY_KEK" });
+    assert.deepEqual(ref(env("identity"), "IDENTITY_AUTHKEY_KEK"), {
+      name: "platform-secrets",
+      key: "IDENTITY_AUTHKEY_KEK",
+    });
     assert.equal(ref(env("agents"), "DATABASE_URL")?.name, "platform-secrets");
     assert.equal(objects.filter((o) => o.kind === "Secret").length, 0, "no Secret objects are shipped");
     for (const o of objects.filter((x) => x.kind === "ConfigMap")) {
-      for (const k of Object.keys(o.data ?? {})) assert.ok(!/KEK|PASSWORD|DATABASE_URL|API_KEY/.test(k), `ConfigMap ${o.metadata.name} holds ${k}`);
+      for (const k of Object.keys(o.data ?? {}))
+        assert.ok(!/KEK|PASSWORD|DATABASE_URL|API_KEY/.test(k), `ConfigMap ${o.metadata.name} holds ${k}`);
     }
   });
 
   test("a migrations Job and the compute GC CronJob exist", () => {
     const job = find("Job", "platform-migrations");
     assert.match(podSpecOf(job).containers[0].command.join(" "), /packages\/identity\/src\/migrate-command\.ts/);
-    assert.equal(podSpecOf(job).containers[0].env.find((e: KubeObject) => e.name === "MIGRATION_DB_URL")?.valueFrom?.secretKeyRef?.name, "platform-secrets");
+    assert.equal(
+      podSpecOf(job).containers[0].env.find((e: KubeObject) => e.name === "MIGRATION_DB_URL")?.valueFrom?.secretKeyRef
+        ?.name,
+      "platform-secrets",
+    );
     const gc = find("CronJob", "compute-gc");
     assert.equal(gc.spec.concurrencyPolicy, "Forbid");
     assert.equal(podSpecOf(gc).serviceAccountName, "compute-gc");
@@ -70,7 +88,8 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
 
   test("RBAC: compute may manage pods, pods/exec and PVCs; the router deployments, deployments/scale and services", () => {
     const rules = (name: string) => find("Role", name).rules as KubeObject[];
-    const can = (role: string, resource: string, verb: string) => rules(role).some((r) => r.resources.includes(resource) && r.verbs.includes(verb));
+    const can = (role: string, resource: string, verb: string) =>
+      rules(role).some((r) => r.resources.includes(resource) && r.verbs.includes(verb));
     for (const [res, verbs] of [
       ["pods", ["create", "get", "delete"]],
       ["pods/exec", ["create", "get"]],
@@ -99,7 +118,9 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     assert.deepEqual(deny.spec.ingress ?? [], []);
     const np = find("NetworkPolicy", "identity");
     assert.deepEqual(np.spec.podSelector.matchLabels, { "app.kubernetes.io/name": "identity" });
-    const grpcRules = (np.spec.ingress as KubeObject[]).filter((r) => !r.ports || r.ports.some((p: KubeObject) => p.port === 50051));
+    const grpcRules = (np.spec.ingress as KubeObject[]).filter(
+      (r) => !r.ports || r.ports.some((p: KubeObject) => p.port === 50051),
+    );
     assert.equal(grpcRules.length, 1, "one rule covers port 50051");
     const from = grpcRules[0].from as KubeObject[];
     assert.ok(from?.length, "the gRPC rule names its peers");
@@ -115,7 +136,9 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     const sb = find("NetworkPolicy", "sandboxes");
     assert.deepEqual(sb.spec.policyTypes.sort(), ["Egress", "Ingress"]);
     assert.equal(sb.spec.ingress, undefined);
-    assert.ok(sb.spec.egress.some((r: KubeObject) => r.to?.some((t: KubeObject) => t.ipBlock?.except?.includes("10.0.0.0/8"))));
+    assert.ok(
+      sb.spec.egress.some((r: KubeObject) => r.to?.some((t: KubeObject) => t.ipBlock?.except?.includes("10.0.0.0/8"))),
+    );
   });
 
   test("every entry point the manifests and the worker template run exists in the repository", () => {
@@ -138,11 +161,19 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
         ["/etc/platform/tls/ca.crt", "/etc/platform/tls/tls.crt", "/etc/platform/tls/tls.key"],
         `${name} TLS_* settings`,
       );
-      assert.deepEqual(c.volumeMounts.find((m: KubeObject) => m.name === "tls"), { name: "tls", mountPath: "/etc/platform/tls", readOnly: true }, name);
+      assert.deepEqual(
+        c.volumeMounts.find((m: KubeObject) => m.name === "tls"),
+        { name: "tls", mountPath: "/etc/platform/tls", readOnly: true },
+        name,
+      );
       const secret = pod.volumes.find((v: KubeObject) => v.name === "tls")?.secret;
       assert.equal(secret?.secretName, `${name}-tls`, `${name} mounts its own Secret`);
       assert.equal(secret?.defaultMode, 0o440, `${name}: the key is not world-readable`);
-      assert.equal(pod.securityContext.fsGroup, pod.securityContext.runAsGroup, `${name} reads the Secret through its group`);
+      assert.equal(
+        pod.securityContext.fsGroup,
+        pod.securityContext.runAsGroup,
+        `${name} reads the Secret through its group`,
+      );
     }
     // Internal gRPC URLs are https; the kubelet's probes cannot present a client certificate.
     assert.match(find("ConfigMap", "agents-config").data.IDENTITY_GRPC_URL, /^https:\/\/identity:50051$/);
@@ -160,7 +191,9 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     const agents = find("Deployment", "agents");
     const grpcPort = podSpecOf(agents).containers[0].ports.find((p: KubeObject) => p.name === "grpc")?.containerPort;
     assert.equal(String(grpcPort), find("ConfigMap", "agents-config").data.AGENTS_GRPC_PORT);
-    assert.ok(find("Service", "agents").spec.ports.some((p: KubeObject) => p.port === grpcPort && p.appProtocol === "grpc"));
+    assert.ok(
+      find("Service", "agents").spec.ports.some((p: KubeObject) => p.port === grpcPort && p.appProtocol === "grpc"),
+    );
     const rules = find("NetworkPolicy", "agents").spec.ingress as KubeObject[];
     const grpcRules = rules.filter((r) => !r.ports || r.ports.some((p: KubeObject) => p.port === grpcPort));
     assert.equal(grpcRules.length, 1, "one rule covers the internal port");
@@ -189,7 +222,13 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
       .filter(Boolean);
     const workerTemplate = all.find((o) => o.kind === "ConfigMap" && o.metadata.name === "runtime-worker-template");
     mounted.push(JSON.parse(workerTemplate?.data["worker-template.json"]).tlsSecretName);
-    assert.deepEqual(mounted.sort(), ["agents-tls", "compute-tls", "identity-tls", "runtime-router-tls", "runtime-worker-tls"]);
+    assert.deepEqual(mounted.sort(), [
+      "agents-tls",
+      "compute-tls",
+      "identity-tls",
+      "runtime-router-tls",
+      "runtime-worker-tls",
+    ]);
     for (const secretName of mounted) {
       const name = secretName.replace(/-tls$/, "");
       const c = certs.find((x) => x.spec.secretName === secretName);
@@ -204,10 +243,16 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     // The names clients dial: the Service name (https://identity:50051) and its cluster DNS names.
     for (const name of ["identity", "compute", "agents"]) {
       const c = certs.find((x) => x.metadata.name === name);
-      assert.ok(c?.spec.dnsNames.includes(name) && c.spec.dnsNames.includes(`${name}.agent-platform.svc.cluster.local`), `${name} DNS names`);
+      assert.ok(
+        c?.spec.dnsNames.includes(name) && c.spec.dnsNames.includes(`${name}.agent-platform.svc.cluster.local`),
+        `${name} DNS names`,
+      );
     }
     const operator = certs.find((c) => c.metadata.name === "operator");
-    assert.deepEqual(operator?.spec.usages.filter((u: string) => u.endsWith(" auth")), ["client auth"]);
+    assert.deepEqual(
+      operator?.spec.usages.filter((u: string) => u.endsWith(" auth")),
+      ["client auth"],
+    );
   });
 
   test("the tenant worker template is a ConfigMap with a JSON WorkerTemplate the router mounts", () => {
@@ -217,7 +262,10 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     assert.deepEqual(t.command.slice(-1), ["packages/runtime/src/worker/main.ts"]);
     assert.ok(t.resources.limits.memory);
     const router = podSpecOf(find("Deployment", "runtime-router"));
-    assert.equal(router.volumes.find((v: KubeObject) => v.name === "worker-template")?.configMap?.name, "runtime-worker-template");
+    assert.equal(
+      router.volumes.find((v: KubeObject) => v.name === "worker-template")?.configMap?.name,
+      "runtime-worker-template",
+    );
     const cfg = find("ConfigMap", "runtime-router-config");
     assert.equal(cfg.data.RUNTIME_WORKER_TEMPLATE, "/etc/runtime/worker-template.json");
   });

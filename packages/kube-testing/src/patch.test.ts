@@ -10,19 +10,37 @@ test("merge patch sets, overwrites and removes keys with null, keeps the rest", 
 });
 
 test("strategic merge patch merges containers and env by name instead of replacing the list", () => {
-  const doc: Json = { spec: { containers: [{ name: "a", image: "1", env: [{ name: "X", value: "1" }] }, { name: "b", image: "2" }] } };
+  const doc: Json = {
+    spec: {
+      containers: [
+        { name: "a", image: "1", env: [{ name: "X", value: "1" }] },
+        { name: "b", image: "2" },
+      ],
+    },
+  };
   const out = strategicMergePatch(doc, { spec: { containers: [{ name: "a", env: [{ name: "Y", value: "2" }] }] } });
   assert.deepEqual(out, {
     spec: {
       containers: [
-        { name: "a", image: "1", env: [{ name: "X", value: "1" }, { name: "Y", value: "2" }] },
+        {
+          name: "a",
+          image: "1",
+          env: [
+            { name: "X", value: "1" },
+            { name: "Y", value: "2" },
+          ],
+        },
         { name: "b", image: "2" },
       ],
     },
   });
   // The same patch as a JSON merge patch replaces the list.
-  assert.deepEqual(mergePatch(doc, { spec: { containers: [{ name: "a" }] } }), { spec: { containers: [{ name: "a" }] } });
-  const deleted = strategicMergePatch(doc, { spec: { containers: [{ name: "b", $patch: "delete" }] } }) as { spec: { containers: unknown[] } };
+  assert.deepEqual(mergePatch(doc, { spec: { containers: [{ name: "a" }] } }), {
+    spec: { containers: [{ name: "a" }] },
+  });
+  const deleted = strategicMergePatch(doc, { spec: { containers: [{ name: "b", $patch: "delete" }] } }) as {
+    spec: { containers: unknown[] };
+  };
   assert.equal(deleted.spec.containers.length, 1);
 });
 

@@ -119,7 +119,8 @@ export function jsonPatch(target: Json, ops: unknown): Json {
   const remove = (parts: string[]): Json => {
     const { parent, last } = parentOf(parts);
     if (Array.isArray(parent)) return parent.splice(Number(last), 1)[0];
-    if (!(last in parent)) throw statusErrors.internal(`jsonpatch remove operation does not apply: doc is missing key: /${parts.join("/")}`);
+    if (!(last in parent))
+      throw statusErrors.internal(`jsonpatch remove operation does not apply: doc is missing key: /${parts.join("/")}`);
     const v = parent[last];
     delete parent[last];
     return v;
@@ -143,7 +144,8 @@ export function jsonPatch(target: Json, ops: unknown): Json {
         remove(parts);
         break;
       case "replace":
-        if (get(parts) === undefined) throw statusErrors.internal(`jsonpatch replace operation does not apply: doc is missing key: ${raw.path}`);
+        if (get(parts) === undefined)
+          throw statusErrors.internal(`jsonpatch replace operation does not apply: doc is missing key: ${raw.path}`);
         remove(parts);
         add(parts, structuredClone(raw.value ?? null));
         break;
@@ -154,7 +156,8 @@ export function jsonPatch(target: Json, ops: unknown): Json {
         add(parts, structuredClone(get(pointer(raw.from ?? "")) ?? null));
         break;
       case "test":
-        if (JSON.stringify(get(parts)) !== JSON.stringify(raw.value)) throw statusErrors.internal(`testing value ${raw.path} failed`);
+        if (JSON.stringify(get(parts)) !== JSON.stringify(raw.value))
+          throw statusErrors.internal(`testing value ${raw.path} failed`);
         break;
       default:
         throw statusErrors.badRequest(`Unexpected kind: ${raw.op}`);

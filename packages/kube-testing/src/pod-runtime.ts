@@ -40,7 +40,18 @@ function rootArgs(): string[] {
 export async function startPodSandbox(podDir: string, mounts: ContainerMount[]): Promise<PodSandbox> {
   const tmp = join(podDir, "tmp");
   mkdirSync(tmp, { recursive: true });
-  const args = ["--unshare-pid", "--die-with-parent", ...rootArgs(), "--dev", "/dev", "--proc", "/proc", "--bind", tmp, "/tmp"];
+  const args = [
+    "--unshare-pid",
+    "--die-with-parent",
+    ...rootArgs(),
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--bind",
+    tmp,
+    "/tmp",
+  ];
   for (const m of mounts) {
     mkdirSync(m.hostPath, { recursive: true });
     args.push(m.readOnly ? "--ro-bind" : "--bind", m.hostPath, m.mountPath);
@@ -66,12 +77,21 @@ export async function startPodSandbox(podDir: string, mounts: ContainerMount[]):
 }
 
 /** Spawns a command inside the pod (like a CRI exec), cwd = the container's working dir. */
-export function execInPod(pod: PodSandbox, workingDir: string, env: Record<string, string>, command: string[]): ChildProcess {
+export function execInPod(
+  pod: PodSandbox,
+  workingDir: string,
+  env: Record<string, string>,
+  command: string[],
+): ChildProcess {
   const shim = 'cd -- "$0" || exit 126; exec "$@"';
-  const child = spawn("nsenter", ["-t", String(pod.initPid), "-m", "-p", "-r", "-w", "--", "/bin/sh", "-c", shim, workingDir, ...command], {
-    env,
-    stdio: ["pipe", "pipe", "pipe"],
-  });
+  const child = spawn(
+    "nsenter",
+    ["-t", String(pod.initPid), "-m", "-p", "-r", "-w", "--", "/bin/sh", "-c", shim, workingDir, ...command],
+    {
+      env,
+      stdio: ["pipe", "pipe", "pipe"],
+    },
+  );
   pod.execs.add(child);
   child.on("close", () => pod.execs.delete(child));
   return child;

@@ -3,7 +3,17 @@
 // pod spec. Returns the violations; [] means the pod is admitted.
 import type { KubeObject } from "./resources.ts";
 
-const ALLOWED_VOLUME_TYPES = new Set(["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret", "image"]);
+const ALLOWED_VOLUME_TYPES = new Set([
+  "configMap",
+  "csi",
+  "downwardAPI",
+  "emptyDir",
+  "ephemeral",
+  "persistentVolumeClaim",
+  "projected",
+  "secret",
+  "image",
+]);
 
 export function restrictedViolations(spec: KubeObject | undefined): string[] {
   if (!spec) return ["no pod spec"];
@@ -20,16 +30,28 @@ export function restrictedViolations(spec: KubeObject | undefined): string[] {
   for (const c of containers) {
     const sc = c.securityContext ?? {};
     if (sc.privileged) out.push(`privileged (container "${c.name}" must not set securityContext.privileged=true)`);
-    if (sc.allowPrivilegeEscalation !== false) out.push(`allowPrivilegeEscalation != false (container "${c.name}" must set securityContext.allowPrivilegeEscalation=false)`);
+    if (sc.allowPrivilegeEscalation !== false)
+      out.push(
+        `allowPrivilegeEscalation != false (container "${c.name}" must set securityContext.allowPrivilegeEscalation=false)`,
+      );
     const drop: string[] = sc.capabilities?.drop ?? [];
-    if (!drop.includes("ALL")) out.push(`unrestricted capabilities (container "${c.name}" must set securityContext.capabilities.drop=["ALL"])`);
+    if (!drop.includes("ALL"))
+      out.push(`unrestricted capabilities (container "${c.name}" must set securityContext.capabilities.drop=["ALL"])`);
     const add: string[] = sc.capabilities?.add ?? [];
-    if (add.some((a) => a !== "NET_BIND_SERVICE")) out.push(`unrestricted capabilities (container "${c.name}" must not include ${add.join(",")} in securityContext.capabilities.add)`);
-    if (sc.runAsNonRoot !== true && podSc.runAsNonRoot !== true) out.push(`runAsNonRoot != true (container "${c.name}" or pod must set runAsNonRoot=true)`);
-    if (sc.runAsNonRoot === false) out.push(`runAsNonRoot != true (container "${c.name}" must not set runAsNonRoot=false)`);
+    if (add.some((a) => a !== "NET_BIND_SERVICE"))
+      out.push(
+        `unrestricted capabilities (container "${c.name}" must not include ${add.join(",")} in securityContext.capabilities.add)`,
+      );
+    if (sc.runAsNonRoot !== true && podSc.runAsNonRoot !== true)
+      out.push(`runAsNonRoot != true (container "${c.name}" or pod must set runAsNonRoot=true)`);
+    if (sc.runAsNonRoot === false)
+      out.push(`runAsNonRoot != true (container "${c.name}" must not set runAsNonRoot=false)`);
     if (sc.runAsUser === 0) out.push(`runAsUser=0 (container "${c.name}" must not set runAsUser=0)`);
     const seccomp = sc.seccompProfile?.type ?? podSeccomp;
-    if (seccomp !== "RuntimeDefault" && seccomp !== "Localhost") out.push(`seccompProfile (container "${c.name}" or pod must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")`);
+    if (seccomp !== "RuntimeDefault" && seccomp !== "Localhost")
+      out.push(
+        `seccompProfile (container "${c.name}" or pod must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")`,
+      );
     if ((c.ports ?? []).some((p: KubeObject) => p.hostPort)) out.push(`hostPort (container "${c.name}" uses hostPort)`);
   }
   return out;

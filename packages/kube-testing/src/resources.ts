@@ -29,19 +29,29 @@ export interface DefaultsContext {
   defaultStorageClass: string | undefined;
 }
 
-const stableJson = (v: unknown): string => JSON.stringify(v, (_k, x) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort()) : x));
+const stableJson = (v: unknown): string =>
+  JSON.stringify(v, (_k, x) =>
+    x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort()) : x,
+  );
 
 function validateResources(field: string, r: KubeObject | undefined): Cause[] {
   const causes: Cause[] = [];
   for (const kind of ["requests", "limits"] as const) {
     for (const [name, q] of Object.entries(r?.[kind] ?? {})) {
-      if (parseQuantity(q as string) === undefined) causes.push({ field: `${field}.${kind}[${name}]`, message: `Invalid value: ${JSON.stringify(q)}: must be a valid quantity` });
+      if (parseQuantity(q as string) === undefined)
+        causes.push({
+          field: `${field}.${kind}[${name}]`,
+          message: `Invalid value: ${JSON.stringify(q)}: must be a valid quantity`,
+        });
     }
   }
   for (const [name, q] of Object.entries(r?.requests ?? {})) {
     const limit = r?.limits?.[name];
     if (limit !== undefined && (parseQuantity(q as string) ?? 0) > (parseQuantity(limit) ?? Number.POSITIVE_INFINITY)) {
-      causes.push({ field: `${field}.requests`, message: `Invalid value: ${JSON.stringify(q)}: must be less than or equal to ${name} limit of ${limit}` });
+      causes.push({
+        field: `${field}.requests`,
+        message: `Invalid value: ${JSON.stringify(q)}: must be less than or equal to ${name} limit of ${limit}`,
+      });
     }
   }
   return causes;
@@ -59,16 +69,24 @@ function validatePodSpec(field: string, spec: KubeObject | undefined): Cause[] {
     if (!c.image) causes.push({ field: `${f}.image`, message: "Required value" });
     causes.push(...validateResources(`${f}.resources`, c.resources));
     for (const m of c.volumeMounts ?? []) {
-      if (!volumes.has(m.name)) causes.push({ field: `${f}.volumeMounts.name`, message: `Not found: ${JSON.stringify(m.name)}` });
-      if (typeof m.mountPath !== "string" || !m.mountPath.startsWith("/")) causes.push({ field: `${f}.volumeMounts.mountPath`, message: "Required value" });
+      if (!volumes.has(m.name))
+        causes.push({ field: `${f}.volumeMounts.name`, message: `Not found: ${JSON.stringify(m.name)}` });
+      if (typeof m.mountPath !== "string" || !m.mountPath.startsWith("/"))
+        causes.push({ field: `${f}.volumeMounts.mountPath`, message: "Required value" });
     }
   });
   const deadline = spec.activeDeadlineSeconds;
   if (deadline !== undefined && (!Number.isInteger(deadline) || deadline <= 0)) {
-    causes.push({ field: `${field}.activeDeadlineSeconds`, message: `Invalid value: ${deadline}: must be between 1 and 2147483647, inclusive` });
+    causes.push({
+      field: `${field}.activeDeadlineSeconds`,
+      message: `Invalid value: ${deadline}: must be between 1 and 2147483647, inclusive`,
+    });
   }
   if (spec.restartPolicy && !["Always", "OnFailure", "Never"].includes(spec.restartPolicy)) {
-    causes.push({ field: `${field}.restartPolicy`, message: `Unsupported value: ${JSON.stringify(spec.restartPolicy)}` });
+    causes.push({
+      field: `${field}.restartPolicy`,
+      message: `Unsupported value: ${JSON.stringify(spec.restartPolicy)}`,
+    });
   }
   return causes;
 }
@@ -93,9 +111,16 @@ function defaultPodSpec(spec: KubeObject): void {
 
 function qosClass(spec: KubeObject): string {
   const cs: KubeObject[] = spec.containers ?? [];
-  const all = cs.every((c) => c.resources?.limits?.cpu && c.resources?.limits?.memory && stableJson(c.resources.limits) === stableJson(c.resources.requests ?? {}));
+  const all = cs.every(
+    (c) =>
+      c.resources?.limits?.cpu &&
+      c.resources?.limits?.memory &&
+      stableJson(c.resources.limits) === stableJson(c.resources.requests ?? {}),
+  );
   if (all) return "Guaranteed";
-  const any = cs.some((c) => Object.keys(c.resources?.requests ?? {}).length || Object.keys(c.resources?.limits ?? {}).length);
+  const any = cs.some(
+    (c) => Object.keys(c.resources?.requests ?? {}).length || Object.keys(c.resources?.limits ?? {}).length,
+  );
   return any ? "Burstable" : "BestEffort";
 }
 
@@ -123,7 +148,13 @@ const pods: ResourceDef = {
       return stableJson(c);
     };
     if (mask(next.spec) !== mask(old.spec)) {
-      return [{ field: "spec", message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations)" }];
+      return [
+        {
+          field: "spec",
+          message:
+            "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations)",
+        },
+      ];
     }
     return [];
   },
@@ -141,18 +172,28 @@ const persistentVolumeClaims: ResourceDef = {
   defaults(obj, ctx) {
     obj.spec ??= {};
     obj.spec.volumeMode ??= "Filesystem";
-    if (obj.spec.storageClassName === undefined && ctx.defaultStorageClass) obj.spec.storageClassName = ctx.defaultStorageClass;
+    if (obj.spec.storageClassName === undefined && ctx.defaultStorageClass)
+      obj.spec.storageClassName = ctx.defaultStorageClass;
     obj.spec.volumeName = `pvc-${obj.metadata.uid}`;
     // The storage-object-in-use protection finalizer the API server adds.
     obj.metadata.finalizers = [...new Set([...(obj.metadata.finalizers ?? []), "kubernetes.io/pvc-protection"])];
-    obj.status = { phase: "Bound", accessModes: obj.spec.accessModes, capacity: { storage: obj.spec.resources?.requests?.storage } };
+    obj.status = {
+      phase: "Bound",
+      accessModes: obj.spec.accessModes,
+      capacity: { storage: obj.spec.resources?.requests?.storage },
+    };
   },
   validate(obj) {
     const causes: Cause[] = [];
-    if (!Array.isArray(obj.spec?.accessModes) || obj.spec.accessModes.length === 0) causes.push({ field: "spec.accessModes", message: "Required value: at least 1 access mode is required" });
+    if (!Array.isArray(obj.spec?.accessModes) || obj.spec.accessModes.length === 0)
+      causes.push({ field: "spec.accessModes", message: "Required value: at least 1 access mode is required" });
     const storage = obj.spec?.resources?.requests?.storage;
     if (storage === undefined) causes.push({ field: "spec.resources[storage]", message: "Required value" });
-    else if (parseQuantity(storage) === undefined || (parseQuantity(storage) ?? 0) <= 0) causes.push({ field: "spec.resources[storage]", message: `Invalid value: ${JSON.stringify(storage)}: must be greater than zero` });
+    else if (parseQuantity(storage) === undefined || (parseQuantity(storage) ?? 0) <= 0)
+      causes.push({
+        field: "spec.resources[storage]",
+        message: `Invalid value: ${JSON.stringify(storage)}: must be greater than zero`,
+      });
     return causes;
   },
   validateUpdate(next, old) {
@@ -162,7 +203,13 @@ const persistentVolumeClaims: ResourceDef = {
       return stableJson(c);
     };
     if (mask(next.spec) !== mask(old.spec)) {
-      return [{ field: "spec", message: "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims" }];
+      return [
+        {
+          field: "spec",
+          message:
+            "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
+        },
+      ];
     }
     return [];
   },
@@ -195,15 +242,24 @@ const services: ResourceDef = {
   validate(obj) {
     const ports: KubeObject[] = obj.spec?.ports ?? [];
     const causes: Cause[] = [];
-    if (ports.length === 0 && obj.spec?.clusterIP !== "None") causes.push({ field: "spec.ports", message: "Required value" });
+    if (ports.length === 0 && obj.spec?.clusterIP !== "None")
+      causes.push({ field: "spec.ports", message: "Required value" });
     ports.forEach((p, i) => {
-      if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) causes.push({ field: `spec.ports[${i}].port`, message: `Invalid value: ${p.port}: must be between 1 and 65535, inclusive` });
+      if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535)
+        causes.push({
+          field: `spec.ports[${i}].port`,
+          message: `Invalid value: ${p.port}: must be between 1 and 65535, inclusive`,
+        });
       if (ports.length > 1 && !p.name) causes.push({ field: `spec.ports[${i}].name`, message: "Required value" });
     });
     return causes;
   },
   validateUpdate(next, old) {
-    if (next.spec?.clusterIP !== undefined && next.spec.clusterIP !== "" && next.spec.clusterIP !== old.spec?.clusterIP) {
+    if (
+      next.spec?.clusterIP !== undefined &&
+      next.spec.clusterIP !== "" &&
+      next.spec.clusterIP !== old.spec?.clusterIP
+    ) {
       return [{ field: "spec.clusterIP", message: "Invalid value: field is immutable" }];
     }
     // A PUT that omits clusterIP keeps the allocated one.
@@ -251,9 +307,14 @@ const deployments: ResourceDef = {
   validate(obj) {
     const causes: Cause[] = [];
     if (!obj.spec?.selector) causes.push({ field: "spec.selector", message: "Required value" });
-    else if (!selectorMatchesTemplate(obj)) causes.push({ field: "spec.template.metadata.labels", message: "Invalid value: `selector` does not match template `labels`" });
+    else if (!selectorMatchesTemplate(obj))
+      causes.push({
+        field: "spec.template.metadata.labels",
+        message: "Invalid value: `selector` does not match template `labels`",
+      });
     const r = obj.spec?.replicas;
-    if (r !== undefined && (!Number.isInteger(r) || r < 0)) causes.push({ field: "spec.replicas", message: `Invalid value: ${r}: must be greater than or equal to 0` });
+    if (r !== undefined && (!Number.isInteger(r) || r < 0))
+      causes.push({ field: "spec.replicas", message: `Invalid value: ${r}: must be greater than or equal to 0` });
     causes.push(...validatePodSpec("spec.template.spec", obj.spec?.template?.spec));
     return causes;
   },

@@ -24,7 +24,10 @@ test("equality, inequality, set-based and existence requirements all must match"
 });
 
 test("an unparsable selector is a 400 BadRequest", () => {
-  assert.throws(() => parseLabelSelector("a in b"), (e: { code: number; status: { reason: string } }) => e.code === 400 && e.status.reason === "BadRequest");
+  assert.throws(
+    () => parseLabelSelector("a in b"),
+    (e: { code: number; status: { reason: string } }) => e.code === 400 && e.status.reason === "BadRequest",
+  );
 });
 
 test("field selectors on metadata.name and metadata.namespace", () => {

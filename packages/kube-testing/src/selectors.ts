@@ -70,7 +70,9 @@ export function parseLabelSelector(selector: string | undefined | null): LabelSe
 }
 
 /** Field selectors: only metadata.name and metadata.namespace (=, ==, !=), as supported for every resource. */
-export function parseFieldSelector(selector: string | undefined | null): (obj: { metadata?: { name?: string; namespace?: string } }) => boolean {
+export function parseFieldSelector(
+  selector: string | undefined | null,
+): (obj: { metadata?: { name?: string; namespace?: string } }) => boolean {
   if (!selector) return () => true;
   const reqs = splitTop(selector).map((raw) => {
     const m = /^(metadata\.name|metadata\.namespace)\s*(==|=|!=)\s*(.*)$/.exec(raw);
@@ -79,4 +81,3 @@ export function parseFieldSelector(selector: string | undefined | null): (obj: {
   });
   return (obj) => reqs.every((r) => (obj.metadata?.[r.field] === r.value) !== r.neg);
 }
-

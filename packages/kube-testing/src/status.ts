@@ -30,7 +30,16 @@ export class StatusError extends Error {
 }
 
 function failure(code: number, reason: string, message: string, details?: StatusDetails): StatusError {
-  return new StatusError({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, details, code });
+  return new StatusError({
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message,
+    reason,
+    details,
+    code,
+  });
 }
 
 /** `group` is "" for the core group; the API prints `pods "x"` or `deployments.apps "x"`. */
@@ -40,7 +49,11 @@ function qualified(resource: string, group: string): string {
 
 export const statusErrors = {
   notFound: (resource: string, group: string, name: string) =>
-    failure(404, "NotFound", `${qualified(resource, group)} "${name}" not found`, { name, group: group || undefined, kind: resource }),
+    failure(404, "NotFound", `${qualified(resource, group)} "${name}" not found`, {
+      name,
+      group: group || undefined,
+      kind: resource,
+    }),
   alreadyExists: (resource: string, group: string, name: string) =>
     failure(409, "AlreadyExists", `${qualified(resource, group)} "${name}" already exists`, {
       name,
@@ -65,7 +78,11 @@ export const statusErrors = {
   methodNotAllowed: (message = "the server does not allow this method on the requested resource") =>
     failure(405, "MethodNotAllowed", message),
   unsupportedMediaType: (contentType: string) =>
-    failure(415, "UnsupportedMediaType", `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; got ${contentType}`),
+    failure(
+      415,
+      "UnsupportedMediaType",
+      `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; got ${contentType}`,
+    ),
   internal: (message: string) => failure(500, "InternalError", message),
 };
 

@@ -13,7 +13,13 @@ export class Store {
   private rv = 1000;
   private readonly objects = new Map<ResourceDef, Map<string, KubeObject>>();
   /** Called after every write with the new object (undefined after delete). */
-  onChange: (def: ResourceDef, ns: string, name: string, obj: KubeObject | undefined, old: KubeObject | undefined) => void = () => {};
+  onChange: (
+    def: ResourceDef,
+    ns: string,
+    name: string,
+    obj: KubeObject | undefined,
+    old: KubeObject | undefined,
+  ) => void = () => {};
 
   constructor(private readonly ctx: DefaultsContext) {}
 
@@ -50,7 +56,11 @@ export class Store {
 
   private validateMeta(def: ResourceDef, obj: KubeObject): void {
     const name = obj.metadata.name;
-    const causes = [...def.validateName(name), ...labels("metadata.labels", obj.metadata.labels), ...annotations("metadata.annotations", obj.metadata.annotations)];
+    const causes = [
+      ...def.validateName(name),
+      ...labels("metadata.labels", obj.metadata.labels),
+      ...annotations("metadata.annotations", obj.metadata.annotations),
+    ];
     causes.push(...(def.validate?.(obj) ?? []));
     if (causes.length) throw statusErrors.invalid(def.kind, def.group, name ?? "", causes);
   }
@@ -66,7 +76,10 @@ export class Store {
       for (let i = 0; i < 5; i++) suffix += GENERATE_SUFFIX[Math.floor(Math.random() * GENERATE_SUFFIX.length)];
       meta.name = `${meta.generateName}${suffix}`;
     }
-    if (!meta.name) throw statusErrors.invalid(def.kind, def.group, "", [{ field: "metadata.name", message: "Required value: name or generateName is required" }]);
+    if (!meta.name)
+      throw statusErrors.invalid(def.kind, def.group, "", [
+        { field: "metadata.name", message: "Required value: name or generateName is required" },
+      ]);
     if (meta.resourceVersion) {
       throw statusErrors.badRequest("resourceVersion should not be set on objects to be created");
     }
@@ -98,10 +111,13 @@ export class Store {
     delete next.apiVersion;
     next.metadata ??= {};
     if (next.metadata.name !== undefined && next.metadata.name !== name) {
-      throw statusErrors.badRequest(`the name of the object (${next.metadata.name}) does not match the name on the URL (${name})`);
+      throw statusErrors.badRequest(
+        `the name of the object (${next.metadata.name}) does not match the name on the URL (${name})`,
+      );
     }
     const rv = next.metadata.resourceVersion;
-    if (rv !== undefined && rv !== "" && rv !== old.metadata.resourceVersion) throw statusErrors.conflict(def.plural, def.group, name);
+    if (rv !== undefined && rv !== "" && rv !== old.metadata.resourceVersion)
+      throw statusErrors.conflict(def.plural, def.group, name);
     if (next.metadata.uid !== undefined && next.metadata.uid !== old.metadata.uid) {
       throw statusErrors.conflict(def.plural, def.group, name);
     }
@@ -110,7 +126,13 @@ export class Store {
       merged = { ...structuredClone(old), status: next.status };
     } else {
       merged = next;
-      merged.metadata = { ...next.metadata, name, namespace: ns, uid: old.metadata.uid, creationTimestamp: old.metadata.creationTimestamp };
+      merged.metadata = {
+        ...next.metadata,
+        name,
+        namespace: ns,
+        uid: old.metadata.uid,
+        creationTimestamp: old.metadata.creationTimestamp,
+      };
       if (old.metadata.deletionTimestamp) merged.metadata.deletionTimestamp = old.metadata.deletionTimestamp;
       if (def.hasStatus) merged.status = structuredClone(old.status);
       const causes = def.validateUpdate?.(merged, old) ?? [];
@@ -121,7 +143,10 @@ export class Store {
         merged.metadata.generation = (old.metadata.generation ?? 1) + (specChanged ? 1 : 0);
       }
     }
-    if (JSON.stringify(merged) === JSON.stringify({ ...old, metadata: { ...old.metadata, resourceVersion: merged.metadata.resourceVersion } })) {
+    if (
+      JSON.stringify(merged) ===
+      JSON.stringify({ ...old, metadata: { ...old.metadata, resourceVersion: merged.metadata.resourceVersion } })
+    ) {
       // A no-op write does not bump resourceVersion (the server skips the storage write).
       return structuredClone(old);
     }
@@ -132,7 +157,12 @@ export class Store {
   }
 
   /** Removes the object now, or marks it terminating while finalizers remain. */
-  delete(def: ResourceDef, ns: string, name: string, preconditions?: { uid?: string; resourceVersion?: string }): KubeObject {
+  delete(
+    def: ResourceDef,
+    ns: string,
+    name: string,
+    preconditions?: { uid?: string; resourceVersion?: string },
+  ): KubeObject {
     const old = this.table(def).get(key(ns, name));
     if (!old) throw statusErrors.notFound(def.plural, def.group, name);
     if (preconditions?.uid && preconditions.uid !== old.metadata.uid) {

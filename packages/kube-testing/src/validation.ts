@@ -9,33 +9,57 @@ const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 
 export function dns1123Label(field: string, v: unknown): Cause[] {
   if (typeof v !== "string" || v.length > 63 || !DNS1123_LABEL.test(v)) {
-    return [{ field, message: `Invalid value: ${JSON.stringify(v)}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character` }];
+    return [
+      {
+        field,
+        message: `Invalid value: ${JSON.stringify(v)}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character`,
+      },
+    ];
   }
   return [];
 }
 
 export function dns1123Subdomain(field: string, v: unknown): Cause[] {
   if (typeof v !== "string" || v.length > 253 || !DNS1123_SUBDOMAIN.test(v)) {
-    return [{ field, message: `Invalid value: ${JSON.stringify(v)}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character` }];
+    return [
+      {
+        field,
+        message: `Invalid value: ${JSON.stringify(v)}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`,
+      },
+    ];
   }
   return [];
 }
 
 export function dns1035Label(field: string, v: unknown): Cause[] {
   if (typeof v !== "string" || v.length > 63 || !DNS1035_LABEL.test(v)) {
-    return [{ field, message: `Invalid value: ${JSON.stringify(v)}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character` }];
+    return [
+      {
+        field,
+        message: `Invalid value: ${JSON.stringify(v)}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character`,
+      },
+    ];
   }
   return [];
 }
 
 function qualifiedName(field: string, key: string): Cause[] {
   const parts = key.split("/");
-  if (parts.length > 2) return [{ field, message: `Invalid value: ${JSON.stringify(key)}: a qualified name must consist of alphanumeric characters, '-', '_' or '.'` }];
+  if (parts.length > 2)
+    return [
+      {
+        field,
+        message: `Invalid value: ${JSON.stringify(key)}: a qualified name must consist of alphanumeric characters, '-', '_' or '.'`,
+      },
+    ];
   const [prefix, name] = parts.length === 2 ? parts : [undefined, parts[0]];
   const causes: Cause[] = [];
   if (prefix !== undefined) causes.push(...dns1123Subdomain(field, prefix));
   if (name.length === 0 || name.length > 63 || !QUALIFIED_NAME.test(name)) {
-    causes.push({ field, message: `Invalid value: ${JSON.stringify(key)}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character` });
+    causes.push({
+      field,
+      message: `Invalid value: ${JSON.stringify(key)}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`,
+    });
   }
   return causes;
 }
@@ -47,7 +71,10 @@ export function labels(field: string, v: unknown): Cause[] {
   for (const [k, val] of Object.entries(v)) {
     causes.push(...qualifiedName(field, k));
     if (typeof val !== "string" || val.length > 63 || (val !== "" && !QUALIFIED_NAME.test(val))) {
-      causes.push({ field: `${field}`, message: `Invalid value: ${JSON.stringify(val)}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character` });
+      causes.push({
+        field: `${field}`,
+        message: `Invalid value: ${JSON.stringify(val)}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`,
+      });
     }
   }
   return causes;

@@ -55,7 +55,10 @@ test("a second start reuses every file; a missing, foreign or expired certificat
   fs.copyFileSync(serviceTlsFiles(otherDir, "agents").certFile, serviceTlsFiles(dir, "agents").certFile);
   fs.copyFileSync(serviceTlsFiles(otherDir, "agents").keyFile, serviceTlsFiles(dir, "agents").keyFile);
   const ca = { cert: read(join(dir, "ca.crt")), key: read(join(dir, "ca.key")) };
-  const old = await issueServiceCert(ca, "operator", { notBefore: new Date(Date.now() - 10 * 86_400_000), validDays: 9 });
+  const old = await issueServiceCert(ca, "operator", {
+    notBefore: new Date(Date.now() - 10 * 86_400_000),
+    validDays: 9,
+  });
   fs.writeFileSync(serviceTlsFiles(dir, "operator").certFile, old.cert);
   fs.writeFileSync(serviceTlsFiles(dir, "operator").keyFile, old.key);
 

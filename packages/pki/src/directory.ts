@@ -44,7 +44,12 @@ export interface EnsureResult {
 const isIp = (h: string) => /^[\d.]+$/.test(h) || h.includes(":");
 
 function serverNames(hosts: readonly string[]): Required<Pick<IssueOptions, "dnsNames" | "ipAddresses">> {
-  const all = new Set(["localhost", "127.0.0.1", "::1", ...hosts.filter((h) => h !== "" && h !== "0.0.0.0" && h !== "::")]);
+  const all = new Set([
+    "localhost",
+    "127.0.0.1",
+    "::1",
+    ...hosts.filter((h) => h !== "" && h !== "0.0.0.0" && h !== "::"),
+  ]);
   return { dnsNames: [...all].filter((h) => !isIp(h)), ipAddresses: [...all].filter(isIp) };
 }
 

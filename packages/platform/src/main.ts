@@ -1,23 +1,35 @@
 #!/usr/bin/env node
 // The one command: every service of the platform on this machine, on its
 // embedded defaults (PGlite under the data directory, the local sandbox
-// driver, local tenant workers, the dev model unless a provider is set).
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+// driver, local tenant workers, the dev model unless a provider is set),
+// kept running: a crashed service is restarted (launcher/supervisor.ts).
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensurePki } from "@platform/pki";
 import { loadLauncherConfig } from "./launcher/config.ts";
 import { loadOrCreateSecrets } from "./launcher/secrets.ts";
+import { RotatingFile, redactor, ServiceLog } from "./launcher/service-log.ts";
 import { platformServices } from "./launcher/services.ts";
+import { type PlatformFile, writePlatformFile } from "./launcher/status-file.ts";
 import { Supervisor } from "./launcher/supervisor.ts";
 
-const log = (line: string) => process.stderr.write(`${line}\n`);
+let log = (line: string): void => void process.stderr.write(`${line}\n`);
 
 async function main(): Promise<void> {
-  const config = loadLauncherConfig();
+  const config = loadLauncherConfig(process.env, process.argv.slice(2));
   // 0755: sandboxes run as an unprivileged user and must reach their workspaces
   // below it; the secrets file itself is 0600.
   mkdirSync(config.dataDir, { recursive: true, mode: 0o755 });
   const { secrets, created } = loadOrCreateSecrets(config.dataDir);
+  const logDir = join(config.dataDir, "logs");
+  mkdirSync(logDir, { recursive: true, mode: 0o700 });
+  // The launcher's own lines go to the console and to logs/launcher.log.
+  const launcherLog = new RotatingFile(join(logDir, "launcher.log"), config.log.maxFileBytes);
+  const redact = redactor([secrets.ownerPassword, secrets.kek]);
+  log = (line: string) => {
+    process.stderr.write(`${line}\n`);
+    launcherLog.write(`${new Date().toISOString()} ${redact(line)}`);
+  };
   // The private CA and one certificate per service (keys 0600), made on the
   // first start and reused after; the services talk to each other over
   // mutual TLS with them, and the operator's is for buf curl at the console.
@@ -25,23 +37,50 @@ async function main(): Promise<void> {
   if (pki.issued.length > 0) log(`platform: issued certificates in ${pki.dir}: ${pki.issued.join(", ")}`);
   const { services, endpoints } = platformServices(config, secrets, pki.files);
   const operator = pki.files("operator");
-  const probeTls = { ca: readFileSync(operator.caFile), cert: readFileSync(operator.certFile), key: readFileSync(operator.keyFile) };
+  const probeTls = {
+    ca: readFileSync(operator.caFile),
+    cert: readFileSync(operator.certFile),
+    key: readFileSync(operator.keyFile),
+  };
 
+  const file = join(config.dataDir, "platform.json");
+  const status: Omit<PlatformFile, "services"> = {
+    endpoints,
+    owner: { email: config.ownerEmail },
+    pid: process.pid,
+    startedAt: new Date().toISOString(),
+    state: "starting",
+    logs: logDir,
+  };
   let shuttingDown = false;
-  const supervisor = new Supervisor(
-    log,
-    (name, code) => {
-      if (shuttingDown) return;
-      log(`platform: ${name} exited unexpectedly (code ${code}); stopping everything`);
-      void shutdown(1);
-    },
+  const supervisor: Supervisor = new Supervisor({
+    log: (line) => log(line),
+    policy: config.restart,
+    serviceLog: (name) =>
+      new ServiceLog(name, {
+        level: config.log.level,
+        dir: logDir,
+        maxFileBytes: config.log.maxFileBytes,
+        secrets: [secrets.ownerPassword, secrets.kek],
+        console: (line) => process.stderr.write(`${line}\n`),
+      }),
     probeTls,
-  );
-  const shutdown = async (code: number) => {
+    onGiveUp: (reason) => {
+      log(`platform: ${reason}`);
+      log("platform: a service keeps crashing; stopping everything (see the logs above and in the log files)");
+      void shutdown(1, "failed");
+    },
+    onChange: () => writePlatformFile(file, { ...status, services: supervisor.status() }),
+  });
+  const shutdown = async (code: number, final: PlatformFile["state"] = "stopped") => {
     if (shuttingDown) return;
     shuttingDown = true;
     log("platform: stopping");
+    status.state = "stopping";
     await supervisor.stopAll();
+    status.state = final;
+    writePlatformFile(file, { ...status, services: supervisor.status() });
+    launcherLog.close();
     process.exit(code);
   };
   process.on("SIGINT", () => void shutdown(0));
@@ -49,14 +88,19 @@ async function main(): Promise<void> {
 
   for (const service of services) {
     log(`platform: starting ${service.name}`);
-    await supervisor.start(service);
+    try {
+      await supervisor.start(service);
+    } catch (err) {
+      if (shuttingDown) return;
+      // The ones already up must not outlive a launcher that failed to start.
+      log(`platform: ${(err as Error).message}`);
+      await shutdown(1, "failed");
+      return;
+    }
+    if (shuttingDown) return;
   }
-
-  const file = join(config.dataDir, "platform.json");
-  writeFileSync(
-    file,
-    JSON.stringify({ endpoints, owner: { email: config.ownerEmail }, pid: process.pid, startedAt: new Date().toISOString() }, null, 2),
-  );
+  status.state = "running";
+  writePlatformFile(file, { ...status, services: supervisor.status() });
 
   const cli = "node packages/platform/bin/platform.mjs";
   const lines = [
@@ -82,7 +126,8 @@ async function main(): Promise<void> {
     `  ${cli} agents create --name helper --model dev/echo`,
     `  ${cli} chat --agent helper 'run: echo hello from the sandbox'`,
     "",
-    "Ctrl-C stops everything.",
+    `Logs: warnings and errors here (PLATFORM_LOG_LEVEL=info or --verbose for more), everything in ${logDir}/<service>.log.`,
+    "A service that crashes is restarted; Ctrl-C stops everything.",
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
 }

@@ -30,12 +30,18 @@ describe("createServiceTransport", () => {
   test("does not offer to take compressed responses (a default gRPC client offers gzip)", async () => {
     const big = { text: "x".repeat(100), repeat: 200 };
     const control = encodingProbe();
-    const plain = createClient(LibraryService, createGrpcTransport({ baseUrl: url, interceptors: [control.interceptor] }));
+    const plain = createClient(
+      LibraryService,
+      createGrpcTransport({ baseUrl: url, interceptors: [control.interceptor] }),
+    );
     assert.equal((await plain.echo(big)).text.length, 20_000);
     assert.match(control.seen[0] ?? "", /gzip/);
 
     const probe = encodingProbe();
-    const service = createClient(LibraryService, createServiceTransport({ baseUrl: url, interceptors: [probe.interceptor] }));
+    const service = createClient(
+      LibraryService,
+      createServiceTransport({ baseUrl: url, interceptors: [probe.interceptor] }),
+    );
     assert.equal((await service.echo(big)).text.length, 20_000);
     assert.deepEqual(probe.seen, [null]);
   });

@@ -1,4 +1,5 @@
 import { ConnectError } from "@connectrpc/connect";
+import { codeName, PlatformError } from "@platform/errors";
 import { ErrorInfoSchema } from "@platform/gen/google/rpc/error_details_pb";
 
 /**
@@ -25,7 +26,11 @@ const ELLIPSIS = "…";
 const ELLIPSIS_BYTES = 3;
 
 /** `text` cut to `maxChars` code points and `maxBytes` of UTF-8, ending in "…" when cut. */
-export function boundText(text: string, maxChars = MAX_ERROR_MESSAGE_CHARS, maxBytes = MAX_ERROR_MESSAGE_BYTES): string {
+export function boundText(
+  text: string,
+  maxChars = MAX_ERROR_MESSAGE_CHARS,
+  maxBytes = MAX_ERROR_MESSAGE_BYTES,
+): string {
   // Each UTF-16 unit is at most 3 bytes of UTF-8: most messages stop here.
   if (text.length <= maxChars && text.length * 3 <= maxBytes) return text;
   const budget = maxBytes - ELLIPSIS_BYTES;
@@ -59,8 +64,18 @@ export function boundConnectError(err: ConnectError): ConnectError {
     const entries = Object.entries(value.metadata ?? {});
     const bounded = entries
       .slice(0, MAX_ERROR_METADATA_ENTRIES)
-      .map(([k, v]) => [boundText(k, MAX_ERROR_METADATA_KEY, MAX_ERROR_METADATA_KEY), boundText(v, MAX_ERROR_METADATA_VALUE, MAX_ERROR_METADATA_VALUE)] as const);
-    if (bounded.length === entries.length && bounded.every(([k, v], i) => k === entries[i]?.[0] && v === entries[i]?.[1])) return d;
+      .map(
+        ([k, v]) =>
+          [
+            boundText(k, MAX_ERROR_METADATA_KEY, MAX_ERROR_METADATA_KEY),
+            boundText(v, MAX_ERROR_METADATA_VALUE, MAX_ERROR_METADATA_VALUE),
+          ] as const,
+      );
+    if (
+      bounded.length === entries.length &&
+      bounded.every(([k, v], i) => k === entries[i]?.[0] && v === entries[i]?.[1])
+    )
+      return d;
     detailsChanged = true;
     return { ...d, value: { ...value, metadata: Object.fromEntries(bounded) } };
   });
@@ -69,6 +84,48 @@ export function boundConnectError(err: ConnectError): ConnectError {
   // Details relayed from another service's answer stay encoded, as they came.
   out.details = details;
   return out;
+}
+
+/** The ErrorInfo metadata key that carries a PlatformError's HTTP status (errors.ts). */
+export const HTTP_STATUS_KEY = "http_status";
+
+/**
+ * A PlatformError whose message and extra fields are within the same bounds,
+ * exactly as they would come back out of `boundConnectError(toConnectError(err))`:
+ * the extra fields and the HTTP status share the ErrorInfo metadata's entries
+ * (the status last, so with too many extras it is the one left out). The
+ * same error object when nothing is cut.
+ */
+export function boundPlatformError(err: PlatformError): PlatformError {
+  const metadata: Record<string, string> = { ...err.extra };
+  if (err.httpStatus !== undefined) metadata[HTTP_STATUS_KEY] = String(err.httpStatus);
+  const entries = Object.entries(metadata);
+  const bounded = Object.fromEntries(
+    entries
+      .slice(0, MAX_ERROR_METADATA_ENTRIES)
+      .map(([k, v]) => [
+        boundText(k, MAX_ERROR_METADATA_KEY, MAX_ERROR_METADATA_KEY),
+        boundText(v, MAX_ERROR_METADATA_VALUE, MAX_ERROR_METADATA_VALUE),
+      ]),
+  );
+  const extra: Record<string, string> = {};
+  let httpStatus: number | undefined;
+  for (const [k, v] of Object.entries(bounded)) {
+    if (k === HTTP_STATUS_KEY) {
+      const n = Number(v);
+      if (Number.isInteger(n) && n >= 100 && n <= 599) httpStatus = n;
+    } else extra[k] = v;
+  }
+  const message = boundText(err.message);
+  const reason = err.reason || codeName(err.code);
+  const same =
+    message === err.message &&
+    reason === err.reason &&
+    httpStatus === err.httpStatus &&
+    Object.keys(extra).length === Object.keys(err.extra).length &&
+    Object.entries(extra).every(([k, v]) => err.extra[k] === v);
+  if (same) return err;
+  return new PlatformError(err.code, reason, message, extra, { cause: err.cause ?? err, httpStatus });
 }
 
 /**
@@ -96,7 +153,10 @@ export function boundStatusHeaders(headers: Headers): Headers {
 function encodeGrpcMessage(text: string): string {
   let out = "";
   for (const byte of Buffer.from(text)) {
-    out += byte >= 0x20 && byte <= 0x7e && byte !== 0x25 ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+    out +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
   }
   return out;
 }

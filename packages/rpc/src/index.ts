@@ -7,9 +7,26 @@ export {
   requestInfoKey,
   runWithRequest,
 } from "./context.ts";
-export { type Envelope, type EnvelopeName, envelopeOf, statusOf, type TransportFault } from "./envelope.ts";
+export {
+  codeNameEnvelope,
+  type Envelope,
+  type EnvelopeName,
+  envelopeOf,
+  type ReasonTable,
+  reasonEnvelope,
+  statusOf,
+  type TransportFault,
+} from "./envelope.ts";
 export { errorDomain, fromConnectError, toConnectError } from "./errors.ts";
 export { isPlatformStatus } from "./platform-status.ts";
+export { openStream } from "./calls/open-stream.ts";
+export {
+  CORS_ALLOW_HEADERS,
+  CORS_EXPOSE_HEADERS,
+  CORS_SETTING,
+  CorsSettingError,
+  parseAllowedOrigins,
+} from "./server/cors.ts";
 export { HealthRegistry, healthService, ServingStatus } from "./health/health.ts";
 export { Reflector, reflectionV1, reflectionV1alpha } from "./reflection/reflection.ts";
 export {
@@ -24,6 +41,7 @@ export { errorInterceptor } from "./server/interceptors.ts";
 export { findStringViolation, type StringProblem, type StringViolation, stringProblem } from "./server/string-guard.ts";
 export { messageToJson, type OutputJsonOptions } from "./transcode/json.ts";
 export { matchTemplate, type PathTemplate, parseTemplate, TemplateSyntaxError } from "./transcode/path-template.ts";
+export { type HttpBinding, httpBindingsOf, sseOf, successStatusOf, tolerantBodyOf } from "./transcode/http-rule.ts";
 export { collectRoutes, lookupRoute, type Route, RouteConfigError } from "./transcode/routes.ts";
 export { escapeText, SseFramer } from "./transcode/sse.ts";
 export { type CallerPolicy, callerAllowed } from "./tls/callers.ts";

@@ -2,17 +2,28 @@ import { type Client, Code as ConnectCode, ConnectError, createClient, type Tran
 import { Code, PlatformError } from "@platform/errors";
 import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
 import type { ExecResult, FileEntry, Sandboxes } from "../domain/ports.ts";
+import { computeCall } from "./compute-call.ts";
 
 /** Sandboxes over compute's gRPC `compute.v1.ComputeService`. */
 export class ComputeSandboxes implements Sandboxes {
   readonly #client: Client<typeof ComputeService>;
 
-  constructor(transport: Transport) {
+  readonly #maxRuntimeMs: number | undefined;
+
+  /** `maxRuntimeMs`: the sandboxes' max_runtime (AGENTS_SANDBOX_MAX_RUNTIME_MS); absent: compute's default. */
+  constructor(transport: Transport, options: { maxRuntimeMs?: number } = {}) {
     this.#client = createClient(ComputeService, transport);
+    this.#maxRuntimeMs = options.maxRuntimeMs;
   }
 
   async create(tenantId: string, sessionId: string): Promise<string> {
-    const res = await call("CreateSandbox", () => this.#client.createSandbox({ tenantId, sessionId }, { timeoutMs: 30_000 }));
+    const ms = this.#maxRuntimeMs;
+    const limits = ms
+      ? { maxRuntime: { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 } }
+      : undefined;
+    const res = await computeCall("CreateSandbox", () =>
+      this.#client.createSandbox({ tenantId, sessionId, limits }, { timeoutMs: 30_000 }),
+    );
     return res.sandboxId;
   }
 
@@ -33,7 +44,13 @@ export class ComputeSandboxes implements Sandboxes {
     } catch (err) {
       if (ConnectError.from(err).code === ConnectCode.NotFound) return;
       const message = err instanceof Error ? err.message : String(err);
-      throw new PlatformError(Code.Unavailable, "unavailable", `compute DestroySandbox failed: ${message}`, {}, { cause: err });
+      throw new PlatformError(
+        Code.Unavailable,
+        "unavailable",
+        `compute DestroySandbox failed: ${message}`,
+        {},
+        { cause: err },
+      );
     }
   }
 
@@ -51,7 +68,7 @@ export class ComputeSandboxes implements Sandboxes {
     const stdout = new Collector(options.maxOutputBytes);
     const stderr = new Collector(options.maxOutputBytes);
     const seconds = Math.max(1, Math.ceil(options.timeoutMs / 1000));
-    return call("ExecCommand", async () => {
+    return computeCall("ExecCommand", async () => {
       const stream = this.#client.execCommand(
         { sandboxId, command, args, timeout: { seconds: BigInt(seconds), nanos: 0 } },
         { signal: options.signal },
@@ -84,18 +101,27 @@ export class ComputeSandboxes implements Sandboxes {
   }
 
   async readFile(sandboxId: string, path: string, maxBytes: number, signal: AbortSignal) {
-    const res = await call("ReadFile", () => this.#client.readFile({ sandboxId, path, maxBytes: BigInt(maxBytes) }, { signal }));
+    const res = await computeCall("ReadFile", () =>
+      this.#client.readFile({ sandboxId, path, maxBytes: BigInt(maxBytes) }, { signal }),
+    );
     return { data: res.data, totalSize: Number(res.totalSize), eof: res.eof };
   }
 
   async writeFile(sandboxId: string, path: string, data: Uint8Array, signal: AbortSignal): Promise<number> {
-    const res = await call("WriteFile", () => this.#client.writeFile({ sandboxId, path, data }, { signal }));
+    const res = await computeCall("WriteFile", () => this.#client.writeFile({ sandboxId, path, data }, { signal }));
     return Number(res.bytesWritten);
   }
 
-  async listFiles(sandboxId: string, path: string, options: { recursive: boolean; maxEntries: number; signal: AbortSignal }) {
-    const res = await call("ListFiles", () =>
-      this.#client.listFiles({ sandboxId, path, recursive: options.recursive, maxEntries: options.maxEntries }, { signal: options.signal }),
+  async listFiles(
+    sandboxId: string,
+    path: string,
+    options: { recursive: boolean; maxEntries: number; signal: AbortSignal },
+  ) {
+    const res = await computeCall("ListFiles", () =>
+      this.#client.listFiles(
+        { sandboxId, path, recursive: options.recursive, maxEntries: options.maxEntries },
+        { signal: options.signal },
+      ),
     );
     const entries: FileEntry[] = res.entries.map((e) => ({ path: e.path, size: Number(e.size), isDir: e.isDir }));
     return { entries, truncated: res.truncated };
@@ -117,16 +143,5 @@ class Collector {
   }
   text(): string {
     return Buffer.concat(this.#chunks).toString("utf8");
-  }
-}
-
-/** Compute's errors become messages the model can read (the tool loop turns them into error results). */
-async function call<T>(rpc: string, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof PlatformError) throw err;
-    const message = err instanceof Error ? err.message : String(err);
-    throw new PlatformError(Code.Unavailable, "unavailable", `compute ${rpc} failed: ${message}`, {}, { cause: err });
   }
 }

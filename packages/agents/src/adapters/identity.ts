@@ -1,7 +1,7 @@
 import { type Client, Code as ConnectCode, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
 import { Health, HealthCheckResponse_ServingStatus } from "@platform/gen/grpc/health/v1/health_pb";
-import { AuthService } from "@platform/gen/identity/v1/auth_pb";
+import { AuthMode, AuthService } from "@platform/gen/identity/v1/auth_pb";
 import type { AuthContext } from "../domain/model.ts";
 import type { Authenticator } from "../domain/ports.ts";
 
@@ -24,14 +24,30 @@ export class IdentityAuthenticator implements Authenticator {
       const res = await this.#auth.verifyToken({ token }, { timeoutMs: this.timeoutMs });
       const ctx = res.context;
       if (!ctx?.orgId || !ctx.userId) throw PlatformError.unauthenticated("the credential resolves to no organization");
-      return { userId: ctx.userId, orgId: ctx.orgId, method: ctx.method };
+      // An API key carries its scopes; an identity that sends none for a key grants nothing.
+      return {
+        userId: ctx.userId,
+        orgId: ctx.orgId,
+        method: ctx.method,
+        ...(ctx.mode === AuthMode.API_KEY && { scopes: ctx.scopes }),
+      };
     } catch (err) {
       if (err instanceof PlatformError) throw err;
       const connect = ConnectError.from(err);
-      if (connect.code === ConnectCode.Unauthenticated || connect.code === ConnectCode.InvalidArgument || connect.code === ConnectCode.PermissionDenied) {
+      if (
+        connect.code === ConnectCode.Unauthenticated ||
+        connect.code === ConnectCode.InvalidArgument ||
+        connect.code === ConnectCode.PermissionDenied
+      ) {
         throw PlatformError.unauthenticated("invalid or expired bearer token");
       }
-      throw new PlatformError(Code.Unavailable, "unavailable", "the identity service is unavailable", {}, { cause: err });
+      throw new PlatformError(
+        Code.Unavailable,
+        "unavailable",
+        "the identity service is unavailable",
+        {},
+        { cause: err },
+      );
     }
   }
 

@@ -17,7 +17,8 @@ before(async () => {
 });
 after(() => database?.close());
 
-const agent = (orgId: string, slug: string) => store.createAgent({ orgId, name: slug, slug, model: "dev/x", systemPrompt: "" });
+const agent = (orgId: string, slug: string) =>
+  store.createAgent({ orgId, name: slug, slug, model: "dev/x", systemPrompt: "" });
 
 test("migrations apply once", async () => {
   assert.deepEqual(await migrate(database as Database<unknown>, MIGRATIONS_TABLE, migrations), []);
@@ -26,7 +27,10 @@ test("migrations apply once", async () => {
 test("slug is unique per org: already_exists, other orgs unaffected", async () => {
   const org = randomUUID();
   await agent(org, "same");
-  await assert.rejects(agent(org, "same"), (err: unknown) => err instanceof PlatformError && err.code === Code.AlreadyExists);
+  await assert.rejects(
+    agent(org, "same"),
+    (err: unknown) => err instanceof PlatformError && err.code === Code.AlreadyExists,
+  );
   await agent(randomUUID(), "same");
 });
 
@@ -89,7 +93,10 @@ test("concurrent appends to one session get gapless, unique seqs in order", asyn
       ]),
     ),
   );
-  const seqs = batches.flat().map((e) => e.seq).sort((x, y) => x - y);
+  const seqs = batches
+    .flat()
+    .map((e) => e.seq)
+    .sort((x, y) => x - y);
   assert.deepEqual(
     seqs,
     Array.from({ length: writers * 3 }, (_, i) => i + 1),
@@ -117,24 +124,55 @@ test("appending to a missing session fails and writes nothing", async () => {
   await assert.rejects(store.appendEvents(randomUUID(), undefined, [{ type: "text", content: "x" }]));
 });
 
-test("one run holds a session; a lapsed lease can be taken over; release frees it", async () => {
+test("one run holds a session; a lapsed holder must be ended before another run takes it; release frees it", async () => {
   const org = randomUUID();
   const a = await agent(org, "lease");
   const s = await store.createSession(org, a.id);
   const r1 = randomUUID();
   const r2 = randomUUID();
-  const first = await store.acquireRun(org, s.id, r1, 60_000);
+  const first = await store.acquireRun(org, s.id, r1, 60_000, "host:1#p1");
   assert.equal(first.ok, true);
   const second = await store.acquireRun(org, s.id, r2, 60_000);
-  assert.deepEqual(second, { ok: false, activeRunId: r1 });
+  assert.deepEqual(second, { ok: false, activeRunId: r1, lapsed: false });
   assert.equal((await store.getSession(org, s.id))?.status, "running");
   assert.deepEqual(await store.acquireRun(randomUUID(), s.id, r2, 60_000), { ok: false, missing: true });
+  assert.deepEqual(await store.deadRuns({ lapsed: true }, 10, s.id), [], "a live lease is not dead");
 
   // r1 "dies": its lease is made to lapse.
-  await database.db.updateTable("sessions").set({ run_lease_until: new Date(Date.now() - 1000) }).where("id", "=", s.id).execute();
-  assert.equal((await store.getSession(org, s.id))?.status, "idle");
+  await database.db
+    .updateTable("sessions")
+    .set({ run_lease_until: new Date(Date.now() - 1000) })
+    .where("id", "=", s.id)
+    .execute();
+  const lapsed = await store.getSession(org, s.id);
+  assert.equal(lapsed?.status, "idle");
+  assert.equal(lapsed?.lapsedRunId, r1);
+  assert.deepEqual(
+    await store.acquireRun(org, s.id, r2, 60_000),
+    { ok: false, activeRunId: r1, lapsed: true },
+    "not taken while the dead run has no end",
+  );
+  assert.deepEqual(await store.deadRuns({ lapsed: true }, 10, s.id), [
+    { orgId: org, sessionId: s.id, runId: r1, lastSeq: 0 },
+  ]);
+  const end = {
+    seq: 1,
+    type: "error" as const,
+    content: "interrupted",
+    tokensIn: 0,
+    tokensOut: 0,
+    toolUseId: "",
+    isError: false,
+    createdAt: new Date(),
+    runId: r1,
+  };
+  await store.storeEvents(s.id, r1, [end], { release: true, ifDead: { lapsed: true } });
   assert.equal((await store.acquireRun(org, s.id, r2, 60_000)).ok, true);
-  assert.deepEqual(await store.renewRun(s.id, r1, 60_000), { held: false, cancelRequested: false }, "the old run learns it lost the session");
+  assert.deepEqual(
+    await store.renewRun(s.id, r1, 60_000),
+    { held: false, cancelRequested: false },
+    "the old run learns it lost the session",
+  );
   await store.releaseRun(s.id, r1); // a stale release changes nothing
   assert.equal((await store.getSession(org, s.id))?.activeRunId, r2);
 
@@ -145,11 +183,93 @@ test("one run holds a session; a lapsed lease can be taken over; release frees i
   assert.equal(await store.requestCancel(org, s.id), undefined);
 });
 
+test("dead runs: a lapsed lease; an earlier process of the same replica (live lease); any other process for the sole process; a takeover writes only while the run is dead", async () => {
+  const org = randomUUID();
+  const a = await agent(org, "dead");
+  const [s1, s2, s3] = [
+    await store.createSession(org, a.id),
+    await store.createSession(org, a.id),
+    await store.createSession(org, a.id),
+  ];
+  const [old, mine, other] = [randomUUID(), randomUUID(), randomUUID()];
+  await store.acquireRun(org, s1!.id, old, 60_000, "host:8082#before");
+  await store.acquireRun(org, s2!.id, mine, 60_000, "host:8082#now");
+  await store.acquireRun(org, s3!.id, other, 60_000, "host:9000#x");
+  const ids = (runs: Array<{ runId: string }>) => runs.map((r) => r.runId).sort();
+  const sessions = new Set([s1!.id, s2!.id, s3!.id]);
+  const mineOnly = async (by: Parameters<typeof store.deadRuns>[0]) =>
+    ids((await store.deadRuns(by, 1000)).filter((r) => sessions.has(r.sessionId)));
+  assert.deepEqual(await mineOnly({ lapsed: true }), []);
+  assert.deepEqual(await mineOnly({ replica: "host:8082", self: "host:8082#now" }), [old]);
+  assert.deepEqual(await mineOnly({ sole: true, self: "host:8082#now" }), [old, other].sort());
+
+  const end = (runId: string) => [
+    {
+      seq: 1,
+      type: "error" as const,
+      content: "x",
+      tokensIn: 0,
+      tokensOut: 0,
+      toolUseId: "",
+      isError: false,
+      createdAt: new Date(),
+      runId,
+    },
+  ];
+  const aborted = (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted;
+  await assert.rejects(
+    store.storeEvents(s3!.id, other, end(other), { release: true, ifDead: { lapsed: true } }),
+    aborted,
+    "alive: its lease holds",
+  );
+  await assert.rejects(
+    store.storeEvents(s2!.id, mine, end(mine), {
+      release: true,
+      ifDead: { replica: "host:8082", self: "host:8082#now" },
+    }),
+    aborted,
+    "this process's own run is alive",
+  );
+  await store.storeEvents(s1!.id, old, end(old), {
+    release: true,
+    ifDead: { replica: "host:8082", self: "host:8082#now" },
+  });
+  assert.equal((await store.getSession(org, s1!.id))?.status, "idle");
+});
+
+test("openToolUses: the run's tool calls without a result", async () => {
+  const { org, s, run } = await heldSession("open-tools");
+  const at = new Date();
+  const e = (seq: number, type: "tool_use" | "tool_result" | "text", toolUseId = "", runId = run) => ({
+    seq,
+    type,
+    content: "{}",
+    tokensIn: 0,
+    tokensOut: 0,
+    toolUseId,
+    isError: false,
+    createdAt: at,
+    runId,
+  });
+  await store.storeEvents(s.id, run, [
+    e(1, "tool_use", "a"),
+    e(2, "tool_result", "a"),
+    e(3, "text"),
+    e(4, "tool_use", "b"),
+    e(5, "tool_use", "c"),
+  ]);
+  assert.deepEqual(await store.openToolUses(s.id, run), ["b", "c"]);
+  assert.deepEqual(await store.openToolUses(s.id, randomUUID()), []);
+  assert.equal((await store.listEvents(org, s.id)).length, 5);
+});
+
 test("of many concurrent acquirers exactly one wins", async () => {
   const org = randomUUID();
   const a = await agent(org, "race");
   const s = await store.createSession(org, a.id);
-  const results = await Promise.all(Array.from({ length: 10 }, () => store.acquireRun(org, s.id, randomUUID(), 60_000)));
+  const results = await Promise.all(
+    Array.from({ length: 10 }, () => store.acquireRun(org, s.id, randomUUID(), 60_000)),
+  );
   assert.equal(results.filter((r) => r.ok).length, 1);
 });
 
@@ -187,13 +307,31 @@ test("the terminal append frees the session in the same statement, only for the 
 test("a run stores the events it numbered, with their seqs and times, only while it holds the session and they follow the log", async () => {
   const { org, s, run } = await heldSession("numbered");
   const at = new Date("2026-01-02T03:04:05.678Z");
-  const event = (seq: number, content: string) => ({ seq, type: "text" as const, content, tokensIn: 0, tokensOut: 0, toolUseId: "", isError: false, createdAt: at, runId: run });
+  const event = (seq: number, content: string) => ({
+    seq,
+    type: "text" as const,
+    content,
+    tokensIn: 0,
+    tokensOut: 0,
+    toolUseId: "",
+    isError: false,
+    createdAt: at,
+    runId: run,
+  });
+  await store.storeEvents(s.id, run, [event(1, "a"), event(2, "b")]);
+  // The same batch again (a retry after its answer was lost): it is in the log already.
   await store.storeEvents(s.id, run, [event(1, "a"), event(2, "b")]);
   const aborted = (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted;
   await assert.rejects(store.storeEvents(s.id, run, [event(2, "again")]), aborted, "a seq already in the log");
   await assert.rejects(store.storeEvents(s.id, run, [event(4, "skip")]), aborted, "a gap after the log's end");
-  await assert.rejects(store.storeEvents(s.id, randomUUID(), [event(3, "other")]), aborted, "a run that does not hold the session");
-  await store.storeEvents(s.id, run, [event(3, "c"), { ...event(4, ""), type: "done", tokensOut: 7 }], { release: true });
+  await assert.rejects(
+    store.storeEvents(s.id, randomUUID(), [event(3, "other")]),
+    aborted,
+    "a run that does not hold the session",
+  );
+  await store.storeEvents(s.id, run, [event(3, "c"), { ...event(4, ""), type: "done", tokensOut: 7 }], {
+    release: true,
+  });
   const log = await store.listEvents(org, s.id);
   assert.deepEqual(
     log.map((e) => [e.seq, e.type, e.content, e.tokensOut, e.createdAt.toISOString(), e.runId]),
@@ -217,7 +355,11 @@ test("readLog: the session and its events after a cursor in one read, org-scoped
   const empty = await store.readLog(org, s.id, 0);
   assert.equal(empty?.session.id, s.id);
   assert.deepEqual(empty?.events, []);
-  await store.appendEvents(s.id, undefined, [{ type: "user", content: "one" }, { type: "user", content: "two" }, { type: "user", content: "three" }]);
+  await store.appendEvents(s.id, undefined, [
+    { type: "user", content: "one" },
+    { type: "user", content: "two" },
+    { type: "user", content: "three" },
+  ]);
   const read = await store.readLog(org, s.id, 1);
   assert.equal(read?.session.lastSeq, 3);
   assert.deepEqual(read?.session, await store.getSession(org, s.id));

@@ -4,7 +4,15 @@ import { Code, PlatformError } from "@platform/errors";
 import { type Kysely, type Selectable, sql } from "kysely";
 import { decodeCursor, encodeCursor } from "../domain/cursor.ts";
 import type { Agent, EventType, NewEvent, Page, Session, SessionEvent } from "../domain/model.ts";
-import type { AcquireResult, AgentChanges, DeleteSessionResult, NewAgent, Store } from "../domain/store.ts";
+import type {
+  AcquireResult,
+  AgentChanges,
+  DeadRun,
+  DeadRunsBy,
+  DeleteSessionResult,
+  NewAgent,
+  Store,
+} from "../domain/store.ts";
 import type { AgentsDB, AgentsTable, SessionEventsTable, SessionsTable } from "./schema.ts";
 
 /** Channel of the per-append notifications; payload `<origin>:<sessionId>`. */
@@ -105,14 +113,29 @@ export class KyselyStore implements Store {
   async createSession(orgId: string, agentId: string): Promise<Session> {
     const row = await this.db
       .insertInto("sessions")
-      .values({ id: randomUUID(), org_id: orgId, agent_id: agentId, sandbox_id: null, active_run_id: null, run_lease_until: null })
+      .values({
+        id: randomUUID(),
+        org_id: orgId,
+        agent_id: agentId,
+        sandbox_id: null,
+        active_run_id: null,
+        run_lease_until: null,
+      })
       .returningAll()
       .executeTakeFirstOrThrow();
     return toSession(row, new Date());
   }
 
-  async listSessions(orgId: string, limit: number, options: { after?: string; agentId?: string } = {}): Promise<Page<Session>> {
-    let query = this.db.selectFrom("sessions").selectAll().select(sql<Date>`now()`.as("now")).where("org_id", "=", orgId);
+  async listSessions(
+    orgId: string,
+    limit: number,
+    options: { after?: string; agentId?: string } = {},
+  ): Promise<Page<Session>> {
+    let query = this.db
+      .selectFrom("sessions")
+      .selectAll()
+      .select(sql<Date>`now()`.as("now"))
+      .where("org_id", "=", orgId);
     if (options.agentId !== undefined) query = query.where("agent_id", "=", options.agentId);
     if (options.after !== undefined) query = query.where("pos", "<", decodeCursor(options.after));
     const rows = await query
@@ -133,7 +156,12 @@ export class KyselyStore implements Store {
       .returning("sandbox_id")
       .executeTakeFirst();
     if (row) return { deleted: true, sandboxId: row.sandbox_id ?? undefined };
-    const exists = await this.db.selectFrom("sessions").select("id").where("org_id", "=", orgId).where("id", "=", id).executeTakeFirst();
+    const exists = await this.db
+      .selectFrom("sessions")
+      .select("id")
+      .where("org_id", "=", orgId)
+      .where("id", "=", id)
+      .executeTakeFirst();
     return exists ? { deleted: false, busy: true } : { deleted: false, busy: false };
   }
 
@@ -161,15 +189,23 @@ export class KyselyStore implements Store {
     return rows.map(toEvent);
   }
 
-  async readLog(orgId: string, sessionId: string, after: number): Promise<{ session: Session; events: SessionEvent[] } | undefined> {
+  async readLog(
+    orgId: string,
+    sessionId: string,
+    after: number,
+    limit?: number,
+  ): Promise<{ session: Session; events: SessionEvent[] } | undefined> {
     // One row per event (or one with null event columns), each repeating the
     // session; created_at is the only column name the two tables share.
-    const { rows } = await sql<Selectable<SessionEventsTable> & Omit<Selectable<SessionsTable>, "created_at"> & { session_created_at: Date; now: Date }>`
+    const { rows } = await sql<
+      Selectable<SessionEventsTable> &
+        Omit<Selectable<SessionsTable>, "created_at"> & { session_created_at: Date; now: Date }
+    >`
       select e.*, s.id, s.org_id, s.agent_id, s.last_seq, s.sandbox_id, s.active_run_id, s.run_lease_until, s.cancel_requested, s.updated_at,
         s.created_at as session_created_at, now() as now
       from sessions s left join session_events e on e.session_id = s.id and e.seq > ${after}
       where s.org_id = ${orgId} and s.id = ${sessionId}
-      order by e.seq`.execute(this.db);
+      order by e.seq ${limit === undefined ? sql`` : sql`limit ${limit}`}`.execute(this.db);
     const first = rows[0];
     if (!first) return undefined;
     return {
@@ -178,34 +214,45 @@ export class KyselyStore implements Store {
     };
   }
 
-  async acquireRun(orgId: string, sessionId: string, runId: string, leaseMs: number): Promise<AcquireResult> {
+  async acquireRun(
+    orgId: string,
+    sessionId: string,
+    runId: string,
+    leaseMs: number,
+    owner?: string,
+  ): Promise<AcquireResult> {
     const taken = await this.db
       .updateTable("sessions")
       .set({
         active_run_id: runId,
         run_lease_until: sql`now() + make_interval(secs => ${leaseMs / 1000})`,
+        run_owner: owner ?? null,
         cancel_requested: false,
         updated_at: sql`now()`,
       })
       .where("org_id", "=", orgId)
       .where("id", "=", sessionId)
-      .where((eb) => eb.or([eb("active_run_id", "is", null), eb("run_lease_until", "<", sql<Date>`now()`)]))
+      .where("active_run_id", "is", null)
       .returningAll()
       .executeTakeFirst();
     if (taken) return { ok: true, session: toSession(taken, new Date(0)) };
     const holder = await this.db
       .selectFrom("sessions")
-      .select("active_run_id")
+      .select(["active_run_id", sql<boolean>`run_lease_until < now()`.as("lapsed")])
       .where("org_id", "=", orgId)
       .where("id", "=", sessionId)
       .executeTakeFirst();
     if (!holder) return { ok: false, missing: true };
     // Released between the two statements: try once more.
-    if (!holder.active_run_id) return this.acquireRun(orgId, sessionId, runId, leaseMs);
-    return { ok: false, activeRunId: holder.active_run_id };
+    if (!holder.active_run_id) return this.acquireRun(orgId, sessionId, runId, leaseMs, owner);
+    return { ok: false, activeRunId: holder.active_run_id, lapsed: holder.lapsed === true };
   }
 
-  async renewRun(sessionId: string, runId: string, leaseMs: number): Promise<{ held: boolean; cancelRequested: boolean }> {
+  async renewRun(
+    sessionId: string,
+    runId: string,
+    leaseMs: number,
+  ): Promise<{ held: boolean; cancelRequested: boolean }> {
     const row = await this.db
       .updateTable("sessions")
       .set({ run_lease_until: sql`now() + make_interval(secs => ${leaseMs / 1000})` })
@@ -238,6 +285,45 @@ export class KyselyStore implements Store {
     return row?.active_run_id ?? undefined;
   }
 
+  async deadRuns(by: DeadRunsBy, limit: number, sessionId?: string): Promise<DeadRun[]> {
+    let query = this.db
+      .selectFrom("sessions")
+      .select(["org_id", "id", "active_run_id", "last_seq"])
+      .where("active_run_id", "is not", null)
+      .where(deadSql(by));
+    if (sessionId !== undefined) query = query.where("id", "=", sessionId);
+    const rows = await query.orderBy("run_lease_until").limit(limit).execute();
+    return rows.map((r) => ({
+      orgId: r.org_id,
+      sessionId: r.id,
+      runId: r.active_run_id!,
+      lastSeq: Number(r.last_seq),
+    }));
+  }
+
+  async openToolUses(sessionId: string, runId: string): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom("session_events as u")
+      .select("u.tool_use_id")
+      .where("u.session_id", "=", sessionId)
+      .where("u.run_id", "=", runId)
+      .where("u.type", "=", "tool_use")
+      .where(({ not, exists, selectFrom }) =>
+        not(
+          exists(
+            selectFrom("session_events as r")
+              .select("r.seq")
+              .whereRef("r.session_id", "=", "u.session_id")
+              .whereRef("r.tool_use_id", "=", "u.tool_use_id")
+              .where("r.type", "in", ["tool_result", "tool"]),
+          ),
+        ),
+      )
+      .orderBy("u.seq")
+      .execute();
+    return rows.map((r) => r.tool_use_id);
+  }
+
   async appendEvents(
     sessionId: string,
     runId: string | undefined,
@@ -268,7 +354,12 @@ export class KyselyStore implements Store {
     return result.rows.map(toEvent).sort((a, b) => a.seq - b.seq);
   }
 
-  async storeEvents(sessionId: string, runId: string, events: readonly SessionEvent[], options: { release?: boolean } = {}): Promise<void> {
+  async storeEvents(
+    sessionId: string,
+    runId: string,
+    events: readonly SessionEvent[],
+    options: { release?: boolean; ifDead?: DeadRunsBy } = {},
+  ): Promise<void> {
     if (events.length === 0) return;
     const first = events[0]!.seq;
     const last = events.at(-1)!.seq;
@@ -279,7 +370,7 @@ export class KyselyStore implements Store {
     const result = await sql<{ stored: number }>`
       with s as (
         update sessions set last_seq = ${last}, updated_at = now(), ${releaseColumns(options.release === true, runId)}
-        where id = ${sessionId} and active_run_id = ${runId}::uuid and last_seq = ${first - 1}
+        where id = ${sessionId} and active_run_id = ${runId}::uuid and last_seq = ${first - 1} and ${options.ifDead ? deadSql(options.ifDead) : sql`true`}
         returning id
       ), ins as (
         insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at)
@@ -291,13 +382,34 @@ export class KyselyStore implements Store {
         select pg_notify(${EVENTS_CHANNEL}, ${`${this.origin}:${sessionId}`}) from s
       )
       select (select count(*) from ins)::int as stored, (select count(*) from n)::int as notified`.execute(this.db);
-    if (result.rows[0]?.stored !== events.length) {
-      throw new PlatformError(Code.Aborted, "aborted", `the run ${runId} lost its hold on session ${sessionId}: its log moved on`);
-    }
+    if (result.rows[0]?.stored === events.length) return;
+    // A retry of a store whose commit went through but whose answer was lost
+    // (the connection died): the batch is in the log already, as this run wrote it.
+    const tail = events.at(-1)!;
+    const already = await this.db
+      .selectFrom("session_events")
+      .select("seq")
+      .where("session_id", "=", sessionId)
+      .where("seq", "=", tail.seq)
+      .where("run_id", "=", runId)
+      .where("type", "=", tail.type)
+      .where("content", "=", tail.content)
+      .where("created_at", "=", tail.createdAt)
+      .executeTakeFirst();
+    if (already && !options.ifDead) return;
+    throw new PlatformError(
+      Code.Aborted,
+      "aborted",
+      `the run ${runId} lost its hold on session ${sessionId}: its log moved on`,
+    );
   }
 
   async setSandbox(sessionId: string, sandboxId: string): Promise<void> {
-    await this.db.updateTable("sessions").set({ sandbox_id: sandboxId, updated_at: sql`now()` }).where("id", "=", sessionId).execute();
+    await this.db
+      .updateTable("sessions")
+      .set({ sandbox_id: sandboxId, updated_at: sql`now()` })
+      .where("id", "=", sessionId)
+      .execute();
   }
 
   async ping(): Promise<void> {
@@ -305,7 +417,6 @@ export class KyselyStore implements Store {
   }
 }
 
-/** The SET list that frees the session from `runId` when `release` (and that run still holds it). */
 /** A page of rows read with `limit + 1`: the extra row only says that another page exists. */
 function pageOf<R extends { pos: number | string | bigint }, T>(rows: R[], limit: number, map: (row: R) => T): Page<T> {
   const items = rows.slice(0, limit);
@@ -313,6 +424,16 @@ function pageOf<R extends { pos: number | string | bigint }, T>(rows: R[], limit
   return { items: items.map(map), next: rows.length > limit && last ? encodeCursor(Number(last.pos)) : undefined };
 }
 
+/** The condition on a sessions row that its run is dead `by` (see DeadRunsBy). */
+function deadSql(by: DeadRunsBy) {
+  if ("sole" in by) return sql<boolean>`(run_lease_until < now() or run_owner is distinct from ${by.self})`;
+  if ("replica" in by) {
+    return sql<boolean>`(run_lease_until < now() or (split_part(run_owner, '#', 1) = ${by.replica} and run_owner <> ${by.self}))`;
+  }
+  return sql<boolean>`run_lease_until < now()`;
+}
+
+/** The SET list that frees the session from `runId` when `release` (and that run still holds it). */
 function releaseColumns(release: boolean, runId: string | undefined) {
   const holds = sql`${release} and active_run_id = ${runId ?? null}::uuid`;
   return sql`active_run_id = case when ${holds} then null else active_run_id end,
@@ -345,12 +466,14 @@ function toAgent(row: Selectable<AgentsTable>): Agent {
 
 function toSession(row: Selectable<SessionsTable>, now: Date): Session {
   const leased = row.active_run_id !== null && row.run_lease_until !== null && new Date(row.run_lease_until) >= now;
+  const lapsed = row.active_run_id !== null && !leased;
   return {
     id: row.id,
     orgId: row.org_id,
     agentId: row.agent_id,
     status: leased ? "running" : "idle",
     activeRunId: leased ? (row.active_run_id ?? undefined) : undefined,
+    ...(lapsed ? { lapsedRunId: row.active_run_id ?? undefined } : {}),
     lastSeq: Number(row.last_seq),
     sandboxId: row.sandbox_id ?? undefined,
     createdAt: new Date(row.created_at),

@@ -66,4 +66,14 @@ create index sessions_org_pos on sessions (org_id, pos desc);
 create index sessions_org_agent_pos on sessions (org_id, agent_id, pos desc);
 `,
   },
+  {
+    // The replica that started a session's run, so a replica that restarts
+    // ends its own dead runs at once instead of after their lease; and the
+    // sweep's index over the runs that hold a session.
+    name: "0003_run_owner",
+    sql: `
+alter table sessions add column run_owner text;
+create index sessions_held_runs on sessions (run_lease_until) where active_run_id is not null;
+`,
+  },
 ];

@@ -24,6 +24,7 @@ export interface SessionsTable {
   sandbox_id: string | null;
   active_run_id: string | null;
   run_lease_until: Date | null;
+  run_owner: Generated<string | null>;
   cancel_requested: Generated<boolean>;
   created_at: Timestamp;
   updated_at: Timestamp;

@@ -2,8 +2,9 @@ import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import type { Followers } from "../runs/follow.ts";
 import type { Runner } from "../runs/runner.ts";
+import { readWholeLog } from "./log-pages.ts";
 import type { Agent, AuthContext, MessageInput, Page, Session, SessionEvent } from "./model.ts";
-import type { Sandboxes } from "./ports.ts";
+import type { Models, Sandboxes } from "./ports.ts";
 import type { AgentChanges, Store } from "./store.ts";
 import { listLimit, requireText, requireUuid, validateMessages } from "./validate.ts";
 
@@ -23,13 +24,16 @@ export class AgentsDomain {
     private readonly runner: Runner,
     private readonly followers: Followers,
     private readonly sandboxes: Sandboxes,
+    private readonly models: Models,
   ) {}
 
   async createAgent(auth: AuthContext, input: AgentInput): Promise<Agent> {
     const name = requireText("name", input.name);
     const slug = requireText("slug", input.slug, 128);
     const model = requireText("model", input.model);
-    if (input.systemPrompt.length > SYSTEM_PROMPT_MAX) throw PlatformError.invalidArgument(`systemPrompt is longer than ${SYSTEM_PROMPT_MAX} characters`);
+    this.models.check(model);
+    if (input.systemPrompt.length > SYSTEM_PROMPT_MAX)
+      throw PlatformError.invalidArgument(`systemPrompt is longer than ${SYSTEM_PROMPT_MAX} characters`);
     return this.store.createAgent({ orgId: auth.orgId, name, slug, model, systemPrompt: input.systemPrompt });
   }
 
@@ -49,22 +53,35 @@ export class AgentsDomain {
     const changes: AgentChanges = {};
     if (update.name !== undefined) changes.name = requireText("name", update.name);
     if (update.slug !== undefined) changes.slug = requireText("slug", update.slug, 128);
-    if (update.model !== undefined) changes.model = requireText("model", update.model);
+    if (update.model !== undefined) {
+      changes.model = requireText("model", update.model);
+      this.models.check(changes.model);
+    }
     if (update.systemPrompt !== undefined) {
-      if (update.systemPrompt.length > SYSTEM_PROMPT_MAX) throw PlatformError.invalidArgument(`systemPrompt is longer than ${SYSTEM_PROMPT_MAX} characters`);
+      if (update.systemPrompt.length > SYSTEM_PROMPT_MAX)
+        throw PlatformError.invalidArgument(`systemPrompt is longer than ${SYSTEM_PROMPT_MAX} characters`);
       changes.systemPrompt = update.systemPrompt;
     }
-    const agent = Object.keys(changes).length === 0 ? await this.store.getAgent(auth.orgId, agentId) : await this.store.updateAgent(auth.orgId, agentId, changes);
+    const agent =
+      Object.keys(changes).length === 0
+        ? await this.store.getAgent(auth.orgId, agentId)
+        : await this.store.updateAgent(auth.orgId, agentId, changes);
     if (!agent) throw PlatformError.notFound("agent not found");
     return agent;
   }
 
   /** Deleted agents disappear; their sessions stay readable (see the README). */
   async deleteAgent(auth: AuthContext, id: string): Promise<void> {
-    if (!(await this.store.deleteAgent(auth.orgId, requireUuid("id", id)))) throw PlatformError.notFound("agent not found");
+    if (!(await this.store.deleteAgent(auth.orgId, requireUuid("id", id))))
+      throw PlatformError.notFound("agent not found");
   }
 
-  async listSessions(auth: AuthContext, limit: number | undefined, after: string, agentId: string): Promise<Page<Session>> {
+  async listSessions(
+    auth: AuthContext,
+    limit: number | undefined,
+    after: string,
+    agentId: string,
+  ): Promise<Page<Session>> {
     const pageSize = listLimit(limit);
     const agent = agentId === "" ? undefined : requireUuid("agentId", agentId);
     return this.store.listSessions(auth.orgId, pageSize, { after: after === "" ? undefined : after, agentId: agent });
@@ -117,7 +134,7 @@ export class AgentsDomain {
   }
 
   async getSession(auth: AuthContext, id: string): Promise<{ session: Session; events: SessionEvent[] }> {
-    const read = await this.store.readLog(auth.orgId, requireUuid("id", id), 0);
+    const read = await readWholeLog(this.store, auth.orgId, requireUuid("id", id));
     if (!read) throw PlatformError.notFound("session not found");
     return read;
   }
@@ -140,13 +157,22 @@ export class AgentsDomain {
     const agent = await this.store.getAgent(auth.orgId, session.agentId);
     if (!agent) throw PlatformError.notFound("agent not found");
     const started = await this.runner.start(auth, agent, session.id, messages, options.logger);
-    return this.followers.follow(auth.orgId, session.id, started.lastMessageSeq, { signal: options.signal, runId: started.runId });
+    return this.followers.follow(auth.orgId, session.id, started.lastMessageSeq, {
+      signal: options.signal,
+      runId: started.runId,
+    });
   }
 
   /** Rejoins a session's stream after `after` (the last seq the client saw). */
-  async streamEvents(auth: AuthContext, id: string, after: number, signal?: AbortSignal): Promise<AsyncIterable<SessionEvent>> {
+  async streamEvents(
+    auth: AuthContext,
+    id: string,
+    after: number,
+    signal?: AbortSignal,
+  ): Promise<AsyncIterable<SessionEvent>> {
     const sessionId = requireUuid("id", id);
-    if (!Number.isSafeInteger(after) || after < 0) throw PlatformError.invalidArgument("after must be a sequence number");
+    if (!Number.isSafeInteger(after) || after < 0)
+      throw PlatformError.invalidArgument("after must be a sequence number");
     // A missing session fails the stream before its first event (a 404 before the SSE response).
     return this.followers.follow(auth.orgId, sessionId, after, { signal });
   }

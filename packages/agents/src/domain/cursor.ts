@@ -15,6 +15,7 @@ export function decodeCursor(cursor: string): number {
   const text = Buffer.from(cursor, "base64url").toString();
   const digits = text.startsWith(PREFIX) ? text.slice(PREFIX.length) : "";
   const position = /^[0-9a-z]{1,12}$/.test(digits) ? Number.parseInt(digits, 36) : Number.NaN;
-  if (!Number.isSafeInteger(position) || position < 0) throw PlatformError.invalidArgument("after is not a valid cursor");
+  if (!Number.isSafeInteger(position) || position < 0)
+    throw PlatformError.invalidArgument("after is not a valid cursor");
   return position;
 }

@@ -7,6 +7,8 @@ export type AuthContext = {
   orgId: string;
   /** `jwt_session` or `api_key:<prefix>`, for logs. */
   method: string;
+  /** An API key's scopes; absent for a JWT (a person), whom scopes do not limit. */
+  scopes?: readonly string[];
 };
 
 export type Agent = {
@@ -29,6 +31,12 @@ export type Session = {
   status: SessionStatus;
   /** Run holding the session, when running. */
   activeRunId?: string;
+  /**
+   * A run whose lease lapsed before it ended (its replica died): the session
+   * is idle, and the run gets its closing events from whoever sees it next
+   * (runs/reaper.ts).
+   */
+  lapsedRunId?: string;
   lastSeq: number;
   sandboxId?: string;
   createdAt: Date;

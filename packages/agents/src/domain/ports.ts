@@ -51,11 +51,53 @@ export interface Sandboxes {
       onOutput?: (stream: "stdout" | "stderr", data: Uint8Array) => void;
     },
   ): Promise<ExecResult>;
-  readFile(sandboxId: string, path: string, maxBytes: number, signal: AbortSignal): Promise<{ data: Uint8Array; totalSize: number; eof: boolean }>;
+  readFile(
+    sandboxId: string,
+    path: string,
+    maxBytes: number,
+    signal: AbortSignal,
+  ): Promise<{ data: Uint8Array; totalSize: number; eof: boolean }>;
   writeFile(sandboxId: string, path: string, data: Uint8Array, signal: AbortSignal): Promise<number>;
   listFiles(
     sandboxId: string,
     path: string,
     options: { recursive: boolean; maxEntries: number; signal: AbortSignal },
   ): Promise<{ entries: FileEntry[]; truncated: boolean }>;
+}
+
+/** The models this service can run. Adapter: the model provider registry. */
+export interface Models {
+  /** Throws PlatformError invalid_argument when no configured provider serves `model`, naming the setting that would enable it. */
+  check(model: string): void;
+}
+
+/** One entry of a workspace directory listing. */
+export type WorkspaceEntry = { path: string; size: number; isDir: boolean; mode: number; modifiedAt?: Date };
+
+/**
+ * A sandbox's workspace files with every field compute has (offsets,
+ * append, modes, times), for users' uploads and downloads. Adapter:
+ * compute.v1.ComputeService ReadFile, WriteFile and ListFiles. Compute's
+ * answers about the call (invalid path, missing file, symlink out, disk
+ * full) come back as its PlatformError, reason included; a sandbox that
+ * cannot serve the call (unknown, FAILED, DESTROYED) as reason
+ * sandbox_not_found or sandbox_not_runnable; anything else as unavailable.
+ */
+export interface WorkspaceFiles {
+  list(
+    sandboxId: string,
+    path: string,
+    options: { recursive: boolean; maxEntries: number; signal: AbortSignal },
+  ): Promise<{ entries: WorkspaceEntry[]; truncated: boolean }>;
+  read(
+    sandboxId: string,
+    path: string,
+    options: { offset: number; maxBytes: number; signal: AbortSignal },
+  ): Promise<{ data: Uint8Array; totalSize: number; eof: boolean }>;
+  write(
+    sandboxId: string,
+    path: string,
+    data: Uint8Array,
+    options: { append: boolean; mode: number; signal: AbortSignal },
+  ): Promise<number>;
 }

@@ -8,8 +8,26 @@ export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "syst
 /** Outcome of deleting a session: its sandbox to destroy, or why nothing was deleted. */
 export type DeleteSessionResult = { deleted: true; sandboxId?: string } | { deleted: false; busy: boolean };
 
-/** Outcome of trying to take a session for a run. */
-export type AcquireResult = { ok: true; session: Session } | { ok: false; activeRunId: string } | { ok: false; missing: true };
+/**
+ * Outcome of trying to take a session for a run. A holder whose lease lapsed
+ * (its replica died) still holds it until it is ended (runs/reaper.ts).
+ */
+export type AcquireResult =
+  | { ok: true; session: Session }
+  | { ok: false; activeRunId: string; lapsed: boolean }
+  | { ok: false; missing: true };
+
+/**
+ * How a run is known to be dead although it still holds its session: its
+ * lease lapsed; or it was started by an earlier process of this replica
+ * (`replica`: the stable name in its owner tag `<replica>#<process>`, and
+ * not by this process, `self`); or it was started by any other process
+ * (`sole`: the only process using the database has just started).
+ */
+export type DeadRunsBy = { lapsed: true } | { replica: string; self: string } | { sole: true; self: string };
+
+/** A run that holds its session although its process is gone. */
+export type DeadRun = { orgId: string; sessionId: string; runId: string; lastSeq: number };
 
 /**
  * Persistence port of the agents domain. Every read and write is scoped to an
@@ -34,19 +52,28 @@ export interface Store {
   deleteSession(orgId: string, id: string): Promise<DeleteSessionResult>;
   /** Events with seq > after, in seq order. */
   listEvents(orgId: string, sessionId: string, after?: number): Promise<SessionEvent[]>;
-  /** The session and its events with seq > after, in one read (a follower's open); undefined when missing. */
-  readLog(orgId: string, sessionId: string, after: number): Promise<{ session: Session; events: SessionEvent[] } | undefined>;
+  /** The session and its events with seq > after (the first `limit` of them when given), in one read; undefined when missing. */
+  readLog(
+    orgId: string,
+    sessionId: string,
+    after: number,
+    limit?: number,
+  ): Promise<{ session: Session; events: SessionEvent[] } | undefined>;
 
   /**
-   * Takes the session for a run unless another live run holds it. A holder
-   * whose lease has lapsed (its process died) is replaced.
+   * Takes the session for a run (of the process tagged `owner`) unless
+   * another run holds it; a holder whose lease lapsed must be ended first.
    */
-  acquireRun(orgId: string, sessionId: string, runId: string, leaseMs: number): Promise<AcquireResult>;
+  acquireRun(orgId: string, sessionId: string, runId: string, leaseMs: number, owner?: string): Promise<AcquireResult>;
   /** Extends the lease; returns whether a cancel was requested for the run. */
   renewRun(sessionId: string, runId: string, leaseMs: number): Promise<{ held: boolean; cancelRequested: boolean }>;
   releaseRun(sessionId: string, runId: string): Promise<void>;
   /** Flags the session's active run for cancellation; returns its id, if any. */
   requestCancel(orgId: string, sessionId: string): Promise<string | undefined>;
+  /** Up to `limit` runs that hold a session (or `sessionId`) although they are dead (`by`), longest lapsed first. */
+  deadRuns(by: DeadRunsBy, limit: number, sessionId?: string): Promise<DeadRun[]>;
+  /** The tool calls of `runId` in the session's log that have no result. */
+  openToolUses(sessionId: string, runId: string): Promise<string[]>;
 
   /**
    * Appends events to the log with the next gapless per-session seqs,
@@ -54,16 +81,27 @@ export interface Store {
    * `release`, the same statement frees the session from `runId`, so a
    * client that has seen the terminal event can start the next run at once.
    */
-  appendEvents(sessionId: string, runId: string | undefined, events: readonly NewEvent[], options?: { release?: boolean }): Promise<SessionEvent[]>;
+  appendEvents(
+    sessionId: string,
+    runId: string | undefined,
+    events: readonly NewEvent[],
+    options?: { release?: boolean },
+  ): Promise<SessionEvent[]>;
   /**
    * Stores events a run has already numbered and published (it holds the
    * session, so it hands out the next seqs itself), atomically. Succeeds
    * only while `runId` holds the session and the log ends right before the
    * first of them: a run that lost the session gets `aborted` and cannot
    * write between another run's events.
-   * `release` as in appendEvents.
+   * `release` as in appendEvents. With `ifDead`, only while `runId` is dead
+   * that way (a takeover: the dead run's closing events, written by another).
    */
-  storeEvents(sessionId: string, runId: string, events: readonly SessionEvent[], options?: { release?: boolean }): Promise<void>;
+  storeEvents(
+    sessionId: string,
+    runId: string,
+    events: readonly SessionEvent[],
+    options?: { release?: boolean; ifDead?: DeadRunsBy },
+  ): Promise<void>;
   /** Records the session's sandbox (first tool call). */
   setSandbox(sessionId: string, sandboxId: string): Promise<void>;
 

@@ -5,7 +5,11 @@ import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { listLimit, requireUuid, validateMessages } from "./validate.ts";
 
 const invalid = (fn: () => unknown, pattern?: RegExp) =>
-  assert.throws(fn, (err: unknown) => err instanceof PlatformError && err.code === Code.InvalidArgument && (!pattern || pattern.test(err.message)));
+  assert.throws(
+    fn,
+    (err: unknown) =>
+      err instanceof PlatformError && err.code === Code.InvalidArgument && (!pattern || pattern.test(err.message)),
+  );
 
 test("limit: default 20, 1..100 allowed, anything else invalid", () => {
   assert.equal(listLimit(undefined), 20);
@@ -24,7 +28,13 @@ test("uuid: required and well-formed, normalized to lower case", () => {
 test("cursor: round-trips, is opaque, rejects garbage", () => {
   assert.equal(decodeCursor(encodeCursor(12345)), 12345);
   assert.doesNotMatch(encodeCursor(7), /7$/);
-  for (const bad of ["", "abc", "!!!", Buffer.from("a1:-5").toString("base64url"), Buffer.from("zz:10").toString("base64url")]) {
+  for (const bad of [
+    "",
+    "abc",
+    "!!!",
+    Buffer.from("a1:-5").toString("base64url"),
+    Buffer.from("zz:10").toString("base64url"),
+  ]) {
     invalid(() => decodeCursor(bad), /cursor/);
   }
 });

@@ -1,16 +1,11 @@
 import { PlatformError } from "@platform/errors";
 import type { MessageInput } from "./model.ts";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export const LIST_LIMIT_DEFAULT = 20;
 export const LIST_LIMIT_MAX = 100;
 
-export function requireUuid(field: string, value: string): string {
-  if (!value) throw PlatformError.invalidArgument(`${field} is required`);
-  if (!UUID.test(value)) throw PlatformError.invalidArgument(`${field} must be a UUID`);
-  return value.toLowerCase();
-}
+// The platform's one UUID check (the id lower-cased, or INVALID_ARGUMENT naming the field).
+export { requireUuid } from "@platform/errors";
 
 export function requireText(field: string, value: string | undefined, maxLength = 256): string {
   if (!value || value.trim() === "") throw PlatformError.invalidArgument(`${field} is required`);
@@ -34,7 +29,8 @@ export const MAX_MESSAGE_BYTES = 512 * 1024;
 
 export function validateMessages(messages: readonly MessageInput[]): void {
   if (messages.length === 0) throw PlatformError.invalidArgument("messages is required and must not be empty");
-  if (messages.length > MAX_MESSAGES) throw PlatformError.invalidArgument(`at most ${MAX_MESSAGES} messages per request`);
+  if (messages.length > MAX_MESSAGES)
+    throw PlatformError.invalidArgument(`at most ${MAX_MESSAGES} messages per request`);
   messages.forEach((m, i) => {
     if (!ROLES.has(m.role)) throw PlatformError.invalidArgument(`messages[${i}].role must be user, assistant or tool`);
     if (Buffer.byteLength(m.content) > MAX_MESSAGE_BYTES) {
@@ -43,7 +39,8 @@ export function validateMessages(messages: readonly MessageInput[]): void {
     if (m.role === "tool") {
       if (!m.toolUseId) throw PlatformError.invalidArgument(`messages[${i}].toolUseId is required when role is tool`);
     } else {
-      if (m.toolUseId) throw PlatformError.invalidArgument(`messages[${i}].toolUseId is only allowed when role is tool`);
+      if (m.toolUseId)
+        throw PlatformError.invalidArgument(`messages[${i}].toolUseId is only allowed when role is tool`);
       if (m.isError) throw PlatformError.invalidArgument(`messages[${i}].isError is only allowed when role is tool`);
       if (m.content.trim() === "") throw PlatformError.invalidArgument(`messages[${i}].content is required`);
     }

@@ -20,20 +20,42 @@ const messageStart = (input: number) =>
       usage: { input_tokens: input, output_tokens: 1 },
     },
   });
-const textStart = (index: number) => named("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } });
+const textStart = (index: number) =>
+  named("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } });
 const textDelta = (index: number, text: string) =>
   named("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text } });
 const blockStop = (index: number) => named("content_block_stop", { type: "content_block_stop", index });
 const toolStart = (index: number, id: string, name: string) =>
-  named("content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id, name, input: {} } });
+  named("content_block_start", {
+    type: "content_block_start",
+    index,
+    content_block: { type: "tool_use", id, name, input: {} },
+  });
 const jsonDelta = (index: number, partial_json: string) =>
-  named("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json } });
+  named("content_block_delta", {
+    type: "content_block_delta",
+    index,
+    delta: { type: "input_json_delta", partial_json },
+  });
 const messageDelta = (stop: string, output: number) =>
-  named("message_delta", { type: "message_delta", delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: output } });
+  named("message_delta", {
+    type: "message_delta",
+    delta: { stop_reason: stop, stop_sequence: null },
+    usage: { output_tokens: output },
+  });
 const messageStop = named("message_stop", { type: "message_stop" });
 const ping = named("ping", { type: "ping" });
 
-const textReply = [messageStart(25), textStart(0), ping, textDelta(0, "Hello"), textDelta(0, ", world"), blockStop(0), messageDelta("end_turn", 12), messageStop];
+const textReply = [
+  messageStart(25),
+  textStart(0),
+  ping,
+  textDelta(0, "Hello"),
+  textDelta(0, ", world"),
+  blockStop(0),
+  messageDelta("end_turn", 12),
+  messageStop,
+];
 const toolReply = [
   messageStart(40),
   textStart(0),
@@ -78,7 +100,16 @@ modelProviderContract("anthropic", async (scenario) => {
       });
       return { provider: provider(), request: baseRequest("hi") };
     case "abort":
-      server.push({ kind: "sse", frames: [messageStart(10), textStart(0), ...Array.from({ length: 50 }, (_, i) => textDelta(0, `w${i} `)), blockStop(0), messageStop] });
+      server.push({
+        kind: "sse",
+        frames: [
+          messageStart(10),
+          textStart(0),
+          ...Array.from({ length: 50 }, (_, i) => textDelta(0, `w${i} `)),
+          blockStop(0),
+          messageStop,
+        ],
+      });
       return { provider: provider(), request: baseRequest("hi") };
     case "unreachable":
       return { provider: new AnthropicProvider({ apiKey: "k", baseUrl: await deadUrl() }), request: baseRequest("hi") };
@@ -115,7 +146,11 @@ test("anthropic: request carries key, version, stream, tools and the system prom
 });
 
 test("anthropic: an HTTP error before the stream is unavailable with the provider's message", async () => {
-  server.push({ kind: "status", status: 529, body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } });
+  server.push({
+    kind: "status",
+    status: 529,
+    body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } },
+  });
   await assert.rejects(provider().start(baseRequest("hi"), new AbortController().signal), /HTTP 529: Overloaded/);
 });
 
@@ -135,7 +170,14 @@ test("anthropic: a connection dropped mid-stream is an error after the partial t
 test("anthropic: history maps to alternating turns with tool_use and tool_result blocks", () => {
   const messages = toAnthropicMessages([
     { role: "user", content: "a" },
-    { role: "assistant", content: "b", toolCalls: [{ id: "t1", name: "bash", input: { command: "x" } }, { id: "t2", name: "bash", input: {} }] },
+    {
+      role: "assistant",
+      content: "b",
+      toolCalls: [
+        { id: "t1", name: "bash", input: { command: "x" } },
+        { id: "t2", name: "bash", input: {} },
+      ],
+    },
     { role: "tool", toolUseId: "t1", content: "r1", isError: false },
     { role: "tool", toolUseId: "t2", content: "r2", isError: true },
     { role: "user", content: "c" },

@@ -29,7 +29,13 @@ export class AnthropicProvider implements ModelProvider {
         ...(request.system ? { system: request.system } : {}),
         messages: toAnthropicMessages(request.messages),
         ...(request.tools.length > 0
-          ? { tools: request.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })) }
+          ? {
+              tools: request.tools.map((t) => ({
+                name: t.name,
+                description: t.description,
+                input_schema: t.inputSchema,
+              })),
+            }
           : {}),
       },
       signal,
@@ -58,7 +64,10 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
     switch (msg.type) {
       case "message_start": {
         const usage = msg.message?.usage ?? {};
-        inputTokens = tokens(usage.input_tokens) + tokens(usage.cache_creation_input_tokens) + tokens(usage.cache_read_input_tokens);
+        inputTokens =
+          tokens(usage.input_tokens) +
+          tokens(usage.cache_creation_input_tokens) +
+          tokens(usage.cache_read_input_tokens);
         outputTokens = tokens(usage.output_tokens);
         yield { type: "usage", inputTokens, outputTokens };
         break;
@@ -79,7 +88,8 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
         const block = blocks.get(msg.index);
         const delta = msg.delta ?? {};
         if (delta.type === "text_delta" && delta.text) yield { type: "text", text: delta.text };
-        else if (delta.type === "input_json_delta" && block?.kind === "tool_use") block.json += delta.partial_json ?? "";
+        else if (delta.type === "input_json_delta" && block?.kind === "tool_use")
+          block.json += delta.partial_json ?? "";
         break;
       }
       case "content_block_stop": {
@@ -93,7 +103,10 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
         const usage = msg.usage ?? {};
         if (usage.output_tokens !== undefined) outputTokens = tokens(usage.output_tokens);
         if (usage.input_tokens !== undefined) {
-          inputTokens = tokens(usage.input_tokens) + tokens(usage.cache_creation_input_tokens) + tokens(usage.cache_read_input_tokens);
+          inputTokens =
+            tokens(usage.input_tokens) +
+            tokens(usage.cache_creation_input_tokens) +
+            tokens(usage.cache_read_input_tokens);
         }
         yield { type: "usage", inputTokens, outputTokens };
         if (msg.delta?.stop_reason) yield { type: "stop", reason: msg.delta.stop_reason };
@@ -103,7 +116,9 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
         stopped = true;
         break;
       case "error":
-        throw PlatformError.unavailable(`anthropic stream error: ${msg.error?.type ?? "error"}: ${msg.error?.message ?? ""}`.trim());
+        throw PlatformError.unavailable(
+          `anthropic stream error: ${msg.error?.type ?? "error"}: ${msg.error?.message ?? ""}`.trim(),
+        );
       default:
         // ping and event types added later are ignored
         break;
@@ -129,7 +144,9 @@ function toolCall(block: { id: string; name: string; json: string }): ToolCall {
  * The Messages API wants alternating user/assistant turns; tool results are
  * user-turn blocks. Consecutive messages of one side are merged.
  */
-export function toAnthropicMessages(messages: ModelMessage[]): Array<{ role: "user" | "assistant"; content: unknown[] }> {
+export function toAnthropicMessages(
+  messages: ModelMessage[],
+): Array<{ role: "user" | "assistant"; content: unknown[] }> {
   const out: Array<{ role: "user" | "assistant"; content: unknown[] }> = [];
   const push = (role: "user" | "assistant", blocks: unknown[]) => {
     if (blocks.length === 0) return;
@@ -140,7 +157,9 @@ export function toAnthropicMessages(messages: ModelMessage[]): Array<{ role: "us
   for (const m of messages) {
     if (m.role === "user") push("user", [{ type: "text", text: m.content }]);
     else if (m.role === "tool") {
-      push("user", [{ type: "tool_result", tool_use_id: m.toolUseId, content: m.content, ...(m.isError ? { is_error: true } : {}) }]);
+      push("user", [
+        { type: "tool_result", tool_use_id: m.toolUseId, content: m.content, ...(m.isError ? { is_error: true } : {}) },
+      ]);
     } else {
       push("assistant", [
         ...(m.content ? [{ type: "text", text: m.content }] : []),

@@ -20,7 +20,12 @@ export type Scenario =
   /** Streams slowly enough that aborting mid-way is observable. */
   | "abort";
 
-export type Arranged = { provider: ModelProvider; request: ModelRequest; expectedText?: string; cleanup?: () => Promise<void> };
+export type Arranged = {
+  provider: ModelProvider;
+  request: ModelRequest;
+  expectedText?: string;
+  cleanup?: () => Promise<void>;
+};
 
 /** Returns undefined when a scenario cannot apply (it is skipped with the reason). */
 export type ArrangeScenario = (scenario: Scenario) => Promise<Arranged | { skip: string }>;
@@ -30,7 +35,13 @@ export function baseRequest(content: string, model = "test-model"): ModelRequest
     model,
     system: "",
     messages: [{ role: "user", content }],
-    tools: [{ name: "bash", description: "run a command", inputSchema: { type: "object", properties: { command: { type: "string" } } } }],
+    tools: [
+      {
+        name: "bash",
+        description: "run a command",
+        inputSchema: { type: "object", properties: { command: { type: "string" } } },
+      },
+    ],
     maxTokens: 256,
   };
 }
@@ -58,16 +69,23 @@ export function modelProviderContract(name: string, arrange: ArrangeScenario): v
       }
     });
 
-  run("text", "a text reply streams as text events, with usage and a stop", async ({ provider, request, expectedText }) => {
-    const events = await drain(await provider.start(request, new AbortController().signal));
-    const text = events.filter((e) => e.type === "text");
-    assert.ok(text.length > 0);
-    if (expectedText !== undefined) assert.equal(text.map((e) => e.text).join(""), expectedText);
-    assert.equal(events.filter((e) => e.type === "tool_use").length, 0);
-    const usage = lastUsage(events);
-    assert.ok(usage && (usage.inputTokens ?? 0) > 0 && (usage.outputTokens ?? 0) > 0, "usage with input and output tokens");
-    assert.equal(events.at(-1)?.type, "stop");
-  });
+  run(
+    "text",
+    "a text reply streams as text events, with usage and a stop",
+    async ({ provider, request, expectedText }) => {
+      const events = await drain(await provider.start(request, new AbortController().signal));
+      const text = events.filter((e) => e.type === "text");
+      assert.ok(text.length > 0);
+      if (expectedText !== undefined) assert.equal(text.map((e) => e.text).join(""), expectedText);
+      assert.equal(events.filter((e) => e.type === "tool_use").length, 0);
+      const usage = lastUsage(events);
+      assert.ok(
+        usage && (usage.inputTokens ?? 0) > 0 && (usage.outputTokens ?? 0) > 0,
+        "usage with input and output tokens",
+      );
+      assert.equal(events.at(-1)?.type, "stop");
+    },
+  );
 
   run("tool", "a tool call arrives whole, with its parsed input", async ({ provider, request }) => {
     const events = await drain(await provider.start(request, new AbortController().signal));
@@ -80,14 +98,21 @@ export function modelProviderContract(name: string, arrange: ArrangeScenario): v
     assert.ok((lastUsage(events)?.outputTokens ?? 0) > 0);
   });
 
-  run("midStreamError", "a failure after the stream started is thrown by the iterator after the partial text", async ({ provider, request }) => {
-    const stream = await provider.start(request, new AbortController().signal);
-    const seen: ModelEvent[] = [];
-    await assert.rejects(async () => {
-      for await (const e of stream) seen.push(e);
-    });
-    assert.ok(seen.some((e) => e.type === "text"), "partial text came first");
-  });
+  run(
+    "midStreamError",
+    "a failure after the stream started is thrown by the iterator after the partial text",
+    async ({ provider, request }) => {
+      const stream = await provider.start(request, new AbortController().signal);
+      const seen: ModelEvent[] = [];
+      await assert.rejects(async () => {
+        for await (const e of stream) seen.push(e);
+      });
+      assert.ok(
+        seen.some((e) => e.type === "text"),
+        "partial text came first",
+      );
+    },
+  );
 
   run("unreachable", "an unreachable provider fails start() with unavailable", async ({ provider, request }) => {
     await assert.rejects(provider.start(request, new AbortController().signal), (err: unknown) => {
@@ -110,6 +135,9 @@ export function modelProviderContract(name: string, arrange: ArrangeScenario): v
       // ending by throwing is fine
     }
     assert.ok(seen.filter((e) => e.type === "text").length <= 2, "stopped soon after the abort");
-    assert.equal(seen.some((e) => e.type === "stop"), false);
+    assert.equal(
+      seen.some((e) => e.type === "stop"),
+      false,
+    );
   });
 }

@@ -14,7 +14,10 @@ modelProviderContract("dev", async (scenario) => {
     case "midStreamError":
       return { provider, request: baseRequest("/fail some words first") };
     case "abort":
-      return { provider, request: baseRequest("a fairly long message that the dev model streams back in several fragments of text") };
+      return {
+        provider,
+        request: baseRequest("a fairly long message that the dev model streams back in several fragments of text"),
+      };
     case "unreachable":
       return { skip: "the dev model runs in-process and is always reachable" };
   }
@@ -28,7 +31,8 @@ async function drain(content: string) {
 }
 
 test("dev: /bash, /read, /write and /ls map to the four tools", async () => {
-  const call = async (text: string) => (await drain(text)).find((e) => e.type === "tool_use") as Extract<ModelEvent, { type: "tool_use" }>;
+  const call = async (text: string) =>
+    (await drain(text)).find((e) => e.type === "tool_use") as Extract<ModelEvent, { type: "tool_use" }>;
   assert.deepEqual((await call("/bash echo hi")).call.input, { command: "echo hi" });
   assert.equal((await call("/read a.txt")).call.name, "read_file");
   assert.deepEqual((await call("/write a.txt some text")).call.input, { path: "a.txt", content: "some text" });
@@ -43,7 +47,8 @@ test("dev: summarizes a tool result with its exit code and output", async () => 
     { role: "tool", toolUseId: "t", content: '{"exitCode":2,"stdout":"hi\\n"}', isError: false },
   ];
   let text = "";
-  for await (const e of await new DevModel().start(request, new AbortController().signal)) if (e.type === "text") text += e.text;
+  for await (const e of await new DevModel().start(request, new AbortController().signal))
+    if (e.type === "text") text += e.text;
   assert.equal(text, "The command exited with code 2.\nOutput:\nhi\n");
 });
 

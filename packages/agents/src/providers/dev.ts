@@ -54,12 +54,15 @@ function decide(last: ModelMessage | undefined, position: number): Reply {
   if (last.role === "tool") return { text: summarize(last.content, last.isError) };
   const text = last.content.trim();
   let m: RegExpExecArray | null;
-  if ((m = /^(?:run:|\/bash)\s+([\s\S]+)$/.exec(text))) return { text: "", call: { id, name: "bash", input: { command: m[1]!.trim() } } };
-  if ((m = /^\/read\s+(\S+)\s*$/.exec(text))) return { text: "", call: { id, name: "read_file", input: { path: m[1]! } } };
+  if ((m = /^(?:run:|\/bash)\s+([\s\S]+)$/.exec(text)))
+    return { text: "", call: { id, name: "bash", input: { command: m[1]!.trim() } } };
+  if ((m = /^\/read\s+(\S+)\s*$/.exec(text)))
+    return { text: "", call: { id, name: "read_file", input: { path: m[1]! } } };
   if ((m = /^\/write\s+(\S+)\s([\s\S]*)$/.exec(text))) {
     return { text: "", call: { id, name: "write_file", input: { path: m[1]!, content: m[2]! } } };
   }
-  if ((m = /^\/ls(?:\s+(\S+))?\s*$/.exec(text))) return { text: "", call: { id, name: "list_files", input: { path: m[1] ?? "." } } };
+  if ((m = /^\/ls(?:\s+(\S+))?\s*$/.exec(text)))
+    return { text: "", call: { id, name: "list_files", input: { path: m[1] ?? "." } } };
   if ((m = /^\/fail\s*([\s\S]*)$/.exec(text))) return { text: m[1] ?? "", fail: true };
   return { text: `echo: ${text}` };
 }
@@ -79,7 +82,8 @@ function summarize(content: string, isError: boolean): string {
 }
 
 function messageText(m: ModelMessage): string {
-  if (m.role === "assistant") return m.content + m.toolCalls.map((c) => ` ${c.name} ${JSON.stringify(c.input)}`).join("");
+  if (m.role === "assistant")
+    return m.content + m.toolCalls.map((c) => ` ${c.name} ${JSON.stringify(c.input)}`).join("");
   return m.content;
 }
 

@@ -22,7 +22,13 @@ export async function postForStream(
       signal,
     });
   } catch (err) {
-    throw new PlatformError(Code.Unavailable, "unavailable", `model provider ${provider} is unreachable`, {}, { cause: err });
+    throw new PlatformError(
+      Code.Unavailable,
+      "unavailable",
+      `model provider ${provider} is unreachable`,
+      {},
+      { cause: err },
+    );
   }
   if (!response.ok || !response.body) {
     const detail = await response.text().catch(() => "");

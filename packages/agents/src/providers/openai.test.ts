@@ -65,11 +65,18 @@ modelProviderContract("openai", async (scenario) => {
     case "midStreamError":
       server.push({
         kind: "sse",
-        frames: [chunk({ role: "assistant", content: "" }), chunk({ content: "Partial" }), dataOnly({ error: { message: "upstream failed", type: "server_error" } })],
+        frames: [
+          chunk({ role: "assistant", content: "" }),
+          chunk({ content: "Partial" }),
+          dataOnly({ error: { message: "upstream failed", type: "server_error" } }),
+        ],
       });
       return { provider: provider(), request: baseRequest("hi") };
     case "abort":
-      server.push({ kind: "sse", frames: [...Array.from({ length: 50 }, (_, i) => chunk({ content: `w${i} ` })), chunk({}, "stop"), done] });
+      server.push({
+        kind: "sse",
+        frames: [...Array.from({ length: 50 }, (_, i) => chunk({ content: `w${i} ` })), chunk({}, "stop"), done],
+      });
       return { provider: provider(), request: baseRequest("hi") };
     case "unreachable":
       return { provider: new OpenAIProvider({ baseUrl: await deadUrl() }), request: baseRequest("hi") };
@@ -103,7 +110,10 @@ test("openai: parallel tool calls are assembled by index", async () => {
       { id: "call_b", name: "read_file", input: { path: "a.txt" } },
     ],
   );
-  assert.deepEqual(events.find((e) => e.type === "usage"), { type: "usage", inputTokens: 5, outputTokens: 6 });
+  assert.deepEqual(
+    events.find((e) => e.type === "usage"),
+    { type: "usage", inputTokens: 5, outputTokens: 6 },
+  );
 });
 
 test("openai: request asks for usage, sends tools as functions, and Authorization only with a key", async () => {
@@ -124,18 +134,37 @@ test("openai: request asks for usage, sends tools as functions, and Authorizatio
 test("openai: a usage chunk with choices null (vLLM) is accepted", async () => {
   server.push({
     kind: "sse",
-    frames: [chunk({ content: "ok" }, "stop"), dataOnly({ id: "x", object: "chat.completion.chunk", choices: null, usage: { prompt_tokens: 3, completion_tokens: 1 } }), done],
+    frames: [
+      chunk({ content: "ok" }, "stop"),
+      dataOnly({
+        id: "x",
+        object: "chat.completion.chunk",
+        choices: null,
+        usage: { prompt_tokens: 3, completion_tokens: 1 },
+      }),
+      done,
+    ],
   });
   const events = await drain(await provider().start(baseRequest("hi"), new AbortController().signal));
-  assert.deepEqual(events.find((e) => e.type === "usage"), { type: "usage", inputTokens: 3, outputTokens: 1 });
+  assert.deepEqual(
+    events.find((e) => e.type === "usage"),
+    { type: "usage", inputTokens: 3, outputTokens: 1 },
+  );
 });
 
 test("openai: a stream cut before it finished is an error; an HTTP 401 before it is unavailable", async () => {
   server.push({ kind: "sse", frames: [chunk({ content: "Par" })], cut: true });
   const stream = await provider().start(baseRequest("hi"), new AbortController().signal);
   await assert.rejects(drain(stream));
-  server.push({ kind: "status", status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } } });
-  await assert.rejects(provider("bad").start(baseRequest("hi"), new AbortController().signal), /HTTP 401: Incorrect API key/);
+  server.push({
+    kind: "status",
+    status: 401,
+    body: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } },
+  });
+  await assert.rejects(
+    provider("bad").start(baseRequest("hi"), new AbortController().signal),
+    /HTTP 401: Incorrect API key/,
+  );
 });
 
 test("openai: history maps tool calls and tool results to the chat format", () => {
@@ -147,7 +176,11 @@ test("openai: history maps tool calls and tool results to the chat format", () =
     ]),
     [
       { role: "user", content: "a" },
-      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "bash", arguments: '{"command":"x"}' } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "bash", arguments: '{"command":"x"}' } }],
+      },
       { role: "tool", tool_call_id: "c1", content: "r" },
     ],
   );

@@ -70,7 +70,9 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
     }
     if (chunk.error) {
       const e = chunk.error;
-      throw PlatformError.unavailable(`openai stream error: ${typeof e === "string" ? e : (e.message ?? e.type ?? "error")}`);
+      throw PlatformError.unavailable(
+        `openai stream error: ${typeof e === "string" ? e : (e.message ?? e.type ?? "error")}`,
+      );
     }
     // Some servers (vLLM) send `choices: null` on the usage-only chunk.
     for (const choice of chunk.choices ?? []) {
@@ -87,7 +89,11 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
       if (choice.finish_reason) finish = choice.finish_reason;
     }
     if (chunk.usage) {
-      yield { type: "usage", inputTokens: chunk.usage.prompt_tokens ?? 0, outputTokens: chunk.usage.completion_tokens ?? 0 };
+      yield {
+        type: "usage",
+        inputTokens: chunk.usage.prompt_tokens ?? 0,
+        outputTokens: chunk.usage.completion_tokens ?? 0,
+      };
     }
   }
   if (!done && !finish) throw PlatformError.unavailable("openai stream ended before it finished");
@@ -107,7 +113,11 @@ function toToolCall(call: PendingCall, index: number): ToolCall {
     }
   }
   const object = typeof input === "object" && input !== null && !Array.isArray(input);
-  return { id: call.id || `call_${index}`, name: call.name, input: object ? (input as Record<string, unknown>) : { value: input } };
+  return {
+    id: call.id || `call_${index}`,
+    name: call.name,
+    input: object ? (input as Record<string, unknown>) : { value: input },
+  };
 }
 
 export function toOpenAIMessages(system: string, messages: ModelMessage[]): unknown[] {

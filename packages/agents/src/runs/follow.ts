@@ -2,6 +2,7 @@ import { PlatformError } from "@platform/errors";
 import { isTerminal, type SessionEvent } from "../domain/model.ts";
 import type { Store } from "../domain/store.ts";
 import type { EventHub, Listener } from "./hub.ts";
+import type { Reaper } from "./reaper.ts";
 
 export type FollowOptions = {
   signal?: AbortSignal;
@@ -14,6 +15,9 @@ export type FollowOptions = {
 
 type Poll = { timer: NodeJS.Timeout; followers: number; busy: boolean };
 
+/** Stored events read at a time when a follower catches up with the log. */
+const REPLAY_PAGE = 1000;
+
 /**
  * Streams a session's events to its followers: the stored ones, then live
  * ones until the terminal event of the session's active run. With no active
@@ -24,7 +28,9 @@ type Poll = { timer: NodeJS.Timeout; followers: number; busy: boolean };
  * An idle follower costs no work: a run of this process publishes every
  * event (and its end) through the hub; for a run on another replica, its
  * notifications wake the followers, and one poll per session (not per
- * follower) catches a missed notification or a replica that died mid-run.
+ * follower) catches a missed notification or a replica that died mid-run:
+ * a run whose lease lapsed without its terminal event is ended there and
+ * then (Reaper), so its followers get that end instead of silence.
  */
 export class Followers {
   readonly #polls = new Map<string, Poll>();
@@ -34,9 +40,15 @@ export class Followers {
     private readonly hub: EventHub,
     /** How often a session followed here re-reads its state while another replica runs it. */
     private readonly pollMs: number,
+    private readonly reaper?: Reaper,
   ) {}
 
-  async *follow(orgId: string, sessionId: string, after: number, options: FollowOptions = {}): AsyncGenerator<SessionEvent> {
+  async *follow(
+    orgId: string,
+    sessionId: string,
+    after: number,
+    options: FollowOptions = {},
+  ): AsyncGenerator<SessionEvent> {
     const { store } = this;
     const inbox: SessionEvent[] = [];
     let last = after;
@@ -55,22 +67,30 @@ export class Followers {
         wake?.();
       },
     };
-    const { unstored, unsubscribe } = this.hub.subscribe(sessionId, listener);
-    // Published before we listened and not stored yet: the log will not have them.
-    inbox.push(...unstored);
+    // Before the read: an event is either in the log read below or published after this.
+    const unsubscribe = this.hub.subscribe(sessionId, listener);
     const onAbort = () => wake?.();
     options.signal?.addEventListener("abort", onAbort, { once: true });
     let unwatch: (() => void) | undefined;
     try {
-      const read = await store.readLog(orgId, sessionId, last);
+      const read = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
       if (!read) throw PlatformError.notFound("session not found");
-      runId ??= read.session.activeRunId;
-      for (const event of read.events) {
-        yield event;
-        last = event.seq;
-        if (runId && event.runId === runId && isTerminal(event)) return;
+      runId ??= read.session.activeRunId ?? read.session.lapsedRunId;
+      // The stored log in pages: a long one is never one big read and parse.
+      for (let page = read.events; ; ) {
+        for (const event of page) {
+          yield event;
+          last = event.seq;
+          if (runId && event.runId === runId && isTerminal(event)) return;
+        }
+        if (page.length < REPLAY_PAGE) break;
+        const more = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
+        if (!more) return;
+        page = more.events;
       }
       if (!runId) return;
+      // A dead run: the loop's read ends it.
+      if (read.session.lapsedRunId === runId) dirty = true;
       unwatch = this.#watch(orgId, sessionId);
       while (!options.signal?.aborted) {
         let fresh: SessionEvent[] | undefined;
@@ -89,9 +109,15 @@ export class Followers {
           const now = await store.readLog(orgId, sessionId, last);
           if (!now) return;
           fresh = now.events;
-          // A run that vanished without a terminal event (its replica died
-          // and the lease lapsed) must not hold followers forever.
-          if (fresh.length === 0 && now.session.activeRunId !== runId) return;
+          const ended = fresh.some((e) => e.runId === runId && isTerminal(e));
+          if (!ended && now.session.lapsedRunId === runId && this.reaper) {
+            // Its replica died: end it, then read its end (or another reaper's).
+            const reaped = await this.reaper.endIfLapsed(sessionId, runId).catch(() => false);
+            if (reaped) dirty = true;
+          } else if (!ended && fresh.length === 0 && now.session.activeRunId !== runId) {
+            // Released without a terminal event: nothing more will come.
+            return;
+          }
         }
         for (const event of fresh) {
           yield event;
@@ -110,7 +136,11 @@ export class Followers {
   #watch(orgId: string, sessionId: string): () => void {
     let poll = this.#polls.get(sessionId);
     if (!poll) {
-      const created: Poll = { timer: setInterval(() => void this.#poll(orgId, sessionId, created), this.pollMs), followers: 0, busy: false };
+      const created: Poll = {
+        timer: setInterval(() => void this.#poll(orgId, sessionId, created), this.pollMs),
+        followers: 0,
+        busy: false,
+      };
       created.timer.unref();
       this.#polls.set(sessionId, created);
       poll = created;
@@ -130,7 +160,10 @@ export class Followers {
     poll.busy = true;
     try {
       const session = await this.store.getSession(orgId, sessionId);
-      this.hub.changed(sessionId, session ? { lastSeq: session.lastSeq, activeRunId: session.activeRunId } : { lastSeq: 0 });
+      this.hub.changed(
+        sessionId,
+        session ? { lastSeq: session.lastSeq, activeRunId: session.activeRunId } : { lastSeq: 0 },
+      );
     } catch {
       // The database did not answer: the next poll asks again.
     } finally {

@@ -36,13 +36,29 @@ test("text fragments and tool calls of one model turn join into one assistant me
 });
 
 test("a tool call without a result (cancelled run) gets an error result", () => {
-  const history = historyOf([ev("user", "go"), ev("tool_use", toolUseContent("bash", { command: "sleep 99" }), "t9"), ev("error", "cancelled"), ev("user", "again")]);
-  assert.deepEqual(history[2], { role: "tool", toolUseId: "t9", content: '{"error":"the tool call did not complete"}', isError: true });
+  const history = historyOf([
+    ev("user", "go"),
+    ev("tool_use", toolUseContent("bash", { command: "sleep 99" }), "t9"),
+    ev("error", "cancelled"),
+    ev("user", "again"),
+  ]);
+  assert.deepEqual(history[2], {
+    role: "tool",
+    toolUseId: "t9",
+    content: '{"error":"the tool call did not complete"}',
+    isError: true,
+  });
   assert.deepEqual(history[3], { role: "user", content: "again" });
 });
 
 test("client messages pass through; runs that produced nothing leave no empty assistant turn", () => {
-  const history = historyOf([ev("user", "a"), ev("error", "unreachable"), ev("user", "b"), ev("assistant", "prior answer"), ev("tool", "client result", "c1", true)]);
+  const history = historyOf([
+    ev("user", "a"),
+    ev("error", "unreachable"),
+    ev("user", "b"),
+    ev("assistant", "prior answer"),
+    ev("tool", "client result", "c1", true),
+  ]);
   assert.deepEqual(history, [
     { role: "user", content: "a" },
     { role: "user", content: "b" },

@@ -13,7 +13,8 @@ export function historyOf(events: readonly SessionEvent[]): ModelMessage[] {
   let open: Extract<ModelMessage, { role: "assistant" }> | undefined;
   const pending = new Set<string>();
   const settle = () => {
-    for (const id of pending) out.push({ role: "tool", toolUseId: id, content: '{"error":"the tool call did not complete"}', isError: true });
+    for (const id of pending)
+      out.push({ role: "tool", toolUseId: id, content: '{"error":"the tool call did not complete"}', isError: true });
     pending.clear();
   };
   for (const e of events) {
@@ -73,7 +74,8 @@ export function toolUseContent(name: string, input: Record<string, unknown>): st
 function parseToolUse(content: string): { name: string; input: Record<string, unknown> } {
   try {
     const parsed = JSON.parse(content) as { name?: unknown; input?: unknown };
-    const input = typeof parsed.input === "object" && parsed.input !== null ? (parsed.input as Record<string, unknown>) : {};
+    const input =
+      typeof parsed.input === "object" && parsed.input !== null ? (parsed.input as Record<string, unknown>) : {};
     return { name: typeof parsed.name === "string" ? parsed.name : "unknown", input };
   } catch {
     return { name: "unknown", input: {} };

@@ -5,7 +5,7 @@ export type LogState = { lastSeq: number; activeRunId?: string };
 
 /** One follower of a session, as the hub sees it. */
 export type Listener = {
-  /** A published event, in seq order (it may not be stored yet). */
+  /** A published event, in seq order (it is in the log already). */
   event(event: SessionEvent): void;
   /**
    * The log changed in a way only the database can tell: with a state, as
@@ -17,46 +17,45 @@ export type Listener = {
 
 type Channel = {
   listeners: Set<Listener>;
-  /** The local run writing this session: its published events not yet stored. */
-  unstored?: () => readonly SessionEvent[];
+  /** The local run writing this session, if any. */
+  writer?: symbol;
 };
 
 /**
  * In-process fan-out of a session's events, per session. A local run
- * publishes each event before it is stored (its unstored tail stays readable
- * here, so a follower that joins late misses nothing); the log stays the
- * source of truth, so a listener that misses an event can read it back.
+ * publishes each event once it is stored (runs/run-log.ts), so a follower
+ * that subscribes, then reads the log, misses nothing: an event is either in
+ * what it read or published after it subscribed. The log is the source of
+ * truth; a listener that misses an event reads it back.
  */
 export class EventHub {
   readonly #channels = new Map<string, Channel>();
 
-  /** Listens to a session; returns its unstored tail as of now (read it after the log) and the unsubscribe. */
-  subscribe(sessionId: string, listener: Listener): { unstored: readonly SessionEvent[]; unsubscribe: () => void } {
+  /** Listens to a session; subscribe before reading the log. Returns the unsubscribe. */
+  subscribe(sessionId: string, listener: Listener): () => void {
     const channel = this.#channel(sessionId);
     channel.listeners.add(listener);
-    return {
-      unstored: channel.unstored?.().slice() ?? [],
-      unsubscribe: () => {
-        channel.listeners.delete(listener);
-        this.#release(sessionId, channel);
-      },
+    return () => {
+      channel.listeners.delete(listener);
+      this.#release(sessionId, channel);
     };
   }
 
   /** Registers the local run writing a session; returns its detach. */
-  attachWriter(sessionId: string, unstored: () => readonly SessionEvent[]): () => void {
+  attachWriter(sessionId: string): () => void {
     const channel = this.#channel(sessionId);
-    channel.unstored = unstored;
+    const writer = Symbol(sessionId);
+    channel.writer = writer;
     return () => {
-      if (channel.unstored !== unstored) return;
-      channel.unstored = undefined;
+      if (channel.writer !== writer) return;
+      channel.writer = undefined;
       this.#release(sessionId, channel);
     };
   }
 
   /** Whether a run of this process writes the session (its followers need no polling). */
   hasWriter(sessionId: string): boolean {
-    return this.#channels.get(sessionId)?.unstored !== undefined;
+    return this.#channels.get(sessionId)?.writer !== undefined;
   }
 
   publish(sessionId: string, events: readonly SessionEvent[]): void {
@@ -84,6 +83,7 @@ export class EventHub {
   }
 
   #release(sessionId: string, channel: Channel): void {
-    if (channel.listeners.size === 0 && !channel.unstored && this.#channels.get(sessionId) === channel) this.#channels.delete(sessionId);
+    if (channel.listeners.size === 0 && !channel.writer && this.#channels.get(sessionId) === channel)
+      this.#channels.delete(sessionId);
   }
 }

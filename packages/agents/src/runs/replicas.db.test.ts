@@ -51,7 +51,9 @@ async function replica(database: Database<AgentsDB>, url: string, identityUrl: s
   return { app, agents: createClient(AgentService, transport), sessions: createClient(SessionService, transport) };
 }
 
-describe("replicas", { skip: process.env.TEST_DB === "pglite" ? "PGlite is one process: there are no other replicas" : false }, () => {
+describe("replicas", {
+  skip: process.env.TEST_DB === "pglite" ? "PGlite is one process: there are no other replicas" : false,
+}, () => {
   before(async () => {
     shared = await createTestDatabase<AgentsDB>();
     const identityUrl = await identity.start();
@@ -82,8 +84,15 @@ describe("replicas", { skip: process.env.TEST_DB === "pglite" ? "PGlite is one p
     const { a, b, auth, session } = await onReplicaA("r");
     const step = gate();
     const hold = gate();
-    model.push([{ type: "text", text: "one" }, { type: "wait", until: step.promise }, { type: "text", text: "two" }, { type: "wait", until: hold.promise }]);
-    const run = a.sessions.sendMessages({ id: session!.id, messages: [{ role: "user", content: "go" }] }, auth)[Symbol.asyncIterator]();
+    model.push([
+      { type: "text", text: "one" },
+      { type: "wait", until: step.promise },
+      { type: "text", text: "two" },
+      { type: "wait", until: hold.promise },
+    ]);
+    const run = a.sessions
+      .sendMessages({ id: session!.id, messages: [{ role: "user", content: "go" }] }, auth)
+      [Symbol.asyncIterator]();
     assert.equal((await run.next()).value?.content, "one");
 
     const follower = b.sessions.streamEvents({ id: session!.id, after: 1n }, auth)[Symbol.asyncIterator]();
@@ -93,14 +102,21 @@ describe("replicas", { skip: process.env.TEST_DB === "pglite" ? "PGlite is one p
 
     await assert.rejects(
       (async () => {
-        for await (const _ of b.sessions.sendMessages({ id: session!.id, messages: [{ role: "user", content: "also" }] }, auth));
+        for await (const _ of b.sessions.sendMessages(
+          { id: session!.id, messages: [{ role: "user", content: "also" }] },
+          auth,
+        ));
       })(),
       (err: unknown) => ConnectError.from(err).code === Code.Aborted,
     );
 
     assert.equal((await b.sessions.cancelRun({ id: session!.id }, auth)).cancelled, true);
     const last = await follower.next();
-    assert.equal((last.value as SessionEvent | undefined)?.type, "error", "replica A saw the cancel flag and ended the run");
+    assert.equal(
+      (last.value as SessionEvent | undefined)?.type,
+      "error",
+      "replica A saw the cancel flag and ended the run",
+    );
     assert.equal((await follower.next()).done, true);
     hold.open();
     const rest: SessionEvent[] = [];
@@ -116,7 +132,13 @@ describe("replicas", { skip: process.env.TEST_DB === "pglite" ? "PGlite is one p
     const start = gate();
     const middle = gate();
     const words = Array.from({ length: 40 }, (_, i) => ({ type: "text" as const, text: `w${i} ` }));
-    model.push([words[0]!, { type: "wait", until: start.promise }, ...words.slice(1, 20), { type: "wait", until: middle.promise }, ...words.slice(20)]);
+    model.push([
+      words[0]!,
+      { type: "wait", until: start.promise },
+      ...words.slice(1, 20),
+      { type: "wait", until: middle.promise },
+      ...words.slice(20),
+    ]);
     const run = a.sessions.sendMessages({ id: session!.id, messages: [user("go")] }, auth)[Symbol.asyncIterator]();
     const sent = [(await run.next()).value as SessionEvent];
     const follower = b.sessions.streamEvents({ id: session!.id, after: 0n }, auth)[Symbol.asyncIterator]();

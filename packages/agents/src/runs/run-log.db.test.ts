@@ -4,14 +4,13 @@ import type { SessionEvent } from "@platform/gen/agents/v1/agents_pb";
 import { collect, type Harness, startHarness } from "../testing/harness.ts";
 import { gate } from "../testing/scripted-model.ts";
 
-// A run publishes each event at once and stores its events in batches. The
-// flush interval here is a minute, so nothing is stored by the timer: what
-// the log holds was stored at a model call, at the turn's end, on a cancel
-// or on a failure.
+// A run stores each event before it publishes it (grouping what arrives
+// while a store is out): whatever a client was streamed is in the log with
+// the same seq, content and time, at every moment of the run.
 
 let h: Harness;
 before(async () => {
-  h = await startHarness({ flushMs: 60_000, runLeaseMs: 5000 });
+  h = await startHarness({ runLeaseMs: 5000 });
 });
 after(async () => {
   await h?.close();
@@ -19,7 +18,10 @@ after(async () => {
 
 async function newSession() {
   const caller = h.identity.caller();
-  const { agent } = await h.agents.createAgent({ name: "b", slug: `b-${Math.random()}`, model: "scripted/x", systemPrompt: "" }, h.as(caller));
+  const { agent } = await h.agents.createAgent(
+    { name: "b", slug: `b-${Math.random()}`, model: "scripted/x", systemPrompt: "" },
+    h.as(caller),
+  );
   const { session } = await h.sessions.createSession({ agentId: agent!.id }, h.as(caller));
   return { caller, id: session!.id };
 }
@@ -27,7 +29,17 @@ async function newSession() {
 const user = (content: string) => ({ role: "user", content });
 const types = (events: SessionEvent[]) => events.map((e) => e.type);
 /** Everything a replay must repeat of a live event. */
-const shape = (e: SessionEvent) => [e.seq, e.type, e.content, e.toolUseId, e.isError, e.tokensIn, e.tokensOut, e.createdAt?.seconds, e.createdAt?.nanos];
+const shape = (e: SessionEvent) => [
+  e.seq,
+  e.type,
+  e.content,
+  e.toolUseId,
+  e.isError,
+  e.tokensIn,
+  e.tokensOut,
+  e.createdAt?.seconds,
+  e.createdAt?.nanos,
+];
 
 async function rest(it: AsyncIterator<SessionEvent>): Promise<SessionEvent[]> {
   const out: SessionEvent[] = [];
@@ -39,18 +51,27 @@ async function logOf(s: { id: string; caller: { token: string } }): Promise<Sess
   return (await h.sessions.getSession({ id: s.id }, h.as(s.caller))).events;
 }
 
-describe("publish first, store in batches", () => {
-  test("fragments stream before they are stored; a late follower gets them from the hub; the log then replays the same seqs, contents and times", async () => {
+describe("store first, then publish", () => {
+  test("a streamed fragment is in the log already; a late follower gets the same; the log replays the same seqs, contents and times", async () => {
     const s = await newSession();
     const hold = gate();
-    h.scripted.push([{ type: "text", text: "a" }, { type: "text", text: "b" }, { type: "wait", until: hold.promise }, { type: "text", text: "c" }]);
+    h.scripted.push([
+      { type: "text", text: "a" },
+      { type: "text", text: "b" },
+      { type: "wait", until: hold.promise },
+      { type: "text", text: "c" },
+    ]);
     const live = h.sessions.sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller))[Symbol.asyncIterator]();
     const first = [(await live.next()).value!, (await live.next()).value!];
     assert.deepEqual(
       first.map((e) => e.content),
       ["a", "b"],
     );
-    assert.deepEqual(types(await logOf(s)), ["user"], "the fragments are not stored yet");
+    assert.deepEqual(
+      (await logOf(s)).map(shape),
+      [(await logOf(s))[0]!, ...first].map(shape),
+      "what the client was streamed is stored, as streamed",
+    );
 
     const late = h.sessions.streamEvents({ id: s.id, after: 0n }, h.as(s.caller))[Symbol.asyncIterator]();
     const joined = [(await late.next()).value!, (await late.next()).value!, (await late.next()).value!];
@@ -67,7 +88,11 @@ describe("publish first, store in batches", () => {
     const events = [...first, ...(await rest(live))];
     const lateRest = await rest(late);
     assert.deepEqual(types(events), ["text", "text", "text", "done"]);
-    assert.deepEqual(events.map(shape), [...joined.slice(1), ...lateRest].map(shape), "the late follower saw what the sender saw");
+    assert.deepEqual(
+      events.map(shape),
+      [...joined.slice(1), ...lateRest].map(shape),
+      "the late follower saw what the sender saw",
+    );
     const log = await logOf(s);
     assert.deepEqual(log.slice(1).map(shape), events.map(shape), "stored at the turn's end, as streamed");
     for (const [i, e] of log.entries()) assert.equal(e.seq, BigInt(i + 1));
@@ -78,9 +103,13 @@ describe("publish first, store in batches", () => {
   test("every fragment is its own event, in order, nothing lost", async () => {
     const s = await newSession();
     const words = Array.from({ length: 50 }, (_, i) => `w${i} `);
-    h.scripted.push([...words.map((text) => ({ type: "text" as const, text })), { type: "tool_use", call: { id: "c", name: "list_files", input: {} } }], [
-      { type: "text", text: "after" },
-    ]);
+    h.scripted.push(
+      [
+        ...words.map((text) => ({ type: "text" as const, text })),
+        { type: "tool_use", call: { id: "c", name: "list_files", input: {} } },
+      ],
+      [{ type: "text", text: "after" }],
+    );
     const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller)));
     assert.deepEqual(
       events.slice(0, 50).map((e) => e.content),
@@ -90,14 +119,18 @@ describe("publish first, store in batches", () => {
     assert.deepEqual((await logOf(s)).slice(1).map(shape), events.map(shape));
   });
 
-  test("a cancel stores the unstored fragments before the error event", async () => {
+  test("a cancel ends the run with an error event after the stored fragments", async () => {
     const s = await newSession();
     const hold = gate();
-    h.scripted.push([{ type: "text", text: "one" }, { type: "text", text: "two" }, { type: "wait", until: hold.promise }]);
+    h.scripted.push([
+      { type: "text", text: "one" },
+      { type: "text", text: "two" },
+      { type: "wait", until: hold.promise },
+    ]);
     const live = h.sessions.sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller))[Symbol.asyncIterator]();
     await live.next();
     await live.next();
-    assert.deepEqual(types(await logOf(s)), ["user"]);
+    assert.deepEqual(types(await logOf(s)), ["user", "text", "text"]);
     await h.sessions.cancelRun({ id: s.id }, h.as(s.caller));
     const end = await rest(live);
     hold.open();
@@ -117,20 +150,32 @@ describe("publish first, store in batches", () => {
 
   test("a model failure mid-stream stores the partial output before the error event", async () => {
     const s = await newSession();
-    h.scripted.push([{ type: "text", text: "partial" }, { type: "text", text: " more" }, { type: "throw", message: "the model went away" }]);
+    h.scripted.push([
+      { type: "text", text: "partial" },
+      { type: "text", text: " more" },
+      { type: "throw", message: "the model went away" },
+    ]);
     const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller)));
     assert.deepEqual(types(events), ["text", "text", "error"]);
     assert.deepEqual((await logOf(s)).slice(1).map(shape), events.map(shape));
   });
 
-  test("a shutdown stores the unstored fragments with the error event", async () => {
+  test("a shutdown ends the run with an error event after its stored fragments", async () => {
     const other = await h.replica();
     const caller = h.identity.caller();
-    const { agent } = await other.agents.createAgent({ name: "s", slug: "shutdown", model: "scripted/x", systemPrompt: "" }, h.as(caller));
+    const { agent } = await other.agents.createAgent(
+      { name: "s", slug: "shutdown", model: "scripted/x", systemPrompt: "" },
+      h.as(caller),
+    );
     const { session } = await other.sessions.createSession({ agentId: agent!.id }, h.as(caller));
     const hold = gate();
-    h.scripted.push([{ type: "text", text: "kept" }, { type: "wait", until: hold.promise }]);
-    const live = other.sessions.sendMessages({ id: session!.id, messages: [user("go")] }, h.as(caller))[Symbol.asyncIterator]();
+    h.scripted.push([
+      { type: "text", text: "kept" },
+      { type: "wait", until: hold.promise },
+    ]);
+    const live = other.sessions
+      .sendMessages({ id: session!.id, messages: [user("go")] }, h.as(caller))
+      [Symbol.asyncIterator]();
     assert.equal((await live.next()).value?.content, "kept");
     await other.app.stop();
     hold.open();
@@ -144,8 +189,15 @@ describe("publish first, store in batches", () => {
     const b = await h.replica();
     try {
       const hold = gate();
-      h.scripted.push([{ type: "text", text: "x" }, { type: "wait", until: hold.promise }, { type: "text", text: "y" }, { type: "text", text: "z" }]);
-      const live = h.sessions.sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller))[Symbol.asyncIterator]();
+      h.scripted.push([
+        { type: "text", text: "x" },
+        { type: "wait", until: hold.promise },
+        { type: "text", text: "y" },
+        { type: "text", text: "z" },
+      ]);
+      const live = h.sessions
+        .sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller))
+        [Symbol.asyncIterator]();
       const first = (await live.next()).value!;
       const follower = b.sessions.streamEvents({ id: s.id, after: 0n }, h.as(s.caller))[Symbol.asyncIterator]();
       assert.equal((await follower.next()).value?.type, "user", "B reads what is stored");

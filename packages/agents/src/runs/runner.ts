@@ -3,13 +3,15 @@ import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import type { Agent, AuthContext, MessageInput, NewEvent, Session } from "../domain/model.ts";
 import type { Sandboxes } from "../domain/ports.ts";
+import { readWholeLog } from "../domain/log-pages.ts";
 import type { Store } from "../domain/store.ts";
 import type { ModelEvent, ModelRequest, ToolCall } from "../providers/provider.ts";
 import type { ProviderRegistry } from "../providers/registry.ts";
 import type { Toolbox, ToolResult } from "../tools/toolbox.ts";
 import { historyOf, toolUseContent } from "./history.ts";
 import type { EventHub } from "./hub.ts";
-import { RunLog } from "./run-log.ts";
+import type { Reaper } from "./reaper.ts";
+import { type LogFailure, RunLog } from "./run-log.ts";
 import { ToolOutput } from "./tool-output.ts";
 
 export type RunnerOptions = {
@@ -18,26 +20,37 @@ export type RunnerOptions = {
   /** Model calls in one run (each tool round is one more); past it the run ends with an error. */
   maxModelCalls: number;
   maxTokens: number;
-  /** How long a published event may wait to be stored (batched with the ones after it). */
-  flushMs: number;
+  /**
+   * This process's tag on the runs it starts, `<replica>#<process>` (see
+   * DeadRunsBy): a restarted replica ends its predecessor's runs at once.
+   */
+  owner: string;
+  /**
+   * How long a send waits for the database to store its messages before it
+   * answers 503 (the run then ends with an error once the database is back).
+   */
+  storePatienceMs?: number;
+  /** How long a shutdown waits for runs to store their terminal events before it gives up on them. */
+  stopPatienceMs?: number;
 };
 
 export type StartedRun = { runId: string; session: Session; lastMessageSeq: number };
 
-type Active = { runId: string; abort: AbortController };
+type Active = { runId: string; abort: AbortController; log: RunLog };
 
 /**
  * Runs turns: takes the session (one run at a time), appends the client's
- * messages, calls the model, dispatches tool calls and publishes every
- * produced event at once, storing it in the log within `flushMs` (see
- * RunLog). A run is detached from the request
- * that started it: it goes on when the client disconnects and ends only with
- * `done`, `error` or an explicit cancel.
+ * messages, calls the model, dispatches tool calls and stores every
+ * produced event, publishing it once stored (see RunLog). A run is detached
+ * from the request that started it: it goes on when the client disconnects
+ * and ends only with `done`, `error` or an explicit cancel; a run whose
+ * process died is ended by the Reaper.
  */
 export class Runner {
   readonly #active = new Map<string, Active>();
   readonly #running = new Set<Promise<void>>();
   #stopping = false;
+  #reaper: Reaper | undefined;
 
   constructor(
     private readonly store: Store,
@@ -48,6 +61,17 @@ export class Runner {
     private readonly options: RunnerOptions,
     private readonly logger: Logger,
   ) {}
+
+  /** The reaper that ends a dead run holding a session this runner wants. */
+  useReaper(reaper: Reaper): void {
+    this.#reaper = reaper;
+  }
+
+  /** Whether `runId` is a run of this process. */
+  isLocal(runId: string): boolean {
+    for (const active of this.#active.values()) if (active.runId === runId) return true;
+    return false;
+  }
 
   /**
    * Starts a run. Resolves once the model accepted the first call; throws
@@ -66,41 +90,83 @@ export class Runner {
     const runId = randomUUID();
     // The run outlives its request; its log lines keep the request's ids.
     const logger = (requestLogger ?? this.logger).child({ sessionId, runId });
-    const taken = await this.store.acquireRun(auth.orgId, sessionId, runId, this.options.leaseMs);
+    let taken = await this.store.acquireRun(auth.orgId, sessionId, runId, this.options.leaseMs, this.options.owner);
+    // A run whose process died still holds the session: end it, then take it.
+    if (
+      !taken.ok &&
+      "lapsed" in taken &&
+      taken.lapsed &&
+      this.#reaper &&
+      (await this.#reaper.endIfLapsed(sessionId, taken.activeRunId))
+    ) {
+      logger.info({ deadRunId: taken.activeRunId }, "ended the session's dead run");
+      taken = await this.store.acquireRun(auth.orgId, sessionId, runId, this.options.leaseMs, this.options.owner);
+    }
     if (!taken.ok) {
       if ("missing" in taken) throw PlatformError.notFound("session not found");
-      throw new PlatformError(Code.Aborted, "aborted", `session ${sessionId} has an active run ${taken.activeRunId}; wait for it to end or cancel it`, {
-        activeRunId: taken.activeRunId,
-      });
+      throw new PlatformError(
+        Code.Aborted,
+        "aborted",
+        `session ${sessionId} has an active run ${taken.activeRunId}; wait for it to end or cancel it`,
+        {
+          activeRunId: taken.activeRunId,
+        },
+      );
     }
     const abort = new AbortController();
-    this.#active.set(sessionId, { runId, abort });
-    const run = new Run(this, this.store, this.hub, this.providers, this.toolbox, this.sandboxes, this.options, logger, {
-      auth,
-      agent,
-      session: taken.session,
-      runId,
-      abort,
-    });
-    const appended = run.log.publish(
-      messages.map((m) => ({ type: m.role as NewEvent["type"], content: m.content, toolUseId: m.toolUseId, isError: m.isError })),
+    const run = new Run(
+      this,
+      this.store,
+      this.hub,
+      this.providers,
+      this.toolbox,
+      this.sandboxes,
+      this.options,
+      logger,
+      {
+        auth,
+        agent,
+        session: taken.session,
+        runId,
+        abort,
+      },
     );
+    this.#active.set(sessionId, { runId, abort, log: run.log });
+    run.log.publish(
+      messages.map((m) => ({
+        type: m.role as NewEvent["type"],
+        content: m.content,
+        toolUseId: m.toolUseId,
+        isError: m.isError,
+      })),
+    );
+    const lastMessageSeq = taken.session.lastSeq + messages.length;
     let first: AsyncIterable<ModelEvent>;
     try {
-      first = await run.call();
+      first = await run.call(this.options.storePatienceMs ?? 5000);
     } catch (err) {
-      await run.fail(err).catch(() => {});
+      // With the database down the error event is stored once it is back: answer now.
+      const failed = run.fail(err).catch(() => {});
+      this.#track(failed);
+      await Promise.race([failed, delay(this.options.storePatienceMs ?? 5000)]);
       if (err instanceof PlatformError) throw err;
       // Cancelled or shut down before the model answered.
-      if (abort.signal.aborted) throw PlatformError.unavailable(abort.signal.reason instanceof Error ? abort.signal.reason.message : "the run was cancelled");
+      if (abort.signal.aborted)
+        throw PlatformError.unavailable(
+          abort.signal.reason instanceof Error ? abort.signal.reason.message : "the run was cancelled",
+        );
       throw PlatformError.from(err);
     }
-    const done = run.continue(first).finally(() => {
-      this.#running.delete(done);
-    });
-    this.#running.add(done);
+    this.#track(run.continue(first));
     logger.info({ agentId: agent.id, model: agent.model }, "run started");
-    return { runId, session: taken.session, lastMessageSeq: appended.at(-1)!.seq };
+    return { runId, session: taken.session, lastMessageSeq };
+  }
+
+  #track(work: Promise<void>): void {
+    const tracked = work.finally(() => {
+      this.#running.delete(tracked);
+    });
+    this.#running.add(tracked);
   }
 
   /** How long a dead replica's run can hold its session. */
@@ -117,11 +183,24 @@ export class Runner {
     return true;
   }
 
-  /** Shutdown: cancels every local run and waits for their terminal events. */
+  /**
+   * Shutdown: cancels every local run and waits for their terminal events to
+   * be stored; past `stopPatienceMs` (the database is down) it gives up on
+   * them: what they did not store was never published, and their leases
+   * lapse, so a replica or the next start ends them (Reaper).
+   */
   async stop(): Promise<void> {
     this.#stopping = true;
     for (const { abort } of this.#active.values()) abort.abort(new RunCancelled("the server is shutting down"));
-    await Promise.allSettled([...this.#running]);
+    const settled = Promise.allSettled([...this.#running]).then(() => true);
+    if (!(await Promise.race([settled, delay(this.options.stopPatienceMs ?? 10_000).then(() => false)]))) {
+      this.logger.warn(
+        { runs: this.#active.size },
+        "shutting down without the terminal events of runs the database did not take",
+      );
+      for (const { log } of this.#active.values()) log.abandon();
+      await settled;
+    }
   }
 
   /** Resolves when every run started so far has ended (tests). */
@@ -132,6 +211,10 @@ export class Runner {
   finished(sessionId: string, runId: string): void {
     if (this.#active.get(sessionId)?.runId === runId) this.#active.delete(sessionId);
   }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 class RunCancelled extends Error {
@@ -153,6 +236,8 @@ class Run {
   /** Whether the session's sandbox was checked (or created) in this run. */
   #sandboxChecked = false;
   #renewal: NodeJS.Timeout | undefined;
+  /** When the lease was last renewed (or taken), by this process's clock. */
+  #renewedAt = Date.now();
   readonly log: RunLog;
 
   constructor(
@@ -174,15 +259,18 @@ class Run {
     this.#sandboxId = this.session.sandboxId;
     this.#renewal = setInterval(() => void this.#renew(), Math.max(50, Math.floor(this.options.leaseMs / 3)));
     this.#renewal.unref();
-    this.log = new RunLog(store, hub, this.session.id, this.runId, this.session.lastSeq, options.flushMs, logger);
+    this.log = new RunLog(store, hub, this.session.id, this.runId, this.session.lastSeq, logger, {
+      onFailure: (failure) => this.abort.abort(stopReason(failure)),
+    });
   }
 
-  /** One model call over the whole log so far. */
-  async call(): Promise<AsyncIterable<ModelEvent>> {
+  /** One model call over the whole log so far (stored first: the model sees what the log holds). */
+  async call(storePatienceMs?: number): Promise<AsyncIterable<ModelEvent>> {
     this.#calls++;
     const { provider, model } = this.providers.resolve(this.agent.model);
-    await this.log.flush();
-    const log = await this.store.listEvents(this.auth.orgId, this.session.id);
+    await this.log.flush(this.abort.signal, storePatienceMs);
+    // In pages: the whole log is read for every model call.
+    const log = (await readWholeLog(this.store, this.auth.orgId, this.session.id))?.events ?? [];
     const request: ModelRequest = {
       model,
       system: this.agent.systemPrompt,
@@ -204,21 +292,32 @@ class Run {
         for (const call of calls) {
           this.#checkAbort();
           // A tool's effects outlive a crash; so does the record of its call.
-          await this.log.flush();
+          await this.log.flush(this.abort.signal);
           // Live output as tool_output events; the model still gets only the capped result.
-          const output = new ToolOutput((content) => this.log.publish([{ type: "tool_output", content, toolUseId: call.id }]));
+          const output = new ToolOutput((content) =>
+            this.log.publish([{ type: "tool_output", content, toolUseId: call.id }]),
+          );
           let result: ToolResult;
           try {
-            result = await this.toolbox.run(call, () => this.#sandbox(), this.abort.signal, (stream, data) => output.add(stream, data));
+            result = await this.toolbox.run(
+              call,
+              () => this.#sandbox(),
+              this.abort.signal,
+              (stream, data) => output.add(stream, data),
+            );
             this.#checkAbort();
             output.end();
           } finally {
             output.close();
           }
-          this.log.publish([{ type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }]);
+          this.log.publish([
+            { type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError },
+          ]);
         }
         if (this.#calls >= this.options.maxModelCalls) {
-          throw PlatformError.failedPrecondition(`the run reached its limit of ${this.options.maxModelCalls} model calls`);
+          throw PlatformError.failedPrecondition(
+            `the run reached its limit of ${this.options.maxModelCalls} model calls`,
+          );
         }
         this.#checkAbort();
         stream = await this.call();
@@ -234,20 +333,27 @@ class Run {
   async fail(err: unknown): Promise<void> {
     const reason = this.abort.signal.aborted ? this.abort.signal.reason : err;
     const message =
-      reason instanceof RunCancelled || reason instanceof PlatformError ? reason.message : "the run failed with an internal error";
+      reason instanceof RunCancelled || reason instanceof PlatformError
+        ? reason.message
+        : "the run failed with an internal error";
     if (reason instanceof RunCancelled) this.logger.info({ reason: message }, "run cancelled");
     else this.logger.warn({ err }, "run failed");
     await this.#finish([{ type: "error", content: message, tokensIn: this.#tokensIn, tokensOut: this.#tokensOut }]);
   }
 
+  /**
+   * Stores the terminal events (waiting out a database outage; the lease is
+   * renewed meanwhile). When they cannot be stored (the run lost the session,
+   * or a shutdown gave up on it), the session's end is the reaper's to write.
+   */
   async #finish(events: NewEvent[]): Promise<void> {
-    clearInterval(this.#renewal);
     try {
-      await this.log.finish(events);
-      this.runner.finished(this.session.id, this.runId);
-    } catch (err) {
-      this.logger.error({ err }, "could not append the terminal event");
-      await this.store.releaseRun(this.session.id, this.runId).catch((e) => this.logger.error({ err: e }, "could not release the run"));
+      if (!(await this.log.finish(events)))
+        this.logger.warn(
+          "the run ended without storing its terminal event; it is ended by whoever takes the session over",
+        );
+    } finally {
+      clearInterval(this.#renewal);
       this.runner.finished(this.session.id, this.runId);
     }
   }
@@ -265,7 +371,13 @@ class Run {
             break;
           case "tool_use":
             calls.push(event.call);
-            this.log.publish([{ type: "tool_use", content: toolUseContent(event.call.name, event.call.input), toolUseId: event.call.id }]);
+            this.log.publish([
+              {
+                type: "tool_use",
+                content: toolUseContent(event.call.name, event.call.input),
+                toolUseId: event.call.id,
+              },
+            ]);
             break;
           case "usage":
             // Running totals of this call: the latest replaces the earlier.
@@ -304,10 +416,26 @@ class Run {
   async #renew(): Promise<void> {
     try {
       const { held, cancelRequested } = await this.store.renewRun(this.session.id, this.runId, this.options.leaseMs);
+      if (held) this.#renewedAt = Date.now();
       if (!held) this.abort.abort(new RunCancelled("the run lost its hold on the session"));
       else if (cancelRequested) this.abort.abort(new RunCancelled());
     } catch (err) {
       this.logger.warn({ err }, "could not renew the run lease");
+      // Past its lease the run may be taken over at any moment: it stops and
+      // stores its end once the database answers (unless it was taken over).
+      if (Date.now() - this.#renewedAt > this.options.leaseMs) {
+        this.abort.abort(
+          PlatformError.unavailable(
+            "the run was interrupted: the database was unreachable for longer than the run's lease",
+          ),
+        );
+      }
     }
   }
+}
+
+/** The reason a run stops when its log stops taking events. */
+function stopReason(failure: LogFailure): Error {
+  if (failure.kind === "lost") return new RunCancelled("the run lost its hold on the session");
+  return PlatformError.internal("the run's events could not be stored");
 }

@@ -17,7 +17,10 @@ after(async () => {
 
 async function newSession(model = "dev/echo") {
   const caller = h.identity.caller();
-  const { agent } = await h.agents.createAgent({ name: "a", slug: `s-${Math.random()}`, model, systemPrompt: "" }, h.as(caller));
+  const { agent } = await h.agents.createAgent(
+    { name: "a", slug: `s-${Math.random()}`, model, systemPrompt: "" },
+    h.as(caller),
+  );
   const { session } = await h.sessions.createSession({ agentId: agent!.id }, h.as(caller));
   return { caller, agentId: agent!.id, id: session!.id };
 }
@@ -32,7 +35,12 @@ function assertGapless(events: SessionEvent[], from = 1n) {
 describe("send messages", () => {
   test("dev model echoes as text fragments, ends with done and cumulative tokens; all in the log", async () => {
     const s = await newSession();
-    const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("the quick brown fox jumps over the lazy dog again and again")] }, h.as(s.caller)));
+    const events = await collect(
+      h.sessions.sendMessages(
+        { id: s.id, messages: [user("the quick brown fox jumps over the lazy dog again and again")] },
+        h.as(s.caller),
+      ),
+    );
     assert.equal(events.at(-1)?.type, "done");
     assert.ok(events.filter((e) => e.type === "text").length >= 2, "streamed in several fragments");
     assert.equal(
@@ -62,7 +70,9 @@ describe("send messages", () => {
   test("the next send right after a terminal event is accepted (no 409 window)", async () => {
     const s = await newSession();
     for (let i = 0; i < 5; i++) {
-      const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user(`turn ${i}`)] }, h.as(s.caller)));
+      const events = await collect(
+        h.sessions.sendMessages({ id: s.id, messages: [user(`turn ${i}`)] }, h.as(s.caller)),
+      );
       assert.equal(events.at(-1)?.type, "done");
     }
   });
@@ -84,7 +94,10 @@ describe("send messages", () => {
     await bad([{ role: "user", content: "" }], /content/);
     await assert.rejects(collect(h.sessions.sendMessages({ id: "x", messages: [user("hi")] }, h.as(s.caller))), /UUID/);
     const other = h.identity.caller();
-    await assert.rejects(collect(h.sessions.sendMessages({ id: s.id, messages: [user("hi")] }, h.as(other))), /not found/);
+    await assert.rejects(
+      collect(h.sessions.sendMessages({ id: s.id, messages: [user("hi")] }, h.as(other))),
+      /not found/,
+    );
     const { events } = await h.sessions.getSession({ id: s.id }, h.as(s.caller));
     assert.equal(events.length, 0, "nothing logged for rejected sends");
   });
@@ -93,7 +106,14 @@ describe("send messages", () => {
     const s = await newSession();
     await collect(
       h.sessions.sendMessages(
-        { id: s.id, messages: [user("hi"), { role: "assistant", content: "calling" }, { role: "tool", content: "boom", toolUseId: "t1", isError: true }] },
+        {
+          id: s.id,
+          messages: [
+            user("hi"),
+            { role: "assistant", content: "calling" },
+            { role: "tool", content: "boom", toolUseId: "t1", isError: true },
+          ],
+        },
         h.as(s.caller),
       ),
     );
@@ -126,8 +146,13 @@ describe("tool loop", () => {
 
   test("bash tool_use runs in a sandbox created once per session, result goes back to the model", async () => {
     const s = await newSession();
-    const first = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("run: echo hi")] }, h.as(s.caller)));
-    assert.deepEqual(types(first).filter((t) => t !== "text"), ["tool_use", "tool_output", "tool_result", "done"]);
+    const first = await collect(
+      h.sessions.sendMessages({ id: s.id, messages: [user("run: echo hi")] }, h.as(s.caller)),
+    );
+    assert.deepEqual(
+      types(first).filter((t) => t !== "text"),
+      ["tool_use", "tool_output", "tool_result", "done"],
+    );
     const use = first.find((e) => e.type === "tool_use")!;
     const output = first.find((e) => e.type === "tool_output")!;
     assert.equal(output.toolUseId, use.toolUseId);
@@ -137,7 +162,10 @@ describe("tool loop", () => {
     assert.equal(result.toolUseId, use.toolUseId);
     assert.deepEqual(JSON.parse(result.content), { exitCode: 0, stdout: "hi\n" });
     assert.equal(result.isError, false);
-    const summary = first.filter((e) => e.type === "text").map((e) => e.content).join("");
+    const summary = first
+      .filter((e) => e.type === "text")
+      .map((e) => e.content)
+      .join("");
     assert.match(summary, /exited with code 0/);
     assert.ok(first.at(-1)!.tokensIn > 0n && first.at(-1)!.tokensOut > 0n);
 
@@ -149,7 +177,9 @@ describe("tool loop", () => {
     assert.ok(session?.sandboxId);
 
     // A later run reuses the sandbox.
-    const second = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("/bash exit 3")] }, h.as(s.caller)));
+    const second = await collect(
+      h.sessions.sendMessages({ id: s.id, messages: [user("/bash exit 3")] }, h.as(s.caller)),
+    );
     assert.equal(JSON.parse(second.find((e) => e.type === "tool_result")!.content).exitCode, 3);
     assert.equal(h.compute.createCalls.filter((c) => c.sessionId === s.id).length, 1);
     const execs = h.compute.execCalls.filter((c) => c.sandboxId === session!.sandboxId);
@@ -162,7 +192,9 @@ describe("tool loop", () => {
     await collect(h.sessions.sendMessages({ id: s.id, messages: [user("run: echo one")] }, h.as(s.caller)));
     const first = (await h.sessions.getSession({ id: s.id }, h.as(s.caller))).session!.sandboxId;
     h.compute.fail(first);
-    const next = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("run: echo two")] }, h.as(s.caller)));
+    const next = await collect(
+      h.sessions.sendMessages({ id: s.id, messages: [user("run: echo two")] }, h.as(s.caller)),
+    );
     const result = next.find((e) => e.type === "tool_result")!;
     assert.equal(result.isError, false);
     assert.deepEqual(JSON.parse(result.content), { exitCode: 0, stdout: "two\n" });
@@ -174,15 +206,21 @@ describe("tool loop", () => {
 
   test("file tools write, read and list in the workspace", async () => {
     const s = await newSession();
-    await collect(h.sessions.sendMessages({ id: s.id, messages: [user("/write notes.txt hello file")] }, h.as(s.caller)));
-    const read = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("/read notes.txt")] }, h.as(s.caller)));
+    await collect(
+      h.sessions.sendMessages({ id: s.id, messages: [user("/write notes.txt hello file")] }, h.as(s.caller)),
+    );
+    const read = await collect(
+      h.sessions.sendMessages({ id: s.id, messages: [user("/read notes.txt")] }, h.as(s.caller)),
+    );
     assert.equal(JSON.parse(read.find((e) => e.type === "tool_result")!.content).content, "hello file");
     const list = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("/ls")] }, h.as(s.caller)));
     assert.deepEqual(
       JSON.parse(list.find((e) => e.type === "tool_result")!.content).entries.map((e: { path: string }) => e.path),
       ["notes.txt"],
     );
-    const missing = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("/read nope.txt")] }, h.as(s.caller)));
+    const missing = await collect(
+      h.sessions.sendMessages({ id: s.id, messages: [user("/read nope.txt")] }, h.as(s.caller)),
+    );
     const failed = missing.find((e) => e.type === "tool_result")!;
     assert.equal(failed.isError, true);
     assert.equal(missing.at(-1)?.type, "done", "a failed tool does not end the turn");
@@ -199,7 +237,9 @@ describe("tool loop", () => {
 
   test("tool output given to the model is capped", async () => {
     const s = await newSession();
-    const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("run: yes 100000")] }, h.as(s.caller)));
+    const events = await collect(
+      h.sessions.sendMessages({ id: s.id, messages: [user("run: yes 100000")] }, h.as(s.caller)),
+    );
     const result = events.find((e) => e.type === "tool_result")!;
     assert.ok(Buffer.byteLength(result.content) <= 2048 + 1024, `capped, got ${result.content.length}`);
     const parsed = JSON.parse(result.content);
@@ -231,7 +271,11 @@ describe("tool loop", () => {
     const second = h.scripted.requests[before + 1]!;
     assert.deepEqual(second.messages, [
       { role: "user", content: "what is it" },
-      { role: "assistant", content: "let me look", toolCalls: [{ id: "call_1", name: "bash", input: { command: "echo 42" } }] },
+      {
+        role: "assistant",
+        content: "let me look",
+        toolCalls: [{ id: "call_1", name: "bash", input: { command: "echo 42" } }],
+      },
       { role: "tool", toolUseId: "call_1", content: '{"exitCode":0,"stdout":"42\\n"}', isError: false },
     ]);
     assert.deepEqual(
@@ -245,26 +289,40 @@ describe("provider failures", () => {
   test("unreachable before the stream: unavailable, and the log keeps the message and an error event", async () => {
     const s = await newSession("scripted/x");
     h.scripted.push("unreachable");
-    await assert.rejects(collect(h.sessions.sendMessages({ id: s.id, messages: [user("hi")] }, h.as(s.caller))), (err: unknown) => {
-      assert.equal(ConnectError.from(err).code, Code.Unavailable);
-      return true;
-    });
+    await assert.rejects(
+      collect(h.sessions.sendMessages({ id: s.id, messages: [user("hi")] }, h.as(s.caller))),
+      (err: unknown) => {
+        assert.equal(ConnectError.from(err).code, Code.Unavailable);
+        return true;
+      },
+    );
     const { session, events } = await h.sessions.getSession({ id: s.id }, h.as(s.caller));
     assert.deepEqual(types(events), ["user", "error"]);
     assert.equal(session?.status, "idle", "the session is free again");
   });
 
-  test("an agent whose provider is not configured is unavailable", async () => {
-    const s = await newSession("nowhere/x");
-    await assert.rejects(collect(h.sessions.sendMessages({ id: s.id, messages: [user("hi")] }, h.as(s.caller))), (err: unknown) => {
-      assert.equal(ConnectError.from(err).code, Code.Unavailable);
-      return true;
-    });
+  test("an agent whose provider is no longer configured is unavailable", async () => {
+    // Creation refuses such a model (model-providers.db.test.ts): this agent was made while its
+    // provider was configured, and the provider was turned off since.
+    const s = await newSession();
+    await h.database.db.updateTable("agents").set({ model: "nowhere/x" }).where("id", "=", s.agentId).execute();
+    await assert.rejects(
+      collect(h.sessions.sendMessages({ id: s.id, messages: [user("hi")] }, h.as(s.caller))),
+      (err: unknown) => {
+        assert.equal(ConnectError.from(err).code, Code.Unavailable);
+        return true;
+      },
+    );
   });
 
   test("a mid-stream failure ends with an error event; the partial output stays in the log", async () => {
     const s = await newSession();
-    const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("/fail partial words of a reply long enough to come in pieces")] }, h.as(s.caller)));
+    const events = await collect(
+      h.sessions.sendMessages(
+        { id: s.id, messages: [user("/fail partial words of a reply long enough to come in pieces")] },
+        h.as(s.caller),
+      ),
+    );
     assert.deepEqual(types(events), ["text", "text", "error"]);
     assert.equal(events[0]!.content + events[1]!.content, "partial words of a reply long enough to come in pieces");
     assert.match(events.at(-1)!.content, /./);
@@ -278,16 +336,25 @@ describe("concurrency, disconnects, rejoining, cancel", () => {
   test("a second send while a run is active is aborted naming the active run; never interleaved", async () => {
     const s = await newSession("scripted/x");
     const hold = gate();
-    h.scripted.push([{ type: "text", text: "one" }, { type: "wait", until: hold.promise }, { type: "text", text: "two" }]);
-    const first = h.sessions.sendMessages({ id: s.id, messages: [user("first")] }, h.as(s.caller))[Symbol.asyncIterator]();
+    h.scripted.push([
+      { type: "text", text: "one" },
+      { type: "wait", until: hold.promise },
+      { type: "text", text: "two" },
+    ]);
+    const first = h.sessions
+      .sendMessages({ id: s.id, messages: [user("first")] }, h.as(s.caller))
+      [Symbol.asyncIterator]();
     const got = await first.next();
     assert.equal(got.value?.type, "text");
-    await assert.rejects(collect(h.sessions.sendMessages({ id: s.id, messages: [user("second")] }, h.as(s.caller))), (err: unknown) => {
-      const e = ConnectError.from(err);
-      assert.equal(e.code, Code.Aborted);
-      assert.match(e.rawMessage, /active run [0-9a-f-]{36}/);
-      return true;
-    });
+    await assert.rejects(
+      collect(h.sessions.sendMessages({ id: s.id, messages: [user("second")] }, h.as(s.caller))),
+      (err: unknown) => {
+        const e = ConnectError.from(err);
+        assert.equal(e.code, Code.Aborted);
+        assert.match(e.rawMessage, /active run [0-9a-f-]{36}/);
+        return true;
+      },
+    );
     const running = await h.sessions.getSession({ id: s.id }, h.as(s.caller));
     assert.equal(running.session?.status, "running");
     hold.open();
@@ -301,16 +368,27 @@ describe("concurrency, disconnects, rejoining, cancel", () => {
   test("the run goes on after the client disconnects; a rejoin with after gets missed and live events", async () => {
     const s = await newSession("scripted/x");
     const hold = gate();
-    h.scripted.push([{ type: "text", text: "a" }, { type: "text", text: "b" }, { type: "wait", until: hold.promise }, { type: "text", text: "c" }]);
+    h.scripted.push([
+      { type: "text", text: "a" },
+      { type: "text", text: "b" },
+      { type: "wait", until: hold.promise },
+      { type: "text", text: "c" },
+    ]);
     const abort = new AbortController();
-    const stream = h.sessions.sendMessages({ id: s.id, messages: [user("go")] }, { ...h.as(s.caller), signal: abort.signal });
+    const stream = h.sessions.sendMessages(
+      { id: s.id, messages: [user("go")] },
+      { ...h.as(s.caller), signal: abort.signal },
+    );
     const seen: SessionEvent[] = [];
     for await (const e of stream) {
       seen.push(e);
       break; // the client goes away after the first event
     }
     abort.abort();
-    assert.deepEqual(seen.map((e) => e.content), ["a"]);
+    assert.deepEqual(
+      seen.map((e) => e.content),
+      ["a"],
+    );
     const rejoin = h.sessions.streamEvents({ id: s.id, after: seen[0]!.seq }, h.as(s.caller))[Symbol.asyncIterator]();
     const missed = await rejoin.next();
     assert.equal(missed.value?.content, "b");
@@ -326,9 +404,14 @@ describe("concurrency, disconnects, rejoining, cancel", () => {
 
   test("Last-Event-ID header works like after", async () => {
     const s = await newSession();
-    const events = await collect(h.sessions.sendMessages({ id: s.id, messages: [user("one two three")] }, h.as(s.caller)));
+    const events = await collect(
+      h.sessions.sendMessages({ id: s.id, messages: [user("one two three")] }, h.as(s.caller)),
+    );
     const replay = await collect(
-      h.sessions.streamEvents({ id: s.id }, { headers: { ...h.as(s.caller).headers, "last-event-id": String(events[1]!.seq) } }),
+      h.sessions.streamEvents(
+        { id: s.id },
+        { headers: { ...h.as(s.caller).headers, "last-event-id": String(events[1]!.seq) } },
+      ),
     );
     assert.deepEqual(
       replay.map((e) => e.seq),
@@ -352,8 +435,14 @@ describe("concurrency, disconnects, rejoining, cancel", () => {
   test("cancel stops the active run with an error event; cancel without a run says so", async () => {
     const s = await newSession("scripted/x");
     const hold = gate();
-    h.scripted.push([{ type: "text", text: "working" }, { type: "wait", until: hold.promise }, { type: "text", text: "never" }]);
-    const stream = h.sessions.sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller))[Symbol.asyncIterator]();
+    h.scripted.push([
+      { type: "text", text: "working" },
+      { type: "wait", until: hold.promise },
+      { type: "text", text: "never" },
+    ]);
+    const stream = h.sessions
+      .sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller))
+      [Symbol.asyncIterator]();
     assert.equal((await stream.next()).value?.content, "working");
     const res = await h.sessions.cancelRun({ id: s.id }, h.as(s.caller));
     assert.equal(res.cancelled, true);
@@ -376,7 +465,9 @@ describe("concurrency, disconnects, rejoining, cancel", () => {
   test("a cancelled tool call gets an error result in the next model call's history", async () => {
     const s = await newSession("scripted/x");
     h.scripted.push([{ type: "tool_use", call: { id: "c9", name: "bash", input: { command: "hang" } } }]);
-    const stream = h.sessions.sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller))[Symbol.asyncIterator]();
+    const stream = h.sessions
+      .sendMessages({ id: s.id, messages: [user("go")] }, h.as(s.caller))
+      [Symbol.asyncIterator]();
     assert.equal((await stream.next()).value?.type, "tool_use");
     await h.sessions.cancelRun({ id: s.id }, h.as(s.caller));
     for (let r = await stream.next(); !r.done; r = await stream.next());
@@ -384,7 +475,12 @@ describe("concurrency, disconnects, rejoining, cancel", () => {
     const before = h.scripted.requests.length;
     await collect(h.sessions.sendMessages({ id: s.id, messages: [user("next")] }, h.as(s.caller)));
     const messages = h.scripted.requests[before]!.messages;
-    assert.deepEqual(messages[2], { role: "tool", toolUseId: "c9", content: '{"error":"the tool call did not complete"}', isError: true });
+    assert.deepEqual(messages[2], {
+      role: "tool",
+      toolUseId: "c9",
+      content: '{"error":"the tool call did not complete"}',
+      isError: true,
+    });
   });
 });
 
@@ -405,18 +501,26 @@ describe("shutdown", () => {
       const as = h.as(caller);
       const { agent } = await local.agents.createAgent({ name: "s", slug: "s", model: "scripted/x" }, as);
       const { session } = await local.sessions.createSession({ agentId: agent!.id }, as);
-      h.scripted.push([{ type: "text", text: "working" }, { type: "wait", until: new Promise(() => {}) }]);
-      const stream = local.sessions.sendMessages({ id: session!.id, messages: [user("go")] }, as)[Symbol.asyncIterator]();
+      h.scripted.push([
+        { type: "text", text: "working" },
+        { type: "wait", until: new Promise(() => {}) },
+      ]);
+      const stream = local.sessions
+        .sendMessages({ id: session!.id, messages: [user("go")] }, as)
+        [Symbol.asyncIterator]();
       assert.equal((await stream.next()).value?.content, "working");
       await local.app.stop();
       const rest: SessionEvent[] = [];
       for (let r = await stream.next(); !r.done; r = await stream.next()) rest.push(r.value);
       assert.deepEqual(types(rest), ["error"]);
       assert.match(rest[0]!.content, /shutting down/);
-      await assert.rejects(collect(local.sessions.sendMessages({ id: session!.id, messages: [user("more")] }, as)), (err: unknown) => {
-        assert.equal(ConnectError.from(err).code, Code.Unavailable);
-        return true;
-      });
+      await assert.rejects(
+        collect(local.sessions.sendMessages({ id: session!.id, messages: [user("more")] }, as)),
+        (err: unknown) => {
+          assert.equal(ConnectError.from(err).code, Code.Unavailable);
+          return true;
+        },
+      );
       // Another replica takes the session at once: the stopped run freed it.
       const next = await collect(h.sessions.sendMessages({ id: session!.id, messages: [user("elsewhere")] }, as));
       assert.equal(next.at(-1)?.type, "done");

@@ -21,7 +21,10 @@ test("chunks of one interval are joined into one event; events are at least the 
   output.end();
   const elapsed = Date.now() - started;
   // One event per 100 ms at most, plus the last one at the end: not one per chunk.
-  assert.ok(events.length >= 2 && events.length <= Math.floor(elapsed / 100) + 2, `${events.length} events for ${elapsed} ms of output`);
+  assert.ok(
+    events.length >= 2 && events.length <= Math.floor(elapsed / 100) + 2,
+    `${events.length} events for ${elapsed} ms of output`,
+  );
   for (let i = 1; i < events.length - 1; i++) assert.ok(events[i]!.at - events[i - 1]!.at >= 95, "rate-limited");
   const stdout = events.map((e) => e.content.stdout ?? "").join("");
   const stderr = events.map((e) => e.content.stderr ?? "").join("");
@@ -50,7 +53,10 @@ test("a call sends at most callBytes, says so once, and reports what followed in
   const sent = events.reduce((n, e) => n + (e.content.stdout?.length ?? 0), 0);
   assert.equal(sent, 250);
   assert.equal(events.filter((e) => e.content.truncated).length, 1);
-  assert.equal(events.reduce((n, e) => n + (e.content.droppedBytes ?? 0), 0), 1000 - 250);
+  assert.equal(
+    events.reduce((n, e) => n + (e.content.droppedBytes ?? 0), 0),
+    1000 - 250,
+  );
   assert.ok(events.length <= 5, `no event per chunk after the cap (${events.length})`);
 });
 

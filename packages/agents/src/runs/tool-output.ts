@@ -69,7 +69,10 @@ export class ToolOutput {
   #take(stream: Stream, text: string): void {
     if (text === "") return;
     const bytes = Buffer.byteLength(text);
-    const room = Math.max(0, Math.min(this.limits.eventBytes - this.#pendingBytes, this.limits.callBytes - this.#sent - this.#pendingBytes));
+    const room = Math.max(
+      0,
+      Math.min(this.limits.eventBytes - this.#pendingBytes, this.limits.callBytes - this.#sent - this.#pendingBytes),
+    );
     const kept = bytes <= room ? text : clip(text, room);
     const keptBytes = Buffer.byteLength(kept);
     this.#pending[stream] += kept;

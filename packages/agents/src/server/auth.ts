@@ -1,14 +1,19 @@
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { parseAuthorization } from "@platform/credentials";
-import { PlatformError } from "@platform/errors";
+import { IdentityRestCode, PlatformError } from "@platform/errors";
 import type { AuthContext } from "../domain/model.ts";
 import type { Authenticator } from "../domain/ports.ts";
+import { scopeOf } from "./scopes.ts";
 
 /** The caller, set by the auth interceptor on every authenticated call. */
 export const authKey = createContextKey<AuthContext | undefined>(undefined, { description: "agents caller" });
 
 /** Services any caller may reach: health and reflection. */
-const OPEN_SERVICES = new Set(["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]);
+const OPEN_SERVICES = new Set([
+  "grpc.health.v1.Health",
+  "grpc.reflection.v1.ServerReflection",
+  "grpc.reflection.v1alpha.ServerReflection",
+]);
 
 /**
  * Verifies the bearer credential with identity on every call (no cache:
@@ -21,8 +26,21 @@ export function authInterceptor(authenticator: Authenticator): Interceptor {
     // Exactly `Bearer <token>` with a well-formed JWT or API key
     // (@platform/credentials): a loose variant never reaches identity.
     const parsed = parseAuthorization(req.header.get("authorization"));
-    if (!parsed.ok) throw PlatformError.unauthenticated(parsed.problem === "missing" ? "missing bearer token" : "the Authorization header must be exactly Bearer <token>");
+    if (!parsed.ok)
+      throw PlatformError.unauthenticated(
+        parsed.problem === "missing"
+          ? "missing bearer token"
+          : "the Authorization header must be exactly Bearer <token>",
+      );
     const auth = await authenticator.verify(parsed.credential.token);
+    if (auth.scopes) {
+      const needed = scopeOf(req.service.typeName, req.method.name);
+      if (!auth.scopes.includes(needed))
+        throw PlatformError.permissionDenied(
+          `the API key lacks the ${needed} scope`,
+          IdentityRestCode.insufficientScope,
+        );
+    }
     req.contextValues.set(authKey, auth);
     return next(req);
   };

@@ -6,9 +6,12 @@ import {
   type Session as SessionMsg,
   type SessionEvent as SessionEventMsg,
   SessionEventSchema,
+  type SessionFile as SessionFileMsg,
+  SessionFileSchema,
   SessionSchema,
 } from "@platform/gen/agents/v1/agents_pb";
 import type { Agent, Session, SessionEvent } from "../domain/model.ts";
+import type { WorkspaceEntry } from "../domain/ports.ts";
 
 export function agentToProto(a: Agent): AgentMsg {
   return create(AgentSchema, {
@@ -44,5 +47,15 @@ export function eventToProto(e: SessionEvent): SessionEventMsg {
     toolUseId: e.toolUseId,
     isError: e.isError,
     createdAt: timestampFromDate(e.createdAt),
+  });
+}
+
+export function sessionFileToProto(e: WorkspaceEntry): SessionFileMsg {
+  return create(SessionFileSchema, {
+    path: e.path,
+    size: BigInt(e.size),
+    isDir: e.isDir,
+    mode: e.mode,
+    modifiedAt: e.modifiedAt ? timestampFromDate(e.modifiedAt) : undefined,
   });
 }

@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { create } from "@bufbuild/protobuf";
 import { type Database, openDatabase } from "@platform/db";
 import { SessionEventSchema } from "@platform/gen/agents/v1/agents_pb";
@@ -5,6 +6,7 @@ import { type CallerPolicy, createServer, type Server, type ServerOptions, type 
 import { grpcTransport } from "../adapters/grpc-transport.ts";
 import type { Logger } from "pino";
 import { ComputeSandboxes } from "../adapters/compute.ts";
+import { ComputeWorkspaceFiles } from "../adapters/compute-files.ts";
 import { IdentityAuthenticator } from "../adapters/identity.ts";
 import { type AgentsApp, createAgentsApp } from "../app.ts";
 import type { AgentsConfig } from "../config.ts";
@@ -14,11 +16,13 @@ import { DevModel } from "../providers/dev.ts";
 import { OpenAIProvider } from "../providers/openai.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 
-/** `dev/` always; `anthropic/` and `openai/` when configured. */
+/** `dev/` always; `anthropic/` and `openai/` when configured (else the setting that would is named). */
 export function providersFrom(config: Pick<AgentsConfig, "anthropic" | "openai">): ProviderRegistry {
   const registry = new ProviderRegistry().register("dev", new DevModel());
   if (config.anthropic) registry.register("anthropic", new AnthropicProvider(config.anthropic));
+  else registry.unconfigured("anthropic", "ANTHROPIC_API_KEY");
   if (config.openai) registry.register("openai", new OpenAIProvider(config.openai));
+  else registry.unconfigured("openai", "OPENAI_BASE_URL (or OPENAI_API_KEY for api.openai.com)");
   return registry;
 }
 
@@ -55,23 +59,40 @@ export type AgentsServer = {
 export async function createAgentsServer(
   config: AgentsConfig,
   logger: Logger,
-  overrides: { providers?: ProviderRegistry; database?: Database<AgentsDB>; pollMs?: number; internalTls: ServiceTls | undefined },
+  overrides: {
+    providers?: ProviderRegistry;
+    database?: Database<AgentsDB>;
+    pollMs?: number;
+    internalTls: ServiceTls | undefined;
+  },
 ): Promise<AgentsServer> {
   const tls = overrides.internalTls;
-  const database = overrides.database ?? (await openDatabase<AgentsDB>({ url: config.databaseUrl, dataDir: config.databaseUrl ? undefined : config.dataDir }));
+  const database =
+    overrides.database ??
+    (await openDatabase<AgentsDB>({
+      url: config.databaseUrl,
+      dataDir: config.databaseUrl ? undefined : config.dataDir,
+    }));
+  const computeTransport = grpcTransport(config.computeGrpcUrl, tls, "compute");
   const app = await createAgentsApp({
     database,
     logger,
     authenticator: new IdentityAuthenticator(grpcTransport(config.identityGrpcUrl, tls, "identity")),
-    sandboxes: new ComputeSandboxes(grpcTransport(config.computeGrpcUrl, tls, "compute")),
+    sandboxes: new ComputeSandboxes(computeTransport, { maxRuntimeMs: config.sandboxMaxRuntimeMs }),
+    workspaceFiles: new ComputeWorkspaceFiles(computeTransport),
     providers: overrides.providers ?? providersFrom(config),
     toolTimeoutMs: config.toolTimeoutMs,
     toolOutputLimitBytes: config.toolOutputLimitBytes,
     maxModelCalls: config.maxModelCalls,
     maxTokens: config.maxTokens,
     runLeaseMs: config.runLeaseMs,
+    sandboxIdleMs: config.sandboxIdleMs,
     pollMs: overrides.pollMs,
     listenUrl: config.databaseUrl,
+    // The same host and public port after a restart: the same replica, whose
+    // earlier process's runs are dead once this one listens.
+    replicaName: config.port ? `${hostname()}:${config.port}` : undefined,
+    soleProcess: !config.databaseUrl && !overrides.database,
   });
   const common: ServerOptions = {
     name: "agents",
@@ -88,7 +109,12 @@ export async function createAgentsServer(
     // A stream that fails after it started ends with the contract's error event.
     sseErrorEvent: (err) => create(SessionEventSchema, { type: "error", content: err.message }),
   };
-  const server = createServer({ ...common, port: config.port, restOnly: true });
+  const server = createServer({
+    ...common,
+    port: config.port,
+    restOnly: true,
+    cors: { allowedOrigins: config.corsAllowedOrigins ?? [] },
+  });
   const grpc = createServer({
     ...common,
     name: "agents-grpc",
@@ -103,13 +129,20 @@ export async function createAgentsServer(
     database,
     async listen() {
       const pub = await server.listen();
+      let internal: Awaited<ReturnType<Server["listen"]>>;
       try {
-        const internal = await grpc.listen();
-        return { port: pub.port, url: pub.url, grpcPort: internal.port, grpcUrl: internal.url };
+        internal = await grpc.listen();
       } catch (err) {
         await server.close();
         throw err;
       }
+      // Listening proves no earlier process of this replica runs: its runs are dead.
+      const ended = await app.recover().catch((err) => {
+        logger.warn({ err }, "could not end the runs of an earlier process; their leases will lapse");
+        return 0;
+      });
+      if (ended > 0) logger.warn({ runs: ended }, "ended the runs an earlier process left unfinished");
+      return { port: pub.port, url: pub.url, grpcPort: internal.port, grpcUrl: internal.url };
     },
     async close() {
       await app.stop();

@@ -14,7 +14,15 @@ import { InternalReason, PlatformError } from "@platform/errors";
 import { AgentService } from "@platform/gen/agents/v1/agents_pb";
 import { AuthContextSchema, AuthMode, AuthService, Role } from "@platform/gen/identity/v1/auth_pb";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
-import { createServer, createServiceTransport, fromConnectError, loadServiceTls, requestInfo, type Server } from "@platform/rpc";
+import {
+  codeNameEnvelope,
+  createServer,
+  createServiceTransport,
+  fromConnectError,
+  loadServiceTls,
+  requestInfo,
+  type Server,
+} from "@platform/rpc";
 import pino from "pino";
 import type { AgentsDB } from "../db/schema.ts";
 import { DevModel } from "../providers/dev.ts";
@@ -39,7 +47,15 @@ const identityImpl: Partial<ServiceImpl<typeof AuthService>> = {
   verifyToken(req, ctx) {
     identityCallers.push(requestInfo(ctx)?.caller ?? "");
     if (req.token.replace(/^Bearer /, "") !== token) throw PlatformError.unauthenticated("invalid credentials");
-    return { context: create(AuthContextSchema, { userId, orgId, mode: AuthMode.JWT, role: Role.OWNER, method: "jwt_session" }) };
+    return {
+      context: create(AuthContextSchema, {
+        userId,
+        orgId,
+        mode: AuthMode.JWT,
+        role: Role.OWNER,
+        method: "jwt_session",
+      }),
+    };
   },
 };
 
@@ -47,7 +63,8 @@ before(async () => {
   pki = await makeTestPki(["agents", "identity", "compute", "runtime-worker", "runtime-router", "operator"]);
   identity = createServer({
     name: "identity-stand-in",
-    envelope: "identity",
+    // Called over gRPC only: no REST body is rendered.
+    envelope: codeNameEnvelope("identity-stand-in"),
     logger: pino({ level: "silent" }),
     internal: { tls: tls("identity"), callers: { "identity.v1.AuthService": ["agents"] } },
     services: [
@@ -76,7 +93,12 @@ before(async () => {
       logLevel: "silent",
     },
     pino({ level: "silent" }),
-    { providers: new ProviderRegistry().register("dev", new DevModel()), database, pollMs: 200, internalTls: tls("agents") },
+    {
+      providers: new ProviderRegistry().register("dev", new DevModel()),
+      database,
+      pollMs: 200,
+      internalTls: tls("agents"),
+    },
   );
   ({ url: base, grpcUrl: grpcBase } = await service.listen());
 });
@@ -87,7 +109,8 @@ after(async () => {
   pki.remove();
 });
 
-const agentsAs = (caller: string) => createClient(AgentService, createServiceTransport({ baseUrl: grpcBase, tls: tls(caller), expectServer: "agents" }));
+const agentsAs = (caller: string) =>
+  createClient(AgentService, createServiceTransport({ baseUrl: grpcBase, tls: tls(caller), expectServer: "agents" }));
 
 test("the public port serves REST (identity called with the agents certificate) and refuses gRPC", async () => {
   assert.match(base, /^http:/);
@@ -100,8 +123,15 @@ test("the public port serves REST (identity called with the agents certificate) 
   assert.ok(identityCallers.length > 0 && identityCallers.every((c) => c === "agents"), identityCallers.join(","));
   assert.equal((await fetch(`${base}/readyz`)).status, 200);
   const grpc = createClient(AgentService, createGrpcTransport({ baseUrl: base }));
-  await assert.rejects(grpc.listAgents({}, { headers: bearer }), (e: unknown) => ConnectError.from(e).code === Code.Unimplemented);
-  const connect = await fetch(`${base}/agents.v1.AgentService/ListAgents`, { method: "POST", headers: { ...bearer, "content-type": "application/json" }, body: "{}" });
+  await assert.rejects(
+    grpc.listAgents({}, { headers: bearer }),
+    (e: unknown) => ConnectError.from(e).code === Code.Unimplemented,
+  );
+  const connect = await fetch(`${base}/agents.v1.AgentService/ListAgents`, {
+    method: "POST",
+    headers: { ...bearer, "content-type": "application/json" },
+    body: "{}",
+  });
   assert.equal(connect.status, 404);
 });
 
@@ -110,7 +140,10 @@ test("the internal port answers the tenant workers and the operator (bearer stil
   const listed = await agentsAs("runtime-worker").listAgents({}, { headers: bearer });
   assert.ok(listed.items.length >= 1);
   assert.ok((await agentsAs("operator").listAgents({}, { headers: bearer })).items.length >= 1);
-  await assert.rejects(agentsAs("runtime-worker").listAgents({}), (e: unknown) => ConnectError.from(e).code === Code.Unauthenticated);
+  await assert.rejects(
+    agentsAs("runtime-worker").listAgents({}),
+    (e: unknown) => ConnectError.from(e).code === Code.Unauthenticated,
+  );
   for (const caller of ["runtime-router", "compute", "identity"]) {
     await assert.rejects(agentsAs(caller).listAgents({}, { headers: bearer }), (e: unknown) => {
       const pe = fromConnectError(e);
@@ -118,6 +151,12 @@ test("the internal port answers the tenant workers and the operator (bearer stil
     });
   }
   const pem = pki.pem("runtime-worker");
-  const noCert = createClient(AgentService, createGrpcTransport({ baseUrl: grpcBase, sessionManager: new Http2SessionManager(grpcBase, undefined, { ca: pem.ca }) }));
+  const noCert = createClient(
+    AgentService,
+    createGrpcTransport({
+      baseUrl: grpcBase,
+      sessionManager: new Http2SessionManager(grpcBase, undefined, { ca: pem.ca }),
+    }),
+  );
   await assert.rejects(noCert.listAgents({}, { headers: bearer }), /certificate required/);
 });

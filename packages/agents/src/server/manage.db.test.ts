@@ -5,11 +5,11 @@ import { createTestDatabase } from "@platform/db/testing";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
-import type { AgentsConfig } from "../config.ts";
 import type { AgentsDB } from "../db/schema.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
+import { testAgentsConfig } from "../testing/config.ts";
 import { type Caller, IdentityDouble } from "../testing/identity-double.ts";
 import { type AgentsServer, createAgentsServer } from "./create.ts";
 
@@ -27,22 +27,17 @@ const compute = new ComputeDouble();
 
 before(async () => {
   database = await createTestDatabase<AgentsDB>();
-  const config: AgentsConfig = {
-    port: 0,
-    grpcPort: 0,
-    host: "127.0.0.1",
-    dataDir: "",
-    identityGrpcUrl: await identity.start(),
-    computeGrpcUrl: await compute.start(),
-    toolTimeoutMs: 5000,
-    toolOutputLimitBytes: 16384,
-    maxModelCalls: 10,
-    maxTokens: 1024,
-    runLeaseMs: 3000,
-    logLevel: "silent",
-  };
+  const config = testAgentsConfig(
+    { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
+    { runLeaseMs: 3000 },
+  );
   const providers = new ProviderRegistry().register("dev", new DevModel());
-  service = await createAgentsServer(config, pino({ level: "silent" }), { providers, database, pollMs: 200, internalTls: undefined });
+  service = await createAgentsServer(config, pino({ level: "silent" }), {
+    providers,
+    database,
+    pollMs: 200,
+    internalTls: undefined,
+  });
   ({ url: base, grpcUrl: grpcBase } = await service.listen());
 });
 after(async () => {
@@ -55,11 +50,19 @@ after(async () => {
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
 type Json = Record<string, any>;
 
-async function call(method: string, path: string, opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {}) {
+async function call(
+  method: string,
+  path: string,
+  opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+) {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
   if (opts.body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${base}${path}`, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+  });
   const text = await res.text();
   const isJson = res.headers.get("content-type")?.includes("json");
   return { status: res.status, text, json: (text && isJson ? JSON.parse(text) : undefined) as Json };
@@ -70,7 +73,10 @@ function assertError(res: { status: number; json: Json }, status: number, code: 
   assert.equal(res.json.error.code, code);
 }
 
-const grpc = () => ({ agents: createClient(AgentService, grpcTransport(grpcBase)), sessions: createClient(SessionService, grpcTransport(grpcBase)) });
+const grpc = () => ({
+  agents: createClient(AgentService, grpcTransport(grpcBase)),
+  sessions: createClient(SessionService, grpcTransport(grpcBase)),
+});
 const as = (caller: Caller) => ({ headers: { authorization: `Bearer ${caller.token}` } });
 
 async function grpcRejects(promise: Promise<unknown>, code: Code) {
@@ -82,7 +88,10 @@ async function grpcRejects(promise: Promise<unknown>, code: Code) {
 
 let slugs = 0;
 async function agentOf(caller: Caller, model = "dev/echo"): Promise<Json> {
-  const res = await call("POST", "/v1/agents", { token: caller.token, body: { name: "A", slug: `agent-${++slugs}`, model } });
+  const res = await call("POST", "/v1/agents", {
+    token: caller.token,
+    body: { name: "A", slug: `agent-${++slugs}`, model },
+  });
   assert.equal(res.status, 201, res.text);
   return res.json;
 }
@@ -99,7 +108,9 @@ async function allPages(caller: Caller, path: string, limit: number): Promise<{ 
   let pages = 0;
   for (;;) {
     const sep = path.includes("?") ? "&" : "?";
-    const res = await call("GET", `${path}${sep}limit=${limit}${after ? `&after=${encodeURIComponent(after)}` : ""}`, { token: caller.token });
+    const res = await call("GET", `${path}${sep}limit=${limit}${after ? `&after=${encodeURIComponent(after)}` : ""}`, {
+      token: caller.token,
+    });
     assert.equal(res.status, 200, res.text);
     pages++;
     ids.push(...res.json.items.map((s: Json) => s.id));
@@ -128,7 +139,15 @@ describe("list sessions", () => {
 
     const page = await call("GET", "/v1/sessions?limit=1", { token: caller.token });
     assert.deepEqual(Object.keys(page.json).sort(), ["items", "next"]);
-    assert.deepEqual(Object.keys(page.json.items[0]).sort(), ["agentId", "createdAt", "id", "lastSeq", "sandboxId", "status", "updatedAt"]);
+    assert.deepEqual(Object.keys(page.json.items[0]).sort(), [
+      "agentId",
+      "createdAt",
+      "id",
+      "lastSeq",
+      "sandboxId",
+      "status",
+      "updatedAt",
+    ]);
     // Another org's agent: an empty page, as for an agent that does not exist.
     const foreign = await call("GET", `/v1/agents/${a.id}/sessions`, { token: other.token });
     assert.deepEqual(foreign.json.items, []);
@@ -141,8 +160,13 @@ describe("list sessions", () => {
     for (let i = 0; i < 3; i++) made.push((await sessionOf(caller, agent.id)).id);
     const first = await call("GET", "/v1/sessions?limit=2", { token: caller.token });
     await sessionOf(caller, agent.id);
-    const second = await call("GET", `/v1/sessions?limit=2&after=${encodeURIComponent(first.json.next)}`, { token: caller.token });
-    assert.deepEqual([...first.json.items, ...second.json.items].map((s: Json) => s.id), made.slice().reverse());
+    const second = await call("GET", `/v1/sessions?limit=2&after=${encodeURIComponent(first.json.next)}`, {
+      token: caller.token,
+    });
+    assert.deepEqual(
+      [...first.json.items, ...second.json.items].map((s: Json) => s.id),
+      made.slice().reverse(),
+    );
     assert.equal(second.json.next, null);
 
     assertError(await call("GET", "/v1/sessions?limit=0", { token: caller.token }), 400, "invalid_argument");
@@ -158,9 +182,15 @@ describe("list sessions", () => {
     const made = [(await sessionOf(caller, agent.id)).id, (await sessionOf(caller, agent.id)).id];
     const { sessions } = grpc();
     const one = await sessions.listSessions({ limit: 1, agentId: agent.id }, as(caller));
-    assert.deepEqual(one.items.map((s) => s.id), [made[1]]);
+    assert.deepEqual(
+      one.items.map((s) => s.id),
+      [made[1]],
+    );
     const two = await sessions.listSessions({ limit: 1, agentId: agent.id, after: one.next }, as(caller));
-    assert.deepEqual(two.items.map((s) => s.id), [made[0]]);
+    assert.deepEqual(
+      two.items.map((s) => s.id),
+      [made[0]],
+    );
     assert.equal(two.next, undefined);
     const foreign = await sessions.listSessions({ agentId: agent.id }, as(identity.caller()));
     assert.deepEqual(foreign.items, []);
@@ -172,26 +202,56 @@ describe("update an agent", () => {
     const caller = identity.caller();
     const agent = await agentOf(caller);
     const taken = await agentOf(caller);
-    const res = await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { name: "Renamed", systemPrompt: "be brief" } });
+    const res = await call("PATCH", `/v1/agents/${agent.id}`, {
+      token: caller.token,
+      body: { name: "Renamed", systemPrompt: "be brief" },
+    });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.json.name, "Renamed");
     assert.equal(res.json.systemPrompt, "be brief");
     assert.equal(res.json.slug, agent.slug);
     assert.equal(res.json.model, "dev/echo");
     assert.ok(Date.parse(res.json.updatedAt) >= Date.parse(agent.updatedAt));
-    const model = await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { model: "dev/other", slug: "fresh-slug" } });
+    const model = await call("PATCH", `/v1/agents/${agent.id}`, {
+      token: caller.token,
+      body: { model: "dev/other", slug: "fresh-slug" },
+    });
     assert.equal(model.json.model, "dev/other");
     assert.equal(model.json.slug, "fresh-slug");
     assert.equal(model.json.name, "Renamed");
     assert.equal((await call("GET", `/v1/agents/${agent.id}`, { token: caller.token })).json.slug, "fresh-slug");
 
-    assertError(await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { slug: taken.slug } }), 409, "already_exists");
-    assertError(await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { slug: "" } }), 400, "invalid_argument");
-    assertError(await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { name: " " } }), 400, "invalid_argument");
-    assertError(await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { model: "x".repeat(300) } }), 400, "invalid_argument");
-    assertError(await call("PATCH", "/v1/agents/not-a-uuid", { token: caller.token, body: { name: "x" } }), 400, "invalid_argument");
+    assertError(
+      await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { slug: taken.slug } }),
+      409,
+      "already_exists",
+    );
+    assertError(
+      await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { slug: "" } }),
+      400,
+      "invalid_argument",
+    );
+    assertError(
+      await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { name: " " } }),
+      400,
+      "invalid_argument",
+    );
+    assertError(
+      await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { model: "x".repeat(300) } }),
+      400,
+      "invalid_argument",
+    );
+    assertError(
+      await call("PATCH", "/v1/agents/not-a-uuid", { token: caller.token, body: { name: "x" } }),
+      400,
+      "invalid_argument",
+    );
     const other = identity.caller();
-    assertError(await call("PATCH", `/v1/agents/${agent.id}`, { token: other.token, body: { name: "Stolen" } }), 404, "not_found");
+    assertError(
+      await call("PATCH", `/v1/agents/${agent.id}`, { token: other.token, body: { name: "Stolen" } }),
+      404,
+      "not_found",
+    );
     assert.equal((await call("GET", `/v1/agents/${agent.id}`, { token: caller.token })).json.name, "Renamed");
   });
 
@@ -226,17 +286,28 @@ describe("delete an agent", () => {
     assert.equal(res.text, "");
     assertError(await call("GET", `/v1/agents/${agent.id}`, { token: caller.token }), 404, "not_found");
     assertError(await call("DELETE", `/v1/agents/${agent.id}`, { token: caller.token }), 404, "not_found");
-    assertError(await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { name: "x" } }), 404, "not_found");
+    assertError(
+      await call("PATCH", `/v1/agents/${agent.id}`, { token: caller.token, body: { name: "x" } }),
+      404,
+      "not_found",
+    );
     const listed = await call("GET", "/v1/agents?limit=100", { token: caller.token });
     assert.ok(!listed.json.items.some((a: Json) => a.id === agent.id));
-    const reuse = await call("POST", "/v1/agents", { token: caller.token, body: { name: "B", slug: agent.slug, model: "dev/echo" } });
+    const reuse = await call("POST", "/v1/agents", {
+      token: caller.token,
+      body: { name: "B", slug: agent.slug, model: "dev/echo" },
+    });
     assert.equal(reuse.status, 201, reuse.text);
 
     const read = await call("GET", `/v1/sessions/${session.id}`, { token: caller.token });
     assert.equal(read.status, 200);
     assert.ok(read.json.events.some((e: Json) => e.type === "done"));
     assert.deepEqual((await allPages(caller, `/v1/agents/${agent.id}/sessions`, 10)).ids, [session.id]);
-    assertError(await call("POST", "/v1/sessions", { token: caller.token, body: { agentId: agent.id } }), 404, "not_found");
+    assertError(
+      await call("POST", "/v1/sessions", { token: caller.token, body: { agentId: agent.id } }),
+      404,
+      "not_found",
+    );
     const send = await call("POST", `/v1/sessions/${session.id}/messages`, {
       token: caller.token,
       body: { messages: [{ role: "user", content: "again" }] },
@@ -270,7 +341,11 @@ describe("delete a session", () => {
     const sandboxId = json.session.sandboxId as string;
     assert.ok(sandboxId);
 
-    assertError(await call("DELETE", `/v1/sessions/${session.id}`, { token: identity.caller().token }), 404, "not_found");
+    assertError(
+      await call("DELETE", `/v1/sessions/${session.id}`, { token: identity.caller().token }),
+      404,
+      "not_found",
+    );
     assert.ok(!compute.destroyCalls.includes(sandboxId));
     const res = await call("DELETE", `/v1/sessions/${session.id}`, { token: caller.token });
     assert.equal(res.status, 204, res.text);
@@ -278,7 +353,11 @@ describe("delete a session", () => {
     assertError(await call("GET", `/v1/sessions/${session.id}`, { token: caller.token }), 404, "not_found");
     assertError(await call("DELETE", `/v1/sessions/${session.id}`, { token: caller.token }), 404, "not_found");
     assert.deepEqual((await allPages(caller, "/v1/sessions", 10)).ids, []);
-    const count = await database.db.selectFrom("session_events").select(database.db.fn.countAll().as("n")).where("session_id", "=", session.id).executeTakeFirstOrThrow();
+    const count = await database.db
+      .selectFrom("session_events")
+      .select(database.db.fn.countAll().as("n"))
+      .where("session_id", "=", session.id)
+      .executeTakeFirstOrThrow();
     assert.equal(Number(count.n), 0, "the log went with the session");
   });
 
@@ -288,7 +367,11 @@ describe("delete a session", () => {
     const session = await sessionOf(caller, agent.id);
     const stream = fetch(`${base}/v1/sessions/${session.id}/messages`, {
       method: "POST",
-      headers: { authorization: `Bearer ${caller.token}`, "content-type": "application/json", accept: "text/event-stream" },
+      headers: {
+        authorization: `Bearer ${caller.token}`,
+        "content-type": "application/json",
+        accept: "text/event-stream",
+      },
       body: JSON.stringify({ messages: [{ role: "user", content: "run: hang" }] }),
     });
     const res = await stream;

@@ -6,11 +6,11 @@ import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
 import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
-import type { AgentsConfig } from "../config.ts";
 import type { AgentsDB } from "../db/schema.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
+import { testAgentsConfig } from "../testing/config.ts";
 import { IdentityDouble } from "../testing/identity-double.ts";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 import { type AgentsServer, createAgentsServer } from "./create.ts";
@@ -29,22 +29,14 @@ const scripted = new ScriptedModel();
 
 before(async () => {
   database = await createTestDatabase<AgentsDB>();
-  const config: AgentsConfig = {
-    port: 0,
-    grpcPort: 0,
-    host: "127.0.0.1",
-    dataDir: "",
-    identityGrpcUrl: await identity.start(),
-    computeGrpcUrl: await compute.start(),
-    toolTimeoutMs: 5000,
-    toolOutputLimitBytes: 16384,
-    maxModelCalls: 10,
-    maxTokens: 1024,
-    runLeaseMs: 5000,
-    logLevel: "silent",
-  };
+  const config = testAgentsConfig({ identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() });
   const providers = new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
-  service = await createAgentsServer(config, pino({ level: "silent" }), { providers, database, pollMs: 200, internalTls: undefined });
+  service = await createAgentsServer(config, pino({ level: "silent" }), {
+    providers,
+    database,
+    pollMs: 200,
+    internalTls: undefined,
+  });
   ({ url: base, grpcUrl: grpcBase } = await service.listen());
 });
 after(async () => {
@@ -57,13 +49,26 @@ after(async () => {
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
 type Json = Record<string, any>;
 
-async function call(method: string, path: string, opts: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {}) {
+async function call(
+  method: string,
+  path: string,
+  opts: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+) {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
   if (opts.body !== undefined || opts.raw !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${base}${path}`, { method, headers, body: opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body)) });
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers,
+    body: opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body)),
+  });
   const text = await res.text();
-  return { status: res.status, headers: res.headers, text, json: (text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : undefined) as Json };
+  return {
+    status: res.status,
+    headers: res.headers,
+    text,
+    json: (text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : undefined) as Json,
+  };
 }
 
 function assertError(res: { status: number; json: Json }, status: number, code: string) {
@@ -79,15 +84,24 @@ function parseSse(text: string): Frame[] {
     .filter((block) => block.split("\n").some((l) => l.startsWith("data:")))
     .map((block) => {
       const lines = block.split("\n");
-      const id = lines.find((l) => l.startsWith("id:"))?.slice(3).trim();
-      const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+      const id = lines
+        .find((l) => l.startsWith("id:"))
+        ?.slice(3)
+        .trim();
+      const data = lines
+        .filter((l) => l.startsWith("data:"))
+        .map((l) => l.slice(5).trim())
+        .join("\n");
       return { id, data: JSON.parse(data) };
     });
 }
 
 async function agentAndSession(model = "dev/echo") {
   const caller = identity.caller();
-  const agent = await call("POST", "/v1/agents", { token: caller.token, body: { name: "A", slug: `a-${Math.random()}`, model } });
+  const agent = await call("POST", "/v1/agents", {
+    token: caller.token,
+    body: { name: "A", slug: `a-${Math.random()}`, model },
+  });
   const session = await call("POST", "/v1/sessions", { token: caller.token, body: { agentId: agent.json.id } });
   return { caller, agent: agent.json, session: session.json };
 }
@@ -112,7 +126,11 @@ describe("REST: agents", () => {
   test("no token or an unknown one → 401 with the agents envelope", async () => {
     assertError(await call("GET", "/v1/agents"), 401, "unauthenticated");
     assertError(await call("GET", "/v1/agents", { token: "wrong" }), 401, "unauthenticated");
-    assertError(await call("POST", "/v1/agents", { headers: { authorization: "Basic abc" }, body: {} }), 401, "unauthenticated");
+    assertError(
+      await call("POST", "/v1/agents", { headers: { authorization: "Basic abc" }, body: {} }),
+      401,
+      "unauthenticated",
+    );
   });
 
   test("only exactly `Bearer <token>`: every loose variant of a genuine token is 401 without asking identity", async () => {
@@ -137,32 +155,59 @@ describe("REST: agents", () => {
 
   test("create → 201 with camelCase fields; get → 200; 409 for a taken slug", async () => {
     const { token } = identity.caller();
-    const res = await call("POST", "/v1/agents", { token, body: { name: "Coder", slug: "coder", model: "dev/echo", systemPrompt: "You code." } });
+    const res = await call("POST", "/v1/agents", {
+      token,
+      body: { name: "Coder", slug: "coder", model: "dev/echo", systemPrompt: "You code." },
+    });
     assert.equal(res.status, 201);
-    assert.deepEqual(Object.keys(res.json).sort(), ["createdAt", "id", "model", "name", "slug", "systemPrompt", "updatedAt"]);
+    assert.deepEqual(Object.keys(res.json).sort(), [
+      "createdAt",
+      "id",
+      "model",
+      "name",
+      "slug",
+      "systemPrompt",
+      "updatedAt",
+    ]);
     assert.equal(res.json.systemPrompt, "You code.");
     assert.ok(!Number.isNaN(Date.parse(res.json.createdAt)));
     const got = await call("GET", `/v1/agents/${res.json.id}`, { token });
     assert.equal(got.status, 200);
     assert.deepEqual(got.json, res.json);
-    assertError(await call("POST", "/v1/agents", { token, body: { name: "Other", slug: "coder", model: "dev/echo" } }), 409, "already_exists");
+    assertError(
+      await call("POST", "/v1/agents", { token, body: { name: "Other", slug: "coder", model: "dev/echo" } }),
+      409,
+      "already_exists",
+    );
   });
 
   test("400 for malformed JSON and missing fields; 400 for a malformed id; 404 for another org's agent", async () => {
     const a = identity.caller();
     const b = identity.caller();
     assertError(await call("POST", "/v1/agents", { token: a.token, raw: "{not json" }), 400, "invalid_argument");
-    assertError(await call("POST", "/v1/agents", { token: a.token, body: { name: "x", model: "dev/echo" } }), 400, "invalid_argument");
+    assertError(
+      await call("POST", "/v1/agents", { token: a.token, body: { name: "x", model: "dev/echo" } }),
+      400,
+      "invalid_argument",
+    );
     assertError(await call("POST", "/v1/agents", { token: a.token, body: {} }), 400, "invalid_argument");
     assertError(await call("GET", "/v1/agents/not-a-uuid", { token: a.token }), 400, "invalid_argument");
-    const created = await call("POST", "/v1/agents", { token: a.token, body: { name: "x", slug: "x", model: "dev/echo" } });
+    const created = await call("POST", "/v1/agents", {
+      token: a.token,
+      body: { name: "x", slug: "x", model: "dev/echo" },
+    });
     assertError(await call("GET", `/v1/agents/${created.json.id}`, { token: b.token }), 404, "not_found");
-    assertError(await call("GET", "/v1/agents/00000000-0000-4000-8000-000000000000", { token: a.token }), 404, "not_found");
+    assertError(
+      await call("GET", "/v1/agents/00000000-0000-4000-8000-000000000000", { token: a.token }),
+      404,
+      "not_found",
+    );
   });
 
   test("list: items and next; next is null on the last page; limit outside 1..100 → 400", async () => {
     const { token } = identity.caller();
-    for (const slug of ["one", "two", "three"]) await call("POST", "/v1/agents", { token, body: { name: slug, slug, model: "dev/echo" } });
+    for (const slug of ["one", "two", "three"])
+      await call("POST", "/v1/agents", { token, body: { name: slug, slug, model: "dev/echo" } });
     const page1 = await call("GET", "/v1/agents?limit=2", { token });
     assert.equal(page1.status, 200);
     assert.deepEqual(
@@ -176,7 +221,8 @@ describe("REST: agents", () => {
       ["one"],
     );
     assert.equal(page2.json.next, null, "next is null on the last page");
-    for (const bad of ["0", "101", "-1", "abc", "1.5"]) assertError(await call("GET", `/v1/agents?limit=${bad}`, { token }), 400, "invalid_argument");
+    for (const bad of ["0", "101", "-1", "abc", "1.5"])
+      assertError(await call("GET", `/v1/agents?limit=${bad}`, { token }), 400, "invalid_argument");
     assertError(await call("GET", "/v1/agents?after=bogus", { token }), 400, "invalid_argument");
     const empty = await call("GET", "/v1/agents", { token: identity.caller().token });
     assert.deepEqual(empty.json.items, []);
@@ -193,10 +239,18 @@ describe("REST: sessions and streams", () => {
     assert.equal(got.json.session.id, session.id);
     assert.deepEqual(got.json.events, []);
     assert.equal(got.json.session.lastSeq, 0);
-    assertError(await call("POST", "/v1/sessions", { token: caller.token, body: { agentId: "nope" } }), 400, "invalid_argument");
+    assertError(
+      await call("POST", "/v1/sessions", { token: caller.token, body: { agentId: "nope" } }),
+      400,
+      "invalid_argument",
+    );
     assertError(await call("POST", "/v1/sessions", { token: caller.token, body: {} }), 400, "invalid_argument");
     const other = identity.caller();
-    assertError(await call("POST", "/v1/sessions", { token: other.token, body: { agentId: agent.id } }), 404, "not_found");
+    assertError(
+      await call("POST", "/v1/sessions", { token: other.token, body: { agentId: agent.id } }),
+      404,
+      "not_found",
+    );
     assertError(await call("GET", `/v1/sessions/${session.id}`, { token: other.token }), 404, "not_found");
   });
 
@@ -204,7 +258,11 @@ describe("REST: sessions and streams", () => {
     const { caller, session } = await agentAndSession();
     const res = await fetch(`${base}/v1/sessions/${session.id}/messages`, {
       method: "POST",
-      headers: { authorization: `Bearer ${caller.token}`, "content-type": "application/json", accept: "text/event-stream" },
+      headers: {
+        authorization: `Bearer ${caller.token}`,
+        "content-type": "application/json",
+        accept: "text/event-stream",
+      },
       body: JSON.stringify({ messages: [{ role: "user", content: "hello streaming world" }] }),
     });
     assert.equal(res.status, 200);
@@ -262,17 +320,32 @@ describe("REST: sessions and streams", () => {
     assertError(await post('{"messages":[]}'), 400, "invalid_argument");
     assertError(await post('{"messages":[{"role":"robot","content":"x"}]}'), 400, "invalid_argument");
     assertError(await post('{"messages":[{"role":"tool","content":"x"}]}'), 400, "invalid_argument");
-    assertError(await call("POST", "/v1/sessions/zzz/messages", { token: caller.token, raw: '{"messages":[{"role":"user","content":"x"}]}' }), 400, "invalid_argument");
+    assertError(
+      await call("POST", "/v1/sessions/zzz/messages", {
+        token: caller.token,
+        raw: '{"messages":[{"role":"user","content":"x"}]}',
+      }),
+      400,
+      "invalid_argument",
+    );
   });
 
   test("an unreachable model → 503 unavailable before the stream; a busy session → 409", async () => {
     const { caller, session } = await agentAndSession("scripted/x");
     scripted.push("unreachable");
     const body = { messages: [{ role: "user", content: "hi" }] };
-    assertError(await call("POST", `/v1/sessions/${session.id}/messages`, { token: caller.token, body }), 503, "unavailable");
+    assertError(
+      await call("POST", `/v1/sessions/${session.id}/messages`, { token: caller.token, body }),
+      503,
+      "unavailable",
+    );
 
     const hold = gate();
-    scripted.push([{ type: "text", text: "working" }, { type: "wait", until: hold.promise }, { type: "text", text: " done" }]);
+    scripted.push([
+      { type: "text", text: "working" },
+      { type: "wait", until: hold.promise },
+      { type: "text", text: " done" },
+    ]);
     const first = await fetch(`${base}/v1/sessions/${session.id}/messages`, {
       method: "POST",
       headers: { authorization: `Bearer ${caller.token}`, "content-type": "application/json" },
@@ -294,7 +367,12 @@ describe("REST: sessions and streams", () => {
   test("rejoin with Last-Event-ID or ?after=, and cancel", async () => {
     const { caller, session } = await agentAndSession("scripted/x");
     const hold = gate();
-    scripted.push([{ type: "text", text: "a" }, { type: "text", text: "b" }, { type: "wait", until: hold.promise }, { type: "text", text: "c" }]);
+    scripted.push([
+      { type: "text", text: "a" },
+      { type: "text", text: "b" },
+      { type: "wait", until: hold.promise },
+      { type: "text", text: "c" },
+    ]);
     const abort = new AbortController();
     const first = await fetch(`${base}/v1/sessions/${session.id}/messages`, {
       method: "POST",
@@ -319,11 +397,14 @@ describe("REST: sessions and streams", () => {
     assert.equal(cancelled.status, 200);
     assert.equal(cancelled.json.cancelled, true);
     let tail = "";
-    for (let r = await replayReader.read(); !r.done; r = await replayReader.read()) tail += new TextDecoder().decode(r.value);
+    for (let r = await replayReader.read(); !r.done; r = await replayReader.read())
+      tail += new TextDecoder().decode(r.value);
     const frames = parseSse(missed + tail);
     assert.equal(frames.at(-1)?.data.type, "error");
     hold.open();
-    const again = parseSse((await call("GET", `/v1/sessions/${session.id}/events?after=1`, { token: caller.token })).text);
+    const again = parseSse(
+      (await call("GET", `/v1/sessions/${session.id}/events?after=1`, { token: caller.token })).text,
+    );
     assert.deepEqual(
       again.map((f) => f.data.type),
       ["text", "text", "error"],
@@ -338,10 +419,17 @@ describe("gRPC", () => {
   test("the same RPCs over gRPC (the runtime's tenant workers): bearer required, SendMessages streams", async () => {
     const client = createClient(SessionService, grpcTransport(grpcBase));
     const { caller, session } = await agentAndSession();
-    await assert.rejects(client.getSession({ id: session.id }), (err: unknown) => ConnectError.from(err).code === Code.Unauthenticated);
+    await assert.rejects(
+      client.getSession({ id: session.id }),
+      (err: unknown) => ConnectError.from(err).code === Code.Unauthenticated,
+    );
     const headers = { authorization: `Bearer ${caller.token}` };
     const types: string[] = [];
-    for await (const e of client.sendMessages({ id: session.id, messages: [{ role: "user", content: "over grpc" }] }, { headers })) types.push(e.type);
+    for await (const e of client.sendMessages(
+      { id: session.id, messages: [{ role: "user", content: "over grpc" }] },
+      { headers },
+    ))
+      types.push(e.type);
     assert.equal(types.at(-1), "done");
     const got = await client.getSession({ id: session.id }, { headers });
     assert.equal(got.events[0]?.content, "over grpc");

@@ -48,7 +48,10 @@ describe("authentication", () => {
 describe("agents", () => {
   test("create returns the agent with id and times; get returns it", async () => {
     const caller = h.identity.caller();
-    const { agent } = await h.agents.createAgent({ name: "Helper", slug: "helper", model: "dev/echo", systemPrompt: "be brief" }, h.as(caller));
+    const { agent } = await h.agents.createAgent(
+      { name: "Helper", slug: "helper", model: "dev/echo", systemPrompt: "be brief" },
+      h.as(caller),
+    );
     assert.ok(agent);
     assert.match(agent.id, /^[0-9a-f-]{36}$/);
     assert.equal(agent.slug, "helper");
@@ -60,9 +63,21 @@ describe("agents", () => {
 
   test("missing fields are invalid_argument", async () => {
     const caller = h.identity.caller();
-    await rejects(h.agents.createAgent({ name: "", slug: "a", model: "dev/x" }, h.as(caller)), Code.InvalidArgument, /name/);
-    await rejects(h.agents.createAgent({ name: "a", slug: "", model: "dev/x" }, h.as(caller)), Code.InvalidArgument, /slug/);
-    await rejects(h.agents.createAgent({ name: "a", slug: "a", model: "" }, h.as(caller)), Code.InvalidArgument, /model/);
+    await rejects(
+      h.agents.createAgent({ name: "", slug: "a", model: "dev/x" }, h.as(caller)),
+      Code.InvalidArgument,
+      /name/,
+    );
+    await rejects(
+      h.agents.createAgent({ name: "a", slug: "", model: "dev/x" }, h.as(caller)),
+      Code.InvalidArgument,
+      /slug/,
+    );
+    await rejects(
+      h.agents.createAgent({ name: "a", slug: "a", model: "" }, h.as(caller)),
+      Code.InvalidArgument,
+      /model/,
+    );
   });
 
   test("a slug taken in the org is already_exists; another org may use it", async () => {

@@ -1,9 +1,12 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
-import { requestInfo } from "@platform/rpc";
+import { Code, PlatformError } from "@platform/errors";
+import { openStream, requestInfo } from "@platform/rpc";
 import type { AgentsDomain } from "../domain/agents.ts";
+import type { SessionFiles } from "../domain/session-files.ts";
 import { authOf } from "./auth.ts";
-import { agentToProto, eventToProto, sessionToProto } from "./convert.ts";
+import { agentToProto, eventToProto, sessionFileToProto, sessionToProto } from "./convert.ts";
+import { mapInTurns, withLoopTurns } from "./loop-turns.ts";
 
 /** Last-Event-ID, the SSE reconnection header, when the query has no `after`. */
 function resumeFrom(after: bigint, header: string | null): number {
@@ -36,7 +39,8 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
   };
 }
 
-export function sessionService(domain: AgentsDomain): ServiceImpl<typeof SessionService> {
+/** `files`: the workspace file RPCs; absent (tests of the other RPCs), they answer unimplemented. */
+export function sessionService(domain: AgentsDomain, files?: SessionFiles): ServiceImpl<typeof SessionService> {
   return {
     async createSession(req, ctx) {
       return { session: sessionToProto(await domain.createSession(authOf(ctx), req.agentId)) };
@@ -51,19 +55,58 @@ export function sessionService(domain: AgentsDomain): ServiceImpl<typeof Session
     },
     async getSession(req, ctx) {
       const { session, events } = await domain.getSession(authOf(ctx), req.id);
-      return { session: sessionToProto(session), events: events.map(eventToProto) };
+      return { session: sessionToProto(session), events: await mapInTurns(events, eventToProto) };
     },
     async *sendMessages(req, ctx) {
-      const stream = await domain.sendMessages(authOf(ctx), req.id, req.messages, { signal: ctx.signal, logger: requestInfo(ctx)?.logger });
-      for await (const event of stream) yield eventToProto(event);
+      const stream = await domain.sendMessages(authOf(ctx), req.id, req.messages, {
+        signal: ctx.signal,
+        logger: requestInfo(ctx)?.logger,
+      });
+      // The run started: headers now (SSE 200, gRPC HEADERS), not with the
+      // first event, which may come after a long model or tool call.
+      openStream(ctx);
+      for await (const event of withLoopTurns(stream)) yield eventToProto(event);
     },
     async *streamEvents(req, ctx) {
       const after = resumeFrom(req.after, ctx.requestHeader.get("last-event-id"));
       const stream = await domain.streamEvents(authOf(ctx), req.id, after, ctx.signal);
-      for await (const event of stream) yield eventToProto(event);
+      for await (const event of withLoopTurns(stream)) yield eventToProto(event);
     },
     async cancelRun(req, ctx) {
       return { cancelled: await domain.cancelRun(authOf(ctx), req.id) };
     },
+    async listSessionFiles(req, ctx) {
+      const { entries, truncated } = await need(files).list(
+        authOf(ctx),
+        req.id,
+        { path: req.path, recursive: req.recursive, limit: req.limit },
+        ctx.signal,
+      );
+      return { items: entries.map(sessionFileToProto), truncated };
+    },
+    async readSessionFile(req, ctx) {
+      const res = await need(files).read(
+        authOf(ctx),
+        req.id,
+        { path: req.path, offset: Number(req.offset), maxBytes: Number(req.maxBytes) },
+        ctx.signal,
+      );
+      return { data: res.data, totalSize: BigInt(res.totalSize), eof: res.eof };
+    },
+    async writeSessionFile(req, ctx) {
+      const written = await need(files).write(
+        authOf(ctx),
+        req.id,
+        { path: req.path, data: req.data, append: req.append, mode: req.mode },
+        ctx.signal,
+      );
+      return { bytesWritten: BigInt(written) };
+    },
   };
+}
+
+function need(files: SessionFiles | undefined): SessionFiles {
+  if (!files)
+    throw new PlatformError(Code.Unimplemented, "unimplemented", "workspace files are not available in this service");
+  return files;
 }

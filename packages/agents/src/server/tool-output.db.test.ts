@@ -2,11 +2,11 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { createTestDatabase } from "@platform/db/testing";
 import pino from "pino";
-import type { AgentsConfig } from "../config.ts";
 import type { AgentsDB } from "../db/schema.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
+import { testAgentsConfig } from "../testing/config.ts";
 import { IdentityDouble } from "../testing/identity-double.ts";
 import { type AgentsServer, createAgentsServer } from "./create.ts";
 
@@ -22,20 +22,10 @@ const compute = new ComputeDouble();
 
 before(async () => {
   database = await createTestDatabase<AgentsDB>();
-  const config: AgentsConfig = {
-    port: 0,
-    grpcPort: 0,
-    host: "127.0.0.1",
-    dataDir: "",
-    identityGrpcUrl: await identity.start(),
-    computeGrpcUrl: await compute.start(),
-    toolTimeoutMs: 10_000,
-    toolOutputLimitBytes: 16384,
-    maxModelCalls: 10,
-    maxTokens: 1024,
-    runLeaseMs: 5000,
-    logLevel: "silent",
-  };
+  const config = testAgentsConfig(
+    { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
+    { toolTimeoutMs: 10_000 },
+  );
   service = await createAgentsServer(config, pino({ level: "silent" }), {
     providers: new ProviderRegistry().register("dev", new DevModel()),
     database,
@@ -79,8 +69,16 @@ async function frames(res: Response): Promise<Frame[]> {
 test("a command printing over ~1 s yields tool_output events live, before its tool_result, and in the stored log", async () => {
   const caller = identity.caller();
   const auth = { authorization: `Bearer ${caller.token}`, "content-type": "application/json" };
-  const agent = await (await fetch(`${base}/v1/agents`, { method: "POST", headers: auth, body: JSON.stringify({ name: "T", slug: "t", model: "dev/echo" }) })).json() as Json;
-  const session = await (await fetch(`${base}/v1/sessions`, { method: "POST", headers: auth, body: JSON.stringify({ agentId: agent.id }) })).json() as Json;
+  const agent = (await (
+    await fetch(`${base}/v1/agents`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ name: "T", slug: "t", model: "dev/echo" }),
+    })
+  ).json()) as Json;
+  const session = (await (
+    await fetch(`${base}/v1/sessions`, { method: "POST", headers: auth, body: JSON.stringify({ agentId: agent.id }) })
+  ).json()) as Json;
   const res = await fetch(`${base}/v1/sessions/${session.id}/messages`, {
     method: "POST",
     headers: { ...auth, accept: "text/event-stream" },
@@ -94,18 +92,35 @@ test("a command printing over ~1 s yields tool_output events live, before its to
   const outputs = live.filter((f) => f.data.type === "tool_output");
   assert.ok(outputs.length >= 3, `several tool_output events while the command ran: ${types.join(",")}`);
   assert.ok(outputs.length <= 8, `rate-limited: ${outputs.length} events for 5 lines over 1 s`);
-  assert.ok(outputs.every((f) => f.id > use.id && f.id < result.id), "between tool_use and tool_result");
-  assert.ok(outputs.every((f) => f.data.toolUseId === use.data.toolUseId && f.data.toolUseId), "each names its tool call");
+  assert.ok(
+    outputs.every((f) => f.id > use.id && f.id < result.id),
+    "between tool_use and tool_result",
+  );
+  assert.ok(
+    outputs.every((f) => f.data.toolUseId === use.data.toolUseId && f.data.toolUseId),
+    "each names its tool call",
+  );
   // Live: the first output arrived while the command still had most of its second to run.
   assert.ok(result.at - outputs[0]!.at >= 500, `first output ${result.at - outputs[0]!.at} ms before the result`);
   const text = outputs.map((f) => JSON.parse(f.data.content).stdout ?? "").join("");
   assert.equal(text, "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n");
   // The model's result is what it always was: the capped output and exit code.
-  assert.deepEqual(JSON.parse(result.data.content), { exitCode: 0, stdout: "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n" });
+  assert.deepEqual(JSON.parse(result.data.content), {
+    exitCode: 0,
+    stdout: "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n",
+  });
   assert.equal(types.at(-1), "done");
-  assert.match(live.filter((f) => f.data.type === "text").map((f) => f.data.content).join(""), /exited with code 0/);
+  assert.match(
+    live
+      .filter((f) => f.data.type === "text")
+      .map((f) => f.data.content)
+      .join(""),
+    /exited with code 0/,
+  );
 
-  const stored = (await (await fetch(`${base}/v1/sessions/${session.id}`, { headers: auth })).json()) as { events: Json[] };
+  const stored = (await (await fetch(`${base}/v1/sessions/${session.id}`, { headers: auth })).json()) as {
+    events: Json[];
+  };
   const storedOutputs = stored.events.filter((e) => e.type === "tool_output");
   assert.deepEqual(
     storedOutputs.map((e) => [Number(e.seq), e.content, e.toolUseId]),

@@ -25,18 +25,24 @@ export class ComputeDouble {
     this.#served = await serveH2c((router) => {
       router.service(ComputeService, {
         createSandbox: (req) => {
-          if (!req.tenantId || !req.sessionId) throw new ConnectError("tenant_id and session_id are required", Code.InvalidArgument);
+          if (!req.tenantId || !req.sessionId)
+            throw new ConnectError("tenant_id and session_id are required", Code.InvalidArgument);
           this.createCalls.push({ tenantId: req.tenantId, sessionId: req.sessionId });
           const sandboxId = randomUUID();
           this.files.set(sandboxId, new Map());
           return { sandboxId, status: SandboxStatus.STARTING };
         },
         describeSandbox: (req) => {
-          if (!this.files.has(req.sandboxId)) throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
-          return { sandboxId: req.sandboxId, status: this.failed.has(req.sandboxId) ? SandboxStatus.FAILED : SandboxStatus.READY };
+          if (!this.files.has(req.sandboxId))
+            throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
+          return {
+            sandboxId: req.sandboxId,
+            status: this.failed.has(req.sandboxId) ? SandboxStatus.FAILED : SandboxStatus.READY,
+          };
         },
         destroySandbox: (req) => {
-          if (!this.files.has(req.sandboxId)) throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
+          if (!this.files.has(req.sandboxId))
+            throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
           this.destroyCalls.push(req.sandboxId);
           this.failed.add(req.sandboxId);
           return { sandboxId: req.sandboxId };
@@ -53,7 +59,11 @@ export class ComputeDouble {
           return { bytesWritten: BigInt(req.data.length) };
         },
         listFiles: (req) => {
-          const entries = [...this.#fs(req.sandboxId).entries()].map(([path, data]) => ({ path, size: BigInt(data.length), isDir: false }));
+          const entries = [...this.#fs(req.sandboxId).entries()].map(([path, data]) => ({
+            path,
+            size: BigInt(data.length),
+            isDir: false,
+          }));
           return { entries, truncated: false };
         },
       });
@@ -76,40 +86,48 @@ export class ComputeDouble {
   }
 
   async *#exec(req: ExecCommandRequest, ctx: HandlerContext) {
-      const fs = this.#fs(req.sandboxId);
-      this.execCalls.push({ sandboxId: req.sandboxId, command: req.command, args: [...req.args] });
-      const script = req.command.endsWith("bash") && req.args[0] === "-c" ? (req.args[1] ?? "") : [req.command, ...req.args].join(" ");
-      const out = (s: string | Uint8Array) => ({
-        event: { case: "stdout" as const, value: { data: typeof s === "string" ? Buffer.from(s) : s } },
-      });
-      const done = (exitCode: number, cancelled = false) => ({ event: { case: "completed" as const, value: { exitCode, cancelled } } });
-      let m: RegExpExecArray | null;
-      if ((m = /^echo (.*)$/s.exec(script))) {
-        yield out(`${m[1]}\n`);
-        yield done(0);
-      } else if ((m = /^exit (\d+)$/.exec(script))) {
-        yield done(Number(m[1]));
-      } else if ((m = /^yes (\d+)$/.exec(script))) {
-        const n = Number(m[1]);
-        for (let sent = 0; sent < n; sent += 4096) yield out(Buffer.from("y\n".repeat(Math.min(4096, n - sent) / 2)));
-        yield done(0);
-      } else if ((m = /^cat (\S+)$/.exec(script))) {
-        const data = fs.get(m[1]!);
-        if (data) yield out(data);
-        yield done(data ? 0 : 1);
-      } else if ((m = /^ticks (\d+) (\d+)$/.exec(script))) {
-        for (let i = 1; i <= Number(m[1]); i++) {
-          yield out(`tick ${i}\n`);
-          await new Promise((resolve) => setTimeout(resolve, Number(m![2])));
-        }
-        yield done(0);
-      } else if (script === "hang") {
-        await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
-        yield done(-1, true);
-      } else {
-        yield { event: { case: "stderr" as const, value: { data: Buffer.from(`${script.split(" ")[0]}: command not found\n`) } } };
-        yield done(127);
+    const fs = this.#fs(req.sandboxId);
+    this.execCalls.push({ sandboxId: req.sandboxId, command: req.command, args: [...req.args] });
+    const script =
+      req.command.endsWith("bash") && req.args[0] === "-c" ? (req.args[1] ?? "") : [req.command, ...req.args].join(" ");
+    const out = (s: string | Uint8Array) => ({
+      event: { case: "stdout" as const, value: { data: typeof s === "string" ? Buffer.from(s) : s } },
+    });
+    const done = (exitCode: number, cancelled = false) => ({
+      event: { case: "completed" as const, value: { exitCode, cancelled } },
+    });
+    let m: RegExpExecArray | null;
+    if ((m = /^echo (.*)$/s.exec(script))) {
+      yield out(`${m[1]}\n`);
+      yield done(0);
+    } else if ((m = /^exit (\d+)$/.exec(script))) {
+      yield done(Number(m[1]));
+    } else if ((m = /^yes (\d+)$/.exec(script))) {
+      const n = Number(m[1]);
+      for (let sent = 0; sent < n; sent += 4096) yield out(Buffer.from("y\n".repeat(Math.min(4096, n - sent) / 2)));
+      yield done(0);
+    } else if ((m = /^cat (\S+)$/.exec(script))) {
+      const data = fs.get(m[1]!);
+      if (data) yield out(data);
+      yield done(data ? 0 : 1);
+    } else if ((m = /^ticks (\d+) (\d+)$/.exec(script))) {
+      for (let i = 1; i <= Number(m[1]); i++) {
+        yield out(`tick ${i}\n`);
+        await new Promise((resolve) => setTimeout(resolve, Number(m![2])));
       }
+      yield done(0);
+    } else if (script === "hang") {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+      yield done(-1, true);
+    } else {
+      yield {
+        event: {
+          case: "stderr" as const,
+          value: { data: Buffer.from(`${script.split(" ")[0]}: command not found\n`) },
+        },
+      };
+      yield done(127);
+    }
   }
 
   #fs(sandboxId: string): Map<string, Uint8Array> {

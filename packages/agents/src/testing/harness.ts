@@ -21,14 +21,17 @@ export type Harness = Awaited<ReturnType<typeof startHarness>>;
  * doubles served over real gRPC, mounted on an in-process Connect router.
  * Models: `dev/...` and `scripted/...` (the returned ScriptedModel).
  */
-export async function startHarness(options: Partial<Omit<AgentsAppOptions, "database" | "authenticator" | "sandboxes" | "logger">> = {}) {
+export async function startHarness(
+  options: Partial<Omit<AgentsAppOptions, "database" | "authenticator" | "sandboxes" | "logger">> = {},
+) {
   const database = await createTestDatabase<AgentsDB>();
   const identity = new IdentityDouble();
   const compute = new ComputeDouble();
   const identityUrl = await identity.start();
   const computeUrl = await compute.start();
   const scripted = new ScriptedModel();
-  const providers = options.providers ?? new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
+  const providers =
+    options.providers ?? new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
   const logger = pino({ level: process.env.LOG_LEVEL ?? "silent" });
   /** One instance of the app over the shared database and doubles, with in-process clients. */
   const instance = async () => {

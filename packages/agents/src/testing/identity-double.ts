@@ -21,7 +21,11 @@ export class IdentityDouble {
   caller(orgId = randomUUID(), userId = randomUUID()): Caller {
     // The exact compact JWS shape the agents service accepts (not signed: only this double knows it).
     const part = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url");
-    const caller = { token: `${part({ alg: "RS256", typ: "JWT" })}.${part({ sub: userId, org_id: orgId })}.${randomBytes(32).toString("base64url")}`, userId, orgId };
+    const caller = {
+      token: `${part({ alg: "RS256", typ: "JWT" })}.${part({ sub: userId, org_id: orgId })}.${randomBytes(32).toString("base64url")}`,
+      userId,
+      orgId,
+    };
     this.#callers.set(caller.token, caller);
     return caller;
   }

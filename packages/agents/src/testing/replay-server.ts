@@ -4,8 +4,7 @@ import type { AddressInfo } from "node:net";
 /** What the replay server answers to one request. */
 export type Reply =
   /** SSE frames written one by one; `cut` drops the connection after them without ending the stream. */
-  | { kind: "sse"; frames: string[]; cut?: boolean }
-  | { kind: "status"; status: number; body: unknown };
+  { kind: "sse"; frames: string[]; cut?: boolean } | { kind: "status"; status: number; body: unknown };
 
 export type Recorded = { path: string; headers: IncomingHttpHeaders; body: Record<string, unknown> };
 
@@ -30,8 +29,16 @@ export class ReplayServer {
       const chunks: Buffer[] = [];
       req.on("data", (c) => chunks.push(c));
       req.on("end", async () => {
-        this.requests.push({ path: req.url ?? "", headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString() || "{}") });
-        const reply = this.#replies.shift() ?? { kind: "status", status: 500, body: { error: { message: "no reply scripted" } } };
+        this.requests.push({
+          path: req.url ?? "",
+          headers: req.headers,
+          body: JSON.parse(Buffer.concat(chunks).toString() || "{}"),
+        });
+        const reply = this.#replies.shift() ?? {
+          kind: "status",
+          status: 500,
+          body: { error: { message: "no reply scripted" } },
+        };
         if (reply.kind === "status") {
           res.writeHead(reply.status, { "content-type": "application/json" });
           res.end(JSON.stringify(reply.body));

@@ -14,12 +14,22 @@ function fakeSandboxes(exec: (signal: AbortSignal) => Promise<ExecResult>): Sand
     listFiles: async () => ({ entries: [], truncated: false }),
   };
 }
-const ok = (stdout: string): ExecResult => ({ exitCode: 0, stdout, stderr: "", stdoutBytes: Buffer.byteLength(stdout), stderrBytes: 0, cancelled: false });
+const ok = (stdout: string): ExecResult => ({
+  exitCode: 0,
+  stdout,
+  stderr: "",
+  stdoutBytes: Buffer.byteLength(stdout),
+  stderrBytes: 0,
+  cancelled: false,
+});
 const never = () => new AbortController().signal;
 
 test("the sandbox is asked for only by calls that need it", async () => {
   let created = 0;
-  const box = new Toolbox(fakeSandboxes(async () => ok("hi")), { timeoutMs: 1000, outputLimitBytes: 1024 });
+  const box = new Toolbox(
+    fakeSandboxes(async () => ok("hi")),
+    { timeoutMs: 1000, outputLimitBytes: 1024 },
+  );
   const sandbox = async () => {
     created++;
     return "sbx";
@@ -55,7 +65,10 @@ test("a tool past its timeout yields an error result and its call is aborted", a
 });
 
 test("a cancelled run's tool call throws instead of producing a result", async () => {
-  const box = new Toolbox(fakeSandboxes(() => new Promise(() => {})), { timeoutMs: 10_000, outputLimitBytes: 1024 });
+  const box = new Toolbox(
+    fakeSandboxes(() => new Promise(() => {})),
+    { timeoutMs: 10_000, outputLimitBytes: 1024 },
+  );
   const run = new AbortController();
   const pending = box.run({ id: "1", name: "bash", input: { command: "x" } }, async () => "sbx", run.signal);
   run.abort(new Error("cancelled"));
@@ -63,7 +76,10 @@ test("a cancelled run's tool call throws instead of producing a result", async (
 });
 
 test("file output given to the model is capped", async () => {
-  const box = new Toolbox(fakeSandboxes(async () => ok("")), { timeoutMs: 1000, outputLimitBytes: 4096 });
+  const box = new Toolbox(
+    fakeSandboxes(async () => ok("")),
+    { timeoutMs: 1000, outputLimitBytes: 4096 },
+  );
   const result = await box.run({ id: "1", name: "read_file", input: { path: "big" } }, async () => "sbx", never());
   const parsed = JSON.parse(result.content);
   assert.equal(parsed.content.length, 4096);

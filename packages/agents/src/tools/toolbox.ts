@@ -17,7 +17,8 @@ export type ToolboxOptions = {
 export const TOOL_SPECS: ToolSpec[] = [
   {
     name: "bash",
-    description: "Run a shell command in the session's sandbox (working directory /workspace). Returns stdout, stderr and the exit code.",
+    description:
+      "Run a shell command in the session's sandbox (working directory /workspace). Returns stdout, stderr and the exit code.",
     inputSchema: {
       type: "object",
       properties: { command: { type: "string", description: "The command line, run by bash -c" } },
@@ -75,7 +76,12 @@ export class Toolbox {
   }
 
   /** `onOutput` receives a command's output chunks as they come (bash only). */
-  async run(call: ToolCall, sandbox: () => Promise<string>, signal: AbortSignal, onOutput?: OutputListener): Promise<ToolResult> {
+  async run(
+    call: ToolCall,
+    sandbox: () => Promise<string>,
+    signal: AbortSignal,
+    onOutput?: OutputListener,
+  ): Promise<ToolResult> {
     if (!TOOL_SPECS.some((t) => t.name === call.name)) return failure(`unknown tool "${call.name}"`);
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.options.timeoutMs);
@@ -89,14 +95,20 @@ export class Toolbox {
       return { content: this.#cap(JSON.stringify(result)), isError: false };
     } catch (err) {
       if (signal.aborted) throw err;
-      if (deadline.signal.aborted) return failure(`${call.name} timed out after ${Math.round(this.options.timeoutMs / 1000)} s`);
+      if (deadline.signal.aborted)
+        return failure(`${call.name} timed out after ${Math.round(this.options.timeoutMs / 1000)} s`);
       return failure(err instanceof PlatformError ? err.message : "tool call failed");
     } finally {
       clearTimeout(timer);
     }
   }
 
-  async #dispatch(call: ToolCall, sandbox: () => Promise<string>, signal: AbortSignal, onOutput?: OutputListener): Promise<Record<string, unknown>> {
+  async #dispatch(
+    call: ToolCall,
+    sandbox: () => Promise<string>,
+    signal: AbortSignal,
+    onOutput?: OutputListener,
+  ): Promise<Record<string, unknown>> {
     const input = call.input;
     const limit = this.options.outputLimitBytes;
     switch (call.name) {
@@ -127,7 +139,12 @@ export class Toolbox {
         const id = await sandbox();
         const r = await this.sandboxes.readFile(id, path, limit, signal);
         const content = clip(Buffer.from(r.data).toString("utf8"), limit);
-        return { path, content, totalSize: r.totalSize, ...(r.totalSize > Buffer.byteLength(content) ? { truncated: true } : {}) };
+        return {
+          path,
+          content,
+          totalSize: r.totalSize,
+          ...(r.totalSize > Buffer.byteLength(content) ? { truncated: true } : {}),
+        };
       }
       case "write_file": {
         const path = stringField(input, "path");
@@ -139,7 +156,11 @@ export class Toolbox {
       case "list_files": {
         const path = typeof input.path === "string" && input.path !== "" ? input.path : ".";
         const id = await sandbox();
-        const r = await this.sandboxes.listFiles(id, path, { recursive: input.recursive === true, maxEntries: LIST_MAX_ENTRIES, signal });
+        const r = await this.sandboxes.listFiles(id, path, {
+          recursive: input.recursive === true,
+          maxEntries: LIST_MAX_ENTRIES,
+          signal,
+        });
         return { path, entries: r.entries, ...(r.truncated ? { truncated: true } : {}) };
       }
       default:
@@ -161,7 +182,8 @@ function failure(message: string): ToolResult {
 
 function stringField(input: Record<string, unknown>, field: string): string {
   const value = input[field];
-  if (typeof value !== "string" || value === "") throw PlatformError.invalidArgument(`tool input "${field}" must be a non-empty string`);
+  if (typeof value !== "string" || value === "")
+    throw PlatformError.invalidArgument(`tool input "${field}" must be a non-empty string`);
   return value;
 }
 
@@ -169,5 +191,8 @@ function stringField(input: Record<string, unknown>, field: string): string {
 export function clip(text: string, bytes: number): string {
   const buf = Buffer.from(text);
   if (buf.length <= bytes) return text;
-  return buf.subarray(0, Math.max(0, bytes)).toString("utf8").replace(/\uFFFD$/, "");
+  return buf
+    .subarray(0, Math.max(0, bytes))
+    .toString("utf8")
+    .replace(/\uFFFD$/, "");
 }

@@ -17,7 +17,11 @@ export const apiKeyLatency: Figure = {
     const { access_token } = await stack.login();
     const res = await fetch(`${identity.urls.rest}/v1/users/me/api_keys`, {
       method: "POST",
-      headers: { authorization: `Bearer ${access_token}`, "content-type": "application/json", "idempotency-key": randomUUID() },
+      headers: {
+        authorization: `Bearer ${access_token}`,
+        "content-type": "application/json",
+        "idempotency-key": randomUUID(),
+      },
       body: JSON.stringify({ name: `bench-${randomUUID()}`, env: "live" }),
     });
     if (res.status !== 201) throw new Error(`creating an API key: ${res.status} ${await res.text()}`);

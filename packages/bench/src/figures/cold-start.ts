@@ -14,8 +14,11 @@ export const coldStart: Figure = {
     const sessionId = await stack.newSession(token, "dev/echo");
     const invoke = async () => {
       const t0 = now();
-      const r = await postSse(`${router.url}/v1/sessions/${sessionId}/invoke`, token, { messages: [{ role: "user", content: "hi" }] });
-      if (r.status !== 200 || !r.events.some((e) => e.event === "turn_done")) throw new Error(`invoke: ${r.status} ${JSON.stringify(r.events)}`);
+      const r = await postSse(`${router.url}/v1/sessions/${sessionId}/invoke`, token, {
+        messages: [{ role: "user", content: "hi" }],
+      });
+      if (r.status !== 200 || !r.events.some((e) => e.event === "turn_done"))
+        throw new Error(`invoke: ${r.status} ${JSON.stringify(r.events)}`);
       return Number(r.firstByteAt - t0);
     };
     await invoke();
@@ -25,11 +28,14 @@ export const coldStart: Figure = {
     const name = deployments[0]!.name;
     const cold: number[] = [];
     const warm: number[] = [];
-    const n = await repeat({ n: size === "quick" ? 1 : 12, budgetMs: size === "quick" ? 10_000 : 60_000, minN: 1 }, async () => {
-      await orchestrator.scaleDeployment(name, 0);
-      cold.push(await invoke());
-      warm.push(await invoke());
-    });
+    const n = await repeat(
+      { n: size === "quick" ? 1 : 12, budgetMs: size === "quick" ? 10_000 : 60_000, minN: 1 },
+      async () => {
+        await orchestrator.scaleDeployment(name, 0);
+        cold.push(await invoke());
+        warm.push(await invoke());
+      },
+    );
     const c = summarize(cold);
     const w = summarize(warm);
     return {

@@ -67,7 +67,9 @@ export const density: Figure = {
       };
     } finally {
       for (let i = 0; i < ids.length; i += batch) {
-        await Promise.all(ids.slice(i, i + batch).map((id) => client.destroySandbox({ sandboxId: id }).catch(() => {})));
+        await Promise.all(
+          ids.slice(i, i + batch).map((id) => client.destroySandbox({ sandboxId: id }).catch(() => {})),
+        );
       }
     }
   },

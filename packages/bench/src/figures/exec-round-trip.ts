@@ -17,10 +17,13 @@ export const execRoundTrip: Figure = {
       for (let i = 0; i < 5; i++) await timedExec(client, id, "/bin/true", []);
       const platform: number[] = [];
       const bare: number[] = [];
-      const n = await repeat({ n: size === "quick" ? 5 : 500, budgetMs: size === "quick" ? 5_000 : 20_000, minN: 5 }, async () => {
-        bare.push((await bwrapRun("/bin/true", [])).totalNs);
-        platform.push((await timedExec(client, id, "/bin/true", [])).totalNs);
-      });
+      const n = await repeat(
+        { n: size === "quick" ? 5 : 500, budgetMs: size === "quick" ? 5_000 : 20_000, minN: 5 },
+        async () => {
+          bare.push((await bwrapRun("/bin/true", [])).totalNs);
+          platform.push((await timedExec(client, id, "/bin/true", [])).totalNs);
+        },
+      );
       const m = summarize(platform);
       const b = summarize(bare);
       return {

@@ -22,7 +22,8 @@ export const execThroughput: Figure = {
       await repeat({ n: size === "quick" ? 1 : 5, budgetMs: size === "quick" ? 5_000 : 40_000 }, async () => {
         const p = await spawnTimed("/usr/bin/head", args);
         const e = await timedExec(client, id, "/usr/bin/head", args);
-        if (p.bytes !== bytes || e.bytes !== bytes) throw new Error(`short read: pipe ${p.bytes}, exec ${e.bytes} of ${bytes}`);
+        if (p.bytes !== bytes || e.bytes !== bytes)
+          throw new Error(`short read: pipe ${p.bytes}, exec ${e.bytes} of ${bytes}`);
         pipeNs += p.totalNs;
         execNs += e.totalNs;
         rounds++;

@@ -9,6 +9,21 @@ import { tokenLatency } from "./token-latency.ts";
 import { coldStart } from "./cold-start.ts";
 import { sseStreams } from "./sse-streams.ts";
 import { density } from "./density.ts";
+import { agentsLivezLoad } from "./agents-livez-load.ts";
+import { pauseResume } from "./pause-resume.ts";
 
 /** In the order of the table. */
-export const figures: Figure[] = [sandboxCreate, execRoundTrip, execThroughput, verifyToken, apiKeyLatency, tokenLatency, sseStreams, coldStart, loginThroughput, density];
+export const figures: Figure[] = [
+  sandboxCreate,
+  execRoundTrip,
+  execThroughput,
+  verifyToken,
+  apiKeyLatency,
+  tokenLatency,
+  sseStreams,
+  coldStart,
+  loginThroughput,
+  density,
+  agentsLivezLoad,
+  pauseResume,
+];

@@ -10,7 +10,11 @@ import { fmtBytes, fmtRate } from "../stats.ts";
 // ARGON2_MAX_CONCURRENT), which the bench's identity runs with. The baseline
 // hashes as many at once as the service may: on a machine shared with other
 // work, more threads would also take a larger share of the CPU.
-const PARAMS = { memoryCost: ARGON2_DEFAULTS.memoryKiB, timeCost: ARGON2_DEFAULTS.timeCost, parallelism: ARGON2_DEFAULTS.parallelism };
+const PARAMS = {
+  memoryCost: ARGON2_DEFAULTS.memoryKiB,
+  timeCost: ARGON2_DEFAULTS.timeCost,
+  parallelism: ARGON2_DEFAULTS.parallelism,
+};
 const SERVICE_CONCURRENCY = ARGON2_DEFAULTS.maxConcurrent;
 const MIB = (ARGON2_DEFAULTS.memoryKiB / 1024).toFixed(0);
 
@@ -54,7 +58,10 @@ export const loginThroughput: Figure = {
     let peak = before.rss;
     const burstClients = size === "quick" ? 16 : 128;
     const sampler = setInterval(() => {
-      identity.stats().then((s) => (peak = Math.max(peak, s.rss)), () => {});
+      identity.stats().then(
+        (s) => (peak = Math.max(peak, s.rss)),
+        () => {},
+      );
     }, 50);
     const burst = await saturate(burstClients, size === "quick" ? 500 : 5000, login(burstClients));
     clearInterval(sampler);

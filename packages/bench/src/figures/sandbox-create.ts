@@ -18,15 +18,18 @@ export const sandboxCreate: Figure = {
     // Warm-up: connection, JIT, first cgroup.
     const warm = await createSandbox(client);
     await timedExec(client, warm, "/bin/true", []).finally(() => client.destroySandbox({ sandboxId: warm }));
-    const n = await repeat({ n: size === "quick" ? 3 : 200, budgetMs: size === "quick" ? 5_000 : 30_000, minN: 3 }, async () => {
-      bare.push((await bwrapRun("/bin/echo", ["hi"])).firstByteNs);
-      const t0 = now();
-      const id = await createSandbox(client);
-      created.push(id);
-      platform.push((await timedExec(client, id, "/bin/echo", ["hi"], t0)).firstByteNs);
-      // Destroyed at once so live sandboxes do not pile up (not timed).
-      await client.destroySandbox({ sandboxId: id });
-    });
+    const n = await repeat(
+      { n: size === "quick" ? 3 : 200, budgetMs: size === "quick" ? 5_000 : 30_000, minN: 3 },
+      async () => {
+        bare.push((await bwrapRun("/bin/echo", ["hi"])).firstByteNs);
+        const t0 = now();
+        const id = await createSandbox(client);
+        created.push(id);
+        platform.push((await timedExec(client, id, "/bin/echo", ["hi"], t0)).firstByteNs);
+        // Destroyed at once so live sandboxes do not pile up (not timed).
+        await client.destroySandbox({ sandboxId: id });
+      },
+    );
     const m = summarize(platform);
     const b = summarize(bare);
     return {

@@ -30,7 +30,11 @@ export const sseStreams: Figure = {
             path,
             method,
             agent,
-            headers: { authorization: `Bearer ${token}`, accept: "text/event-stream", ...(body ? { "content-type": "application/json" } : {}) },
+            headers: {
+              authorization: `Bearer ${token}`,
+              accept: "text/event-stream",
+              ...(body ? { "content-type": "application/json" } : {}),
+            },
           },
           (res) => {
             if (res.statusCode !== 200) {
@@ -67,7 +71,11 @@ export const sseStreams: Figure = {
     let opened = 0;
     let error: string | undefined;
     try {
-      await open(`/v1/sessions/${sessionId}/messages`, "POST", JSON.stringify({ messages: [{ role: "user", content: "wait" }] }));
+      await open(
+        `/v1/sessions/${sessionId}/messages`,
+        "POST",
+        JSON.stringify({ messages: [{ role: "user", content: "wait" }] }),
+      );
       opened = 1;
       await agents.request("gc");
       const before = await agents.stats();
@@ -94,7 +102,12 @@ export const sseStreams: Figure = {
       const after = await agents.stats();
       const perStream = (after.rss - before.rss) / (opened - 1);
       const heapPerStream = (after.heapUsed - before.heapUsed) / (opened - 1);
-      const cpuPct = (((idle.cpu.user + idle.cpu.system - (before.cpu.user + before.cpu.system)) / 1e6 / ((performance.now() - t0) / 1000)) * 100).toFixed(0);
+      const cpuPct = (
+        ((idle.cpu.user + idle.cpu.system - (before.cpu.user + before.cpu.system)) /
+          1e6 /
+          ((performance.now() - t0) / 1000)) *
+        100
+      ).toFixed(0);
       return {
         baseline: "—",
         measured: `${opened} open; ${fmtBytes(perStream)} RSS (${fmtBytes(heapPerStream)} heap) per stream; lag p99 ${idle.lagP99Ms.toFixed(1)} ms (max ${idle.lagMaxMs.toFixed(0)} ms)`,
@@ -109,7 +122,11 @@ export const sseStreams: Figure = {
     } finally {
       for (const req of requests) req.destroy();
       agent.destroy();
-      await fetch(`${agents.urls.url}/v1/sessions/${sessionId}/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: "{}" }).catch(() => {});
+      await fetch(`${agents.urls.url}/v1/sessions/${sessionId}/cancel`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: "{}",
+      }).catch(() => {});
     }
   },
 };

@@ -26,7 +26,9 @@ export const tokenLatency: Figure = {
     const base: number[] = [];
     const invoke = async () => {
       const sessionId = await stack.newSession(token, `bench/${model}`);
-      const r = await postSse(`${router.url}/v1/sessions/${sessionId}/invoke`, token, { messages: [{ role: "user", content: "go" }] });
+      const r = await postSse(`${router.url}/v1/sessions/${sessionId}/invoke`, token, {
+        messages: [{ role: "user", content: "go" }],
+      });
       if (r.status !== 200) throw new Error(`invoke: ${r.status} ${r.events.map((e) => e.data).join(" ")}`);
       const errors = r.events.filter((e) => e.event === "error");
       if (errors.length) throw new Error(`invoke stream error: ${errors[0]!.data}`);
@@ -38,8 +40,12 @@ export const tokenLatency: Figure = {
     await invoke();
     await invoke();
     for (let i = 0; i < invokes; i++) {
-      const stream = await direct.start({ model, system: "", messages: [], tools: [], maxTokens: 1 }, new AbortController().signal);
-      for await (const ev of stream) if (ev.type === "text") for (const s of stampsOf(ev.text)) base.push(Number(now() - s));
+      const stream = await direct.start(
+        { model, system: "", messages: [], tools: [], maxTokens: 1 },
+        new AbortController().signal,
+      );
+      for await (const ev of stream)
+        if (ev.type === "text") for (const s of stampsOf(ev.text)) base.push(Number(now() - s));
       const got = await invoke();
       if (got.length !== tokens) throw new Error(`expected ${tokens} tokens through the router, got ${got.length}`);
       chain.push(...got);

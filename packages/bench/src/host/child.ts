@@ -41,7 +41,10 @@ async function start(): Promise<Record<string, string>> {
     const config = loadConfig(process.env);
     const prefix = process.env.BENCH_CGROUP_PREFIX ?? `platform-bench-${process.pid}`;
     const driver = new LocalDriver({ dataDir: config.dataDir, cgroupPrefix: prefix, logger });
-    const app = await createComputeApp(config, logger, { driver, internalTls: internalTlsFromEnv(process.env, "compute") });
+    const app = await createComputeApp(config, logger, {
+      driver,
+      internalTls: internalTlsFromEnv(process.env, "compute"),
+    });
     const { url } = await app.server.listen();
     closeService = async () => {
       await app.close();
@@ -57,7 +60,10 @@ async function start(): Promise<Record<string, string>> {
     const { createAgentsServer, loadConfig, providersFrom } = await import("@platform/agents");
     const config = loadConfig(process.env);
     const providers = providersFrom(config).register("bench", new BenchModel());
-    const server = await createAgentsServer(config, logger, { providers, internalTls: (await import("@platform/rpc")).internalTlsFromEnv(process.env, "agents") });
+    const server = await createAgentsServer(config, logger, {
+      providers,
+      internalTls: (await import("@platform/rpc")).internalTlsFromEnv(process.env, "agents"),
+    });
     const { url, grpcUrl } = await server.listen();
     closeService = () => server.close();
     return { url, grpc: grpcUrl };
@@ -89,7 +95,8 @@ function removeCgroupTree(prefix: string): void {
   for (const root of roots) {
     walk(root, (d) => {
       try {
-        for (const pid of fs.readFileSync(join(d, "cgroup.procs"), "utf8").split("\n").filter(Boolean)) process.kill(Number(pid), "SIGKILL");
+        for (const pid of fs.readFileSync(join(d, "cgroup.procs"), "utf8").split("\n").filter(Boolean))
+          process.kill(Number(pid), "SIGKILL");
       } catch {
         // gone already
       }

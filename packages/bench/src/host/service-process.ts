@@ -37,9 +37,18 @@ export class ServiceProcess {
     return this.child.pid!;
   }
 
-  static async start(kind: "identity" | "compute" | "agents", env: Record<string, string>, timeoutMs = 60_000): Promise<ServiceProcess> {
+  static async start(
+    kind: "identity" | "compute" | "agents",
+    env: Record<string, string>,
+    timeoutMs = 60_000,
+  ): Promise<ServiceProcess> {
     const child = fork(CHILD, [kind], {
-      execArgv: ["--import", "tsx", "--expose-gc", ...(process.env.BENCH_CHILD_EXEC_ARGV?.split(" ").filter(Boolean) ?? [])],
+      execArgv: [
+        "--import",
+        "tsx",
+        "--expose-gc",
+        ...(process.env.BENCH_CHILD_EXEC_ARGV?.split(" ").filter(Boolean) ?? []),
+      ],
       env: { ...process.env, LOG_LEVEL: "warn", ...env },
       stdio: ["ignore", "ignore", "inherit", "ipc"],
     });

@@ -73,6 +73,26 @@ class ScriptedDriver implements SandboxDriver {
   async usage() {
     return zeroUsage();
   }
+  pauses = 0;
+  resumes = 0;
+  /** Resolves a resume when the test says (null: at once). */
+  resumeGate: Promise<void> | null = null;
+  async pause(id: string) {
+    const o = this.phases.get(id);
+    if (o?.phase === "paused") return;
+    if (o?.phase !== "ready") throw PlatformError.failedPrecondition(`sandbox is ${o?.phase}`);
+    this.pauses++;
+    this.set(id, { phase: "paused" });
+  }
+  async resume(id: string) {
+    await this.resumeGate;
+    const o = this.phases.get(id);
+    if (o?.phase === "ready") return o;
+    if (o?.phase !== "paused") throw PlatformError.failedPrecondition(`sandbox is ${o?.phase}`);
+    this.resumes++;
+    this.set(id, { phase: "ready" });
+    return { phase: "ready" as const };
+  }
   async destroy(id: string) {
     this.phases.set(id, { phase: "gone" });
     return { ...zeroUsage(), cpuMs: 42 };
@@ -126,7 +146,11 @@ describe("ComputeDomain", () => {
     await domain.start();
     const { sandboxId } = await domain.createSandbox(ids());
     const started = Date.now();
-    await code(drain(domain.execCommand({ sandboxId, command: "/bin/true" })), Code.DeadlineExceeded, ComputeReason.readyTimeout);
+    await code(
+      drain(domain.execCommand({ sandboxId, command: "/bin/true" })),
+      Code.DeadlineExceeded,
+      ComputeReason.readyTimeout,
+    );
     assert.ok(Date.now() - started >= 140);
   });
 
@@ -153,7 +177,11 @@ describe("ComputeDomain", () => {
     await domain.start();
     const { sandboxId } = await domain.createSandbox(ids());
     setTimeout(() => driver.set(sandboxId, { phase: "failed", reason: "oom" }), 30);
-    await code(drain(domain.execCommand({ sandboxId, command: "/bin/true" })), Code.FailedPrecondition, ComputeReason.sandboxNotRunnable);
+    await code(
+      drain(domain.execCommand({ sandboxId, command: "/bin/true" })),
+      Code.FailedPrecondition,
+      ComputeReason.sandboxNotRunnable,
+    );
     await domain.settle();
     const r = await store.get(sandboxId);
     assert.equal(r?.status, "FAILED");
@@ -207,7 +235,11 @@ describe("ComputeDomain", () => {
     assert.equal(reads, 0);
     assert.equal(driver.lastExec?.workingDir, "/home/w");
     driver.set(sandboxId, { phase: "failed", reason: "oom" });
-    await code(drain(domain.execCommand({ sandboxId, command: "/bin/x" })), Code.FailedPrecondition, ComputeReason.sandboxNotRunnable);
+    await code(
+      drain(domain.execCommand({ sandboxId, command: "/bin/x" })),
+      Code.FailedPrecondition,
+      ComputeReason.sandboxNotRunnable,
+    );
     assert.ok(reads > 0);
     await domain.destroySandbox(sandboxId);
     driver.set(sandboxId, { phase: "ready" }); // a driver that still said READY after destroy would not be believed
@@ -227,13 +259,20 @@ describe("ComputeDomain", () => {
     driver.set(sandboxId, { phase: "ready" });
     await code(drain(domain.execCommand({ sandboxId, command: "" })), Code.InvalidArgument);
     await code(drain(domain.execCommand({ sandboxId: "nope", command: "/bin/true" })), Code.InvalidArgument);
-    await code(drain(domain.execCommand({ sandboxId, command: "/bin/true", env: { "A=B": "x" } })), Code.InvalidArgument);
+    await code(
+      drain(domain.execCommand({ sandboxId, command: "/bin/true", env: { "A=B": "x" } })),
+      Code.InvalidArgument,
+    );
     await code(domain.readFile(sandboxId, "", 0, 0), Code.InvalidArgument);
     await code(domain.readFile(sandboxId, "a", -1, 0), Code.InvalidArgument);
     await code(domain.readFile(sandboxId, "a", 0, -1), Code.InvalidArgument);
     await code(domain.readFile(sandboxId, "../a", 0, 0), Code.InvalidArgument, ComputeReason.pathEscapes);
     await code(domain.writeFile(sandboxId, "/workspace", new Uint8Array(1)), Code.InvalidArgument);
-    await code(domain.writeFile(sandboxId, "a", new Uint8Array(16 * 1024 * 1024 + 1)), Code.InvalidArgument, ComputeReason.payloadTooLarge);
+    await code(
+      domain.writeFile(sandboxId, "a", new Uint8Array(16 * 1024 * 1024 + 1)),
+      Code.InvalidArgument,
+      ComputeReason.payloadTooLarge,
+    );
     await code(domain.writeFile(sandboxId, "a", new Uint8Array(1), false, 0o100000), Code.InvalidArgument);
     assert.equal(await domain.writeFile(sandboxId, "a", new Uint8Array(16 * 1024 * 1024)), 16 * 1024 * 1024);
   });
@@ -241,7 +280,18 @@ describe("ComputeDomain", () => {
   test("workspace.size: a capacity string between 32Mi and 1Ti, else INVALID_ARGUMENT naming the field, and nothing is created", async () => {
     const { domain, driver, store } = setup();
     await domain.start();
-    for (const size of ["not-a-size", "5GB", "5 Gi", "1e3", "-1Gi", "0", "16Mi", "1.5Ti", "9Ei", `${"9".repeat(40)}Gi`]) {
+    for (const size of [
+      "not-a-size",
+      "5GB",
+      "5 Gi",
+      "1e3",
+      "-1Gi",
+      "0",
+      "16Mi",
+      "1.5Ti",
+      "9Ei",
+      `${"9".repeat(40)}Gi`,
+    ]) {
       await assert.rejects(domain.createSandbox({ ...ids(), workspace: { size } }), (e: unknown) => {
         assert.ok(e instanceof PlatformError, String(e));
         assert.equal(e.code, Code.InvalidArgument, `${size}: ${e.message}`);
@@ -282,10 +332,163 @@ describe("ComputeDomain", () => {
     // A new process: the driver knows only `a` still runs.
     const fresh = new ScriptedDriver();
     fresh.phases.set(a.sandboxId, { phase: "ready" });
-    const again = new ComputeDomain({ driver: fresh, store, defaults: { image: "i", storageClass: "", workspaceSize: "" } });
+    const again = new ComputeDomain({
+      driver: fresh,
+      store,
+      defaults: { image: "i", storageClass: "", workspaceSize: "" },
+    });
     await again.start();
     assert.equal((await store.get(a.sandboxId))?.status, "READY");
     assert.equal((await store.get(b.sandboxId))?.status, "FAILED");
     assert.equal((await store.get(b.sandboxId))?.failureReason, "lost");
+  });
+});
+
+/** Polls fn until it returns true (deadline 10 s: a loaded machine). */
+async function until(fn: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await fn())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe("ComputeDomain: pause and resume", () => {
+  function pausing(idlePauseMs: number) {
+    const driver = new ScriptedDriver();
+    const store = new MemorySandboxStore();
+    const domain = new ComputeDomain({
+      driver,
+      store,
+      defaults: { image: "img", storageClass: "sc", workspaceSize: "1Gi" },
+      idlePauseMs,
+    });
+    return { driver, store, domain };
+  }
+  const readySandbox = async (d: ReturnType<typeof pausing>, idleTimeoutMs?: number) => {
+    await d.domain.start();
+    const { sandboxId } = await d.domain.createSandbox({ ...ids(), idleTimeoutMs });
+    d.driver.set(sandboxId, { phase: "ready" });
+    await d.domain.settle();
+    return sandboxId;
+  };
+
+  test("an idle sandbox is paused after its idle period; status stays readable; exec and file calls resume it", async () => {
+    const d = pausing(60_000);
+    const sandboxId = await readySandbox(d, 50); // its own period beats the service's
+    await until(async () => (await d.domain.describeSandbox(sandboxId)).status === "PAUSED", "the idle pause");
+    assert.equal(d.driver.pauses, 1);
+    assert.ok((await d.store.get(sandboxId))?.pausedAt instanceof Date);
+    await d.domain.writeFile(sandboxId, "a", new Uint8Array(1));
+    assert.equal((await d.domain.describeSandbox(sandboxId)).status, "READY");
+    assert.equal(d.driver.resumes, 1);
+    // Idle again: paused again; an exec resumes it and keeps it from pausing while it runs.
+    await until(async () => (await d.domain.describeSandbox(sandboxId)).status === "PAUSED", "the second idle pause");
+    const controller = new AbortController();
+    const it = d.domain
+      .execCommand({ sandboxId, command: "/bin/sleep", signal: controller.signal })
+      [Symbol.asyncIterator]();
+    assert.equal((await it.next()).value?.type, "stdout");
+    assert.equal(d.driver.resumes, 2);
+    await new Promise((r) => setTimeout(r, 200)); // four idle periods
+    assert.equal((await d.domain.describeSandbox(sandboxId)).status, "READY", "not paused under a running exec");
+    await code(d.domain.pauseSandbox(sandboxId), Code.FailedPrecondition, ComputeReason.sandboxBusy);
+    controller.abort();
+    while (!(await it.next()).done) {}
+    await until(
+      async () => (await d.domain.describeSandbox(sandboxId)).status === "PAUSED",
+      "the pause after the exec",
+    );
+    const record = await d.store.get(sandboxId);
+    assert.ok((record?.pausedMs ?? 0) > 0, "the ended pauses are recorded for max_runtime");
+    await d.domain.stop();
+  });
+
+  test("the service's idle period applies when CreateSandbox sets none; 0 disables idle pauses", async () => {
+    const on = pausing(50);
+    const a = await readySandbox(on);
+    await until(async () => (await on.domain.describeSandbox(a)).status === "PAUSED", "the default idle pause");
+    await on.domain.stop();
+    const off = pausing(0);
+    const b = await readySandbox(off);
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal((await off.domain.describeSandbox(b)).status, "READY");
+    assert.equal(off.driver.pauses, 0);
+    await code(off.domain.createSandbox({ ...ids(), idleTimeoutMs: -1 }), Code.InvalidArgument);
+    await off.domain.stop();
+  });
+
+  test("PauseSandbox and ResumeSandbox: idempotent; FAILED and DESTROYED are FAILED_PRECONDITION", async () => {
+    const d = pausing(0);
+    const sandboxId = await readySandbox(d);
+    assert.equal(await d.domain.pauseSandbox(sandboxId), "PAUSED");
+    assert.equal(await d.domain.pauseSandbox(sandboxId), "PAUSED");
+    assert.equal(d.driver.pauses, 1);
+    assert.equal(await d.domain.resumeSandbox(sandboxId), "READY");
+    assert.equal(await d.domain.resumeSandbox(sandboxId), "READY");
+    assert.equal(d.driver.resumes, 1);
+    await d.domain.destroySandbox(sandboxId);
+    await code(d.domain.pauseSandbox(sandboxId), Code.FailedPrecondition, ComputeReason.sandboxNotRunnable);
+    await code(d.domain.resumeSandbox(sandboxId), Code.FailedPrecondition, ComputeReason.sandboxNotRunnable);
+    await code(d.domain.pauseSandbox(randomUUID()), Code.NotFound);
+    await code(d.domain.resumeSandbox("nope"), Code.InvalidArgument);
+    await d.domain.stop();
+  });
+
+  test("two resumes at once resume once; a resume racing a destroy has one outcome", async () => {
+    const d = pausing(0);
+    const sandboxId = await readySandbox(d);
+    await d.domain.pauseSandbox(sandboxId);
+    const [r1, r2] = await Promise.all([d.domain.resumeSandbox(sandboxId), d.domain.readFile(sandboxId, "x")]);
+    assert.equal(r1, "READY");
+    assert.ok(r2.eof);
+    assert.equal(d.driver.resumes, 1);
+    // Resume first: the destroy waits for it, then destroys.
+    await d.domain.pauseSandbox(sandboxId);
+    let open!: () => void;
+    d.driver.resumeGate = new Promise<void>((r) => {
+      open = r;
+    });
+    const resumed = d.domain.resumeSandbox(sandboxId);
+    await new Promise((r) => setTimeout(r, 20));
+    const destroyed = d.domain.destroySandbox(sandboxId);
+    open();
+    assert.equal(await resumed, "READY");
+    assert.equal((await destroyed).usage.cpuMs, 42);
+    assert.equal((await d.domain.describeSandbox(sandboxId)).status, "DESTROYED");
+    // Destroy first: the resume finds it DESTROYED.
+    const other = await readySandbox(d);
+    await d.domain.pauseSandbox(other);
+    const gone = d.domain.destroySandbox(other);
+    const late = d.domain.resumeSandbox(other);
+    await gone;
+    await code(late, Code.FailedPrecondition, ComputeReason.sandboxNotRunnable);
+    await d.domain.stop();
+  });
+
+  test("a PAUSED sandbox stays PAUSED across a restart and its pause reaches the driver's recover", async () => {
+    const d = pausing(0);
+    const sandboxId = await readySandbox(d);
+    await d.domain.pauseSandbox(sandboxId);
+    await d.domain.stop();
+    const fresh = new ScriptedDriver();
+    fresh.phases.set(sandboxId, { phase: "paused" });
+    const seen: SandboxSpec[] = [];
+    const recover = fresh.recover.bind(fresh);
+    fresh.recover = async (spec) => {
+      seen.push(spec);
+      return recover(spec);
+    };
+    const again = new ComputeDomain({
+      driver: fresh,
+      store: d.store,
+      defaults: { image: "i", storageClass: "", workspaceSize: "" },
+    });
+    await again.start();
+    assert.ok(seen[0]?.pausedAt instanceof Date);
+    assert.equal((await again.describeSandbox(sandboxId)).status, "PAUSED");
+    await again.writeFile(sandboxId, "b", new Uint8Array(1));
+    assert.equal((await again.describeSandbox(sandboxId)).status, "READY");
+    await again.stop();
   });
 });

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { Code, ComputeReason, PlatformError } from "@platform/errors";
+import { Code, ComputeReason, PlatformError, requireUuid } from "@platform/errors";
 import type { Logger } from "pino";
 import {
   type ExecEvent,
@@ -14,6 +14,7 @@ import {
 } from "../driver.ts";
 import { checkPathLimits, inSandboxView } from "../path-limits.ts";
 import { cleanMountPath, cleanWorkspacePath } from "../paths.ts";
+import { KeyedLock } from "../keyed-lock.ts";
 import type { SandboxRecord, SandboxState, SandboxStore } from "../store/sandbox-store.ts";
 import { checkCommandLine } from "./exec-args.ts";
 import { LIMITS } from "./limits.ts";
@@ -35,6 +36,12 @@ export interface ComputeDomainOptions {
   defaults: SandboxDefaults;
   /** How long ExecCommand (and file calls) wait for a STARTING sandbox. */
   readyTimeoutMs?: number;
+  /**
+   * COMPUTE_IDLE_PAUSE_SECONDS: a sandbox with no running exec (and no file
+   * call) for this long is paused, unless CreateSandbox set its own period.
+   * 0 = never. Default 5 minutes.
+   */
+  idlePauseMs?: number;
   logger?: Logger;
 }
 
@@ -44,6 +51,8 @@ export interface CreateSandboxInput {
   image?: string;
   workspace?: { storageClass?: string; size?: string; mountPath?: string };
   limits?: { cpuMillis?: number; memoryBytes?: number; maxRuntimeMs?: number };
+  /** Undefined or 0: the service's idle period. */
+  idleTimeoutMs?: number;
 }
 
 export interface ExecInput {
@@ -65,9 +74,22 @@ export interface SandboxView {
   usage: Usage;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const STATE_OF_PHASE = {
+  starting: "STARTING",
+  ready: "READY",
+  paused: "PAUSED",
+  failed: "FAILED",
+  gone: "DESTROYED",
+} as const;
 
-const STATE_OF_PHASE = { starting: "STARTING", ready: "READY", failed: "FAILED", gone: "DESTROYED" } as const;
+/** What the domain knows of a sandbox's use, for its idle pause. */
+interface Activity {
+  /** The sandbox's idle period; 0 = never paused for idleness. */
+  idleMs: number;
+  /** Execs streaming and file calls running now. */
+  busy: number;
+  timer?: NodeJS.Timeout;
+}
 
 /**
  * The compute domain: validation, defaults, the sandbox state table and its
@@ -87,12 +109,18 @@ export class ComputeDomain {
   private readonly mountPaths = new Map<string, string>();
   /** The latest event-driven status write per sandbox while it runs, for reconcile to join. */
   private readonly persisting = new Map<string, Promise<SandboxRecord | undefined>>();
+  private readonly idlePauseMs: number;
+  /** Use and idle timers of the sandboxes seen here. */
+  private readonly activity = new Map<string, Activity>();
+  /** Pause, resume and destroy of one sandbox run one at a time. */
+  private readonly ops = new KeyedLock();
 
   constructor(options: ComputeDomainOptions) {
     this.driver = options.driver;
     this.store = options.store;
     this.defaults = options.defaults;
     this.readyTimeoutMs = options.readyTimeoutMs ?? 120_000;
+    this.idlePauseMs = options.idlePauseMs ?? LIMITS.defaultIdlePauseMs;
     this.log = options.logger;
   }
 
@@ -104,6 +132,9 @@ export class ComputeDomain {
    */
   async start(): Promise<void> {
     this.unsubscribe = this.driver.onPhaseChange((id, o) => {
+      // Ready (started or resumed): idle from now. Anything else: no idle pause pending.
+      if (o.phase === "ready") this.armIdle(id);
+      else this.disarmIdle(id);
       const write = this.persistPhase(id, o);
       this.persisting.set(id, write);
       const forget = () => {
@@ -114,17 +145,22 @@ export class ComputeDomain {
     });
     for (const record of await this.store.listLive()) {
       try {
+        this.activity.set(record.id, { idleMs: record.idleTimeoutMs, busy: 0 });
         const observation = await this.driver.recover(specOf(record));
         await this.persistPhase(record.id, observation);
+        if (observation.phase === "ready") this.armIdle(record.id);
       } catch (err) {
         this.log?.error({ err, sandboxId: record.id }, "sandbox recovery failed");
         await this.store.transition(record.id, "FAILED", { failureReason: "lost" });
       }
     }
+    // Before any request: what recovery did not reach (a record that ended unseen, a recovery that failed) is marked for collection.
+    await this.driver.reconcile?.().catch((err) => this.log?.error({ err }, "reconciling sandbox directories failed"));
   }
 
   async stop(): Promise<void> {
     this.unsubscribe?.();
+    for (const id of this.activity.keys()) this.disarmIdle(id);
     await this.settle();
   }
 
@@ -133,9 +169,11 @@ export class ComputeDomain {
     while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
   }
 
-  async createSandbox(input: CreateSandboxInput): Promise<{ sandboxId: string; status: SandboxState; createdAt: Date }> {
-    requireUuid(input.tenantId, "tenant_id");
-    requireUuid(input.sessionId, "session_id");
+  async createSandbox(
+    input: CreateSandboxInput,
+  ): Promise<{ sandboxId: string; status: SandboxState; createdAt: Date }> {
+    requireUuid("tenant_id", input.tenantId, ComputeReason.invalidArgument);
+    requireUuid("session_id", input.sessionId, ComputeReason.invalidArgument);
     checkSandboxStrings(input);
     const limits = input.limits ?? {};
     const cpuMillis = limits.cpuMillis || LIMITS.defaultCpuMillis;
@@ -149,6 +187,10 @@ export class ComputeDomain {
     }
     if (maxRuntimeMs < 0 || maxRuntimeMs > LIMITS.maxMaxRuntimeMs) {
       throw invalid(`limits.max_runtime must be positive and at most ${LIMITS.maxMaxRuntimeMs / 3_600_000} h`);
+    }
+    const idleTimeoutMs = input.idleTimeoutMs || this.idlePauseMs;
+    if (idleTimeoutMs < 0 || idleTimeoutMs > LIMITS.maxIdleTimeoutMs) {
+      throw invalid(`idle_timeout must be positive and at most ${LIMITS.maxIdleTimeoutMs / 3_600_000} h`);
     }
     const mountPath = cleanMountPath(input.workspace?.mountPath || LIMITS.defaultMountPath);
     const workspaceSize = input.workspace?.size || this.defaults.workspaceSize;
@@ -165,6 +207,9 @@ export class ComputeDomain {
       cpuMillis,
       memoryBytes,
       maxRuntimeMs,
+      idleTimeoutMs,
+      pausedMs: 0,
+      pausedAt: null,
       status: "STARTING",
       failureReason: null,
       driver: this.driver.name,
@@ -175,12 +220,15 @@ export class ComputeDomain {
     };
     await this.store.insert(record);
     this.mountPaths.set(record.id, mountPath);
+    this.activity.set(record.id, { idleMs: idleTimeoutMs, busy: 0 });
     try {
       await this.driver.create(specOf(record));
     } catch (err) {
       await this.store.transition(record.id, "FAILED", { failureReason: "start_error" });
       this.log?.error({ err, sandboxId: record.id }, "sandbox creation failed");
-      throw err instanceof PlatformError && err.code !== Code.Internal ? err : PlatformError.internal("sandbox creation failed", err);
+      throw err instanceof PlatformError && err.code !== Code.Internal
+        ? err
+        : PlatformError.internal("sandbox creation failed", err);
     }
     return { sandboxId: record.id, status: "STARTING", createdAt: now };
   }
@@ -188,7 +236,9 @@ export class ComputeDomain {
   async describeSandbox(sandboxId: string): Promise<SandboxView> {
     const record = await this.reconcile(await this.record(sandboxId));
     const usage =
-      record.status === "DESTROYED" ? (record.totalUsage ?? zeroUsage()) : await this.driver.usage(sandboxId).catch(() => zeroUsage());
+      record.status === "DESTROYED"
+        ? (record.totalUsage ?? zeroUsage())
+        : await this.driver.usage(sandboxId).catch(() => zeroUsage());
     return {
       sandboxId,
       status: record.status,
@@ -199,17 +249,27 @@ export class ComputeDomain {
   }
 
   async destroySandbox(sandboxId: string): Promise<{ sandboxId: string; usage: Usage }> {
+    const id = (await this.record(sandboxId)).id;
+    // After a pause or resume of it in flight: a resume racing a destroy either
+    // finishes first (then the sandbox is destroyed) or finds it DESTROYED.
+    return this.ops.run(id, () => this.destroyLocked(sandboxId));
+  }
+
+  private async destroyLocked(sandboxId: string): Promise<{ sandboxId: string; usage: Usage }> {
     const record = await this.record(sandboxId);
+    this.disarmIdle(record.id);
     if (record.status === "DESTROYED") return { sandboxId, usage: record.totalUsage ?? zeroUsage() };
     let usage: Usage;
     try {
       usage = await this.driver.destroy(sandboxId);
     } catch (err) {
-      if (!(err instanceof PlatformError && err.code === Code.NotFound)) throw PlatformError.internal("sandbox deletion failed", err);
+      if (!(err instanceof PlatformError && err.code === Code.NotFound))
+        throw PlatformError.internal("sandbox deletion failed", err);
       usage = zeroUsage(); // the driver never knew it (lost before a restart)
     }
     this.mountPaths.delete(record.id);
-    const after = await this.store.transition(sandboxId, "DESTROYED", { totalUsage: usage, destroyedAt: new Date() });
+    this.activity.delete(record.id);
+    const after = await this.store.transition(record.id, "DESTROYED", { totalUsage: usage, destroyedAt: new Date() });
     return { sandboxId, usage: after?.totalUsage ?? usage };
   }
 
@@ -220,7 +280,7 @@ export class ComputeDomain {
    * exit_code 124 and cancelled=false, after a stderr note.
    */
   async *execCommand(input: ExecInput): AsyncGenerator<ExecEvent> {
-    requireUuid(input.sandboxId, "sandbox_id");
+    requireUuid("sandbox_id", input.sandboxId, ComputeReason.invalidArgument);
     const env = input.env ?? {};
     checkCommandLine({ command: input.command, args: input.args ?? [], env });
     if (input.timeoutMs !== undefined && input.timeoutMs < 0) throw invalid("timeout must not be negative");
@@ -229,6 +289,20 @@ export class ComputeDomain {
       if (input.workingDir.includes("\0")) throw invalid("working_dir must not contain NUL bytes");
       checkPathLimits(input.workingDir, "working_dir");
     }
+    // In use from here to the stream's end: no idle pause meanwhile, and a pause asked for now is refused.
+    const release = this.hold(input.sandboxId);
+    try {
+      yield* this.execRunnable(input, env, timeoutMs);
+    } finally {
+      release();
+    }
+  }
+
+  private async *execRunnable(
+    input: ExecInput,
+    env: Record<string, string>,
+    timeoutMs: number,
+  ): AsyncGenerator<ExecEvent> {
     const mountPath = await this.runnableMountPath(input.sandboxId, input.signal);
     const workingDir = input.workingDir ? inSandboxView(input.workingDir, mountPath) : mountPath;
     checkPathLimits(workingDir, "working_dir");
@@ -251,7 +325,10 @@ export class ComputeDomain {
         signal: controller.signal,
       })) {
         if (event.type === "completed" && timedOut && !input.signal?.aborted) {
-          yield { type: "stderr", data: new TextEncoder().encode(`[compute] command timed out after ${timeoutMs / 1000} s\n`) };
+          yield {
+            type: "stderr",
+            data: new TextEncoder().encode(`[compute] command timed out after ${timeoutMs / 1000} s\n`),
+          };
           yield { ...event, exitCode: 124, cancelled: false };
           continue;
         }
@@ -264,19 +341,20 @@ export class ComputeDomain {
   }
 
   async readFile(sandboxId: string, path: string, offset = 0, maxBytes = 0): Promise<ReadResult> {
-    requireUuid(sandboxId, "sandbox_id");
+    requireUuid("sandbox_id", sandboxId, ComputeReason.invalidArgument);
     if (!path) throw invalid("path is required");
     checkPathLimits(path, "path");
     if (offset < 0) throw invalid("offset must not be negative");
     if (maxBytes < 0) throw invalid("max_bytes must not be negative");
-    const record = await this.runnable(sandboxId);
-    const rel = cleanWorkspacePath(path, record.mountPath);
-    const cap = maxBytes === 0 || maxBytes > LIMITS.maxFileChunkBytes ? LIMITS.maxFileChunkBytes : maxBytes;
-    return this.driver.readFile(sandboxId, rel, offset, cap);
+    return this.using(sandboxId, async (record) => {
+      const rel = cleanWorkspacePath(path, record.mountPath);
+      const cap = maxBytes === 0 || maxBytes > LIMITS.maxFileChunkBytes ? LIMITS.maxFileChunkBytes : maxBytes;
+      return this.driver.readFile(sandboxId, rel, offset, cap);
+    });
   }
 
   async writeFile(sandboxId: string, path: string, data: Uint8Array, append = false, mode = 0): Promise<number> {
-    requireUuid(sandboxId, "sandbox_id");
+    requireUuid("sandbox_id", sandboxId, ComputeReason.invalidArgument);
     if (!path) throw invalid("path is required");
     checkPathLimits(path, "path");
     if (data.length > LIMITS.maxFileChunkBytes) {
@@ -286,35 +364,206 @@ export class ComputeDomain {
       );
     }
     if (mode > 0o7777) throw invalid("mode must be permission bits (at most 07777)");
-    const record = await this.runnable(sandboxId);
-    const rel = cleanWorkspacePath(path, record.mountPath);
-    if (rel === "") throw invalid("path names the workspace root, not a file");
-    return this.driver.writeFile(sandboxId, rel, data, append, mode);
+    return this.using(sandboxId, async (record) => {
+      const rel = cleanWorkspacePath(path, record.mountPath);
+      if (rel === "") throw invalid("path names the workspace root, not a file");
+      return this.driver.writeFile(sandboxId, rel, data, append, mode);
+    });
   }
 
   async listFiles(sandboxId: string, path: string, recursive = false, maxEntries = 0): Promise<ListResult> {
-    requireUuid(sandboxId, "sandbox_id");
+    requireUuid("sandbox_id", sandboxId, ComputeReason.invalidArgument);
     checkPathLimits(path, "path");
-    const record = await this.runnable(sandboxId);
-    const rel = cleanWorkspacePath(path, record.mountPath);
-    const max = maxEntries === 0 ? LIMITS.defaultListEntries : Math.min(maxEntries, LIMITS.maxListEntries);
-    return this.driver.listFiles(sandboxId, rel, recursive, max);
+    return this.using(sandboxId, async (record) => {
+      const rel = cleanWorkspacePath(path, record.mountPath);
+      const max = maxEntries === 0 ? LIMITS.defaultListEntries : Math.min(maxEntries, LIMITS.maxListEntries);
+      return this.driver.listFiles(sandboxId, rel, recursive, max);
+    });
+  }
+
+  /**
+   * PauseSandbox: stops a READY sandbox's processes (the driver's way) and
+   * keeps its workspace; waits for a STARTING one first. PAUSED already: at
+   * once. FAILED_PRECONDITION while an exec or file call runs on it
+   * (sandbox_busy), or when it is FAILED or DESTROYED.
+   */
+  async pauseSandbox(sandboxId: string): Promise<SandboxState> {
+    const id = (await this.record(sandboxId)).id;
+    return this.ops.run(id, () => this.pauseLocked(id, false));
+  }
+
+  /**
+   * ResumeSandbox: a PAUSED sandbox becomes READY again (as ExecCommand and
+   * the file calls do by themselves); a STARTING one is waited for like
+   * ExecCommand does; READY at once; FAILED_PRECONDITION when FAILED or
+   * DESTROYED.
+   */
+  async resumeSandbox(sandboxId: string, signal?: AbortSignal): Promise<SandboxState> {
+    requireUuid("sandbox_id", sandboxId, ComputeReason.invalidArgument);
+    return this.using(sandboxId, async (record) => record.status, signal);
   }
 
   // --- internals ---
 
   private async record(sandboxId: string): Promise<SandboxRecord> {
-    requireUuid(sandboxId, "sandbox_id");
+    requireUuid("sandbox_id", sandboxId, ComputeReason.invalidArgument);
     const record = await this.store.get(sandboxId.toLowerCase());
     if (!record) throw PlatformError.notFound(`sandbox ${sandboxId} not found`, ComputeReason.sandboxNotFound);
     if (record.status === "DESTROYED") this.mountPaths.delete(record.id);
     else this.mountPaths.set(record.id, record.mountPath);
+    const activity = this.activity.get(record.id);
+    if (activity) activity.idleMs = record.idleTimeoutMs;
+    else if (record.status !== "DESTROYED") this.activity.set(record.id, { idleMs: record.idleTimeoutMs, busy: 0 });
     return record;
+  }
+
+  /** Runs fn on the record of a runnable sandbox (resumed or waited for), held in use meanwhile. */
+  private async using<T>(
+    sandboxId: string,
+    fn: (record: SandboxRecord) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const release = this.hold(sandboxId);
+    try {
+      return await fn(await this.runnable(sandboxId, signal));
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Marks the sandbox in use (an exec streaming, a file call) until the
+   * returned function is called: no idle pause meanwhile, and PauseSandbox is
+   * refused. Synchronous, before any wait, so a pause decided later sees it.
+   */
+  private hold(sandboxId: string): () => void {
+    const id = sandboxId.toLowerCase();
+    let activity = this.activity.get(id);
+    if (!activity) {
+      activity = { idleMs: 0, busy: 0 };
+      this.activity.set(id, activity);
+    }
+    const held = activity;
+    held.busy++;
+    this.disarmIdle(id);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      held.busy--;
+      if (held.busy > 0) return;
+      // Idle from now; an id never seen as a live sandbox (unknown, destroyed) is forgotten.
+      if (this.mountPaths.has(id) && this.activity.get(id) === held) this.armIdle(id);
+      else if (this.activity.get(id) === held) this.activity.delete(id);
+    };
+  }
+
+  /** (Re)starts the idle period of a READY sandbox that nothing uses; at its end the sandbox is paused. */
+  private armIdle(id: string): void {
+    const activity = this.activity.get(id);
+    if (!activity || activity.busy > 0 || activity.idleMs <= 0) return;
+    clearTimeout(activity.timer);
+    activity.timer = setTimeout(() => {
+      activity.timer = undefined;
+      this.track(
+        this.ops
+          .run(id, () => this.pauseLocked(id, true))
+          .catch((err) => {
+            this.log?.warn({ err, sandboxId: id }, "pausing an idle sandbox failed");
+          }),
+      );
+    }, activity.idleMs);
+    // The service's lifetime is not the timer's business (a stopping service pauses nothing).
+    activity.timer.unref();
+  }
+
+  private disarmIdle(id: string): void {
+    const activity = this.activity.get(id);
+    if (activity?.timer) {
+      clearTimeout(activity.timer);
+      activity.timer = undefined;
+    }
+  }
+
+  /**
+   * Pauses under the sandbox's lock. idle: the idle timer's pause, which
+   * gives way quietly to anything that happened since (an exec started, the
+   * sandbox failed, was destroyed or paused already).
+   */
+  private async pauseLocked(id: string, idle: boolean): Promise<SandboxState> {
+    let record = await this.reconcile(await this.record(id));
+    if (record.status === "PAUSED") return record.status;
+    if (idle && (record.status !== "READY" || (this.activity.get(id)?.busy ?? 0) > 0)) return record.status;
+    if (record.status === "STARTING") record = await this.settled(record, undefined);
+    if (record.status !== "READY") throw notRunnable(record);
+    const busy = this.activity.get(id)?.busy ?? 0;
+    if (busy > 0) {
+      throw PlatformError.failedPrecondition("sandbox is running a command or a file call", ComputeReason.sandboxBusy, {
+        running: String(busy),
+      });
+    }
+    this.disarmIdle(id);
+    try {
+      await this.driver.pause(id);
+    } catch (err) {
+      if (err instanceof PlatformError && err.code === Code.FailedPrecondition)
+        throw notRunnable(await this.reconcile(await this.record(id)));
+      throw err instanceof PlatformError && err.code !== Code.Internal
+        ? err
+        : PlatformError.internal("pausing the sandbox failed", err);
+    }
+    const after = await this.store.transition(id, "PAUSED", { pausedAt: new Date() });
+    if (idle) this.log?.info({ sandboxId: id, idleMs: this.activity.get(id)?.idleMs }, "idle sandbox paused");
+    return after?.status ?? "PAUSED";
+  }
+
+  /**
+   * Resumes a PAUSED sandbox under its lock and returns its record after:
+   * READY, or whatever it became meanwhile (destroyed by a destroy that went
+   * first, resumed by another call) for the caller to judge.
+   */
+  private async resume(seen: SandboxRecord, signal?: AbortSignal): Promise<SandboxRecord> {
+    const id = seen.id;
+    // Uncontended (the common case: an exec on a sandbox idle long enough to pause), the record just read holds.
+    const contended = this.ops.busy(id);
+    const release = await this.ops.acquire(id);
+    let released = false;
+    try {
+      const record = contended ? await this.reconcile(await this.record(id)) : seen;
+      if (record.status !== "PAUSED") return record;
+      const deadline = new AbortController();
+      const timer = setTimeout(() => deadline.abort(new Error("ready timeout")), this.readyTimeoutMs);
+      const waitSignal = signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal;
+      let observation: SandboxObservation;
+      try {
+        observation = await this.driver.resume(id, waitSignal);
+      } catch (err) {
+        if (deadline.signal.aborted)
+          throw PlatformError.deadlineExceeded("sandbox did not resume in time", ComputeReason.readyTimeout);
+        if (signal?.aborted) throw new PlatformError(Code.Canceled, "cancelled", "the call was cancelled");
+        if (err instanceof PlatformError && err.code === Code.FailedPrecondition)
+          return this.reconcile(await this.record(id));
+        throw PlatformError.internal("resuming the sandbox failed", err);
+      } finally {
+        clearTimeout(timer);
+      }
+      if (observation.phase !== "ready") return (await this.persistPhase(id, observation)) ?? record;
+      // max_runtime counts running time: this pause is left out of it from now on (also after a restart).
+      const pausedMs = record.pausedMs + Math.max(0, Date.now() - (record.pausedAt?.getTime() ?? Date.now()));
+      // The caller goes on at once (its exec is the point); the lock is held until the
+      // record says READY, so a pause or destroy after it sees the record it left.
+      const write = this.store.transition(id, "READY", { pausedAt: null, pausedMs });
+      released = true;
+      this.track(write.finally(release));
+      return { ...record, status: "READY", pausedAt: null, pausedMs };
+    } finally {
+      if (!released) release();
+    }
   }
 
   /** Brings a live record up to date with the driver (events are applied asynchronously). */
   private async reconcile(record: SandboxRecord): Promise<SandboxRecord> {
-    if (record.status !== "STARTING" && record.status !== "READY") return record;
+    if (record.status !== "STARTING" && record.status !== "READY" && record.status !== "PAUSED") return record;
     const observation = await this.driver.observe(record.id).catch(() => undefined);
     // The common case on every exec: nothing changed, so no write (and no re-read).
     const state = STATE_OF_PHASE[observation?.phase ?? "starting"];
@@ -334,50 +583,61 @@ export class ComputeDomain {
    * and an exec needs no database read.
    */
   private async runnableMountPath(sandboxId: string, signal?: AbortSignal): Promise<string> {
+    // A pause (or resume, destroy) in flight goes first: the exec then sees what it left.
+    await this.ops.idle(sandboxId.toLowerCase());
     const known = this.mountPaths.get(sandboxId.toLowerCase());
-    if (known !== undefined && (await this.driver.observe(sandboxId).catch(() => undefined))?.phase === "ready") return known;
+    if (known !== undefined && (await this.driver.observe(sandboxId).catch(() => undefined))?.phase === "ready")
+      return known;
     return (await this.runnable(sandboxId, signal)).mountPath;
   }
 
-  /** The record of a sandbox that can run commands now, waiting for READY if it is starting. */
+  /**
+   * The record of a sandbox that can run commands now: resumed if it is
+   * paused, waited for if it is starting (as ExecCommand waits for STARTING).
+   */
   private async runnable(sandboxId: string, signal?: AbortSignal): Promise<SandboxRecord> {
+    await this.ops.idle(sandboxId.toLowerCase());
     let record = await this.reconcile(await this.record(sandboxId));
-    if (record.status === "STARTING") {
-      // A ref'd timer (AbortSignal.timeout is unref'd): the wait itself keeps the process alive.
-      const deadline = new AbortController();
-      const timer = setTimeout(() => deadline.abort(new Error("ready timeout")), this.readyTimeoutMs);
-      const waitSignal = signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal;
-      let observation: SandboxObservation;
-      try {
-        observation = await this.driver.waitSettled(sandboxId, waitSignal);
-      } catch (err) {
-        if (deadline.signal.aborted) {
-          throw PlatformError.deadlineExceeded("sandbox did not become ready in time", ComputeReason.readyTimeout);
-        }
-        if (signal?.aborted) throw new PlatformError(Code.Canceled, "cancelled", "the call was cancelled");
-        throw PlatformError.internal("waiting for the sandbox failed", err);
-      } finally {
-        clearTimeout(timer);
-      }
-      record = (await this.persistPhase(sandboxId, observation)) ?? record;
-    }
-    if (record.status !== "READY") {
-      throw PlatformError.failedPrecondition(
-        `sandbox is ${record.status}${record.failureReason ? ` (${record.failureReason})` : ""}`,
-        ComputeReason.sandboxNotRunnable,
-        { status: record.status, ...(record.failureReason ? { failure_reason: record.failureReason } : {}) },
-      );
-    }
+    if (record.status === "PAUSED") record = await this.resume(record, signal);
+    if (record.status === "STARTING") record = await this.settled(record, signal);
+    if (record.status !== "READY") throw notRunnable(record);
     return record;
+  }
+
+  /** A STARTING sandbox's record once the driver says it settled (ready or failed), within the ready timeout. */
+  private async settled(record: SandboxRecord, signal: AbortSignal | undefined): Promise<SandboxRecord> {
+    // A ref'd timer (AbortSignal.timeout is unref'd): the wait itself keeps the process alive.
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new Error("ready timeout")), this.readyTimeoutMs);
+    const waitSignal = signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal;
+    let observation: SandboxObservation;
+    try {
+      observation = await this.driver.waitSettled(record.id, waitSignal);
+    } catch (err) {
+      if (deadline.signal.aborted) {
+        throw PlatformError.deadlineExceeded("sandbox did not become ready in time", ComputeReason.readyTimeout);
+      }
+      if (signal?.aborted) throw new PlatformError(Code.Canceled, "cancelled", "the call was cancelled");
+      throw PlatformError.internal("waiting for the sandbox failed", err);
+    } finally {
+      clearTimeout(timer);
+    }
+    return (await this.persistPhase(record.id, observation)) ?? record;
   }
 
   private async persistPhase(sandboxId: string, o: SandboxObservation): Promise<SandboxRecord | undefined> {
     const to = STATE_OF_PHASE[o.phase];
     if (to === "STARTING") return this.store.get(sandboxId);
+    // Only the domain pauses and resumes (it stores the paused time with them):
+    // a driver's "ready" ends a start, never a pause; its "paused" is stored by pauseLocked.
+    if (to === "PAUSED") return this.store.get(sandboxId);
+    if (to === "READY") return this.store.transition(sandboxId, "READY", { from: ["STARTING"] });
     if (to === "DESTROYED") return this.store.get(sandboxId); // only DestroySandbox destroys (it stores the usage)
     if (to === "FAILED") {
       this.log?.warn({ sandboxId, reason: o.reason, exitCode: o.exitCode }, "sandbox failed");
-      return this.store.transition(sandboxId, "FAILED", { failureReason: (o.reason ?? "exited") satisfies FailureReason });
+      return this.store.transition(sandboxId, "FAILED", {
+        failureReason: (o.reason ?? "exited") satisfies FailureReason,
+      });
     }
     return this.store.transition(sandboxId, to);
   }
@@ -403,12 +663,17 @@ export function specOf(record: SandboxRecord): SandboxSpec {
     workspace: { storageClass: record.storageClass, size: record.workspaceSize, mountPath: record.mountPath },
     limits: { cpuMillis: record.cpuMillis, memoryBytes: record.memoryBytes, maxRuntimeMs: record.maxRuntimeMs },
     createdAt: record.createdAt,
+    pausedMs: record.pausedMs,
+    ...(record.status === "PAUSED" && record.pausedAt ? { pausedAt: record.pausedAt } : {}),
   };
 }
 
-function requireUuid(value: string, field: string): void {
-  if (!value) throw invalid(`${field} is required`);
-  if (!UUID.test(value)) throw invalid(`${field} must be a UUID`);
+function notRunnable(record: SandboxRecord): PlatformError {
+  return PlatformError.failedPrecondition(
+    `sandbox is ${record.status}${record.failureReason ? ` (${record.failureReason})` : ""}`,
+    ComputeReason.sandboxNotRunnable,
+    { status: record.status, ...(record.failureReason ? { failure_reason: record.failureReason } : {}) },
+  );
 }
 
 function invalid(message: string): PlatformError {

@@ -26,7 +26,8 @@ export interface CommandLine {
 /** Throws INVALID_ARGUMENT unless the command line is well-formed and within the bounds above. */
 export function checkCommandLine({ command, args, env }: CommandLine): void {
   if (!command) throw invalid("command is required");
-  if (command.includes("\0") || args.some((a) => a.includes("\0"))) throw invalid("command and args must not contain NUL bytes");
+  if (command.includes("\0") || args.some((a) => a.includes("\0")))
+    throw invalid("command and args must not contain NUL bytes");
   checkPathLimits(command, "command");
   const names = Object.keys(env);
   if (args.length + names.length > MAX_COMMAND_LINE_STRINGS) {
@@ -45,7 +46,9 @@ export function checkCommandLine({ command, args, env }: CommandLine): void {
     }
     const bytes = Buffer.byteLength(name) + 1 + Buffer.byteLength(value);
     if (bytes > MAX_ARG_STRING_BYTES) {
-      throw tooLong(`environment variable ${quotePath(name)} is ${bytes} bytes as NAME=value; at most ${MAX_ARG_STRING_BYTES}`);
+      throw tooLong(
+        `environment variable ${quotePath(name)} is ${bytes} bytes as NAME=value; at most ${MAX_ARG_STRING_BYTES}`,
+      );
     }
     total += bytes + 1;
   }

@@ -14,6 +14,10 @@ export const LIMITS = {
   minMemoryBytes: 16 * 1024 * 1024,
   maxMemoryBytes: 256 * 1024 * 1024 * 1024,
   maxMaxRuntimeMs: 7 * 24 * 3_600_000,
+  /** COMPUTE_IDLE_PAUSE_SECONDS when unset (issue 18: 5 minutes). */
+  defaultIdlePauseMs: 5 * 60_000,
+  /** CreateSandbox's idle_timeout and the setting: at most as long as a sandbox may run. */
+  maxIdleTimeoutMs: 7 * 24 * 3_600_000,
   /** PVC_WORKSPACE_SIZE when unset. */
   defaultWorkspaceSize: "5Gi",
   // Workspace capacity bounds (both drivers): below 32 MiB an ext4 image is mostly

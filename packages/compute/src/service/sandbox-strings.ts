@@ -13,7 +13,10 @@ export const MAX_STORAGE_CLASS_CHARS = 253;
 
 export function checkSandboxStrings(input: { image?: string; workspace?: { storageClass?: string } }): void {
   if ((input.image ?? "").length > MAX_IMAGE_CHARS) {
-    throw PlatformError.invalidArgument(`image must be at most ${MAX_IMAGE_CHARS} characters`, ComputeReason.invalidArgument);
+    throw PlatformError.invalidArgument(
+      `image must be at most ${MAX_IMAGE_CHARS} characters`,
+      ComputeReason.invalidArgument,
+    );
   }
   if ((input.workspace?.storageClass ?? "").length > MAX_STORAGE_CLASS_CHARS) {
     throw PlatformError.invalidArgument(

@@ -1,7 +1,13 @@
 import type { Database } from "@platform/db";
 import type { Insertable, Kysely, Selectable } from "kysely";
 import type { Usage } from "../driver.ts";
-import { ALLOWED_FROM, type SandboxRecord, type SandboxState, type SandboxStore } from "./sandbox-store.ts";
+import {
+  type SandboxRecord,
+  type SandboxState,
+  type SandboxStore,
+  sourcesOf,
+  type TransitionExtra,
+} from "./sandbox-store.ts";
 
 interface SandboxesTable {
   id: string;
@@ -14,6 +20,9 @@ interface SandboxesTable {
   cpu_millis: number;
   memory_bytes: number;
   max_runtime_ms: number;
+  idle_timeout_ms: number;
+  paused_ms: number;
+  paused_at: Date | null;
   status: SandboxState;
   failure_reason: string | null;
   driver: string;
@@ -41,6 +50,9 @@ function fromRow(r: Row): SandboxRecord {
     cpuMillis: Number(r.cpu_millis),
     memoryBytes: Number(r.memory_bytes),
     maxRuntimeMs: Number(r.max_runtime_ms),
+    idleTimeoutMs: Number(r.idle_timeout_ms),
+    pausedMs: Number(r.paused_ms),
+    pausedAt: r.paused_at ? new Date(r.paused_at) : null,
     status: r.status,
     failureReason: r.failure_reason,
     driver: r.driver,
@@ -69,6 +81,9 @@ export class KyselySandboxStore implements SandboxStore {
       cpu_millis: r.cpuMillis,
       memory_bytes: r.memoryBytes,
       max_runtime_ms: r.maxRuntimeMs,
+      idle_timeout_ms: r.idleTimeoutMs,
+      paused_ms: r.pausedMs,
+      paused_at: r.pausedAt,
       status: r.status,
       failure_reason: r.failureReason,
       driver: r.driver,
@@ -85,21 +100,19 @@ export class KyselySandboxStore implements SandboxStore {
     return row ? fromRow(row) : undefined;
   }
 
-  async transition(
-    id: string,
-    to: SandboxState,
-    extra: { failureReason?: string; totalUsage?: Usage; destroyedAt?: Date } = {},
-  ): Promise<SandboxRecord | undefined> {
+  async transition(id: string, to: SandboxState, extra: TransitionExtra = {}): Promise<SandboxRecord | undefined> {
     const set: Record<string, unknown> = { status: to, updated_at: new Date() };
     if (extra.failureReason !== undefined) set.failure_reason = extra.failureReason;
     if (extra.totalUsage !== undefined) set.total_usage = JSON.stringify(extra.totalUsage);
     if (extra.destroyedAt !== undefined) set.destroyed_at = extra.destroyedAt;
+    if (extra.pausedMs !== undefined) set.paused_ms = extra.pausedMs;
+    if (extra.pausedAt !== undefined) set.paused_at = extra.pausedAt;
     // The allowed source states are in the WHERE clause, so concurrent updates cannot break the state table.
     const updated = await this.db
       .updateTable("compute_sandboxes")
       .set(set as never)
       .where("id", "=", id)
-      .where("status", "in", ALLOWED_FROM[to])
+      .where("status", "in", sourcesOf(to, extra))
       .returningAll()
       .executeTakeFirst();
     return updated ? fromRow(updated) : this.get(id);
@@ -109,7 +122,7 @@ export class KyselySandboxStore implements SandboxStore {
     const rows = await this.db
       .selectFrom("compute_sandboxes")
       .selectAll()
-      .where("status", "in", ["STARTING", "READY"])
+      .where("status", "in", ["STARTING", "READY", "PAUSED"])
       .orderBy("created_at")
       .execute();
     return rows.map(fromRow);

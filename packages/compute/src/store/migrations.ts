@@ -29,4 +29,19 @@ create index compute_sandboxes_live on compute_sandboxes (status) where status i
 create index compute_sandboxes_session on compute_sandboxes (tenant_id, session_id);
 `,
   },
+  {
+    // Pause/resume (issue 18): the PAUSED status, the idle period each
+    // sandbox was created with, and the paused time max_runtime leaves out.
+    name: "0002_pause",
+    sql: `
+alter table compute_sandboxes drop constraint compute_sandboxes_status_check;
+alter table compute_sandboxes add constraint compute_sandboxes_status_check
+  check (status in ('STARTING', 'READY', 'PAUSED', 'FAILED', 'DESTROYED'));
+alter table compute_sandboxes add column idle_timeout_ms bigint not null default 0;
+alter table compute_sandboxes add column paused_ms bigint not null default 0;
+alter table compute_sandboxes add column paused_at timestamptz;
+drop index compute_sandboxes_live;
+create index compute_sandboxes_live on compute_sandboxes (status) where status in ('STARTING', 'READY', 'PAUSED');
+`,
+  },
 ];

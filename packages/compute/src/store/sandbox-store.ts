@@ -1,6 +1,6 @@
 import type { Usage } from "../driver.ts";
 
-export type SandboxState = "STARTING" | "READY" | "FAILED" | "DESTROYED";
+export type SandboxState = "STARTING" | "READY" | "PAUSED" | "FAILED" | "DESTROYED";
 
 export interface SandboxRecord {
   id: string;
@@ -13,6 +13,12 @@ export interface SandboxRecord {
   cpuMillis: number;
   memoryBytes: number;
   maxRuntimeMs: number;
+  /** Pause after this long without a running exec; 0 = never (the service default already applied). */
+  idleTimeoutMs: number;
+  /** Time spent paused in pauses that ended (max_runtime counts running time only). */
+  pausedMs: number;
+  /** Set while PAUSED: since when. */
+  pausedAt: Date | null;
   status: SandboxState;
   failureReason: string | null;
   driver: string;
@@ -25,10 +31,28 @@ export interface SandboxRecord {
 /** Which moves of the state table a status update may make. */
 export const ALLOWED_FROM: Record<SandboxState, SandboxState[]> = {
   STARTING: [],
-  READY: ["STARTING"],
-  FAILED: ["STARTING", "READY"],
-  DESTROYED: ["STARTING", "READY", "FAILED"],
+  READY: ["STARTING", "PAUSED"],
+  PAUSED: ["READY"],
+  FAILED: ["STARTING", "READY", "PAUSED"],
+  DESTROYED: ["STARTING", "READY", "PAUSED", "FAILED"],
 };
+
+/** What a status update may set beside the status. */
+export interface TransitionExtra {
+  failureReason?: string;
+  totalUsage?: Usage;
+  destroyedAt?: Date;
+  pausedMs?: number;
+  /** null clears it (a resume). */
+  pausedAt?: Date | null;
+  /** Narrows ALLOWED_FROM: move only from these states (a driver's "ready" event applies to STARTING only, never ends a pause). */
+  from?: SandboxState[];
+}
+
+/** The source states a transition to `to` with `extra` may leave. */
+export function sourcesOf(to: SandboxState, extra: TransitionExtra): SandboxState[] {
+  return extra.from ? ALLOWED_FROM[to].filter((s) => extra.from?.includes(s)) : ALLOWED_FROM[to];
+}
 
 /** Persistence of sandbox records; the domain owns this port. */
 export interface SandboxStore {
@@ -38,12 +62,8 @@ export interface SandboxStore {
    * Moves a sandbox to `to` if its current status allows it (ALLOWED_FROM);
    * returns the record after the call (unchanged when the move was not allowed).
    */
-  transition(
-    id: string,
-    to: SandboxState,
-    extra?: { failureReason?: string; totalUsage?: Usage; destroyedAt?: Date },
-  ): Promise<SandboxRecord | undefined>;
-  /** Records in STARTING or READY (to re-attach after a restart). */
+  transition(id: string, to: SandboxState, extra?: TransitionExtra): Promise<SandboxRecord | undefined>;
+  /** Records in STARTING, READY or PAUSED (to re-attach after a restart). */
   listLive(): Promise<SandboxRecord[]>;
 }
 
@@ -57,23 +77,23 @@ export class MemorySandboxStore implements SandboxStore {
     const r = this.rows.get(id);
     return r ? { ...r } : undefined;
   }
-  async transition(
-    id: string,
-    to: SandboxState,
-    extra: { failureReason?: string; totalUsage?: Usage; destroyedAt?: Date } = {},
-  ): Promise<SandboxRecord | undefined> {
+  async transition(id: string, to: SandboxState, extra: TransitionExtra = {}): Promise<SandboxRecord | undefined> {
     const r = this.rows.get(id);
     if (!r) return undefined;
-    if (ALLOWED_FROM[to].includes(r.status)) {
+    if (sourcesOf(to, extra).includes(r.status)) {
       r.status = to;
       r.updatedAt = new Date();
       if (extra.failureReason !== undefined) r.failureReason = extra.failureReason;
       if (extra.totalUsage !== undefined) r.totalUsage = extra.totalUsage;
       if (extra.destroyedAt !== undefined) r.destroyedAt = extra.destroyedAt;
+      if (extra.pausedMs !== undefined) r.pausedMs = extra.pausedMs;
+      if (extra.pausedAt !== undefined) r.pausedAt = extra.pausedAt;
     }
     return { ...r };
   }
   async listLive(): Promise<SandboxRecord[]> {
-    return [...this.rows.values()].filter((r) => r.status === "STARTING" || r.status === "READY").map((r) => ({ ...r }));
+    return [...this.rows.values()]
+      .filter((r) => r.status === "STARTING" || r.status === "READY" || r.status === "PAUSED")
+      .map((r) => ({ ...r }));
   }
 }

@@ -5,7 +5,10 @@ import { type ComputeConfig, loadConfig } from "../config.ts";
  * environment a deployment would set (recognisable values, so tests can
  * check that defaults come from here).
  */
-export function testComputeConfig(env: { COMPUTE_DATA_DIR: string; COMPUTE_DRIVER: "local" | "kubernetes" }): ComputeConfig {
+export function testComputeConfig(env: {
+  COMPUTE_DATA_DIR: string;
+  COMPUTE_DRIVER: "local" | "kubernetes";
+}): ComputeConfig {
   return loadConfig({
     ...env,
     COMPUTE_PORT: "0",

@@ -14,6 +14,14 @@ export type AuthContext = {
   apiKeyId?: string;
   /** `jwt_session` or `api_key:<prefix>`. */
   method: string;
+  /** API key mode only: what the key may do (api-keys/scopes.ts). */
+  scopes?: readonly string[];
+  /**
+   * API key mode only: a key owned by the organization. userId is then the
+   * key's own id (it names no user) and role is member, so the key never
+   * acts as the person who created it.
+   */
+  orgKey?: boolean;
 };
 
 export type Clock = () => Date;

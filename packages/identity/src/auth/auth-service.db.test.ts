@@ -38,7 +38,18 @@ describe("IssueJWT", () => {
     assert.equal(header.kid, res.kid);
     assert.equal(header.kid, await f.identity.keys.ensureActiveKey());
     const claims = decodeJwt(res.accessToken);
-    assert.deepEqual(Object.keys(claims).sort(), ["aud", "env", "exp", "iat", "iss", "jti", "nbf", "org_id", "scope", "sub"]);
+    assert.deepEqual(Object.keys(claims).sort(), [
+      "aud",
+      "env",
+      "exp",
+      "iat",
+      "iss",
+      "jti",
+      "nbf",
+      "org_id",
+      "scope",
+      "sub",
+    ]);
     assert.equal(claims.iss, "identity.platform");
     assert.equal(claims.sub, u.user.id);
     assert.deepEqual(claims.aud, ["agents", "identity"]);
@@ -63,13 +74,20 @@ describe("IssueJWT", () => {
     const u = await f.seedUser();
     assert.equal((await c.auth.issueJWT({ userId: u.user.id, orgId: u.orgId })).expiresIn, 3600n);
     assert.equal((await c.auth.issueJWT({ userId: u.user.id, orgId: u.orgId, ttl: { seconds: 0n } })).expiresIn, 3600n);
-    assert.equal((await c.auth.issueJWT({ userId: u.user.id, orgId: u.orgId, ttl: { seconds: 7n * 86400n } })).expiresIn, 86400n);
+    assert.equal(
+      (await c.auth.issueJWT({ userId: u.user.id, orgId: u.orgId, ttl: { seconds: 7n * 86400n } })).expiresIn,
+      86400n,
+    );
   });
 
   test("PERMISSION_DENIED not_a_member without membership", async () => {
     const u = await f.seedUser();
     const other = await f.seedUser();
-    await fails(c.auth.issueJWT({ userId: u.user.id, orgId: other.orgId }), Code.PermissionDenied, AuthReason.notAMember);
+    await fails(
+      c.auth.issueJWT({ userId: u.user.id, orgId: other.orgId }),
+      Code.PermissionDenied,
+      AuthReason.notAMember,
+    );
   });
 });
 
@@ -122,8 +140,16 @@ describe("VerifyAPIKey and VerifyToken", () => {
     assert.equal(ctx.env, Env.LIVE);
     assert.equal(ctx.role, Role.MEMBER);
     assert.equal((await c.auth.verifyAPIKey({ apiKey: live.rawKey, requiredEnv: Env.LIVE })).context!.env, Env.LIVE);
-    await fails(c.auth.verifyAPIKey({ apiKey: live.rawKey, requiredEnv: Env.TEST }), Code.Unauthenticated, AuthReason.wrongEnvironment);
-    await fails(c.auth.verifyAPIKey({ apiKey: test_.rawKey, requiredEnv: Env.LIVE }), Code.Unauthenticated, AuthReason.wrongEnvironment);
+    await fails(
+      c.auth.verifyAPIKey({ apiKey: live.rawKey, requiredEnv: Env.TEST }),
+      Code.Unauthenticated,
+      AuthReason.wrongEnvironment,
+    );
+    await fails(
+      c.auth.verifyAPIKey({ apiKey: test_.rawKey, requiredEnv: Env.LIVE }),
+      Code.Unauthenticated,
+      AuthReason.wrongEnvironment,
+    );
 
     // last_used_at is recorded.
     const listed = await f.identity.apiKeys.list(u.ctx());
@@ -134,11 +160,18 @@ describe("VerifyAPIKey and VerifyToken", () => {
     await fails(c.auth.verifyAPIKey({ apiKey: flipped }), Code.Unauthenticated, AuthReason.invalidCredentials);
     await fails(c.auth.verifyAPIKey({ apiKey: "sk_live_nope" }), Code.Unauthenticated, AuthReason.invalidCredentials);
 
-    const expiring = await f.identity.apiKeys.create(u.ctx(), { name: "soon", expiresAt: new Date(Date.now() + 60_000) });
+    const expiring = await f.identity.apiKeys.create(u.ctx(), {
+      name: "soon",
+      expiresAt: new Date(Date.now() + 60_000),
+    });
     await c.auth.verifyAPIKey({ apiKey: expiring.rawKey });
     f.clock.advance(120_000);
     try {
-      await fails(c.auth.verifyAPIKey({ apiKey: expiring.rawKey }), Code.Unauthenticated, AuthReason.invalidCredentials);
+      await fails(
+        c.auth.verifyAPIKey({ apiKey: expiring.rawKey }),
+        Code.Unauthenticated,
+        AuthReason.invalidCredentials,
+      );
     } finally {
       f.clock.reset();
     }
@@ -171,7 +204,11 @@ describe("GetPublicKey", () => {
     assert.equal(res.algorithm, "RS256");
     const key = createPublicKey({ key: Buffer.from(res.der), format: "der", type: "spki" });
     assert.equal(key.asymmetricKeyType, "rsa");
-    await fails(c.auth.getPublicKey({ kid: "00000000-0000-4000-8000-000000000000" }), Code.NotFound, AuthReason.kidUnknown);
+    await fails(
+      c.auth.getPublicKey({ kid: "00000000-0000-4000-8000-000000000000" }),
+      Code.NotFound,
+      AuthReason.kidUnknown,
+    );
     await fails(c.auth.getPublicKey({ kid: "" }), Code.NotFound, AuthReason.kidUnknown);
     const next = await f.identity.keys.rotate();
     assert.notEqual(next, kid);

@@ -20,7 +20,8 @@ before(async () => {
   s = await startTestServer();
   grpc = createClient(AuthService, s.grpcTransport("agents"));
   jwt = (await s.login()).access_token;
-  apiKey = (await s.call("POST", "/v1/users/me/api_keys", { token: jwt, idem: "strict-1", body: { name: "strict" } })).json.raw_key;
+  apiKey = (await s.call("POST", "/v1/users/me/api_keys", { token: jwt, idem: "strict-1", body: { name: "strict" } }))
+    .json.raw_key;
 });
 after(() => s.close());
 
@@ -87,6 +88,7 @@ describe("gRPC on the internal port", () => {
   });
 
   test("VerifyAPIKey refuses every loose variant of an API key", async () => {
-    for (const [what, variant] of looseTokenVariants(apiKey)) await invalidCredentials(grpc.verifyAPIKey({ apiKey: variant }), `VerifyAPIKey ${what}`);
+    for (const [what, variant] of looseTokenVariants(apiKey))
+      await invalidCredentials(grpc.verifyAPIKey({ apiKey: variant }), `VerifyAPIKey ${what}`);
   });
 });

@@ -28,7 +28,8 @@ test("the bootstrap command creates once, then reports nothing changed", { timeo
       BOOTSTRAP_ORG_NAME: "Command Org",
     };
     const cmd = fileURLToPath(new URL("../bootstrap-command.ts", import.meta.url));
-    const run = () => spawnSync(process.execPath, ["--import", "tsx", cmd], { env, encoding: "utf8", timeout: 180_000 });
+    const run = () =>
+      spawnSync(process.execPath, ["--import", "tsx", cmd], { env, encoding: "utf8", timeout: 180_000 });
     const one = run();
     assert.equal(one.status, 0, one.stderr);
     assert.match(one.stdout, /created owner cmd@example.com/);
@@ -36,7 +37,11 @@ test("the bootstrap command creates once, then reports nothing changed", { timeo
     const two = run();
     assert.equal(two.status, 0, two.stderr);
     assert.match(two.stdout, /already exists.*nothing changed/);
-    const missing = spawnSync(process.execPath, ["--import", "tsx", cmd], { env: { ...env, BOOTSTRAP_OWNER_EMAIL: "" }, encoding: "utf8", timeout: 120_000 });
+    const missing = spawnSync(process.execPath, ["--import", "tsx", cmd], {
+      env: { ...env, BOOTSTRAP_OWNER_EMAIL: "" },
+      encoding: "utf8",
+      timeout: 120_000,
+    });
     assert.equal(missing.status, 2);
     assert.match(missing.stderr, /BOOTSTRAP_OWNER_EMAIL/);
   } finally {

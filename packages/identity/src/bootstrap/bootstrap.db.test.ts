@@ -26,16 +26,47 @@ test("creates the owner and the org once; re-running changes nothing", async () 
     memberships: await f.identity.db.selectFrom("memberships").selectAll().orderBy("user_id").execute(),
   });
   const before_ = await snapshot();
-  const again = await f.identity.bootstrap({ ...input, email: "BOOT@example.com", password: "another-password", orgName: "Renamed" });
+  const again = await f.identity.bootstrap({
+    ...input,
+    email: "BOOT@example.com",
+    password: "another-password",
+    orgName: "Renamed",
+  });
   assert.deepEqual(again, { created: false, userId: first.userId });
   assert.deepEqual(await snapshot(), before_);
   await f.identity.sessions.login({ email: "boot@example.com", password: input.password });
 });
 
-test("two concurrent bootstraps create one owner", async () => {
-  const x = { ...input, email: "race@example.com", orgName: "Race Org" };
-  const [a, b] = await Promise.all([f.identity.bootstrap(x), f.identity.bootstrap({ ...x })]);
-  assert.equal([a, b].filter((r) => r.created).length, 1);
-  assert.equal(a.userId, b.userId);
-  assert.equal((await f.identity.db.selectFrom("orgs").select("id").where("name", "=", "Race Org").execute()).length, 1);
+test("once an owner exists, a bootstrap with another email changes nothing (issue 19 item 7)", async () => {
+  const owners = await f.identity.db.selectFrom("memberships").select("user_id").where("role", "=", "owner").execute();
+  assert.ok(owners.length > 0);
+  const again = await f.identity.bootstrap({ ...input, email: "someone-else@example.com", orgName: "Second Boot" });
+  assert.equal(again.created, false);
+  assert.ok(
+    owners.some((o) => o.user_id === again.userId),
+    "the existing owner is named",
+  );
+  assert.equal(await f.identity.users.findByEmail("someone-else@example.com"), undefined);
+  assert.equal(
+    (await f.identity.db.selectFrom("orgs").select("id").where("name", "=", "Second Boot").execute()).length,
+    0,
+  );
+});
+
+test("concurrent bootstraps with different emails, no owner yet, create one owner", async () => {
+  // No owner left (one PGlite per file: a second database costs minutes on a loaded machine).
+  await f.identity.db.deleteFrom("memberships").where("role", "=", "owner").execute();
+  const results = await Promise.all(
+    ["a", "b", "c"].map((x) =>
+      f.identity.bootstrap({ ...input, email: `race-${x}@example.com`, orgName: `Race ${x}` }),
+    ),
+  );
+  assert.equal(results.filter((r) => r.created).length, 1);
+  assert.equal(new Set(results.map((r) => r.userId)).size, 1);
+  const raced = await f.identity.db.selectFrom("users").select("id").where("email", "like", "race-%").execute();
+  assert.equal(raced.length, 1);
+  assert.equal(
+    (await f.identity.db.selectFrom("orgs").select("id").where("name", "like", "Race %").execute()).length,
+    1,
+  );
 });

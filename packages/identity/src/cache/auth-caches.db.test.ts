@@ -157,11 +157,15 @@ describe("another replica's writes (PostgreSQL: LISTEN/NOTIFY)", { skip: !testSe
     await warm(() => replica.authenticator.verifyApiKey(key.rawKey));
 
     await f.identity.apiKeys.revoke(u.ctx(), key.id);
-    await eventually(async () => assert.equal(await reason(replica.authenticator.verifyApiKey(key.rawKey)), AuthReason.invalidCredentials));
+    await eventually(async () =>
+      assert.equal(await reason(replica.authenticator.verifyApiKey(key.rawKey)), AuthReason.invalidCredentials),
+    );
     await f.identity.memberships.setRole(u.user.id, u.orgId, "member");
     await eventually(async () => assert.equal((await replica.authenticator.verifyJwt(token)).role, "member"));
     await f.identity.keys.rotate();
-    await eventually(async () => assert.equal(await reason(replica.authenticator.verifyJwt(token)), AuthReason.keyRetired));
+    await eventually(async () =>
+      assert.equal(await reason(replica.authenticator.verifyJwt(token)), AuthReason.keyRetired),
+    );
   });
 
   test("a membership deleted by hand in SQL reaches both replicas", async () => {
@@ -171,7 +175,9 @@ describe("another replica's writes (PostgreSQL: LISTEN/NOTIFY)", { skip: !testSe
     await warm(() => replica.authenticator.verifyJwt(token));
     await f.identity.db.deleteFrom("memberships").where("user_id", "=", u.user.id).execute();
     for (const identity of [f.identity, replica]) {
-      await eventually(async () => assert.equal(await reason(identity.authenticator.verifyJwt(token)), AuthReason.noMembership));
+      await eventually(async () =>
+        assert.equal(await reason(identity.authenticator.verifyJwt(token)), AuthReason.noMembership),
+      );
     }
   });
 

@@ -92,8 +92,14 @@ describe("settings", () => {
     failsNaming({ ...base, DB_MAX_CONN_LIFETIME: "forever" }, "DB_MAX_CONN_LIFETIME");
     failsNaming({ ...base, LOG_LEVEL: "trace" }, "LOG_LEVEL");
     failsNaming({ ...base, OTEL_EXPORTER_OTLP_ENDPOINT: "::" }, "OTEL_EXPORTER_OTLP_ENDPOINT");
-    failsNaming({ ...base, BOOTSTRAP_OWNER_EMAIL: "o@example.com", BOOTSTRAP_ORG_NAME: "x" }, "BOOTSTRAP_OWNER_PASSWORD");
-    failsNaming({ ...base, BOOTSTRAP_OWNER_EMAIL: "o@example.com", BOOTSTRAP_OWNER_PASSWORD: "long-enough" }, "BOOTSTRAP_ORG_NAME");
+    failsNaming(
+      { ...base, BOOTSTRAP_OWNER_EMAIL: "o@example.com", BOOTSTRAP_ORG_NAME: "x" },
+      "BOOTSTRAP_OWNER_PASSWORD",
+    );
+    failsNaming(
+      { ...base, BOOTSTRAP_OWNER_EMAIL: "o@example.com", BOOTSTRAP_OWNER_PASSWORD: "long-enough" },
+      "BOOTSTRAP_ORG_NAME",
+    );
   });
 
   test("the embedded shape: no DATABASE_URL with IDENTITY_DATA_DIR means PGlite there", () => {
@@ -127,7 +133,15 @@ describe("settings", () => {
       LOGIN_TRUSTED_PROXY_HOPS: "1",
       ARGON2_MAX_QUEUE: "8",
     });
-    assert.deepEqual(s.loginThrottle, { accountFreeFailures: 3, addressFreeFailures: 40, baseDelayMs: 2000, maxDelayMs: 300_000, windowMs: 3_600_000, maxEntries: 1000, trustedProxyHops: 1 });
+    assert.deepEqual(s.loginThrottle, {
+      accountFreeFailures: 3,
+      addressFreeFailures: 40,
+      baseDelayMs: 2000,
+      maxDelayMs: 300_000,
+      windowMs: 3_600_000,
+      maxEntries: 1000,
+      trustedProxyHops: 1,
+    });
     assert.equal(s.argon2.maxQueue, 8);
     for (const [setting, value] of [
       ["LOGIN_THROTTLE_ACCOUNT_FAILURES", "0"],

@@ -1,3 +1,6 @@
+import { CORS_SETTING, parseAllowedOrigins } from "@platform/rpc";
+import type { RotationPolicy } from "../keys/signing-keys.ts";
+import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
 import { parseDuration } from "./duration.ts";
 
 /** A setting that is missing or invalid; the process exits naming it. */
@@ -28,7 +31,13 @@ export type Argon2Settings = {
  * p=1. Two hashes at once: each is single-threaded and CPU-bound, so more
  * than the cores in flight only adds memory (19 MiB each), not throughput.
  */
-export const ARGON2_DEFAULTS = { memoryKiB: 19_456, timeCost: 2, parallelism: 1, maxConcurrent: 2, maxQueue: 32 } satisfies Argon2Settings;
+export const ARGON2_DEFAULTS = {
+  memoryKiB: 19_456,
+  timeCost: 2,
+  parallelism: 1,
+  maxConcurrent: 2,
+  maxQueue: 32,
+} satisfies Argon2Settings;
 
 /**
  * Login throttling (LOGIN_THROTTLE_*): per account (lower(email)) and per
@@ -87,13 +96,65 @@ export type Settings = {
   argon2: Argon2Settings;
   loginThrottle: LoginThrottleSettings;
   bootstrap?: Bootstrap;
+  /** IDENTITY_SIGNUP=open: anyone may sign up (POST /v1/auth/signup). Default closed. */
+  signupOpen: boolean;
+  /** INVITATION_TTL: how long an invitation token stays valid (default 7 days). */
+  invitationTtlSeconds: number;
+  /** IDENTITY_PUBLIC_URL: identity's REST base as outside verifiers reach it (discovery's jwks_uri); default: the request's Host. */
+  publicUrl?: string;
+  /** CORS_ALLOWED_ORIGINS: origins whose pages may call the REST port (default none). */
+  corsAllowedOrigins: string[];
+  /** IDENTITY_KEY_ROTATION_INTERVAL, IDENTITY_KEY_PREPUBLISH, IDENTITY_KEY_RETENTION (keyRotationSettings). */
+  keyRotation: RotationPolicy;
 };
+
+/** Scheduled signing-key rotation: a new key every 30 days (720h), published an hour before it signs. */
+export const KEY_ROTATION_DEFAULTS = { intervalMs: 720 * 3_600_000, prePublishMs: 3_600_000 };
+
+/**
+ * IDENTITY_KEY_ROTATION_INTERVAL ("off" disables the schedule; identity
+ * rotate-keys still works), IDENTITY_KEY_PREPUBLISH (longer than any outside
+ * verifier caches the key set: our Cache-Control says 5 minutes, jose
+ * refetches an unknown kid after 30 s) and IDENTITY_KEY_RETENTION (default:
+ * the longest token lifetime, max(JWT_TTL, IssueJWT's 24 h ceiling), plus a
+ * minute for a replica that has not yet heard of the switch; never below JWT_TTL).
+ */
+function keyRotationSettings(env: Env, jwtTtlSeconds: number): RotationPolicy {
+  const rawInterval = read(env, "IDENTITY_KEY_ROTATION_INTERVAL");
+  const intervalMs =
+    rawInterval === "off"
+      ? undefined
+      : duration(env, "IDENTITY_KEY_ROTATION_INTERVAL", KEY_ROTATION_DEFAULTS.intervalMs, 1000);
+  const prePublishMs = duration(env, "IDENTITY_KEY_PREPUBLISH", KEY_ROTATION_DEFAULTS.prePublishMs, 1000);
+  if (intervalMs !== undefined && prePublishMs >= intervalMs)
+    throw new SettingsError("IDENTITY_KEY_PREPUBLISH", "must be shorter than IDENTITY_KEY_ROTATION_INTERVAL");
+  const retentionMs = duration(
+    env,
+    "IDENTITY_KEY_RETENTION",
+    Math.max(jwtTtlSeconds, MAX_TTL_SECONDS) * 1000 + 60_000,
+    1000,
+  );
+  if (retentionMs < jwtTtlSeconds * 1000)
+    throw new SettingsError(
+      "IDENTITY_KEY_RETENTION",
+      "must be at least JWT_TTL (tokens signed last would be refused before they expire)",
+    );
+  return { intervalMs, prePublishMs, retentionMs };
+}
 
 type Env = Record<string, string | undefined>;
 
 function read(env: Env, name: string): string | undefined {
   const v = env[name];
   return v === undefined || v.trim() === "" ? undefined : v.trim();
+}
+
+function corsOrigins(env: Env): string[] {
+  try {
+    return parseAllowedOrigins(env[CORS_SETTING]);
+  } catch (e) {
+    throw new SettingsError(CORS_SETTING, (e as Error).message.replace(`${CORS_SETTING}: `, ""));
+  }
 }
 
 function int(env: Env, name: string, fallback: number, min: number, max: number): number {
@@ -109,7 +170,8 @@ function duration(env: Env, name: string, fallbackMs: number, minMs = 1): number
   const raw = read(env, name);
   if (raw === undefined) return fallbackMs;
   const ms = parseDuration(raw);
-  if (ms === undefined) throw new SettingsError(name, `must be a duration such as 30s, 5m or 1h, got ${JSON.stringify(raw)}`);
+  if (ms === undefined)
+    throw new SettingsError(name, `must be a duration such as 30s, 5m or 1h, got ${JSON.stringify(raw)}`);
   if (ms < minMs) throw new SettingsError(name, `must be at least ${minMs} ms`);
   return ms;
 }
@@ -117,7 +179,8 @@ function duration(env: Env, name: string, fallbackMs: number, minMs = 1): number
 function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
-  if (!(values as readonly string[]).includes(raw)) throw new SettingsError(name, `must be one of ${values.join(", ")}, got ${JSON.stringify(raw)}`);
+  if (!(values as readonly string[]).includes(raw))
+    throw new SettingsError(name, `must be one of ${values.join(", ")}, got ${JSON.stringify(raw)}`);
   return raw as T;
 }
 
@@ -146,8 +209,10 @@ function postgresUrl(env: Env, name: string): string | undefined {
  */
 export function loadSettings(env: Env = process.env): Settings {
   const kekHex = read(env, "IDENTITY_AUTHKEY_KEK");
-  if (kekHex === undefined) throw new SettingsError("IDENTITY_AUTHKEY_KEK", "is required (64 hex characters, a 32-byte AES-256 key)");
-  if (!/^[0-9a-fA-F]{64}$/.test(kekHex)) throw new SettingsError("IDENTITY_AUTHKEY_KEK", "must be exactly 64 hex characters (a 32-byte AES-256 key)");
+  if (kekHex === undefined)
+    throw new SettingsError("IDENTITY_AUTHKEY_KEK", "is required (64 hex characters, a 32-byte AES-256 key)");
+  if (!/^[0-9a-fA-F]{64}$/.test(kekHex))
+    throw new SettingsError("IDENTITY_AUTHKEY_KEK", "must be exactly 64 hex characters (a 32-byte AES-256 key)");
 
   const databaseUrl = postgresUrl(env, "DATABASE_URL");
   const dataDir = read(env, "IDENTITY_DATA_DIR");
@@ -167,10 +232,15 @@ export function loadSettings(env: Env = process.env): Settings {
   let bootstrap: Bootstrap | undefined;
   if (bootstrapEmail !== undefined) {
     const password = env.BOOTSTRAP_OWNER_PASSWORD ?? "";
-    if (password.length < 8) throw new SettingsError("BOOTSTRAP_OWNER_PASSWORD", "is required with BOOTSTRAP_OWNER_EMAIL (at least 8 characters)");
+    if (password.length < 8)
+      throw new SettingsError(
+        "BOOTSTRAP_OWNER_PASSWORD",
+        "is required with BOOTSTRAP_OWNER_EMAIL (at least 8 characters)",
+      );
     const orgName = read(env, "BOOTSTRAP_ORG_NAME");
     if (orgName === undefined) throw new SettingsError("BOOTSTRAP_ORG_NAME", "is required with BOOTSTRAP_OWNER_EMAIL");
-    if (!/^[^\s@]+@[^\s@]+$/.test(bootstrapEmail)) throw new SettingsError("BOOTSTRAP_OWNER_EMAIL", "must be an email address");
+    if (!/^[^\s@]+@[^\s@]+$/.test(bootstrapEmail))
+      throw new SettingsError("BOOTSTRAP_OWNER_EMAIL", "must be an email address");
     bootstrap = {
       email: bootstrapEmail,
       password,
@@ -180,6 +250,7 @@ export function loadSettings(env: Env = process.env): Settings {
     };
   }
 
+  const jwtTtlSeconds = Math.floor(duration(env, "JWT_TTL", 3_600_000, 1000) / 1000);
   return {
     databaseUrl,
     migrationDbUrl: postgresUrl(env, "MIGRATION_DB_URL"),
@@ -189,7 +260,7 @@ export function loadSettings(env: Env = process.env): Settings {
     serverPort: int(env, "SERVER_PORT", 8081, 0, 65535),
     grpcPort: int(env, "IDENTITY_GRPC_PORT", 50051, 0, 65535),
     env: oneOf(env, "ENV", ["dev", "staging", "prod"] as const, "dev"),
-    jwtTtlSeconds: Math.floor(duration(env, "JWT_TTL", 3_600_000, 1000) / 1000),
+    jwtTtlSeconds,
     refreshTokenTtlSeconds: Math.floor(duration(env, "REFRESH_TOKEN_TTL", 30 * 24 * 3_600_000, 1000) / 1000),
     requestTimeoutMs: duration(env, "REQUEST_TIMEOUT", 30_000),
     readHeaderTimeoutMs: duration(env, "READ_HEADER_TIMEOUT", 5_000),
@@ -208,8 +279,20 @@ export function loadSettings(env: Env = process.env): Settings {
       maxQueue: int(env, "ARGON2_MAX_QUEUE", ARGON2_DEFAULTS.maxQueue, 0, 100_000),
     },
     loginThrottle: {
-      accountFreeFailures: int(env, "LOGIN_THROTTLE_ACCOUNT_FAILURES", LOGIN_THROTTLE_DEFAULTS.accountFreeFailures, 1, 1_000_000),
-      addressFreeFailures: int(env, "LOGIN_THROTTLE_ADDRESS_FAILURES", LOGIN_THROTTLE_DEFAULTS.addressFreeFailures, 1, 1_000_000),
+      accountFreeFailures: int(
+        env,
+        "LOGIN_THROTTLE_ACCOUNT_FAILURES",
+        LOGIN_THROTTLE_DEFAULTS.accountFreeFailures,
+        1,
+        1_000_000,
+      ),
+      addressFreeFailures: int(
+        env,
+        "LOGIN_THROTTLE_ADDRESS_FAILURES",
+        LOGIN_THROTTLE_DEFAULTS.addressFreeFailures,
+        1,
+        1_000_000,
+      ),
       baseDelayMs: duration(env, "LOGIN_THROTTLE_BASE_DELAY", LOGIN_THROTTLE_DEFAULTS.baseDelayMs),
       maxDelayMs: duration(env, "LOGIN_THROTTLE_MAX_DELAY", LOGIN_THROTTLE_DEFAULTS.maxDelayMs),
       windowMs: duration(env, "LOGIN_THROTTLE_WINDOW", LOGIN_THROTTLE_DEFAULTS.windowMs),
@@ -217,5 +300,10 @@ export function loadSettings(env: Env = process.env): Settings {
       trustedProxyHops: int(env, "LOGIN_TRUSTED_PROXY_HOPS", LOGIN_THROTTLE_DEFAULTS.trustedProxyHops, 0, 16),
     },
     bootstrap,
+    signupOpen: oneOf(env, "IDENTITY_SIGNUP", ["closed", "open"] as const, "closed") === "open",
+    invitationTtlSeconds: Math.floor(duration(env, "INVITATION_TTL", 7 * 24 * 3_600_000, 60_000) / 1000),
+    publicUrl: url(env, "IDENTITY_PUBLIC_URL")?.replace(/\/+$/, ""),
+    corsAllowedOrigins: corsOrigins(env),
+    keyRotation: keyRotationSettings(env, jwtTtlSeconds),
   };
 }

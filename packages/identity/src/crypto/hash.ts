@@ -11,5 +11,5 @@ export function randomBase62(bytes: number): string {
   return base62(randomBytes(bytes), Math.ceil((bytes * 8) / Math.log2(62)));
 }
 
-export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
-export const isUuid = (s: string): boolean => UUID_RE.test(s);
+// The platform's one UUID check, here for identity's many callers.
+export { isUuid } from "@platform/errors";

@@ -141,6 +141,79 @@ comment on column idempotency_keys.key is 'hex SHA-256 of the Idempotency-Key';
 comment on column idempotency_keys.response is 'AES-256-GCM under HKDF(KEK, scope, Idempotency-Key)';
 `,
   },
+  {
+    // Issue 19: invitations to an organization (single use, expiring, only
+    // the token's SHA-256 kept) and the audit log of identity's mutations.
+    name: "0004_teams",
+    sql: `
+create table invitations (
+  id uuid primary key,
+  org_id uuid not null references orgs (id) on delete cascade,
+  email text not null,
+  role text not null check (role in ('owner', 'member')),
+  token_hash bytea not null unique,
+  invited_by uuid references users (id) on delete set null,
+  created_at timestamptz not null default now(),
+  expires_at timestamptz not null,
+  accepted_at timestamptz,
+  accepted_by uuid references users (id) on delete set null,
+  revoked_at timestamptz
+);
+create index invitations_pending_idx on invitations (org_id, lower(email)) where accepted_at is null and revoked_at is null;
+
+-- Append-only. No foreign keys: an entry outlives the user, key or org it names.
+create table audit_events (
+  id bigint generated always as identity primary key,
+  org_id uuid,
+  actor_user_id uuid,
+  actor_api_key_id uuid,
+  action text not null,
+  target_type text,
+  target_id text,
+  request_id text,
+  client_address text,
+  details jsonb not null default '{}',
+  created_at timestamptz not null default now()
+);
+create index audit_events_org_idx on audit_events (org_id, id desc);
+`,
+  },
+  {
+    // Issue 19: scheduled signing-key rotation (keys/signing-keys.ts
+    // advanceRotation). Two states beside the spec's active and retired: a
+    // pending key is published and verifies before it signs; a retiring key
+    // stopped signing and verifies until its tokens can no longer be valid.
+    name: "0005_signing_key_rotation",
+    sql: `
+alter table signing_keys drop constraint signing_keys_state_check;
+alter table signing_keys add constraint signing_keys_state_check check (state in ('pending', 'active', 'retiring', 'retired'));
+alter table signing_keys add column activated_at timestamptz;
+alter table signing_keys add column deactivated_at timestamptz;
+update signing_keys set activated_at = created_at where state = 'active';
+create unique index signing_keys_one_pending on signing_keys ((true)) where state = 'pending';
+`,
+  },
+  {
+    // Issue 19: API key scopes (api-keys/scopes.ts). Every key made before
+    // scopes existed could do everything, so it keeps all four.
+    name: "0006_api_key_scopes",
+    sql: `
+alter table api_keys add column scopes text[] not null default '{read,agents:write,sessions:run,admin}';
+`,
+  },
+  {
+    // Issue 19: organization-owned API keys (api-keys/api-keys.ts). Such a
+    // key has no user_id, so neither a member's removal nor a user's deletion
+    // touches it; created_by says who made it (no foreign key: it outlives
+    // the user, like the audit log). Existing keys: their user made them.
+    name: "0007_org_api_keys",
+    sql: `
+alter table api_keys alter column user_id drop not null;
+alter table api_keys add column created_by uuid;
+update api_keys set created_by = user_id;
+create index api_keys_org_owned_idx on api_keys (org_id) where user_id is null and deleted_at is null;
+`,
+  },
 ];
 
 export const MIGRATIONS_TABLE = "identity_migrations";

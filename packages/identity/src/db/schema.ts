@@ -47,7 +47,10 @@ export type RefreshTokensTable = {
 
 export type ApiKeysTable = {
   id: string;
-  user_id: string;
+  /** Null for a key owned by the organization. */
+  user_id: string | null;
+  /** Who created the key (no foreign key: an org key outlives its creator). */
+  created_by: string | null;
   org_id: string;
   name: string;
   key_prefix: string;
@@ -57,16 +60,20 @@ export type ApiKeysTable = {
   last_used_at: NullableTimestamp;
   created_at: Timestamp;
   deleted_at: NullableTimestamp;
+  /** Default: all four scopes (what a key made before scopes could do). */
+  scopes: Generated<string[]>;
 };
 
 export type SigningKeysTable = {
   kid: string;
-  state: "active" | "retired";
+  state: "pending" | "active" | "retiring" | "retired";
   algorithm: Generated<string>;
   public_der: Uint8Array;
   private_enc: Uint8Array;
   created_at: Timestamp;
   retired_at: NullableTimestamp;
+  activated_at: NullableTimestamp;
+  deactivated_at: NullableTimestamp;
 };
 
 export type IdempotencyKeysTable = {
@@ -81,6 +88,34 @@ export type IdempotencyKeysTable = {
   created_at: Timestamp;
 };
 
+export type InvitationsTable = {
+  id: string;
+  org_id: string;
+  email: string;
+  role: "owner" | "member";
+  token_hash: Uint8Array;
+  invited_by: string | null;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  accepted_at: NullableTimestamp;
+  accepted_by: string | null;
+  revoked_at: NullableTimestamp;
+};
+
+export type AuditEventsTable = {
+  id: Generated<string>;
+  org_id: string | null;
+  actor_user_id: string | null;
+  actor_api_key_id: string | null;
+  action: string;
+  target_type: string | null;
+  target_id: string | null;
+  request_id: string | null;
+  client_address: string | null;
+  details: ColumnType<Record<string, unknown>, string | undefined, string>;
+  created_at: Timestamp;
+};
+
 export type IdentityDB = {
   users: UsersTable;
   orgs: OrgsTable;
@@ -90,4 +125,6 @@ export type IdentityDB = {
   api_keys: ApiKeysTable;
   signing_keys: SigningKeysTable;
   idempotency_keys: IdempotencyKeysTable;
+  invitations: InvitationsTable;
+  audit_events: AuditEventsTable;
 };

@@ -31,10 +31,16 @@ export class IdempotencyStore {
 
   static validateKey(key: string | null): string {
     if (key === null || key.trim() === "") {
-      throw PlatformError.invalidArgument("Idempotency-Key header is required", IdentityRestCode.idempotencyKeyRequired);
+      throw PlatformError.invalidArgument(
+        "Idempotency-Key header is required",
+        IdentityRestCode.idempotencyKeyRequired,
+      );
     }
     if (key.length > MAX_KEY_CHARS || !/^[\x21-\x7e]+$/.test(key)) {
-      throw PlatformError.invalidArgument(`Idempotency-Key must be 1-${MAX_KEY_CHARS} visible ASCII characters`, IdentityRestCode.invalidRequest);
+      throw PlatformError.invalidArgument(
+        `Idempotency-Key must be 1-${MAX_KEY_CHARS} visible ASCII characters`,
+        IdentityRestCode.invalidRequest,
+      );
     }
     return key;
   }
@@ -56,20 +62,23 @@ export class IdempotencyStore {
         created_at: now,
       })
       .onConflict((oc) =>
-        oc.columns(["scope", "key"]).doUpdateSet({
-          method,
-          request_hash: requestHash,
-          state: "running",
-          response: null,
-          locked_until: new Date(now.getTime() + this.options.lockMs),
-          expires_at: new Date(now.getTime() + IDEMPOTENCY_WINDOW_MS),
-          created_at: now,
-        }).where((eb) =>
-          eb.or([
-            eb("idempotency_keys.expires_at", "<=", now),
-            eb.and([eb("idempotency_keys.state", "=", "running"), eb("idempotency_keys.locked_until", "<=", now)]),
-          ]),
-        ),
+        oc
+          .columns(["scope", "key"])
+          .doUpdateSet({
+            method,
+            request_hash: requestHash,
+            state: "running",
+            response: null,
+            locked_until: new Date(now.getTime() + this.options.lockMs),
+            expires_at: new Date(now.getTime() + IDEMPOTENCY_WINDOW_MS),
+            created_at: now,
+          })
+          .where((eb) =>
+            eb.or([
+              eb("idempotency_keys.expires_at", "<=", now),
+              eb.and([eb("idempotency_keys.state", "=", "running"), eb("idempotency_keys.locked_until", "<=", now)]),
+            ]),
+          ),
       )
       .returning(sql<number>`1`.as("won"))
       .executeTakeFirst();
@@ -93,7 +102,10 @@ export class IdempotencyStore {
       );
     }
     if (row.state === "running" || !row.response) {
-      throw PlatformError.alreadyExists("a request with this Idempotency-Key is still being processed", IdentityRestCode.idempotencyKeyInUse);
+      throw PlatformError.alreadyExists(
+        "a request with this Idempotency-Key is still being processed",
+        IdentityRestCode.idempotencyKeyInUse,
+      );
     }
     let response: Uint8Array;
     try {
@@ -117,7 +129,12 @@ export class IdempotencyStore {
 
   /** The handler failed: forget the claim so the client may retry with the same key. */
   async release(scope: string, key: string): Promise<void> {
-    await this.db.deleteFrom("idempotency_keys").where("scope", "=", scope).where("key", "=", keyDigest(key)).where("state", "=", "running").execute();
+    await this.db
+      .deleteFrom("idempotency_keys")
+      .where("scope", "=", scope)
+      .where("key", "=", keyDigest(key))
+      .where("state", "=", "running")
+      .execute();
   }
 
   /** Drops records past the window. */

@@ -28,16 +28,24 @@ function forms(secret: string): string[] {
 /** The whole database as text: pg_dump on PostgreSQL, every row of every table on PGlite. */
 async function fullDump(): Promise<string> {
   const url = s.database.url;
-  if (url) return execFileSync("pg_dump", ["--no-owner", "--data-only", "--inserts", url], { encoding: "utf8", maxBuffer: 64 << 20 });
+  if (url)
+    return execFileSync("pg_dump", ["--no-owner", "--data-only", "--inserts", url], {
+      encoding: "utf8",
+      maxBuffer: 64 << 20,
+    });
   const tables = await sql<{ table_name: string }>`
-    select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE'`.execute(s.identity.db);
+    select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE'`.execute(
+    s.identity.db,
+  );
   assert.ok(tables.rows.length >= 8, "every identity table is dumped");
   const parts: string[] = [];
   for (const { table_name } of tables.rows) {
     const rows = await sql<Record<string, unknown>>`select * from ${sql.table(table_name)}`.execute(s.identity.db);
     parts.push(
       table_name,
-      JSON.stringify(rows.rows, (_k, v) => (v instanceof Uint8Array ? `${Buffer.from(v).toString("hex")} ${Buffer.from(v).toString("latin1")}` : v)),
+      JSON.stringify(rows.rows, (_k, v) =>
+        v instanceof Uint8Array ? `${Buffer.from(v).toString("hex")} ${Buffer.from(v).toString("latin1")}` : v,
+      ),
     );
   }
   return parts.join("\n");
@@ -75,7 +83,8 @@ describe("secrets at rest", () => {
     assert.ok(dump.includes("idempotency_keys"), "the dump holds the idempotency records");
     assert.equal(secrets.length, 8);
     for (const secret of secrets) {
-      for (const form of forms(secret)) assert.ok(!dump.includes(form), `the dump holds a secret (${secret.slice(0, 8)}…) as ${form.slice(0, 12)}…`);
+      for (const form of forms(secret))
+        assert.ok(!dump.includes(form), `the dump holds a secret (${secret.slice(0, 8)}…) as ${form.slice(0, 12)}…`);
     }
   });
 
@@ -104,8 +113,12 @@ describe("replay of CreateAPIKey", () => {
     // Another member of the org with the same Idempotency-Key: a new key of its own, never the owner's.
     const email = `other-${Date.now()}@example.com`;
     const other = await s.identity.users.create({ email, name: "Other", password: "other-password" });
-    const orgId = (await s.identity.db.selectFrom("memberships").select("org_id").limit(1).executeTakeFirstOrThrow()).org_id;
-    await s.identity.db.insertInto("memberships").values({ user_id: other.id, org_id: orgId, role: "member" }).execute();
+    const orgId = (await s.identity.db.selectFrom("memberships").select("org_id").limit(1).executeTakeFirstOrThrow())
+      .org_id;
+    await s.identity.db
+      .insertInto("memberships")
+      .values({ user_id: other.id, org_id: orgId, role: "member" })
+      .execute();
     const otherPair = await s.login(email, "other-password");
     const theirs = await s.call("POST", "/v1/users/me/api_keys", { token: otherPair.access_token, idem, body });
     assert.equal(theirs.status, 201);
@@ -119,10 +132,18 @@ describe("replay of CreateAPIKey", () => {
     const body = { name: "tampered", env: "test" };
     const created = await s.call("POST", "/v1/users/me/api_keys", { token: owner.access_token, idem, body });
     assert.equal(created.status, 201);
-    const row = await s.identity.db.selectFrom("idempotency_keys").select(["scope", "response"]).where("key", "=", keyDigest(idem)).executeTakeFirstOrThrow();
+    const row = await s.identity.db
+      .selectFrom("idempotency_keys")
+      .select(["scope", "response"])
+      .where("key", "=", keyDigest(idem))
+      .executeTakeFirstOrThrow();
     const altered = Buffer.from(row.response!);
     altered[altered.length - 1]! ^= 1;
-    await s.identity.db.updateTable("idempotency_keys").set({ response: altered }).where("key", "=", keyDigest(idem)).execute();
+    await s.identity.db
+      .updateTable("idempotency_keys")
+      .set({ response: altered })
+      .where("key", "=", keyDigest(idem))
+      .execute();
     const keysBefore = (await s.call("GET", "/v1/users/me/api_keys", { token: owner.access_token })).json.length;
     const r = await s.call("POST", "/v1/users/me/api_keys", { token: owner.access_token, idem, body });
     assert.equal(r.status, 500);

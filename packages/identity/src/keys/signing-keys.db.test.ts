@@ -20,7 +20,10 @@ test("two replicas calling ensureActiveKey at once on an empty table end with on
   const [ka, kb] = await Promise.all([a.ensureActiveKey(), b.ensureActiveKey()]);
   assert.equal(ka, kb);
   const active = await f.identity.db.selectFrom("signing_keys").select("kid").where("state", "=", "active").execute();
-  assert.deepEqual(active.map((r) => r.kid), [ka]);
+  assert.deepEqual(
+    active.map((r) => r.kid),
+    [ka],
+  );
   // A second start finds it and generates nothing.
   assert.equal(await new SigningKeys(f.identity.db, f.kek, new AuthCaches({ enabled: false })).ensureActiveKey(), ka);
   assert.equal((await f.identity.db.selectFrom("signing_keys").select("kid").execute()).length, 1);
@@ -28,7 +31,11 @@ test("two replicas calling ensureActiveKey at once on an empty table end with on
 
 test("the database refuses a second active key", async () => {
   const kid = await f.identity.keys.ensureActiveKey();
-  const row = await f.identity.db.selectFrom("signing_keys").selectAll().where("kid", "=", kid).executeTakeFirstOrThrow();
+  const row = await f.identity.db
+    .selectFrom("signing_keys")
+    .selectAll()
+    .where("kid", "=", kid)
+    .executeTakeFirstOrThrow();
   const err = await f.identity.db
     .insertInto("signing_keys")
     .values({ kid: "other", state: "active", public_der: row.public_der, private_enc: row.private_enc })
@@ -42,7 +49,11 @@ test("the database refuses a second active key", async () => {
 
 test("the private key is stored AES-256-GCM sealed under the KEK, bound to its kid", async () => {
   const kid = await f.identity.keys.ensureActiveKey();
-  const row = await f.identity.db.selectFrom("signing_keys").selectAll().where("kid", "=", kid).executeTakeFirstOrThrow();
+  const row = await f.identity.db
+    .selectFrom("signing_keys")
+    .selectAll()
+    .where("kid", "=", kid)
+    .executeTakeFirstOrThrow();
   const { privateKey } = await f.identity.keys.active();
   const pkcs8 = privateKey.export({ type: "pkcs8", format: "der" });
   const sealed = Buffer.from(row.private_enc);
@@ -57,8 +68,15 @@ test("rotate retires the active key and activates a new one; signing follows at 
   const other = new SigningKeys(f.identity.db, f.kek, new AuthCaches({ enabled: false }));
   assert.equal((await other.active()).kid, before_);
   const after_ = await f.identity.keys.rotate();
-  const states = await f.identity.db.selectFrom("signing_keys").select(["kid", "state"]).where("kid", "in", [before_, after_]).execute();
-  assert.deepEqual(Object.fromEntries(states.map((s) => [s.kid, s.state])), { [before_]: "retired", [after_]: "active" });
+  const states = await f.identity.db
+    .selectFrom("signing_keys")
+    .select(["kid", "state"])
+    .where("kid", "in", [before_, after_])
+    .execute();
+  assert.deepEqual(Object.fromEntries(states.map((s) => [s.kid, s.state])), {
+    [before_]: "retired",
+    [after_]: "active",
+  });
   // Another replica's cached key is noticed as retired on its next use.
   assert.equal((await other.active()).kid, after_);
 });

@@ -39,7 +39,11 @@ const percentile = (values: number[], p: number) => {
 describe("per account", () => {
   let s: TestServer;
   before(async () => {
-    s = await server({ LOGIN_THROTTLE_ACCOUNT_FAILURES: "3", LOGIN_THROTTLE_ADDRESS_FAILURES: "100000", LOGIN_THROTTLE_BASE_DELAY: "1s" });
+    s = await server({
+      LOGIN_THROTTLE_ACCOUNT_FAILURES: "3",
+      LOGIN_THROTTLE_ADDRESS_FAILURES: "100000",
+      LOGIN_THROTTLE_BASE_DELAY: "1s",
+    });
   });
 
   /** Free failures, then each wait-and-fail doubles the block; returns what the client saw. */
@@ -88,13 +92,19 @@ describe("per account", () => {
     // Cleared: the next three failures are free again.
     for (let i = 0; i < 3; i++) assert.equal((await login(s, email, "wrong")).status, 401);
   });
-
 });
 
 describe("no one else is delayed", () => {
   test("while a throttled account is hammered, another account's login latency is unchanged and the attempts never reach argon2", async () => {
     // Real argon2 cost and one hashing slot: a throttled attempt that hashed would queue this login behind it.
-    const s = await server({ ARGON2_MEMORY_KIB: "19456", ARGON2_TIME_COST: "2", ARGON2_MAX_CONCURRENT: "1", LOGIN_THROTTLE_ACCOUNT_FAILURES: "3", LOGIN_THROTTLE_ADDRESS_FAILURES: "100000", LOGIN_THROTTLE_BASE_DELAY: "1m" });
+    const s = await server({
+      ARGON2_MEMORY_KIB: "19456",
+      ARGON2_TIME_COST: "2",
+      ARGON2_MAX_CONCURRENT: "1",
+      LOGIN_THROTTLE_ACCOUNT_FAILURES: "3",
+      LOGIN_THROTTLE_ADDRESS_FAILURES: "100000",
+      LOGIN_THROTTLE_BASE_DELAY: "1m",
+    });
     const other = { email: `other-${Date.now()}@example.com`, password: "other-password-1" };
     await member(s, other.email, other.password);
     const victim = "victim@example.com";
@@ -144,9 +154,14 @@ describe("no one else is delayed", () => {
 
 describe("per client address", () => {
   test("behind a trusted proxy: failures across many emails from one address throttle that address only", async () => {
-    const s = await server({ LOGIN_TRUSTED_PROXY_HOPS: "1", LOGIN_THROTTLE_ADDRESS_FAILURES: "3", LOGIN_THROTTLE_ACCOUNT_FAILURES: "100000" });
+    const s = await server({
+      LOGIN_TRUSTED_PROXY_HOPS: "1",
+      LOGIN_THROTTLE_ADDRESS_FAILURES: "3",
+      LOGIN_THROTTLE_ACCOUNT_FAILURES: "100000",
+    });
     const from = (ip: string) => ({ "x-forwarded-for": ip });
-    for (let i = 0; i < 4; i++) assert.equal((await login(s, `spray-${i}@example.com`, "guess", from("203.0.113.7"))).status, 401);
+    for (let i = 0; i < 4; i++)
+      assert.equal((await login(s, `spray-${i}@example.com`, "guess", from("203.0.113.7"))).status, 401);
     const blocked = await login(s, "spray-9@example.com", "guess", from("203.0.113.7"));
     assert.equal(blocked.status, 429);
     assert.equal(blocked.retryAfter, "1");
@@ -195,11 +210,21 @@ describe("password-hashing queue", () => {
       answered.map((r) => r.ms),
       50,
     );
-    console.log(`single wrong-password login ${single.toFixed(1)} ms; flood of 80: ${refused.length} refused (503) p50 ${percentile(refused.map((r) => r.ms), 50).toFixed(1)} ms p99 ${p99Refused.toFixed(1)} ms; ${answered.length} answered (401) p50 ${p50Answered.toFixed(1)} ms`);
+    console.log(
+      `single wrong-password login ${single.toFixed(1)} ms; flood of 80: ${refused.length} refused (503) p50 ${percentile(
+        refused.map((r) => r.ms),
+        50,
+      ).toFixed(
+        1,
+      )} ms p99 ${p99Refused.toFixed(1)} ms; ${answered.length} answered (401) p50 ${p50Answered.toFixed(1)} ms`,
+    );
     // A refusal waits for no hash: below what an unbounded queue would cost the flood's tail (80 hashes in a
     // row). The margin is wide on purpose: 80 connections on one event loop of a loaded 2-core CI machine
     // took 0.8 s at p99 once, and this is a guard against queueing, not a speed test.
-    assert.ok(p99Refused < flood.length * single, `p99 of refusals ${p99Refused.toFixed(1)} ms vs ${single.toFixed(1)} ms per login`);
+    assert.ok(
+      p99Refused < flood.length * single,
+      `p99 of refusals ${p99Refused.toFixed(1)} ms vs ${single.toFixed(1)} ms per login`,
+    );
     // Refusals were not counted as failed guesses: the owner still logs in at once.
     assert.equal((await login(s, OWNER.email, OWNER.password)).status, 200);
   });

@@ -8,7 +8,11 @@ import { isIP } from "node:net";
  * proxy the header is ignored: a client could otherwise pick a fresh
  * address for every guess.
  */
-export function clientAddress(socketAddress: string | undefined, forwardedFor: string | null, trustedHops: number): string | undefined {
+export function clientAddress(
+  socketAddress: string | undefined,
+  forwardedFor: string | null,
+  trustedHops: number,
+): string | undefined {
   if (trustedHops === 0 || !forwardedFor) return normalize(socketAddress);
   const hops = forwardedFor
     .split(",")

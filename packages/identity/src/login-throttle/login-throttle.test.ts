@@ -6,13 +6,17 @@ import { LoginThrottle } from "./login-throttle.ts";
 
 test("memory stays bounded however many emails and addresses an attacker rotates through", () => {
   const throttle = new LoginThrottle({ ...LOGIN_THROTTLE_DEFAULTS, maxEntries: 100 });
-  for (let i = 0; i < 20_000; i++) throttle.begin(`victim-${i}@example.com`, `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
+  for (let i = 0; i < 20_000; i++)
+    throttle.begin(`victim-${i}@example.com`, `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
   assert.deepEqual(throttle.size, { accounts: 100, addresses: 100 });
 });
 
 test("the account key is lower(email); a success clears it", () => {
   let now = 0;
-  const throttle = new LoginThrottle({ ...LOGIN_THROTTLE_DEFAULTS, accountFreeFailures: 1, baseDelayMs: 1000 }, () => new Date(now));
+  const throttle = new LoginThrottle(
+    { ...LOGIN_THROTTLE_DEFAULTS, accountFreeFailures: 1, baseDelayMs: 1000 },
+    () => new Date(now),
+  );
   throttle.begin("Owner@Example.com", undefined);
   throttle.begin("owner@example.COM", undefined);
   assert.throws(() => throttle.begin("OWNER@EXAMPLE.COM", undefined), /too many failed logins/);

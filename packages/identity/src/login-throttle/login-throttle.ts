@@ -70,11 +70,19 @@ export class LoginThrottle {
   begin(email: string, address: string | undefined): LoginAttempt {
     const now = this.clock().getTime();
     const account = email.toLowerCase();
-    const wait = Math.max(this.#blockedFor(this.#accounts, account, now), address ? this.#blockedFor(this.#addresses, address, now) : 0);
+    const wait = Math.max(
+      this.#blockedFor(this.#accounts, account, now),
+      address ? this.#blockedFor(this.#addresses, address, now) : 0,
+    );
     if (wait > 0) {
-      throw new PlatformError(Code.ResourceExhausted, IdentityRestCode.tooManyAttempts, "too many failed logins; retry later", {
-        retry_after: String(Math.ceil(wait / 1000)),
-      });
+      throw new PlatformError(
+        Code.ResourceExhausted,
+        IdentityRestCode.tooManyAttempts,
+        "too many failed logins; retry later",
+        {
+          retry_after: String(Math.ceil(wait / 1000)),
+        },
+      );
     }
     this.#fail(this.#accounts, account, this.settings.accountFreeFailures, now);
     if (address) this.#fail(this.#addresses, address, this.settings.addressFreeFailures, now);
@@ -108,7 +116,8 @@ export class LoginThrottle {
     const previous = table.get(key);
     const failures = previous && now - previous.lastFailureAt < this.settings.windowMs ? previous.failures + 1 : 1;
     const over = failures - free;
-    const delay = over > 0 ? Math.min(this.settings.baseDelayMs * 2 ** Math.min(over - 1, 40), this.settings.maxDelayMs) : 0;
+    const delay =
+      over > 0 ? Math.min(this.settings.baseDelayMs * 2 ** Math.min(over - 1, 40), this.settings.maxDelayMs) : 0;
     table.touch(key, { failures, lastFailureAt: now, blockedUntil: delay > 0 ? now + delay : 0 });
   }
 }

@@ -3,6 +3,7 @@ import { isUniqueViolation } from "@platform/db";
 import { IdentityRestCode, PlatformError } from "@platform/errors";
 import type { Kysely } from "kysely";
 import type { AuthContext } from "../auth/auth-context.ts";
+import { type Actor, actorOf, recordAudit } from "../audit/audit-log.ts";
 import { isUuid } from "../crypto/hash.ts";
 import type { IdentityDB } from "../db/schema.ts";
 
@@ -50,7 +51,11 @@ export class Orgs {
     const slug = input.slug ?? slugify(input.name);
     checkSlug(slug);
     try {
-      const row = await db.insertInto("orgs").values({ id: randomUUID(), name: input.name, slug }).returningAll().executeTakeFirstOrThrow();
+      const row = await db
+        .insertInto("orgs")
+        .values({ id: randomUUID(), name: input.name, slug })
+        .returningAll()
+        .executeTakeFirstOrThrow();
       return toOrg(row);
     } catch (err) {
       if (isUniqueViolation(err)) throw PlatformError.alreadyExists("slug already taken");
@@ -68,10 +73,16 @@ export class Orgs {
   }
 
   /** PATCH: owner only (checked by the caller's policy and again here); omitted fields stay as they are. */
-  async update(caller: AuthContext, id: string, patch: { name?: string; slug?: string }): Promise<Org> {
+  async update(
+    caller: AuthContext,
+    id: string,
+    patch: { name?: string; slug?: string },
+    actor: Actor = actorOf(caller, {}),
+  ): Promise<Org> {
     if (!isUuid(id)) throw badRequest("id must be a UUID");
     if (id.toLowerCase() !== caller.orgId.toLowerCase()) throw notFound();
-    if (caller.role !== "owner") throw PlatformError.permissionDenied("owner role required", IdentityRestCode.insufficientRole);
+    if (caller.role !== "owner")
+      throw PlatformError.permissionDenied("owner role required", IdentityRestCode.insufficientRole);
     if (patch.name !== undefined) checkName(patch.name);
     if (patch.slug !== undefined) checkSlug(patch.slug);
     const set: { name?: string; slug?: string; updated_at?: Date } = {};
@@ -80,9 +91,16 @@ export class Orgs {
     if (Object.keys(set).length === 0) return this.getForCaller(caller, id);
     set.updated_at = new Date();
     try {
-      const row = await this.db.updateTable("orgs").set(set).where("id", "=", id).returningAll().executeTakeFirst();
-      if (!row) throw notFound();
-      return toOrg(row);
+      return await this.db.transaction().execute(async (trx) => {
+        const row = await trx.updateTable("orgs").set(set).where("id", "=", id).returningAll().executeTakeFirst();
+        if (!row) throw notFound();
+        await recordAudit(trx, actor, {
+          action: "org.updated",
+          target: { type: "org", id: row.id },
+          details: { name: row.name, slug: row.slug },
+        });
+        return toOrg(row);
+      });
     } catch (err) {
       if (isUniqueViolation(err)) throw PlatformError.alreadyExists("slug already taken");
       throw err;

@@ -7,6 +7,15 @@ import { QueueFullError, Semaphore } from "./semaphore.ts";
 /** Seconds a refused caller is told to wait: one hash takes ~0.1 s, the queue drains in about a second. */
 const BUSY_RETRY_AFTER_SECONDS = 1;
 
+/**
+ * The longest a login is let wait for a hashing slot, by the recent time of
+ * a hash. A fixed queue length is the wrong bound on a loaded machine: 32
+ * hashes of 0.1 s are a 1.6 s wait on a quiet machine and 30 s (past the
+ * request deadline) on one where a hash takes a second. A login that would
+ * wait longer is refused at once and can come back (Retry-After).
+ */
+export const MAX_HASH_WAIT_MS = 2000;
+
 const busy = () =>
   PlatformError.unavailable("too many password checks in progress; retry shortly", IdentityRestCode.unavailable, {
     retry_after: String(BUSY_RETRY_AFTER_SECONDS),
@@ -19,16 +28,38 @@ const busy = () =>
  */
 export class PasswordHasher {
   readonly semaphore: Semaphore;
+  /** Logins admitted now (see `admit`). */
+  #admitted = 0;
+  /** Moving average of a hash's time in its slot, ms (starts at a quiet machine's). */
+  #hashMs = 100;
   #dummy: Promise<string> | undefined;
 
   constructor(readonly params: Argon2Settings) {
     this.semaphore = new Semaphore(params.maxConcurrent, params.maxQueue ?? ARGON2_DEFAULTS.maxQueue);
   }
 
+  /** The recent time of a hash in its slot, ms (for tests and metrics). */
+  get hashMs(): number {
+    return this.#hashMs;
+  }
+
+  /** Logins between admission and verdict now (for tests and metrics). */
+  get admitted(): number {
+    return this.#admitted;
+  }
+
   /** The semaphore, with a full queue answered as 503 unavailable + Retry-After. */
-  async #run<T>(fn: () => Promise<T>): Promise<T> {
+  async #run<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const timed = async () => {
+      const started = performance.now();
+      try {
+        return await fn();
+      } finally {
+        this.#hashMs = 0.8 * this.#hashMs + 0.2 * (performance.now() - started);
+      }
+    };
     try {
-      return await this.semaphore.run(fn);
+      return await this.semaphore.run(timed, signal);
     } catch (err) {
       if (!(err instanceof QueueFullError)) throw err;
       throw busy();
@@ -36,11 +67,26 @@ export class PasswordHasher {
   }
 
   /**
-   * Refuses at once (503) when the queue is already full, so a flood is
-   * turned away before it costs a database lookup; `verify` checks again.
+   * Runs a login's credential check (its database lookup, then its hash)
+   * only if it can be served: at most as many logins as the semaphore has
+   * slots and queue places are between admission and verdict; the next is
+   * refused at once (503 + Retry-After) before it costs a database lookup.
+   * Checking the queue alone would admit a whole flood: its logins all find
+   * the queue empty while they wait for the database, then all queue. Fewer
+   * are admitted while hashes are slow (MAX_HASH_WAIT_MS).
    */
-  ensureCapacity(): void {
-    if (this.semaphore.full) throw busy();
+  async admit<T>(fn: () => Promise<T>): Promise<T> {
+    const { limit, maxQueue } = this.semaphore;
+    if (this.#admitted >= limit + maxQueue) throw busy();
+    // Logins ahead of this one for a slot, and so its expected wait (MAX_HASH_WAIT_MS).
+    const ahead = this.#admitted + 1 - limit;
+    if (ahead > 0 && (ahead * this.#hashMs) / limit > MAX_HASH_WAIT_MS) throw busy();
+    this.#admitted++;
+    try {
+      return await fn();
+    } finally {
+      this.#admitted--;
+    }
   }
 
   hash(password: string): Promise<string> {
@@ -54,7 +100,8 @@ export class PasswordHasher {
     );
   }
 
-  async verify(hash: string, password: string): Promise<boolean> {
+  /** With `signal`: given up while still queued once the caller is gone (Semaphore.run). */
+  async verify(hash: string, password: string, signal?: AbortSignal): Promise<boolean> {
     return this.#run(async () => {
       try {
         return await argon2.verify(hash, password);
@@ -63,7 +110,7 @@ export class PasswordHasher {
         // the caller something about the account.
         return false;
       }
-    });
+    }, signal);
   }
 
   /** A hash with the current parameters that no password matches (made once, lazily). */
@@ -73,8 +120,8 @@ export class PasswordHasher {
   }
 
   /** Verifies against the dummy hash: the same work as a real verify, always false. */
-  async verifyDummy(password: string): Promise<false> {
-    await this.verify(await this.dummyHash(), password);
+  async verifyDummy(password: string, signal?: AbortSignal): Promise<false> {
+    await this.verify(await this.dummyHash(), password, signal);
     return false;
   }
 }

@@ -37,10 +37,16 @@ export class Semaphore {
     return this.#waiters.length;
   }
 
-  async run<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` holding a slot. With `signal`, a caller still waiting when it
+   * aborts (its client gone, its deadline passed) leaves the queue and gets
+   * the signal's reason: work nobody waits for any more is not done.
+   */
+  async run<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
     if (this.#free > 0) this.#free--;
     else if (this.#waiters.length >= this.maxQueue) throw new QueueFullError("semaphore queue full");
-    else await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    else await this.#wait(signal);
     this.#peak = Math.max(this.#peak, this.limit - this.#free);
     try {
       return await fn();
@@ -49,5 +55,22 @@ export class Semaphore {
       if (next) next();
       else this.#free++;
     }
+  }
+
+  #wait(signal: AbortSignal | undefined): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        const at = this.#waiters.indexOf(granted);
+        if (at >= 0) this.#waiters.splice(at, 1);
+        reject(signal!.reason);
+      };
+      // Handed the slot of a finishing holder.
+      const granted = () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      this.#waiters.push(granted);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
   }
 }

@@ -8,7 +8,8 @@ import { type RpcRule, ruleOf } from "./policies.ts";
 /** The caller of the current request, for handlers: `ctx.values.get(authContextKey)`. */
 export const authContextKey = createContextKey<AuthContext | undefined>(undefined, { description: "identity caller" });
 
-const unauthenticated = (message: string, extra?: ErrorExtra) => PlatformError.unauthenticated(message, IdentityRestCode.unauthenticated, extra);
+const unauthenticated = (message: string, extra?: ErrorExtra) =>
+  PlatformError.unauthenticated(message, IdentityRestCode.unauthenticated, extra);
 
 /**
  * Applies each RPC's policy (policies.ts) to the `Authorization: Bearer`
@@ -18,11 +19,19 @@ const unauthenticated = (message: string, extra?: ErrorExtra) => PlatformError.u
  * envelope, whose code is `unauthenticated` for any bad credential.
  */
 export function authInterceptor(authenticator: Authenticator): Interceptor {
-  const guard = async (next: Parameters<Interceptor>[0], req: Parameters<ReturnType<Interceptor>>[0], rule: RpcRule | undefined) => {
+  const guard = async (
+    next: Parameters<Interceptor>[0],
+    req: Parameters<ReturnType<Interceptor>>[0],
+    rule: RpcRule | undefined,
+  ) => {
     if (!rule) throw PlatformError.permissionDenied("method not available", IdentityRestCode.insufficientRole);
     const parsed = parseAuthorization(req.header.get("authorization"));
     if (!parsed.ok) {
-      throw unauthenticated(parsed.problem === "missing" ? "missing Authorization: Bearer credential" : "Authorization must be exactly Bearer <token>");
+      throw unauthenticated(
+        parsed.problem === "missing"
+          ? "missing Authorization: Bearer credential"
+          : "Authorization must be exactly Bearer <token>",
+      );
     }
     let caller: AuthContext;
     try {
@@ -32,7 +41,16 @@ export function authInterceptor(authenticator: Authenticator): Interceptor {
       throw err;
     }
     if (rule.policy === "jwt-only" || rule.policy === "owner") {
-      if (caller.mode !== "jwt") throw PlatformError.permissionDenied("this endpoint requires a JWT session, not an API key", IdentityRestCode.insufficientRole);
+      if (caller.mode !== "jwt")
+        throw PlatformError.permissionDenied(
+          "this endpoint requires a JWT session, not an API key",
+          IdentityRestCode.insufficientRole,
+        );
+    }
+    // Every RPC an API key may reach here only reads (policies.ts: the
+    // jwt-or-key ones), so `read` is the scope they need.
+    if (caller.mode === "api_key" && !caller.scopes?.includes("read")) {
+      throw PlatformError.permissionDenied("the API key lacks the read scope", IdentityRestCode.insufficientScope);
     }
     if (rule.policy === "owner" && caller.role !== "owner") {
       throw PlatformError.permissionDenied("owner role required", IdentityRestCode.insufficientRole);

@@ -66,13 +66,25 @@ test("VerifyToken / VerifyJWT / IssueJWT / GetPublicKey over gRPC on IDENTITY_GR
 });
 
 test("reasons arrive as ErrorInfo over gRPC", async () => {
-  assert.deepEqual(await reason(grpc.verifyJWT({ token: "x" })), { code: Code.Unauthenticated, reason: AuthReason.invalidCredentials });
-  assert.deepEqual(await reason(grpc.verifyAPIKey({ apiKey: "sk_test_x" })), { code: Code.Unauthenticated, reason: AuthReason.invalidCredentials });
-  assert.deepEqual(await reason(grpc.getPublicKey({ kid: "nope" })), { code: Code.NotFound, reason: AuthReason.kidUnknown });
+  assert.deepEqual(await reason(grpc.verifyJWT({ token: "x" })), {
+    code: Code.Unauthenticated,
+    reason: AuthReason.invalidCredentials,
+  });
+  assert.deepEqual(await reason(grpc.verifyAPIKey({ apiKey: "sk_test_x" })), {
+    code: Code.Unauthenticated,
+    reason: AuthReason.invalidCredentials,
+  });
+  assert.deepEqual(await reason(grpc.getPublicKey({ kid: "nope" })), {
+    code: Code.NotFound,
+    reason: AuthReason.kidUnknown,
+  });
   const pair = await s.login();
   const ctx = (await grpc.verifyJWT({ token: pair.access_token })).context!;
   const stranger = await s.identity.orgs.create({ name: "Stranger" });
-  assert.deepEqual(await reason(operator.issueJWT({ userId: ctx.userId, orgId: stranger.id })), { code: Code.PermissionDenied, reason: AuthReason.notAMember });
+  assert.deepEqual(await reason(operator.issueJWT({ userId: ctx.userId, orgId: stranger.id })), {
+    code: Code.PermissionDenied,
+    reason: AuthReason.notAMember,
+  });
 });
 
 test("the internal port is https and answers only the callers IDENTITY_CALLERS names", async () => {
@@ -100,8 +112,14 @@ test("the internal port is https and answers only the callers IDENTITY_CALLERS n
 test("gRPC health and reflection pass the auth interceptor on the internal port, for any certificate of the CA", async () => {
   const health = createClient(Health, s.grpcTransport("compute"));
   assert.equal((await health.check({ service: "" })).status, HealthCheckResponse_ServingStatus.SERVING);
-  assert.equal((await health.check({ service: SessionService.typeName })).status, HealthCheckResponse_ServingStatus.SERVING);
-  assert.equal((await health.check({ service: AuthService.typeName })).status, HealthCheckResponse_ServingStatus.SERVING);
+  assert.equal(
+    (await health.check({ service: SessionService.typeName })).status,
+    HealthCheckResponse_ServingStatus.SERVING,
+  );
+  assert.equal(
+    (await health.check({ service: AuthService.typeName })).status,
+    HealthCheckResponse_ServingStatus.SERVING,
+  );
   // The public port carries REST only: no gRPC health there (its /livez, /readyz stay).
   const pubHealth = createClient(Health, createServiceTransport({ baseUrl: s.base }));
   assert.equal((await reason(pubHealth.check({ service: "" }))).code, Code.Unimplemented);
@@ -113,7 +131,8 @@ test("gRPC health and reflection pass the auth interceptor on the internal port,
   );
   const names: string[] = [];
   for await (const res of stream) {
-    if (res.messageResponse.case === "listServicesResponse") names.push(...res.messageResponse.value.service.map((x) => x.name));
+    if (res.messageResponse.case === "listServicesResponse")
+      names.push(...res.messageResponse.value.service.map((x) => x.name));
     break;
   }
   assert.ok(names.includes(AuthService.typeName), names.join(","));
@@ -121,7 +140,10 @@ test("gRPC health and reflection pass the auth interceptor on the internal port,
 
 test("the REST services are also gRPC on the internal port, for the operator, with the same reasons", async () => {
   const sessions = createClient(SessionService, s.grpcTransport("operator"));
-  assert.deepEqual(await reason(sessions.refresh({})), { code: Code.InvalidArgument, reason: IdentityRestCode.refreshTokenRequired });
+  assert.deepEqual(await reason(sessions.refresh({})), {
+    code: Code.InvalidArgument,
+    reason: IdentityRestCode.refreshTokenRequired,
+  });
   const asAgents = createClient(SessionService, s.grpcTransport("agents"));
   assert.equal((await reason(asAgents.refresh({}))).code, Code.PermissionDenied);
 });
@@ -129,17 +151,27 @@ test("the REST services are also gRPC on the internal port, for the operator, wi
 test("the public port serves the REST services as REST only", async () => {
   const sessions = createClient(SessionService, createServiceTransport({ baseUrl: s.base }));
   assert.equal((await reason(sessions.refresh({}))).code, Code.Unimplemented);
-  const connect = await fetch(`${s.base}/identity.v1.SessionService/Refresh`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  const connect = await fetch(`${s.base}/identity.v1.SessionService/Refresh`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}",
+  });
   assert.equal(connect.status, 404);
   assert.equal((await s.call("POST", "/v1/auth/refresh", { body: {} })).status, 400);
 });
 
 test("AuthService is not served on the public REST port", async () => {
   const pub = createClient(AuthService, createServiceTransport({ baseUrl: s.base }));
-  const r = await reason(pub.issueJWT({ userId: "00000000-0000-4000-8000-000000000000", orgId: "00000000-0000-4000-8000-000000000000" }));
+  const r = await reason(
+    pub.issueJWT({ userId: "00000000-0000-4000-8000-000000000000", orgId: "00000000-0000-4000-8000-000000000000" }),
+  );
   assert.notEqual(r.code, Code.PermissionDenied);
   assert.ok([Code.Unimplemented, Code.NotFound].includes(r.code), `code ${Code[r.code]}`);
-  const res = await fetch(`${s.base}/identity.v1.AuthService/IssueJWT`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  const res = await fetch(`${s.base}/identity.v1.AuthService/IssueJWT`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}",
+  });
   assert.ok(res.status === 404 || res.status === 405, String(res.status));
 });
 
@@ -152,20 +184,34 @@ test("50 concurrent identical REST requests with one Idempotency-Key run the han
     return create(...args);
   };
   const results = await Promise.all(
-    Array.from({ length: 50 }, () => s.call("POST", "/v1/users/me/api_keys", { token: pair.access_token, idem: "rest-burst", body: { name: "burst" } })),
+    Array.from({ length: 50 }, () =>
+      s.call("POST", "/v1/users/me/api_keys", {
+        token: pair.access_token,
+        idem: "rest-burst",
+        body: { name: "burst" },
+      }),
+    ),
   );
   s.identity.apiKeys.create = create;
   assert.equal(runs, 1);
   const statuses = results.map((r) => r.status);
-  assert.ok(statuses.every((x) => x === 201 || x === 409), JSON.stringify(statuses));
-  for (const r of results.filter((x) => x.status === 409)) assert.equal(r.json.code, IdentityRestCode.idempotencyKeyInUse);
+  assert.ok(
+    statuses.every((x) => x === 201 || x === 409),
+    JSON.stringify(statuses),
+  );
+  for (const r of results.filter((x) => x.status === 409))
+    assert.equal(r.json.code, IdentityRestCode.idempotencyKeyInUse);
   const ok = results.filter((x) => x.status === 201);
   assert.equal(new Set(ok.map((r) => r.json.id)).size, 1);
 });
 
 test("100 concurrent REST refreshes of one token: one 200, 99 × 401 refresh_token_reused", async () => {
   const pair = await s.login();
-  const results = await Promise.all(Array.from({ length: 100 }, () => s.call("POST", "/v1/auth/refresh", { body: { refresh_token: pair.refresh_token } })));
+  const results = await Promise.all(
+    Array.from({ length: 100 }, () =>
+      s.call("POST", "/v1/auth/refresh", { body: { refresh_token: pair.refresh_token } }),
+    ),
+  );
   const statuses = results.map((r) => r.status);
   assert.equal(statuses.filter((x) => x === 200).length, 1, JSON.stringify(statuses));
   const rest = results.filter((r) => r.status !== 200);

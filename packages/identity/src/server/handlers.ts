@@ -2,14 +2,17 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { IdentityRestCode, PlatformError } from "@platform/errors";
+import { decodeJwt } from "jose";
 import { type AuthContextSchema, AuthMode, type AuthService, Env, Role } from "@platform/gen/identity/v1/auth_pb";
 import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
 import type { AuthContext, KeyEnv } from "../auth/auth-context.ts";
 import { requestInfo } from "@platform/rpc";
 import type { Identity } from "../identity.ts";
-import { clientAddress } from "../login-throttle/client-address.ts";
+import { actorOf, auditLogin } from "../audit/audit-log.ts";
+import { apiKeyMessage } from "./api-key-message.ts";
 import { authContextKey } from "./auth-interceptor.ts";
 import { replayable } from "./idempotency-interceptor.ts";
+import { requestMeta } from "./teams-handlers.ts";
 
 // Handlers translate between messages and the domain; the rules live in the domain.
 
@@ -29,6 +32,8 @@ export function toAuthContextMessage(c: AuthContext): MessageInitShape<typeof Au
     authKeyId: c.authKeyId ?? "",
     apiKeyId: c.apiKeyId ?? "",
     method: c.method,
+    scopes: [...(c.scopes ?? [])],
+    orgKey: c.orgKey === true,
   };
 }
 
@@ -47,20 +52,44 @@ export function orgService(identity: Identity): Partial<ServiceImpl<typeof OrgSe
 
 function sessionImpl(identity: Identity): Partial<ServiceImpl<typeof SessionService>> {
   const pair = (p: Awaited<ReturnType<Identity["sessions"]["login"]>>) => ({
-    token: { accessToken: p.accessToken, tokenType: p.tokenType, expiresIn: BigInt(p.expiresIn), refreshToken: p.refreshToken },
+    token: {
+      accessToken: p.accessToken,
+      tokenType: p.tokenType,
+      expiresIn: BigInt(p.expiresIn),
+      refreshToken: p.refreshToken,
+    },
   });
   return {
     login: async (req, ctx) => {
-      const address = clientAddress(requestInfo(ctx)?.remoteAddress, ctx.requestHeader.get("x-forwarded-for"), identity.loginThrottle.settings.trustedProxyHops);
-      return pair(await identity.sessions.login({ email: req.email, password: req.password, deviceLabel: req.xDeviceLabel, clientAddress: address }));
+      const meta = requestMeta(identity, ctx);
+      const result = await identity.sessions
+        .login({
+          email: req.email,
+          password: req.password,
+          deviceLabel: req.xDeviceLabel,
+          clientAddress: meta.clientAddress,
+          signal: ctx.signal,
+        })
+        .catch((err: unknown) => {
+          if (err instanceof PlatformError && err.reason === IdentityRestCode.unauthenticated) {
+            // After the answer, off its path: a failed login is recorded, never delayed by it.
+            void auditLogin(identity.db, meta, { failedEmail: req.email }).catch((e: unknown) =>
+              requestInfo(ctx)?.logger.warn({ err: e }, "audit of a failed login not written"),
+            );
+          }
+          throw err;
+        });
+      const claims = decodeJwt(result.accessToken) as { sub: string; org_id: string };
+      await auditLogin(identity.db, meta, { userId: claims.sub, orgId: claims.org_id });
+      return pair(result);
     },
-    refresh: async (req) => pair(await identity.sessions.refresh(req.refreshToken)),
+    refresh: async (req, ctx) => pair(await identity.sessions.refresh(req.refreshToken, requestMeta(identity, ctx))),
     logout: async (req) => {
       await identity.sessions.logout(req.refreshToken);
       return {};
     },
     revokeAll: async (req, ctx) => {
-      await identity.sessions.revokeAll(caller(ctx), req.userId);
+      await identity.sessions.revokeAll(caller(ctx), req.userId, actorOf(caller(ctx), requestMeta(identity, ctx)));
       return {};
     },
   };
@@ -75,15 +104,33 @@ function userImpl(identity: Identity): Partial<ServiceImpl<typeof UserService>> 
     listAPIKeys: async (_req, ctx) => {
       const keys = await identity.apiKeys.list(caller(ctx));
       return {
-        apiKeys: keys.map((k) => ({ id: k.id, name: k.name, keyPrefix: k.keyPrefix, env: k.env, expiresAt: ts(k.expiresAt), lastUsedAt: ts(k.lastUsedAt) })),
+        apiKeys: keys.map(apiKeyMessage),
       };
     },
     createAPIKey: async (req, ctx) => {
-      const k = await identity.apiKeys.create(caller(ctx), { name: req.name, env: req.env, expiresAt: req.expiresAt ? timestampDate(req.expiresAt) : undefined });
-      return { id: k.id, keyPrefix: k.keyPrefix, rawKey: k.rawKey, env: k.env, expiresAt: ts(k.expiresAt) };
+      const k = await identity.apiKeys.create(
+        caller(ctx),
+        {
+          name: req.name,
+          env: req.env,
+          expiresAt: req.expiresAt ? timestampDate(req.expiresAt) : undefined,
+          scopes: req.scopes,
+          org: req.org,
+        },
+        actorOf(caller(ctx), requestMeta(identity, ctx)),
+      );
+      return {
+        id: k.id,
+        keyPrefix: k.keyPrefix,
+        rawKey: k.rawKey,
+        env: k.env,
+        expiresAt: ts(k.expiresAt),
+        scopes: k.scopes,
+        org: k.org,
+      };
     },
     revokeAPIKey: async (req, ctx) => {
-      await identity.apiKeys.revoke(caller(ctx), req.id);
+      await identity.apiKeys.revoke(caller(ctx), req.id, actorOf(caller(ctx), requestMeta(identity, ctx)));
       return {};
     },
   };
@@ -95,19 +142,37 @@ function orgImpl(identity: Identity): Partial<ServiceImpl<typeof OrgService>> {
   });
   return {
     getOrg: async (req, ctx) => org(await identity.orgs.getForCaller(caller(ctx), req.id)),
-    updateOrg: async (req, ctx) => org(await identity.orgs.update(caller(ctx), req.id, { name: req.name, slug: req.slug })),
+    updateOrg: async (req, ctx) =>
+      org(
+        await identity.orgs.update(
+          caller(ctx),
+          req.id,
+          { name: req.name, slug: req.slug },
+          actorOf(caller(ctx), requestMeta(identity, ctx)),
+        ),
+      ),
   };
 }
 
 export function authService(identity: Identity): Partial<ServiceImpl<typeof AuthService>> {
   return {
-    verifyAPIKey: async (req) => ({ context: toAuthContextMessage(await identity.authenticator.verifyApiKey(req.apiKey, envOf(req.requiredEnv))) }),
+    verifyAPIKey: async (req) => ({
+      context: toAuthContextMessage(await identity.authenticator.verifyApiKey(req.apiKey, envOf(req.requiredEnv))),
+    }),
     verifyJWT: async (req) => ({ context: toAuthContextMessage(await identity.authenticator.verifyJwt(req.token)) }),
-    verifyToken: async (req) => ({ context: toAuthContextMessage(await identity.authenticator.verifyToken(req.token)) }),
+    verifyToken: async (req) => ({
+      context: toAuthContextMessage(await identity.authenticator.verifyToken(req.token)),
+    }),
     issueJWT: async (req) => {
       const seconds = req.ttl ? Number(req.ttl.seconds) + req.ttl.nanos / 1e9 : 0;
       const issued = await identity.jwt.issueForMember(req.userId, req.orgId, seconds);
-      return { accessToken: issued.token, expiresAt: timestampFromDate(issued.expiresAt), expiresIn: BigInt(issued.expiresIn), kid: issued.kid, jti: issued.jti };
+      return {
+        accessToken: issued.token,
+        expiresAt: timestampFromDate(issued.expiresAt),
+        expiresIn: BigInt(issued.expiresIn),
+        kid: issued.kid,
+        jti: issued.jti,
+      };
     },
     getPublicKey: async (req) => ({ kid: req.kid, der: await identity.keys.publicKeyDer(req.kid), algorithm: "RS256" }),
   };

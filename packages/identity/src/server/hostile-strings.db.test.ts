@@ -30,8 +30,12 @@ describe("hostile strings in identity requests", () => {
     const attempts = [
       s.call("POST", "/v1/auth/login", { body: { email: "owner@example.com\u0000", password: "owner-password-1" } }),
       s.call("POST", "/v1/auth/login", { raw: '{"email":"\\u0000@x","password":"p"}' }),
-      s.call("POST", "/v1/auth/login", { body: { email: "owner@example.com", password: "owner-password-1", x_device_label: "lap\u0000top" } }),
-      s.call("POST", "/v1/auth/login", { raw: '{"email":"owner@example.com","password":"owner-password-1","x_device_label":"\\ud800"}' }),
+      s.call("POST", "/v1/auth/login", {
+        body: { email: "owner@example.com", password: "owner-password-1", x_device_label: "lap\u0000top" },
+      }),
+      s.call("POST", "/v1/auth/login", {
+        raw: '{"email":"owner@example.com","password":"owner-password-1","x_device_label":"\\ud800"}',
+      }),
       s.call("POST", "/v1/users/me/api_keys", { token, idem: "k-1", body: { name: "a\u0000b" } }),
       s.call("PATCH", `/v1/orgs/${orgId}`, { token, idem: "k-2", body: { name: "Acme\u0000" } }),
     ];

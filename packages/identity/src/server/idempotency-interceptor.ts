@@ -31,7 +31,10 @@ function fingerprint(method: string, schema: DescMessage, message: unknown): str
  * can retry.
  */
 export function idempotencyInterceptor(store: IdempotencyStore): Interceptor {
-  const idempotent = async (next: Parameters<Interceptor>[0], req: Parameters<ReturnType<Interceptor>>[0] & { stream: false }) => {
+  const idempotent = async (
+    next: Parameters<Interceptor>[0],
+    req: Parameters<ReturnType<Interceptor>>[0] & { stream: false },
+  ) => {
     const caller = req.contextValues.get(authContextKey);
     if (!caller) throw PlatformError.internal("idempotent RPC without a caller");
     const key = IdempotencyStore.validateKey(req.header.get(IDEMPOTENCY_KEY_HEADER));

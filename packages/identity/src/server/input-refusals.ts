@@ -14,9 +14,18 @@ import type { InputRefusal } from "@platform/rpc";
 const byMethod = new Map<DescMethod, () => ReturnType<InputRefusal>>([
   [AuthService.method.getPublicKey, () => PlatformError.notFound("signing key not found", AuthReason.kidUnknown)],
   [AuthService.method.verifyJWT, () => PlatformError.unauthenticated("invalid token", AuthReason.invalidCredentials)],
-  [AuthService.method.verifyAPIKey, () => PlatformError.unauthenticated("invalid API key", AuthReason.invalidCredentials)],
-  [AuthService.method.verifyToken, () => PlatformError.unauthenticated("missing or invalid credential", AuthReason.invalidCredentials)],
-  [SessionService.method.refresh, () => PlatformError.unauthenticated("refresh token is invalid", IdentityRestCode.refreshTokenInvalid)],
+  [
+    AuthService.method.verifyAPIKey,
+    () => PlatformError.unauthenticated("invalid API key", AuthReason.invalidCredentials),
+  ],
+  [
+    AuthService.method.verifyToken,
+    () => PlatformError.unauthenticated("missing or invalid credential", AuthReason.invalidCredentials),
+  ],
+  [
+    SessionService.method.refresh,
+    () => PlatformError.unauthenticated("refresh token is invalid", IdentityRestCode.refreshTokenInvalid),
+  ],
   // Logout always answers 204; its handler only hashes the token.
   [SessionService.method.logout, () => "handler"],
 ]);

@@ -48,7 +48,11 @@ test("every RPC of the four services has a policy", () => {
 describe("auth middleware", () => {
   test("missing, malformed and invalid credentials are 401 unauthenticated", async () => {
     await fails(c.users.getMe({}), Code.Unauthenticated, IdentityRestCode.unauthenticated);
-    await fails(c.users.getMe({}, { headers: { authorization: "Basic abc" } }), Code.Unauthenticated, IdentityRestCode.unauthenticated);
+    await fails(
+      c.users.getMe({}, { headers: { authorization: "Basic abc" } }),
+      Code.Unauthenticated,
+      IdentityRestCode.unauthenticated,
+    );
     await fails(c.users.getMe({}, auth("not.a.jwt")), Code.Unauthenticated, IdentityRestCode.unauthenticated);
     await fails(c.users.getMe({}, auth("sk_live_bogus")), Code.Unauthenticated, IdentityRestCode.unauthenticated);
   });
@@ -62,7 +66,10 @@ describe("auth middleware", () => {
       assert.equal(me.user!.email, u.email);
       assert.ok(me.user!.createdAt);
       const keys = await c.users.listAPIKeys({}, auth(cred));
-      assert.deepEqual(keys.apiKeys.map((k) => k.id), [key.id]);
+      assert.deepEqual(
+        keys.apiKeys.map((k) => k.id),
+        [key.id],
+      );
       assert.equal((await c.orgs.getOrg({ id: u.orgId }, auth(cred))).org!.id, u.orgId);
     }
   });
@@ -70,8 +77,16 @@ describe("auth middleware", () => {
   test("creating and revoking API keys is JWT only: an API key cannot create a key", async () => {
     const u = await f.seedUser();
     const key = await f.identity.apiKeys.create(u.ctx(), { name: "k" });
-    await fails(c.users.createAPIKey({ name: "x" }, auth(key.rawKey, "k1")), Code.PermissionDenied, IdentityRestCode.insufficientRole);
-    await fails(c.users.revokeAPIKey({ id: key.id }, auth(key.rawKey, "k2")), Code.PermissionDenied, IdentityRestCode.insufficientRole);
+    await fails(
+      c.users.createAPIKey({ name: "x" }, auth(key.rawKey, "k1")),
+      Code.PermissionDenied,
+      IdentityRestCode.insufficientRole,
+    );
+    await fails(
+      c.users.revokeAPIKey({ id: key.id }, auth(key.rawKey, "k2")),
+      Code.PermissionDenied,
+      IdentityRestCode.insufficientRole,
+    );
     const made = await c.users.createAPIKey({ name: "x" }, auth(await u.jwt(), "k3"));
     assert.match(made.rawKey, /^sk_live_/);
   });
@@ -80,10 +95,22 @@ describe("auth middleware", () => {
     const owner = await f.seedUser({ role: "owner" });
     const member = await f.seedUser({ role: "member", orgId: owner.orgId });
     const mjwt = await member.jwt();
-    await fails(c.sessions.revokeAll({ userId: owner.user.id }, auth(mjwt, "a")), Code.PermissionDenied, IdentityRestCode.insufficientRole);
-    await fails(c.orgs.updateOrg({ id: owner.orgId, name: "x" }, auth(mjwt, "b")), Code.PermissionDenied, IdentityRestCode.insufficientRole);
+    await fails(
+      c.sessions.revokeAll({ userId: owner.user.id }, auth(mjwt, "a")),
+      Code.PermissionDenied,
+      IdentityRestCode.insufficientRole,
+    );
+    await fails(
+      c.orgs.updateOrg({ id: owner.orgId, name: "x" }, auth(mjwt, "b")),
+      Code.PermissionDenied,
+      IdentityRestCode.insufficientRole,
+    );
     const okey = await f.identity.apiKeys.create(owner.ctx(), { name: "k" });
-    await fails(c.orgs.updateOrg({ id: owner.orgId, name: "x" }, auth(okey.rawKey, "c")), Code.PermissionDenied, IdentityRestCode.insufficientRole);
+    await fails(
+      c.orgs.updateOrg({ id: owner.orgId, name: "x" }, auth(okey.rawKey, "c")),
+      Code.PermissionDenied,
+      IdentityRestCode.insufficientRole,
+    );
     // Role is read from the current membership: promoting the member takes effect on the same token.
     await f.identity.memberships.setRole(member.user.id, owner.orgId, "owner");
     assert.equal((await c.orgs.updateOrg({ id: owner.orgId, name: "Renamed" }, auth(mjwt, "d"))).org!.name, "Renamed");
@@ -104,7 +131,11 @@ describe("orgs", () => {
     const other = await f.seedUser();
     const jwt = await u.jwt();
     await fails(c.orgs.getOrg({ id: other.orgId }, auth(jwt)), Code.NotFound, IdentityRestCode.resourceNotFound);
-    await fails(c.orgs.getOrg({ id: "00000000-0000-4000-8000-000000000000" }, auth(jwt)), Code.NotFound, IdentityRestCode.resourceNotFound);
+    await fails(
+      c.orgs.getOrg({ id: "00000000-0000-4000-8000-000000000000" }, auth(jwt)),
+      Code.NotFound,
+      IdentityRestCode.resourceNotFound,
+    );
     await fails(c.orgs.getOrg({ id: "nope" }, auth(jwt)), Code.InvalidArgument, IdentityRestCode.invalidRequest);
   });
 
@@ -120,10 +151,26 @@ describe("orgs", () => {
     assert.equal(reslugged.name, "New Name");
     assert.equal(reslugged.slug, "fresh-slug-1");
     const otherSlug = (await f.identity.orgs.getForCaller(other.ctx(), other.orgId)).slug;
-    await fails(c.orgs.updateOrg({ id: u.orgId, slug: otherSlug }, auth(jwt, "p3")), Code.AlreadyExists, "already_exists");
-    await fails(c.orgs.updateOrg({ id: u.orgId, slug: "Bad Slug" }, auth(jwt, "p4")), Code.InvalidArgument, IdentityRestCode.invalidRequest);
-    await fails(c.orgs.updateOrg({ id: u.orgId, name: "" }, auth(jwt, "p5")), Code.InvalidArgument, IdentityRestCode.invalidRequest);
-    await fails(c.orgs.updateOrg({ id: other.orgId, name: "x" }, auth(jwt, "p6")), Code.NotFound, IdentityRestCode.resourceNotFound);
+    await fails(
+      c.orgs.updateOrg({ id: u.orgId, slug: otherSlug }, auth(jwt, "p3")),
+      Code.AlreadyExists,
+      "already_exists",
+    );
+    await fails(
+      c.orgs.updateOrg({ id: u.orgId, slug: "Bad Slug" }, auth(jwt, "p4")),
+      Code.InvalidArgument,
+      IdentityRestCode.invalidRequest,
+    );
+    await fails(
+      c.orgs.updateOrg({ id: u.orgId, name: "" }, auth(jwt, "p5")),
+      Code.InvalidArgument,
+      IdentityRestCode.invalidRequest,
+    );
+    await fails(
+      c.orgs.updateOrg({ id: other.orgId, name: "x" }, auth(jwt, "p6")),
+      Code.NotFound,
+      IdentityRestCode.resourceNotFound,
+    );
   });
 });
 
@@ -136,24 +183,51 @@ describe("API keys", () => {
     assert.ok(made.rawKey.startsWith(made.keyPrefix));
     assert.equal(made.env, "test");
     const rows = await f.identity.db.selectFrom("api_keys").selectAll().where("id", "=", made.id).execute();
-    assert.ok(!JSON.stringify(rows, (_k, v) => (v instanceof Uint8Array ? Buffer.from(v).toString("latin1") : v)).includes(made.rawKey.slice(16)));
+    assert.ok(
+      !JSON.stringify(rows, (_k, v) => (v instanceof Uint8Array ? Buffer.from(v).toString("latin1") : v)).includes(
+        made.rawKey.slice(16),
+      ),
+    );
     const listed = await c.users.listAPIKeys({}, auth(jwt));
     assert.ok(!JSON.stringify(listed, (_k, v) => (typeof v === "bigint" ? String(v) : v)).includes(made.rawKey));
     assert.equal((await c.users.getMe({}, auth(made.rawKey))).user!.id, u.user.id);
     await c.users.revokeAPIKey({ id: made.id }, auth(jwt, "rk"));
     await fails(c.users.getMe({}, auth(made.rawKey)), Code.Unauthenticated, IdentityRestCode.unauthenticated);
     assert.deepEqual((await c.users.listAPIKeys({}, auth(jwt))).apiKeys, []);
-    await fails(c.users.revokeAPIKey({ id: made.id }, auth(jwt, "rk2")), Code.NotFound, IdentityRestCode.resourceNotFound);
-    await fails(c.users.revokeAPIKey({ id: "x" }, auth(jwt, "rk3")), Code.InvalidArgument, IdentityRestCode.invalidRequest);
+    await fails(
+      c.users.revokeAPIKey({ id: made.id }, auth(jwt, "rk2")),
+      Code.NotFound,
+      IdentityRestCode.resourceNotFound,
+    );
+    await fails(
+      c.users.revokeAPIKey({ id: "x" }, auth(jwt, "rk3")),
+      Code.InvalidArgument,
+      IdentityRestCode.invalidRequest,
+    );
   });
 
   test("create validates name, env and expires_at", async () => {
     const u = await f.seedUser();
     const jwt = await u.jwt();
-    await fails(c.users.createAPIKey({ name: "" }, auth(jwt, "v1")), Code.InvalidArgument, IdentityRestCode.invalidRequest);
-    await fails(c.users.createAPIKey({ name: "a", env: "prod" }, auth(jwt, "v2")), Code.InvalidArgument, IdentityRestCode.invalidRequest);
-    await fails(c.users.createAPIKey({ name: "a", expiresAt: { seconds: 1000n } }, auth(jwt, "v3")), Code.InvalidArgument, IdentityRestCode.invalidRequest);
-    const made = await c.users.createAPIKey({ name: "a", expiresAt: { seconds: BigInt(Math.floor(Date.now() / 1000) + 3600) } }, auth(jwt, "v4"));
+    await fails(
+      c.users.createAPIKey({ name: "" }, auth(jwt, "v1")),
+      Code.InvalidArgument,
+      IdentityRestCode.invalidRequest,
+    );
+    await fails(
+      c.users.createAPIKey({ name: "a", env: "prod" }, auth(jwt, "v2")),
+      Code.InvalidArgument,
+      IdentityRestCode.invalidRequest,
+    );
+    await fails(
+      c.users.createAPIKey({ name: "a", expiresAt: { seconds: 1000n } }, auth(jwt, "v3")),
+      Code.InvalidArgument,
+      IdentityRestCode.invalidRequest,
+    );
+    const made = await c.users.createAPIKey(
+      { name: "a", expiresAt: { seconds: BigInt(Math.floor(Date.now() / 1000) + 3600) } },
+      auth(jwt, "v4"),
+    );
     assert.ok(made.expiresAt);
     assert.equal(made.env, "live");
   });
@@ -163,10 +237,26 @@ describe("Idempotency-Key", () => {
   test("missing → 400 idempotency_key_required on every mutating RPC but login/refresh/logout", async () => {
     const u = await f.seedUser();
     const jwt = await u.jwt();
-    await fails(c.users.createAPIKey({ name: "a" }, auth(jwt)), Code.InvalidArgument, IdentityRestCode.idempotencyKeyRequired);
-    await fails(c.users.revokeAPIKey({ id: "00000000-0000-4000-8000-000000000000" }, auth(jwt)), Code.InvalidArgument, IdentityRestCode.idempotencyKeyRequired);
-    await fails(c.orgs.updateOrg({ id: u.orgId, name: "n" }, auth(jwt)), Code.InvalidArgument, IdentityRestCode.idempotencyKeyRequired);
-    await fails(c.sessions.revokeAll({ userId: u.user.id }, auth(jwt)), Code.InvalidArgument, IdentityRestCode.idempotencyKeyRequired);
+    await fails(
+      c.users.createAPIKey({ name: "a" }, auth(jwt)),
+      Code.InvalidArgument,
+      IdentityRestCode.idempotencyKeyRequired,
+    );
+    await fails(
+      c.users.revokeAPIKey({ id: "00000000-0000-4000-8000-000000000000" }, auth(jwt)),
+      Code.InvalidArgument,
+      IdentityRestCode.idempotencyKeyRequired,
+    );
+    await fails(
+      c.orgs.updateOrg({ id: u.orgId, name: "n" }, auth(jwt)),
+      Code.InvalidArgument,
+      IdentityRestCode.idempotencyKeyRequired,
+    );
+    await fails(
+      c.sessions.revokeAll({ userId: u.user.id }, auth(jwt)),
+      Code.InvalidArgument,
+      IdentityRestCode.idempotencyKeyRequired,
+    );
   });
 
   test("replay returns the stored response without running the handler, with Idempotent-Replayed: true", async () => {
@@ -175,7 +265,10 @@ describe("Idempotency-Key", () => {
     const runs = handlerRuns;
     const first = await c.users.createAPIKey({ name: "once" }, auth(jwt, "replay-1"));
     let replayed: string | null = null;
-    const second = await c.users.createAPIKey({ name: "once" }, { ...auth(jwt, "replay-1"), onHeader: (h) => (replayed = h.get("idempotent-replayed")) });
+    const second = await c.users.createAPIKey(
+      { name: "once" },
+      { ...auth(jwt, "replay-1"), onHeader: (h) => (replayed = h.get("idempotent-replayed")) },
+    );
     assert.equal(replayed, "true");
     assert.equal(second.rawKey, first.rawKey);
     assert.equal(second.id, first.id);
@@ -187,9 +280,17 @@ describe("Idempotency-Key", () => {
     const u = await f.seedUser();
     const jwt = await u.jwt();
     await c.users.createAPIKey({ name: "a" }, auth(jwt, "mm"));
-    const info = await fails(c.users.createAPIKey({ name: "b" }, auth(jwt, "mm")), Code.InvalidArgument, IdentityRestCode.idempotencyKeyMismatch);
+    const info = await fails(
+      c.users.createAPIKey({ name: "b" }, auth(jwt, "mm")),
+      Code.InvalidArgument,
+      IdentityRestCode.idempotencyKeyMismatch,
+    );
     assert.equal(info.metadata.http_status, "422");
-    await fails(c.orgs.updateOrg({ id: u.orgId, name: "a" }, auth(jwt, "mm")), Code.InvalidArgument, IdentityRestCode.idempotencyKeyMismatch);
+    await fails(
+      c.orgs.updateOrg({ id: u.orgId, name: "a" }, auth(jwt, "mm")),
+      Code.InvalidArgument,
+      IdentityRestCode.idempotencyKeyMismatch,
+    );
   });
 
   test("keys are scoped to the caller: another user's same key runs separately", async () => {
@@ -203,7 +304,11 @@ describe("Idempotency-Key", () => {
   test("a failed request releases the key; a replay after 24 h runs again", async () => {
     const u = await f.seedUser();
     const jwt = await u.jwt();
-    await fails(c.users.revokeAPIKey({ id: "00000000-0000-4000-8000-000000000000" }, auth(jwt, "fail-1")), Code.NotFound, IdentityRestCode.resourceNotFound);
+    await fails(
+      c.users.revokeAPIKey({ id: "00000000-0000-4000-8000-000000000000" }, auth(jwt, "fail-1")),
+      Code.NotFound,
+      IdentityRestCode.resourceNotFound,
+    );
     const made = await c.users.createAPIKey({ name: "k" }, auth(jwt, "late"));
     await c.users.revokeAPIKey({ id: made.id }, auth(jwt, "fail-1"));
     f.clock.advance(25 * 3600 * 1000);
@@ -231,7 +336,11 @@ describe("Idempotency-Key", () => {
     try {
       const first = c.users.createAPIKey({ name: "slow" }, auth(jwt, "in-use"));
       await inHandler;
-      await fails(c.users.createAPIKey({ name: "slow" }, auth(jwt, "in-use")), Code.AlreadyExists, IdentityRestCode.idempotencyKeyInUse);
+      await fails(
+        c.users.createAPIKey({ name: "slow" }, auth(jwt, "in-use")),
+        Code.AlreadyExists,
+        IdentityRestCode.idempotencyKeyInUse,
+      );
       release();
       const done = await first;
       f.identity.apiKeys.create = create;

@@ -1,6 +1,14 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import { AuthService } from "@platform/gen/identity/v1/auth_pb";
 import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
+import { KeyPublicationService } from "@platform/gen/identity/v1/keys_pb";
+import {
+  AccountService,
+  AuditService,
+  MemberService,
+  OrgAPIKeyService,
+  TeamService,
+} from "@platform/gen/identity/v1/teams_pb";
 
 /**
  * Who may call an RPC:
@@ -25,6 +33,27 @@ const rules: Record<string, RpcRule> = {
   [`${UserService.typeName}/RevokeAPIKey`]: { policy: "jwt-only", idempotent: true },
   [`${OrgService.typeName}/GetOrg`]: { policy: "jwt-or-key", idempotent: false },
   [`${OrgService.typeName}/UpdateOrg`]: { policy: "owner", idempotent: true },
+  // Teams (issue 19). AcceptInvitation and SignUp have no caller to scope an
+  // Idempotency-Key to: like login, their single-use input is their guard.
+  [`${MemberService.typeName}/CreateInvitation`]: { policy: "owner", idempotent: true },
+  [`${MemberService.typeName}/ListInvitations`]: { policy: "owner", idempotent: false },
+  [`${MemberService.typeName}/RevokeInvitation`]: { policy: "owner", idempotent: true },
+  [`${MemberService.typeName}/AcceptInvitation`]: { policy: "none", idempotent: false },
+  [`${MemberService.typeName}/ListMembers`]: { policy: "owner", idempotent: false },
+  [`${MemberService.typeName}/UpdateMember`]: { policy: "owner", idempotent: true },
+  [`${MemberService.typeName}/RemoveMember`]: { policy: "owner", idempotent: true },
+  [`${OrgAPIKeyService.typeName}/ListOrgAPIKeys`]: { policy: "owner", idempotent: false },
+  [`${OrgAPIKeyService.typeName}/RevokeOrgAPIKey`]: { policy: "owner", idempotent: true },
+  [`${TeamService.typeName}/CreateOrg`]: { policy: "jwt-only", idempotent: true },
+  [`${TeamService.typeName}/ListMyOrgs`]: { policy: "jwt-or-key", idempotent: false },
+  [`${TeamService.typeName}/SwitchOrg`]: { policy: "jwt-only", idempotent: true },
+  [`${TeamService.typeName}/SignUp`]: { policy: "none", idempotent: false },
+  [`${AccountService.typeName}/UpdateMe`]: { policy: "jwt-only", idempotent: true },
+  [`${AccountService.typeName}/ChangePassword`]: { policy: "jwt-only", idempotent: true },
+  [`${AuditService.typeName}/ListAuditEvents`]: { policy: "owner", idempotent: false },
+  // Public keys for outside verifiers: no secret, no credential.
+  [`${KeyPublicationService.typeName}/GetJwks`]: { policy: "none", idempotent: false },
+  [`${KeyPublicationService.typeName}/GetOpenIdConfiguration`]: { policy: "none", idempotent: false },
   [`${AuthService.typeName}/VerifyAPIKey`]: { policy: "none", idempotent: false },
   [`${AuthService.typeName}/VerifyJWT`]: { policy: "none", idempotent: false },
   [`${AuthService.typeName}/IssueJWT`]: { policy: "none", idempotent: false },
@@ -33,7 +62,11 @@ const rules: Record<string, RpcRule> = {
 };
 
 // The rpc package's infrastructure services on the same router: public by nature.
-const infrastructure = new Set(["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]);
+const infrastructure = new Set([
+  "grpc.health.v1.Health",
+  "grpc.reflection.v1.ServerReflection",
+  "grpc.reflection.v1alpha.ServerReflection",
+]);
 const open_: RpcRule = { policy: "none", idempotent: false };
 
 // Both interceptors ask on every call; descriptors live as long as the process.
@@ -43,7 +76,9 @@ const resolved = new WeakMap<DescMethod, RpcRule | null>();
 export function ruleOf(method: DescMethod): RpcRule | undefined {
   let rule = resolved.get(method);
   if (rule === undefined) {
-    rule = infrastructure.has(method.parent.typeName) ? open_ : (rules[`${method.parent.typeName}/${method.name}`] ?? null);
+    rule = infrastructure.has(method.parent.typeName)
+      ? open_
+      : (rules[`${method.parent.typeName}/${method.name}`] ?? null);
     resolved.set(method, rule);
   }
   return rule ?? undefined;

@@ -20,7 +20,11 @@ const secrets: string[] = [OWNER_PASSWORD, KEK];
 const bodies: string[] = [];
 
 before(async () => {
-  s = await startTestServer({ BODY_LIMIT_BYTES: String(BODY_LIMIT), IDENTITY_AUTHKEY_KEK: KEK, BOOTSTRAP_OWNER_PASSWORD: OWNER_PASSWORD });
+  s = await startTestServer({
+    BODY_LIMIT_BYTES: String(BODY_LIMIT),
+    IDENTITY_AUTHKEY_KEK: KEK,
+    BOOTSTRAP_OWNER_PASSWORD: OWNER_PASSWORD,
+  });
   const pair = await s.login();
   jwt = pair.access_token;
   secrets.push(pair.refresh_token);
@@ -32,11 +36,16 @@ before(async () => {
   rawKey = created.json.raw_key;
   keyId = created.json.id;
   secrets.push(rawKey);
-  orgId = (await s.call("GET", "/v1/users/me/api_keys", { token: rawKey })).json && (await s.identity.db.selectFrom("orgs").select("id").executeTakeFirstOrThrow()).id;
+  orgId =
+    (await s.call("GET", "/v1/users/me/api_keys", { token: rawKey })).json &&
+    (await s.identity.db.selectFrom("orgs").select("id").executeTakeFirstOrThrow()).id;
   const { privateKey } = await s.identity.keys.active();
   const pem = privateKey.export({ type: "pkcs8", format: "pem" }).toString();
   // Any 48-character run of the PEM body would betray the key.
-  const bodyB64 = pem.split("\n").filter((l) => l && !l.startsWith("-----")).join("");
+  const bodyB64 = pem
+    .split("\n")
+    .filter((l) => l && !l.startsWith("-----"))
+    .join("");
   for (let i = 0; i + 48 <= bodyB64.length; i += 400) secrets.push(bodyB64.slice(i, i + 48));
   secrets.push(privateKey.export({ type: "pkcs8", format: "der" }).toString("hex").slice(40, 120));
 });
@@ -57,7 +66,10 @@ const endpoints = (): Endpoint[] => [
 ];
 
 let idemN = 0;
-async function hostile(e: Endpoint, init: { raw?: string; body?: unknown; headers?: Record<string, string>; path?: string; token?: string | null }) {
+async function hostile(
+  e: Endpoint,
+  init: { raw?: string; body?: unknown; headers?: Record<string, string>; path?: string; token?: string | null },
+) {
   const r = await s.call(e.method, init.path ?? e.path, {
     raw: init.raw,
     body: init.body,
@@ -79,7 +91,11 @@ function is4xxEnvelope(r: { status: number; json: unknown; what: string }) {
 }
 
 /** Logout answers 204 whatever its body (spec: always 204); every other endpoint refuses in the envelope. */
-function refusedUnlessLogout(e: Endpoint, r: { status: number; json: unknown; text: string; what: string }, status?: number) {
+function refusedUnlessLogout(
+  e: Endpoint,
+  r: { status: number; json: unknown; text: string; what: string },
+  status?: number,
+) {
   if (e.path === "/v1/auth/logout") {
     assert.deepEqual([r.status, r.text], [204, ""], r.what);
     return;
@@ -121,14 +137,21 @@ describe("hostile input on every endpoint", () => {
       for (const init of [{ body: {} }, { raw: "" }]) {
         const r = await hostile(e, init);
         if (e.path === "/v1/auth/logout") assert.equal(r.status, 204, r.what);
-        else if (e.path.startsWith("/v1/orgs/")) assert.equal(r.status, 200, r.what); // PATCH: all fields optional, nothing changes
+        else if (e.path.startsWith("/v1/orgs/"))
+          assert.equal(r.status, 200, r.what); // PATCH: all fields optional, nothing changes
         else is4xxEnvelope(r);
       }
     }
   });
 
   test("oversized bodies → 413 payload_too_large", async () => {
-    const huge = JSON.stringify({ email: "a@b.c", password: "x".repeat(BODY_LIMIT * 2), name: "n", refresh_token: "rt_", user_id: "u" });
+    const huge = JSON.stringify({
+      email: "a@b.c",
+      password: "x".repeat(BODY_LIMIT * 2),
+      name: "n",
+      refresh_token: "rt_",
+      user_id: "u",
+    });
     for (const e of endpoints().filter((x) => x.body)) {
       const r = await hostile(e, { raw: huge });
       is4xxEnvelope(r);
@@ -137,7 +160,16 @@ describe("hostile input on every endpoint", () => {
   });
 
   test("bad UUIDs in paths and bodies → 400 (or 404 for a well-formed UUID of nobody)", async () => {
-    const bad = ["not-a-uuid", "123", "00000000-0000-0000-0000-00000000000g", "%00", "..%2F..%2Fetc", "a".repeat(2000), "%F0%9F%92%A9", "00000000000000000000000000000000"];
+    const bad = [
+      "not-a-uuid",
+      "123",
+      "00000000-0000-0000-0000-00000000000g",
+      "%00",
+      "..%2F..%2Fetc",
+      "a".repeat(2000),
+      "%F0%9F%92%A9",
+      "00000000000000000000000000000000",
+    ];
     for (const id of bad) {
       for (const e of endpoints().filter((x) => x.path.includes(keyId) || x.path.includes(orgId))) {
         const path = e.path.replace(keyId, id).replace(orgId, id);
@@ -151,7 +183,10 @@ describe("hostile input on every endpoint", () => {
 
   test("wrong Content-Type → 415 (logout: 204), unknown routes 404, wrong methods 405, all in the envelope", async () => {
     for (const e of endpoints().filter((x) => x.body)) {
-      refusedUnlessLogout(e, await hostile(e, { raw: "email=a", headers: { "content-type": "application/x-www-form-urlencoded" } }));
+      refusedUnlessLogout(
+        e,
+        await hostile(e, { raw: "email=a", headers: { "content-type": "application/x-www-form-urlencoded" } }),
+      );
     }
     is4xxEnvelope(await hostile(endpoints()[0]!, { path: "/v1/nope" }));
     const wrong = await s.call("DELETE", "/v1/users/me", { token: jwt });
@@ -159,10 +194,23 @@ describe("hostile input on every endpoint", () => {
   });
 
   test("hostile credentials → 401 unauthenticated", async () => {
-    const tokens = ["", "Bearer", "a".repeat(10_000), "sk_live_", "sk_live_" + "A".repeat(49), "eyJhbGciOiJub25lIn0.e30.", "rt_" + "x".repeat(40), "\u00ff\u00fe"];
+    const tokens = [
+      "",
+      "Bearer",
+      "a".repeat(10_000),
+      "sk_live_",
+      "sk_live_" + "A".repeat(49),
+      "eyJhbGciOiJub25lIn0.e30.",
+      "rt_" + "x".repeat(40),
+      "\u00ff\u00fe",
+    ];
     for (const e of endpoints().filter((x) => x.auth)) {
       for (const t of tokens) {
-        const r = await hostile(e, { headers: { authorization: `Bearer ${t}` }, token: null, body: e.body ? {} : undefined });
+        const r = await hostile(e, {
+          headers: { authorization: `Bearer ${t}` },
+          token: null,
+          body: e.body ? {} : undefined,
+        });
         is4xxEnvelope(r);
         assert.equal(r.status, 401, r.what);
       }

@@ -15,7 +15,13 @@ before(async () => {
   owner = await s.login();
   const me = await s.call("GET", "/v1/users/me", { token: owner.access_token });
   ownerId = me.json.id;
-  orgId = (await s.identity.db.selectFrom("memberships").select("org_id").where("user_id", "=", ownerId).executeTakeFirstOrThrow()).org_id;
+  orgId = (
+    await s.identity.db
+      .selectFrom("memberships")
+      .select("org_id")
+      .where("user_id", "=", ownerId)
+      .executeTakeFirstOrThrow()
+  ).org_id;
 });
 after(() => s.close());
 
@@ -39,7 +45,9 @@ describe("health", () => {
 
 describe("POST /v1/auth/login", () => {
   test("200 token pair with exactly the RFC 6749 fields", async () => {
-    const r = await s.call("POST", "/v1/auth/login", { body: { email: "OWNER@example.COM", password: "owner-password-1", x_device_label: "cli" } });
+    const r = await s.call("POST", "/v1/auth/login", {
+      body: { email: "OWNER@example.COM", password: "owner-password-1", x_device_label: "cli" },
+    });
     assert.equal(r.status, 200);
     assert.deepEqual(Object.keys(r.json).sort(), ["access_token", "expires_in", "refresh_token", "token_type"]);
     assert.equal(r.json.token_type, "Bearer");
@@ -57,7 +65,13 @@ describe("POST /v1/auth/login", () => {
   });
 
   test("400 invalid_request for a missing field or a malformed body", async () => {
-    for (const init of [{ body: { email: "owner@example.com" } }, { body: {} }, { raw: "{" }, { raw: "[]" }, { body: { email: 5, password: "x" } }]) {
+    for (const init of [
+      { body: { email: "owner@example.com" } },
+      { body: {} },
+      { raw: "{" },
+      { raw: "[]" },
+      { body: { email: 5, password: "x" } },
+    ]) {
       const r = await s.call("POST", "/v1/auth/login", init);
       assert.equal(r.status, 400, JSON.stringify(init));
       assert.equal(r.json.code, "invalid_request");
@@ -96,7 +110,13 @@ describe("POST /v1/auth/refresh", () => {
 describe("POST /v1/auth/logout", () => {
   test("always 204 with no body; the token's family is revoked", async () => {
     const pair = await s.login();
-    for (const body of [{ refresh_token: pair.refresh_token }, { refresh_token: pair.refresh_token }, {}, { refresh_token: "" }, { refresh_token: "rt_x" }]) {
+    for (const body of [
+      { refresh_token: pair.refresh_token },
+      { refresh_token: pair.refresh_token },
+      {},
+      { refresh_token: "" },
+      { refresh_token: "rt_x" },
+    ]) {
       const r = await s.call("POST", "/v1/auth/logout", { body });
       assert.equal(r.status, 204);
       assert.equal(r.text, "");
@@ -147,7 +167,11 @@ describe("POST /v1/auth/logout", () => {
 describe("POST /v1/auth/revoke-all", () => {
   test("owner: 204 and every refresh token of the target revoked", async () => {
     const m = await member();
-    const r = await s.call("POST", "/v1/auth/revoke-all", { token: owner.access_token, idem: idem(), body: { user_id: m.id } });
+    const r = await s.call("POST", "/v1/auth/revoke-all", {
+      token: owner.access_token,
+      idem: idem(),
+      body: { user_id: m.id },
+    });
     assert.equal(r.status, 204);
     assert.equal(r.text, "");
     const refresh = await s.call("POST", "/v1/auth/refresh", { body: { refresh_token: m.refresh_token } });
@@ -161,11 +185,19 @@ describe("POST /v1/auth/revoke-all", () => {
     r = await s.call("POST", "/v1/auth/revoke-all", { token: t, idem: idem(), body: { user_id: "123" } });
     assert.deepEqual([r.status, r.json.code], [400, "user_id_invalid"]);
     const m = await member();
-    r = await s.call("POST", "/v1/auth/revoke-all", { token: m.access_token, idem: idem(), body: { user_id: ownerId } });
+    r = await s.call("POST", "/v1/auth/revoke-all", {
+      token: m.access_token,
+      idem: idem(),
+      body: { user_id: ownerId },
+    });
     assert.deepEqual([r.status, r.json.code], [403, "insufficient_role"]);
     r = await s.call("POST", "/v1/auth/revoke-all", { idem: idem(), body: { user_id: ownerId } });
     assert.deepEqual([r.status, r.json.code], [401, "unauthenticated"]);
-    r = await s.call("POST", "/v1/auth/revoke-all", { token: t, idem: idem(), body: { user_id: "00000000-0000-4000-8000-000000000000" } });
+    r = await s.call("POST", "/v1/auth/revoke-all", {
+      token: t,
+      idem: idem(),
+      body: { user_id: "00000000-0000-4000-8000-000000000000" },
+    });
     assert.deepEqual([r.status, r.json.code], [404, "resource_not_found"]);
   });
 });
@@ -177,7 +209,11 @@ describe("GET /v1/users/me", () => {
     assert.deepEqual(Object.keys(r.json).sort(), ["created_at", "email", "id", "name"]);
     assert.equal(r.json.email, "Owner@Example.com");
     assert.ok(!Number.isNaN(Date.parse(r.json.created_at)));
-    const key = await s.call("POST", "/v1/users/me/api_keys", { token: owner.access_token, idem: idem(), body: { name: "me" } });
+    const key = await s.call("POST", "/v1/users/me/api_keys", {
+      token: owner.access_token,
+      idem: idem(),
+      body: { name: "me" },
+    });
     const viaKey = await s.call("GET", "/v1/users/me", { token: key.json.raw_key });
     assert.deepEqual(viaKey.json, r.json);
   });
@@ -193,9 +229,14 @@ describe("API keys", () => {
   test("POST 201 with id, key_prefix, raw_key, env, expires_at; GET lists; revoke 204 and gone", async () => {
     const t = owner.access_token;
     const expires = new Date(Date.now() + 86_400_000).toISOString();
-    const created = await s.call("POST", "/v1/users/me/api_keys", { token: t, idem: idem(), body: { name: "ci", env: "test", expires_at: expires } });
+    const created = await s.call("POST", "/v1/users/me/api_keys", {
+      token: t,
+      idem: idem(),
+      body: { name: "ci", env: "test", expires_at: expires },
+    });
     assert.equal(created.status, 201);
-    assert.deepEqual(Object.keys(created.json).sort(), ["env", "expires_at", "id", "key_prefix", "raw_key"]);
+    // The specification's fields, and `scopes` (additive, issue 19).
+    assert.deepEqual(Object.keys(created.json).sort(), ["env", "expires_at", "id", "key_prefix", "raw_key", "scopes"]);
     assert.equal(created.json.env, "test");
     assert.ok(created.json.raw_key.startsWith(created.json.key_prefix));
     assert.equal(Date.parse(created.json.expires_at), Date.parse(expires));
@@ -210,9 +251,15 @@ describe("API keys", () => {
     assert.equal(item.env, "test");
     assert.ok(item.last_used_at, "last_used_at after use");
     assert.ok(!list.text.includes(created.json.raw_key));
-    const forever = await s.call("POST", "/v1/users/me/api_keys", { token: t, idem: idem(), body: { name: "forever" } });
+    const forever = await s.call("POST", "/v1/users/me/api_keys", {
+      token: t,
+      idem: idem(),
+      body: { name: "forever" },
+    });
     assert.equal(forever.json.expires_at, null, "a key without expiry shows expires_at: null");
-    const listed = (await s.call("GET", "/v1/users/me/api_keys", { token: t })).json.find((k: { id: string }) => k.id === forever.json.id);
+    const listed = (await s.call("GET", "/v1/users/me/api_keys", { token: t })).json.find(
+      (k: { id: string }) => k.id === forever.json.id,
+    );
     assert.equal(listed.expires_at, null);
     assert.equal(listed.last_used_at, null, "never used: last_used_at null");
 
@@ -225,10 +272,21 @@ describe("API keys", () => {
   });
 
   test("an API key cannot create or revoke a key (403)", async () => {
-    const key = await s.call("POST", "/v1/users/me/api_keys", { token: owner.access_token, idem: idem(), body: { name: "k" } });
-    const r = await s.call("POST", "/v1/users/me/api_keys", { token: key.json.raw_key, idem: idem(), body: { name: "child" } });
+    const key = await s.call("POST", "/v1/users/me/api_keys", {
+      token: owner.access_token,
+      idem: idem(),
+      body: { name: "k" },
+    });
+    const r = await s.call("POST", "/v1/users/me/api_keys", {
+      token: key.json.raw_key,
+      idem: idem(),
+      body: { name: "child" },
+    });
     assert.deepEqual([r.status, r.json.code], [403, "insufficient_role"]);
-    const v = await s.call("POST", `/v1/users/me/api_keys/${key.json.id}/revoke`, { token: key.json.raw_key, idem: idem() });
+    const v = await s.call("POST", `/v1/users/me/api_keys/${key.json.id}/revoke`, {
+      token: key.json.raw_key,
+      idem: idem(),
+    });
     assert.deepEqual([v.status, v.json.code], [403, "insufficient_role"]);
   });
 
@@ -271,10 +329,18 @@ describe("orgs", () => {
     const slug = await s.call("PATCH", `/v1/orgs/${orgId}`, { token: t, idem: idem(), body: { slug: "acme-two" } });
     assert.deepEqual([slug.json.name, slug.json.slug], ["Acme Renamed", "acme-two"]);
     await s.identity.orgs.create({ name: "Taken", slug: "taken-slug" });
-    const conflict = await s.call("PATCH", `/v1/orgs/${orgId}`, { token: t, idem: idem(), body: { slug: "taken-slug" } });
+    const conflict = await s.call("PATCH", `/v1/orgs/${orgId}`, {
+      token: t,
+      idem: idem(),
+      body: { slug: "taken-slug" },
+    });
     assert.equal(conflict.status, 409);
     const m = await member();
-    const denied = await s.call("PATCH", `/v1/orgs/${orgId}`, { token: m.access_token, idem: idem(), body: { name: "Mine" } });
+    const denied = await s.call("PATCH", `/v1/orgs/${orgId}`, {
+      token: m.access_token,
+      idem: idem(),
+      body: { name: "Mine" },
+    });
     assert.deepEqual([denied.status, denied.json.code], [403, "insufficient_role"]);
   });
 });

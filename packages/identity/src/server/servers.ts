@@ -4,9 +4,20 @@ import { type CallerPolicy, type ListenResult, type Server, type ServiceTls, cre
 import { sql } from "kysely";
 import type { Logger } from "pino";
 import type { Identity } from "../identity.ts";
+import { KeyPublicationService } from "@platform/gen/identity/v1/keys_pb";
+import {
+  AccountService,
+  AuditService,
+  MemberService,
+  OrgAPIKeyService,
+  TeamService,
+} from "@platform/gen/identity/v1/teams_pb";
 import { authService, orgService, sessionService, userService } from "./handlers.ts";
+import { keyPublicationService } from "./key-publication-handlers.ts";
+import { accountService, auditService, memberService, orgApiKeyService, teamService } from "./teams-handlers.ts";
 import { identityInputRefusal } from "./input-refusals.ts";
 import { identityInterceptors } from "./interceptors.ts";
+import { identityEnvelope } from "./rest-envelope.ts";
 
 export type ServerSettings = {
   host: string;
@@ -16,6 +27,8 @@ export type ServerSettings = {
   requestTimeoutMs: number;
   readHeaderTimeoutMs: number;
   shutdownTimeoutMs: number;
+  /** Origins whose pages may call the REST port (CORS); none when absent. */
+  corsAllowedOrigins?: readonly string[];
 };
 
 export type IdentityServers = {
@@ -45,6 +58,12 @@ export const IDENTITY_CALLERS: CallerPolicy = {
   "identity.v1.SessionService": ["operator"],
   "identity.v1.UserService": ["operator"],
   "identity.v1.OrgService": ["operator"],
+  "identity.v1.MemberService": ["operator"],
+  "identity.v1.OrgAPIKeyService": ["operator"],
+  "identity.v1.TeamService": ["operator"],
+  "identity.v1.AccountService": ["operator"],
+  "identity.v1.AuditService": ["operator"],
+  "identity.v1.KeyPublicationService": ["agents", "runtime-router", "runtime-worker", "operator"],
 };
 
 /**
@@ -69,9 +88,15 @@ export function createIdentityServers(
     { service: SessionService, impl: sessionService(identity) },
     { service: UserService, impl: userService(identity) },
     { service: OrgService, impl: orgService(identity) },
+    { service: MemberService, impl: memberService(identity) },
+    { service: OrgAPIKeyService, impl: orgApiKeyService(identity) },
+    { service: TeamService, impl: teamService(identity) },
+    { service: AccountService, impl: accountService(identity) },
+    { service: AuditService, impl: auditService(identity) },
+    { service: KeyPublicationService, impl: keyPublicationService(identity) },
   ];
   const common = {
-    envelope: "identity" as const,
+    envelope: identityEnvelope,
     interceptors,
     inputRefusal: identityInputRefusal,
     readiness,
@@ -90,6 +115,7 @@ export function createIdentityServers(
     services: restServices,
     port: settings.serverPort,
     restOnly: true,
+    cors: { allowedOrigins: settings.corsAllowedOrigins ?? [] },
     logger: logger.child({ listener: "rest" }),
   });
   const grpc = createServer({

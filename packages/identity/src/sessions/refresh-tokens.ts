@@ -27,7 +27,11 @@ export class RefreshTokens {
     const familyId = randomUUID();
     const { raw, row } = this.#newToken(familyId, now);
     await this.db
-      .with("family", (db) => db.insertInto("refresh_token_families").values({ id: familyId, user_id: userId, org_id: orgId, device_label: deviceLabel ?? null }))
+      .with("family", (db) =>
+        db
+          .insertInto("refresh_token_families")
+          .values({ id: familyId, user_id: userId, org_id: orgId, device_label: deviceLabel ?? null }),
+      )
       .insertInto("refresh_tokens")
       .values(row)
       .execute();
@@ -54,7 +58,11 @@ export class RefreshTokens {
       if (family.revoked_at) return { kind: "invalid" };
       return { kind: "consumed", familyId: won.family_id, userId: family.user_id, orgId: family.org_id };
     }
-    const row = await this.db.selectFrom("refresh_tokens").select(["family_id", "consumed_at"]).where("token_hash", "=", hash).executeTakeFirst();
+    const row = await this.db
+      .selectFrom("refresh_tokens")
+      .select(["family_id", "consumed_at"])
+      .where("token_hash", "=", hash)
+      .executeTakeFirst();
     if (!row) return { kind: "invalid" };
     // Consumed wins over revoked: the losers of a concurrent refresh find the
     // family already revoked by the first loser and must still report reuse.
@@ -75,35 +83,34 @@ export class RefreshTokens {
   /** Logout: revokes the token's family if the token is known; anything else is a no-op. */
   async revokeByToken(raw: string, now: Date): Promise<void> {
     if (!raw.startsWith(REFRESH_TOKEN_PREFIX)) return;
-    const row = await this.db.selectFrom("refresh_tokens").select("family_id").where("token_hash", "=", sha256(raw)).executeTakeFirst();
+    const row = await this.db
+      .selectFrom("refresh_tokens")
+      .select("family_id")
+      .where("token_hash", "=", sha256(raw))
+      .executeTakeFirst();
     if (row) await this.revokeFamily(row.family_id, now);
   }
 
   async revokeFamily(familyId: string, now: Date): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
-      await trx.updateTable("refresh_token_families").set({ revoked_at: now }).where("id", "=", familyId).where("revoked_at", "is", null).execute();
-      await trx.updateTable("refresh_tokens").set({ revoked_at: now }).where("family_id", "=", familyId).where("revoked_at", "is", null).execute();
+      await trx
+        .updateTable("refresh_token_families")
+        .set({ revoked_at: now })
+        .where("id", "=", familyId)
+        .where("revoked_at", "is", null)
+        .execute();
+      await trx
+        .updateTable("refresh_tokens")
+        .set({ revoked_at: now })
+        .where("family_id", "=", familyId)
+        .where("revoked_at", "is", null)
+        .execute();
     });
   }
 
   /** Revokes every non-revoked refresh token of the user. Returns the number of families revoked. */
   async revokeAllOfUser(userId: string, now: Date): Promise<number> {
-    return this.db.transaction().execute(async (trx) => {
-      const families = await trx
-        .updateTable("refresh_token_families")
-        .set({ revoked_at: now })
-        .where("user_id", "=", userId)
-        .where("revoked_at", "is", null)
-        .returning("id")
-        .execute();
-      await trx
-        .updateTable("refresh_tokens")
-        .set({ revoked_at: now })
-        .where("revoked_at", "is", null)
-        .where("family_id", "in", sql<string>`(select id from refresh_token_families where user_id = ${userId})`)
-        .execute();
-      return families.length;
-    });
+    return this.db.transaction().execute((trx) => revokeFamiliesOf(trx, userId, undefined, now));
   }
 
   #newToken(familyId: string, now: Date) {
@@ -117,4 +124,34 @@ export class RefreshTokens {
     };
     return { raw, row };
   }
+}
+
+/**
+ * Revokes the user's live families (only those for `orgId` when given) and
+ * their tokens, on `db`: the caller's transaction when part of a larger
+ * change (a member removed, a password changed). Returns the families revoked.
+ */
+export async function revokeFamiliesOf(
+  db: Kysely<IdentityDB>,
+  userId: string,
+  orgId: string | undefined,
+  now: Date,
+): Promise<number> {
+  let families = db
+    .updateTable("refresh_token_families")
+    .set({ revoked_at: now })
+    .where("user_id", "=", userId)
+    .where("revoked_at", "is", null);
+  if (orgId) families = families.where("org_id", "=", orgId);
+  const revoked = await families.returning("id").execute();
+  const ofUser = orgId
+    ? sql<string>`(select id from refresh_token_families where user_id = ${userId} and org_id = ${orgId})`
+    : sql<string>`(select id from refresh_token_families where user_id = ${userId})`;
+  await db
+    .updateTable("refresh_tokens")
+    .set({ revoked_at: now })
+    .where("revoked_at", "is", null)
+    .where("family_id", "in", ofUser)
+    .execute();
+  return revoked.length;
 }

@@ -25,25 +25,50 @@ async function rejects(p: Promise<unknown>, reason: string, extra?: Record<strin
 describe("login", () => {
   test("returns a token pair; email is case-insensitive; device label stored", async () => {
     const u = await f.seedUser({ email: "Mixed.Case@Example.com" });
-    const pair = await f.identity.sessions.login({ email: "mixed.case@EXAMPLE.COM", password: u.password, deviceLabel: "laptop" });
+    const pair = await f.identity.sessions.login({
+      email: "mixed.case@EXAMPLE.COM",
+      password: u.password,
+      deviceLabel: "laptop",
+    });
     assert.equal(pair.tokenType, "Bearer");
     assert.equal(pair.expiresIn, 3600);
     assert.match(pair.refreshToken, /^rt_[0-9A-Za-z]{43}$/);
     const ctx = await f.identity.jwt.verify(pair.accessToken);
     assert.equal(ctx.userId, u.user.id);
     assert.equal(ctx.orgId, u.orgId);
-    const fam = await f.identity.db.selectFrom("refresh_token_families").select("device_label").where("user_id", "=", u.user.id).executeTakeFirstOrThrow();
+    const fam = await f.identity.db
+      .selectFrom("refresh_token_families")
+      .select("device_label")
+      .where("user_id", "=", u.user.id)
+      .executeTakeFirstOrThrow();
     assert.equal(fam.device_label, "laptop");
   });
 
   test("a member of several orgs lands in the oldest membership, the owner one on a tie", async () => {
     const u = await f.seedUser({ role: "member" });
     const later = (await f.identity.orgs.create({ name: `Later ${randomUUID()}` })).id;
-    const tied = [(await f.identity.orgs.create({ name: `Tie ${randomUUID()}` })).id, (await f.identity.orgs.create({ name: `Tie ${randomUUID()}` })).id];
+    const tied = [
+      (await f.identity.orgs.create({ name: `Tie ${randomUUID()}` })).id,
+      (await f.identity.orgs.create({ name: `Tie ${randomUUID()}` })).id,
+    ];
     const at = (ms: number) => new Date(Date.UTC(2020, 0, 1) + ms);
-    await f.identity.db.updateTable("memberships").set({ created_at: at(1000) }).where("user_id", "=", u.user.id).execute();
-    await f.identity.db.insertInto("memberships").values({ user_id: u.user.id, org_id: later, role: "owner", created_at: at(2000) }).execute();
-    const orgOf = async () => (await f.identity.jwt.verify((await f.identity.sessions.login({ email: u.email, password: u.password })).accessToken)).orgId;
+    await f.identity.db
+      .updateTable("memberships")
+      .set({ created_at: at(1000) })
+      .where("user_id", "=", u.user.id)
+      .execute();
+    await f.identity.db
+      .insertInto("memberships")
+      .values({ user_id: u.user.id, org_id: later, role: "owner", created_at: at(2000) })
+      .execute();
+    const orgOf = async () =>
+      (
+        await f.identity.jwt.verify(
+          (
+            await f.identity.sessions.login({ email: u.email, password: u.password })
+          ).accessToken,
+        )
+      ).orgId;
     assert.equal(await orgOf(), u.orgId);
     await f.identity.db
       .insertInto("memberships")
@@ -75,7 +100,10 @@ describe("login", () => {
     }
     const loner = await f.identity.users.create({ email: "loner@example.com", name: "L", password: "pw-loner-123" });
     assert.ok(loner.id);
-    const e = await rejects(f.identity.sessions.login({ email: "loner@example.com", password: "pw-loner-123" }), IdentityRestCode.unauthenticated);
+    const e = await rejects(
+      f.identity.sessions.login({ email: "loner@example.com", password: "pw-loner-123" }),
+      IdentityRestCode.unauthenticated,
+    );
     bodies.push([e.code, e.reason, e.message]);
     assert.deepEqual(bodies[0], bodies[1]);
     assert.deepEqual(bodies[0], bodies[2]);
@@ -94,7 +122,9 @@ describe("refresh-token family", () => {
     const second = await f.identity.sessions.refresh(first.refreshToken);
     assert.notEqual(second.refreshToken, first.refreshToken);
     assert.equal((await f.identity.jwt.verify(second.accessToken)).userId, u.user.id);
-    await rejects(f.identity.sessions.refresh(first.refreshToken), IdentityRestCode.refreshTokenReused, { action: ErrorAction.reAuthenticate });
+    await rejects(f.identity.sessions.refresh(first.refreshToken), IdentityRestCode.refreshTokenReused, {
+      action: ErrorAction.reAuthenticate,
+    });
     // Reuse revoked the whole family, the newest token included.
     await rejects(f.identity.sessions.refresh(second.refreshToken), IdentityRestCode.refreshTokenInvalid);
   });
@@ -126,13 +156,24 @@ describe("refresh-token family", () => {
   test("100 concurrent refreshes of one token: exactly one wins, the others are reuse, the family ends revoked", async () => {
     const u = await f.seedUser();
     const pair = await f.identity.sessions.login({ email: u.email, password: u.password });
-    const results = await Promise.allSettled(Array.from({ length: 100 }, () => f.identity.sessions.refresh(pair.refreshToken)));
+    const results = await Promise.allSettled(
+      Array.from({ length: 100 }, () => f.identity.sessions.refresh(pair.refreshToken)),
+    );
     const won = results.filter((r) => r.status === "fulfilled");
-    const reasons = results.flatMap((r) => (r.status === "rejected" ? [(r.reason as PlatformError).reason ?? String(r.reason)] : []));
+    const reasons = results.flatMap((r) =>
+      r.status === "rejected" ? [(r.reason as PlatformError).reason ?? String(r.reason)] : [],
+    );
     assert.equal(won.length, 1, `winners: ${won.length}`);
     assert.equal(reasons.length, 99);
-    assert.ok(reasons.every((r) => r === IdentityRestCode.refreshTokenReused), JSON.stringify([...new Set(reasons)]));
-    const families = await f.identity.db.selectFrom("refresh_token_families").select("revoked_at").where("user_id", "=", u.user.id).execute();
+    assert.ok(
+      reasons.every((r) => r === IdentityRestCode.refreshTokenReused),
+      JSON.stringify([...new Set(reasons)]),
+    );
+    const families = await f.identity.db
+      .selectFrom("refresh_token_families")
+      .select("revoked_at")
+      .where("user_id", "=", u.user.id)
+      .execute();
     assert.equal(families.length, 1);
     assert.ok(families[0]!.revoked_at, "family revoked");
     const winner = (won[0] as PromiseFulfilledResult<{ refreshToken: string }>).value;

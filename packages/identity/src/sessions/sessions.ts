@@ -8,7 +8,8 @@ import type { LoginThrottle } from "../login-throttle/login-throttle.ts";
 import type { JwtService } from "../tokens/jwt-service.ts";
 import { currentRole } from "../users/memberships.ts";
 import type { Users } from "../users/users.ts";
-import type { RefreshTokens } from "./refresh-tokens.ts";
+import { type Actor, actorOf, auditReuse, type RequestMeta, recordAudit } from "../audit/audit-log.ts";
+import { type RefreshTokens, revokeFamiliesOf } from "./refresh-tokens.ts";
 
 export type TokenPair = { accessToken: string; tokenType: "Bearer"; expiresIn: number; refreshToken: string };
 
@@ -18,7 +19,8 @@ const MAX_DEVICE_LABEL = 200;
 // One body for a wrong email, a wrong password and a missing membership, so
 // the response never tells which one it was.
 const loginFailed = () => PlatformError.unauthenticated("invalid email or password", IdentityRestCode.unauthenticated);
-const refreshInvalid = () => PlatformError.unauthenticated("refresh token is invalid", IdentityRestCode.refreshTokenInvalid);
+const refreshInvalid = () =>
+  PlatformError.unauthenticated("refresh token is invalid", IdentityRestCode.refreshTokenInvalid);
 
 /** Login, refresh with rotation and reuse detection, logout, revoke-all. */
 export class Sessions {
@@ -44,59 +46,77 @@ export class Sessions {
    * refused (429) before any hashing; every answer after it is the same for
    * an unknown email as for a wrong password.
    */
-  async login(input: { email: string; password: string; deviceLabel?: string; clientAddress?: string }): Promise<TokenPair> {
+  async login(input: {
+    email: string;
+    password: string;
+    deviceLabel?: string;
+    clientAddress?: string;
+    signal?: AbortSignal;
+  }): Promise<TokenPair> {
     if (input.email === "" || input.password === "") {
       throw PlatformError.invalidArgument("email and password are required", IdentityRestCode.invalidRequest);
     }
     if (input.deviceLabel && input.deviceLabel.length > MAX_DEVICE_LABEL) {
-      throw PlatformError.invalidArgument(`x_device_label must be at most ${MAX_DEVICE_LABEL} characters`, IdentityRestCode.invalidRequest);
+      throw PlatformError.invalidArgument(
+        `x_device_label must be at most ${MAX_DEVICE_LABEL} characters`,
+        IdentityRestCode.invalidRequest,
+      );
     }
     // Checked first: a throttled caller is answered without touching the
-    // database or the hashing queue; then a full queue refuses at once.
+    // database or the hashing queue; then a login beyond what the hashing
+    // queue can serve is refused at once (PasswordHasher.admit).
     const attempt = this.deps.throttle.begin(input.email, input.clientAddress);
-    try {
-      this.deps.hasher.ensureCapacity();
-    } catch (err) {
-      this.deps.throttle.withdraw(attempt);
-      throw err;
-    }
-    const { user, membership } = await this.#checkCredentials(input.email, input.password).catch((err: unknown) => {
-      // Refused without a verdict (hashing queue full, database down): not a failed guess.
-      if (!(err instanceof PlatformError && err.reason === IdentityRestCode.unauthenticated)) this.deps.throttle.withdraw(attempt);
-      throw err;
-    });
+    const { user, membership } = await this.deps.hasher
+      .admit(() => this.#checkCredentials(input.email, input.password, input.signal))
+      .catch((err: unknown) => {
+        // Refused without a verdict (hashing queue full, database down, caller gone): not a failed guess.
+        if (!(err instanceof PlatformError && err.reason === IdentityRestCode.unauthenticated))
+          this.deps.throttle.withdraw(attempt);
+        throw err;
+      });
     this.deps.throttle.succeeded(attempt);
     const now = this.#now;
-    const refreshToken = await this.deps.refreshTokens.startFamily(user.id, membership.orgId, input.deviceLabel || undefined, now);
+    const refreshToken = await this.deps.refreshTokens.startFamily(
+      user.id,
+      membership.orgId,
+      input.deviceLabel || undefined,
+      now,
+    );
     return this.#pair(user.id, membership.orgId, refreshToken);
   }
 
   /** The user and membership the credentials stand for, or the one 401 for every kind of wrong. */
-  async #checkCredentials(email: string, rawPassword: string) {
+  async #checkCredentials(email: string, rawPassword: string, signal: AbortSignal | undefined) {
     // Over-long passwords would be a cheap way to burn hashing time; they can
     // never match, and fail with the same body after the same dummy work.
     const password = rawPassword.length > MAX_PASSWORD_CHARS ? "" : rawPassword;
     const user = await this.deps.users.findForLogin(email);
     if (!user || password === "") {
-      await this.deps.hasher.verifyDummy(rawPassword.slice(0, MAX_PASSWORD_CHARS));
+      await this.deps.hasher.verifyDummy(rawPassword.slice(0, MAX_PASSWORD_CHARS), signal);
       throw loginFailed();
     }
-    if (!(await this.deps.hasher.verify(user.passwordHash, password))) throw loginFailed();
+    if (!(await this.deps.hasher.verify(user.passwordHash, password, signal))) throw loginFailed();
     const membership = user.membership;
     if (!membership) throw loginFailed();
     return { user, membership };
   }
 
-  async refresh(raw: string): Promise<TokenPair> {
-    if (raw === "") throw PlatformError.invalidArgument("refresh_token is required", IdentityRestCode.refreshTokenRequired);
+  async refresh(raw: string, meta: RequestMeta = {}): Promise<TokenPair> {
+    if (raw === "")
+      throw PlatformError.invalidArgument("refresh_token is required", IdentityRestCode.refreshTokenRequired);
     if (!raw.startsWith("rt_") || raw.length > 200) throw refreshInvalid();
     const now = this.#now;
     const result = await this.deps.refreshTokens.consume(raw, now);
     if (result.kind === "invalid") throw refreshInvalid();
     if (result.kind === "reused") {
-      throw PlatformError.unauthenticated("refresh token already used; the session has been revoked", IdentityRestCode.refreshTokenReused, {
-        action: ErrorAction.reAuthenticate,
-      });
+      await auditReuse(this.deps.db, result.familyId, meta);
+      throw PlatformError.unauthenticated(
+        "refresh token already used; the session has been revoked",
+        IdentityRestCode.refreshTokenReused,
+        {
+          action: ErrorAction.reAuthenticate,
+        },
+      );
     }
     // A user removed from the org keeps no way back in through an old session.
     if (!(await currentRole(this.deps.db, result.userId, result.orgId))) {
@@ -118,14 +138,22 @@ export class Sessions {
    * resource_not_found, as for any other tenant's entity); then every
    * non-revoked refresh token of that user is revoked, as the spec says.
    */
-  async revokeAll(caller: AuthContext, userId: string): Promise<void> {
+  async revokeAll(caller: AuthContext, userId: string, actor: Actor = actorOf(caller, {})): Promise<void> {
     if (userId === "") throw PlatformError.invalidArgument("user_id is required", IdentityRestCode.userIdRequired);
     if (!isUuid(userId)) throw PlatformError.invalidArgument("user_id must be a UUID", IdentityRestCode.userIdInvalid);
-    if (caller.role !== "owner") throw PlatformError.permissionDenied("owner role required", IdentityRestCode.insufficientRole);
+    if (caller.role !== "owner")
+      throw PlatformError.permissionDenied("owner role required", IdentityRestCode.insufficientRole);
     if (!(await currentRole(this.deps.db, userId, caller.orgId))) {
       throw PlatformError.notFound("user not found in your organization", IdentityRestCode.resourceNotFound);
     }
-    await this.deps.refreshTokens.revokeAllOfUser(userId, this.#now);
+    await this.deps.db.transaction().execute(async (trx) => {
+      const families = await revokeFamiliesOf(trx, userId, undefined, this.#now);
+      await recordAudit(trx, actor, {
+        action: "auth.revoke_all",
+        target: { type: "user", id: userId },
+        details: { sessions_revoked: families },
+      });
+    });
   }
 
   async #pair(userId: string, orgId: string, refreshToken: string): Promise<TokenPair> {

@@ -29,7 +29,9 @@ const unique = () => `${Date.now().toString(36)}${(counter++).toString(36)}${ran
 export type Fixture = Awaited<ReturnType<typeof createFixture>>;
 
 /** One migrated database (PostgreSQL or PGlite, per TEST_DB) and the identity domain on it. */
-export async function createFixture(options: { argon2?: Argon2Settings; env?: "dev" | "staging" | "prod"; jwtTtlSeconds?: number } = {}) {
+export async function createFixture(
+  options: { argon2?: Argon2Settings; env?: "dev" | "staging" | "prod"; jwtTtlSeconds?: number } = {},
+) {
   const database = await createPooledTestDatabase();
   await migrateIdentity(database as never);
   const clock = movableClock();
@@ -66,7 +68,13 @@ export async function createFixture(options: { argon2?: Argon2Settings; env?: "d
     return { user, email, password, orgId, ctx, jwt };
   }
 
-  return { database, identity, clock, kek, seedUser, close: async () => {
+  return {
+    database,
+    identity,
+    clock,
+    kek,
+    seedUser,
+    close: async () => {
       await changes?.stop();
       await database.close();
     },

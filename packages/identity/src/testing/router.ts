@@ -1,4 +1,10 @@
-import { type Code as ConnectCode, ConnectError, type Interceptor, createClient, createRouterTransport } from "@connectrpc/connect";
+import {
+  type Code as ConnectCode,
+  ConnectError,
+  type Interceptor,
+  createClient,
+  createRouterTransport,
+} from "@connectrpc/connect";
 import type { DescService } from "@bufbuild/protobuf";
 import { PlatformError } from "@platform/errors";
 import { ErrorInfoSchema } from "@platform/gen/google/rpc/error_details_pb";
@@ -43,5 +49,10 @@ export function routerClients(identity: Identity, extra: { interceptors?: Interc
     { router: { interceptors: [errorsAsErrorInfo, ...identityInterceptors(identity), ...(extra.interceptors ?? [])] } },
   );
   const client = <S extends DescService>(s: S) => createClient(s, transport);
-  return { sessions: client(SessionService), users: client(UserService), orgs: client(OrgService), auth: client(AuthService) };
+  return {
+    sessions: client(SessionService),
+    users: client(UserService),
+    orgs: client(OrgService),
+    auth: client(AuthService),
+  };
 }

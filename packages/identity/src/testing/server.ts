@@ -56,7 +56,11 @@ export async function startTestServer(env: Record<string, string> = {}) {
   }
   const base = app.urls.rest;
 
-  async function call(method: string, path: string, init: { body?: unknown; raw?: string; token?: string; idem?: string; headers?: Record<string, string> } = {}) {
+  async function call(
+    method: string,
+    path: string,
+    init: { body?: unknown; raw?: string; token?: string; idem?: string; headers?: Record<string, string> } = {},
+  ) {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };
     if (init.body !== undefined || init.raw !== undefined) headers["content-type"] ??= "application/json";
     if (init.token) headers.authorization = `Bearer ${init.token}`;
@@ -94,10 +98,12 @@ export async function startTestServer(env: Record<string, string> = {}) {
     pki,
     tls,
     /** A gRPC transport to the internal port with `caller`'s certificate. */
-    grpcTransport: (caller = "agents") => createServiceTransport({ baseUrl: app.urls.grpc, tls: internalTls && tls(caller) }),
+    grpcTransport: (caller = "agents") =>
+      createServiceTransport({ baseUrl: app.urls.grpc, tls: internalTls && tls(caller) }),
     call,
     login,
     close: async () => {
+      await app.rotation.stop();
       await app.servers.close();
       // A test may already have closed the database (readiness checks).
       await database.close().catch(() => {});

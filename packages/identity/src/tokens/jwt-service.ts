@@ -6,7 +6,7 @@ import { type AuthContext, type Clock, type KeyEnv, systemClock } from "../auth/
 import type { AuthCaches } from "../cache/auth-caches.ts";
 import type { CoherentCache } from "../cache/coherent-cache.ts";
 import { isUuid } from "../crypto/hash.ts";
-import type { SigningKeys } from "../keys/signing-keys.ts";
+import { type SigningKeys, verifies } from "../keys/signing-keys.ts";
 import type { MembershipRoles } from "../users/membership-roles.ts";
 
 export const ISSUER = "identity.platform";
@@ -72,7 +72,8 @@ export class JwtService {
   /** IssueJWT: asserts the membership (PERMISSION_DENIED not_a_member), then issues with the clamped TTL. */
   async issueForMember(userId: string, orgId: string, ttlSeconds: number): Promise<IssuedJwt> {
     if (!isUuid(userId) || !isUuid(orgId)) throw PlatformError.invalidArgument("user_id and org_id must be UUIDs");
-    if (!(await this.roles.current(userId, orgId))) throw PlatformError.permissionDenied("user is not a member of the organization", AuthReason.notAMember);
+    if (!(await this.roles.current(userId, orgId)))
+      throw PlatformError.permissionDenied("user is not a member of the organization", AuthReason.notAMember);
     return this.issue(userId, orgId, clampTtl(ttlSeconds));
   }
 
@@ -91,14 +92,23 @@ export class JwtService {
     // a token already seen, in the order a first verification reports them.
     const key = await this.keys.find(claims.kid);
     if (!key) throw invalid("unknown signing key");
-    if (key.state !== "active") throw PlatformError.unauthenticated("signing key retired", AuthReason.keyRetired);
+    if (!verifies(key)) throw PlatformError.unauthenticated("signing key retired", AuthReason.keyRetired);
     const now = Math.floor(this.#now.getTime() / 1000);
     if (claims.exp <= now) throw PlatformError.unauthenticated("token expired", AuthReason.expired);
     if (claims.nbf > now) throw invalid();
 
     const role = await this.roles.current(claims.sub, claims.orgId);
-    if (!role) throw PlatformError.unauthenticated("no membership in the token's organization", AuthReason.noMembership);
-    return { userId: claims.sub, orgId: claims.orgId, mode: "jwt", role, env: claims.env, authKeyId: key.kid, method: "jwt_session" };
+    if (!role)
+      throw PlatformError.unauthenticated("no membership in the token's organization", AuthReason.noMembership);
+    return {
+      userId: claims.sub,
+      orgId: claims.orgId,
+      mode: "jwt",
+      role,
+      env: claims.env,
+      authKeyId: key.kid,
+      method: "jwt_session",
+    };
   }
 
   async #verifySignature(token: string): Promise<VerifiedClaims> {
@@ -113,7 +123,7 @@ export class JwtService {
     if (header.alg !== "RS256" || typeof header.kid !== "string" || header.kid === "") throw invalid();
     const key = await this.keys.find(header.kid);
     if (!key) throw invalid("unknown signing key");
-    if (key.state !== "active") throw PlatformError.unauthenticated("signing key retired", AuthReason.keyRetired);
+    if (!verifies(key)) throw PlatformError.unauthenticated("signing key retired", AuthReason.keyRetired);
 
     let payload: Awaited<ReturnType<typeof jwtVerify>>["payload"];
     try {
@@ -125,7 +135,8 @@ export class JwtService {
         requiredClaims: ["sub", "iat", "nbf", "exp", "jti"],
       }));
     } catch (err) {
-      if (err instanceof joseErrors.JWTExpired) throw PlatformError.unauthenticated("token expired", AuthReason.expired);
+      if (err instanceof joseErrors.JWTExpired)
+        throw PlatformError.unauthenticated("token expired", AuthReason.expired);
       throw invalid();
     }
     const { sub, org_id: orgId, env } = payload as { sub?: unknown; org_id?: unknown; env?: unknown };

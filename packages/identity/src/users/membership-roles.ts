@@ -33,6 +33,11 @@ export class MembershipRoles {
     this.caches.changed("m", keyOf(userId, orgId));
   }
 
+  /** After a transaction that changed or removed the membership has committed. */
+  forget(userId: string, orgId: string): void {
+    this.caches.changed("m", keyOf(userId, orgId));
+  }
+
   async remove(userId: string, orgId: string): Promise<void> {
     await removeMembership(this.db, userId, orgId);
     this.caches.changed("m", keyOf(userId, orgId));

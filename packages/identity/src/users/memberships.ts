@@ -12,7 +12,11 @@ export async function currentRole(db: Kysely<IdentityDB>, userId: string, orgId:
 }
 
 export async function addMembership(db: Kysely<IdentityDB>, userId: string, orgId: string, role: Role): Promise<void> {
-  await db.insertInto("memberships").values({ user_id: userId, org_id: orgId, role }).onConflict((oc) => oc.columns(["user_id", "org_id"]).doNothing()).execute();
+  await db
+    .insertInto("memberships")
+    .values({ user_id: userId, org_id: orgId, role })
+    .onConflict((oc) => oc.columns(["user_id", "org_id"]).doNothing())
+    .execute();
 }
 
 export async function setRole(db: Kysely<IdentityDB>, userId: string, orgId: string, role: Role): Promise<void> {

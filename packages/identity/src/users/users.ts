@@ -11,7 +11,15 @@ export type UserWithHash = User & { passwordHash: string };
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+$/;
 
-type LoginRow = { id: string; email: string; name: string; created_at: Date; password_hash: string; org_id: string | null; role: Role | null };
+type LoginRow = {
+  id: string;
+  email: string;
+  name: string;
+  created_at: Date;
+  password_hash: string;
+  org_id: string | null;
+  role: Role | null;
+};
 const LOGIN_SQL = `select u.id, u.email, u.name, u.created_at, u.password_hash, m.org_id, m.role
   from users u
   left join lateral (select org_id, role from memberships where user_id = u.id order by created_at, role desc limit 1) m on true
@@ -28,8 +36,12 @@ export class Users {
     private readonly hasher: PasswordHasher,
   ) {}
 
-  async create(input: { email: string; name: string; password: string }, db: Kysely<IdentityDB> = this.db): Promise<User> {
-    if (!validEmail(input.email)) throw PlatformError.invalidArgument("email is not valid", IdentityRestCode.invalidRequest);
+  async create(
+    input: { email: string; name: string; password: string },
+    db: Kysely<IdentityDB> = this.db,
+  ): Promise<User> {
+    if (!validEmail(input.email))
+      throw PlatformError.invalidArgument("email is not valid", IdentityRestCode.invalidRequest);
     const id = randomUUID();
     const passwordHash = await this.hasher.hash(input.password);
     try {
@@ -51,7 +63,15 @@ export class Users {
       .select(["id", "email", "name", "created_at", "password_hash"])
       .where(sql<string>`lower(email)`, "=", email.toLowerCase())
       .executeTakeFirst();
-    return row && { id: row.id, email: row.email, name: row.name, createdAt: row.created_at, passwordHash: row.password_hash };
+    return (
+      row && {
+        id: row.id,
+        email: row.email,
+        name: row.name,
+        createdAt: row.created_at,
+        passwordHash: row.password_hash,
+      }
+    );
   }
 
   /**
@@ -59,7 +79,9 @@ export class Users {
    * (the oldest membership, owner first on ties), read together before the
    * hash is checked.
    */
-  async findForLogin(email: string): Promise<(UserWithHash & { membership?: { orgId: string; role: Role } }) | undefined> {
+  async findForLogin(
+    email: string,
+  ): Promise<(UserWithHash & { membership?: { orgId: string; role: Role } }) | undefined> {
     const { rows } = await this.db.executeQuery<LoginRow>(CompiledQuery.raw(LOGIN_SQL, [email.toLowerCase()]));
     const r = rows[0];
     if (!r) return undefined;
@@ -68,7 +90,11 @@ export class Users {
   }
 
   async get(id: string): Promise<User> {
-    const row = await this.db.selectFrom("users").select(["id", "email", "name", "created_at"]).where("id", "=", id).executeTakeFirst();
+    const row = await this.db
+      .selectFrom("users")
+      .select(["id", "email", "name", "created_at"])
+      .where("id", "=", id)
+      .executeTakeFirst();
     if (!row) throw PlatformError.notFound("user not found", IdentityRestCode.resourceNotFound);
     return { id: row.id, email: row.email, name: row.name, createdAt: row.created_at };
   }

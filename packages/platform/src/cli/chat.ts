@@ -38,7 +38,8 @@ export async function chat(ctx: Context, args: string[], flags: Flags): Promise<
   const interrupt = new Interrupt(client, io);
   try {
     if (words.length > 0) return await chatTurn(client, sessionId, words.join(" "), io, interrupt);
-    if (process.stdin.isTTY) io.err("type a message and press enter; Ctrl-D ends the conversation, Ctrl-C cancels a reply");
+    if (process.stdin.isTTY)
+      io.err("type a message and press enter; Ctrl-D ends the conversation, Ctrl-C cancels a reply");
     const lines = createInterface({ input: process.stdin });
     lines.on("SIGINT", () => interrupt.fire());
     for await (const line of lines) {
@@ -72,7 +73,14 @@ export class Interrupt {
     void cancelRun(this.client, turn).then(
       (outcome) => {
         if (this.io.json) this.io.value({ type: "interrupted", run: outcome });
-        else this.io.err(outcome === "cancelled" ? "cancelled" : outcome === "ended" ? "the run had already ended" : "no run to cancel");
+        else
+          this.io.err(
+            outcome === "cancelled"
+              ? "cancelled"
+              : outcome === "ended"
+                ? "the run had already ended"
+                : "no run to cancel",
+          );
         process.exit(INTERRUPTED);
       },
       (err: unknown) => {
@@ -116,8 +124,17 @@ async function cancelRun(client: PlatformClient, turn: Turn): Promise<"cancelled
  * until the run's own terminal event, resuming after the last seq it
  * printed, so every tool call and result is shown exactly once.
  */
-export async function chatTurn(client: PlatformClient, sessionId: string, message: string, io: Output, interrupt: Interrupt): Promise<void> {
-  const session = await client.request<{ session: Session }>("GET", `${client.endpoints.agents}/v1/sessions/${encodeURIComponent(sessionId)}`);
+export async function chatTurn(
+  client: PlatformClient,
+  sessionId: string,
+  message: string,
+  io: Output,
+  interrupt: Interrupt,
+): Promise<void> {
+  const session = await client.request<{ session: Session }>(
+    "GET",
+    `${client.endpoints.agents}/v1/sessions/${encodeURIComponent(sessionId)}`,
+  );
   const turn: Turn = { sessionId, before: Number(session.session.lastSeq ?? 0), abort: new AbortController() };
   interrupt.current = turn;
   const events = followTurn(client, turn, io);
@@ -125,11 +142,15 @@ export async function chatTurn(client: PlatformClient, sessionId: string, messag
   events.catch(() => {});
   let failure: unknown;
   try {
-    const res = await client.send("POST", `${client.endpoints.router}/v1/sessions/${encodeURIComponent(sessionId)}/invoke`, {
-      body: { messages: [{ role: "user", content: message }] },
-      headers: { accept: "text/event-stream" },
-      signal: turn.abort.signal,
-    });
+    const res = await client.send(
+      "POST",
+      `${client.endpoints.router}/v1/sessions/${encodeURIComponent(sessionId)}/invoke`,
+      {
+        body: { messages: [{ role: "user", content: message }] },
+        headers: { accept: "text/event-stream" },
+        signal: turn.abort.signal,
+      },
+    );
     for await (const ev of readSse(res)) {
       if (ev.event === "turn_done") break;
       if (ev.event === "error") {
@@ -160,7 +181,10 @@ async function followTurn(client: PlatformClient, turn: Turn, io: Output): Promi
   const url = () => `${client.endpoints.agents}/v1/sessions/${encodeURIComponent(turn.sessionId)}/events?after=${seen}`;
   while (!turn.abort.signal.aborted) {
     try {
-      const res = await client.send("GET", url(), { headers: { accept: "text/event-stream" }, signal: turn.abort.signal });
+      const res = await client.send("GET", url(), {
+        headers: { accept: "text/event-stream" },
+        signal: turn.abort.signal,
+      });
       for await (const ev of readSse(res)) {
         const seq = Number(ev.id);
         if (!Number.isFinite(seq) || seq <= seen) continue;
@@ -217,7 +241,11 @@ class Progress {
     }
     const text = `${chunk.stdout ?? ""}${chunk.stderr ?? ""}`;
     if (process.stderr.isTTY) {
-      const last = `${this.#partial}${text}`.split("\n").filter((l) => l.trim() !== "").at(-1) ?? "";
+      const last =
+        `${this.#partial}${text}`
+          .split("\n")
+          .filter((l) => l.trim() !== "")
+          .at(-1) ?? "";
       this.#partial = "";
       const width = Math.max(20, (process.stderr.columns ?? 80) - 4);
       if (last) process.stderr.write(`\r\x1b[2K│ ${last.slice(0, width)}`);

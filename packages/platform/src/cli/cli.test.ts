@@ -1,3 +1,4 @@
+// test-timeout: 600000
 // The `platform` binary as a user runs it, against identity, compute,
 // agents and the router started by the test: flags and exit codes, pages,
 // pipes, chat (tool calls every time, live tool output, Ctrl-C), sessions,
@@ -19,7 +20,10 @@ type Result = { code: number | null; stdout: string; stderr: string };
 /** Runs the binary to its end. */
 function run(args: string[], options: { env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<Result> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], { env: { ...stack?.env, ...options.env }, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [bin, ...args], {
+      env: { ...stack?.env, ...options.env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
@@ -36,7 +40,12 @@ async function ok(args: string[], options: { env?: NodeJS.ProcessEnv; input?: st
 }
 
 /** A running binary whose stderr lines are kept with the time each arrived. */
-function watch(args: string[]): { child: ChildProcess; lines: Array<{ at: number; text: string }>; stdout: () => string; exit: Promise<number | null> } {
+function watch(args: string[]): {
+  child: ChildProcess;
+  lines: Array<{ at: number; text: string }>;
+  stdout: () => string;
+  exit: Promise<number | null>;
+} {
   const child = spawn(process.execPath, [bin, ...args], { env: stack.env, stdio: ["ignore", "pipe", "pipe"] });
   const lines: Array<{ at: number; text: string }> = [];
   let partial = "";
@@ -55,10 +64,14 @@ function watch(args: string[]): { child: ChildProcess; lines: Array<{ at: number
 async function slowEventsProxy(target: string, delayMs: number): Promise<{ url: string; close(): void }> {
   const server = http.createServer((req, res) => {
     const forward = () => {
-      const upstream = http.request(new URL(req.url ?? "/", target), { method: req.method, headers: req.headers }, (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      });
+      const upstream = http.request(
+        new URL(req.url ?? "/", target),
+        { method: req.method, headers: req.headers },
+        (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        },
+      );
       upstream.on("error", () => res.destroy());
       req.pipe(upstream);
     };
@@ -119,7 +132,8 @@ before(
       });
       const body = await res.text();
       if (res.status === 200 && body.includes("turn_done")) break;
-      if (Date.now() > deadline) throw new Error(`the tenant worker did not wake: ${res.status} ${body}\n${stack.logs()}`);
+      if (Date.now() > deadline)
+        throw new Error(`the tenant worker did not wake: ${res.status} ${body}\n${stack.logs()}`);
     }
   },
   { timeout: 420_000 },
@@ -140,7 +154,14 @@ describe("command line", () => {
   });
 
   test("unknown flags, unknown commands and missing or extra arguments exit 2 with the command's usage", async () => {
-    for (const args of [["agents", "list", "--bogus"], ["agents", "create", "--name"], ["agents", "get"], ["sessions", "get", "a", "b"], ["frobnicate"], ["agents", "explode"]]) {
+    for (const args of [
+      ["agents", "list", "--bogus"],
+      ["agents", "create", "--name"],
+      ["agents", "get"],
+      ["sessions", "get", "a", "b"],
+      ["frobnicate"],
+      ["agents", "explode"],
+    ]) {
       const r = await run(args);
       assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
       assert.match(r.stderr, /^error: /);
@@ -166,12 +187,18 @@ describe("command line", () => {
 describe("agents and sessions", () => {
   test("agents list --after sends the cursor: the `more` hints walk every page once and end", async () => {
     const made: string[] = [];
-    for (let i = 0; i < 3; i++) made.push((await api("POST", "/v1/agents", { name: `Pager ${i}`, slug: `pager-${i}`, model: "dev/echo" })).id);
+    for (let i = 0; i < 3; i++)
+      made.push((await api("POST", "/v1/agents", { name: `Pager ${i}`, slug: `pager-${i}`, model: "dev/echo" })).id);
     const seen: string[] = [];
     let after: string | undefined;
     for (let pages = 0; pages < 20; pages++) {
       const r = await ok(["agents", "list", "--limit", "1", ...(after ? ["--after", after] : [])]);
-      seen.push(...r.stdout.trim().split("\n").map((l) => l.split(/\s+/)[0]!));
+      seen.push(
+        ...r.stdout
+          .trim()
+          .split("\n")
+          .map((l) => l.split(/\s+/)[0]!),
+      );
       after = /\(more: --after (\S+)\)/.exec(r.stderr)?.[1];
       if (!after) break;
     }
@@ -194,7 +221,10 @@ describe("agents and sessions", () => {
     const other = JSON.parse((await ok(["agents", "create", "--name", "Other", "--json"])).stdout);
     const s3 = JSON.parse((await ok(["sessions", "create", other.id, "--json"])).stdout);
     const mine = JSON.parse((await ok(["sessions", "list", "--agent", "keeper", "--json"])).stdout);
-    assert.deepEqual(mine.items.map((s: { id: string }) => s.id), [s2.id, s1.id]);
+    assert.deepEqual(
+      mine.items.map((s: { id: string }) => s.id),
+      [s2.id, s1.id],
+    );
     const all = (await ok(["sessions", "list", "--limit", "100"])).stdout;
     for (const s of [s1, s2, s3]) assert.match(all, new RegExp(`^${s.id}  agent `, "m"));
     await ok(["sessions", "delete", s1.id]);
@@ -203,7 +233,12 @@ describe("agents and sessions", () => {
     assert.equal((await run(["agents", "get", agent.id])).code, 1);
     // Its sessions stay readable, and listable by the agent's id.
     assert.equal(JSON.parse((await ok(["sessions", "get", s2.id, "--json"])).stdout).session.id, s2.id);
-    assert.deepEqual(JSON.parse((await ok(["sessions", "list", "--agent", agent.id, "--json"])).stdout).items.map((s: { id: string }) => s.id), [s2.id]);
+    assert.deepEqual(
+      JSON.parse((await ok(["sessions", "list", "--agent", agent.id, "--json"])).stdout).items.map(
+        (s: { id: string }) => s.id,
+      ),
+      [s2.id],
+    );
   });
 });
 
@@ -232,23 +267,58 @@ describe("deleting a session with a sandbox", () => {
 
 describe("pipes", () => {
   test("a reader that goes away (| head) ends the command quietly with status 0", async () => {
-    const child = spawn(process.execPath, [bin, "agents", "list"], { env: stack.env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [bin, "agents", "list"], {
+      env: stack.env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     child.stdout!.destroy(); // the reader is gone before the first line
     let stderr = "";
     child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
     const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
     assert.equal(code, 0);
     assert.equal(stderr, "", "no EPIPE stack trace");
-    const shell = execFileSync("bash", ["-o", "pipefail", "-c", `node ${bin} --help | head -1; echo "status $?"`], { env: stack.env }).toString();
+    const shell = execFileSync("bash", ["-o", "pipefail", "-c", `node ${bin} --help | head -1; echo "status $?"`], {
+      env: stack.env,
+    }).toString();
     assert.match(shell, /^platform: .*\nstatus 0\n$/);
   });
 
   test("a just-created API key is the first line, so `| head -1` keeps it", async () => {
-    const out = execFileSync("bash", ["-o", "pipefail", "-c", `node ${bin} api-keys create --name piped | head -1; echo "status $?"`], {
-      env: stack.env,
-      stdio: ["ignore", "pipe", "pipe"],
-    }).toString();
+    const out = execFileSync(
+      "bash",
+      ["-o", "pipefail", "-c", `node ${bin} api-keys create --name piped | head -1; echo "status $?"`],
+      {
+        env: stack.env,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    ).toString();
     assert.match(out, /^key: sk_(live|test)_\S+\nstatus 0\n$/);
+  });
+});
+
+describe("api-keys", () => {
+  test("--scope gathers repeated and comma-separated scopes; without it the key has all of them", async () => {
+    const scoped = JSON.parse(
+      (
+        await ok([
+          "api-keys",
+          "create",
+          "--name",
+          "scoped",
+          "--scope",
+          "read",
+          "--scope",
+          "sessions:run,agents:write",
+          "--json",
+        ])
+      ).stdout,
+    );
+    assert.deepEqual(scoped.scopes, ["read", "agents:write", "sessions:run"]);
+    const full = JSON.parse((await ok(["api-keys", "create", "--name", "full", "--json"])).stdout);
+    assert.deepEqual(full.scopes, ["read", "agents:write", "sessions:run", "admin"]);
+    const bad = await run(["api-keys", "create", "--name", "bad", "--scope", "everything"]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /unknown scope/);
   });
 });
 
@@ -261,9 +331,20 @@ describe("chat", () => {
     const proxy = await slowEventsProxy(stack.endpoints.agents, 1500);
     try {
       for (let i = 0; i < 4; i++) {
-        const r = await ok(["chat", session, `run: echo turn-${i}`], i % 2 ? {} : { env: { PLATFORM_AGENTS_URL: proxy.url } });
-        assert.match(r.stderr, new RegExp(`⚙ \\{"name":"bash","input":\\{"command":"echo turn-${i}"\\}\\}`), `turn ${i}: tool call shown\n${r.stderr}`);
-        assert.match(r.stderr, new RegExp(`↳ \\{"exitCode":0,"stdout":"turn-${i}\\\\n"\\}`), `turn ${i}: result shown\n${r.stderr}`);
+        const r = await ok(
+          ["chat", session, `run: echo turn-${i}`],
+          i % 2 ? {} : { env: { PLATFORM_AGENTS_URL: proxy.url } },
+        );
+        assert.match(
+          r.stderr,
+          new RegExp(`⚙ \\{"name":"bash","input":\\{"command":"echo turn-${i}"\\}\\}`),
+          `turn ${i}: tool call shown\n${r.stderr}`,
+        );
+        assert.match(
+          r.stderr,
+          new RegExp(`↳ \\{"exitCode":0,"stdout":"turn-${i}\\\\n"\\}`),
+          `turn ${i}: result shown\n${r.stderr}`,
+        );
         assert.match(r.stdout, /The command exited with code 0/);
       }
     } finally {
@@ -284,22 +365,36 @@ describe("chat", () => {
 
   test("--json prints one event per line, tool_output included", async () => {
     const r = await ok(["chat", "--agent", "pager-2", "run: echo json-out", "--json"]);
-    const events = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as { type: string; seq?: number });
+    const events = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string; seq?: number });
     assert.equal(events[0]!.type, "session_created");
     const types = events.slice(1).map((e) => e.type);
-    assert.deepEqual(types.filter((t) => t !== "text"), ["user", "tool_use", "tool_output", "tool_result", "done"]);
+    assert.deepEqual(
+      types.filter((t) => t !== "text"),
+      ["user", "tool_use", "tool_output", "tool_result", "done"],
+    );
   });
 
   test("Ctrl-C cancels the run and exits 130", async () => {
-    const session = (await api("POST", "/v1/sessions", { agentId: (await api("GET", "/v1/agents?limit=1")).items[0].id })).id as string;
+    const session = (
+      await api("POST", "/v1/sessions", { agentId: (await api("GET", "/v1/agents?limit=1")).items[0].id })
+    ).id as string;
     const w = watch(["chat", session, "run: sleep 60"]);
     await until(() => w.lines.some((l) => l.text.startsWith("⚙ ")), 60_000, "the tool call");
     const sent = Date.now();
     w.child.kill("SIGINT");
     assert.equal(await w.exit, 130, w.lines.map((l) => l.text).join("\n"));
     assert.ok(Date.now() - sent < 10_000);
-    assert.ok(w.lines.some((l) => l.text === "cancelled"), w.lines.map((l) => l.text).join("\n"));
-    const log = (await api("GET", `/v1/sessions/${session}`)) as { session: { status: string }; events: Array<{ type: string; content?: string }> };
+    assert.ok(
+      w.lines.some((l) => l.text === "cancelled"),
+      w.lines.map((l) => l.text).join("\n"),
+    );
+    const log = (await api("GET", `/v1/sessions/${session}`)) as {
+      session: { status: string };
+      events: Array<{ type: string; content?: string }>;
+    };
     assert.equal(log.session.status, "idle");
     assert.deepEqual(log.events.at(-1), { ...log.events.at(-1), type: "error", content: "the run was cancelled" });
   });
@@ -308,11 +403,17 @@ describe("chat", () => {
 describe("status and completion", () => {
   test("status: every endpoint of platform.json is ready, with its version; a dead one exits 1", async () => {
     const r = await ok(["status", "--json"]);
-    const report = JSON.parse(r.stdout) as { ok: boolean; services: Array<{ name: string; url: string; ready: boolean; version: string | null }> };
+    const report = JSON.parse(r.stdout) as {
+      ok: boolean;
+      services: Array<{ name: string; url: string; ready: boolean; version: string | null }>;
+    };
     assert.equal(report.ok, true);
     assert.deepEqual(report.services.map((s) => s.url).sort(), Object.values(stack.endpoints).sort());
     assert.ok(report.services.every((s) => s.ready));
-    assert.ok(report.services.every((s) => /^\d+\.\d+\.\d+$/.test(s.version ?? "")), JSON.stringify(report.services));
+    assert.ok(
+      report.services.every((s) => /^\d+\.\d+\.\d+$/.test(s.version ?? "")),
+      JSON.stringify(report.services),
+    );
     const human = await ok(["status"]);
     assert.match(human.stdout, /✓ agents REST/);
     const down = await run(["status"], { env: { PLATFORM_ROUTER_URL: "http://127.0.0.1:9" } });
@@ -324,12 +425,19 @@ describe("status and completion", () => {
     const script = join(stack.dataDir, "completion.bash");
     writeFileSync(script, (await ok(["completion", "bash"])).stdout);
     const complete = (words: string[]) =>
-      execFileSync("bash", ["-c", `source ${script}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _platform; echo "\${COMPREPLY[*]}"`]).toString().trim();
+      execFileSync("bash", [
+        "-c",
+        `source ${script}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}; _platform; echo "\${COMPREPLY[*]}"`,
+      ])
+        .toString()
+        .trim();
     assert.equal(complete(["platform", "sess"]), "sessions");
     assert.equal(complete(["platform", "agents", "up"]), "update");
     assert.equal(complete(["platform", "agents", "list", "--a"]), "--after");
     assert.equal(complete(["platform", "sessions", "--ag"]), "--agent");
     assert.equal(complete(["platform", "completion", ""]), "bash zsh");
+    assert.equal(complete(["platform", "files", "up"]), "upload");
+    assert.equal(complete(["platform", "files", "ls", "--r"]), "--recursive");
     const zsh = (await ok(["completion", "zsh"])).stdout;
     assert.match(zsh, /^#compdef platform\n/);
     // zsh itself (scripts/setup.sh installs it) loads the script under compinit; compadd is
@@ -343,8 +451,13 @@ describe("status and completion", () => {
       ])
         .toString()
         .trim();
-    assert.match(zshComplete(["platform", "sess"]), /^login logout whoami status api-keys agents sessions chat completion help/);
+    assert.match(
+      zshComplete(["platform", "sess"]),
+      /^login logout whoami status api-keys agents sessions files chat members invitations orgs users completion help/,
+    );
     assert.equal(zshComplete(["platform", "agents", "up"]), "list create get update delete");
+    assert.equal(zshComplete(["platform", "files", "d"]), "ls upload download");
+    assert.equal(zshComplete(["platform", "files", "ls", "--r"]), "--recursive --json --help");
     assert.equal(zshComplete(["platform", "sessions", "--ag"]), "--agent --limit --after --json --help");
     assert.equal(zshComplete(["platform", "agents", "list", "--a"]), "--limit --after --json --help");
     assert.equal(JSON.parse((await ok(["completion", "zsh", "--json"])).stdout).script, zsh);

@@ -1,9 +1,9 @@
 import { saveCredentials } from "./credentials.ts";
-import { UsageError } from "./endpoints.ts";
+import { CliError, UsageError } from "./endpoints.ts";
 import type { PlatformClient } from "./http.ts";
 import type { Output } from "./output.ts";
 
-export type Flags = Record<string, string | boolean | undefined>;
+export type Flags = Record<string, string | string[] | boolean | undefined>;
 /** What every command gets: its output and the client (made on first use: some commands need no endpoints). */
 export type Context = { io: Output; client(): PlatformClient };
 
@@ -19,7 +19,13 @@ export const need = (flags: Flags, name: string): string => {
 
 export type Agent = { id: string; name: string; slug: string; model: string; systemPrompt?: string };
 export type Session = { id: string; agentId: string; status?: string; lastSeq?: string | number; createdAt?: string };
-export type SessionEvent = { seq?: string | number; type: string; content?: string; toolUseId?: string; isError?: boolean };
+export type SessionEvent = {
+  seq?: string | number;
+  type: string;
+  content?: string;
+  toolUseId?: string;
+  isError?: boolean;
+};
 type Page<T> = { items: T[]; next?: string | null };
 
 /** `?limit=&after=` from the flags; a limit that is not a number is the user's mistake, not the server's. */
@@ -50,11 +56,19 @@ function printPage<T>(io: Output, page: Page<T>, what: string, row: (item: T) =>
 export async function login(ctx: Context, flags: Flags, password: string): Promise<void> {
   const client = ctx.client();
   const email = need(flags, "email");
-  const pair = await client.request<{ access_token: string; refresh_token: string }>("POST", `${client.endpoints.identity}/v1/auth/login`, {
-    auth: false,
-    body: { email, password, x_device_label: "platform-cli" },
-  });
-  saveCredentials(client.endpoints.identity, { email, accessToken: pair.access_token, refreshToken: pair.refresh_token }, client.env);
+  const pair = await client.request<{ access_token: string; refresh_token: string }>(
+    "POST",
+    `${client.endpoints.identity}/v1/auth/login`,
+    {
+      auth: false,
+      body: { email, password, x_device_label: "platform-cli" },
+    },
+  );
+  saveCredentials(
+    client.endpoints.identity,
+    { email, accessToken: pair.access_token, refreshToken: pair.refresh_token },
+    client.env,
+  );
   if (ctx.io.json) ctx.io.value({ email, loggedIn: true });
   else ctx.io.line(`logged in as ${email}`);
 }
@@ -64,7 +78,10 @@ export async function logout(ctx: Context): Promise<void> {
   const creds = client.credentials;
   if (creds) {
     await client
-      .request("POST", `${client.endpoints.identity}/v1/auth/logout`, { auth: false, body: { refresh_token: creds.refreshToken } })
+      .request("POST", `${client.endpoints.identity}/v1/auth/logout`, {
+        auth: false,
+        body: { refresh_token: creds.refreshToken },
+      })
       .catch(() => undefined);
   }
   saveCredentials(client.endpoints.identity, undefined, client.env);
@@ -74,41 +91,88 @@ export async function logout(ctx: Context): Promise<void> {
 
 export async function whoami(ctx: Context): Promise<void> {
   const client = ctx.client();
-  const me = await client.request<{ id: string; email: string; name: string }>("GET", `${client.endpoints.identity}/v1/users/me`);
+  const me = await client.request<{ id: string; email: string; name: string }>(
+    "GET",
+    `${client.endpoints.identity}/v1/users/me`,
+  );
   if (ctx.io.json) ctx.io.value(me);
   else ctx.io.line(`${me.email} (${me.name}) ${me.id}`);
 }
 
-type ApiKey = { id: string; name: string; key_prefix: string; env: string; expires_at?: string };
+type ApiKey = {
+  id: string;
+  name: string;
+  key_prefix: string;
+  env: string;
+  expires_at?: string;
+  scopes?: string[];
+  org?: boolean;
+};
 
-export async function apiKeysList(ctx: Context): Promise<void> {
+/**
+ * Where the keys live: the caller's own (`/v1/users/me/api_keys`) or, with
+ * --org, the organization's (`/v1/orgs/{org}/api_keys`, owners only), the org
+ * being the one the stored login is in.
+ */
+function keysUrl(client: PlatformClient, flags: Flags): string {
+  if (flags.org !== true) return `${client.endpoints.identity}/v1/users/me/api_keys`;
+  const token = client.env.PLATFORM_API_KEY ? undefined : client.credentials?.accessToken;
+  let org: string | undefined;
+  try {
+    org =
+      token &&
+      (JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString()) as { org_id?: string }).org_id;
+  } catch {
+    org = undefined;
+  }
+  if (!org) throw new CliError("organization keys need a login (platform login), not an API key", "no_org");
+  return `${client.endpoints.identity}/v1/orgs/${encodeURIComponent(org)}/api_keys`;
+}
+
+export async function apiKeysList(ctx: Context, flags: Flags = {}): Promise<void> {
   const client = ctx.client();
-  const keys = await client.request<ApiKey[]>("GET", `${client.endpoints.identity}/v1/users/me/api_keys`);
+  const keys = await client.request<ApiKey[]>("GET", keysUrl(client, flags));
   if (ctx.io.json) return ctx.io.value(keys);
-  if (keys.length === 0) ctx.io.err("no API keys");
-  for (const k of keys) ctx.io.line(`${k.id}  ${k.key_prefix}…  ${k.env}  ${k.name}${k.expires_at ? `  expires ${k.expires_at}` : ""}`);
+  if (keys.length === 0) ctx.io.err(flags.org === true ? "no organization API keys" : "no API keys");
+  for (const k of keys) {
+    ctx.io.line(
+      `${k.id}  ${k.key_prefix}…  ${k.env}  ${(k.scopes ?? []).join(",")}  ${k.name}${k.expires_at ? `  expires ${k.expires_at}` : ""}`,
+    );
+  }
 }
 
 export async function apiKeysCreate(ctx: Context, flags: Flags): Promise<void> {
   const client = ctx.client();
-  const body: Record<string, string> = { name: need(flags, "name") };
+  const body: Record<string, string | string[]> = { name: need(flags, "name") };
   if (str(flags, "env")) body.env = str(flags, "env")!;
   if (str(flags, "expires-at")) body.expires_at = str(flags, "expires-at")!;
-  const key = await client.request<{ id: string; raw_key: string; env: string }>("POST", `${client.endpoints.identity}/v1/users/me/api_keys`, {
-    body,
-    idempotent: true,
-  });
-  if (ctx.io.json) return ctx.io.value(key);
+  // `--scope read --scope sessions:run` and `--scope read,sessions:run` alike; identity checks the names.
+  const scope = flags.scope;
+  const scopes = (Array.isArray(scope) ? scope : [])
+    .flatMap((s) => s.split(","))
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (scopes.length > 0) body.scopes = scopes;
+  // --org: owned by the organization (owners only); it outlives your membership.
+  const org = flags.org === true;
+  const key = await client.request<{ id: string; raw_key: string; env: string; scopes?: string[]; org?: boolean }>(
+    "POST",
+    `${client.endpoints.identity}/v1/users/me/api_keys`,
+    { body: org ? { ...body, org: true } : body, idempotent: true },
+  );
+  if (ctx.io.json) return ctx.io.value({ ...key, org: key.org === true });
   // The raw key first, before anything else can fail: it is shown once.
   ctx.io.line(`key: ${key.raw_key}`);
-  ctx.io.line(`id:  ${key.id} (${key.env})`);
+  ctx.io.line(
+    `id:  ${key.id} (${key.env}; ${(key.scopes ?? []).join(", ")}${key.org ? "; owned by the organization" : ""})`,
+  );
   ctx.io.err("store the key now: it is shown once and cannot be retrieved again");
 }
 
-export async function apiKeysRevoke(ctx: Context, args: string[]): Promise<void> {
+export async function apiKeysRevoke(ctx: Context, args: string[], flags: Flags = {}): Promise<void> {
   const client = ctx.client();
   const id = args[0]!;
-  await client.request("POST", `${client.endpoints.identity}/v1/users/me/api_keys/${encodeURIComponent(id)}/revoke`, { idempotent: true });
+  await client.request("POST", `${keysUrl(client, flags)}/${encodeURIComponent(id)}/revoke`, { idempotent: true });
   if (ctx.io.json) ctx.io.value({ revoked: id });
   else ctx.io.line(`revoked ${id}`);
 }
@@ -151,7 +215,8 @@ export async function agentsUpdate(ctx: Context, args: string[], flags: Flags): 
     const value = str(flags, flag);
     if (value !== undefined) body[field] = value;
   }
-  if (Object.keys(body).length === 0) throw new UsageError("nothing to change: give --name, --slug, --model or --system-prompt");
+  if (Object.keys(body).length === 0)
+    throw new UsageError("nothing to change: give --name, --slug, --model or --system-prompt");
   const target = await resolveAgent(client, args[0]!);
   const agent = await client.request<Agent>("PATCH", `${client.endpoints.agents}/v1/agents/${target.id}`, { body });
   if (ctx.io.json) ctx.io.value(agent);
@@ -189,13 +254,26 @@ export async function sessionsList(ctx: Context, flags: Flags): Promise<void> {
   const agent = str(flags, "agent");
   // A UUID is used as it is: a deleted agent's sessions stay listable.
   const agentId = agent === undefined ? undefined : isUuid(agent) ? agent : (await resolveAgent(client, agent)).id;
-  const page = await client.request<Page<Session>>("GET", `${client.endpoints.agents}/v1/sessions${pageQuery(flags, agentId ? { agentId } : {})}`);
-  printPage(ctx.io, page, "sessions", (s) => `${s.id}  agent ${s.agentId}  ${s.status ?? ""}  ${s.lastSeq ?? 0} events  ${s.createdAt ?? ""}`);
+  const page = await client.request<Page<Session>>(
+    "GET",
+    `${client.endpoints.agents}/v1/sessions${pageQuery(flags, agentId ? { agentId } : {})}`,
+  );
+  printPage(
+    ctx.io,
+    page,
+    "sessions",
+    (s) => `${s.id}  agent ${s.agentId}  ${s.status ?? ""}  ${s.lastSeq ?? 0} events  ${s.createdAt ?? ""}`,
+  );
 }
 
-export async function createSession(client: PlatformClient, agentRef: string): Promise<{ session: Session; agent: Agent }> {
+export async function createSession(
+  client: PlatformClient,
+  agentRef: string,
+): Promise<{ session: Session; agent: Agent }> {
   const agent = await resolveAgent(client, agentRef);
-  const session = await client.request<Session>("POST", `${client.endpoints.agents}/v1/sessions`, { body: { agentId: agent.id } });
+  const session = await client.request<Session>("POST", `${client.endpoints.agents}/v1/sessions`, {
+    body: { agentId: agent.id },
+  });
   return { session, agent };
 }
 

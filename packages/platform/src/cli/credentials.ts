@@ -22,7 +22,11 @@ export function loadCredentials(identity: string, env: NodeJS.ProcessEnv = proce
 }
 
 /** Written 0600: the file holds a refresh token. */
-export function saveCredentials(identity: string, creds: Credentials | undefined, env: NodeJS.ProcessEnv = process.env): void {
+export function saveCredentials(
+  identity: string,
+  creds: Credentials | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): void {
   const store = readStore(env);
   if (creds) store[identity] = creds;
   else delete store[identity];

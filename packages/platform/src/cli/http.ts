@@ -14,7 +14,13 @@ export class ApiError extends Error {
   }
 }
 
-type RequestOptions = { body?: unknown; auth?: boolean; idempotent?: boolean; headers?: Record<string, string>; signal?: AbortSignal };
+type RequestOptions = {
+  body?: unknown;
+  auth?: boolean;
+  idempotent?: boolean;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+};
 
 /**
  * HTTP client of the platform's REST surfaces. It sends the stored access
@@ -62,7 +68,11 @@ export class PlatformClient {
         });
       } catch (err) {
         if (options.signal?.aborted) throw err;
-        throw new ApiError(0, "unreachable", `cannot reach ${new URL(url).origin}: ${(err as Error).cause ?? (err as Error).message}`);
+        throw new ApiError(
+          0,
+          "unreachable",
+          `cannot reach ${new URL(url).origin}: ${(err as Error).cause ?? (err as Error).message}`,
+        );
       }
     };
     let res = await attempt();

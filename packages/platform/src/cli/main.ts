@@ -5,13 +5,18 @@ import { parseArgs } from "node:util";
 import { chat } from "./chat.ts";
 import * as commands from "./commands.ts";
 import { bashCompletion, zshCompletion } from "./completion.ts";
+import { filesDownload, filesList, filesUpload } from "./files.ts";
 import { CliError, loadEndpoints, UsageError } from "./endpoints.ts";
 import { ApiError, PlatformClient } from "./http.ts";
 import { type Output, processOutput, quietOnEpipe } from "./output.ts";
 import { type CommandSpec, commandUsage, findCommand, groupUsage, optionsOf, usage } from "./spec.ts";
 import { status } from "./status.ts";
+import { accountHandlers } from "./account.ts";
+import { teamHandlers } from "./teams.ts";
 
-const VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+const VERSION = (
+  JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+).version;
 
 /** A usage error names the command whose usage is printed with it. */
 class CommandUsageError extends UsageError {
@@ -34,15 +39,16 @@ async function readPassword(flag: string | undefined): Promise<string> {
 type Handler = (ctx: commands.Context, args: string[], flags: commands.Flags) => Promise<unknown>;
 
 const handlers: Record<string, Handler> = {
-  login: async (ctx, _args, flags) => commands.login(ctx, flags, await readPassword(typeof flags.password === "string" ? flags.password : undefined)),
+  login: async (ctx, _args, flags) =>
+    commands.login(ctx, flags, await readPassword(typeof flags.password === "string" ? flags.password : undefined)),
   logout: (ctx) => commands.logout(ctx),
   whoami: (ctx) => commands.whoami(ctx),
   status: async (ctx) => {
     if (!(await status(ctx))) process.exitCode = 1;
   },
-  "api-keys list": (ctx) => commands.apiKeysList(ctx),
+  "api-keys list": (ctx, _args, flags) => commands.apiKeysList(ctx, flags),
   "api-keys create": (ctx, _args, flags) => commands.apiKeysCreate(ctx, flags),
-  "api-keys revoke": (ctx, args) => commands.apiKeysRevoke(ctx, args),
+  "api-keys revoke": (ctx, args, flags) => commands.apiKeysRevoke(ctx, args, flags),
   "agents list": (ctx, _args, flags) => commands.agentsList(ctx, flags),
   "agents create": (ctx, _args, flags) => commands.agentsCreate(ctx, flags),
   "agents get": (ctx, args) => commands.agentsGet(ctx, args),
@@ -52,6 +58,11 @@ const handlers: Record<string, Handler> = {
   "sessions create": (ctx, args) => commands.sessionsCreate(ctx, args),
   "sessions get": (ctx, args) => commands.sessionsGet(ctx, args),
   "sessions delete": (ctx, args) => commands.sessionsDelete(ctx, args),
+  "files ls": (ctx, args, flags) => filesList(ctx, args, flags),
+  "files upload": (ctx, args) => filesUpload(ctx, args),
+  "files download": (ctx, args) => filesDownload(ctx, args),
+  ...teamHandlers(readPassword),
+  ...accountHandlers,
   chat: (ctx, args, flags) => chat(ctx, args, flags),
   completion: async (ctx, args) => {
     const shell = args[0];
@@ -70,7 +81,10 @@ function parseCommand(spec: CommandSpec, rest: string[]) {
     parsed = parseArgs({ args: rest, options: optionsOf(spec), strict: true, allowPositionals: true });
   } catch (err) {
     // node:util's messages name the flag: "Unknown option '--x'", "Option '--name <value>' argument missing".
-    throw new CommandUsageError((err as Error).message.split(". ")[0]!.replace(/^Unknown option/, "unknown flag"), help);
+    throw new CommandUsageError(
+      (err as Error).message.split(". ")[0]!.replace(/^Unknown option/, "unknown flag"),
+      help,
+    );
   }
   const positionals = parsed.positionals;
   const min = spec.min ?? 0;
@@ -82,11 +96,14 @@ function parseCommand(spec: CommandSpec, rest: string[]) {
 
 async function main(argv: string[], json: boolean, io: Output): Promise<void> {
   const [first] = argv;
-  if (first === "--version" || first === "-V") return json ? io.value({ version: VERSION }) : io.line(`platform ${VERSION}`);
-  if (first === undefined || first === "--help" || first === "-h" || (first === "--json" && argv.length === 1)) return io.line(usage());
+  if (first === "--version" || first === "-V")
+    return json ? io.value({ version: VERSION }) : io.line(`platform ${VERSION}`);
+  if (first === undefined || first === "--help" || first === "-h" || (first === "--json" && argv.length === 1))
+    return io.line(usage());
   if (first === "help") {
     const target = findCommand(argv.slice(1).filter((a) => a !== "--json"));
-    if (argv.length > 1 && !target.spec && !target.group) throw new CommandUsageError(`unknown command ${argv[1]}`, usage());
+    if (argv.length > 1 && !target.spec && !target.group)
+      throw new CommandUsageError(`unknown command ${argv[1]}`, usage());
     return io.line(target.spec ? commandUsage(target.spec) : target.group ? groupUsage(target.group) : usage());
   }
   const { spec, group, rest } = findCommand(argv);
@@ -107,7 +124,8 @@ async function main(argv: string[], json: boolean, io: Output): Promise<void> {
     await handlers[spec.path.join(" ")]!(ctx, positionals, flags);
   } catch (err) {
     // A flag the handler found missing or wrong: the command's usage goes with it.
-    if (err instanceof UsageError && !(err instanceof CommandUsageError)) throw new CommandUsageError(err.message, help);
+    if (err instanceof UsageError && !(err instanceof CommandUsageError))
+      throw new CommandUsageError(err.message, help);
     throw err;
   }
 }
@@ -133,7 +151,10 @@ main(argv, json, io).then(
             ? { code: err.code, message: err.message, status: undefined, exit: 1 }
             : { code: "internal", message: (err as Error)?.message ?? String(err), status: undefined, exit: 1 };
     if (json) io.err(JSON.stringify({ error: { code, message, ...(status ? { status } : {}), exitCode: exit } }));
-    else io.err(`error: ${code === "usage" || code === "cli_error" || code === "internal" ? "" : `${code}: `}${message}${status ? ` (HTTP ${status})` : ""}`);
+    else
+      io.err(
+        `error: ${code === "usage" || code === "cli_error" || code === "internal" ? "" : `${code}: `}${message}${status ? ` (HTTP ${status})` : ""}`,
+      );
     if (!json && err instanceof CommandUsageError) io.err(`\n${err.help}`);
     process.exitCode = exit;
   },

@@ -2,6 +2,9 @@
 // parser (strict, per command), the help texts and the shell completions
 // are made from, so they cannot disagree.
 
+import { ACCOUNT_COMMANDS } from "./account.ts";
+import { TEAM_COMMANDS } from "./teams.ts";
+
 export type OptionSpec = {
   type: "string" | "boolean";
   short?: string;
@@ -9,6 +12,8 @@ export type OptionSpec = {
   value?: string;
   help: string;
   required?: boolean;
+  /** A string flag that may be given more than once (its values gather in order). */
+  multiple?: boolean;
 };
 
 export type CommandSpec = {
@@ -33,13 +38,27 @@ export const COMMON_OPTIONS: Record<string, OptionSpec> = {
 
 const page = (what: string): Record<string, OptionSpec> => ({
   limit: { type: "string", value: "n", help: `${what} per page, 1 to 100 (default 20)` },
-  after: { type: "string", value: "cursor", help: "the page after this cursor (printed as the `more:` hint, `next` in --json)" },
+  after: {
+    type: "string",
+    value: "cursor",
+    help: "the page after this cursor (printed as the `more:` hint, `next` in --json)",
+  },
 });
+
+const orgKeys = (help: string): OptionSpec => ({ type: "boolean", help });
 
 const agentFields = (required: boolean): Record<string, OptionSpec> => ({
   name: { type: "string", value: "name", help: "display name", required },
-  slug: { type: "string", value: "slug", help: required ? "unique in the org (default: from the name)" : "unique in the org" },
-  model: { type: "string", value: "provider/model", help: required ? "anthropic/..., openai/..., dev/... (default dev/echo)" : "anthropic/..., openai/..., dev/..." },
+  slug: {
+    type: "string",
+    value: "slug",
+    help: required ? "unique in the org (default: from the name)" : "unique in the org",
+  },
+  model: {
+    type: "string",
+    value: "provider/model",
+    help: required ? "anthropic/..., openai/..., dev/... (default dev/echo)" : "anthropic/..., openai/..., dev/...",
+  },
   "system-prompt": { type: "string", value: "text", help: "the system prompt" },
 });
 
@@ -49,13 +68,22 @@ export const COMMANDS: CommandSpec[] = [
     summary: "log in; the password comes from --password, PLATFORM_PASSWORD or stdin",
     options: {
       email: { type: "string", value: "email", help: "the account's email", required: true },
-      password: { type: "string", value: "password", help: "the password (visible in the process list: prefer PLATFORM_PASSWORD or stdin)" },
+      password: {
+        type: "string",
+        value: "password",
+        help: "the password (visible in the process list: prefer PLATFORM_PASSWORD or stdin)",
+      },
     },
   },
   { path: ["logout"], summary: "revoke the stored refresh token and forget the login" },
   { path: ["whoami"], summary: "the logged-in user" },
   { path: ["status"], summary: "whether each service answers /readyz, where it listens and its version" },
-  { path: ["api-keys", "list"], summary: "your API keys", isDefault: true },
+  {
+    path: ["api-keys", "list"],
+    summary: "your API keys (--org: the organization's)",
+    isDefault: true,
+    options: { org: orgKeys("list the organization's keys instead of yours (owners)") },
+  },
   {
     path: ["api-keys", "create"],
     summary: "a new API key (the raw key is printed first, once)",
@@ -63,14 +91,41 @@ export const COMMANDS: CommandSpec[] = [
       name: { type: "string", value: "name", help: "a label for the key", required: true },
       env: { type: "string", value: "live|test", help: "the key's environment" },
       "expires-at": { type: "string", value: "rfc3339", help: "when it stops working" },
+      scope: {
+        type: "string",
+        value: "scope[,scope]",
+        multiple: true,
+        help: "what the key may do: read, agents:write, sessions:run, admin (repeatable; default: all)",
+      },
+      org: orgKeys("owned by the organization, not you: it keeps working after you leave (owners)"),
     },
   },
-  { path: ["api-keys", "revoke"], summary: "revoke an API key", args: "<key id>", min: 1, max: 1 },
+  {
+    path: ["api-keys", "revoke"],
+    summary: "revoke an API key",
+    args: "<key id>",
+    min: 1,
+    max: 1,
+    options: { org: orgKeys("an organization key (owners)") },
+  },
   { path: ["agents", "list"], summary: "the org's agents, newest first", options: page("agents"), isDefault: true },
   { path: ["agents", "create"], summary: "a new agent", options: agentFields(true) },
   { path: ["agents", "get"], summary: "one agent", args: "<agent id|slug>", min: 1, max: 1 },
-  { path: ["agents", "update"], summary: "change an agent's name, slug, model or system prompt", args: "<agent id|slug>", min: 1, max: 1, options: agentFields(false) },
-  { path: ["agents", "delete"], summary: "delete an agent (its sessions stay readable)", args: "<agent id|slug>", min: 1, max: 1 },
+  {
+    path: ["agents", "update"],
+    summary: "change an agent's name, slug, model or system prompt",
+    args: "<agent id|slug>",
+    min: 1,
+    max: 1,
+    options: agentFields(false),
+  },
+  {
+    path: ["agents", "delete"],
+    summary: "delete an agent (its sessions stay readable)",
+    args: "<agent id|slug>",
+    min: 1,
+    max: 1,
+  },
   {
     path: ["sessions", "list"],
     summary: "the org's sessions, or one agent's, newest first",
@@ -79,7 +134,36 @@ export const COMMANDS: CommandSpec[] = [
   },
   { path: ["sessions", "create"], summary: "a new session with an agent", args: "<agent id|slug>", min: 1, max: 1 },
   { path: ["sessions", "get"], summary: "a session and its event log", args: "<session id>", min: 1, max: 1 },
-  { path: ["sessions", "delete"], summary: "delete a session: its run is cancelled and its sandbox destroyed", args: "<session id>", min: 1, max: 1 },
+  {
+    path: ["sessions", "delete"],
+    summary: "delete a session: its run is cancelled and its sandbox destroyed",
+    args: "<session id>",
+    min: 1,
+    max: 1,
+  },
+  {
+    path: ["files", "ls"],
+    summary: "list a directory of a session's workspace (default its root)",
+    args: "<session id> [path]",
+    min: 1,
+    max: 2,
+    options: { recursive: { type: "boolean", short: "r", help: "the whole tree under the directory" } },
+    isDefault: true,
+  },
+  {
+    path: ["files", "upload"],
+    summary: "copy a local file into a session's workspace, streamed in chunks (a progress bar on a terminal)",
+    args: "<session id> <local file> [remote path]",
+    min: 2,
+    max: 3,
+  },
+  {
+    path: ["files", "download"],
+    summary: "copy a file of a session's workspace here, streamed in chunks (`-` for stdout)",
+    args: "<session id> <remote path> [local file|-]",
+    min: 2,
+    max: 3,
+  },
   {
     path: ["chat"],
     summary: "one turn (a message), or a conversation read from stdin; Ctrl-C cancels the run",
@@ -87,7 +171,15 @@ export const COMMANDS: CommandSpec[] = [
     max: Number.POSITIVE_INFINITY,
     options: { agent: { type: "string", value: "id|slug", help: "start a new session with this agent" } },
   },
-  { path: ["completion"], summary: "a shell completion script: source <(platform completion bash)", args: "bash|zsh", min: 1, max: 1 },
+  ...TEAM_COMMANDS,
+  ...ACCOUNT_COMMANDS,
+  {
+    path: ["completion"],
+    summary: "a shell completion script: source <(platform completion bash)",
+    args: "bash|zsh",
+    min: 1,
+    max: 1,
+  },
 ];
 
 /** Command groups (the first word of commands with an action). */

@@ -33,7 +33,8 @@ export function platformServices(
     agentsGrpc: internal(ports.agentsGrpc),
     router: url(ports.router),
   };
-  const common = { LOG_LEVEL: process.env.LOG_LEVEL ?? "info", HOST: host };
+  // The files under logs/ get info and up (debug with PLATFORM_LOG_LEVEL=debug); the console shows what PLATFORM_LOG_LEVEL asks.
+  const common = { LOG_LEVEL: process.env.LOG_LEVEL ?? (config.log.level === "debug" ? "debug" : "info"), HOST: host };
   const worker = tls("runtime-worker");
   const services: ServiceSpec[] = [
     {
@@ -59,7 +60,13 @@ export function platformServices(
       readyUrl: `${endpoints.computeGrpc}/livez`,
       // Ctrl-C stops the sandboxes too; a session's next tool call after a
       // restart gets a fresh sandbox state (FAILED ones are not revived).
-      env: { ...common, ...tlsEnv(tls("compute")), COMPUTE_PORT: String(ports.compute), COMPUTE_DATA_DIR: join(dataDir, "compute"), COMPUTE_KEEP_SANDBOXES_ON_EXIT: "false" },
+      env: {
+        ...common,
+        ...tlsEnv(tls("compute")),
+        COMPUTE_PORT: String(ports.compute),
+        COMPUTE_DATA_DIR: join(dataDir, "compute"),
+        COMPUTE_KEEP_SANDBOXES_ON_EXIT: "false",
+      },
     },
     {
       name: "agents",

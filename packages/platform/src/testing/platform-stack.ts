@@ -14,7 +14,14 @@ type Proc = { name: string; child: ChildProcess; log: string[] };
 export type PlatformStack = {
   /** The throw-away data directory: platform.json (the endpoints) is in it, as the launcher writes it. */
   dataDir: string;
-  endpoints: { identity: string; agents: string; router: string; identityGrpc: string; computeGrpc: string; agentsGrpc: string };
+  endpoints: {
+    identity: string;
+    agents: string;
+    router: string;
+    identityGrpc: string;
+    computeGrpc: string;
+    agentsGrpc: string;
+  };
   /** Environment for the CLI: this data directory and a config directory of its own. */
   env: NodeJS.ProcessEnv;
   logs(): string;
@@ -49,9 +56,22 @@ export async function startPlatform(): Promise<PlatformStack> {
     const p = await freePort(host);
     if (!ports.includes(p)) ports.push(p);
   }
-  const [idRest, idGrpc, compute, agents, agentsGrpc, router] = ports as [number, number, number, number, number, number];
+  const [idRest, idGrpc, compute, agents, agentsGrpc, router] = ports as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const url = (p: number) => `http://${host}:${p}`;
-  const common = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "warn", HOST: host, INTERNAL_TLS: "off" };
+  const common = {
+    PATH: process.env.PATH ?? "",
+    HOME: process.env.HOME ?? "",
+    LOG_LEVEL: "warn",
+    HOST: host,
+    INTERNAL_TLS: "off",
+  };
   const procs: Proc[] = [];
   const start = (name: string, entry: string, env: Record<string, string>) => {
     const child = spawn(process.execPath, ["--import", "tsx", join(root, entry)], {
@@ -101,7 +121,8 @@ export async function startPlatform(): Promise<PlatformStack> {
     AGENTS_GRPC_URL: url(agentsGrpc),
     RUNTIME_COLD_START_WAIT_MS: "120000",
   });
-  const logs = () => procs.map((p) => `--- ${p.name} (exit ${p.child.exitCode})\n${p.log.join("").slice(-3000)}`).join("\n");
+  const logs = () =>
+    procs.map((p) => `--- ${p.name} (exit ${p.child.exitCode})\n${p.log.join("").slice(-3000)}`).join("\n");
   const stop = async () => {
     process.off("exit", reap);
     await Promise.all(
@@ -130,13 +151,24 @@ export async function startPlatform(): Promise<PlatformStack> {
   };
   try {
     // PGlite and tsx start slowly on a loaded 2-core machine.
-    const deadline = Date.now() + 150_000;
-    for (const probe of [`${endpoints.identity}/readyz`, `${endpoints.computeGrpc}/livez`, `${endpoints.agents}/readyz`, `${endpoints.router}/readyz`]) {
+    const deadline = Date.now() + 300_000;
+    for (const probe of [
+      `${endpoints.identity}/readyz`,
+      `${endpoints.computeGrpc}/livez`,
+      `${endpoints.agents}/readyz`,
+      `${endpoints.router}/readyz`,
+    ]) {
       for (;;) {
         const dead = procs.find((p) => p.child.exitCode !== null);
         if (dead) throw new Error(`${dead.name} exited ${dead.child.exitCode}`);
         if (Date.now() > deadline) throw new Error(`${probe} not ready in time`);
-        if (await fetch(probe).then((r) => r.ok, () => false)) break;
+        if (
+          await fetch(probe).then(
+            (r) => r.ok,
+            () => false,
+          )
+        )
+          break;
         await new Promise((r) => setTimeout(r, 200));
       }
     }

@@ -66,7 +66,9 @@ describe("readiness and shutdown status", () => {
     const readyz = await fetch(`${url}/readyz`);
     assert.equal(readyz.status, 200);
     // What `platform status` shows: which service answers, and its version.
-    const version = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+    const version = (
+      JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+    ).version;
     const body = (await readyz.json()) as { status: string; service: string; version: string };
     assert.deepEqual(body, { status: "ready", service: body.service, version });
     assert.ok(body.service);

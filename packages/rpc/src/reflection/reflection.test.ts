@@ -87,7 +87,15 @@ describe("reflection against a live server", () => {
   after(() => server.close());
 
   test("buf curl --reflect --list-methods (v1) needs no schema", async () => {
-    const { stdout } = await run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--reflect", "--list-methods", url]);
+    const { stdout } = await run(buf, [
+      "curl",
+      "--protocol",
+      "grpc",
+      "--http2-prior-knowledge",
+      "--reflect",
+      "--list-methods",
+      url,
+    ]);
     const methods = stdout.trim().split("\n");
     for (const m of [
       "rpctest.v1.LibraryService/GetShelf",
@@ -117,14 +125,23 @@ describe("reflection against a live server", () => {
 
   test("buf curl over Connect and gRPC-Web on the same port", async () => {
     for (const proto of ["connect", "grpcweb"]) {
-      const { stdout } = await run(buf, ["curl", "--protocol", proto, "-d", '{"shelf":"8"}', `${url}/rpctest.v1.LibraryService/GetShelf`]);
+      const { stdout } = await run(buf, [
+        "curl",
+        "--protocol",
+        proto,
+        "-d",
+        '{"shelf":"8"}',
+        `${url}/rpctest.v1.LibraryService/GetShelf`,
+      ]);
       assert.equal(JSON.parse(stdout).name, "shelf 8", proto);
     }
   });
 
   const hasGrpcio = existsSync(python);
   for (const version of ["v1", "v1alpha"]) {
-    test(`python3-grpcio: health, reflection ${version}, a call and an error`, { skip: !hasGrpcio && "no /usr/bin/python3" }, async (t) => {
+    test(`python3-grpcio: health, reflection ${version}, a call and an error`, {
+      skip: !hasGrpcio && "no /usr/bin/python3",
+    }, async (t) => {
       let out: string;
       try {
         ({ stdout: out } = await run(python, [probe, `127.0.0.1:${port}`, version], { timeout: 30_000 }));

@@ -85,7 +85,11 @@ export class Reflector {
         return files(this.fileOfSymbol(m.value), `symbol ${m.value}`);
       case "fileContainingExtension": {
         for (const d of this.registry) {
-          if (d.kind === "extension" && d.extendee.typeName === m.value.containingType && d.number === m.value.extensionNumber)
+          if (
+            d.kind === "extension" &&
+            d.extendee.typeName === m.value.containingType &&
+            d.number === m.value.extensionNumber
+          )
             return files(d.file, "extension");
         }
         return notFound(`extension ${m.value.containingType}(${m.value.extensionNumber}) not found`);
@@ -93,7 +97,8 @@ export class Reflector {
       case "allExtensionNumbersOfType": {
         if (!this.registry.getMessage(m.value)) return notFound(`type ${m.value} not found`);
         const numbers: number[] = [];
-        for (const d of this.registry) if (d.kind === "extension" && d.extendee.typeName === m.value) numbers.push(d.number);
+        for (const d of this.registry)
+          if (d.kind === "extension" && d.extendee.typeName === m.value) numbers.push(d.number);
         return {
           ...base,
           messageResponse: {
@@ -139,7 +144,8 @@ export function reflectionV1(r: Reflector): ServiceImpl<typeof v1.ServerReflecti
 export function reflectionV1alpha(r: Reflector): ServiceImpl<typeof v1alpha.ServerReflection> {
   return {
     async *serverReflectionInfo(requests) {
-      for await (const req of requests) yield r.respond(req) as MessageInitShape<typeof v1alpha.ServerReflectionResponseSchema>;
+      for await (const req of requests)
+        yield r.respond(req) as MessageInitShape<typeof v1alpha.ServerReflectionResponseSchema>;
     },
   };
 }

@@ -50,7 +50,11 @@ describe("client disconnect", () => {
     const aborted = probe.nextAbort();
     const abort = new AbortController();
     const pending = fetch(`${url}/v1/sleep?ms=20000`, { signal: abort.signal }).catch(() => "aborted");
-    setTimeout(() => abort.abort(), 50);
+    // The client goes away once its call is running (a fixed delay raced the
+    // request on a loaded machine: aborted before it was sent, no handler ran).
+    const deadline = Date.now() + 30_000;
+    while (!probe.calls.get("sleep") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    abort.abort();
     assert.equal(await pending, "aborted");
     const timer = new Promise((r) => setTimeout(() => r("handler not cancelled"), 5000).unref());
     assert.equal(await Promise.race([aborted, timer]), "sleep");
@@ -214,10 +218,12 @@ describe("second port", () => {
 
 describe("graceful shutdown", () => {
   test("in-flight unary calls finish; new connections are refused", async () => {
-    const { server } = testServer({ shutdownTimeoutMs: 5000 });
+    const { server, probe } = testServer({ shutdownTimeoutMs: 5000 });
     const { url, port } = await server.listen();
     const inflight = fetch(`${url}/v1/sleep?ms=300`);
-    await new Promise((r) => setTimeout(r, 100));
+    // Closes once the call is running (a fixed delay raced the request on a loaded machine).
+    const deadline = Date.now() + 30_000;
+    while (!probe.calls.get("sleep") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     const closed = server.close();
     const r = await inflight;
     assert.equal(r.status, 200);
@@ -255,7 +261,10 @@ describe("graceful shutdown", () => {
   test("gRPC streams over h2 are cancelled at the deadline too", async () => {
     const { server, probe } = testServer({ shutdownTimeoutMs: 200 });
     const { url } = await server.listen();
-    const c = createClient((await import("@platform/gen/rpctest/v1/rpctest_pb")).StreamService, createGrpcTransport({ baseUrl: url }));
+    const c = createClient(
+      (await import("@platform/gen/rpctest/v1/rpctest_pb")).StreamService,
+      createGrpcTransport({ baseUrl: url }),
+    );
     const it = c.tick({ hang: true, intervalMs: 20 })[Symbol.asyncIterator]();
     await it.next();
     const aborted = probe.nextAbort();

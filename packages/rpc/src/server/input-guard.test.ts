@@ -16,7 +16,7 @@ import {
 } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { acceptedId } from "../context.ts";
 import { fromConnectError } from "../errors.ts";
-import { testServer } from "../testing/fixture.ts";
+import { identityLikeEnvelope, testServer } from "../testing/fixture.ts";
 import { inputGuard } from "./input-guard.ts";
 import { findStringViolation, stringProblem } from "./string-guard.ts";
 
@@ -26,7 +26,12 @@ describe("findStringViolation", () => {
     assert.equal(stringProblem("a\0b"), "nul");
     assert.equal(stringProblem("a\ud800b"), "lone_surrogate");
     assert.equal(stringProblem("\udc00"), "lone_surrogate");
-    const ok = create(ListBooksRequestSchema, { pageToken: "t", tags: ["a", "b"], filter: { author: "x" }, after: "y" });
+    const ok = create(ListBooksRequestSchema, {
+      pageToken: "t",
+      tags: ["a", "b"],
+      filter: { author: "x" },
+      after: "y",
+    });
     assert.equal(findStringViolation(ListBooksRequestSchema, ok), undefined);
     const cases: Array<[ReturnType<typeof create<typeof ListBooksRequestSchema>>, string, string]> = [
       [create(ListBooksRequestSchema, { pageToken: "a\0" }), "page_token", "nul"],
@@ -35,7 +40,8 @@ describe("findStringViolation", () => {
       [create(ListBooksRequestSchema, { after: "\0" }), "after", "nul"],
       [create(ListBooksRequestSchema, { readMask: { paths: ["a", "\0"] } }), "read_mask.paths[1]", "nul"],
     ];
-    for (const [m, path, problem] of cases) assert.deepEqual(findStringViolation(ListBooksRequestSchema, m), { path, problem });
+    for (const [m, path, problem] of cases)
+      assert.deepEqual(findStringViolation(ListBooksRequestSchema, m), { path, problem });
     // Map keys and values (the key itself is not echoed), oneof members.
     assert.deepEqual(findStringViolation(FailRequestSchema, create(FailRequestSchema, { extra: { "k\0": "v" } })), {
       path: "extra{}",
@@ -58,7 +64,7 @@ describe("hostile strings are refused before any handler, on every protocol", ()
     return next(req);
   };
   const { server } = testServer({ interceptors: [witness] });
-  const ident = testServer({ envelope: "identity", interceptors: [witness] }).server;
+  const ident = testServer({ envelope: identityLikeEnvelope, interceptors: [witness] }).server;
   let url = "";
   let identUrl = "";
   before(async () => {
@@ -71,7 +77,11 @@ describe("hostile strings are refused before any handler, on every protocol", ()
   });
 
   const rest = async (base: string, method: string, path: string, raw?: string) => {
-    const r = await fetch(base + path, { method, body: raw, headers: raw ? { "content-type": "application/json" } : {} });
+    const r = await fetch(base + path, {
+      method,
+      body: raw,
+      headers: raw ? { "content-type": "application/json" } : {},
+    });
     return { status: r.status, body: (await r.json()) as Record<string, unknown> };
   };
 
@@ -113,7 +123,8 @@ describe("hostile strings are refused before any handler, on every protocol", ()
       reached.length = 0;
       const lib = createClient(LibraryService, make());
       const streams = createClient(StreamService, make());
-      const invalid = (e: unknown) => e instanceof ConnectError && e.code === Code.InvalidArgument && /U\+0000/.test(e.rawMessage);
+      const invalid = (e: unknown) =>
+        e instanceof ConnectError && e.code === Code.InvalidArgument && /U\+0000/.test(e.rawMessage);
       await assert.rejects(lib.echo({ text: "x\0y" }), invalid);
       await assert.rejects(lib.fail({ code: "not_found", extra: { "\0": "v" } }), invalid);
       await assert.rejects(async () => {
@@ -122,7 +133,10 @@ describe("hostile strings are refused before any handler, on every protocol", ()
       assert.deepEqual(reached, []);
       // JSON carries a lone surrogate as it is; binary cannot (the encoder writes U+FFFD).
       if (name.includes("JSON") || name === "gRPC-Web") {
-        await assert.rejects(lib.echo({ text: "\ud800" }), (e) => e instanceof ConnectError && e.code === Code.InvalidArgument);
+        await assert.rejects(
+          lib.echo({ text: "\ud800" }),
+          (e) => e instanceof ConnectError && e.code === Code.InvalidArgument,
+        );
         assert.deepEqual(reached, []);
       }
       assert.equal((await lib.echo({ text: "fine ✓" })).text, "fine ✓");
@@ -137,7 +151,12 @@ describe("hostile strings are refused before any handler, on every protocol", ()
     for (const contentType of ["application/grpc", "application/grpc+proto"]) {
       const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
         const session = http2.connect(url);
-        const req = session.request({ ":method": "POST", ":path": "/rpctest.v1.LibraryService/Echo", "content-type": contentType, te: "trailers" });
+        const req = session.request({
+          ":method": "POST",
+          ":path": "/rpctest.v1.LibraryService/Echo",
+          "content-type": contentType,
+          te: "trailers",
+        });
         let t: http2.IncomingHttpHeaders = {};
         req.on("response", (h) => {
           if (h["grpc-status"]) t = h;
@@ -175,7 +194,10 @@ describe("hostile strings are refused before any handler, on every protocol", ()
       assert.equal(err.code, Code.NotFound);
       assert.equal(err.reason, "thing_unknown");
       assert.deepEqual((await c.listTags({ tags: ["\0"] })).tags, ["\0"]);
-      await assert.rejects(c.fail({ reason: "\0" }), (e) => e instanceof ConnectError && e.code === Code.InvalidArgument);
+      await assert.rejects(
+        c.fail({ reason: "\0" }),
+        (e) => e instanceof ConnectError && e.code === Code.InvalidArgument,
+      );
       assert.deepEqual(reached, ["ListTags"]);
     } finally {
       await own.close();
@@ -195,11 +217,15 @@ describe("inputGuard on streams", () => {
       return {} as never;
     };
     const guarded = inputGuard()(next as never);
-    const req = (message: AsyncIterable<unknown>) => ({ stream: true, method, service: LibraryService, message }) as never;
+    const req = (message: AsyncIterable<unknown>) =>
+      ({ stream: true, method, service: LibraryService, message }) as never;
     await guarded(req(messages("a", "b")));
     assert.deepEqual(seen, ["a", "b"]);
     seen.length = 0;
-    await assert.rejects(guarded(req(messages("ok", "x\0", "never read"))), (e) => e instanceof PlatformError && /U\+0000/.test(e.message));
+    await assert.rejects(
+      guarded(req(messages("ok", "x\0", "never read"))),
+      (e) => e instanceof PlatformError && /U\+0000/.test(e.message),
+    );
     assert.deepEqual(seen, ["ok"]);
   });
 });
@@ -208,7 +234,9 @@ describe("request ids and internal errors", () => {
   const thrower: Interceptor = (next) => (req) => {
     // What Connect makes of a TypeError in a client call (e.g. a header value it cannot send).
     if (req.header.get("x-explode") === "1") {
-      throw ConnectError.from(new TypeError("Cannot convert argument to a ByteString because the character at index 0 has a value of 26085"));
+      throw ConnectError.from(
+        new TypeError("Cannot convert argument to a ByteString because the character at index 0 has a value of 26085"),
+      );
     }
     return next(req);
   };
@@ -228,21 +256,23 @@ describe("request ids and internal errors", () => {
 
   test("x-request-id / x-trace-id that are not short printable tokens are replaced (HTTP/1.1 and HTTP/2)", async () => {
     const utf8 = Buffer.from("日本", "utf8").toString("latin1");
-    const viaH1 = await new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
-      const req = http.request(`${url}/v1/echo`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "x-request-id": utf8, "x-trace-id": "t".repeat(129) },
-      });
-      req.on("response", (res) => {
-        let body = "";
-        res.on("data", (c) => {
-          body += c;
+    const viaH1 = await new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>(
+      (resolve, reject) => {
+        const req = http.request(`${url}/v1/echo`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-request-id": utf8, "x-trace-id": "t".repeat(129) },
         });
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-      });
-      req.on("error", reject);
-      req.end('{"text":"hi"}');
-    });
+        req.on("response", (res) => {
+          let body = "";
+          res.on("data", (c) => {
+            body += c;
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+        });
+        req.on("error", reject);
+        req.end('{"text":"hi"}');
+      },
+    );
     assert.equal(viaH1.status, 200);
     assert.match(String(viaH1.headers["x-request-id"]), /^[0-9a-f-]{36}$/);
     assert.match(String(viaH1.headers["x-trace-id"]), /^[0-9a-f]{32}$/);
@@ -259,11 +289,17 @@ describe("request ids and internal errors", () => {
     assert.ok(err instanceof ConnectError);
     assert.equal(err.code, Code.Internal);
     assert.equal(err.rawMessage, "internal error");
-    const r = await fetch(`${url}/v1/echo`, { method: "POST", headers: { "content-type": "application/json", "x-explode": "1" }, body: "{}" });
+    const r = await fetch(`${url}/v1/echo`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-explode": "1" },
+      body: "{}",
+    });
     assert.equal(r.status, 500);
     assert.doesNotMatch(await r.text(), /ByteString/);
     // A client of another service gets the same: its text stays in the cause.
-    const p = fromConnectError(new ConnectError("connect ECONNREFUSED 10.0.0.7:50051 select * from keys", Code.Unknown));
+    const p = fromConnectError(
+      new ConnectError("connect ECONNREFUSED 10.0.0.7:50051 select * from keys", Code.Unknown),
+    );
     assert.equal(p.code, Code.Internal);
     assert.equal(p.message, "internal error");
     // Statuses a platform service raised keep their message.

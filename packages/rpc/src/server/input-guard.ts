@@ -16,7 +16,11 @@ export type InputRefusal = (method: DescMethod, violation: StringViolation) => P
 
 const problemText = { nul: "must not contain U+0000", lone_surrogate: "must be valid Unicode (a lone surrogate)" };
 
-function refusalOf(method: DescMethod, v: StringViolation, refusal: InputRefusal | undefined): PlatformError | undefined {
+function refusalOf(
+  method: DescMethod,
+  v: StringViolation,
+  refusal: InputRefusal | undefined,
+): PlatformError | undefined {
   const own = refusal?.(method, v);
   if (own === "handler") return undefined;
   return own ?? PlatformError.invalidArgument(`${v.path} ${problemText[v.problem]}`);

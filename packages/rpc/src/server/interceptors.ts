@@ -3,8 +3,8 @@ import { ConnectError } from "@connectrpc/connect";
 import { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import { currentRequest } from "../context.ts";
-import { boundConnectError } from "../error-bounds.ts";
-import { toConnectError } from "../errors.ts";
+import { boundConnectError, boundPlatformError } from "../error-bounds.ts";
+import { carryPlatformError, toConnectError } from "../errors.ts";
 import { isPlatformStatus } from "../platform-status.ts";
 
 /**
@@ -14,22 +14,28 @@ import { isPlatformStatus } from "../platform-status.ts";
  * `internal`; so does an internal/unknown ConnectError that no platform
  * service raised (e.g. Connect wrapping a TypeError from a client call: its
  * message is JavaScript's, not ours). Every error leaves with its message
- * and ErrorInfo within the bounds of error-bounds.ts.
+ * and ErrorInfo within the bounds of error-bounds.ts, and one made from a
+ * PlatformError carries it (bounded) for the REST transcoder to render.
  */
 export function errorInterceptor(fallback: Logger): Interceptor {
   const convert = (e: unknown, procedure: string): ConnectError => {
     const log = currentRequest()?.logger ?? fallback;
+    let p: PlatformError;
     if (e instanceof ConnectError) {
-      if ((e.code !== 13 && e.code !== 2) || isPlatformStatus(e)) return e;
+      // Connect's own and relayed platform statuses travel as they are.
+      if ((e.code !== 13 && e.code !== 2) || isPlatformStatus(e)) return boundConnectError(e);
       log.error({ err: e, procedure }, "unhandled error in handler");
-      return toConnectError(PlatformError.internal(undefined, e));
+      p = PlatformError.internal(undefined, e);
+    } else {
+      if (!(e instanceof PlatformError)) {
+        log.error({ err: e, procedure }, "unhandled error in handler");
+      } else if (e.code === 13 && e.cause !== undefined) {
+        log.error({ err: e.cause, procedure, reason: e.reason }, "internal error");
+      }
+      p = PlatformError.from(e);
     }
-    if (!(e instanceof PlatformError)) {
-      log.error({ err: e, procedure }, "unhandled error in handler");
-    } else if (e.code === 13 && e.cause !== undefined) {
-      log.error({ err: e.cause, procedure, reason: e.reason }, "internal error");
-    }
-    return toConnectError(e);
+    // The REST transcoder renders the PlatformError itself (errors.ts), within the same bounds.
+    return carryPlatformError(boundConnectError(toConnectError(p)), boundPlatformError(p));
   };
   return (next) => async (req) => {
     const procedure = `${req.service.typeName}/${req.method.name}`;
@@ -43,12 +49,12 @@ export function errorInterceptor(fallback: Logger): Interceptor {
           try {
             yield* source;
           } catch (e) {
-            throw boundConnectError(convert(e, procedure));
+            throw convert(e, procedure);
           }
         })(),
       };
     } catch (e) {
-      throw boundConnectError(convert(e, procedure));
+      throw convert(e, procedure);
     }
   };
 }

@@ -5,7 +5,7 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import { PlatformError } from "@platform/errors";
 import { LibraryService, StreamService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { fromConnectError } from "../errors.ts";
-import { testServer } from "../testing/fixture.ts";
+import { identityLikeEnvelope, testServer } from "../testing/fixture.ts";
 import { messageToJson } from "../transcode/json.ts";
 
 // Runs for every call, REST included: the REST path goes through the same
@@ -18,7 +18,7 @@ const gate: Interceptor = (next) => async (req) => {
 };
 
 describe("REST and gRPC give the same results and errors", () => {
-  const { server } = testServer({ envelope: "identity", interceptors: [gate] });
+  const { server } = testServer({ envelope: identityLikeEnvelope, interceptors: [gate] });
   let url = "";
   let grpc: ReturnType<typeof createClient<typeof LibraryService>>;
   before(async () => {
@@ -43,11 +43,19 @@ describe("REST and gRPC give the same results and errors", () => {
     assert.deepEqual(viaRest.body, messageToJson(LibraryService.method.getShelf.output, viaGrpc));
     const restBook = await rest("GET", "/v1/shelves/1/books/9");
     const grpcBook = await grpc.getBook({ name: "shelves/1/books/9" });
-    assert.deepEqual(restBook.body, (messageToJson(LibraryService.method.getBook.output, grpcBook) as { book: unknown }).book);
+    assert.deepEqual(
+      restBook.body,
+      (messageToJson(LibraryService.method.getBook.output, grpcBook) as { book: unknown }).book,
+    );
   });
 
   test("same domain error", async () => {
-    const req = { code: "failed_precondition", reason: "sandbox_not_runnable", message: "sandbox is FAILED", extra: { state: "FAILED" } };
+    const req = {
+      code: "failed_precondition",
+      reason: "sandbox_not_runnable",
+      message: "sandbox is FAILED",
+      extra: { state: "FAILED" },
+    };
     const viaRest = await rest("POST", "/v1/fail", req);
     const viaGrpc = await grpc.fail(req).then(
       () => assert.fail("expected an error"),
@@ -120,7 +128,9 @@ describe("REST and gRPC give the same results and errors", () => {
       .trim()
       .split("\n\n")
       .map((block) => {
-        const lines = Object.fromEntries(block.split("\n").map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]));
+        const lines = Object.fromEntries(
+          block.split("\n").map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]),
+        );
         return [lines.id, JSON.parse(lines.data!)];
       });
     assert.equal(viaGrpc.length, 3);

@@ -3,7 +3,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { Code, PlatformError } from "@platform/errors";
+import { Code, EdgeCode, IdentityRestCode, PlatformError } from "@platform/errors";
 import {
   type ChatResponse,
   ChatResponseSchema,
@@ -15,7 +15,9 @@ import {
 } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { pino } from "pino";
 import { requestInfo } from "../context.ts";
+import { reasonEnvelope } from "../envelope.ts";
 import { createServer, type ServerOptions } from "../server/create-server.ts";
+import { openStream } from "../calls/open-stream.ts";
 
 export interface Probe {
   /** Set when a handler's AbortSignal fired. */
@@ -90,8 +92,9 @@ export function libraryImpl(probe: Probe): ServiceImpl<typeof LibraryService> {
       }
       return { text: req.text.repeat(Math.max(1, req.repeat)), headers, requestId: requestInfo(ctx)?.requestId ?? "" };
     },
-    fail(req, ctx) {
-      if (req.code === "unavailable") ctx.responseHeader.set("Retry-After", "5");
+    fail(req) {
+      // No Retry-After of its own for "unavailable": every UNAVAILABLE gets
+      // one from toConnectError (the default 5 s), which tests check.
       if (req.code === "") {
         throw new Error("connect ECONNREFUSED postgres://admin:hunter2@db/select * from users");
       }
@@ -102,6 +105,7 @@ export function libraryImpl(probe: Probe): ServiceImpl<typeof LibraryService> {
       });
     },
     async sleep(req, ctx) {
+      count(probe, "sleep");
       try {
         await sleep(Number(req.ms), undefined, { signal: ctx.signal });
         return { aborted: false };
@@ -120,6 +124,8 @@ export function streamImpl(probe: Probe): ServiceImpl<typeof StreamService> {
   return {
     async *tick(req, ctx) {
       ctx.signal.addEventListener("abort", () => fire(probe, "tick"));
+      if (req.openFirst) openStream(ctx);
+      if (req.waitFirst) await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
       if (req.failFirst) ctx.responseHeader.set("Retry-After", "7");
       if (req.failFirst) throw PlatformError.notFound("no such stream", "stream_missing");
       let seq = req.after;
@@ -145,6 +151,33 @@ export function streamImpl(probe: Probe): ServiceImpl<typeof StreamService> {
   };
 }
 
+/**
+ * A reason envelope with identity's names (identity registers the real one,
+ * packages/identity/src/server/rest-envelope.ts): what these tests check of
+ * `reasonEnvelope` is that a service's table decides every code it shows.
+ */
+export const identityLikeEnvelope = reasonEnvelope("identity", {
+  defaults: {
+    invalid_argument: IdentityRestCode.invalidRequest,
+    failed_precondition: IdentityRestCode.invalidRequest,
+    out_of_range: IdentityRestCode.invalidRequest,
+    unauthenticated: IdentityRestCode.unauthenticated,
+    permission_denied: IdentityRestCode.insufficientRole,
+    not_found: IdentityRestCode.resourceNotFound,
+    internal: IdentityRestCode.internal,
+    unknown: IdentityRestCode.internal,
+  },
+  faults: {
+    not_found: IdentityRestCode.resourceNotFound,
+    method_not_allowed: IdentityRestCode.methodNotAllowed,
+    payload_too_large: IdentityRestCode.payloadTooLarge,
+    unsupported_media_type: IdentityRestCode.unsupportedMediaType,
+    origin_not_allowed: EdgeCode.originNotAllowed,
+    invalid_request: IdentityRestCode.invalidRequest,
+  },
+  internal: IdentityRestCode.internal,
+});
+
 export function testServer(overrides: Partial<ServerOptions> = {}, probe = createProbe()) {
   const server = createServer({
     name: "rpctest",
@@ -158,4 +191,3 @@ export function testServer(overrides: Partial<ServerOptions> = {}, probe = creat
   });
   return { server, probe };
 }
-

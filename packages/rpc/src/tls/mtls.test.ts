@@ -119,7 +119,10 @@ describe("an internal listener with mutual TLS", () => {
 
   test("the client checks the server: another CA, or another service than expected, is refused", async () => {
     const trustsForeign = library({ ...tlsOf("agents"), ca: readFileSync(foreign.files("agents").caFile) });
-    assert.match((await refusal(trustsForeign.echo({ text: "x" }))).message, /self-signed certificate in certificate chain/);
+    assert.match(
+      (await refusal(trustsForeign.echo({ text: "x" }))).message,
+      /self-signed certificate in certificate chain/,
+    );
     const err = await refusal(library(tlsOf("agents"), "identity").echo({ text: "x" }));
 
     assert.match(err.message, /is "compute", not "identity"/);
@@ -139,7 +142,10 @@ describe("an internal listener with mutual TLS", () => {
       httpVersion: "1.1",
       nodeOptions: { ca: operator.ca, cert: operator.cert, key: operator.key },
     });
-    assert.equal((await refusal(createClient(LibraryService, denied).echo({ text: "h1" }))).code, Code.PermissionDenied);
+    assert.equal(
+      (await refusal(createClient(LibraryService, denied).echo({ text: "h1" }))).code,
+      Code.PermissionDenied,
+    );
   });
 
   test("REST routes on the internal port obey the allow-list too", async () => {
@@ -163,15 +169,37 @@ describe("an internal listener with mutual TLS", () => {
   test("buf curl with --cacert/--cert/--key lists methods by reflection and calls one", async () => {
     const f = pki.files("operator");
     const tlsArgs = ["--cacert", f.caFile, "--cert", f.certFile, "--key", f.keyFile];
-    const list = await run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--reflect", ...tlsArgs, "--list-methods", url]);
+    const list = await run(buf, [
+      "curl",
+      "--protocol",
+      "grpc",
+      "--http2-prior-knowledge",
+      "--reflect",
+      ...tlsArgs,
+      "--list-methods",
+      url,
+    ]);
     assert.ok(list.stdout.includes("rpctest.v1.LibraryService/GetShelf"), list.stdout);
-    const call = await run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", ...tlsArgs, "-d", '{"shelf":"3"}', `${url}/rpctest.v1.LibraryService/GetShelf`]);
+    const call = await run(buf, [
+      "curl",
+      "--protocol",
+      "grpc",
+      "--http2-prior-knowledge",
+      ...tlsArgs,
+      "-d",
+      '{"shelf":"3"}',
+      `${url}/rpctest.v1.LibraryService/GetShelf`,
+    ]);
     assert.equal(JSON.parse(call.stdout).name, "shelf 3");
-    await assert.rejects(run(buf, ["curl", "--protocol", "grpc", "--reflect", "--cacert", f.caFile, "--list-methods", url]));
+    await assert.rejects(
+      run(buf, ["curl", "--protocol", "grpc", "--reflect", "--cacert", f.caFile, "--list-methods", url]),
+    );
   });
 
   const hasPython = existsSync(python);
-  test("python3-grpcio: refused without a client certificate or with another CA's, served with one", { skip: !hasPython && "no /usr/bin/python3" }, async (t) => {
+  test("python3-grpcio: refused without a client certificate or with another CA's, served with one", {
+    skip: !hasPython && "no /usr/bin/python3",
+  }, async (t) => {
     const target = `127.0.0.1:${port}`;
     const ca = pki.files("agents").caFile;
     const probeWith = async (...args: string[]) => {
@@ -212,7 +240,11 @@ describe("a public listener (restOnly)", () => {
   after(() => server.close());
 
   test("serves REST and the health endpoints", async () => {
-    const res = await fetch(`${url}/v1/echo`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"text":"r"}' });
+    const res = await fetch(`${url}/v1/echo`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"text":"r"}',
+    });
     assert.equal(res.status, 200);
     assert.equal(((await res.json()) as { text: string }).text, "r");
     assert.equal((await fetch(`${url}/readyz`)).status, 200);
@@ -229,7 +261,9 @@ describe("a public listener (restOnly)", () => {
       body: '{"text":"c"}',
     });
     assert.equal(connect.status, 404);
-    await assert.rejects(run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--reflect", "--list-methods", url]));
+    await assert.rejects(
+      run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--reflect", "--list-methods", url]),
+    );
   });
 });
 
@@ -242,7 +276,10 @@ test("INTERNAL_TLS=off: an internal listener serves plaintext, checks no caller 
     assert.match(url, /^http:/);
     const client = createClient(LibraryService, createGrpcTransport({ baseUrl: url }));
     assert.equal((await client.listTags({ tags: ["a"] })).tags[0], "a");
-    assert.ok(lines.some((l) => /"level":40/.test(l) && l.includes("INTERNAL_TLS=off")), lines.join("\n"));
+    assert.ok(
+      lines.some((l) => /"level":40/.test(l) && l.includes("INTERNAL_TLS=off")),
+      lines.join("\n"),
+    );
   } finally {
     await server.close();
   }
@@ -253,7 +290,10 @@ describe("TLS settings", () => {
     assert.throws(() => internalTlsFromEnv({}), /TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE.*INTERNAL_TLS=off/);
     assert.equal(internalTlsFromEnv({ INTERNAL_TLS: "off" }), undefined);
     assert.throws(() => internalTlsFromEnv({ INTERNAL_TLS: "no" }), /INTERNAL_TLS must be "on" or "off"/);
-    assert.throws(() => internalTlsFromEnv({ TLS_CA_FILE: pki.files("agents").caFile }), /TLS_CERT_FILE, TLS_KEY_FILE must be set/);
+    assert.throws(
+      () => internalTlsFromEnv({ TLS_CA_FILE: pki.files("agents").caFile }),
+      /TLS_CERT_FILE, TLS_KEY_FILE must be set/,
+    );
   });
 
   test("the files must belong together and name the expected service", () => {
@@ -262,7 +302,10 @@ describe("TLS settings", () => {
     assert.equal(internalTlsFromEnv(env, "agents")?.name, "agents");
     assert.throws(() => loadServiceTls(env, "compute"), /certificate of "agents", not of "compute"/);
     assert.throws(() => loadServiceTls({ ...env, TLS_KEY_FILE: pki.files("compute").keyFile }), /not the private key/);
-    assert.throws(() => loadServiceTls({ ...env, TLS_CA_FILE: foreign.files("agents").caFile }), /not signed by the CA/);
+    assert.throws(
+      () => loadServiceTls({ ...env, TLS_CA_FILE: foreign.files("agents").caFile }),
+      /not signed by the CA/,
+    );
     assert.throws(() => loadServiceTls({ ...env, TLS_CERT_FILE: "/nonexistent" }), /TLS_CERT_FILE: cannot read/);
   });
 });

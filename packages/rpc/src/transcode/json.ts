@@ -5,6 +5,7 @@ import {
   type JsonValue,
   type Message,
   ScalarType,
+  fromJson,
   toJson,
 } from "@bufbuild/protobuf";
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
@@ -184,7 +185,21 @@ export interface OutputJsonOptions {
  * and `tokensIn` as numbers; proto3 JSON would quote them).
  */
 export function messageToJson(desc: DescMessage, msg: Message, opts: OutputJsonOptions = {}): JsonValue {
-  const json = toJson(desc, msg, { alwaysEmitImplicit: opts.alwaysEmitImplicit ?? false });
+  // Large top-level bytes fields (file data) are encoded by Node's base64,
+  // not protobuf-es's JavaScript one: measured 15 s against 0.5 s for 16 MiB.
+  const large = largeBytesFields(desc, msg);
+  const copy = large.length > 0 ? ({ ...msg } as Record<string, unknown>) : undefined;
+  for (const f of large) copy![f.localName] = new Uint8Array(0);
+  const json = toJson(desc, (copy ?? msg) as Message, { alwaysEmitImplicit: opts.alwaysEmitImplicit ?? false });
+  for (const f of large) {
+    const bytes = (msg as unknown as Record<string, Uint8Array>)[f.localName]!;
+    // A view, not a copy, of the field's bytes.
+    (json as Record<string, JsonValue>)[f.jsonName] = Buffer.from(
+      bytes.buffer,
+      bytes.byteOffset,
+      bytes.byteLength,
+    ).toString("base64");
+  }
   if (!opts.int64AsString) unquoteInt64(desc, json);
   if (opts.emitNulls) fillNulls(desc, json);
   return json;
@@ -264,4 +279,49 @@ export function emptyJsonOf(field: DescField): JsonValue {
     default:
       return 0;
   }
+}
+
+/** Bytes fields above this size take Node's base64 path (a few KiB: below it either way costs nothing). */
+const LARGE_BYTES = 4096;
+
+function largeBytesFields(desc: DescMessage, msg: Message): DescField[] {
+  const out: DescField[] = [];
+  for (const f of desc.fields) {
+    if (f.fieldKind !== "scalar" || f.scalar !== ScalarType.BYTES || f.oneof) continue;
+    const v = (msg as unknown as Record<string, unknown>)[f.localName];
+    if (v instanceof Uint8Array && v.length > LARGE_BYTES) out.push(f);
+  }
+  return out;
+}
+
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+/**
+ * fromJson with long base64 strings of top-level bytes fields decoded by
+ * Node (protobuf-es's decoder took 1.7 s for 16 MiB, Node's a few ms); the
+ * same alphabet (standard or URL-safe, padding optional) is accepted, and
+ * anything else is the same error fromJson gives.
+ */
+export function requestFromJson(
+  desc: DescMessage,
+  json: JsonValue,
+  options: { ignoreUnknownFields: boolean },
+): Message {
+  const taken: Array<[DescField, Uint8Array]> = [];
+  if (json !== null && typeof json === "object" && !Array.isArray(json)) {
+    for (const f of desc.fields) {
+      if (f.fieldKind !== "scalar" || f.scalar !== ScalarType.BYTES || f.oneof) continue;
+      for (const key of new Set([f.jsonName, f.name])) {
+        const v = json[key];
+        if (typeof v !== "string" || v.length <= LARGE_BYTES) continue;
+        if (v.length % 4 === 1 || !BASE64.test(v))
+          throw new Error(`cannot decode field ${desc.typeName}.${f.name} from JSON: invalid base64 string`);
+        taken.push([f, new Uint8Array(Buffer.from(v, "base64"))]);
+        delete json[key];
+      }
+    }
+  }
+  const msg = fromJson(desc, json, options) as Message;
+  for (const [f, bytes] of taken) (msg as unknown as Record<string, unknown>)[f.localName] = bytes;
+  return msg;
 }

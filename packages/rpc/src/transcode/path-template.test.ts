@@ -30,10 +30,18 @@ const cases: [string, string, Record<string, string> | null][] = [
   ["/v1/messages/{message_id}", "/v1/messages/a+b", { message_id: "a+b" }],
   ["/v1/messages/{message_id}", "/v1/messages/a:b", { message_id: "a:b" }],
   ["/v1/messages/{message_id=*}", "/v1/messages/x", { message_id: "x" }],
-  ["/v1/users/{user_id}/messages/{message_id}", "/v1/users/me/messages/123456", { user_id: "me", message_id: "123456" }],
+  [
+    "/v1/users/{user_id}/messages/{message_id}",
+    "/v1/users/me/messages/123456",
+    { user_id: "me", message_id: "123456" },
+  ],
   ["/v1/users/{user_id}/messages/{message_id}", "/v1/users/me/messages", null],
   // nested field paths
-  ["/v1/messages/{message_id}/{sub.subfield}", "/v1/messages/123456/foo", { message_id: "123456", "sub.subfield": "foo" }],
+  [
+    "/v1/messages/{message_id}/{sub.subfield}",
+    "/v1/messages/123456/foo",
+    { message_id: "123456", "sub.subfield": "foo" },
+  ],
   ["/v1/{a.b.c}", "/v1/deep", { "a.b.c": "deep" }],
   // multi-segment variables
   ["/v1/{name=messages/*}", "/v1/messages/123", { name: "messages/123" }],

@@ -1,5 +1,4 @@
 import type * as http from "node:http";
-import type * as http2 from "node:http2";
 import {
   type DescMethodServerStreaming,
   type DescMethodUnary,
@@ -9,32 +8,34 @@ import {
   type Message,
   create,
 } from "@bufbuild/protobuf";
-import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { ConnectError, type ContextValues, type Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import type { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import type { Envelope, TransportFault } from "../envelope.ts";
-import { fromConnectError } from "../errors.ts";
-import { callAbort, headersOf } from "../server/node-request.ts";
-import type { ShutdownHooks } from "../server/shutdown-hooks.ts";
+import { fromConnectError, platformErrorOf } from "../errors.ts";
+import { callAbort, drained, headersOf, type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
+import { whenOpened } from "../calls/open-stream.ts";
+import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import {
   BindError,
   emptyJsonOf,
   messageToJson,
+  requestFromJson,
   type OutputJsonOptions,
   resolveFieldPath,
   setJsonPath,
   valueFromString,
 } from "./json.ts";
+import { requestLimitOf } from "../calls/request-limit.ts";
 import { lookupRoute, type Route } from "./routes.ts";
 import { SseFramer } from "./sse.ts";
-
-export type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
-export type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 
 export interface RestOptions {
   routes: Route[];
   transport: Transport;
+  /** A call's context values, as the transport would make them. */
+  contextValues: () => ContextValues;
   envelope: Envelope;
   bodyLimitBytes: number;
   requestTimeoutMs?: number;
@@ -72,7 +73,6 @@ const hopHeaders = new Set([
 function isFramingHeader(name: string): boolean {
   return hopHeaders.has(name) || name.startsWith(":") || name.startsWith("connect-") || name.startsWith("grpc-");
 }
-
 
 function copyHeaders(from: Headers | undefined, res: NodeResponse): void {
   if (!from) return;
@@ -179,7 +179,7 @@ function buildRequest(
     throw e;
   }
   try {
-    return fromJson(input, root, { ignoreUnknownFields: !strictBody }) as Message;
+    return requestFromJson(input, root, { ignoreUnknownFields: !strictBody });
   } catch (e) {
     throw new Fault("invalid_request", `invalid request body: ${(e as Error).message}`);
   }
@@ -226,10 +226,10 @@ export function createRestHandler(o: RestHandlerDeps) {
       return;
     }
     copyHeaders(extraHeaders, res);
+    // A handler's PlatformError is rendered as it was raised (errors.ts:
+    // platformErrorOf); the ConnectError carries only the headers with it.
     const { status, body } = o.envelope.render(err);
-    const text = JSON.stringify(body);
-    res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-    res.end(text);
+    sendJson(res, status, body);
   };
 
   return async function handleRest(req: NodeRequest, res: NodeResponse): Promise<void> {
@@ -248,7 +248,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     const { route, values } = found;
     let message: Message;
     try {
-      const body = await readBody(req, o.bodyLimitBytes);
+      const body = await readBody(req, requestLimitOf(route.method, o.bodyLimitBytes));
       try {
         message = buildRequest(route, values, url, body, req, o.strictBody);
       } catch (e) {
@@ -291,7 +291,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     } catch (e) {
       if (signal.aborted && res.destroyed) return;
       const ce = ConnectError.from(e);
-      sendError(res, fromConnectError(ce), ce.metadata);
+      sendError(res, platformErrorOf(ce) ?? fromConnectError(ce), ce.metadata);
       return;
     }
     copyHeaders(out.header, res);
@@ -326,26 +326,31 @@ export function createRestHandler(o: RestHandlerDeps) {
     const framer = framerOf(route);
     const method = route.method as DescMethodServerStreaming;
     let it: AsyncIterator<Message>;
-    let first: IteratorResult<Message>;
+    let first: Promise<IteratorResult<Message>>;
     let out: Awaited<ReturnType<Transport["stream"]>> | undefined;
     try {
+      const values = o.contextValues();
+      const opened = whenOpened(values);
       out = await o.transport.stream(
         method,
         abort.signal,
         o.streamTimeoutMs,
         headers,
         createAsyncIterable([message as never]),
+        values,
       );
       it = (out.message as AsyncIterable<Message>)[Symbol.asyncIterator]();
-      // An error before the first message still gets the HTTP error envelope.
-      first = await it.next();
+      first = it.next();
+      // An error before the first message (or before the handler opened the
+      // stream with openStream) still gets the HTTP error envelope.
+      await Promise.race([first, opened]);
       copyHeaders(out.header, res);
     } catch (e) {
       if (abort.signal.aborted && res.destroyed) return;
       const ce = ConnectError.from(e);
       // Headers the handler set before failing (e.g. Retry-After) still count.
       copyHeaders(out?.header, res);
-      sendError(res, fromConnectError(ce), ce.metadata);
+      sendError(res, platformErrorOf(ce) ?? fromConnectError(ce), ce.metadata);
       return;
     }
     res.writeHead(200, {
@@ -356,7 +361,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     res.flushHeaders?.();
     pinger.add(res);
     try {
-      let r = first;
+      let r = await first;
       while (!r.done) {
         const frame = framer.frame(r.value);
         if (frame) {
@@ -368,8 +373,11 @@ export function createRestHandler(o: RestHandlerDeps) {
       }
     } catch (e) {
       if (!res.destroyed && !abort.signal.aborted) {
-        const err = fromConnectError(e);
-        o.logger(req).warn({ err: { code: err.code, reason: err.reason, message: err.message } }, "stream failed mid-way");
+        const err = platformErrorOf(e) ?? fromConnectError(e);
+        o.logger(req).warn(
+          { err: { code: err.code, reason: err.reason, message: err.message } },
+          "stream failed mid-way",
+        );
         const evMsg = o.sseErrorEvent?.(err, method) ?? framer.errorMessage(safeText(err));
         const frame = evMsg ? framer.frame(evMsg) : undefined;
         if (frame) res.write(frame.text);
@@ -409,19 +417,6 @@ class SsePinger {
       this.#timer = undefined;
     }
   }
-}
-
-/** Resolves when `res` can take more bytes or is gone. */
-export function drained(res: http.ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.on("drain", done);
-    res.on("close", done);
-  });
 }
 
 function safeText(err: PlatformError): string {

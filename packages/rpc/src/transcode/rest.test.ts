@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { IdentityRestCode } from "@platform/errors";
 import { pino } from "pino";
-import { testServer } from "../testing/fixture.ts";
+import { identityLikeEnvelope, testServer } from "../testing/fixture.ts";
 
 type Res = { status: number; headers: Headers; body: unknown; text: string };
 
@@ -57,7 +57,11 @@ describe("REST transcoding (agents envelope)", () => {
   });
 
   test("body: <field> with 201 from the contract, handler headers and trailers copied", async () => {
-    const r = await call("POST", "/v1/shelves/7/books", JSON.stringify({ title: "x", pages: "3", kind: "KIND_POETRY" }));
+    const r = await call(
+      "POST",
+      "/v1/shelves/7/books",
+      JSON.stringify({ title: "x", pages: "3", kind: "KIND_POETRY" }),
+    );
     assert.equal(r.status, 201);
     assert.deepEqual(r.body, { shelf: 7, book: { title: "x", pages: 3, kind: "KIND_POETRY" } });
     assert.equal(r.headers.get("idempotent-replayed"), "false");
@@ -88,7 +92,10 @@ describe("REST transcoding (agents envelope)", () => {
   });
 
   test("additional_bindings: body *, path-only GET, body <field> with a scalar", async () => {
-    assert.equal(((await call("POST", "/v1/echo", JSON.stringify({ text: "a", repeat: 2 }))).body as { text: string }).text, "aa");
+    assert.equal(
+      ((await call("POST", "/v1/echo", JSON.stringify({ text: "a", repeat: 2 }))).body as { text: string }).text,
+      "aa",
+    );
     assert.equal(((await call("GET", "/v1/echo/x%2Fy")).body as { text: string }).text, "x/y");
     assert.equal(((await call("PUT", "/v1/echo:shout", JSON.stringify("loud"))).body as { text: string }).text, "loud");
   });
@@ -189,7 +196,8 @@ describe("REST transcoding (agents envelope)", () => {
     const na = await call("POST", "/v1/shelves/1");
     assert.equal(na.status, 405);
     assert.equal(na.headers.get("allow"), "GET");
-    assert.ok((na.body as { error: unknown }).error);
+    // The same code as identity's envelope (EdgeCode), not a Connect code name.
+    assert.deepEqual(na.body, { error: { code: "method_not_allowed", message: "method POST not allowed" } });
     const multi = await call("DELETE", "/v1/echo");
     assert.equal(multi.status, 405);
     assert.equal(multi.headers.get("allow"), "POST");
@@ -198,7 +206,7 @@ describe("REST transcoding (agents envelope)", () => {
   test("body over the limit → 413 envelope", async () => {
     const r = await call("POST", "/v1/echo", JSON.stringify({ text: "x".repeat(2000) }));
     assert.equal(r.status, 413);
-    assert.equal((r.body as { error: { code: string } }).error.code, "invalid_argument");
+    assert.equal((r.body as { error: { code: string } }).error.code, "payload_too_large");
   });
 
   test("chunked body over the limit (no Content-Length) → 413", async () => {
@@ -218,7 +226,9 @@ describe("REST transcoding (agents envelope)", () => {
   });
 
   test("wrong Content-Type → 415; malformed JSON, wrong types, non-object → 400", async () => {
-    assert.equal((await call("POST", "/v1/echo", "{}", { "content-type": "text/plain" })).status, 415);
+    const media = await call("POST", "/v1/echo", "{}", { "content-type": "text/plain" });
+    assert.equal(media.status, 415);
+    assert.equal((media.body as { error: { code: string } }).error.code, "unsupported_media_type");
     assert.equal((await fetch(`${url}/v1/echo`, { method: "POST", body: "{}" })).status, 415);
     assert.equal((await call("POST", "/v1/echo", "{bad")).status, 400);
     assert.equal((await call("POST", "/v1/echo", JSON.stringify({ repeat: "many" }))).status, 400);
@@ -240,7 +250,11 @@ describe("REST transcoding (agents envelope)", () => {
     assert.deepEqual(nf.body, { error: { code: "not_found", message: "gone" } });
     const conflict = await call("POST", "/v1/fail", JSON.stringify({ code: "already_exists", message: "slug taken" }));
     assert.equal(conflict.status, 409);
-    const custom = await call("POST", "/v1/fail", JSON.stringify({ code: "invalid_argument", message: "m", http_status: 422 }));
+    const custom = await call(
+      "POST",
+      "/v1/fail",
+      JSON.stringify({ code: "invalid_argument", message: "m", http_status: 422 }),
+    );
     assert.equal(custom.status, 422);
     const unav = await call("POST", "/v1/fail", JSON.stringify({ code: "unavailable", message: "down" }));
     assert.equal(unav.status, 503);
@@ -278,7 +292,7 @@ describe("REST transcoding (agents envelope)", () => {
 describe("identity envelope and unknown exceptions", () => {
   const lines: string[] = [];
   const logger = pino({ level: "info" }, { write: (s: string) => lines.push(s) });
-  const { server } = testServer({ envelope: "identity", logger, bodyLimitBytes: 300 });
+  const { server } = testServer({ envelope: identityLikeEnvelope, logger, bodyLimitBytes: 300 });
   let url = "";
   const call = client(() => url);
   before(async () => {
@@ -290,7 +304,12 @@ describe("identity envelope and unknown exceptions", () => {
     const r = await call(
       "POST",
       "/v1/fail",
-      JSON.stringify({ code: "unauthenticated", reason: "refresh_token_reused", message: "reused", extra: { action: "re_authenticate" } }),
+      JSON.stringify({
+        code: "unauthenticated",
+        reason: "refresh_token_reused",
+        message: "reused",
+        extra: { action: "re_authenticate" },
+      }),
     );
     assert.equal(r.status, 401);
     assert.deepEqual(r.body, { code: "refresh_token_reused", message: "reused", action: "re_authenticate" });
@@ -349,20 +368,22 @@ describe("REST over h2c", () => {
     const http2 = await import("node:http2");
     const session = http2.connect(url);
     try {
-      return await new Promise<{ status: number; body: string; headers: Record<string, unknown> }>((resolve, reject) => {
-        const req = session.request({ ":method": method, ":path": path, "content-type": "application/json" });
-        let status = 0;
-        let headers: Record<string, unknown> = {};
-        let data = "";
-        req.on("response", (h) => {
-          status = Number(h[":status"]);
-          headers = h;
-        });
-        req.on("data", (d) => (data += d));
-        req.on("end", () => resolve({ status, body: data, headers }));
-        req.on("error", reject);
-        req.end(body);
-      });
+      return await new Promise<{ status: number; body: string; headers: Record<string, unknown> }>(
+        (resolve, reject) => {
+          const req = session.request({ ":method": method, ":path": path, "content-type": "application/json" });
+          let status = 0;
+          let headers: Record<string, unknown> = {};
+          let data = "";
+          req.on("response", (h) => {
+            status = Number(h[":status"]);
+            headers = h;
+          });
+          req.on("data", (d) => (data += d));
+          req.on("end", () => resolve({ status, body: data, headers }));
+          req.on("error", reject);
+          req.end(body);
+        },
+      );
     } finally {
       session.close();
     }

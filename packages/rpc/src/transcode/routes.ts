@@ -1,7 +1,6 @@
-import { type DescField, type DescMethod, type DescService, getOption, hasOption } from "@bufbuild/protobuf";
-import { http } from "@platform/gen/google/api/annotations_pb";
-import type { HttpRule } from "@platform/gen/google/api/http_pb";
-import { type SseStream, sse, success_status, tolerant_body } from "@platform/gen/platform/api/v1/options_pb";
+import type { DescField, DescMethod, DescService } from "@bufbuild/protobuf";
+import type { SseStream } from "@platform/gen/platform/api/v1/options_pb";
+import { type HttpBinding, httpBindingsOf, sseOf, successStatusOf, tolerantBodyOf } from "./http-rule.ts";
 import { BindError, findField, resolveFieldPath } from "./json.ts";
 import { compareScores, matchTemplate, type PathTemplate, parseTemplate } from "./path-template.ts";
 
@@ -26,25 +25,8 @@ export class RouteConfigError extends Error {
   override name = "RouteConfigError";
 }
 
-function routeOf(method: DescMethod, rule: HttpRule, top: HttpRule): Route | undefined {
-  let httpMethod: string;
-  let path: string;
-  switch (rule.pattern.case) {
-    case "get":
-    case "put":
-    case "post":
-    case "delete":
-    case "patch":
-      httpMethod = rule.pattern.case.toUpperCase();
-      path = rule.pattern.value;
-      break;
-    case "custom":
-      httpMethod = rule.pattern.value.kind.toUpperCase();
-      path = rule.pattern.value.path;
-      break;
-    default:
-      return undefined;
-  }
+function routeOf(method: DescMethod, binding: HttpBinding): Route | undefined {
+  const { verb: httpMethod, path } = binding;
   const where = `${method.parent.typeName}.${method.name} (${httpMethod} ${path})`;
   try {
     const template = parseTemplate(path);
@@ -58,18 +40,18 @@ function routeOf(method: DescMethod, rule: HttpRule, top: HttpRule): Route | und
       pathFields.set(v.fieldPath.join("."), fields);
     }
     let bodyField: DescField | undefined;
-    if (rule.body !== "" && rule.body !== "*") {
-      bodyField = findField(method.input, rule.body);
-      if (!bodyField) throw new BindError(`body field "${rule.body}" not in ${method.input.typeName}`);
+    if (binding.body !== "" && binding.body !== "*") {
+      bodyField = findField(method.input, binding.body);
+      if (!bodyField) throw new BindError(`body field "${binding.body}" not in ${method.input.typeName}`);
     }
     let responseBodyField: DescField | undefined;
-    if (top.responseBody !== "" || rule.responseBody !== "") {
-      const name = rule.responseBody || top.responseBody;
-      responseBodyField = findField(method.output, name);
-      if (!responseBodyField) throw new BindError(`response_body "${name}" not in ${method.output.typeName}`);
+    // An additional binding without its own response_body takes the rule's.
+    const responseBody = binding.responseBody || binding.rule.responseBody;
+    if (responseBody !== "") {
+      responseBodyField = findField(method.output, responseBody);
+      if (!responseBodyField) throw new BindError(`response_body "${responseBody}" not in ${method.output.typeName}`);
     }
-    const status = hasOption(method, success_status) ? getOption(method, success_status) : 200;
-    const stream = hasOption(method, sse) ? getOption(method, sse) : undefined;
+    const stream = sseOf(method);
     if (method.methodKind !== "unary" && !(method.methodKind === "server_streaming" && stream)) {
       // Only unary RPCs and SSE-framed server streams have a REST form.
       return undefined;
@@ -79,12 +61,12 @@ function routeOf(method: DescMethod, rule: HttpRule, top: HttpRule): Route | und
       httpMethod,
       template,
       pathFields,
-      body: rule.body,
+      body: binding.body,
       bodyField,
       responseBodyField,
-      successStatus: status || 200,
+      successStatus: successStatusOf(method),
       sse: stream,
-      tolerantBody: hasOption(method, tolerant_body) && getOption(method, tolerant_body),
+      tolerantBody: tolerantBodyOf(method),
     };
   } catch (e) {
     throw new RouteConfigError(`${where}: ${(e as Error).message}`);
@@ -96,10 +78,8 @@ export function collectRoutes(services: DescService[]): Route[] {
   const routes: Route[] = [];
   for (const service of services) {
     for (const method of service.methods) {
-      if (!hasOption(method, http)) continue;
-      const rule = getOption(method, http);
-      for (const r of [rule, ...rule.additionalBindings]) {
-        const route = routeOf(method, r, rule);
+      for (const binding of httpBindingsOf(method)) {
+        const route = routeOf(method, binding);
         if (route) routes.push(route);
       }
     }

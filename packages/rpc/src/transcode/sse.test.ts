@@ -134,6 +134,26 @@ describe("SSE bridge", () => {
     assert.deepEqual(await r.json(), { error: { code: "not_found", message: "no such stream" } });
   });
 
+  test("openStream sends the 200 and SSE headers before the first event; a failure after it ends the stream", async () => {
+    const abort = new AbortController();
+    const timeout = new Promise<string>((resolve) => setTimeout(resolve, 20_000, "no headers"));
+    const res = await Promise.race([
+      fetch(`${url}/v1/ticks?open_first=true&wait_first=true&count=1`, { signal: abort.signal }),
+      timeout,
+    ]);
+    assert.notEqual(res, "no headers", "the headers waited for an event");
+    const opened = res as Response;
+    assert.equal(opened.status, 200);
+    assert.equal(opened.headers.get("content-type"), "text/event-stream");
+    abort.abort();
+    await opened.body?.cancel().catch(() => {});
+    // The same failure as "an error before the first message", but after the
+    // handler opened the stream: the status is already out.
+    const failed = await readSse(`${url}/v1/ticks?open_first=true&fail_first=true`);
+    assert.equal(failed.status, 200);
+    assert.deepEqual(failed.events, []);
+  });
+
   test("without an error variant a mid-stream failure just ends the stream", async () => {
     const r = await readSse(`${url}/v1/ticks?count=5&fail_after=2`);
     assert.deepEqual(
@@ -143,7 +163,11 @@ describe("SSE bridge", () => {
   });
 
   test("events are flushed one by one and comment pings keep the stream alive", async () => {
-    const r = await readSse(`${url}/v1/ticks?count=1&hang=true&interval_ms=20`, {}, (x) => x.events.length >= 3 && x.comments.length >= 1);
+    const r = await readSse(
+      `${url}/v1/ticks?count=1&hang=true&interval_ms=20`,
+      {},
+      (x) => x.events.length >= 3 && x.comments.length >= 1,
+    );
     assert.ok(r.events.length >= 3);
     assert.ok(r.comments.includes("ping"), JSON.stringify(r.comments));
   });
@@ -170,7 +194,10 @@ describe("SSE error event from a server option", () => {
     const r = await readSse(`${url}/v1/ticks?count=5&fail_after=1`);
     assert.deepEqual(
       r.events.map((e) => JSON.parse(e.data)),
-      [{ text: "tick 1", tokens: 1000 }, { text: "error: provider went away", last: true }],
+      [
+        { text: "tick 1", tokens: 1000 },
+        { text: "error: provider went away", last: true },
+      ],
     );
   });
 });

@@ -54,7 +54,10 @@ export class SseFramer {
       this.oneof = desc.oneofs.find((o) => o.name === opt.oneof);
       if (!this.oneof) throw new Error(`sse oneof "${opt.oneof}" not in ${desc.typeName}`);
       for (const f of this.oneof.fields) {
-        this.variants.set(f.localName, { field: f, opt: hasOption(f, sse_event) ? getOption(f, sse_event) : undefined });
+        this.variants.set(f.localName, {
+          field: f,
+          opt: hasOption(f, sse_event) ? getOption(f, sse_event) : undefined,
+        });
       }
     }
   }

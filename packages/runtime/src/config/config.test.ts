@@ -12,7 +12,11 @@ function rejects(fn: () => unknown, name: RegExp): void {
 }
 
 describe("router settings", () => {
-  const base = { IDENTITY_GRPC_URL: "http://127.0.0.1:50051", AGENTS_GRPC_URL: "http://127.0.0.1:8082/", INTERNAL_TLS: "off" };
+  const base = {
+    IDENTITY_GRPC_URL: "http://127.0.0.1:50051",
+    AGENTS_GRPC_URL: "http://127.0.0.1:8082/",
+    INTERNAL_TLS: "off",
+  };
 
   test("defaults: local orchestrator, port 8080, 32 waiters", () => {
     const c = routerConfig(base);
@@ -30,7 +34,13 @@ describe("router settings", () => {
   });
 
   test("RUNTIME_SPARE_WORKER turns the local orchestrator's spare worker off", () => {
-    for (const [raw, want] of [["0", false], ["false", false], ["off", false], ["1", true], ["TRUE", true]] as const) {
+    for (const [raw, want] of [
+      ["0", false],
+      ["false", false],
+      ["off", false],
+      ["1", true],
+      ["TRUE", true],
+    ] as const) {
       const c = routerConfig({ ...base, RUNTIME_SPARE_WORKER: raw });
       assert.equal(c.orchestrator === "local" && c.spareWorker, want, raw);
     }
@@ -98,11 +108,19 @@ describe("mutual TLS settings", () => {
     RUNTIME_WORKER_TLS_CERT_FILE: pki.files("runtime-worker").certFile,
     RUNTIME_WORKER_TLS_KEY_FILE: pki.files("runtime-worker").keyFile,
   });
-  const worker = () => ({ TENANT_ID: U, ORG_ID: U, AGENTS_GRPC_URL: "https://127.0.0.1:50052", ...pki.env("runtime-worker") });
+  const worker = () => ({
+    TENANT_ID: U,
+    ORG_ID: U,
+    AGENTS_GRPC_URL: "https://127.0.0.1:50052",
+    ...pki.env("runtime-worker"),
+  });
 
   test("secure by default: without TLS_* (and without INTERNAL_TLS=off) the router and a worker refuse to start, naming the settings", () => {
     const names = /TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE.*INTERNAL_TLS=off/;
-    rejects(() => routerConfig({ IDENTITY_GRPC_URL: "http://127.0.0.1:1", AGENTS_GRPC_URL: "http://127.0.0.1:2" }), names);
+    rejects(
+      () => routerConfig({ IDENTITY_GRPC_URL: "http://127.0.0.1:1", AGENTS_GRPC_URL: "http://127.0.0.1:2" }),
+      names,
+    );
     rejects(() => workerConfig({ TENANT_ID: U, ORG_ID: U, AGENTS_GRPC_URL: "http://127.0.0.1:2" }), names);
   });
 
@@ -111,21 +129,47 @@ describe("mutual TLS settings", () => {
     assert.equal(c.tls?.name, "runtime-router");
     assert.ok(c.orchestrator === "local");
     assert.deepEqual(c.workerTlsFiles, pki.files("runtime-worker"));
-    rejects(() => routerConfig({ ...router(), ...pki.env("agents") }), /TLS_CERT_FILE.*"agents", not .*"runtime-router"/);
-    rejects(() => routerConfig({ ...router(), RUNTIME_WORKER_TLS_CERT_FILE: undefined }), /RUNTIME_WORKER_TLS_CERT_FILE is required/);
     rejects(
-      () => routerConfig({ ...router(), RUNTIME_WORKER_TLS_CERT_FILE: pki.files("agents").certFile, RUNTIME_WORKER_TLS_KEY_FILE: pki.files("agents").keyFile }),
+      () => routerConfig({ ...router(), ...pki.env("agents") }),
+      /TLS_CERT_FILE.*"agents", not .*"runtime-router"/,
+    );
+    rejects(
+      () => routerConfig({ ...router(), RUNTIME_WORKER_TLS_CERT_FILE: undefined }),
+      /RUNTIME_WORKER_TLS_CERT_FILE is required/,
+    );
+    rejects(
+      () =>
+        routerConfig({
+          ...router(),
+          RUNTIME_WORKER_TLS_CERT_FILE: pki.files("agents").certFile,
+          RUNTIME_WORKER_TLS_KEY_FILE: pki.files("agents").keyFile,
+        }),
       /RUNTIME_WORKER_TLS_CERT_FILE.*"agents", not .*"runtime-worker"/,
     );
-    rejects(() => routerConfig({ ...router(), RUNTIME_WORKER_TLS_KEY_FILE: pki.files("agents").keyFile }), /RUNTIME_WORKER_TLS_KEY_FILE is not the private key/);
+    rejects(
+      () => routerConfig({ ...router(), RUNTIME_WORKER_TLS_KEY_FILE: pki.files("agents").keyFile }),
+      /RUNTIME_WORKER_TLS_KEY_FILE is not the private key/,
+    );
     assert.equal(workerConfig(worker()).tls?.name, "runtime-worker");
-    rejects(() => workerConfig({ ...worker(), ...pki.env("runtime-router") }), /"runtime-router", not .*"runtime-worker"/);
+    rejects(
+      () => workerConfig({ ...worker(), ...pki.env("runtime-router") }),
+      /"runtime-router", not .*"runtime-worker"/,
+    );
   });
 
   test("with TLS an internal URL must be https (a plaintext call would carry tenant credentials); without it, http", () => {
-    rejects(() => routerConfig({ ...router(), IDENTITY_GRPC_URL: "http://127.0.0.1:50051" }), /IDENTITY_GRPC_URL must be an https/);
-    rejects(() => routerConfig({ ...router(), AGENTS_GRPC_URL: "http://127.0.0.1:50052" }), /AGENTS_GRPC_URL must be an https/);
-    rejects(() => workerConfig({ ...worker(), AGENTS_GRPC_URL: "http://127.0.0.1:50052" }), /AGENTS_GRPC_URL must be an https/);
+    rejects(
+      () => routerConfig({ ...router(), IDENTITY_GRPC_URL: "http://127.0.0.1:50051" }),
+      /IDENTITY_GRPC_URL must be an https/,
+    );
+    rejects(
+      () => routerConfig({ ...router(), AGENTS_GRPC_URL: "http://127.0.0.1:50052" }),
+      /AGENTS_GRPC_URL must be an https/,
+    );
+    rejects(
+      () => workerConfig({ ...worker(), AGENTS_GRPC_URL: "http://127.0.0.1:50052" }),
+      /AGENTS_GRPC_URL must be an https/,
+    );
     rejects(() => workerConfig({ ...worker(), INTERNAL_TLS: "off" }), /AGENTS_GRPC_URL must be an http:/);
   });
 });

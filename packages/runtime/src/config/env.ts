@@ -1,3 +1,5 @@
+import { isUuid } from "@platform/errors";
+
 /** A setting that is missing or invalid; main() prints it and exits. */
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -15,7 +17,8 @@ export function port(env: Env, key: string, fallback: number): number {
   const raw = env[key]?.trim();
   if (!raw) return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ConfigError(`${key} must be a port number (0-65535), got "${raw}"`);
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new ConfigError(`${key} must be a port number (0-65535), got "${raw}"`);
   return n;
 }
 
@@ -37,9 +40,8 @@ export function logLevel(env: Env): string {
   return v;
 }
 
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 export function uuid(env: Env, key: string): string {
   const v = required(env, key);
-  if (!UUID.test(v)) throw new ConfigError(`${key} must be a UUID, got "${v}"`);
+  if (!isUuid(v)) throw new ConfigError(`${key} must be a UUID, got "${v}"`);
   return v.toLowerCase();
 }

@@ -25,7 +25,9 @@ export function internalTls(env: Env, name: string): ServiceTls | undefined {
 export function internalUrl(env: Env, key: string, tls: ServiceTls | undefined): string {
   const v = url(env, key);
   const scheme = new URL(v).protocol;
-  if (tls && scheme !== "https:") throw new ConfigError(`${key} must be an https:// URL (internal calls use mutual TLS), got "${v}"`);
-  if (!tls && scheme !== "http:") throw new ConfigError(`${key} must be an http:// URL with INTERNAL_TLS=off, got "${v}"`);
+  if (tls && scheme !== "https:")
+    throw new ConfigError(`${key} must be an https:// URL (internal calls use mutual TLS), got "${v}"`);
+  if (!tls && scheme !== "http:")
+    throw new ConfigError(`${key} must be an http:// URL with INTERNAL_TLS=off, got "${v}"`);
   return v;
 }

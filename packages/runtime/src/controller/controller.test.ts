@@ -29,7 +29,9 @@ function wrap(inner: Orchestrator, overrides: Partial<Orchestrator>): Orchestrat
   };
 }
 
-function setup<O extends Orchestrator = MemoryOrchestrator>(orchestrator: O = new MemoryOrchestrator() as unknown as O) {
+function setup<O extends Orchestrator = MemoryOrchestrator>(
+  orchestrator: O = new MemoryOrchestrator() as unknown as O,
+) {
   let now = T0.getTime();
   const sleeps: number[] = [];
   const controller = new Controller({
@@ -91,7 +93,10 @@ describe("EnsureReady", () => {
     await orch.scaleDeployment("runtime-t-abcd1234", 0);
     await orch.patchAnnotations("runtime-t-abcd1234", { [Annotation.scaledDownAt]: at().toISOString() });
     advance(90 * MIN);
-    assert.deepEqual(await controller.ensureReady(A, ORG), { deployName: "runtime-t-abcd1234", scaleState: "scaled-up" });
+    assert.deepEqual(await controller.ensureReady(A, ORG), {
+      deployName: "runtime-t-abcd1234",
+      scaleState: "scaled-up",
+    });
     const d = await orch.getDeployment("runtime-t-abcd1234");
     assert.equal(d?.replicas, 1);
     assert.equal(d?.annotations[Annotation.lastSeenAt], at().toISOString());
@@ -186,7 +191,10 @@ describe("tenant naming", () => {
       },
     });
     const { controller } = setup(racing);
-    assert.deepEqual(await controller.ensureReady(B, ORG), { deployName: "runtime-t-abcd1234-2", scaleState: "created" });
+    assert.deepEqual(await controller.ensureReady(B, ORG), {
+      deployName: "runtime-t-abcd1234-2",
+      scaleState: "created",
+    });
     assert.equal((await inner.getDeployment("runtime-t-abcd1234"))?.annotations[Annotation.tenantId], A.toLowerCase());
   });
 });
@@ -201,7 +209,10 @@ describe("IdleSweep", () => {
     const r = await controller.idleSweep();
     assert.deepEqual(r.acted, ["runtime-t-abcd1234"]);
     assert.equal((await orch.getDeployment("runtime-t-abcd1234"))?.replicas, 0);
-    assert.equal((await orch.getDeployment("runtime-t-abcd1234"))?.annotations[Annotation.scaledDownAt], at().toISOString());
+    assert.equal(
+      (await orch.getDeployment("runtime-t-abcd1234"))?.annotations[Annotation.scaledDownAt],
+      at().toISOString(),
+    );
     assert.equal((await orch.getDeployment("runtime-t-abcd1234-2"))?.replicas, 1);
   });
 

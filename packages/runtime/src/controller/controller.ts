@@ -81,8 +81,12 @@ export class Controller {
     const tid = normalizeTenantId(tenantId);
     if (!orgId) throw PlatformError.invalidArgument("org id is required");
     try {
-      return await withBackoff(() => this.#ensureOnce(tid, orgId), this.#sleep, this.#backoff, (err, delayMs) =>
-        this.#log?.warn({ tenantId: tid, delayMs, err: String(err) }, "ensure-ready: orchestrator error, retrying"),
+      return await withBackoff(
+        () => this.#ensureOnce(tid, orgId),
+        this.#sleep,
+        this.#backoff,
+        (err, delayMs) =>
+          this.#log?.warn({ tenantId: tid, delayMs, err: String(err) }, "ensure-ready: orchestrator error, retrying"),
       );
     } catch (err) {
       throw toPlatformError(err);
@@ -97,7 +101,10 @@ export class Controller {
         if (found.deployment.replicas >= 1) return { deployName: name, scaleState: "running" };
         // last-seen-at first: a worker woken with a stale stamp would be
         // scaled down again by the next IdleSweep before the router's patch.
-        await this.#orch.patchAnnotations(name, { [Annotation.lastSeenAt]: this.#stamp(), [Annotation.scaledDownAt]: null });
+        await this.#orch.patchAnnotations(name, {
+          [Annotation.lastSeenAt]: this.#stamp(),
+          [Annotation.scaledDownAt]: null,
+        });
         await this.#orch.scaleDeployment(name, 1);
         return { deployName: name, scaleState: "scaled-up" };
       }
@@ -288,6 +295,7 @@ export class Controller {
 
 function toPlatformError(err: unknown): PlatformError {
   if (isNotFound(err)) return PlatformError.notFound((err as Error).message);
-  if (isTransient(err)) return new PlatformError(Code.Unavailable, "unavailable", "orchestrator unavailable", {}, { cause: err });
+  if (isTransient(err))
+    return new PlatformError(Code.Unavailable, "unavailable", "orchestrator unavailable", {}, { cause: err });
   return PlatformError.from(err);
 }

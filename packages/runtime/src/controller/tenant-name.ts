@@ -1,11 +1,9 @@
-import { PlatformError } from "@platform/errors";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+import { isUuid, PlatformError } from "@platform/errors";
 
 /** Lower-cases and checks a tenant UUID; invalid_argument otherwise. */
 export function normalizeTenantId(tenantId: string): string {
   const id = tenantId.trim().toLowerCase();
-  if (!UUID.test(id)) throw PlatformError.invalidArgument(`tenant id must be a UUID`);
+  if (!isUuid(id)) throw PlatformError.invalidArgument(`tenant id must be a UUID`);
   return id;
 }
 

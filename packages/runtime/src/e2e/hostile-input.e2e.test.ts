@@ -1,3 +1,4 @@
+// test-timeout: 600000
 // Property test over the whole contract (issue 14 items 3 and 6): every RPC of
 // every platform service, enumerated from the generated descriptors in gen/
 // (a new RPC or service is covered without touching this file), gets U+0000,
@@ -16,7 +17,11 @@ import {
   type DescMethod,
   type DescMethodServerStreaming,
   type DescMethodUnary,
-  type DescService, type Message, type MessageInitShape, toJson } from "@bufbuild/protobuf";
+  type DescService,
+  type Message,
+  type MessageInitShape,
+  toJson,
+} from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { collectRoutes, type Route } from "@platform/rpc";
@@ -37,7 +42,8 @@ async function platformServices(): Promise<DescService[]> {
       for (const file of readdirSync(join(genRoot, pkg.name, version)).filter((f) => f.endsWith("_pb.ts"))) {
         const mod = (await import(join(genRoot, pkg.name, version, file))) as Record<string, unknown>;
         for (const v of Object.values(mod)) {
-          if (v && typeof v === "object" && (v as { kind?: string }).kind === "service") services.push(v as DescService);
+          if (v && typeof v === "object" && (v as { kind?: string }).kind === "service")
+            services.push(v as DescService);
         }
       }
     }
@@ -76,14 +82,37 @@ interface Ids {
 function baselines(ids: Ids): Record<string, () => MessageInitShape<never>> {
   const msgs = () => [{ role: "user", content: "hi" }];
   const table: Record<string, () => unknown> = {
-    "identity.v1.SessionService/Login": () => ({ email: "owner@example.com", password: "owner-password-1", xDeviceLabel: "laptop" }),
+    "identity.v1.SessionService/Login": () => ({
+      email: "owner@example.com",
+      password: "owner-password-1",
+      xDeviceLabel: "laptop",
+    }),
     "identity.v1.UserService/CreateAPIKey": () => ({ name: "key", env: "live" }),
     "identity.v1.UserService/RevokeAPIKey": () => ({ id: ids.apiKeyId }),
     "identity.v1.OrgService/GetOrg": () => ({ id: ids.orgId }),
     "identity.v1.OrgService/UpdateOrg": () => ({ id: ids.orgId, name: "Acme Inc" }),
     "identity.v1.AuthService/IssueJWT": () => ({ userId: ids.userId, orgId: ids.orgId }),
     "identity.v1.SessionService/RevokeAll": () => ({ userId: randomUUID() }),
-    "agents.v1.AgentService/CreateAgent": () => ({ name: "a", slug: `s-${randomUUID().slice(0, 8)}`, model: "dev/echo", systemPrompt: "be brief" }),
+    // Teams (issue 19): routes under /v1/orgs/{org_id} need the caller's org to reach their handler.
+    "identity.v1.MemberService/CreateInvitation": () => ({
+      orgId: ids.orgId,
+      email: "hostile-invitee@example.com",
+      role: "member",
+    }),
+    "identity.v1.MemberService/ListInvitations": () => ({ orgId: ids.orgId }),
+    "identity.v1.MemberService/RevokeInvitation": () => ({ orgId: ids.orgId, id: randomUUID() }),
+    "identity.v1.MemberService/ListMembers": () => ({ orgId: ids.orgId }),
+    "identity.v1.MemberService/UpdateMember": () => ({ orgId: ids.orgId, userId: randomUUID(), role: "member" }),
+    "identity.v1.MemberService/RemoveMember": () => ({ orgId: ids.orgId, userId: randomUUID() }),
+    "identity.v1.AuditService/ListAuditEvents": () => ({ orgId: ids.orgId }),
+    "identity.v1.OrgAPIKeyService/ListOrgAPIKeys": () => ({ orgId: ids.orgId }),
+    "identity.v1.OrgAPIKeyService/RevokeOrgAPIKey": () => ({ orgId: ids.orgId, id: randomUUID() }),
+    "agents.v1.AgentService/CreateAgent": () => ({
+      name: "a",
+      slug: `s-${randomUUID().slice(0, 8)}`,
+      model: "dev/echo",
+      systemPrompt: "be brief",
+    }),
     "agents.v1.AgentService/GetAgent": () => ({ id: ids.agentId }),
     "agents.v1.AgentService/UpdateAgent": () => ({ id: ids.agentId }),
     "agents.v1.SessionService/CreateSession": () => ({ agentId: ids.agentId }),
@@ -92,12 +121,24 @@ function baselines(ids: Ids): Record<string, () => MessageInitShape<never>> {
     "agents.v1.SessionService/SendMessages": () => ({ id: ids.sessionId, messages: msgs() }),
     "agents.v1.SessionService/StreamEvents": () => ({ id: ids.sessionId }),
     "agents.v1.SessionService/CancelRun": () => ({ id: ids.sessionId }),
+    // Issue 18: a session's workspace files; the path is checked before compute is asked.
+    "agents.v1.SessionService/ListSessionFiles": () => ({ id: ids.sessionId, path: "." }),
+    "agents.v1.SessionService/ReadSessionFile": () => ({ id: ids.sessionId, path: "f.txt" }),
+    "agents.v1.SessionService/WriteSessionFile": () => ({
+      id: ids.sessionId,
+      path: "f.txt",
+      data: new Uint8Array([104, 105]),
+    }),
     "compute.v1.ComputeService/CreateSandbox": () => ({ tenantId: ids.orgId, sessionId: randomUUID() }),
     "compute.v1.ComputeService/DescribeSandbox": () => ({ sandboxId: ids.sandboxId }),
     "compute.v1.ComputeService/DestroySandbox": () => ({ sandboxId: randomUUID() }),
     "compute.v1.ComputeService/ExecCommand": () => ({ sandboxId: ids.sandboxId, command: "/bin/true" }),
     "compute.v1.ComputeService/ReadFile": () => ({ sandboxId: ids.sandboxId, path: "f.txt" }),
-    "compute.v1.ComputeService/WriteFile": () => ({ sandboxId: ids.sandboxId, path: "f.txt", data: new Uint8Array([104, 105]) }),
+    "compute.v1.ComputeService/WriteFile": () => ({
+      sandboxId: ids.sandboxId,
+      path: "f.txt",
+      data: new Uint8Array([104, 105]),
+    }),
     "compute.v1.ComputeService/ListFiles": () => ({ sandboxId: ids.sandboxId, path: "." }),
     "runtime.v1.RuntimeService/Invoke": () => ({ sessionId: ids.sessionId, messages: msgs() }),
   };
@@ -114,25 +155,40 @@ interface Endpoint {
 }
 
 /** Text of a JavaScript exception, a socket error or the database: never for a caller's eyes (item 6). */
-const LEAK = /TypeError|RangeError|ReferenceError|SyntaxError|Cannot (read|convert)|is not a function|ECONN\w+|ByteString|violates .*constraint|invalid byte sequence|duplicate key|relation "/;
+const LEAK =
+  /TypeError|RangeError|ReferenceError|SyntaxError|Cannot (read|convert)|is not a function|ECONN\w+|ByteString|violates .*constraint|invalid byte sequence|duplicate key|relation "/;
 
 /** An error event in a stream message that hides a server fault. */
 function internalEvent(message: Message, method: DescMethod): string | undefined {
   const text = JSON.stringify(toJson(method.output, message));
-  return /internal error|agents call failed"|unknown error/i.test(text) || LEAK.test(text) ? text.slice(0, 200) : undefined;
+  return /internal error|agents call failed"|unknown error/i.test(text) || LEAK.test(text)
+    ? text.slice(0, 200)
+    : undefined;
 }
 
 /** A call's answer: the gRPC code (0 for OK) or the HTTP status, and what was wrong with it, if anything. */
 type Outcome = { code: number; fault?: string };
 
-async function grpcCall(transport: Transport, method: DescMethod, headers: Record<string, string>, input: Message): Promise<Outcome> {
+async function grpcCall(
+  transport: Transport,
+  method: DescMethod,
+  headers: Record<string, string>,
+  input: Message,
+): Promise<Outcome> {
   try {
     if (method.methodKind === "unary") {
       await transport.unary(method as DescMethodUnary, undefined, 30_000, headers, input as never, undefined);
       return { code: 0 };
     }
     if (method.methodKind !== "server_streaming") return { code: 0 };
-    const res = await transport.stream(method as DescMethodServerStreaming, undefined, 30_000, headers, createAsyncIterable([input as never]), undefined);
+    const res = await transport.stream(
+      method as DescMethodServerStreaming,
+      undefined,
+      30_000,
+      headers,
+      createAsyncIterable([input as never]),
+      undefined,
+    );
     for await (const m of res.message) {
       const why = internalEvent(m as Message, method);
       if (why) return { code: 0, fault: `error event ${why}` };
@@ -152,12 +208,17 @@ async function restCall(base: string, route: Route, headers: Record<string, stri
   const r = restRequest(route, input);
   const res = await fetch(base + r.path, {
     method: r.method,
-    headers: { ...headers, ...(r.body !== undefined ? { "content-type": "application/json" } : {}), ...(route.sse ? { accept: "text/event-stream" } : {}) },
+    headers: {
+      ...headers,
+      ...(r.body !== undefined ? { "content-type": "application/json" } : {}),
+      ...(route.sse ? { accept: "text/event-stream" } : {}),
+    },
     body: r.body,
   });
   const text = await res.text();
   if (res.status >= 500) return { code: res.status, fault: `HTTP ${res.status} ${text.slice(0, 200)}` };
-  if (/internal error|agents call failed"/i.test(text) || LEAK.test(text)) return { code: res.status, fault: `internal text in body: ${text.slice(0, 200)}` };
+  if (/internal error|agents call failed"/i.test(text) || LEAK.test(text))
+    return { code: res.status, fault: `internal text in body: ${text.slice(0, 200)}` };
   return { code: res.status };
 }
 
@@ -186,13 +247,24 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
     stack = await startStack();
     const login = await stack.identity.login();
     const me = await stack.identity.call("GET", "/v1/users/me", { token: login.access_token });
-    const claims = JSON.parse(Buffer.from(login.access_token.split(".")[1]!, "base64url").toString()) as { org_id: string; sub: string };
+    const claims = JSON.parse(Buffer.from(login.access_token.split(".")[1]!, "base64url").toString()) as {
+      org_id: string;
+      sub: string;
+    };
     const token = login.access_token;
     const auth = { authorization: `Bearer ${token}` };
-    const key = await stack.identity.call("POST", "/v1/users/me/api_keys", { token, idem: randomUUID(), body: { name: "baseline" } });
+    const key = await stack.identity.call("POST", "/v1/users/me/api_keys", {
+      token,
+      idem: randomUUID(),
+      body: { name: "baseline" },
+    });
     assert.equal(key.status, 201, key.text);
     const agentsJson = async (path: string, body: unknown) => {
-      const r = await fetch(stack.agentsUrl + path, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify(body) });
+      const r = await fetch(stack.agentsUrl + path, {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
       assert.equal(r.status, 201, await r.clone().text());
       return (await r.json()) as { id: string };
     };
@@ -201,7 +273,14 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
     // A live sandbox for the exec and file RPCs; a first invoke wakes the tenant's worker.
     const compute = stack.transport(stack.computeUrl, true);
     const { ComputeService } = await import("@platform/gen/compute/v1/compute_pb");
-    const created = await compute.unary(ComputeService.method.createSandbox, undefined, 30_000, undefined, create(ComputeService.method.createSandbox.input, { tenantId: claims.org_id, sessionId: session.id }), undefined);
+    const created = await compute.unary(
+      ComputeService.method.createSandbox,
+      undefined,
+      30_000,
+      undefined,
+      create(ComputeService.method.createSandbox.input, { tenantId: claims.org_id, sessionId: session.id }),
+      undefined,
+    );
     const woke = await fetch(`${stack.router.url}/v1/sessions/${session.id}/invoke`, {
       method: "POST",
       headers: { ...auth, "content-type": "application/json" },
@@ -223,7 +302,9 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
     assert.ok(workerUrl, "the tenant's worker is running");
     const tenant = { ...auth, "x-tenant-id": ids.orgId, "x-org-id": ids.orgId, "x-user-id": ids.userId };
     const identityHeaders = () => ({ ...auth, "idempotency-key": randomUUID() });
-    endpoints.set("identity", [{ name: "identity", grpc: stack.identity.grpcUrl, rest: stack.identity.base, headers: identityHeaders() }]);
+    endpoints.set("identity", [
+      { name: "identity", grpc: stack.identity.grpcUrl, rest: stack.identity.base, headers: identityHeaders() },
+    ]);
     endpoints.set("agents", [{ name: "agents", grpc: stack.agentsGrpcUrl, rest: stack.agentsUrl, headers: auth }]);
     endpoints.set("compute", [{ name: "compute", grpc: stack.computeUrl, headers: {} }]);
     endpoints.set("runtime", [
@@ -238,7 +319,11 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
 
   test("the generated descriptors hold the four services' RPCs", () => {
     const names = services.map((s) => s.typeName);
-    for (const pkg of ["identity.v1", "agents.v1", "compute.v1", "runtime.v1"]) assert.ok(names.some((n) => n.startsWith(`${pkg}.`)), pkg);
+    for (const pkg of ["identity.v1", "agents.v1", "compute.v1", "runtime.v1"])
+      assert.ok(
+        names.some((n) => n.startsWith(`${pkg}.`)),
+        pkg,
+      );
   });
 
   test("never a 5xx, never INTERNAL/UNKNOWN, never an internal error event or exception text", async () => {
@@ -272,7 +357,8 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
               return m;
             };
             for (const target of targets) {
-              const headers = pkg === "identity" ? { ...target.headers, "idempotency-key": randomUUID() } : target.headers;
+              const headers =
+                pkg === "identity" ? { ...target.headers, "idempotency-key": randomUUID() } : target.headers;
               // Binary gRPC cannot carry a lone surrogate (the encoder writes U+FFFD); gRPC's JSON codec can.
               const binary = value !== LONE;
               const want = value === NUL ? (NUL_ANSWERS[rpc] ?? { grpc: Code.InvalidArgument, http: 400 }) : undefined;
@@ -281,7 +367,10 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
                 const g = await grpcCall(transportFor(target.grpc, binary), method, headers, message());
                 calls++;
                 if (g.fault) failures.push(`${where} gRPC(${target.name}): ${g.fault}`);
-                else if (want && g.code !== want.grpc) failures.push(`${where} gRPC(${target.name}): ${Code[g.code] ?? "OK"}, wanted ${Code[want.grpc] ?? "OK"}`);
+                else if (want && g.code !== want.grpc)
+                  failures.push(
+                    `${where} gRPC(${target.name}): ${Code[g.code] ?? "OK"}, wanted ${Code[want.grpc] ?? "OK"}`,
+                  );
               }
               if (!target.rest) continue;
               for (const route of routes.filter((r) => r.method === method)) {
@@ -289,7 +378,8 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
                 calls++;
                 const at = `${where} ${route.httpMethod} ${route.template.source}`;
                 if (r.fault) failures.push(`${at}: ${r.fault}`);
-                else if (want?.http && r.code !== want.http) failures.push(`${at}: HTTP ${r.code}, wanted ${want.http}`);
+                else if (want?.http && r.code !== want.http)
+                  failures.push(`${at}: HTTP ${r.code}, wanted ${want.http}`);
               }
             }
           }
@@ -312,7 +402,10 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
         const table = t.schema && t.schema !== "public" ? `${t.schema}.${t.name}` : t.name;
         for (const row of await db.selectFrom(table).selectAll().execute()) {
           for (const [column, value] of Object.entries(row)) {
-            const text = typeof value === "string" ? value : JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? String(v) : v)) ?? "";
+            const text =
+              typeof value === "string"
+                ? value
+                : (JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? String(v) : v)) ?? "");
             if (text.includes("baseline")) sawBaseline = true;
             if (text.includes("hostile")) found.push(`${name}.${table}.${column}: ${text.slice(0, 120)}`);
             if (text.includes(LONG.slice(0, 1000)) && !LONG_ALLOWED.has(`${name}.${table}.${column}`)) {

@@ -1,3 +1,4 @@
+// test-timeout: 600000
 // End to end: router → tenant worker → agents (dev model, with a tool call)
 // → compute → identity, every service its real main as a process, as the
 // embedded shape runs them, every internal hop over mutual TLS with its own
@@ -58,10 +59,16 @@ function getTls(url: string, tls: { ca: Buffer; cert: Buffer; key: Buffer }): Pr
   });
 }
 
-async function waitOk(url: string, procs: Proc[], end: number, tls?: { ca: Buffer; cert: Buffer; key: Buffer }): Promise<void> {
+async function waitOk(
+  url: string,
+  procs: Proc[],
+  end: number,
+  tls?: { ca: Buffer; cert: Buffer; key: Buffer },
+): Promise<void> {
   while (Date.now() < end) {
     for (const p of procs) {
-      if (p.child.exitCode !== null) throw new Error(`${p.name} exited ${p.child.exitCode}: ${p.log.join("").slice(-2000)}`);
+      if (p.child.exitCode !== null)
+        throw new Error(`${p.name} exited ${p.child.exitCode}: ${p.log.join("").slice(-2000)}`);
     }
     try {
       if (tls ? (await getTls(url, tls)) === 200 : (await fetch(url)).ok) return;
@@ -77,7 +84,9 @@ async function json<T>(res: Response): Promise<T> {
   return JSON.parse(text) as T;
 }
 
-describe("runtime end to end (real identity, compute, agents, router and worker processes)", { timeout: 178_000 }, () => {
+describe("runtime end to end (real identity, compute, agents, router and worker processes)", {
+  timeout: 178_000,
+}, () => {
   const procs: Proc[] = [];
   const databases: Array<{ close(): Promise<void> }> = [];
   let dataDir: string;
@@ -228,7 +237,10 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
 
   test("a tool call runs in the sandbox and the client sees text chunks then turn_done", async () => {
     const t0 = Date.now();
-    const res = await invoke("/bash echo hello-from-the-sandbox", { "x-request-id": "e2e-req-1", "x-trace-id": "e2e-trace-1" });
+    const res = await invoke("/bash echo hello-from-the-sandbox", {
+      "x-request-id": "e2e-req-1",
+      "x-trace-id": "e2e-trace-1",
+    });
     assert.equal(res.status, 200);
     assert.equal(res.headers.get("content-type"), "text/event-stream");
     const text = await res.text();
@@ -238,7 +250,10 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
     const chunks = frames.slice(0, -1);
     assert.ok(chunks.length >= 1, text);
     for (const f of chunks) assert.match(f, /^data: [^\n]*$/, `only unnamed text events before turn_done: ${text}`);
-    const computeLog = procs.find((p) => p.name === "compute")?.log.join("").slice(-3000);
+    const computeLog = procs
+      .find((p) => p.name === "compute")
+      ?.log.join("")
+      .slice(-3000);
     assert.match(text, /hello-from-the-sandbox/, `${text}\n--- compute log ---\n${computeLog}`);
     assert.doesNotMatch(text, /event: (tool_use|tool_result)/);
   });
@@ -266,12 +281,19 @@ describe("runtime end to end (real identity, compute, agents, router and worker 
       for await (const _ of client.invoke({ sessionId }, { headers: { authorization: `Bearer ${token}` } }));
     };
     for (const name of ["agents", "operator", "identity", "compute"]) {
-      await assert.rejects(call(loadServiceTls(pki.env(name))), (e: unknown) => e instanceof ConnectError && e.code === Code.PermissionDenied, name);
+      await assert.rejects(
+        call(loadServiceTls(pki.env(name))),
+        (e: unknown) => e instanceof ConnectError && e.code === Code.PermissionDenied,
+        name,
+      );
     }
     const foreign = await makeTestPki(["runtime-router"]);
     try {
       const other = loadServiceTls(foreign.env("runtime-router"));
-      await assert.rejects(call({ ...other, ca: loadServiceTls(pki.env("runtime-router")).ca }), (e: unknown) => e instanceof ConnectError && e.code !== Code.PermissionDenied);
+      await assert.rejects(
+        call({ ...other, ca: loadServiceTls(pki.env("runtime-router")).ca }),
+        (e: unknown) => e instanceof ConnectError && e.code !== Code.PermissionDenied,
+      );
     } finally {
       foreign.remove();
     }

@@ -36,7 +36,13 @@ export async function isServing(
 export async function waitServing(
   baseUrl: string,
   timeoutMs: number,
-  options: { service?: string; intervalMs?: number; signal?: AbortSignal; transport?: Transport; tls?: ServiceTls } = {},
+  options: {
+    service?: string;
+    intervalMs?: number;
+    signal?: AbortSignal;
+    transport?: Transport;
+    tls?: ServiceTls;
+  } = {},
 ): Promise<boolean> {
   if (!Number.isFinite(timeoutMs)) throw new RangeError(`timeoutMs must be a finite number`);
   const deadline = Date.now() + timeoutMs;

@@ -1,6 +1,6 @@
 import { ConfigError, type Env, logLevel, port, required } from "../config/env.ts";
 import { internalTls, internalUrl, type ServiceTls } from "../config/tls.ts";
-import { loadServiceTls, TlsSettingsError } from "@platform/rpc";
+import { CORS_SETTING, loadServiceTls, parseAllowedOrigins, TlsSettingsError } from "@platform/rpc";
 
 /** The certificate name the router calls identity and the tenant workers with. */
 export const ROUTER_TLS_NAME = "runtime-router";
@@ -19,6 +19,8 @@ export type RouterConfig = {
   maxWaitersPerTenant: number;
   /** Cold-start wait for a woken worker (spec: 10 s). */
   coldStartWaitMs: number;
+  /** CORS_ALLOWED_ORIGINS: origins whose pages may call the router (default none). */
+  corsAllowedOrigins: string[];
 } & (
   | {
       orchestrator: "local";
@@ -54,6 +56,7 @@ export function routerConfig(env: Env): RouterConfig {
     maxWaitersPerTenant: positiveInt(env, "RUNTIME_MAX_WAITERS_PER_TENANT", 32),
     // The spec's 10 s; slow machines (a loaded CI box starting node + tsx) may raise it.
     coldStartWaitMs: positiveInt(env, "RUNTIME_COLD_START_WAIT_MS", 10_000),
+    corsAllowedOrigins: corsOrigins(env),
   };
   const kind = env.RUNTIME_ORCHESTRATOR?.trim() || "local";
   if (kind === "local") {
@@ -115,4 +118,12 @@ function workerTlsFiles(env: Env): { caFile: string; certFile: string; keyFile: 
     throw new ConfigError(message);
   }
   return { caFile, certFile, keyFile };
+}
+
+function corsOrigins(env: Env): string[] {
+  try {
+    return parseAllowedOrigins(env[CORS_SETTING]);
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
 }

@@ -4,11 +4,14 @@ import { AuthService } from "@platform/gen/identity/v1/auth_pb";
 import { fromConnectError } from "@platform/rpc";
 import type { Authenticator, Principal } from "./authenticator.ts";
 
-/** Authenticator over identity's gRPC AuthService.VerifyJWT. */
+/** Authenticator over identity's gRPC AuthService.VerifyJWT and VerifyAPIKey. */
 export class IdentityAuthenticator implements Authenticator {
   readonly #client: Client<typeof AuthService>;
 
-  constructor(transport: Transport, private readonly timeoutMs = 5000) {
+  constructor(
+    transport: Transport,
+    private readonly timeoutMs = 5000,
+  ) {
     this.#client = createClient(AuthService, transport);
   }
 
@@ -23,16 +26,32 @@ export class IdentityAuthenticator implements Authenticator {
       return true;
     } catch (err) {
       const code = ConnectError.from(err).code;
-      return ![ConnectCode.Unavailable, ConnectCode.DeadlineExceeded, ConnectCode.Canceled, ConnectCode.PermissionDenied].includes(code);
+      return ![
+        ConnectCode.Unavailable,
+        ConnectCode.DeadlineExceeded,
+        ConnectCode.Canceled,
+        ConnectCode.PermissionDenied,
+      ].includes(code);
     }
   }
 
   async verifyJwt(token: string, signal?: AbortSignal): Promise<Principal> {
+    return this.#verify(() => this.#client.verifyJWT({ token }, { signal, timeoutMs: this.timeoutMs }), false);
+  }
+
+  /** VerifyAPIKey, as the agents service verifies keys: the principal carries the key's scopes. */
+  async verifyApiKey(key: string, signal?: AbortSignal): Promise<Principal> {
+    return this.#verify(() => this.#client.verifyAPIKey({ apiKey: key }, { signal, timeoutMs: this.timeoutMs }), true);
+  }
+
+  async #verify(
+    call: () => Promise<{ context?: { userId: string; orgId: string; scopes: string[] } }>,
+    withScopes: boolean,
+  ): Promise<Principal> {
     try {
-      const res = await this.#client.verifyJWT({ token }, { signal, timeoutMs: this.timeoutMs });
-      const ctx = res.context;
+      const ctx = (await call()).context;
       if (!ctx?.orgId || !ctx.userId) throw PlatformError.unauthenticated("token carries no user or org");
-      return { userId: ctx.userId, orgId: ctx.orgId };
+      return { userId: ctx.userId, orgId: ctx.orgId, ...(withScopes && { scopes: [...ctx.scopes] }) };
     } catch (err) {
       if (err instanceof PlatformError) throw err;
       const ce = ConnectError.from(err);

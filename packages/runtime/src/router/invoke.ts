@@ -2,15 +2,16 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code as ConnectCode, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { parseAuthorization } from "@platform/credentials";
-import { Code, PlatformError } from "@platform/errors";
+import { Code, IdentityRestCode, isUuid, PlatformError } from "@platform/errors";
 import {
   type InvokeEvent,
   type InvokeEventSchema,
   type InvokeRequest,
   InvokeRequestSchema,
 } from "@platform/gen/runtime/v1/runtime_pb";
-import { isPlatformStatus, requestInfo, toConnectError } from "@platform/rpc";
+import { fromConnectError, isPlatformStatus, openStream, requestInfo, toConnectError } from "@platform/rpc";
 import type { Logger } from "pino";
+import { isCallerFault } from "../caller-fault.ts";
 import { type CallIdentity, identityHeaders, Metadata } from "../metadata.ts";
 import type { Authenticator } from "./authenticator.ts";
 import type { TenantWorkers } from "./tenant-workers.ts";
@@ -29,21 +30,35 @@ export interface RouterInvokeDeps {
 /** Spec: 503 carries `Retry-After: 5`. */
 export const RETRY_AFTER_SECONDS = "5";
 
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+/** The API key scope invoking needs (identity's api-keys/scopes.ts). */
+const SESSIONS_RUN = "sessions:run";
 
 /**
  * The router's RuntimeService.Invoke (served as SSE on
- * POST /v1/sessions/{session_id}/invoke): bearer JWT verified by identity,
+ * POST /v1/sessions/{session_id}/invoke): bearer JWT or API key verified by
+ * identity (a key needs `sessions:run`),
  * tenant = org, the tenant's worker found or woken, the call forwarded with
  * tenant metadata. A worker that cannot be reached even after the cold-start
- * wait and one retry is 503 + Retry-After: 5. Once the worker has answered,
- * every failure is an `error` event.
+ * wait and one retry is 503 + Retry-After: 5. A refusal of the request itself
+ * (a session that does not exist: 404) is its HTTP status, before any stream;
+ * once the worker accepted the call the 200 and SSE headers go out at once,
+ * and every later failure is an `error` event.
  */
 export function routerInvoke(deps: RouterInvokeDeps) {
   return async function* invoke(req: InvokeRequest, ctx: HandlerContext): AsyncIterable<InvokeEventInit> {
-    const token = bearerToken(ctx.requestHeader.get(Metadata.authorization));
-    const principal = await deps.auth.verifyJwt(token, ctx.signal);
-    if (!UUID.test(req.sessionId)) throw PlatformError.invalidArgument("session_id must be a UUID");
+    const { token, kind } = bearerCredential(ctx.requestHeader.get(Metadata.authorization));
+    const principal =
+      kind === "jwt" ? await deps.auth.verifyJwt(token, ctx.signal) : await deps.auth.verifyApiKey(token, ctx.signal);
+    // An API key runs sessions only with `sessions:run`; the agents service
+    // checks it again on the forwarded call, but a refused key must not wake
+    // a worker first. A JWT (a person) has no scopes.
+    if (principal.scopes && !principal.scopes.includes(SESSIONS_RUN)) {
+      throw PlatformError.permissionDenied(
+        `the API key lacks the ${SESSIONS_RUN} scope`,
+        IdentityRestCode.insufficientScope,
+      );
+    }
+    if (!isUuid(req.sessionId)) throw PlatformError.invalidArgument("session_id must be a UUID");
     const info = requestInfo(ctx);
     const call: CallIdentity = {
       authorization: `Bearer ${token}`,
@@ -86,12 +101,27 @@ export function routerInvoke(deps: RouterInvokeDeps) {
     deps.controller
       .updateLastSeen(opened.target.deployName)
       .catch((err) => log?.warn({ err: String(err), deployName: opened.target.deployName }, "update last-seen failed"));
+    // The caller's own fault (no such session, a malformed message, a busy
+    // session) is its HTTP status, as on the agents service; a failure of
+    // the worker or of the agents service is the stream's error event.
+    if (opened.kind === "failed" && isCallerFault(opened.error)) throw fromConnectError(opened.error);
+    // Accepted: the 200 and SSE headers go out now, not with the first text
+    // (which may follow a long tool call).
+    openStream(ctx);
     try {
       if (opened.kind === "failed") {
         yield errorEvent(opened.error);
         return;
       }
-      let r = opened.first;
+      let r: IteratorResult<InvokeEvent>;
+      try {
+        r = await opened.first;
+      } catch (err) {
+        if (ctx.signal.aborted) throw err;
+        log?.warn({ err: String(err) }, "tenant stream failed before its first event");
+        yield errorEvent(err);
+        return;
+      }
       while (!r.done) {
         yield r.value;
         if (r.value.event.case === "turnDone" || r.value.event.case === "error") return;
@@ -111,15 +141,16 @@ export function routerInvoke(deps: RouterInvokeDeps) {
 }
 
 type Opened =
-  | { kind: "ok"; target: Target; it: AsyncIterator<InvokeEvent>; first: IteratorResult<InvokeEvent> }
+  | { kind: "ok"; target: Target; it: AsyncIterator<InvokeEvent>; first: Promise<IteratorResult<InvokeEvent>> }
   | { kind: "failed"; target: Target; it?: undefined; error: unknown }
   | { kind: "unreachable"; target: Target; error: unknown };
 
 /**
- * Starts the call and waits for its first event: only then is it known
- * whether the worker was there at all. Connection-level failures are
- * "unreachable" (retried once after a wake); an error status from the worker
- * itself is "failed".
+ * Starts the call and waits until the worker accepts it (its response
+ * headers, sent once the agents service accepted the call) or answers its
+ * first event: only then is it known whether the worker was there at all.
+ * Connection-level failures are "unreachable" (retried once after a wake);
+ * an error status from the worker itself is "failed".
  */
 async function open(
   workers: TenantWorkers,
@@ -128,9 +159,15 @@ async function open(
   headers: Record<string, string>,
   signal: AbortSignal,
 ): Promise<Opened> {
-  const it = workers.invoke(target.url, req, headers, signal)[Symbol.asyncIterator]();
+  let accepted!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    accepted = resolve;
+  });
+  const it = workers.invoke(target.url, req, headers, signal, () => accepted())[Symbol.asyncIterator]();
+  const first = it.next();
   try {
-    return { kind: "ok", target, it, first: await it.next() };
+    await Promise.race([first, opened]);
+    return { kind: "ok", target, it, first };
   } catch (err) {
     if (signal.aborted) throw err;
     const ce = ConnectError.from(err);
@@ -149,11 +186,11 @@ function errorEvent(err: unknown): InvokeEventInit {
   return { event: { case: "error", value: { message } } };
 }
 
-/** Exactly `Bearer <JWT>` (@platform/credentials): an API key or a loose variant is 401. */
-function bearerToken(header: string | null): string {
+/** Exactly `Bearer <JWT>` or `Bearer <API key>` (@platform/credentials): a loose variant is 401. */
+function bearerCredential(header: string | null) {
   const parsed = parseAuthorization(header);
-  if (!parsed.ok || parsed.credential.kind !== "jwt") throw PlatformError.unauthenticated("a bearer JWT is required");
-  return parsed.credential.token;
+  if (!parsed.ok) throw PlatformError.unauthenticated("a bearer JWT or API key is required");
+  return parsed.credential;
 }
 
 /** An unavailable error leaves with `Retry-After: 5` (HTTP header / gRPC metadata). */

@@ -6,7 +6,7 @@ import { createServiceTransport } from "@platform/rpc";
 // kubernetes), for local RUNTIME_DATA_DIR, AGENTS_GRPC_URL and
 // RUNTIME_WORKER_TLS_CERT_FILE/RUNTIME_WORKER_TLS_KEY_FILE, for kubernetes
 // RUNTIME_NAMESPACE and RUNTIME_WORKER_TEMPLATE; RUNTIME_MAX_WAITERS_PER_TENANT
-// (32), RUNTIME_COLD_START_WAIT_MS (10000), LOG_LEVEL.
+// (32), RUNTIME_COLD_START_WAIT_MS (10000), CORS_ALLOWED_ORIGINS (none), LOG_LEVEL.
 import { resolve } from "node:path";
 import { pino } from "pino";
 import { ConfigError } from "../config/env.ts";
@@ -57,7 +57,9 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
 }
 
 if (!config.tls) logger.warn("INTERNAL_TLS=off: identity and the tenant workers are called without TLS");
-const auth = new IdentityAuthenticator(createServiceTransport({ baseUrl: config.identityUrl, tls: config.tls, expectServer: "identity" }));
+const auth = new IdentityAuthenticator(
+  createServiceTransport({ baseUrl: config.identityUrl, tls: config.tls, expectServer: "identity" }),
+);
 const router = await startRouter({
   auth,
   tls: config.tls,
@@ -68,6 +70,7 @@ const router = await startRouter({
   maxWaitersPerTenant: config.maxWaitersPerTenant,
   reachTimeoutMs: config.coldStartWaitMs,
   readiness: () => auth.reachable(),
+  corsAllowedOrigins: config.corsAllowedOrigins,
 });
 logger.info({ url: router.url, orchestrator: config.orchestrator }, "runtime router ready");
 

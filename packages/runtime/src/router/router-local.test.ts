@@ -86,7 +86,10 @@ describe("router with the local orchestrator (real worker processes, mutual TLS)
     const asAgents = createClient(RuntimeService, createServiceTransport({ baseUrl: url, tls: tlsOf("agents") }));
     await assert.rejects(
       (async () => {
-        for await (const _ of asAgents.invoke({ sessionId: SESSION }, { headers: { authorization: `Bearer ${token}` } }));
+        for await (const _ of asAgents.invoke(
+          { sessionId: SESSION },
+          { headers: { authorization: `Bearer ${token}` } },
+        ));
       })(),
       (err: unknown) => err instanceof ConnectError && err.code === Code.PermissionDenied,
     );
@@ -98,7 +101,8 @@ describe("router with the local orchestrator (real worker processes, mutual TLS)
 
     const t0 = Date.now();
     const results = await Promise.all([invoke(), invoke(), invoke()]);
-    for (const r of results) assert.deepEqual(r, { status: 200, text: "data: hello\n\nevent: turn_done\ndata: {}\n\n" });
+    for (const r of results)
+      assert.deepEqual(r, { status: 200, text: "data: hello\n\nevent: turn_done\ndata: {}\n\n" });
     const pid2 = orch.pidOf(DEPLOY);
     assert.ok(pid2 && pid2 !== pid);
     assert.equal((await orch.getDeployment(DEPLOY))?.replicas, 1);

@@ -131,10 +131,16 @@ describe("router", () => {
   });
 
   test("agents error and mid-stream failures arrive as the error event", async () => {
-    agents.script = () => [{ type: "text", content: "a" }, { type: "error", content: "model provider unreachable" }];
+    agents.script = () => [
+      { type: "text", content: "a" },
+      { type: "error", content: "model provider unreachable" },
+    ];
     let res = await invoke(hi);
     assert.equal(await res.text(), 'data: a\n\nevent: error\ndata: {"message":"model provider unreachable"}\n\n');
-    agents.script = () => [{ type: "text", content: "a" }, { type: "__throw", content: "connection reset" }];
+    agents.script = () => [
+      { type: "text", content: "a" },
+      { type: "__throw", content: "connection reset" },
+    ];
     res = await invoke(hi);
     assert.equal(res.status, 200);
     const text = await res.text();
@@ -145,9 +151,20 @@ describe("router", () => {
     res = await invoke(hi);
     assert.equal(res.status, 200);
     assert.equal(await res.text(), 'event: error\ndata: {"message":"agents call failed: internal error"}\n\n');
-    agents.script = () => PlatformError.notFound("session not found");
-    res = await invoke(hi);
-    assert.equal(await res.text(), 'event: error\ndata: {"message":"agents call failed: session not found"}\n\n');
+  });
+
+  test("the agents service's refusal of the request is its HTTP status, before any stream", async () => {
+    for (const [err, status, code] of [
+      [PlatformError.notFound("session not found"), 404, "not_found"],
+      [PlatformError.invalidArgument("messages must not be empty"), 400, "invalid_argument"],
+      [PlatformError.failedPrecondition("a run is in progress"), 400, "failed_precondition"],
+    ] as const) {
+      agents.script = () => err;
+      const res = await invoke(hi);
+      assert.equal(res.status, status);
+      assert.equal(res.headers.get("content-type"), "application/json");
+      assert.deepEqual(await res.json(), { error: { code, message: err.message } });
+    }
   });
 
   test("hostile x-request-id / x-trace-id (UTF-8 bytes, too long) over REST: replaced, the call works", async () => {
@@ -156,7 +173,12 @@ describe("router", () => {
     const status = await new Promise<number>((resolve, reject) => {
       const req = http.request(`${router.url}/v1/sessions/${SESSION}/invoke`, {
         method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json", "x-request-id": utf8, "x-trace-id": "t".repeat(500) },
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          "x-request-id": utf8,
+          "x-trace-id": "t".repeat(500),
+        },
       });
       req.on("response", (res) => {
         res.resume();
@@ -175,7 +197,10 @@ describe("router", () => {
     const verified = identity.verifications;
     const grpc = createClient(RuntimeService, createGrpcTransport({ baseUrl: router.url }));
     const grpcCall = async () => {
-      for await (const _ of grpc.invoke({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }, { headers: { authorization: `Bearer ${token}` } }));
+      for await (const _ of grpc.invoke(
+        { sessionId: SESSION, messages: [{ role: "user", content: "hi" }] },
+        { headers: { authorization: `Bearer ${token}` } },
+      ));
     };
     await assert.rejects(grpcCall(), ConnectError);
     const health = createClient(Health, createGrpcTransport({ baseUrl: router.url }));
@@ -186,7 +211,11 @@ describe("router", () => {
       ["/grpc.health.v1.Health/Check", "application/json"],
       ["/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "application/grpc-web+proto"],
     ]) {
-      const res = await fetch(`${router.url}${path}`, { method: "POST", headers: { "content-type": contentType!, authorization: `Bearer ${token}` }, body: "" });
+      const res = await fetch(`${router.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": contentType!, authorization: `Bearer ${token}` },
+        body: "",
+      });
       assert.equal(res.status, 404, `${path} ${contentType}`);
       await res.text();
     }
@@ -273,7 +302,11 @@ describe("router", () => {
     let release!: () => void;
     orch.gate = new Promise((r) => (release = r));
     const pending = Array.from({ length: 6 }, () =>
-      invoke(hi).then(async (r) => ({ status: r.status, retryAfter: r.headers.get("retry-after"), text: await r.text() })),
+      invoke(hi).then(async (r) => ({
+        status: r.status,
+        retryAfter: r.headers.get("retry-after"),
+        text: await r.text(),
+      })),
     );
     // The three beyond the bound are answered while the wake is still held.
     const rejected: Array<{ status: number; retryAfter: string | null }> = [];
@@ -316,13 +349,17 @@ describe("identity authenticator", () => {
     const tlsIdentity = new IdentityDouble(loadServiceTls(pki.env("identity")));
     const url = await tlsIdentity.start();
     try {
-      const as = (name: string) => new IdentityAuthenticator(createServiceTransport({ baseUrl: url, tls: loadServiceTls(pki.env(name)) }));
+      const as = (name: string) =>
+        new IdentityAuthenticator(createServiceTransport({ baseUrl: url, tls: loadServiceTls(pki.env(name)) }));
       assert.equal(await as("runtime-router").reachable(), true);
       assert.equal(await as("agents").reachable(), false, "PERMISSION_DENIED: this router is not admitted");
     } finally {
       await tlsIdentity.close();
       pki.remove();
     }
-    assert.equal(await new IdentityAuthenticator(createGrpcTransport({ baseUrl: "http://127.0.0.1:9" })).reachable(), false);
+    assert.equal(
+      await new IdentityAuthenticator(createGrpcTransport({ baseUrl: "http://127.0.0.1:9" })).reachable(),
+      false,
+    );
   });
 });

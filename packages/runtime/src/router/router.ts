@@ -32,6 +32,8 @@ export interface RouterOptions {
   /** /readyz: e.g. whether identity answers. */
   readiness?: () => Promise<boolean>;
   shutdownTimeoutMs?: number;
+  /** Origins whose pages may call the router (CORS_ALLOWED_ORIGINS); default none. */
+  corsAllowedOrigins?: readonly string[];
 }
 
 export interface RunningRouter {
@@ -72,6 +74,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     services: [{ service: RuntimeService, impl }],
     envelope: "runtime",
     restOnly: true,
+    cors: { allowedOrigins: options.corsAllowedOrigins ?? [] },
     port: options.port,
     host: options.host,
     logger,

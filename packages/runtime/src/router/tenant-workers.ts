@@ -4,7 +4,14 @@ import { type InvokeEvent, type InvokeRequest, RuntimeService } from "@platform/
 
 /** Calls RuntimeService.Invoke on a tenant worker. */
 export interface TenantWorkers {
-  invoke(url: string, req: InvokeRequest, headers: Record<string, string>, signal: AbortSignal): AsyncIterable<InvokeEvent>;
+  /** `onOpen` runs when the worker's response headers arrive: it accepted the call (its first event may come much later). */
+  invoke(
+    url: string,
+    req: InvokeRequest,
+    headers: Record<string, string>,
+    signal: AbortSignal,
+    onOpen?: () => void,
+  ): AsyncIterable<InvokeEvent>;
 }
 
 /**
@@ -17,8 +24,14 @@ export class GrpcTenantWorkers implements TenantWorkers {
 
   constructor(private readonly tls?: ServiceTls) {}
 
-  invoke(url: string, req: InvokeRequest, headers: Record<string, string>, signal: AbortSignal): AsyncIterable<InvokeEvent> {
-    return this.#for(url).client.invoke(req, { headers, signal });
+  invoke(
+    url: string,
+    req: InvokeRequest,
+    headers: Record<string, string>,
+    signal: AbortSignal,
+    onOpen?: () => void,
+  ): AsyncIterable<InvokeEvent> {
+    return this.#for(url).client.invoke(req, { headers, signal, onHeader: onOpen && (() => onOpen()) });
   }
 
   /**

@@ -74,7 +74,10 @@ describe("TenantWaker", () => {
     const f = fakes();
     f.release();
     f.setReachable(false);
-    await assert.rejects(new TenantWaker(f).target(T, T), (e) => e instanceof PlatformError && e.code === Code.Unavailable);
+    await assert.rejects(
+      new TenantWaker(f).target(T, T),
+      (e) => e instanceof PlatformError && e.code === Code.Unavailable,
+    );
     const broken = new TenantWaker({
       ...f,
       controller: {

@@ -43,7 +43,8 @@ export class TenantUnavailableError extends PlatformError {
  * it, up to `maxWaitersPerTenant`; the next ones fail at once.
  */
 export class TenantWaker {
-  readonly #o: Required<Omit<WakerOptions, "controller" | "waitReachable">> & Pick<WakerOptions, "controller" | "waitReachable">;
+  readonly #o: Required<Omit<WakerOptions, "controller" | "waitReachable">> &
+    Pick<WakerOptions, "controller" | "waitReachable">;
   readonly #flights = new Map<string, Flight>();
   readonly #known = new Map<string, { target: Target; until: number }>();
 

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { PlatformError } from "@platform/errors";
 import { AuthService } from "@platform/gen/identity/v1/auth_pb";
-import { createServer, type Server, type ServiceTls } from "@platform/rpc";
+import { codeNameEnvelope, createServer, type Server, type ServiceTls } from "@platform/rpc";
 import { pino } from "pino";
 
 /**
@@ -38,7 +38,8 @@ export class IdentityDouble {
     };
     this.#server = createServer({
       name: "identity-double",
-      envelope: "identity",
+      // Called over gRPC only: no REST body is rendered.
+      envelope: codeNameEnvelope("identity-double"),
       logger: pino({ level: "silent" }),
       shutdownTimeoutMs: 1000,
       services: [{ service: AuthService, impl }],

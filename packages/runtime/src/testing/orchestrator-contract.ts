@@ -1,12 +1,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, test } from "node:test";
-import {
-  type DeploymentSpec,
-  isAlreadyExists,
-  isNotFound,
-  type Orchestrator,
-} from "../orchestrator/orchestrator.ts";
+import { type DeploymentSpec, isAlreadyExists, isNotFound, type Orchestrator } from "../orchestrator/orchestrator.ts";
 
 /**
  * The behaviour every Orchestrator adapter must show, as seen through the
@@ -31,8 +26,15 @@ export function orchestratorContract(name: string, makeOrchestrator: () => Promi
       return {
         name: deployName,
         replicas: 0,
-        labels: { "runtime.platform.io/tenant": "true", "app.kubernetes.io/managed-by": "runtime-controller", "contract-run": run },
-        annotations: { "runtime.platform.io/tenant-id": "00000000-0000-4000-8000-000000000001", "runtime.platform.io/tenant-short": "00000000" },
+        labels: {
+          "runtime.platform.io/tenant": "true",
+          "app.kubernetes.io/managed-by": "runtime-controller",
+          "contract-run": run,
+        },
+        annotations: {
+          "runtime.platform.io/tenant-id": "00000000-0000-4000-8000-000000000001",
+          "runtime.platform.io/tenant-short": "00000000",
+        },
         serviceAnnotations: { "runtime.platform.io/tenant-id": "00000000-0000-4000-8000-000000000001" },
         env: { TENANT_ID: "00000000-0000-4000-8000-000000000001", ORG_ID: "00000000-0000-4000-8000-000000000001" },
         ...overrides,
@@ -121,8 +123,7 @@ export function orchestratorContract(name: string, makeOrchestrator: () => Promi
       const b = spec({ labels: { "contract-run": run, kind: "x", tier: "2" } });
       const c = spec({ labels: { "contract-run": run, kind: "y", tier: "1" } });
       for (const s of [a, b, c]) await orch.createDeployment(s);
-      const names = async (sel: Record<string, string>) =>
-        (await orch.listDeployments(sel)).map((d) => d.name).sort();
+      const names = async (sel: Record<string, string>) => (await orch.listDeployments(sel)).map((d) => d.name).sort();
       assert.deepEqual(await names({ "contract-run": run, kind: "x" }), [a.name, b.name].sort());
       assert.deepEqual(await names({ "contract-run": run, kind: "x", tier: "2" }), [b.name]);
       assert.deepEqual(await names({ "contract-run": run, kind: "z" }), []);

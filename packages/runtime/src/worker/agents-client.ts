@@ -18,14 +18,27 @@ export class ConnectAgentsClient implements AgentsPort {
     messages: Message[],
     call: CallIdentity,
     signal: AbortSignal,
+    onOpen?: () => void,
   ): AsyncIterable<AgentEvent> {
-    const stream = this.#client.sendMessages({ id: sessionId, messages }, { headers: identityHeaders(call), signal });
+    // The response headers: the agents service accepted the call (it sends
+    // them before its first event).
+    const onHeader = onOpen && (() => onOpen());
+    const stream = this.#client.sendMessages(
+      { id: sessionId, messages },
+      { headers: identityHeaders(call), signal, onHeader },
+    );
     for await (const e of stream) yield { type: e.type, content: e.content };
   }
 
-  async *rejoin(sessionId: string, call: CallIdentity, signal: AbortSignal): AsyncIterable<AgentEvent> {
+  async *rejoin(
+    sessionId: string,
+    call: CallIdentity,
+    signal: AbortSignal,
+    onOpen?: () => void,
+  ): AsyncIterable<AgentEvent> {
     const headers = identityHeaders(call);
     const { session, events } = await this.#client.getSession({ id: sessionId }, { headers, signal });
+    onOpen?.();
     if (session?.status !== "running") return;
     // The current run starts after the last terminal event of the log.
     let after = 0n;

@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Code as ConnectCode, type HandlerContext } from "@connectrpc/connect";
+import type { HandlerContext } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
 import type { InvokeEventSchema, InvokeRequest } from "@platform/gen/runtime/v1/runtime_pb";
-import { acceptedId, fromConnectError, isPlatformStatus } from "@platform/rpc";
+import { acceptedId, fromConnectError, isPlatformStatus, openStream } from "@platform/rpc";
 import type { Logger } from "pino";
 import { type CallIdentity, Metadata } from "../metadata.ts";
+import { isCallerFault } from "../caller-fault.ts";
 import type { AgentEvent, AgentsPort } from "./agents-port.ts";
 
 type InvokeEventInit = MessageInitShape<typeof InvokeEventSchema>;
@@ -41,9 +42,12 @@ export function workerInvoke(deps: WorkerInvokeDeps) {
     if (!req.sessionId) throw PlatformError.invalidArgument("session_id is required");
     const log = deps.logger?.child({ requestId: call.requestId, traceId: call.traceId, sessionId: req.sessionId });
     const rejoin = req.messages.length === 0;
+    // The agents service accepted the call: so does this worker (the router
+    // sends its caller the SSE headers on this, not on the first text).
+    const accepted = () => openStream(ctx);
     const events: AsyncIterable<AgentEvent> = rejoin
-      ? deps.agents.rejoin(req.sessionId, call, ctx.signal)
-      : deps.agents.sendMessages(req.sessionId, req.messages, call, ctx.signal);
+      ? deps.agents.rejoin(req.sessionId, call, ctx.signal, accepted)
+      : deps.agents.sendMessages(req.sessionId, req.messages, call, ctx.signal, accepted);
     try {
       for await (const e of events) {
         switch (e.type) {
@@ -64,10 +68,10 @@ export function workerInvoke(deps: WorkerInvokeDeps) {
     } catch (err) {
       if (ctx.signal.aborted) throw err;
       log?.warn({ err: String(err) }, "agents call failed");
-      // A request the agents service refused as malformed is the caller's
-      // fault, not a failed call: it stays INVALID_ARGUMENT (hostile input
-      // must never read as a server fault).
-      if (isPlatformStatus(err) && err.code === ConnectCode.InvalidArgument) throw fromConnectError(err);
+      // A request the agents service refused (malformed: hostile input must
+      // never read as a server fault; no such session; a busy one) is the
+      // caller's fault, not a failed call: its status is relayed as it is.
+      if (isCallerFault(err)) throw fromConnectError(err);
       // The agents' own message is relayed; a client-side failure's text
       // (an address, a JavaScript exception) stays in the log.
       const detail = isPlatformStatus(err) ? `: ${err.rawMessage}` : "";

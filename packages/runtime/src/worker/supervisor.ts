@@ -24,7 +24,12 @@ export interface ReadyMessage {
 }
 
 export function isAdopt(m: unknown): m is AdoptMessage {
-  return typeof m === "object" && m !== null && (m as AdoptMessage).type === "adopt" && typeof (m as AdoptMessage).env === "object";
+  return (
+    typeof m === "object" &&
+    m !== null &&
+    (m as AdoptMessage).type === "adopt" &&
+    typeof (m as AdoptMessage).env === "object"
+  );
 }
 
 export function isWaiting(m: unknown): m is WaitingMessage {

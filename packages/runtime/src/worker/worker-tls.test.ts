@@ -43,7 +43,14 @@ describe("tenant worker over mutual TLS", () => {
     foreign = await makeTestPki(["runtime-router"]);
     agents = new AgentsDouble(tlsOf("agents"));
     const agentsUrl = await agents.start();
-    worker = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl, port: 0, host: "127.0.0.1", tls: tlsOf("runtime-worker") });
+    worker = await startWorker({
+      tenantId: TENANT,
+      orgId: TENANT,
+      agentsUrl,
+      port: 0,
+      host: "127.0.0.1",
+      tls: tlsOf("runtime-worker"),
+    });
   });
   after(async () => {
     await worker?.close();
@@ -55,7 +62,10 @@ describe("tenant worker over mutual TLS", () => {
   const invoke = async (transport: Parameters<typeof createClient>[1]) => {
     const out: string[] = [];
     const client = createClient(RuntimeService, transport);
-    for await (const e of client.invoke({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }, { headers })) {
+    for await (const e of client.invoke(
+      { sessionId: SESSION, messages: [{ role: "user", content: "hi" }] },
+      { headers },
+    )) {
       out.push(e.event.case ?? "");
     }
     return out;
@@ -64,7 +74,13 @@ describe("tenant worker over mutual TLS", () => {
   const handshake = (options: tls.ConnectionOptions) =>
     new Promise<string>((resolve) => {
       const { port } = new URL(worker.url);
-      const socket = tls.connect({ ...options, host: "127.0.0.1", port: Number(port), servername: "localhost", ALPNProtocols: ["h2"] });
+      const socket = tls.connect({
+        ...options,
+        host: "127.0.0.1",
+        port: Number(port),
+        servername: "localhost",
+        ALPNProtocols: ["h2"],
+      });
       const timer = setTimeout(() => {
         socket.destroy();
         resolve("open");
@@ -90,7 +106,9 @@ describe("tenant worker over mutual TLS", () => {
   test("the router's certificate gets through; the worker calls agents with the runtime-worker certificate", async () => {
     assert.match(worker.url, /^https:\/\//);
     agents.calls.length = 0;
-    const events = await invoke(createServiceTransport({ baseUrl: worker.url, tls: tlsOf("runtime-router"), expectServer: "runtime-worker" }));
+    const events = await invoke(
+      createServiceTransport({ baseUrl: worker.url, tls: tlsOf("runtime-router"), expectServer: "runtime-worker" }),
+    );
     assert.deepEqual(events, ["textChunk", "turnDone"]);
     assert.equal(agents.calls.length, 1, "agents (mTLS, runtime-worker only) was called");
   });
@@ -141,10 +159,17 @@ describe("tenant worker over mutual TLS", () => {
     assert.equal(await warmUp(undefined), true, "INTERNAL_TLS=off");
   });
 
-  test("python3-grpcio: the router's certificate gets through; none, another CA's or agents' is refused", { skip: !existsSync(python) && "no /usr/bin/python3" }, async (t) => {
+  test("python3-grpcio: the router's certificate gets through; none, another CA's or agents' is refused", {
+    skip: !existsSync(python) && "no /usr/bin/python3",
+  }, async (t) => {
     const run = (certOf?: { certFile: string; keyFile: string }, caFile = pki.files("runtime-router").caFile) =>
       new Promise<Record<string, string | number>>((resolve, reject) => {
-        const args = [probe, worker.url.replace("https://", ""), caFile, ...(certOf ? [certOf.certFile, certOf.keyFile] : [])];
+        const args = [
+          probe,
+          worker.url.replace("https://", ""),
+          caFile,
+          ...(certOf ? [certOf.certFile, certOf.keyFile] : []),
+        ];
         const child = execFile(python, args, { timeout: 60_000 }, (err, stdout, stderr) => {
           if (err) return reject(new Error(`${err.message}\n${stderr}`));
           resolve(JSON.parse(stdout));
@@ -155,7 +180,8 @@ describe("tenant worker over mutual TLS", () => {
     try {
       ok = await run(pki.files("runtime-router"));
     } catch (err) {
-      if (/No module named 'grpc'/.test(String(err))) return t.skip("python3-grpcio not installed (apt-get install -y python3-grpcio)");
+      if (/No module named 'grpc'/.test(String(err)))
+        return t.skip("python3-grpcio not installed (apt-get install -y python3-grpcio)");
       throw err;
     }
     assert.deepEqual(ok, { health: "OK", events: 2, invoke: "OK" });

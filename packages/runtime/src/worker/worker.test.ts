@@ -35,7 +35,14 @@ describe("tenant worker", () => {
 
   before(async () => {
     const agentsUrl = await agents.start();
-    worker = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl, port: 0, host: "127.0.0.1", tls: undefined });
+    worker = await startWorker({
+      tenantId: TENANT,
+      orgId: TENANT,
+      agentsUrl,
+      port: 0,
+      host: "127.0.0.1",
+      tls: undefined,
+    });
     client = createClient(RuntimeService, createGrpcTransport({ baseUrl: worker.url }));
   });
   after(async () => {
@@ -49,7 +56,8 @@ describe("tenant worker", () => {
 
   async function collect(req: Parameters<typeof client.invoke>[0], h = headers()) {
     const out: Array<{ case: string | undefined; value: unknown }> = [];
-    for await (const e of client.invoke(req, { headers: h })) out.push({ case: e.event.case, value: e.event.value && { ...e.event.value } });
+    for await (const e of client.invoke(req, { headers: h }))
+      out.push({ case: e.event.case, value: e.event.value && { ...e.event.value } });
     return out.map(({ case: c, value }) => {
       const { $typeName, ...rest } = (value ?? {}) as Record<string, unknown>;
       return { case: c, ...rest };
@@ -113,22 +121,32 @@ describe("tenant worker", () => {
   test("metadata of another tenant is UNAUTHENTICATED", async () => {
     const other = "0a0a0a0a-0000-4000-8000-000000000009";
     await assert.rejects(
-      collect({ sessionId: SESSION, messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.tenantId]: other, [Metadata.orgId]: other })),
+      collect(
+        { sessionId: SESSION, messages: [{ role: "user", content: "x" }] },
+        headers({ [Metadata.tenantId]: other, [Metadata.orgId]: other }),
+      ),
       (err) => err instanceof ConnectError && err.code === Code.Unauthenticated,
     );
   });
 
   test("an agents call that fails is INTERNAL, also mid-stream", async () => {
-    agents.script = () => PlatformError.notFound("session not found");
+    agents.script = () => PlatformError.unavailable("model provider unreachable");
     await assert.rejects(
       collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }),
-      (err) => err instanceof ConnectError && err.code === Code.Internal && /session not found/.test(err.message),
+      (err) =>
+        err instanceof ConnectError && err.code === Code.Internal && /model provider unreachable/.test(err.message),
     );
-    agents.script = () => [{ type: "text", content: "a" }, { type: "__throw", content: "connection reset" }];
+    agents.script = () => [
+      { type: "text", content: "a" },
+      { type: "__throw", content: "connection reset" },
+    ];
     const seen: string[] = [];
     await assert.rejects(
       (async () => {
-        for await (const e of client.invoke({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }, { headers: headers() }))
+        for await (const e of client.invoke(
+          { sessionId: SESSION, messages: [{ role: "user", content: "hi" }] },
+          { headers: headers() },
+        ))
           seen.push(e.event.case ?? "");
       })(),
       (err) => err instanceof ConnectError && err.code === Code.Internal,
@@ -137,12 +155,22 @@ describe("tenant worker", () => {
   });
 
   test("an unreachable agents service is INTERNAL", async () => {
-    const lonely = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl: "http://127.0.0.1:9", port: 0, host: "127.0.0.1", tls: undefined });
+    const lonely = await startWorker({
+      tenantId: TENANT,
+      orgId: TENANT,
+      agentsUrl: "http://127.0.0.1:9",
+      port: 0,
+      host: "127.0.0.1",
+      tls: undefined,
+    });
     try {
       const c = createClient(RuntimeService, createGrpcTransport({ baseUrl: lonely.url }));
       await assert.rejects(
         (async () => {
-          for await (const _ of c.invoke({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }, { headers: headers() })) {
+          for await (const _ of c.invoke(
+            { sessionId: SESSION, messages: [{ role: "user", content: "hi" }] },
+            { headers: headers() },
+          )) {
           }
         })(),
         (err) => err instanceof ConnectError && err.code === Code.Internal,
@@ -153,13 +181,22 @@ describe("tenant worker", () => {
   });
 
   test("request and trace ids: the message echo first, then metadata, else generated per call", async () => {
-    await collect({ sessionId: SESSION, requestId: "from-body", traceId: "t-body", messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }));
+    await collect(
+      { sessionId: SESSION, requestId: "from-body", traceId: "t-body", messages: [{ role: "user", content: "x" }] },
+      headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }),
+    );
     assert.equal(agents.calls[0]?.headers["x-request-id"], "from-body");
     assert.equal(agents.calls[0]?.headers["x-trace-id"], "t-body");
-    await collect({ sessionId: SESSION, messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }));
+    await collect(
+      { sessionId: SESSION, messages: [{ role: "user", content: "x" }] },
+      headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }),
+    );
     assert.match(agents.calls[1]?.headers["x-request-id"] ?? "", /^[0-9a-f-]{36}$/);
     assert.match(agents.calls[1]?.headers["x-trace-id"] ?? "", /^[0-9a-f]{32}$/);
-    await collect({ sessionId: SESSION, messages: [{ role: "user", content: "x" }] }, headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }));
+    await collect(
+      { sessionId: SESSION, messages: [{ role: "user", content: "x" }] },
+      headers({ [Metadata.requestId]: undefined, [Metadata.traceId]: undefined }),
+    );
     assert.notEqual(agents.calls[2]?.headers["x-request-id"], agents.calls[1]?.headers["x-request-id"]);
   });
 
@@ -171,8 +208,24 @@ describe("tenant worker", () => {
     );
   });
 
+  test("the agents service's refusal of the request (no such session, a busy one) is relayed with its code, before any event", async () => {
+    for (const err of [
+      PlatformError.notFound("session not found"),
+      PlatformError.failedPrecondition("a run is in progress"),
+    ]) {
+      agents.script = () => err;
+      await assert.rejects(
+        collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }),
+        (e) => e instanceof ConnectError && e.code === (err.code as number) && e.rawMessage === err.message,
+      );
+    }
+  });
+
   test("an agents client failure is INTERNAL without its JavaScript or transport text", async () => {
-    agents.script = () => [{ type: "text", content: "a" }, { type: "__throw", content: "read ECONNRESET 10.1.2.3:50051" }];
+    agents.script = () => [
+      { type: "text", content: "a" },
+      { type: "__throw", content: "read ECONNRESET 10.1.2.3:50051" },
+    ];
     await assert.rejects(
       collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] }),
       (err) => err instanceof ConnectError && err.code === Code.Internal && err.rawMessage === "agents call failed",
@@ -183,7 +236,12 @@ describe("tenant worker", () => {
     const hostile = ["日本", "é", "x".repeat(129), "a b", "\u{1F600}"];
     for (const id of hostile) {
       agents.calls.length = 0;
-      const events = await collect({ sessionId: SESSION, requestId: id, traceId: id, messages: [{ role: "user", content: "x" }] });
+      const events = await collect({
+        sessionId: SESSION,
+        requestId: id,
+        traceId: id,
+        messages: [{ role: "user", content: "x" }],
+      });
       assert.deepEqual(events, [{ case: "textChunk", content: "hello" }, { case: "turnDone" }], id);
       // The metadata's valid ids take over from the rejected echo fields.
       assert.equal(agents.calls[0]?.headers["x-request-id"], "req-1", id);

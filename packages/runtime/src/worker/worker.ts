@@ -25,7 +25,11 @@ export async function startWorker(
   options: { logger?: Logger; agents?: AgentsPort; shutdownTimeoutMs?: number; callers?: readonly string[] } = {},
 ): Promise<RunningServer> {
   const logger = options.logger ?? pino({ level: "silent" });
-  const agents = options.agents ?? new ConnectAgentsClient(createServiceTransport({ baseUrl: config.agentsUrl, tls: config.tls, expectServer: "agents" }));
+  const agents =
+    options.agents ??
+    new ConnectAgentsClient(
+      createServiceTransport({ baseUrl: config.agentsUrl, tls: config.tls, expectServer: "agents" }),
+    );
   const impl: ServiceImpl<typeof RuntimeService> = {
     invoke: workerInvoke({ tenantId: config.tenantId, orgId: config.orgId, agents, logger }),
   };

@@ -31,12 +31,22 @@ let database: Database<unknown>;
 let app: ComputeApp;
 let client: Client<typeof ComputeService>;
 
-const config: ComputeConfig = testComputeConfig({ COMPUTE_DATA_DIR: "/tmp/unused-by-the-kubernetes-driver", COMPUTE_DRIVER: "kubernetes" });
+const config: ComputeConfig = testComputeConfig({
+  COMPUTE_DATA_DIR: "/tmp/unused-by-the-kubernetes-driver",
+  COMPUTE_DRIVER: "kubernetes",
+});
 
 before(async () => {
   double = await KubeDouble.start({ namespaces: [NS] });
   database = await createTestDatabase<unknown>();
-  const driver = new KubernetesDriver({ kubeConfig: double.kubeConfig(NS), namespace: NS, killGraceMs: 300, pollIntervalMs: 50, defaultStorageClass: config.pvcStorageClass, defaultSize: config.pvcWorkspaceSize });
+  const driver = new KubernetesDriver({
+    kubeConfig: double.kubeConfig(NS),
+    namespace: NS,
+    killGraceMs: 300,
+    pollIntervalMs: 50,
+    defaultStorageClass: config.pvcStorageClass,
+    defaultSize: config.pvcWorkspaceSize,
+  });
   // Plaintext: this suite is about the Kubernetes driver behind the API; mTLS is tested in compute-service.db.test.ts.
   app = await createComputeApp(config, logger, { driver, database, internalTls: undefined });
   const { url } = await app.server.listen();
@@ -70,10 +80,11 @@ async function run(id: string, command: string, args: string[] = []) {
 describe("compute service on the Kubernetes driver", () => {
   test("CreateSandbox answers STARTING; the pod and PVC carry the tenant, the image and PVC_* defaults; exec waits for running", async () => {
     const tenantId = randomUUID();
-    const res = await client.createSandbox({ tenantId, sessionId: randomUUID() });
+    const sessionId = randomUUID();
+    const res = await client.createSandbox({ tenantId, sessionId });
     assert.equal(res.status, SandboxStatus.STARTING);
     const pod = double.get("pods", NS, podName(res.sandboxId));
-    const pvc = double.get("persistentvolumeclaims", NS, claimName(res.sandboxId));
+    const pvc = double.get("persistentvolumeclaims", NS, claimName(tenantId, sessionId));
     assert.equal(pod?.metadata.annotations.tenant_id, tenantId);
     assert.equal(pod?.spec.containers[0].image, "registry.test/sandbox:v1");
     assert.equal(pvc?.spec.storageClassName, "fast-ssd");
@@ -96,24 +107,38 @@ describe("compute service on the Kubernetes driver", () => {
     assert.equal(dec(r.data), "abc");
     assert.equal(r.eof, true);
     const l = await client.listFiles({ sandboxId, path: "notes" });
-    assert.deepEqual(l.entries.map((e) => e.path), ["a.txt"]);
+    assert.deepEqual(
+      l.entries.map((e) => e.path),
+      ["a.txt"],
+    );
     await expectCode(client.readFile({ sandboxId, path: "../etc/passwd" }), Code.InvalidArgument);
     await run(sandboxId, "/bin/ln", ["-s", "/etc", "out"]);
     await expectCode(client.readFile({ sandboxId, path: "out/hostname" }), Code.PermissionDenied);
   });
 
   test("DestroySandbox: DESTROYED, pod gone, PVC marked delete-after; exec is FAILED_PRECONDITION", async () => {
-    const { sandboxId } = await client.createSandbox({ tenantId: randomUUID(), sessionId: randomUUID() });
+    const tenantId = randomUUID();
+    const sessionId = randomUUID();
+    const { sandboxId } = await client.createSandbox({ tenantId, sessionId });
     await run(sandboxId, "/bin/true");
     await client.destroySandbox({ sandboxId });
     assert.equal((await client.describeSandbox({ sandboxId })).status, SandboxStatus.DESTROYED);
-    assert.ok(double.get("pods", NS, podName(sandboxId))?.metadata.deletionTimestamp ?? true, "pod deleted or terminating");
-    assert.ok(double.get("persistentvolumeclaims", NS, claimName(sandboxId))?.metadata.annotations[DELETE_AFTER_KEY]);
+    assert.ok(
+      double.get("pods", NS, podName(sandboxId))?.metadata.deletionTimestamp ?? true,
+      "pod deleted or terminating",
+    );
+    assert.ok(
+      double.get("persistentvolumeclaims", NS, claimName(tenantId, sessionId))?.metadata.annotations[DELETE_AFTER_KEY],
+    );
     await expectCode(run(sandboxId, "/bin/true"), Code.FailedPrecondition);
   });
 
   test("a sandbox past max_runtime becomes FAILED through the pod's activeDeadlineSeconds", async () => {
-    const { sandboxId } = await client.createSandbox({ tenantId: randomUUID(), sessionId: randomUUID(), limits: { maxRuntime: durationFromMs(1000) } });
+    const { sandboxId } = await client.createSandbox({
+      tenantId: randomUUID(),
+      sessionId: randomUUID(),
+      limits: { maxRuntime: durationFromMs(1000) },
+    });
     assert.equal(double.get("pods", NS, podName(sandboxId))?.spec.activeDeadlineSeconds, 1);
     const until = Date.now() + 15_000;
     let status = SandboxStatus.STARTING;

@@ -15,7 +15,8 @@ if (Number.isNaN(now.getTime())) {
 }
 const kubeConfig = new KubeConfig();
 kubeConfig.loadFromDefault();
-const namespace = process.env.COMPUTE_NAMESPACE || kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace || "default";
+const namespace =
+  process.env.COMPUTE_NAMESPACE || kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace || "default";
 const driver = new KubernetesDriver({ kubeConfig, namespace });
 const removed = await driver.collectGarbage(now);
 await driver.close();

@@ -18,9 +18,11 @@ export async function createKubernetesDriver(options: {
   const env = options.env ?? process.env;
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromDefault();
-  const namespace = env.COMPUTE_NAMESPACE || kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace || "default";
+  const namespace =
+    env.COMPUTE_NAMESPACE || kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace || "default";
   const runAsUser = env.SANDBOX_RUN_AS_USER ? Number(env.SANDBOX_RUN_AS_USER) : undefined;
-  if (runAsUser !== undefined && (!Number.isInteger(runAsUser) || runAsUser <= 0)) throw new Error("SANDBOX_RUN_AS_USER must be a positive integer (restricted Pod Security forbids root)");
+  if (runAsUser !== undefined && (!Number.isInteger(runAsUser) || runAsUser <= 0))
+    throw new Error("SANDBOX_RUN_AS_USER must be a positive integer (restricted Pod Security forbids root)");
   return new KubernetesDriver({
     kubeConfig,
     namespace,

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { KubeDouble } from "@platform/kube-testing";
 import { DELETE_AFTER_KEY } from "../../driver.ts";
-import { collectExec, contractSpec, driverContract } from "../../testing/driver-contract.ts";
+import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { KubernetesDriver, parseContainerUsage } from "./kubernetes-driver.ts";
 import { claimName, podName } from "./objects.ts";
 
@@ -17,18 +17,21 @@ async function until(check: () => boolean, ms = 5000): Promise<void> {
   }
 }
 
-driverContract("kubernetes (API-server double)", async (o) => {
-  const double = await KubeDouble.start({ namespaces: [NS] });
-  const driver = new KubernetesDriver({ kubeConfig: double.kubeConfig(NS), namespace: NS, killGraceMs: o.killGraceMs, pollIntervalMs: 50, defaultSize: "1Gi" });
-  return { driver, image: "debian:bookworm-slim", cleanup: () => double.close() };
-});
+// The driver contract runs in kubernetes-contract.test.ts.
 
 describe("kubernetes driver: what lands on the cluster", () => {
   let double: KubeDouble;
   let driver: KubernetesDriver;
   before(async () => {
     double = await KubeDouble.start({ namespaces: [NS] });
-    driver = new KubernetesDriver({ kubeConfig: double.kubeConfig(NS), namespace: NS, killGraceMs: 200, pollIntervalMs: 50, defaultStorageClass: "fast-ssd", defaultSize: "2Gi" });
+    driver = new KubernetesDriver({
+      kubeConfig: double.kubeConfig(NS),
+      namespace: NS,
+      killGraceMs: 200,
+      pollIntervalMs: 50,
+      defaultStorageClass: "fast-ssd",
+      defaultSize: "2Gi",
+    });
   });
   after(async () => {
     await driver.close();
@@ -36,11 +39,15 @@ describe("kubernetes driver: what lands on the cluster", () => {
   });
 
   test("pod and PVC: annotations, storage from the spec or the defaults, requests = limits, deadline, restricted security", async () => {
-    const spec = contractSpec("debian:bookworm-slim", { cpuMillis: 500, memoryBytes: 512 * 1024 * 1024, maxRuntimeMs: 15 * 60_000 });
+    const spec = contractSpec("debian:bookworm-slim", {
+      cpuMillis: 500,
+      memoryBytes: 512 * 1024 * 1024,
+      maxRuntimeMs: 15 * 60_000,
+    });
     spec.workspace = { storageClass: "", size: "", mountPath: "/workspace" };
     await driver.create(spec);
     const pod = double.get("pods", NS, podName(spec.sandboxId));
-    const pvc = double.get("persistentvolumeclaims", NS, claimName(spec.sandboxId));
+    const pvc = double.get("persistentvolumeclaims", NS, claimName(spec.tenantId, spec.sessionId));
     assert.ok(pod && pvc);
     assert.equal(pod.metadata.annotations.tenant_id, spec.tenantId);
     assert.equal(pvc.spec.storageClassName, "fast-ssd");
@@ -48,7 +55,10 @@ describe("kubernetes driver: what lands on the cluster", () => {
     const c = pod.spec.containers[0];
     assert.deepEqual(c.resources.limits, { cpu: "500m", memory: String(512 * 1024 * 1024) });
     assert.deepEqual(c.resources.requests, c.resources.limits);
-    assert.ok(pod.spec.activeDeadlineSeconds >= 899 && pod.spec.activeDeadlineSeconds <= 900, String(pod.spec.activeDeadlineSeconds));
+    assert.ok(
+      pod.spec.activeDeadlineSeconds >= 899 && pod.spec.activeDeadlineSeconds <= 900,
+      String(pod.spec.activeDeadlineSeconds),
+    );
     assert.equal(pod.spec.automountServiceAccountToken, false);
     assert.equal(pod.spec.securityContext.runAsNonRoot, true);
     assert.equal(pod.spec.securityContext.seccompProfile.type, "RuntimeDefault");
@@ -61,20 +71,24 @@ describe("kubernetes driver: what lands on the cluster", () => {
     const custom = contractSpec("debian:bookworm-slim");
     custom.workspace = { storageClass: "standard", size: "7Gi", mountPath: "/data" };
     await driver.create(custom);
-    const pvc2 = double.get("persistentvolumeclaims", NS, claimName(custom.sandboxId));
+    const pvc2 = double.get("persistentvolumeclaims", NS, claimName(custom.tenantId, custom.sessionId));
     assert.equal(pvc2?.spec.storageClassName, "standard");
     assert.equal(pvc2?.spec.resources.requests.storage, "7Gi");
-    assert.equal(double.get("pods", NS, podName(custom.sandboxId))?.spec.containers[0].volumeMounts[0].mountPath, "/data");
+    assert.equal(
+      double.get("pods", NS, podName(custom.sandboxId))?.spec.containers[0].volumeMounts[0].mountPath,
+      "/data",
+    );
     await driver.destroy(spec.sandboxId);
     await driver.destroy(custom.sandboxId);
   });
 
-  test("an OOMKilled container reads as failed with reason oom, announced to listeners", async () => {
+  test("an OOMKilled container reads as failed with reason oom, announced to listeners; the session's next sandbox has its files", async () => {
     const spec = contractSpec("debian:bookworm-slim");
     await driver.create(spec);
     assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(10_000))).phase, "ready");
     const seen: string[] = [];
     const off = driver.onPhaseChange((id, o) => id === spec.sandboxId && seen.push(`${o.phase}/${o.reason}`));
+    await driver.writeFile(spec.sandboxId, "before-oom.txt", new TextEncoder().encode("kept"), false, 0o644);
     double.terminateContainer(NS, podName(spec.sandboxId), { exitCode: 137, reason: "OOMKilled" });
     const o = await driver.observe(spec.sandboxId);
     assert.equal(o.phase, "failed");
@@ -82,7 +96,19 @@ describe("kubernetes driver: what lands on the cluster", () => {
     assert.equal(o.exitCode, 137);
     assert.ok(seen.includes("failed/oom"), seen.join(","));
     off();
+    // Nothing of the session runs: its claim is marked; the session's next sandbox reuses it and clears the mark.
+    const claim = () => double.get("persistentvolumeclaims", NS, claimName(spec.tenantId, spec.sessionId));
+    await until(() => claim()?.metadata.annotations[DELETE_AFTER_KEY] !== undefined);
+    const next = { ...contractSpec("debian:bookworm-slim"), tenantId: spec.tenantId, sessionId: spec.sessionId };
+    await driver.create(next);
+    assert.equal((await driver.waitSettled(next.sandboxId, AbortSignal.timeout(10_000))).phase, "ready");
+    assert.equal(claim()?.metadata.annotations[DELETE_AFTER_KEY], undefined);
+    assert.equal(
+      new TextDecoder().decode((await driver.readFile(next.sandboxId, "before-oom.txt", 0, 100)).data),
+      "kept",
+    );
     await driver.destroy(spec.sandboxId);
+    await driver.destroy(next.sandboxId);
   });
 
   test("destroy deletes the pod and marks the PVC delete-after = now + 24 h; GC deletes only expired claims", async () => {
@@ -98,21 +124,28 @@ describe("kubernetes driver: what lands on the cluster", () => {
     assert.ok(terminating === undefined || terminating.metadata.deletionTimestamp, "deleted or terminating");
     assert.equal((await driver.observe(a.sandboxId)).phase, "gone");
     await until(() => double.get("pods", NS, podName(a.sandboxId)) === undefined);
-    const mark = Date.parse(double.get("persistentvolumeclaims", NS, claimName(a.sandboxId))?.metadata.annotations[DELETE_AFTER_KEY]);
+    const mark = Date.parse(
+      double.get("persistentvolumeclaims", NS, claimName(a.tenantId, a.sessionId))?.metadata.annotations[
+        DELETE_AFTER_KEY
+      ],
+    );
     assert.ok(Math.abs(mark - (t0 + 24 * 3600_000)) < 60_000, `delete-after ${new Date(mark).toISOString()}`);
     // b is destroyed later; GC at a time between the two marks removes only a.
     await new Promise((r) => setTimeout(r, 1100));
     await driver.destroy(b.sandboxId);
     const between = new Date(mark + 500);
     const first = await driver.collectGarbage(between);
-    assert.ok(first.includes(a.sandboxId) && !first.includes(b.sandboxId) && !first.includes(live.sandboxId), first.join(","));
-    assert.equal(double.get("persistentvolumeclaims", NS, claimName(a.sandboxId)), undefined);
-    assert.ok(double.get("persistentvolumeclaims", NS, claimName(b.sandboxId)));
+    assert.ok(
+      first.includes(a.sandboxId) && !first.includes(b.sandboxId) && !first.includes(live.sandboxId),
+      first.join(","),
+    );
+    assert.equal(double.get("persistentvolumeclaims", NS, claimName(a.tenantId, a.sessionId)), undefined);
+    assert.ok(double.get("persistentvolumeclaims", NS, claimName(b.tenantId, b.sessionId)));
     // A live sandbox's claim is never collected, however late.
     const far = await driver.collectGarbage(new Date(Date.now() + 365 * 86400_000));
     assert.ok(far.includes(b.sandboxId));
     assert.ok(!far.includes(live.sandboxId));
-    assert.ok(double.get("persistentvolumeclaims", NS, claimName(live.sandboxId)));
+    assert.ok(double.get("persistentvolumeclaims", NS, claimName(live.tenantId, live.sessionId)));
     await driver.destroy(live.sandboxId);
   });
 
@@ -133,7 +166,9 @@ describe("kubernetes driver: what lands on the cluster", () => {
 });
 
 test("parseContainerUsage reads cgroup v2 counters and leaves fields out when the cgroup is not visible", () => {
-  const u = parseContainerUsage("#cpu\n1234567\n#mem\n52428800\n#io\n8:0 rbytes=100 wbytes=200 rios=1 wios=2\n8:16 rbytes=1 wbytes=2\n");
+  const u = parseContainerUsage(
+    "#cpu\n1234567\n#mem\n52428800\n#io\n8:0 rbytes=100 wbytes=200 rios=1 wios=2\n8:16 rbytes=1 wbytes=2\n",
+  );
   assert.deepEqual(u, { cpuMs: 1235, memoryPeakBytes: 52428800, diskReadBytes: 101, diskWriteBytes: 202 });
   assert.deepEqual(parseContainerUsage("#cpu\n#mem\n#io\n"), {});
 });

@@ -1,7 +1,10 @@
-// SandboxDriver on Kubernetes: a sandbox is a pod plus a PVC; commands and
-// file operations run through pods/exec; destroy deletes the pod and marks
-// the PVC with compute.platform.io/delete-after; collectGarbage deletes the
-// PVCs whose mark has passed.
+// SandboxDriver on Kubernetes: a sandbox is a pod plus its session's PVC
+// (one per tenant_id + session_id, mounted by every sandbox of the session);
+// commands and file operations run through pods/exec; destroy deletes the pod
+// and, when no other pod of the session runs, marks the PVC with
+// compute.platform.io/delete-after (as does a pod that failed); the session's
+// next sandbox clears the mark; collectGarbage deletes the PVCs whose mark has
+// passed.
 import { randomBytes } from "node:crypto";
 import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
 import { ComputeReason, PlatformError } from "@platform/errors";
@@ -19,12 +22,29 @@ import {
   type Usage,
   zeroUsage,
 } from "../../driver.ts";
-import { Annotation, buildClaim, buildPod, CONTAINER, claimName, Label, observePod, type PodOptions, podName, SELECTOR } from "./objects.ts";
+import {
+  Annotation,
+  buildClaim,
+  buildPod,
+  CONTAINER,
+  claimName,
+  DESTROYED_PREFIX,
+  destroyedKey,
+  Label,
+  observePod,
+  PAUSED_PREFIX,
+  pausedKey,
+  type PodOptions,
+  podName,
+  SELECTOR,
+  workspaceLabel,
+} from "./objects.ts";
 import { PodExec, type PodExecTarget } from "./pod-exec.ts";
 import { cleanWorkspacePath } from "../../paths.ts";
 import { workspaceSizeBytes } from "../../service/workspace-size.ts";
 import { CONTAINER_USAGE, FILES, KILL, RUN } from "./scripts.ts";
 import { UsageRecordFilter } from "./usage-record.ts";
+import { KeyedLock } from "../../keyed-lock.ts";
 
 export interface KubernetesDriverOptions extends Partial<PodOptions> {
   kubeConfig: KubeConfig;
@@ -36,6 +56,8 @@ export interface KubernetesDriverOptions extends Partial<PodOptions> {
 }
 
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+/** How long a create waits for the session's collected claim to finish terminating. */
+const CLAIM_TERMINATION_WAIT_MS = 60_000;
 
 function apiCode(err: unknown): number | undefined {
   const c = (err as { code?: unknown })?.code;
@@ -46,9 +68,17 @@ const notFound = (id: string) => PlatformError.notFound(`sandbox ${id} not found
 
 interface Known {
   mountPath: string;
+  /** The session's claim; unknown for a sandbox seen only through a pod of another process. */
+  claim?: string;
   last?: SandboxObservation;
   usage: Usage;
   destroyedUsage?: Usage;
+  /** What a new pod is made from (resume); known for sandboxes created or recovered here. */
+  spec?: SandboxSpec;
+  /** While paused (no pod): since when. */
+  pausedAt?: number;
+  /** Lifetime usage when the last pod went (pause): a new pod's counters start at 0 and add to it. */
+  carried?: Usage;
 }
 
 function addUsage(a: Usage, b: Usage): Usage {
@@ -61,6 +91,11 @@ function addUsage(a: Usage, b: Usage): Usage {
     networkEgressBytes: a.networkEgressBytes + b.networkEgressBytes,
     networkIngressBytes: a.networkIngressBytes + b.networkIngressBytes,
   };
+}
+
+/** The claim a pod mounts as its workspace. */
+function claimOfPod(pod: V1Pod): string | undefined {
+  return pod.spec?.volumes?.find((v) => v.name === "workspace")?.persistentVolumeClaim?.claimName;
 }
 
 /**
@@ -99,6 +134,16 @@ export class KubernetesDriver implements SandboxDriver {
   private readonly listeners = new Set<(id: string, o: SandboxObservation) => void>();
   private poller: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Pause, resume and destroy of one sandbox run one at a time (a resume's new pod never outlives a destroy). */
+  private readonly ops = new KeyedLock();
+  /**
+   * A session's claim is unmarked and given its new pod, or checked for other
+   * users and marked, one at a time: a release that had found no other pod
+   * must not mark the claim after a create has cleared the mark and before
+   * that create's pod can be seen (the new sandbox's workspace would be
+   * collected under it).
+   */
+  private readonly claims = new KeyedLock();
 
   constructor(options: KubernetesDriverOptions) {
     this.kc = options.kubeConfig;
@@ -119,11 +164,15 @@ export class KubernetesDriver implements SandboxDriver {
   async create(spec: SandboxSpec): Promise<void> {
     // The same rule as the domain's and the local driver's, before anything reaches the cluster.
     workspaceSizeBytes(spec.workspace.size || this.pod.defaultSize);
-    this.known.set(spec.sandboxId, { mountPath: spec.workspace.mountPath, usage: zeroUsage() });
+    const claim = claimName(spec.tenantId, spec.sessionId);
+    this.known.set(spec.sandboxId, { mountPath: spec.workspace.mountPath, claim, usage: zeroUsage(), spec });
     try {
-      await this.core.createNamespacedPersistentVolumeClaim({ namespace: this.namespace, body: buildClaim(spec, this.pod) });
-      await this.core.createNamespacedPod({ namespace: this.namespace, body: buildPod(spec, this.pod) });
+      await this.claims.run(claim, async () => {
+        await this.ensureClaim(spec, claim);
+        await this.core.createNamespacedPod({ namespace: this.namespace, body: buildPod(spec, this.pod) });
+      });
     } catch (err) {
+      if (err instanceof PlatformError) throw err;
       if (apiCode(err) === 409) throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
       throw PlatformError.internal("pod or volume creation failed", err);
     }
@@ -132,7 +181,14 @@ export class KubernetesDriver implements SandboxDriver {
   }
 
   async recover(spec: SandboxSpec): Promise<SandboxObservation> {
-    const k = this.known.get(spec.sandboxId) ?? { mountPath: spec.workspace.mountPath, usage: zeroUsage() };
+    const k = this.known.get(spec.sandboxId) ?? {
+      mountPath: spec.workspace.mountPath,
+      claim: claimName(spec.tenantId, spec.sessionId),
+      usage: zeroUsage(),
+    };
+    k.spec = spec;
+    // Paused before the restart: its pod is gone on purpose, its claim keeps the files.
+    if (spec.pausedAt) k.pausedAt = spec.pausedAt.getTime();
     this.known.set(spec.sandboxId, k);
     const o = await this.observe(spec.sandboxId);
     this.startPolling();
@@ -140,23 +196,27 @@ export class KubernetesDriver implements SandboxDriver {
   }
 
   async observe(sandboxId: string): Promise<SandboxObservation> {
+    // Paused: no pod on purpose (one still there is being deleted).
+    if (this.known.get(sandboxId)?.pausedAt !== undefined) return this.record(sandboxId, { phase: "paused" });
     const found = await this.readPod(sandboxId);
     // A destroyed sandbox's pod may still be terminating (graceful deletion):
     // it reads like no pod, and the claim's delete-after mark decides.
     const pod = found?.metadata?.deletionTimestamp ? undefined : found;
     if (pod) {
       const k = this.known.get(sandboxId);
-      if (!k) this.known.set(sandboxId, { mountPath: pod.metadata?.annotations?.[Annotation.mountPath] ?? "/workspace", usage: zeroUsage() });
+      const mountPath = pod.metadata?.annotations?.[Annotation.mountPath] ?? "/workspace";
+      // The claim the pod really mounts (a pod made before claims were per session has its own).
+      const claim = claimOfPod(pod);
+      if (!k) this.known.set(sandboxId, { mountPath, claim, usage: zeroUsage() });
+      else if (claim) k.claim = claim;
       return this.record(sandboxId, observePod(pod));
     }
-    // No pod: destroyed (the claim carries the delete-after mark), vanished, or unknown.
-    const claim = await this.core.readNamespacedPersistentVolumeClaim({ name: claimName(sandboxId), namespace: this.namespace }).catch((err) => {
-      if (apiCode(err) === 404) return undefined;
-      throw PlatformError.internal("orchestrator call failed", err);
-    });
+    // No pod: destroyed (its session's claim records it), vanished, or unknown.
+    const claim = await this.claimOf(sandboxId);
     const k = this.known.get(sandboxId);
-    if (claim?.metadata?.annotations?.[DELETE_AFTER_KEY] || k?.destroyedUsage) return this.record(sandboxId, { phase: "gone" });
-    if (claim || k) return this.record(sandboxId, { phase: "failed", reason: "lost", message: "the sandbox pod is missing" });
+    if (claim?.metadata?.annotations?.[destroyedKey(sandboxId)] || k?.destroyedUsage)
+      return this.record(sandboxId, { phase: "gone" });
+    if (k) return this.record(sandboxId, { phase: "failed", reason: "lost", message: "the sandbox pod is missing" });
     throw notFound(sandboxId);
   }
 
@@ -194,13 +254,19 @@ export class KubernetesDriver implements SandboxDriver {
     if (k?.destroyedUsage) return k.destroyedUsage;
     const o = await this.observe(sandboxId);
     const base = { ...(this.known.get(sandboxId)?.usage ?? zeroUsage()) };
+    const carried = this.known.get(sandboxId)?.carried;
+    const keys = ["cpuMs", "memoryPeakBytes", "diskReadBytes", "diskWriteBytes"] as const;
+    if (carried) for (const key of keys) if (carried[key] > base[key]) base[key] = carried[key];
     if (o.phase !== "ready") return base;
     try {
       const r = await PodExec.run(this.kc, this.target(sandboxId), ["/bin/sh", "-c", CONTAINER_USAGE]);
       const c = parseContainerUsage(r.stdout.toString("utf8"));
-      for (const key of ["cpuMs", "memoryPeakBytes", "diskReadBytes", "diskWriteBytes"] as const) {
-        const v = c[key];
-        if (v !== undefined && v > base[key]) base[key] = v;
+      for (const key of keys) {
+        const counted = c[key];
+        if (counted === undefined) continue;
+        // The pod's own counters start at its start: earlier pods' totals are carried (a peak is the larger one).
+        const v = key === "memoryPeakBytes" ? Math.max(counted, carried?.[key] ?? 0) : counted + (carried?.[key] ?? 0);
+        if (v > base[key]) base[key] = v;
       }
     } catch {
       // Counters from the exec records only.
@@ -208,57 +274,183 @@ export class KubernetesDriver implements SandboxDriver {
     return base;
   }
 
-  async destroy(sandboxId: string): Promise<Usage> {
-    const k = this.known.get(sandboxId);
-    if (k?.destroyedUsage) return k.destroyedUsage;
-    const claim = await this.core.readNamespacedPersistentVolumeClaim({ name: claimName(sandboxId), namespace: this.namespace }).catch((err) => {
-      if (apiCode(err) === 404) return undefined;
-      throw PlatformError.internal("orchestrator call failed", err);
-    });
-    const recorded = claim?.metadata?.annotations?.[Annotation.usage];
-    if (claim?.metadata?.annotations?.[DELETE_AFTER_KEY] && recorded) {
-      const u = { ...zeroUsage(), ...JSON.parse(recorded) } as Usage;
-      this.known.set(sandboxId, { mountPath: k?.mountPath ?? "/workspace", usage: u, destroyedUsage: u });
-      return u;
-    }
-    const pod = await this.readPod(sandboxId);
-    if (!pod && !claim && !k) throw notFound(sandboxId);
-    const total = pod ? await this.usage(sandboxId).catch(() => k?.usage ?? zeroUsage()) : (k?.usage ?? zeroUsage());
-    if (pod) {
-      await this.core.deleteNamespacedPod({ name: podName(sandboxId), namespace: this.namespace, gracePeriodSeconds: 1 }).catch((err) => {
-        if (apiCode(err) !== 404) throw PlatformError.internal("orchestrator call failed", err);
-      });
-    }
-    if (claim) {
-      const deleteAfter = new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString();
+  /**
+   * Scales the sandbox away: its lifetime usage so far is kept, its claim
+   * marked as used by a paused sandbox (so it is neither marked for
+   * collection nor collected), and its pod deleted. Processes, including
+   * ones a command left in the background, end with the pod.
+   */
+  pause(sandboxId: string): Promise<void> {
+    return this.ops.run(sandboxId, async () => {
+      const k = this.known.get(sandboxId);
+      if (k?.pausedAt !== undefined) return;
+      const o = await this.observe(sandboxId);
+      if (o.phase !== "ready" || !k || k.destroyedUsage)
+        throw PlatformError.failedPrecondition(`sandbox is ${o.phase}`, ComputeReason.sandboxNotRunnable);
+      if (!k.spec)
+        throw PlatformError.failedPrecondition(
+          "sandbox was not created or recovered by this service",
+          ComputeReason.sandboxNotRunnable,
+        );
+      k.carried = await this.usage(sandboxId).catch(() => k.usage);
+      const claim = k.claim ?? (await this.claimOf(sandboxId))?.metadata?.name;
+      if (claim) await this.patchClaim(claim, { [pausedKey(sandboxId)]: new Date().toISOString() });
+      k.pausedAt = Date.now();
       await this.core
-        .patchNamespacedPersistentVolumeClaim(
-          { name: claimName(sandboxId), namespace: this.namespace, body: { metadata: { annotations: { [DELETE_AFTER_KEY]: deleteAfter, [Annotation.usage]: JSON.stringify(total) } } } },
-          merge,
-        )
+        .deleteNamespacedPod({ name: podName(sandboxId), namespace: this.namespace, gracePeriodSeconds: 1 })
         .catch((err) => {
+          if (apiCode(err) === 404) return;
+          k.pausedAt = undefined;
           throw PlatformError.internal("orchestrator call failed", err);
         });
+      this.record(sandboxId, { phase: "paused" });
+    });
+  }
+
+  /**
+   * A new pod for the sandbox, mounting the same claim (the files the paused
+   * one left), with the paused time left out of its deadline; resolves once
+   * it is settled. The old pod may still be terminating: its name is free
+   * once it is gone.
+   */
+  resume(sandboxId: string, signal?: AbortSignal): Promise<SandboxObservation> {
+    return this.ops.run(sandboxId, async () => {
+      signal?.throwIfAborted();
+      const k = this.known.get(sandboxId);
+      if (!k || k.destroyedUsage || k.pausedAt === undefined) {
+        const o = await this.observe(sandboxId);
+        if (o.phase === "starting" || o.phase === "ready") return this.waitSettled(sandboxId, signal);
+        throw PlatformError.failedPrecondition(`sandbox is ${o.phase}`, ComputeReason.sandboxNotRunnable);
+      }
+      if (!k.spec) throw PlatformError.internal("resuming the sandbox failed: its spec is unknown");
+      const spec: SandboxSpec = {
+        ...k.spec,
+        pausedMs: (k.spec.pausedMs ?? 0) + Math.max(0, Date.now() - k.pausedAt),
+        pausedAt: undefined,
+      };
+      for (;;) {
+        signal?.throwIfAborted();
+        const made = await this.core
+          .createNamespacedPod({ namespace: this.namespace, body: buildPod(spec, this.pod) })
+          .then(
+            () => true,
+            (err) => {
+              if (apiCode(err) !== 409) throw PlatformError.internal("pod creation failed", err);
+              return false;
+            },
+          );
+        if (made) break;
+        await new Promise((r) => setTimeout(r, Math.min(this.pollMs, 100)));
+      }
+      k.spec = spec;
+      k.pausedAt = undefined;
+      if (k.claim) await this.patchClaim(k.claim, { [pausedKey(sandboxId)]: null });
+      this.record(sandboxId, { phase: "starting" });
+      this.startPolling();
+      return this.waitSettled(sandboxId, signal);
+    });
+  }
+
+  private async patchClaim(name: string, annotations: Record<string, string | null>): Promise<void> {
+    await this.core
+      .patchNamespacedPersistentVolumeClaim(
+        { name, namespace: this.namespace, body: { metadata: { annotations } } },
+        merge,
+      )
+      .catch((err) => {
+        throw PlatformError.internal("orchestrator call failed", err);
+      });
+  }
+
+  destroy(sandboxId: string): Promise<Usage> {
+    // After a pause or resume in flight: a resume racing a destroy either makes its pod first (then deleted here) or finds it destroyed.
+    return this.ops.run(sandboxId, () => this.destroyNow(sandboxId));
+  }
+
+  private async destroyNow(sandboxId: string): Promise<Usage> {
+    const k = this.known.get(sandboxId);
+    if (k?.destroyedUsage) return k.destroyedUsage;
+    const pod = await this.readPod(sandboxId);
+    const name = (pod && claimOfPod(pod)) ?? k?.claim;
+    const claim = name ? await this.readClaim(name) : await this.claimOf(sandboxId);
+    const recorded = claim?.metadata?.annotations?.[destroyedKey(sandboxId)];
+    if (recorded) {
+      const u = { ...zeroUsage(), ...JSON.parse(recorded) } as Usage;
+      this.known.set(sandboxId, {
+        mountPath: k?.mountPath ?? "/workspace",
+        claim: claim?.metadata?.name,
+        usage: u,
+        destroyedUsage: u,
+      });
+      return u;
     }
-    this.known.set(sandboxId, { mountPath: k?.mountPath ?? "/workspace", usage: total, destroyedUsage: total });
+    if (!pod && !claim && !k) throw notFound(sandboxId);
+    // A paused one's usage is what its pods left (carried), read without a pod.
+    const total =
+      pod || k?.pausedAt !== undefined
+        ? await this.usage(sandboxId).catch(() => k?.usage ?? zeroUsage())
+        : (k?.usage ?? zeroUsage());
+    if (pod) {
+      await this.core
+        .deleteNamespacedPod({ name: podName(sandboxId), namespace: this.namespace, gracePeriodSeconds: 1 })
+        .catch((err) => {
+          if (apiCode(err) !== 404) throw PlatformError.internal("orchestrator call failed", err);
+        });
+    }
+    if (claim?.metadata?.name) {
+      const annotations: Record<string, string | null> = {
+        [destroyedKey(sandboxId)]: JSON.stringify(total),
+        [pausedKey(sandboxId)]: null,
+      };
+      const name = claim.metadata.name;
+      await this.claims.run(name, async () => {
+        // Marked only when no other sandbox of the session still uses it.
+        if (!(await this.claimInUse(name, sandboxId)))
+          annotations[DELETE_AFTER_KEY] = new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString();
+        await this.core
+          .patchNamespacedPersistentVolumeClaim(
+            { name, namespace: this.namespace, body: { metadata: { annotations } } },
+            merge,
+          )
+          .catch((err) => {
+            throw PlatformError.internal("orchestrator call failed", err);
+          });
+      });
+    }
+    this.known.set(sandboxId, {
+      mountPath: k?.mountPath ?? "/workspace",
+      claim: claim?.metadata?.name,
+      usage: total,
+      destroyedUsage: total,
+    });
     this.record(sandboxId, { phase: "gone" });
     return total;
   }
 
   async collectGarbage(now = new Date()): Promise<string[]> {
-    const claims = await this.core.listNamespacedPersistentVolumeClaim({ namespace: this.namespace, labelSelector: SELECTOR }).catch((err) => {
-      throw PlatformError.internal("orchestrator call failed", err);
-    });
+    const claims = await this.core
+      .listNamespacedPersistentVolumeClaim({ namespace: this.namespace, labelSelector: SELECTOR })
+      .catch((err) => {
+        throw PlatformError.internal("orchestrator call failed", err);
+      });
     const removed: string[] = [];
     for (const c of claims.items) {
-      const after = Date.parse(c.metadata?.annotations?.[DELETE_AFTER_KEY] ?? "");
-      const id = c.metadata?.labels?.[Label.sandboxId];
-      // Only claims carrying a parsable mark that has passed; never a live sandbox's.
-      if (!id || Number.isNaN(after) || after > now.getTime()) continue;
-      await this.core.deleteNamespacedPersistentVolumeClaim({ name: c.metadata?.name ?? "", namespace: this.namespace }).then(
+      const annotations = c.metadata?.annotations ?? {};
+      const after = Date.parse(annotations[DELETE_AFTER_KEY] ?? "");
+      const name = c.metadata?.name ?? "";
+      // Only claims carrying a parsable mark that has passed; never one a sandbox of the session uses.
+      if (!name || Number.isNaN(after) || after > now.getTime()) continue;
+      if (await this.claimInUse(name)) continue;
+      // Its session's sandboxes: the one of a claim made before claims were per session is its label.
+      const ids = Object.keys(annotations)
+        .filter((key) => key.startsWith(DESTROYED_PREFIX))
+        .map((key) => key.slice(DESTROYED_PREFIX.length));
+      const legacy = c.metadata?.labels?.[Label.sandboxId];
+      if (legacy && !ids.includes(legacy)) ids.push(legacy);
+      await this.core.deleteNamespacedPersistentVolumeClaim({ name, namespace: this.namespace }).then(
         () => {
-          removed.push(id);
-          this.known.delete(id);
+          removed.push(`session:${name}`, ...ids);
+          for (const id of ids) this.known.delete(id);
         },
         (err) => {
           if (apiCode(err) !== 404) throw PlatformError.internal("orchestrator call failed", err);
@@ -285,7 +477,18 @@ export class KubernetesDriver implements SandboxDriver {
     await this.requireReady(sandboxId);
     const id = randomBytes(8).toString("hex");
     const env = Object.entries(request.env).map(([k, v]) => `${k}=${v}`);
-    const command = ["/bin/sh", "-c", RUN, "sh", id, request.workingDir, String(env.length), ...env, request.command, ...request.args];
+    const command = [
+      "/bin/sh",
+      "-c",
+      RUN,
+      "sh",
+      id,
+      request.workingDir,
+      String(env.length),
+      ...env,
+      request.command,
+      ...request.args,
+    ];
     const started = Date.now();
     const run = await PodExec.start(this.kc, this.target(sandboxId), command);
     let cancelled = false;
@@ -337,7 +540,10 @@ export class KubernetesDriver implements SandboxDriver {
   private async cancel(sandboxId: string, id: string, run: PodExec): Promise<void> {
     const target = this.target(sandboxId);
     await PodExec.run(this.kc, target, ["/bin/sh", "-c", KILL, "sh", id, "TERM"]);
-    const ended = await Promise.race([run.finished.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), this.killGraceMs).unref())]);
+    const ended = await Promise.race([
+      run.finished.then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), this.killGraceMs).unref()),
+    ]);
     if (!ended) await PodExec.run(this.kc, target, ["/bin/sh", "-c", KILL, "sh", id, "KILL"]);
   }
 
@@ -379,7 +585,12 @@ export class KubernetesDriver implements SandboxDriver {
     const [op, raw, ...rest] = args;
     // Rule 1 again (the domain cleaned already): the same function as every driver.
     const rel = cleanWorkspacePath(raw, mount);
-    const r = await PodExec.run(this.kc, this.target(sandboxId), ["/bin/sh", "-c", FILES, "sh", op, mount, rel, ...rest], stdin ?? (op === "write" ? new Uint8Array() : undefined));
+    const r = await PodExec.run(
+      this.kc,
+      this.target(sandboxId),
+      ["/bin/sh", "-c", FILES, "sh", op, mount, rel, ...rest],
+      stdin ?? (op === "write" ? new Uint8Array() : undefined),
+    );
     switch (r.exitCode) {
       case 0:
         return r.stdout;
@@ -392,7 +603,10 @@ export class KubernetesDriver implements SandboxDriver {
       case 21:
         throw PlatformError.invalidArgument(`${rel || "/"} is a directory`);
       default:
-        throw PlatformError.internal("exec I/O transport failure", new Error(`${op} exited ${r.exitCode}: ${r.stderr.toString("utf8").slice(0, 500)}`));
+        throw PlatformError.internal(
+          "exec I/O transport failure",
+          new Error(`${op} exited ${r.exitCode}: ${r.stderr.toString("utf8").slice(0, 500)}`),
+        );
     }
   }
 
@@ -400,6 +614,95 @@ export class KubernetesDriver implements SandboxDriver {
 
   private target(sandboxId: string): PodExecTarget {
     return { namespace: this.namespace, pod: podName(sandboxId), container: CONTAINER };
+  }
+
+  /**
+   * The session's claim, made or reused. A claim collected a moment ago may
+   * still be terminating (PVC protection holds it while the last pod goes): a
+   * pod made now would wait for it forever, so wait until it is gone and make
+   * a new one.
+   */
+  private async ensureClaim(spec: SandboxSpec, claim: string): Promise<void> {
+    const deadline = Date.now() + CLAIM_TERMINATION_WAIT_MS;
+    for (;;) {
+      const made = await this.core
+        .createNamespacedPersistentVolumeClaim({ namespace: this.namespace, body: buildClaim(spec, this.pod) })
+        .then(
+          () => true,
+          (err) => {
+            if (apiCode(err) !== 409) throw err;
+            return false;
+          },
+        );
+      if (made) return;
+      const existing = await this.readClaim(claim);
+      if (!existing) continue;
+      if (!existing.metadata?.deletionTimestamp) {
+        // The session had a sandbox: its claim (and files) is reused, no longer to be collected.
+        await this.core.patchNamespacedPersistentVolumeClaim(
+          { name: claim, namespace: this.namespace, body: { metadata: { annotations: { [DELETE_AFTER_KEY]: null } } } },
+          merge,
+        );
+        return;
+      }
+      if (Date.now() > deadline)
+        throw PlatformError.unavailable(`the session's previous workspace ${claim} is still being deleted`);
+      await new Promise((r) => setTimeout(r, Math.min(this.pollMs, 200)));
+    }
+  }
+
+  private async readClaim(name: string) {
+    return this.core.readNamespacedPersistentVolumeClaim({ name, namespace: this.namespace }).catch((err) => {
+      if (apiCode(err) === 404) return undefined;
+      throw PlatformError.internal("orchestrator call failed", err);
+    });
+  }
+
+  /** The claim of a sandbox's session: known here, or found by the record its destroy left on it (after a restart). */
+  private async claimOf(sandboxId: string) {
+    const name = this.known.get(sandboxId)?.claim;
+    if (name) return this.readClaim(name);
+    const claims = await this.core
+      .listNamespacedPersistentVolumeClaim({ namespace: this.namespace, labelSelector: SELECTOR })
+      .catch((err) => {
+        throw PlatformError.internal("orchestrator call failed", err);
+      });
+    return claims.items.find((c) => c.metadata?.annotations?.[destroyedKey(sandboxId)] !== undefined);
+  }
+
+  /** Whether a pod other than `except`'s, not failed or being deleted, mounts the claim, or another sandbox of it is paused. */
+  private async claimInUse(claim: string, exceptSandboxId?: string): Promise<boolean> {
+    const annotations = (await this.readClaim(claim))?.metadata?.annotations ?? {};
+    const except = exceptSandboxId ? pausedKey(exceptSandboxId) : undefined;
+    if (Object.keys(annotations).some((key) => key.startsWith(PAUSED_PREFIX) && key !== except)) return true;
+    const pods = await this.core
+      .listNamespacedPod({
+        namespace: this.namespace,
+        labelSelector: `${SELECTOR},${Label.workspace}=${workspaceLabel(claim)}`,
+      })
+      .catch((err) => {
+        throw PlatformError.internal("orchestrator call failed", err);
+      });
+    return pods.items.some((p) => {
+      if (p.metadata?.name === (exceptSandboxId ? podName(exceptSandboxId) : undefined)) return false;
+      const phase = observePod(p).phase;
+      return phase === "starting" || phase === "ready";
+    });
+  }
+
+  /** A sandbox failed: its session's claim is marked for collection unless another sandbox of the session uses it. */
+  private async releaseClaimOf(sandboxId: string): Promise<void> {
+    const name = this.known.get(sandboxId)?.claim;
+    if (!name) return;
+    await this.claims.run(name, async () => {
+      const claim = await this.readClaim(name);
+      if (!claim || claim.metadata?.annotations?.[DELETE_AFTER_KEY] || (await this.claimInUse(name, sandboxId))) return;
+      const deleteAfter = new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString();
+      await this.core.patchNamespacedPersistentVolumeClaim(
+        { name, namespace: this.namespace, body: { metadata: { annotations: { [DELETE_AFTER_KEY]: deleteAfter } } } },
+        merge,
+      );
+    });
   }
 
   private async readPod(sandboxId: string): Promise<V1Pod | undefined> {
@@ -413,7 +716,8 @@ export class KubernetesDriver implements SandboxDriver {
 
   private async requireReady(sandboxId: string): Promise<void> {
     const o = await this.observe(sandboxId);
-    if (o.phase !== "ready") throw PlatformError.failedPrecondition(`sandbox is ${o.phase}`, ComputeReason.sandboxNotRunnable);
+    if (o.phase !== "ready")
+      throw PlatformError.failedPrecondition(`sandbox is ${o.phase}`, ComputeReason.sandboxNotRunnable);
   }
 
   /** Stores the observation and tells listeners when the phase (or failure reason) changed. */
@@ -421,8 +725,11 @@ export class KubernetesDriver implements SandboxDriver {
     const k = this.known.get(sandboxId);
     if (!k) return o;
     const changed = k.last?.phase !== o.phase || k.last?.reason !== o.reason;
+    const failedNow = o.phase === "failed" && k.last?.phase !== "failed";
     k.last = o;
     if (changed) for (const l of this.listeners) l(sandboxId, o);
+    // Nothing of it runs any more: its session's workspace waits for the next sandbox, within the grace.
+    if (failedNow) void this.releaseClaimOf(sandboxId).catch(() => {});
     return o;
   }
 

@@ -1,6 +1,8 @@
 // The pod and PVC of one sandbox, and how a pod's status reads as a phase.
+import { createHash } from "node:crypto";
 import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
 import type { SandboxObservation, SandboxSpec } from "../../driver.ts";
+import { isUuid } from "@platform/errors";
 
 export const CONTAINER = "sandbox";
 export const MANAGED_BY = "compute";
@@ -8,6 +10,8 @@ export const Label = {
   managedBy: "app.kubernetes.io/managed-by",
   component: "app.kubernetes.io/component",
   sandboxId: "compute.platform.io/sandbox-id",
+  /** On a pod: which session workspace (claim) it mounts, hashed to fit a label value. */
+  workspace: "compute.platform.io/workspace",
 } as const;
 export const Annotation = {
   /** The spec's literal annotation key. */
@@ -18,10 +22,38 @@ export const Annotation = {
   /** Lifetime usage recorded at destroy, so a repeated destroy answers the same. */
   usage: "compute.platform.io/usage",
 } as const;
+/**
+ * On a session's claim, one per destroyed sandbox of the session: its
+ * lifetime usage (JSON), so DescribeSandbox and a repeated DestroySandbox
+ * answer the same after its pod is gone.
+ */
+export const destroyedKey = (sandboxId: string) => `sandbox.compute.platform.io/${sandboxId}`;
+export const DESTROYED_PREFIX = "sandbox.compute.platform.io/";
+/**
+ * On a session's claim, one per paused sandbox of the session (its pod
+ * deleted): since when. The claim counts as in use while one is there, so
+ * neither a destroy of another sandbox nor GC takes the workspace away.
+ */
+export const pausedKey = (sandboxId: string) => `paused.compute.platform.io/${sandboxId}`;
+export const PAUSED_PREFIX = "paused.compute.platform.io/";
 export const SELECTOR = `${Label.managedBy}=${MANAGED_BY},${Label.component}=sandbox`;
 
 export const podName = (sandboxId: string) => `sbx-${sandboxId}`;
-export const claimName = (sandboxId: string) => `ws-${sandboxId}`;
+
+/**
+ * The PVC of a session's workspace (tenant_id + session_id): every sandbox of
+ * the session mounts it, so its files outlive each pod. `ws-<tenant>-<session>`
+ * for the UUIDs the domain passes, a hash otherwise.
+ */
+export function claimName(tenantId: string, sessionId: string): string {
+  const t = tenantId.toLowerCase();
+  const s = sessionId.toLowerCase();
+  if (isUuid(t) && isUuid(s)) return `ws-${t}-${s}`;
+  return `ws-h-${createHash("sha256").update(`${tenantId}\0${sessionId}`).digest("hex").slice(0, 40)}`;
+}
+
+/** The workspace label value of a claim (label values are at most 63 characters). */
+export const workspaceLabel = (claim: string) => createHash("sha256").update(claim).digest("hex").slice(0, 40);
 
 export interface PodOptions {
   /** UID/GID the sandbox runs as (restricted Pod Security needs non-root). */
@@ -41,7 +73,11 @@ export function buildClaim(spec: SandboxSpec, o: PodOptions): V1PersistentVolume
   return {
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",
-    metadata: { name: claimName(spec.sandboxId), labels: labels(spec), annotations: { [Annotation.tenantId]: spec.tenantId, [Annotation.sessionId]: spec.sessionId } },
+    metadata: {
+      name: claimName(spec.tenantId, spec.sessionId),
+      labels: { [Label.managedBy]: MANAGED_BY, [Label.component]: "sandbox" },
+      annotations: { [Annotation.tenantId]: spec.tenantId, [Annotation.sessionId]: spec.sessionId },
+    },
     spec: {
       accessModes: ["ReadWriteOnce"],
       // Unset means the cluster's default class.
@@ -52,14 +88,15 @@ export function buildClaim(spec: SandboxSpec, o: PodOptions): V1PersistentVolume
 }
 
 export function buildPod(spec: SandboxSpec, o: PodOptions, now = new Date()): V1Pod {
-  const remainingMs = spec.createdAt.getTime() + spec.limits.maxRuntimeMs - now.getTime();
+  // max_runtime counts running time: the time spent paused (no pod) is left out.
+  const remainingMs = spec.createdAt.getTime() + spec.limits.maxRuntimeMs + (spec.pausedMs ?? 0) - now.getTime();
   const resources = { cpu: `${spec.limits.cpuMillis}m`, memory: String(spec.limits.memoryBytes) };
   return {
     apiVersion: "v1",
     kind: "Pod",
     metadata: {
       name: podName(spec.sandboxId),
-      labels: labels(spec),
+      labels: { ...labels(spec), [Label.workspace]: workspaceLabel(claimName(spec.tenantId, spec.sessionId)) },
       annotations: {
         [Annotation.tenantId]: spec.tenantId,
         [Annotation.sessionId]: spec.sessionId,
@@ -69,7 +106,7 @@ export function buildPod(spec: SandboxSpec, o: PodOptions, now = new Date()): V1
     },
     spec: {
       restartPolicy: "Never",
-      // The hard wall-time limit, counted from the sandbox's creation.
+      // The hard limit on running time, counted from the sandbox's creation without its pauses.
       activeDeadlineSeconds: Math.max(1, Math.ceil(remainingMs / 1000)),
       automountServiceAccountToken: false,
       enableServiceLinks: false,
@@ -103,7 +140,7 @@ export function buildPod(spec: SandboxSpec, o: PodOptions, now = new Date()): V1
         },
       ],
       volumes: [
-        { name: "workspace", persistentVolumeClaim: { claimName: claimName(spec.sandboxId) } },
+        { name: "workspace", persistentVolumeClaim: { claimName: claimName(spec.tenantId, spec.sessionId) } },
         { name: "tmp", emptyDir: { sizeLimit: o.tmpSize } },
       ],
     },
@@ -111,7 +148,14 @@ export function buildPod(spec: SandboxSpec, o: PodOptions, now = new Date()): V1
 }
 
 // Waiting reasons that will not resolve by themselves.
-const FATAL_WAITING = new Set(["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"]);
+const FATAL_WAITING = new Set([
+  "ErrImagePull",
+  "ImagePullBackOff",
+  "InvalidImageName",
+  "CreateContainerConfigError",
+  "CreateContainerError",
+  "RunContainerError",
+]);
 
 /** Reads the pod status the way the spec's state table needs it. */
 export function observePod(pod: V1Pod): SandboxObservation {
@@ -119,8 +163,10 @@ export function observePod(pod: V1Pod): SandboxObservation {
   const cs = status.containerStatuses?.find((c) => c.name === CONTAINER);
   const term = cs?.state?.terminated ?? cs?.lastState?.terminated;
   if (pod.metadata?.deletionTimestamp) return { phase: "failed", reason: "lost", message: "pod is being deleted" };
-  if (status.reason === "DeadlineExceeded") return { phase: "failed", reason: "deadline", exitCode: term?.exitCode, message: status.message };
-  if (term?.reason === "OOMKilled") return { phase: "failed", reason: "oom", exitCode: term.exitCode, message: "container OOMKilled" };
+  if (status.reason === "DeadlineExceeded")
+    return { phase: "failed", reason: "deadline", exitCode: term?.exitCode, message: status.message };
+  if (term?.reason === "OOMKilled")
+    return { phase: "failed", reason: "oom", exitCode: term.exitCode, message: "container OOMKilled" };
   switch (status.phase) {
     case "Running":
       if (cs?.state?.running) return { phase: "ready" };
@@ -131,7 +177,8 @@ export function observePod(pod: V1Pod): SandboxObservation {
       return { phase: "failed", reason: "exited", exitCode: term?.exitCode, message: status.reason ?? term?.reason };
     default: {
       const waiting = cs?.state?.waiting;
-      if (waiting?.reason && FATAL_WAITING.has(waiting.reason)) return { phase: "failed", reason: "start_error", message: `${waiting.reason}: ${waiting.message ?? ""}` };
+      if (waiting?.reason && FATAL_WAITING.has(waiting.reason))
+        return { phase: "failed", reason: "start_error", message: `${waiting.reason}: ${waiting.message ?? ""}` };
       return { phase: "starting" };
     }
   }

@@ -17,8 +17,12 @@ export interface PodExecTarget {
 export function exitCodeOf(status: V1Status): number {
   if (status.status === "Success") return 0;
   const cause = status.details?.causes?.find((c) => c.reason === "ExitCode");
-  if (status.reason === "NonZeroExitCode" && cause?.message !== undefined && /^\d+$/.test(cause.message)) return Number(cause.message);
-  throw PlatformError.internal("exec transport failure", new Error(`exec failed: ${status.reason ?? ""} ${status.message ?? ""}`));
+  if (status.reason === "NonZeroExitCode" && cause?.message !== undefined && /^\d+$/.test(cause.message))
+    return Number(cause.message);
+  throw PlatformError.internal(
+    "exec transport failure",
+    new Error(`exec failed: ${status.reason ?? ""} ${status.message ?? ""}`),
+  );
 }
 
 export class PodExec {
@@ -46,16 +50,30 @@ export class PodExec {
       });
     const input = stdin === undefined ? null : Readable.from([Buffer.from(stdin)]);
     try {
-      const ws = await new Exec(kc).exec(target.namespace, target.pod, target.container, command, sink("stdout"), sink("stderr"), input, false, (status) => {
-        try {
-          e.exitCode = exitCodeOf(status);
-        } catch (err) {
-          e.failure = err;
-        }
-        e.finish();
-      });
+      const ws = await new Exec(kc).exec(
+        target.namespace,
+        target.pod,
+        target.container,
+        command,
+        sink("stdout"),
+        sink("stderr"),
+        input,
+        false,
+        (status) => {
+          try {
+            e.exitCode = exitCodeOf(status);
+          } catch (err) {
+            e.failure = err;
+          }
+          e.finish();
+        },
+      );
       ws.on("close", () => {
-        if (e.exitCode === undefined && !e.failure) e.failure = PlatformError.internal("exec transport failure", new Error("exec stream closed without a status"));
+        if (e.exitCode === undefined && !e.failure)
+          e.failure = PlatformError.internal(
+            "exec transport failure",
+            new Error("exec stream closed without a status"),
+          );
         e.finish();
       });
       ws.on("error", (err) => {
@@ -96,7 +114,12 @@ export class PodExec {
   }
 
   /** Runs to completion and returns everything (for the driver's own tool calls). */
-  static async run(kc: KubeConfig, target: PodExecTarget, command: string[], stdin?: Uint8Array): Promise<{ stdout: Buffer; stderr: Buffer; exitCode: number }> {
+  static async run(
+    kc: KubeConfig,
+    target: PodExecTarget,
+    command: string[],
+    stdin?: Uint8Array,
+  ): Promise<{ stdout: Buffer; stderr: Buffer; exitCode: number }> {
     const e = await PodExec.start(kc, target, command, stdin);
     const out: Uint8Array[] = [];
     const err: Uint8Array[] = [];

@@ -64,7 +64,6 @@ done
 exit 0
 `;
 
-
 /**
  * File operations: `sh -c FILES sh <op> <mount> <rel> [args]`.
  * Path rule 2: the path is resolved inside the pod with realpath -m (every

@@ -5,7 +5,11 @@ import { parseUsageRecord, UsageRecordFilter } from "./usage-record.ts";
 const record = (id: string, fields: string) => Buffer.from(`\0PLATFORM_EXEC_USAGE_${id} ${fields}\0`);
 
 test("the record is parsed and stripped, however the chunks split it; other stderr passes unchanged", () => {
-  const whole = Buffer.concat([Buffer.from("err line\n"), record("abc", "2048 3 4 0m1.250000s 0m0.250000s"), Buffer.from("late\n")]);
+  const whole = Buffer.concat([
+    Buffer.from("err line\n"),
+    record("abc", "2048 3 4 0m1.250000s 0m0.250000s"),
+    Buffer.from("late\n"),
+  ]);
   for (let cut = 0; cut <= whole.length; cut++) {
     const f = new UsageRecordFilter("abc");
     const out = Buffer.concat([f.push(whole.subarray(0, cut)), f.push(whole.subarray(cut)), f.flush()]);

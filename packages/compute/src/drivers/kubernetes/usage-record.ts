@@ -53,7 +53,11 @@ export class UsageRecordFilter {
       } else {
         // Hold back a tail that is a proper prefix of the record's start.
         const nul = buf.lastIndexOf(0);
-        if (nul >= 0 && buf.length - nul < this.start.length && this.start.subarray(0, buf.length - nul).equals(buf.subarray(nul))) {
+        if (
+          nul >= 0 &&
+          buf.length - nul < this.start.length &&
+          this.start.subarray(0, buf.length - nul).equals(buf.subarray(nul))
+        ) {
           this.pending = buf.subarray(nul);
           return buf.subarray(0, nul);
         }

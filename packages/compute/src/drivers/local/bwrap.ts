@@ -30,8 +30,20 @@ const SYSTEM_DIRS = ["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
  * mount_path. Nothing else of the host is visible: not /root, /home, /work,
  * /var, /run or the host's /proc.
  */
-export function bwrapArgs(options: { workspace: string; etcDir: string; mountPath: string; seccompFd: number }): string[] {
-  const args = ["--unshare-all", "--unshare-user", "--disable-userns", "--seccomp", String(options.seccompFd), "--new-session"];
+export function bwrapArgs(options: {
+  workspace: string;
+  etcDir: string;
+  mountPath: string;
+  seccompFd: number;
+}): string[] {
+  const args = [
+    "--unshare-all",
+    "--unshare-user",
+    "--disable-userns",
+    "--seccomp",
+    String(options.seccompFd),
+    "--new-session",
+  ];
   args.push("--hostname", "sandbox", "--ro-bind", "/usr", "/usr");
   for (const name of SYSTEM_DIRS) {
     const host = `/${name}`;

@@ -178,6 +178,63 @@ export class Cgroup {
     }
   }
 
+  /**
+   * Freezes (on) or thaws every process of this cgroup and its descendants
+   * (v1 freezer.state, v2 cgroup.freeze): a frozen process runs no code and
+   * keeps its memory; thawing lets it go on where it was. Resolves with
+   * whether the cgroup reached the state (v1 may report FREEZING for a while
+   * under load: waited for up to timeoutMs).
+   */
+  async setFrozen(on: boolean, timeoutMs = 2000): Promise<boolean> {
+    const until = Date.now() + timeoutMs;
+    if (this.version === 1) {
+      const f = this.dirs.freezer ? join(this.dirs.freezer, "freezer.state") : undefined;
+      if (!f || !tryWrite(f, on ? "FROZEN" : "THAWED")) return false;
+      const want = on ? "FROZEN" : "THAWED";
+      for (;;) {
+        if (readText(f).trim() === want) return true;
+        if (Date.now() > until) return false;
+        // A write again moves a FREEZING cgroup on (the kernel retries tasks that were busy).
+        await sleep(1);
+        tryWrite(f, want);
+      }
+    }
+    const d = this.dirs.unified as string;
+    if (!tryWrite(join(d, "cgroup.freeze"), on ? "1" : "0")) return false;
+    for (;;) {
+      if (readKey(readText(join(d, "cgroup.events")), "frozen") === (on ? 1 : 0)) return true;
+      if (Date.now() > until) return false;
+      await sleep(1);
+    }
+  }
+
+  /** Whether this cgroup is frozen (by us: FROZEN or FREEZING in v1, cgroup.freeze in v2). */
+  isFrozen(): boolean {
+    if (this.version === 1) {
+      const state = this.dirs.freezer ? readText(join(this.dirs.freezer, "freezer.state")).trim() : "";
+      return state === "FROZEN" || state === "FREEZING";
+    }
+    return readText(join(this.dirs.unified as string, "cgroup.freeze")).trim() === "1";
+  }
+
+  /**
+   * Asks the kernel to reclaim this cgroup's memory (v2 memory.reclaim, Linux
+   * 5.19+): page cache is dropped, anonymous memory goes to swap if there is
+   * any. v1 has no such knob for a cgroup that still holds processes.
+   * Returns whether the kernel was asked.
+   */
+  reclaimMemory(): boolean {
+    if (this.version !== 2) return false;
+    const d = this.dirs.unified as string;
+    // The kernel reclaims what it can and then answers EAGAIN: asked either way.
+    try {
+      fs.writeFileSync(join(d, "memory.reclaim"), String(readNum(join(d, "memory.current")) || 1));
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === "EAGAIN";
+    }
+  }
+
   private async freeze(on: boolean): Promise<void> {
     if (this.version === 1) {
       const f = this.dirs.freezer ? join(this.dirs.freezer, "freezer.state") : undefined;
@@ -193,7 +250,8 @@ export class Cgroup {
   }
 
   oomKills(): number {
-    if (this.version === 1) return readKey(readText(join(this.dirs.memory as string, "memory.oom_control")), "oom_kill");
+    if (this.version === 1)
+      return readKey(readText(join(this.dirs.memory as string, "memory.oom_control")), "oom_kill");
     return readKey(readText(join(this.dirs.unified as string, "memory.events")), "oom_kill");
   }
 
@@ -261,6 +319,52 @@ export class Cgroup {
         // still has sandboxes, or gone
       }
     }
+  }
+
+  /** Names of the child cgroups (sandboxes under the driver's root, execs under a sandbox). */
+  childNames(): string[] {
+    const one = this.dirs.pids ?? this.dirs.unified ?? Object.values(this.dirs)[0];
+    try {
+      return fs
+        .readdirSync(one as string, { withFileTypes: true })
+        .filter((d) => d.isDirectory())
+        .map((d) => d.name);
+    } catch {
+      return [];
+    }
+  }
+
+  /** Milliseconds since the cgroup was made (a cgroup directory's mtime is its creation). */
+  ageMs(): number {
+    const one = this.dirs.pids ?? this.dirs.unified ?? Object.values(this.dirs)[0];
+    const st = fs.statSync(one as string, { throwIfNoEntry: false });
+    return st ? Date.now() - st.mtimeMs : 0;
+  }
+
+  /**
+   * Removes the cgroup and its descendants, deepest first, without waiting;
+   * the kernel refuses to remove one that still holds a process, which then
+   * stays (with its ancestors). Returns whether it is gone.
+   */
+  removeTreeSync(): boolean {
+    const sweep = (dir: string): boolean => {
+      let subs: fs.Dirent[] = [];
+      try {
+        subs = fs.readdirSync(dir, { withFileTypes: true });
+      } catch {
+        return true; // gone
+      }
+      for (const sub of subs) if (sub.isDirectory()) sweep(join(dir, sub.name));
+      try {
+        fs.rmdirSync(dir);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    let gone = true;
+    for (const d of new Set(Object.values(this.dirs))) gone = sweep(d) && gone;
+    return gone;
   }
 
   /**

@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
+import { makeSocketDir, removeStaleSocketDirs } from "./socket-dir.ts";
 
 /** MAX_REQUEST and MAX_FIELDS of exec-helper.c. */
 const HELPER_MAX_REQUEST_BYTES = 4 << 20;
@@ -102,7 +103,16 @@ export class ExecHelper {
     const child = await this.ensureRunning();
     const id = this.takeId();
     const { initPid, initStartTime, uid, cgroupProcs } = placement;
-    this.send(child, ["P", String(id), String(initPid), initStartTime, String(uid), String(uid), String(cgroupProcs.length), ...cgroupProcs]);
+    this.send(child, [
+      "P",
+      String(id),
+      String(initPid),
+      initStartTime,
+      String(uid),
+      String(uid),
+      String(cgroupProcs.length),
+      ...cgroupProcs,
+    ]);
     return id;
   }
 
@@ -111,8 +121,15 @@ export class ExecHelper {
     // it (the socket, the cgroup.procs files this root helper writes to, the
     // argv it runs). The domain refuses them; this keeps the protocol whole
     // whoever calls the driver.
-    if ([launch.workingDir, launch.command, ...launch.args, ...Object.entries(launch.env).flat()].some((f) => f.includes("\0"))) {
-      throw PlatformError.invalidArgument("working_dir, command, args and env must not contain NUL bytes", ComputeReason.invalidArgument);
+    if (
+      [launch.workingDir, launch.command, ...launch.args, ...Object.entries(launch.env).flat()].some((f) =>
+        f.includes("\0"),
+      )
+    ) {
+      throw PlatformError.invalidArgument(
+        "working_dir, command, args and env must not contain NUL bytes",
+        ComputeReason.invalidArgument,
+      );
     }
     const child = await this.ensureRunning();
     const id = this.takeId();
@@ -137,8 +154,14 @@ export class ExecHelper {
     ];
     // The helper exits on a request over its MAX_REQUEST (4 MiB), ending every
     // sandbox's running commands, and stops reading fields at MAX_FIELDS.
-    if (fields.length > HELPER_MAX_FIELDS || fields.reduce((n, f) => n + Buffer.byteLength(f) + 1, 0) > HELPER_MAX_REQUEST_BYTES) {
-      throw PlatformError.invalidArgument("the command line is too large for the exec helper", ComputeReason.argumentsTooLong);
+    if (
+      fields.length > HELPER_MAX_FIELDS ||
+      fields.reduce((n, f) => n + Buffer.byteLength(f) + 1, 0) > HELPER_MAX_REQUEST_BYTES
+    ) {
+      throw PlatformError.invalidArgument(
+        "the command line is too large for the exec helper",
+        ComputeReason.argumentsTooLong,
+      );
     }
     let pending!: Pending;
     const streams = new Promise<{ stdout: net.Socket; stderr: net.Socket }>((resolve, reject) => {
@@ -218,9 +241,11 @@ export class ExecHelper {
   }
 
   private async listen(): Promise<void> {
+    // Those of killed services go first (this one's is removed on close or exit).
+    const stale = removeStaleSocketDirs();
+    if (stale.length > 0) this.log?.info({ removed: stale }, "removed exec socket directories of killed services");
     // A fresh root-only directory: nothing but this process can connect.
-    this.socketDir = fs.mkdtempSync(join(tmpdir(), "platform-compute-exec-"));
-    fs.chmodSync(this.socketDir, 0o700);
+    this.socketDir = makeSocketDir();
     this.socketPath = join(this.socketDir, "streams.sock");
     process.once("exit", this.removeSocketDir);
     const server = net.createServer((socket) => this.onStream(socket));
@@ -276,7 +301,10 @@ export class ExecHelper {
         p.exited = true;
         if (p.stdout && p.stderr) this.forget(id);
         const [code, sig] = rest.map(Number);
-        p.exit.resolve({ code: code !== undefined && code >= 0 ? code : null, signal: sig ? (SIGNAL_NAMES.get(sig) ?? "SIGKILL") : null });
+        p.exit.resolve({
+          code: code !== undefined && code >= 0 ? code : null,
+          signal: sig ? (SIGNAL_NAMES.get(sig) ?? "SIGKILL") : null,
+        });
       } else {
         this.forget(id);
         const err = new Error(`exec helper: ${rest.join(" ")}`);
@@ -292,7 +320,8 @@ export class ExecHelper {
     if (this.child !== child) return;
     this.child = undefined;
     this.lines = "";
-    if (this.pending.size > 0) this.log?.error({ err }, "exec helper died; its running commands are lost to their callers");
+    if (this.pending.size > 0)
+      this.log?.error({ err }, "exec helper died; its running commands are lost to their callers");
     for (const p of this.pending.values()) {
       p.streams.reject(err);
       p.exit.reject(err);

@@ -13,6 +13,7 @@ import { Code, PlatformError } from "@platform/errors";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { MAX_EVENT_BYTES, OutputQueue } from "./output-queue.ts";
+import { workspaceImageOf } from "./session-workspace.ts";
 import { WorkspaceImage } from "./workspace-image.ts";
 
 const MiB = 1024 * 1024;
@@ -59,6 +60,7 @@ describe("local driver exec path", () => {
   let dataDir: string;
   let driver: LocalDriver;
   let id: string;
+  let image: string;
 
   before(async () => {
     dataDir = fs.mkdtempSync(join(tmpdir(), "compute-exec-"));
@@ -69,6 +71,7 @@ describe("local driver exec path", () => {
     await driver.create(spec);
     assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(20_000))).phase, "ready");
     id = spec.sandboxId;
+    image = workspaceImageOf(dataDir, spec.tenantId, spec.sessionId);
   });
 
   after(async () => {
@@ -79,14 +82,16 @@ describe("local driver exec path", () => {
 
   test("a reader that stops makes the command wait instead of the service buffering its output", async () => {
     const marker = `written-${randomUUID()}`;
-    const hostMarker = join(new WorkspaceImage(join(dataDir, "sandboxes", id, "workspace.img")).mountPoint(), marker);
+    const hostMarker = join(new WorkspaceImage(image).mountPoint(), marker);
     const total = 32 * MiB;
-    const events = driver.exec(id, {
-      command: "/bin/sh",
-      args: ["-c", `head -c ${total} /dev/zero; touch ${marker}`],
-      env: {},
-      workingDir: "/workspace",
-    })[Symbol.asyncIterator]();
+    const events = driver
+      .exec(id, {
+        command: "/bin/sh",
+        args: ["-c", `head -c ${total} /dev/zero; touch ${marker}`],
+        env: {},
+        workingDir: "/workspace",
+      })
+      [Symbol.asyncIterator]();
     const first = await events.next();
     assert.equal(first.value?.type, "stdout");
     let received = first.value?.type === "stdout" ? first.value.data.length : 0;
@@ -108,7 +113,10 @@ describe("local driver exec path", () => {
   test("a command runs in its exec cgroup, as the sandbox uid, with no capabilities, groups or new privileges", async () => {
     const r = await collectExec(driver, id, {
       command: "/bin/sh",
-      args: ["-c", "grep -E '^[0-9]+:(memory|pids):' /proc/self/cgroup; id -u; id -G; grep -E '^(CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs|Groups):' /proc/self/status"],
+      args: [
+        "-c",
+        "grep -E '^[0-9]+:(memory|pids):' /proc/self/cgroup; id -u; id -G; grep -E '^(CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs|Groups):' /proc/self/status",
+      ],
     });
     assert.equal(r.completed.exitCode, 0, r.stderr);
     const lines = r.stdout.trim().split("\n");
@@ -145,7 +153,12 @@ describe("local driver exec path", () => {
     const waiting = await placed();
     assert.match(fs.readFileSync(`/proc/${waiting}/cmdline`, "utf8"), /exec-helper/);
     let command = "";
-    for await (const e of driver.exec(id, { command: "/bin/sh", args: ["-c", "echo started; sleep 0.3"], env: {}, workingDir: "/workspace" })) {
+    for await (const e of driver.exec(id, {
+      command: "/bin/sh",
+      args: ["-c", "echo started; sleep 0.3"],
+      env: {},
+      workingDir: "/workspace",
+    })) {
       if (e.type === "stdout" && !command) command = fs.readFileSync(`/proc/${waiting}/cmdline`, "utf8");
     }
     assert.match(command, /^\/bin\/sh\0-c\0echo started/, "the command is that process");
@@ -164,7 +177,11 @@ describe("local driver exec path", () => {
     process.env.CC = "/bin/false";
     let broken: LocalDriver;
     try {
-      broken = new LocalDriver({ dataDir, dieWithService: true, cgroupPrefix: `platform-compute-exec-nocc-${process.pid}` });
+      broken = new LocalDriver({
+        dataDir,
+        dieWithService: true,
+        cgroupPrefix: `platform-compute-exec-nocc-${process.pid}`,
+      });
     } finally {
       for (const [k, v] of Object.entries(saved)) {
         if (v === undefined) delete process.env[k];

@@ -19,7 +19,8 @@ function layout() {
     fs.writeFileSync(join(dir, "workspace", "file"), id);
     // A link out of the workspace: deleting the workspace must not follow it.
     fs.symlinkSync(victim, join(dir, "workspace", "link"));
-    if (deleteAfter) fs.writeFileSync(join(dir, "annotations.json"), JSON.stringify({ [DELETE_AFTER_KEY]: deleteAfter }));
+    if (deleteAfter)
+      fs.writeFileSync(join(dir, "annotations.json"), JSON.stringify({ [DELETE_AFTER_KEY]: deleteAfter }));
   };
   make("expired", new Date(now - 1000).toISOString());
   make("exactly-now", new Date(now).toISOString());
@@ -46,9 +47,13 @@ test("the compute-gc command: dry run lists, a real run removes, expired only", 
   const cmd = fileURLToPath(new URL("../../gc-command.ts", import.meta.url));
   const runGc = (...extra: string[]) =>
     JSON.parse(
-      execFileSync(process.execPath, ["--import", "tsx", cmd, "--data-dir", dataDir, "--now", now.toISOString(), ...extra], {
-        encoding: "utf8",
-      }),
+      execFileSync(
+        process.execPath,
+        ["--import", "tsx", cmd, "--data-dir", dataDir, "--now", now.toISOString(), ...extra],
+        {
+          encoding: "utf8",
+        },
+      ),
     );
   const dry = runGc("--dry-run");
   assert.deepEqual(dry.removed.sort(), ["exactly-now", "expired"]);
@@ -58,9 +63,13 @@ test("the compute-gc command: dry run lists, a real run removes, expired only", 
   assert.equal(fs.existsSync(join(dataDir, "sandboxes", "expired")), false);
   assert.ok(fs.existsSync(join(dataDir, "sandboxes", "in-grace")));
   const later = JSON.parse(
-    execFileSync(process.execPath, ["--import", "tsx", cmd, "--data-dir", dataDir, "--now", new Date(now.getTime() + 2 * 3600_000).toISOString()], {
-      encoding: "utf8",
-    }),
+    execFileSync(
+      process.execPath,
+      ["--import", "tsx", cmd, "--data-dir", dataDir, "--now", new Date(now.getTime() + 2 * 3600_000).toISOString()],
+      {
+        encoding: "utf8",
+      },
+    ),
   );
   assert.deepEqual(later.removed, ["in-grace"]);
   fs.rmSync(dataDir, { recursive: true, force: true });

@@ -32,7 +32,13 @@ async function hostHealthy(): Promise<void> {
 before(() => {
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-limits-"));
   fs.chmodSync(dataDir, 0o711);
-  driver = new LocalDriver({ dataDir, killGraceMs: 300, pidsMax: 64, cgroupPrefix: `platform-compute-limits-${process.pid}`, dieWithService: true });
+  driver = new LocalDriver({
+    dataDir,
+    killGraceMs: 300,
+    pidsMax: 64,
+    cgroupPrefix: `platform-compute-limits-${process.pid}`,
+    dieWithService: true,
+  });
 });
 
 after(async () => {
@@ -118,7 +124,11 @@ describe("local driver limits", () => {
   test("usage comes from the kernel's counters: disk writes through the service and memory peak/average", async () => {
     const id = await sandbox({});
     await driver.writeFile(id, "f.bin", new Uint8Array(300_000), false, 0o644);
-    await driver.readFile(id, "f.bin", 0, 1 << 20);
+    // Read past the page cache, so the bytes come from the workspace's disk.
+    await collectExec(driver, id, {
+      command: "/bin/sh",
+      args: ["-c", "dd if=f.bin of=/dev/null bs=64k iflag=direct 2>/dev/null"],
+    });
     const r = await collectExec(driver, id, {
       command: "/bin/sh",
       args: ["-c", "head -c 20000000 /dev/zero | (sleep 0.5; cat) > /dev/null"],
@@ -127,9 +137,47 @@ describe("local driver limits", () => {
     assert.ok(r.completed.usage.memoryAvgBytes > 0);
     assert.ok(r.completed.usage.memoryAvgBytes <= r.completed.usage.memoryPeakBytes);
     const u = await driver.usage(id);
-    assert.ok(u.diskWriteBytes >= 300_000, `disk_write_bytes ${u.diskWriteBytes}`);
     assert.ok(u.diskReadBytes >= 300_000, `disk_read_bytes ${u.diskReadBytes}`);
     assert.equal(u.networkEgressBytes, 0);
     assert.equal(u.networkIngressBytes, 0);
+    // The written bytes count once they reach the disk: destroy flushes the workspace first.
+    const total = await driver.destroy(id);
+    assert.ok(total.diskWriteBytes >= 300_000, `disk_write_bytes ${total.diskWriteBytes}`);
+  });
+
+  test("disk counters count what commands do in the workspace: fsync'd, direct and buffered writes, direct reads; not /tmp", async () => {
+    const id = await sandbox({});
+    const MiB = 1024 * 1024;
+    const w = await collectExec(driver, id, {
+      command: "/bin/sh",
+      args: ["-c", "dd if=/dev/zero of=big bs=1M count=50 conv=fsync 2>/dev/null && echo ok"],
+    });
+    assert.equal(w.stdout, "ok\n");
+    assert.ok(
+      w.completed.usage.diskWriteBytes >= 50 * MiB,
+      `exec disk_write_bytes ${w.completed.usage.diskWriteBytes}`,
+    );
+    // Metadata and journal come on top, not a second copy of the data.
+    assert.ok(w.completed.usage.diskWriteBytes < 60 * MiB, `exec disk_write_bytes ${w.completed.usage.diskWriteBytes}`);
+    const r = await collectExec(driver, id, {
+      command: "/bin/sh",
+      args: ["-c", "dd if=big of=/dev/null bs=1M iflag=direct 2>/dev/null && echo ok"],
+    });
+    assert.ok(r.completed.usage.diskReadBytes >= 50 * MiB, `exec disk_read_bytes ${r.completed.usage.diskReadBytes}`);
+    // /tmp is the sandbox's own tmpfs, not the workspace.
+    const t = await collectExec(driver, id, {
+      command: "/bin/sh",
+      args: ["-c", "dd if=/dev/zero of=/tmp/t bs=1M count=20 conv=fsync 2>/dev/null"],
+    });
+    assert.ok(t.completed.usage.diskWriteBytes < 1 * MiB, `a /tmp write counted ${t.completed.usage.diskWriteBytes}`);
+    const before = await driver.usage(id);
+    assert.ok(before.diskWriteBytes >= 50 * MiB && before.diskReadBytes >= 50 * MiB, JSON.stringify(before));
+    // A buffered write (no fsync) counts in the sandbox's totals once written back: destroy flushes the workspace first.
+    await collectExec(driver, id, { command: "/bin/sh", args: ["-c", "head -c 10485760 /dev/zero > buffered"] });
+    const total = await driver.destroy(id);
+    assert.ok(
+      total.diskWriteBytes - before.diskWriteBytes >= 10 * MiB,
+      `buffered write counted ${total.diskWriteBytes - before.diskWriteBytes}`,
+    );
   });
 });

@@ -1,3 +1,5 @@
+// test-timeout: 300000
+// The driver contract on the local driver (64 s at load ~8 with the pause cases; 18 s of them is the max-runtime-while-paused case).
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,7 +10,12 @@ driverContract("local", async (options) => {
   // mkdtemp's 0700 stays: sandboxes must work under a data directory their
   // uid cannot traverse (a clone under /root, say).
   const dataDir = fs.mkdtempSync(join(tmpdir(), "compute-contract-"));
-  const driver = new LocalDriver({ dataDir, killGraceMs: options.killGraceMs, cgroupPrefix: `platform-compute-test-${process.pid}`, dieWithService: true });
+  const driver = new LocalDriver({
+    dataDir,
+    killGraceMs: options.killGraceMs,
+    cgroupPrefix: `platform-compute-test-${process.pid}`,
+    dieWithService: true,
+  });
   return {
     driver,
     enforcesWorkspaceSize: true,

@@ -10,6 +10,7 @@ import {
   DELETE_AFTER_KEY,
   type ExecEvent,
   type ExecRequest,
+  type FailureReason,
   KILL_GRACE_MS,
   type ListResult,
   type ReadResult,
@@ -20,15 +21,19 @@ import {
   type Usage,
   zeroUsage,
 } from "../../driver.ts";
+import { KeyedLock } from "../../keyed-lock.ts";
 import { LIMITS } from "../../service/limits.ts";
 import { workspaceSizeBytes } from "../../service/workspace-size.ts";
 import { baseEnv, bwrapArgs } from "./bwrap.ts";
 import { type Cgroup, type CgroupStats, detectCgroups } from "./cgroups.ts";
 import { ExecHelper, type ExitStatus, type HelperBuild, type Launch, type Launched } from "./exec-helper.ts";
-import { collectExpiredWorkspaces } from "./gc.ts";
+import { collectExpired, expiredWorkspaces } from "./gc.ts";
 import { OutputQueue } from "./output-queue.ts";
-import { processStartTime, SandboxLayout } from "./sandbox-layout.ts";
+import { processStartTime, SandboxLayout, writeJson } from "./sandbox-layout.ts";
+import { deleteAfterOf, SessionWorkspace } from "./session-workspace.ts";
+import { removeStaleSocketDirs } from "./socket-dir.ts";
 import { WorkspaceFs } from "./workspace-fs.ts";
+import { flushWorkspace, type IoBytes, ioSince, WorkspaceIo } from "./workspace-io.ts";
 import { mountPointsUnder } from "./mount-table.ts";
 import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 
@@ -70,6 +75,11 @@ interface Live {
   uid: number;
   cgroup: Cgroup;
   fs: WorkspaceFs;
+  /** The session's workspace it mounts (none for a warm sandbox, or one made before workspaces were per session). */
+  workspace?: SessionWorkspace;
+  /** Its workspace's disk counters, and their values when the sandbox started. */
+  io?: WorkspaceIo;
+  ioBase?: IoBytes;
   /** Its ext4 image, mounted at workspaceDir while the sandbox is not destroyed. */
   image?: WorkspaceImage;
   /** The host directory of the workspace: the image's mount point (layout.workspace without an image). */
@@ -81,8 +91,8 @@ interface Live {
   observation: SandboxObservation;
   initPid?: number;
   child?: ChildProcess;
-  /** Why we are stopping it ourselves, so the exit is reported right. */
-  stopping?: "deadline" | "destroy";
+  /** Why we are stopping it ourselves, so the exit is reported right (shutdown: not at all, the next start finds it lost). */
+  stopping?: "deadline" | "destroy" | "shutdown";
   deadlineTimer?: NodeJS.Timeout;
   livenessTimer?: NodeJS.Timeout;
   fileReadBytes: number;
@@ -98,6 +108,10 @@ interface Live {
   spareExecSlot?: Promise<ExecSlot>;
   /** /proc/<initPid>/stat start time, so a reused pid is never entered. */
   initStartTime?: string;
+  /** Time spent in pauses that ended; the deadline is createdAt + maxRuntimeMs + this. */
+  pausedMs: number;
+  /** While paused (frozen): since when. */
+  pausedAt?: number;
   /** Started ahead and not yet adopted: no record, no deadline, no phase events. */
   warm?: boolean;
   oomKillsSeen: number;
@@ -129,6 +143,9 @@ const SPARE_SLOT_DELAY_MS = 10;
 /** The descriptor bwrap reads the seccomp filter from (3 and 4 are its info and readiness pipes). */
 const SECCOMP_FD = 5;
 
+/** An empty cgroup no sandbox of this data directory claims is removed at start after this long. */
+const ABANDONED_CGROUP_MS = 10 * 60_000;
+
 /** Mount point of a sandbox directory inside its launcher's private mount namespace. */
 const STAGE = "/run/platform-compute-stage";
 
@@ -157,9 +174,13 @@ export class LocalDriver implements SandboxDriver {
   private readonly built: Promise<HelperBuild>;
   private seccompFilter?: Buffer;
   private readonly warm: Live[] = [];
+  /** Per session workspace key: the tail of the work on it (create, release, GC), so they never interleave. */
+  private readonly workspaceLocks = new Map<string, Promise<void>>();
   private readonly warmTarget: number;
   private readonly defaultWorkspaceBytes: number;
   private closed = false;
+  /** Pause, resume and destroy of one sandbox run one at a time. */
+  private readonly ops = new KeyedLock();
 
   constructor(private readonly options: LocalDriverOptions) {
     this.killGraceMs = options.killGraceMs ?? KILL_GRACE_MS;
@@ -167,6 +188,7 @@ export class LocalDriver implements SandboxDriver {
     this.log = options.logger;
     fs.mkdirSync(join(options.dataDir, "sandboxes"), { recursive: true, mode: 0o711 });
     this.root = detectCgroups(options.cgroupPrefix ?? "platform-compute");
+    this.removeEndedCgroups();
     this.sampler = setInterval(() => this.sample(), options.sampleIntervalMs ?? 200);
     this.sampler.unref();
     this.helper = new ExecHelper(options.logger);
@@ -174,11 +196,19 @@ export class LocalDriver implements SandboxDriver {
       this.seccompFilter = b.seccompFilter;
       return b;
     });
-    this.built.catch((err) => this.log?.error({ err }, "no sandbox can start: the exec helper and its seccomp filter were not built"));
+    this.built.catch((err) =>
+      this.log?.error({ err }, "no sandbox can start: the exec helper and its seccomp filter were not built"),
+    );
     this.warmTarget = options.warmSandboxes ?? 4;
-    this.defaultWorkspaceBytes = workspaceSizeBytes(options.defaultWorkspaceSize ?? LIMITS.defaultWorkspaceSize, "defaultWorkspaceSize");
+    this.defaultWorkspaceBytes = workspaceSizeBytes(
+      options.defaultWorkspaceSize ?? LIMITS.defaultWorkspaceSize,
+      "defaultWorkspaceSize",
+    );
     void this.removeWarmLeftovers()
       .then(() => this.releaseOrphans())
+      .then(() => this.removeStaleSocketDirs())
+      // Once more a little later: a sandbox killed with its service keeps its cgroup busy until its zombies are reaped.
+      .then(() => setTimeout(() => this.removeEndedCgroups(), 2000).unref())
       .then(() => this.built)
       .then(
         () => this.refillWarm(),
@@ -196,18 +226,66 @@ export class LocalDriver implements SandboxDriver {
     if (this.sandboxes.has(spec.sandboxId)) {
       throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
     }
-    // Warm sandboxes carry a workspace of the default size; any other size is made for the spec.
-    if (sizeBytes === this.defaultWorkspaceBytes && this.adoptWarm(spec)) return;
-    const live = this.newLive(spec);
+    const ws = new SessionWorkspace(this.options.dataDir, spec.tenantId, spec.sessionId);
+    // One at a time per session: two creates at once must not both make its workspace.
+    await this.withWorkspaceLock(ws.key, async () => {
+      if (this.sandboxes.has(spec.sandboxId)) throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
+      // The session had a sandbox: the new one mounts the same workspace (its size stays what it was made with).
+      if (ws.exists()) return this.createOnWorkspace(spec, ws);
+      // Warm sandboxes carry a workspace of the default size; any other size is made for the spec.
+      if (sizeBytes === this.defaultWorkspaceBytes && this.adoptWarm(spec, ws)) return;
+      const live = this.newLive(spec);
+      live.workspace = ws;
+      this.sandboxes.set(spec.sandboxId, live);
+      try {
+        live.layout.prepare(spec, live.uid);
+        ws.prepare(live.uid);
+        await this.provisionWorkspace(live, ws.image, sizeBytes);
+        live.cgroup.create({
+          cpuMillis: spec.limits.cpuMillis,
+          memoryBytes: spec.limits.memoryBytes,
+          pidsMax: this.pidsMax,
+        });
+      } catch (err) {
+        this.sandboxes.delete(spec.sandboxId);
+        // It never ran: nothing of it is kept (no mount, no loop device, no image).
+        await this.removeSandboxDir(live.layout);
+        await this.removeWorkspaceDir(ws.dir);
+        throw PlatformError.internal("sandbox provisioning failed", err);
+      }
+      this.armDeadline(live);
+      this.start(live);
+    });
+  }
+
+  /** A new sandbox on the session's existing workspace: no longer marked for collection, mounted, its uid kept. */
+  private async createOnWorkspace(spec: SandboxSpec, ws: SessionWorkspace): Promise<void> {
+    const image = new WorkspaceImage(ws.image);
+    ws.clearMark();
+    let dir: string;
+    try {
+      dir = await image.mount({ endsWithProcess: this.options.dieWithService });
+    } catch (err) {
+      this.markIfUnused(ws);
+      throw PlatformError.internal("sandbox provisioning failed: the session's workspace could not be mounted", err);
+    }
+    // Its files belong to the uid the session's first sandbox ran as.
+    const live = this.newLive(spec, ws.owner()?.uid ?? fs.statSync(dir).uid);
+    live.workspace = ws;
+    live.image = image;
+    live.workspaceDir = dir;
     this.sandboxes.set(spec.sandboxId, live);
     try {
       live.layout.prepare(spec, live.uid);
-      await this.provisionWorkspace(live, sizeBytes);
-      live.cgroup.create({ cpuMillis: spec.limits.cpuMillis, memoryBytes: spec.limits.memoryBytes, pidsMax: this.pidsMax });
+      live.cgroup.create({
+        cpuMillis: spec.limits.cpuMillis,
+        memoryBytes: spec.limits.memoryBytes,
+        pidsMax: this.pidsMax,
+      });
     } catch (err) {
       this.sandboxes.delete(spec.sandboxId);
-      // It never ran: nothing of it is kept (no mount, no loop device, no image).
       await this.removeSandboxDir(live.layout);
+      await this.releaseWorkspaceLocked(live);
       throw PlatformError.internal("sandbox provisioning failed", err);
     }
     this.armDeadline(live);
@@ -219,18 +297,22 @@ export class LocalDriver implements SandboxDriver {
     if (existing) return existing.observation;
     const live = this.newLive(spec);
     this.sandboxes.set(spec.sandboxId, live);
-    // Without an image: made before workspace sizes were enforced, a plain directory.
-    const image = new WorkspaceImage(live.layout.image);
-    if (image.exists()) {
-      live.image = image;
-      live.workspaceDir = image.mountPoint();
+    const annotations = live.layout.readAnnotations();
+    this.locateWorkspace(live, annotations?.[DELETE_AFTER_KEY] === undefined);
+    const failed = failedMark(annotations);
+    if (failed) {
+      // It ended while a service watched it, and the record missed that (a crash in between).
+      live.finalUsage = live.layout.readUsage() ?? zeroUsage();
+      this.setObservation(live, { phase: "failed", reason: failed, message: "sandbox ended before the restart" });
+      await this.releaseWorkspace(live);
+      return live.observation;
     }
-    if (live.layout.readAnnotations()?.[DELETE_AFTER_KEY]) {
+    if (annotations?.[DELETE_AFTER_KEY]) {
       live.destroyed = live.layout.readUsage() ?? zeroUsage();
       live.finalUsage = live.destroyed;
       live.observation = { phase: "gone" };
       // A crash between marking and unmounting left it mounted.
-      await this.unmountWorkspace(live);
+      await this.releaseWorkspace(live);
       return live.observation;
     }
     const state = live.layout.readState();
@@ -240,11 +322,21 @@ export class LocalDriver implements SandboxDriver {
       // Still running from before the restart: adopt it. Not our child, so poll for its end.
       // Its workspace stays mounted across a restart; mounted again if something unmounted it.
       if (live.image) await this.mountWorkspace(live);
+      live.workspace?.clearMark();
+      this.attachIo(live, false);
       live.initPid = state.initPid;
       live.initStartTime = state.initStartTime;
       live.oomKillsSeen = live.cgroup.stats().oomKills;
-      this.setObservation(live, { phase: "ready" });
-      this.armDeadline(live);
+      if (live.cgroup.isFrozen() && spec.pausedAt) {
+        // Paused before the restart: it stays so (its max runtime not counting) until resumed.
+        live.pausedAt = spec.pausedAt.getTime();
+        this.setObservation(live, { phase: "paused" });
+      } else {
+        // Frozen while its record says running (a crash between the freeze and the record): it runs again.
+        if (live.cgroup.isFrozen()) await live.cgroup.setFrozen(false);
+        this.setObservation(live, { phase: "ready" });
+        this.armDeadline(live);
+      }
       live.livenessTimer = setInterval(() => {
         if (processStartTime(state.initPid) !== state.initStartTime) {
           clearInterval(live.livenessTimer);
@@ -257,11 +349,17 @@ export class LocalDriver implements SandboxDriver {
     // Its processes are gone (host reboot, crash): the sandbox cannot be resumed.
     live.finalUsage = live.layout.readUsage() ?? this.liveUsage(live);
     await live.cgroup.killAll(2000);
+    await live.cgroup.remove();
+    this.markEnded(live, "lost");
+    this.setObservation(live, {
+      phase: "failed",
+      reason: "lost",
+      message: "sandbox processes not found after restart",
+    });
     // Nothing runs on it any more (a killed service whose sandboxes died with
-    // it left it mounted): its loop device goes; the image stays, mounted
-    // again should its files be asked for.
-    await this.unmountWorkspace(live);
-    this.setObservation(live, { phase: "failed", reason: "lost", message: "sandbox processes not found after restart" });
+    // it left it mounted): its loop device goes; the image stays for the
+    // session's next sandbox, mounted again should its files be asked for.
+    await this.releaseWorkspace(live);
     return live.observation;
   }
 
@@ -308,6 +406,7 @@ export class LocalDriver implements SandboxDriver {
       return;
     }
     const run: RunningExec = { ...(await this.takeExecSlot(live)), memSampleSum: 0, memSamples: 0 };
+    const ioStart = this.readIo(live);
     live.execs.add(run);
     let proc: Launched;
     try {
@@ -390,6 +489,13 @@ export class LocalDriver implements SandboxDriver {
       yield { type: "stderr", data: new TextEncoder().encode(msg) };
     }
     const usage = usageOf(stats, run.memSampleSum, run.memSamples);
+    const ioEnd = this.readIo(live);
+    if (ioStart && ioEnd) {
+      // What reached the workspace's disk while it ran (writes still cached at its end count in the sandbox's totals once flushed).
+      const done = ioSince(ioEnd, ioStart);
+      usage.diskReadBytes = done.read;
+      usage.diskWriteBytes = done.write;
+    }
     const code = cancelled ? -1 : exitSignal ? 128 + signalNumber(exitSignal) : (exitCode ?? -1);
     yield {
       type: "completed",
@@ -421,12 +527,79 @@ export class LocalDriver implements SandboxDriver {
 
   async usage(sandboxId: string): Promise<Usage> {
     const live = this.get(sandboxId);
+    // No flush here: DescribeSandbox is on the agents' path before each tool call, and
+    // forcing a command's buffered writes out would make it wait for them.
     return live.destroyed ?? live.finalUsage ?? this.liveUsage(live);
   }
 
-  async destroy(sandboxId: string): Promise<Usage> {
+  /**
+   * Freezes the sandbox's cgroup (init, the exec child placed ahead, any
+   * exec): its processes stop where they are and keep their memory, so a
+   * resume is a thaw (no new process, no new mount). Where the kernel lets a
+   * cgroup give memory back (v2 memory.reclaim) it is asked to. Its max
+   * runtime stops counting; the workspace stays mounted.
+   */
+  pause(sandboxId: string): Promise<void> {
+    return this.ops.run(sandboxId, async () => {
+      const live = this.get(sandboxId);
+      if (live.observation.phase === "paused") return;
+      if (live.observation.phase !== "ready" || !live.initPid || live.stopping || live.destroyed) {
+        throw PlatformError.failedPrecondition(
+          `sandbox is ${live.stopping ? "stopping" : live.observation.phase}`,
+          ComputeReason.sandboxNotRunnable,
+        );
+      }
+      // The exec child being placed ahead joins the cgroup first (frozen mid-way it would hold the helper).
+      await live.spareExecSlot?.catch(() => {});
+      clearTimeout(live.deadlineTimer);
+      live.pausedAt = Date.now();
+      if (!(await live.cgroup.setFrozen(true))) {
+        await live.cgroup.setFrozen(false);
+        live.pausedAt = undefined;
+        this.armDeadline(live);
+        throw PlatformError.internal("pausing the sandbox failed: its processes could not be frozen");
+      }
+      live.cgroup.reclaimMemory();
+      this.setObservation(live, { phase: "paused" });
+    });
+  }
+
+  /** Thaws a paused sandbox; its deadline is re-armed with the paused time left out. */
+  resume(sandboxId: string, signal?: AbortSignal): Promise<SandboxObservation> {
+    return this.ops.run(sandboxId, async () => {
+      signal?.throwIfAborted();
+      const live = this.get(sandboxId);
+      if (live.observation.phase === "starting") return this.waitSettled(sandboxId, signal);
+      if (live.observation.phase === "ready") return { ...live.observation };
+      if (live.observation.phase !== "paused" || live.stopping || live.destroyed) {
+        throw PlatformError.failedPrecondition(
+          `sandbox is ${live.stopping ? "stopping" : live.observation.phase}`,
+          ComputeReason.sandboxNotRunnable,
+        );
+      }
+      if (!(await live.cgroup.setFrozen(false)))
+        throw PlatformError.internal("resuming the sandbox failed: its processes could not be thawed");
+      live.pausedMs += Math.max(0, Date.now() - (live.pausedAt ?? Date.now()));
+      live.pausedAt = undefined;
+      this.armDeadline(live);
+      this.setObservation(live, { phase: "ready" });
+      return { ...live.observation };
+    });
+  }
+
+  destroy(sandboxId: string): Promise<Usage> {
+    // After a pause or resume in flight: a resume racing a destroy either thaws first or finds it stopping.
+    return this.ops.run(sandboxId, () => this.destroyNow(sandboxId));
+  }
+
+  private async destroyNow(sandboxId: string): Promise<Usage> {
     const live = this.sandboxes.get(sandboxId) ?? (await this.recoverById(sandboxId));
     if (live.destroyed) return live.destroyed;
+    // A sandbox that failed before has its totals already (taken at its failure, flushed).
+    const running =
+      live.observation.phase === "ready" ||
+      live.observation.phase === "starting" ||
+      live.observation.phase === "paused";
     live.stopping = "destroy";
     clearTimeout(live.deadlineTimer);
     clearInterval(live.livenessTimer);
@@ -444,12 +617,22 @@ export class LocalDriver implements SandboxDriver {
       });
     }
     const total = live.finalUsage ?? usageBefore;
+    if (running && live.io) {
+      // Its buffered writes count too: flushed before the last reading (its exit's usage was taken without).
+      await this.flushIo(live);
+      const disk = this.readIo(live);
+      if (disk) {
+        total.diskReadBytes = disk.read;
+        total.diskWriteBytes = disk.write;
+      }
+    }
     live.destroyed = total;
     live.finalUsage = total;
     live.layout.writeUsage(total);
     live.layout.writeAnnotations({ [DELETE_AFTER_KEY]: new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString() });
-    // The image stays for the grace window (GC deletes it); its mount and loop device go now.
-    await this.unmountWorkspace(live);
+    // The image stays for the session's next sandbox, or for the grace window
+    // (GC deletes it); its mount and loop device go now unless another sandbox of the session uses it.
+    await this.releaseWorkspace(live);
     // A spare exec cgroup still being made would keep the sandbox's from being removed.
     await live.spareExecSlot?.catch(() => {});
     live.spareExecSlot = undefined;
@@ -460,7 +643,80 @@ export class LocalDriver implements SandboxDriver {
 
   async collectGarbage(now = new Date()): Promise<string[]> {
     await this.releaseOrphans();
-    return collectExpiredWorkspaces(this.options.dataDir, now);
+    this.removeEndedCgroups();
+    const removed: string[] = [];
+    for (const found of expiredWorkspaces(this.options.dataDir, now)) {
+      const key = found.workspaceKey;
+      // A session's workspace under its lock: a create taking it up again waits, or goes first and clears the mark.
+      const gone = key
+        ? await this.withWorkspaceLock(
+            key,
+            async () => this.workspaceUsers(key) === 0 && collectExpired(found.dir, now),
+          )
+        : await collectExpired(found.dir, now);
+      if (gone) removed.push(found.name);
+    }
+    return removed;
+  }
+
+  /**
+   * After the domain recovered every sandbox its store holds as live: any
+   * other sandbox directory without a delete-after (its record ended while
+   * no service watched it, or its recovery failed) is ended and marked
+   * `lost`, and any session workspace no sandbox of this driver uses is
+   * marked too, so GC collects them after the grace instead of never.
+   * Returns the directories marked.
+   */
+  async reconcile(): Promise<string[]> {
+    const marked: string[] = [];
+    const when = new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString();
+    let names: string[] = [];
+    try {
+      names = fs.readdirSync(join(this.options.dataDir, "sandboxes")).filter((n) => !n.startsWith("."));
+    } catch {}
+    for (const name of names) {
+      const layout = new SandboxLayout(this.options.dataDir, name);
+      const phase = this.sandboxes.get(name)?.observation.phase;
+      if (phase === "starting" || phase === "ready" || phase === "paused") continue;
+      const annotations = layout.readAnnotations();
+      if (annotations?.[DELETE_AFTER_KEY]) continue;
+      try {
+        const cgroup = this.root.child(name);
+        await cgroup.killAll(2000);
+        await cgroup.remove();
+        await releaseImages(layout.image);
+        layout.writeAnnotations({
+          ...annotations,
+          [DELETE_AFTER_KEY]: when,
+          [ENDED_KEY]: annotations?.[ENDED_KEY] ?? "failed:lost",
+        });
+        marked.push(layout.dir);
+      } catch (err) {
+        this.log?.warn({ err, sandboxId: name }, "marking an unreachable sandbox directory for collection failed");
+      }
+    }
+    let keys: string[] = [];
+    try {
+      keys = fs.readdirSync(join(this.options.dataDir, "workspaces"));
+    } catch {}
+    for (const key of keys) {
+      await this.withWorkspaceLock(key, async () => {
+        const dir = join(this.options.dataDir, "workspaces", key);
+        if (this.workspaceUsers(key) > 0 || deleteAfterOf(dir)) return;
+        try {
+          writeJson(join(dir, "annotations.json"), { [DELETE_AFTER_KEY]: when });
+          marked.push(dir);
+        } catch (err) {
+          this.log?.warn({ err, workspace: key }, "marking an unused workspace for collection failed");
+        }
+      });
+    }
+    if (marked.length > 0)
+      this.log?.warn(
+        { marked },
+        "sandboxes and workspaces no live sandbox uses were left unmarked; marked for collection",
+      );
+    return marked;
   }
 
   async close(): Promise<void> {
@@ -474,19 +730,177 @@ export class LocalDriver implements SandboxDriver {
       const spare = live.spareExecSlot;
       live.spareExecSlot = undefined;
       // Its placed child goes first, or the cgroup cannot be removed.
-      if (spare) spares.push(spare.then(({ cgroup }) => cgroup.killAll(1000).then(() => cgroup.removeIfEmpty())).catch(() => {}));
+      if (spare)
+        spares.push(
+          spare.then(({ cgroup }) => cgroup.killAll(1000).then(() => cgroup.removeIfEmpty())).catch(() => {}),
+        );
     }
     await Promise.all(spares);
     for (const live of this.sandboxes.values()) if (live.destroyed) live.cgroup.removeIfEmpty();
-    // Sandboxes end with this process: their workspaces are unmounted now and
-    // their loop devices detach once the last sandbox process is gone.
+    // Sandboxes end with this process: they are ended now, so their cgroups can
+    // go too (left for the exit to kill, every one stayed behind), their
+    // workspaces unmounted and their loop devices detached. The next start
+    // finds them lost.
     if (this.options.dieWithService) {
       // A few at a time: one process each, and a stop should not take 100 ms per sandbox.
       const lives = [...this.sandboxes.values()];
-      for (let i = 0; i < lives.length; i += 8) await Promise.all(lives.slice(i, i + 8).map((live) => this.unmountWorkspace(live)));
+      for (let i = 0; i < lives.length; i += 8)
+        await Promise.all(lives.slice(i, i + 8).map((live) => this.endWithService(live)));
     }
     await this.helper.close();
     this.root.removeIfEmpty();
+  }
+
+  /**
+   * Where live's workspace is: the session's; or, for a sandbox made before
+   * workspaces were per session, the image in its own directory, moved to
+   * the session's place when the session has none yet (a rename: the mount
+   * and loop device follow the inode) unless it was destroyed.
+   */
+  private locateWorkspace(live: Live, migrate: boolean): void {
+    const ws = new SessionWorkspace(this.options.dataDir, live.spec.tenantId, live.spec.sessionId);
+    const legacy = new WorkspaceImage(live.layout.image);
+    if (legacy.exists() && migrate && !ws.exists()) {
+      ws.prepare(live.layout.readState()?.uid ?? live.uid);
+      fs.renameSync(legacy.file, ws.image);
+    }
+    // Without any image: made before workspace sizes were enforced, a plain directory.
+    const image = legacy.exists() ? legacy : ws.exists() ? new WorkspaceImage(ws.image) : undefined;
+    if (!image) return;
+    if (image.file === ws.image) live.workspace = ws;
+    live.image = image;
+    live.workspaceDir = image.mountPoint();
+  }
+
+  /** Runs fn after every earlier holder of the session workspace's lock (create, release, GC of it). */
+  private withWorkspaceLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const before = this.workspaceLocks.get(key) ?? Promise.resolve();
+    const run = before.then(fn, fn);
+    const settled = run.then(
+      () => {},
+      () => {},
+    );
+    this.workspaceLocks.set(key, settled);
+    void settled.then(() => {
+      if (this.workspaceLocks.get(key) === settled) this.workspaceLocks.delete(key);
+    });
+    return run;
+  }
+
+  /** Sandboxes of this driver that use the workspace now (starting or ready), but `except`. */
+  private workspaceUsers(key: string, except?: Live): number {
+    let n = 0;
+    for (const l of this.sandboxes.values()) {
+      // One we are stopping (destroy, deadline, shutdown) no longer counts.
+      if (l === except || l.workspace?.key !== key || l.destroyed || l.stopping) continue;
+      if (l.observation.phase === "starting" || l.observation.phase === "ready" || l.observation.phase === "paused")
+        n++;
+    }
+    return n;
+  }
+
+  /**
+   * live no longer uses its workspace: when no other sandbox of the session
+   * does, it is unmounted (its loop device goes) and marked for collection
+   * after the grace, unless marked already. The image stays for the
+   * session's next sandbox, which clears the mark.
+   */
+  private releaseWorkspace(live: Live): Promise<void> {
+    const ws = live.workspace;
+    if (!ws) return this.unmountWorkspace(live);
+    return this.withWorkspaceLock(ws.key, () => this.releaseWorkspaceLocked(live));
+  }
+
+  private async releaseWorkspaceLocked(live: Live): Promise<void> {
+    const ws = live.workspace;
+    if (ws && this.workspaceUsers(ws.key, live) > 0) return;
+    if (ws) this.markIfUnused(ws);
+    await this.unmountWorkspace(live);
+  }
+
+  private markIfUnused(ws: SessionWorkspace): void {
+    if (this.workspaceUsers(ws.key) > 0 || ws.deleteAfter()) return;
+    try {
+      ws.markDeleteAfter(new Date(Date.now() + SOFT_DELETE_GRACE_MS));
+    } catch (err) {
+      this.log?.warn({ err, workspace: ws.key }, "marking an unused workspace for collection failed");
+    }
+  }
+
+  /** Deletes a workspace that never served a sandbox (its image unmounted and detached first). */
+  private async removeWorkspaceDir(dir: string): Promise<void> {
+    try {
+      await releaseImages(dir);
+      if (mountPointsUnder(dir).length === 0) await fs.promises.rm(dir, { recursive: true, force: true });
+    } catch (err) {
+      this.log?.warn({ err, dir }, "a workspace directory could not be removed");
+    }
+  }
+
+  /** Ends a sandbox because the service stops and it is not to outlive it. */
+  private async endWithService(live: Live): Promise<void> {
+    if (!live.destroyed) {
+      live.stopping ??= "shutdown";
+      await live.cgroup.killAll(2000);
+      await live.cgroup.remove();
+    }
+    await this.releaseWorkspace(live);
+  }
+
+  /**
+   * Records that a sandbox ended on its own (failed): why, its lifetime usage,
+   * and a delete-after, so its directory and workspace are collected after
+   * the grace like a destroyed one's instead of staying forever.
+   */
+  private markEnded(live: Live, reason: FailureReason): void {
+    try {
+      if (live.finalUsage) live.layout.writeUsage(live.finalUsage);
+      live.layout.writeAnnotations({
+        [DELETE_AFTER_KEY]: new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString(),
+        [ENDED_KEY]: `failed:${reason}`,
+      });
+    } catch (err) {
+      this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "marking an ended sandbox for collection failed");
+    }
+  }
+
+  /**
+   * Removes the cgroups of sandboxes that ended while no service of ours
+   * watched them (killed with their service, or stopped before this fix):
+   * empty ones whose sandbox has ended (its init no longer runs, or it is
+   * marked for collection), or that have been empty for 10 minutes without a
+   * sandbox here to claim them. A sandbox being made now (no state yet) and
+   * any cgroup holding a process are left alone.
+   */
+  private removeEndedCgroups(): void {
+    const removed: string[] = [];
+    for (const name of this.root.childNames()) {
+      const cgroup = this.root.child(name);
+      // cgroup.procs, not pids.current: that still counts the zombies of a sandbox killed with its service.
+      if (cgroup.pids().length > 0) continue;
+      const layout = new SandboxLayout(this.options.dataDir, name);
+      const state = layout.readState();
+      const ended =
+        (state !== undefined && processStartTime(state.initPid) !== state.initStartTime) ||
+        layout.readAnnotations()?.[DELETE_AFTER_KEY] !== undefined ||
+        cgroup.ageMs() > ABANDONED_CGROUP_MS;
+      if (ended && cgroup.removeTreeSync()) removed.push(name);
+    }
+    if (removed.length > 0)
+      this.log?.info(
+        { removed: removed.length },
+        "removed the cgroups of sandboxes that ended while no service watched them",
+      );
+  }
+
+  /** Removes the exec socket directories killed services left in the temp directory. */
+  private removeStaleSocketDirs(): void {
+    try {
+      const removed = removeStaleSocketDirs();
+      if (removed.length > 0) this.log?.info({ removed }, "removed exec socket directories of killed services");
+    } catch (err) {
+      this.log?.warn({ err }, "looking for stale exec socket directories failed");
+    }
   }
 
   /** The sandbox's cgroup, for tests and diagnostics. */
@@ -562,7 +976,7 @@ export class LocalDriver implements SandboxDriver {
    * rename), spec's limits are applied, and it is READY at once. Only the
    * default mount path is prepared ahead.
    */
-  private adoptWarm(spec: SandboxSpec): boolean {
+  private adoptWarm(spec: SandboxSpec, ws: SessionWorkspace): boolean {
     if (spec.workspace.mountPath !== LIMITS.defaultMountPath) return false;
     const i = this.warm.findIndex((w) => w.observation.phase === "ready");
     if (i < 0) return false;
@@ -578,16 +992,27 @@ export class LocalDriver implements SandboxDriver {
         // A slot still being made when the directory moved fails (its mkdir
         // under the old name); the next exec then makes one on demand. Until
         // then nobody awaits it, so it must not count as unhandled.
-        const moved = spare.then((slot) => ({ ...slot, cgroup: cgroup.child(basename(dirname(slot.cgroup.procsFiles()[0] as string))) }));
+        const moved = spare.then((slot) => ({
+          ...slot,
+          cgroup: cgroup.child(basename(dirname(slot.cgroup.procsFiles()[0] as string))),
+        }));
         moved.catch(() => {});
         live.spareExecSlot = moved;
       }
       live.cgroup = cgroup;
       fs.renameSync(live.layout.dir, layout.dir);
       live.layout = layout;
-      // Its mount point is named by the image's inode: the image stays mounted where it was.
-      live.image = new WorkspaceImage(layout.image);
-      cgroup.applyLimits({ cpuMillis: spec.limits.cpuMillis, memoryBytes: spec.limits.memoryBytes, pidsMax: this.pidsMax });
+      // Its image becomes the session's workspace. The mount point is named
+      // by the image's inode, which a rename keeps: it stays mounted where it was.
+      ws.prepare(live.uid);
+      fs.renameSync(layout.image, ws.image);
+      live.image = new WorkspaceImage(ws.image);
+      live.workspace = ws;
+      cgroup.applyLimits({
+        cpuMillis: spec.limits.cpuMillis,
+        memoryBytes: spec.limits.memoryBytes,
+        pidsMax: this.pidsMax,
+      });
     } catch (err) {
       this.log?.warn({ err }, "adopting a warm sandbox failed; starting a new one");
       void this.discardWarm(live);
@@ -597,6 +1022,7 @@ export class LocalDriver implements SandboxDriver {
     live.warm = false;
     live.memSampleSum = 0;
     live.memSamples = 0;
+    this.attachIo(live, true);
     this.openFs(live);
     live.layout.writeState({
       bwrapPid: live.child?.pid ?? 0,
@@ -624,7 +1050,11 @@ export class LocalDriver implements SandboxDriver {
         sessionId: "",
         image: "",
         workspace: { storageClass: "", size: "", mountPath: LIMITS.defaultMountPath },
-        limits: { cpuMillis: LIMITS.defaultCpuMillis, memoryBytes: LIMITS.defaultMemoryBytes, maxRuntimeMs: LIMITS.maxMaxRuntimeMs },
+        limits: {
+          cpuMillis: LIMITS.defaultCpuMillis,
+          memoryBytes: LIMITS.defaultMemoryBytes,
+          maxRuntimeMs: LIMITS.maxMaxRuntimeMs,
+        },
         createdAt: new Date(),
       };
       const live = this.newLive(spec, 0x10000000 + randomInt(1, 0xffffff));
@@ -640,8 +1070,12 @@ export class LocalDriver implements SandboxDriver {
     const { spec } = live;
     try {
       live.layout.prepare(spec, live.uid);
-      await this.provisionWorkspace(live, this.defaultWorkspaceBytes);
-      live.cgroup.create({ cpuMillis: spec.limits.cpuMillis, memoryBytes: spec.limits.memoryBytes, pidsMax: this.pidsMax });
+      await this.provisionWorkspace(live, live.layout.image, this.defaultWorkspaceBytes);
+      live.cgroup.create({
+        cpuMillis: spec.limits.cpuMillis,
+        memoryBytes: spec.limits.memoryBytes,
+        pidsMax: this.pidsMax,
+      });
       // Closed meanwhile: close() is discarding it (after waiting for this).
       if (!this.closed) this.start(live);
     } catch (err) {
@@ -742,6 +1176,7 @@ export class LocalDriver implements SandboxDriver {
       execs: new Set(),
       execSeq: 0,
       oomKillsSeen: 0,
+      pausedMs: spec.pausedMs ?? 0,
     };
   }
 
@@ -752,6 +1187,7 @@ export class LocalDriver implements SandboxDriver {
 
   private start(live: Live): void {
     const { spec, layout } = live;
+    if (!live.warm) this.attachIo(live, true);
     const procs = live.cgroup
       .procsFiles()
       .map((f) => `echo $$ > ${f}`)
@@ -765,7 +1201,12 @@ export class LocalDriver implements SandboxDriver {
     // (all under MOUNTS_ROOT) in one go: held there, another sandbox's
     // workspace would stay mounted, and its loop device attached, after it is
     // destroyed, for as long as this sandbox lives.
-    const args = bwrapArgs({ workspace: join(STAGE, "workspace"), etcDir: join(STAGE, "etc"), mountPath: spec.workspace.mountPath, seccompFd: SECCOMP_FD });
+    const args = bwrapArgs({
+      workspace: join(STAGE, "workspace"),
+      etcDir: join(STAGE, "etc"),
+      mountPath: spec.workspace.mountPath,
+      seccompFd: SECCOMP_FD,
+    });
     if (this.options.dieWithService) args.unshift("--die-with-parent");
     // As root: join the sandbox cgroup and shield the init from the OOM killer,
     // then drop to the sandbox uid for good and let bwrap build the namespaces.
@@ -773,11 +1214,26 @@ export class LocalDriver implements SandboxDriver {
     fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
     const script = `${procs}; echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
     if (!this.seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
-    const child = spawn("/bin/sh", ["-c", script, "sh", layout.dir, live.workspaceDir, ...args, "--", "/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"], {
-      env: baseEnv(spec.workspace.mountPath),
-      stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", "pipe"],
-      detached: true, // own process group: survives a restart of the service, re-attached by recover()
-    });
+    const child = spawn(
+      "/bin/sh",
+      [
+        "-c",
+        script,
+        "sh",
+        layout.dir,
+        live.workspaceDir,
+        ...args,
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo ready >&4; exec 4>&-; exec /bin/sleep infinity",
+      ],
+      {
+        env: baseEnv(spec.workspace.mountPath),
+        stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", "pipe"],
+        detached: true, // own process group: survives a restart of the service, re-attached by recover()
+      },
+    );
     // bwrap reads the filter to its end from this descriptor (and closes it before the init runs).
     const filter = child.stdio.at(SECCOMP_FD) as Writable | null | undefined;
     filter?.on("error", () => {}); // bwrap gone before reading: the exit handler reports the start failure
@@ -845,15 +1301,32 @@ export class LocalDriver implements SandboxDriver {
     }
     clearTimeout(live.deadlineTimer);
     clearInterval(live.livenessTimer);
-    if (live.stopping === "destroy") {
+    // A closed driver watches nothing: the next one finds how the sandbox ended (recover).
+    if (this.closed && live.stopping !== "shutdown") return;
+    if (live.stopping === "destroy" || live.stopping === "shutdown") {
       live.finalUsage = this.liveUsage(live);
       return;
     }
     // Whatever remains (execs) goes with the sandbox, as in a pod.
+    await this.flushIo(live);
     live.finalUsage = this.liveUsage(live);
     await live.cgroup.killAll();
     const oom = live.cgroup.stats().oomKills > live.oomKillsSeen && (signal === "SIGKILL" || code === 137);
-    const reason = live.stopping === "deadline" ? "deadline" : oom ? "oom" : live.observation.phase === "starting" ? "start_error" : "exited";
+    const reason =
+      live.stopping === "deadline"
+        ? "deadline"
+        : oom
+          ? "oom"
+          : live.observation.phase === "starting"
+            ? "start_error"
+            : "exited";
+    // Nothing runs in it again: its cgroup goes now (a spare exec cgroup being made first).
+    await live.spareExecSlot?.catch(() => {});
+    live.spareExecSlot = undefined;
+    await live.cgroup.remove();
+    this.markEnded(live, reason);
+    // Its loop device goes too; the files stay for the session's next sandbox.
+    await this.releaseWorkspace(live);
     this.setObservation(live, {
       phase: "failed",
       reason,
@@ -862,7 +1335,9 @@ export class LocalDriver implements SandboxDriver {
   }
 
   private armDeadline(live: Live): void {
-    const remaining = live.spec.createdAt.getTime() + live.spec.limits.maxRuntimeMs - Date.now();
+    clearTimeout(live.deadlineTimer);
+    // max_runtime counts running time: the pauses that ended are left out.
+    const remaining = live.spec.createdAt.getTime() + live.spec.limits.maxRuntimeMs + live.pausedMs - Date.now();
     live.deadlineTimer = setTimeout(
       () => {
         live.stopping = "deadline";
@@ -934,10 +1409,14 @@ export class LocalDriver implements SandboxDriver {
     return spec.workspace.size ? workspaceSizeBytes(spec.workspace.size) : this.defaultWorkspaceBytes;
   }
 
-  /** A new workspace image of sizeBytes for live, owned by its uid, mounted at its workspace directory. */
-  private async provisionWorkspace(live: Live, sizeBytes: number): Promise<void> {
-    const image = new WorkspaceImage(live.layout.image);
-    live.workspaceDir = await image.create(sizeBytes, { uid: live.uid, gid: live.uid }, { endsWithProcess: this.options.dieWithService });
+  /** A new workspace image of sizeBytes at file for live, owned by its uid, mounted at its workspace directory. */
+  private async provisionWorkspace(live: Live, file: string, sizeBytes: number): Promise<void> {
+    const image = new WorkspaceImage(file);
+    live.workspaceDir = await image.create(
+      sizeBytes,
+      { uid: live.uid, gid: live.uid },
+      { endsWithProcess: this.options.dieWithService },
+    );
     live.image = image;
   }
 
@@ -946,6 +1425,45 @@ export class LocalDriver implements SandboxDriver {
     const image = live.image as WorkspaceImage;
     if (!image.exists()) throw new Error(`workspace image ${image.file} is missing`);
     live.workspaceDir = await image.mount({ endsWithProcess: this.options.dieWithService });
+  }
+
+  /**
+   * Finds the disk counters of live's workspace. fresh: the sandbox starts
+   * now, its usage counts from here; otherwise (re-attached after a restart)
+   * from the values recorded when it started, if the device is the same.
+   */
+  private attachIo(live: Live, fresh: boolean): void {
+    const io = live.image ? WorkspaceIo.of(live.image.file) : undefined;
+    const now = io?.read();
+    if (!io || !now) return;
+    const saved = fresh ? undefined : live.layout.readIoBase();
+    live.io = io;
+    if (saved && saved.device === io.device && saved.read <= now.read && saved.write <= now.write) {
+      live.ioBase = { read: saved.read, write: saved.write };
+      return;
+    }
+    live.ioBase = now;
+    try {
+      live.layout.writeIoBase({ device: io.device, ...now });
+    } catch (err) {
+      this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "recording the workspace's disk counters failed");
+    }
+  }
+
+  /** Bytes the workspace read and wrote since the sandbox started; undefined without counters. */
+  private readIo(live: Live): IoBytes | undefined {
+    const now = live.io?.read();
+    return now && live.ioBase ? ioSince(now, live.ioBase) : undefined;
+  }
+
+  /** Flushes live's workspace so its counters include buffered writes; logged, not thrown. */
+  private async flushIo(live: Live): Promise<void> {
+    if (!live.io || !workspaceMounted(live.workspaceDir)) return;
+    try {
+      await flushWorkspace(live.workspaceDir);
+    } catch (err) {
+      this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "flushing a workspace for its disk counters failed");
+    }
   }
 
   /** Unmounts live's workspace (its image stays); logged, not thrown: GC retries. */
@@ -961,8 +1479,15 @@ export class LocalDriver implements SandboxDriver {
   private liveUsage(live: Live): Usage {
     if (!live.cgroup.exists()) return live.finalUsage ?? zeroUsage();
     const usage = usageOf(live.cgroup.stats(), live.memSampleSum, live.memSamples);
-    usage.diskReadBytes += live.fileReadBytes;
-    usage.diskWriteBytes += live.fileWriteBytes;
+    const disk = this.readIo(live);
+    if (disk) {
+      usage.diskReadBytes = disk.read;
+      usage.diskWriteBytes = disk.write;
+    } else {
+      // No workspace image (made before sizes were enforced): the cgroup's counters and the file calls.
+      usage.diskReadBytes += live.fileReadBytes;
+      usage.diskWriteBytes += live.fileWriteBytes;
+    }
     return usage;
   }
 
@@ -1005,6 +1530,16 @@ function workspaceMounted(dir: string): boolean {
 /** A uid per sandbox, outside any range the host uses, so sandboxes cannot touch each other's files. */
 export function sandboxUid(sandboxId: string): number {
   return 0x10000000 + (Number.parseInt(sandboxId.replace(/-/g, "").slice(0, 6), 16) || 1);
+}
+
+/** How a sandbox ended, beside its delete-after: `failed:<reason>` (a destroyed one has no entry). */
+const ENDED_KEY = "compute.platform.io/ended";
+const FAILURE_REASONS = new Set<FailureReason>(["exited", "deadline", "oom", "start_error", "lost"]);
+
+/** The failure reason of a sandbox marked as failed, if it is. */
+function failedMark(annotations: Record<string, string> | undefined): FailureReason | undefined {
+  const reason = annotations?.[ENDED_KEY]?.replace(/^failed:/, "") as FailureReason | undefined;
+  return reason && FAILURE_REASONS.has(reason) ? reason : undefined;
 }
 
 function signalNumber(signal: NodeJS.Signals): number {

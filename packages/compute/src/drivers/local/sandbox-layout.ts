@@ -10,6 +10,7 @@ import type { SandboxSpec, Usage } from "../../driver.ts";
  *   etc/               generated passwd, group, hosts, hostname (read-only in the sandbox)
  *   state.json         pids and uid, to re-attach after a restart of the service
  *   usage.json         lifetime usage captured when the sandbox stopped
+ *   io-base.json       its workspace's disk counters when it started (workspace-io.ts)
  *   annotations.json   {"compute.platform.io/delete-after": ISO time} once destroyed
  * The sandbox directory itself is root-owned 0711 so a sandbox uid can reach
  * only its own workspace.
@@ -26,7 +27,10 @@ export interface SandboxState {
 
 export class SandboxLayout {
   readonly dir: string;
-  constructor(dataDir: string, readonly sandboxId: string) {
+  constructor(
+    dataDir: string,
+    readonly sandboxId: string,
+  ) {
     this.dir = join(dataDir, "sandboxes", sandboxId);
   }
   get workspace(): string {
@@ -75,6 +79,13 @@ export class SandboxLayout {
   readUsage(): Usage | undefined {
     return readJson(join(this.dir, "usage.json"));
   }
+  /** The workspace's I/O counters when the sandbox started (its usage counts from there). */
+  writeIoBase(base: { device: string; read: number; write: number }): void {
+    writeJson(join(this.dir, "io-base.json"), base);
+  }
+  readIoBase(): { device: string; read: number; write: number } | undefined {
+    return readJson(join(this.dir, "io-base.json"));
+  }
   writeAnnotations(annotations: Record<string, string>): void {
     writeJson(this.annotationsFile, annotations);
   }
@@ -83,13 +94,14 @@ export class SandboxLayout {
   }
 }
 
-function writeJson(file: string, value: unknown): void {
+/** Replaces file with value's JSON at once (a crash leaves the old or the new, never half). */
+export function writeJson(file: string, value: unknown): void {
   const tmp = `${file}.tmp`;
-  fs.writeFileSync(tmp, JSON.stringify(value));
+  fs.writeFileSync(tmp, JSON.stringify(value), { mode: 0o600 });
   fs.renameSync(tmp, file);
 }
 
-function readJson<T>(file: string): T | undefined {
+export function readJson<T>(file: string): T | undefined {
   try {
     return JSON.parse(fs.readFileSync(file, "utf8")) as T;
   } catch {
@@ -97,12 +109,18 @@ function readJson<T>(file: string): T | undefined {
   }
 }
 
-/** Start time field of /proc/<pid>/stat ("" when the process is gone). */
+/**
+ * Start time field of /proc/<pid>/stat; "" when the process is gone or has
+ * ended and waits to be reaped (a zombie: a sandbox killed with its service
+ * stays one until its reparented parent is reaped, and must not count as running).
+ */
 export function processStartTime(pid: number): string {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
     // Fields after the command (which may hold spaces) start after the last ")".
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? "";
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (fields[0] === "Z" || fields[0] === "X") return "";
+    return fields[19] ?? "";
   } catch {
     return "";
   }

@@ -26,10 +26,27 @@ const SIGSYS_EXIT = 128 + 31;
 const FAMILIES: Record<string, string[]> = {
   "kernel keyrings": ["keyctl", "add_key", "request_key"],
   "eBPF and perf events": ["bpf", "perf_event_open"],
-  "mounts, old and new API": ["mount", "umount2", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"],
-  "kexec": ["kexec_load", "kexec_file_load"],
+  "mounts, old and new API": [
+    "mount",
+    "umount2",
+    "pivot_root",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+  ],
+  kexec: ["kexec_load", "kexec_file_load"],
   "kernel modules": ["init_module", "finit_module", "delete_module"],
-  "other processes (ptrace, process_vm_*, kcmp, pidfd_getfd)": ["ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd"],
+  "other processes (ptrace, process_vm_*, kcmp, pidfd_getfd)": [
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
+  ],
   "namespaces (unshare, setns, clone with each CLONE_NEW* flag)": [
     "unshare",
     "setns",
@@ -43,19 +60,34 @@ const FAMILIES: Record<string, string[]> = {
   ],
   "clone3 (ENOSYS, so libc falls back to clone)": ["clone3"],
   "swap, reboot, kernel log, accounting": ["swapon", "swapoff", "reboot", "syslog", "acct"],
-  "clocks": ["settimeofday", "clock_settime", "adjtimex", "clock_adjtime"],
+  clocks: ["settimeofday", "clock_settime", "adjtimex", "clock_adjtime"],
   "I/O ports": ["iopl", "ioperm"],
-  "quotas": ["quotactl", "quotactl_fd"],
-  "userfaultfd": ["userfaultfd"],
+  quotas: ["quotactl", "quotactl_fd"],
+  userfaultfd: ["userfaultfd"],
   "file handles": ["open_by_handle_at", "name_to_handle_at"],
-  "io_uring": ["io_uring_setup", "io_uring_enter", "io_uring_register"],
-  "obsolete interfaces": ["lookup_dcookie", "uselib", "ustat", "sysfs", "_sysctl", "nfsservctl", "create_module", "get_kernel_syms", "query_module"],
+  io_uring: ["io_uring_setup", "io_uring_enter", "io_uring_register"],
+  "obsolete interfaces": [
+    "lookup_dcookie",
+    "uselib",
+    "ustat",
+    "sysfs",
+    "_sysctl",
+    "nfsservctl",
+    "create_module",
+    "get_kernel_syms",
+    "query_module",
+  ],
 };
 
 const refusal = (call: string) => (call === "clone3" ? "ENOSYS" : "EPERM");
 
 function parse(stdout: string): Map<string, string> {
-  return new Map(stdout.trim().split("\n").map((l) => l.split(" ", 2) as [string, string]));
+  return new Map(
+    stdout
+      .trim()
+      .split("\n")
+      .map((l) => l.split(" ", 2) as [string, string]),
+  );
 }
 
 describe("local sandbox: seccomp filter and no nested user namespaces", () => {
@@ -75,7 +107,12 @@ describe("local sandbox: seccomp filter and no nested user namespaces", () => {
     // The filter the driver hands to bwrap (the helper build is cached per source).
     filter = join(hostDir, "sandbox.bpf");
     fs.writeFileSync(filter, (await new ExecHelper().build()).seccompFilter);
-    driver = new LocalDriver({ dataDir, dieWithService: true, warmSandboxes: 0, cgroupPrefix: `platform-compute-seccomp-${process.pid}` });
+    driver = new LocalDriver({
+      dataDir,
+      dieWithService: true,
+      warmSandboxes: 0,
+      cgroupPrefix: `platform-compute-seccomp-${process.pid}`,
+    });
     const spec = contractSpec("local");
     await driver.create(spec);
     assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(20_000))).phase, "ready");
@@ -107,28 +144,49 @@ describe("local sandbox: seccomp filter and no nested user namespaces", () => {
       const filtered = await onHost(calls, true);
       for (const call of calls) {
         assert.equal(sandbox.get(call), refusal(call), `${call} inside a sandbox`);
-        assert.notEqual(bare.get(call), refusal(call), `${call} as root without the filter (control: the arguments are not what is refused)`);
+        assert.notEqual(
+          bare.get(call),
+          refusal(call),
+          `${call} as root without the filter (control: the arguments are not what is refused)`,
+        );
         assert.equal(filtered.get(call), refusal(call), `${call} as root under the sandbox's filter`);
       }
     });
   }
 
   test("only x86_64 system calls: one through the i386 ABI or with the x32 bit kills the process", async () => {
+    // Some kernels are built or booted without 32-bit emulation (ia32_emulation=0): there int 0x80
+    // faults (SIGSEGV) before any filter sees it, so the filter's answer cannot be observed for i386;
+    // what must hold then is that the call still never runs, in the sandbox as on the host.
+    const i386OnHost = await run(probe, ["i386"]).then(
+      () => "ok",
+      (err: { signal?: string }) => err.signal ?? "error",
+    );
+    assert.ok(["ok", "SIGSEGV"].includes(i386OnHost), `bare i386 call on the host: ${i386OnHost}`);
+    const kernelHasI386 = i386OnHost === "ok";
     for (const abi of ["i386", "x32"]) {
+      const killedBy =
+        abi === "i386" && !kernelHasI386
+          ? { exit: 128 + 11, signal: "SIGSEGV" }
+          : { exit: SIGSYS_EXIT, signal: "SIGSYS" };
       const r = await collectExec(driver, id, { command: "./seccomp-probe", args: [abi] });
-      assert.equal(r.completed.exitCode, SIGSYS_EXIT, `${abi}: ${r.stdout}${r.stderr}`);
+      assert.equal(r.completed.exitCode, killedBy.exit, `${abi}: ${r.stdout}${r.stderr}`);
       assert.equal(r.stdout, "");
-      await assert.rejects(onHost([abi], true), (err: { signal?: string }) => err.signal === "SIGSYS");
+      await assert.rejects(onHost([abi], true), (err: { signal?: string }) => err.signal === killedBy.signal);
     }
-    // Control: without the filter, int 0x80 works and x32 is just not there.
-    assert.deepEqual([...(await onHost(["i386", "x32"], false))], [
-      ["i386", "ok"],
-      ["x32", "ENOSYS"],
-    ]);
+    // Control: without the filter, x32 is just not there (and int 0x80 works where the kernel has it).
+    assert.deepEqual([...(await onHost(["x32"], false))], [["x32", "ENOSYS"]]);
+    if (kernelHasI386) assert.deepEqual([...(await onHost(["i386"], false))], [["i386", "ok"]]);
   });
 
   test("unshare -r, -U, -n and -m all fail inside a sandbox", async () => {
-    for (const flags of [["-r", "id", "-u"], ["-U", "true"], ["-n", "true"], ["-m", "true"], ["-Ur", "true"]]) {
+    for (const flags of [
+      ["-r", "id", "-u"],
+      ["-U", "true"],
+      ["-n", "true"],
+      ["-m", "true"],
+      ["-Ur", "true"],
+    ]) {
       const r = await collectExec(driver, id, { command: "unshare", args: flags });
       assert.notEqual(r.completed.exitCode, 0, `unshare ${flags.join(" ")}: ${r.stdout}`);
       assert.equal(r.stdout, "", "nothing ran in a new namespace");
@@ -139,7 +197,9 @@ describe("local sandbox: seccomp filter and no nested user namespaces", () => {
   test("every process in the sandbox runs under the filter: the init, each command (placed ahead or started at once), the child waiting for the next", async () => {
     // Several at once: only one can take the child placed ahead, the others start the usual way.
     const script = "grep -H '^Seccomp' /proc/self/status /proc/1/status /proc/2/status";
-    const runs = await Promise.all([1, 2, 3].map(() => collectExec(driver, id, { command: "/bin/sh", args: ["-c", script] })));
+    const runs = await Promise.all(
+      [1, 2, 3].map(() => collectExec(driver, id, { command: "/bin/sh", args: ["-c", script] })),
+    );
     for (const r of runs) {
       assert.equal(r.completed.exitCode, 0, r.stderr);
       // pid 1 is bwrap's init, 2 the sandbox's sleeping init, self the command.
@@ -152,10 +212,13 @@ describe("local sandbox: seccomp filter and no nested user namespaces", () => {
     // filtered before it waits, since sandbox processes can see it.
     const cgroupDir = driver.cgroupOf(id).dirs.pids ?? driver.cgroupOf(id).dirs.unified ?? "";
     let status = "";
-    for (let i = 0; i < 200 && !/^Seccomp:\s+2$/m.test(status); i++) {
+    for (let i = 0; i < 1000 && !/^Seccomp:\s+2$/m.test(status); i++) {
       await new Promise((r) => setTimeout(r, 10));
       for (const sub of fs.readdirSync(cgroupDir).filter((n) => n.startsWith("exec-"))) {
-        const pid = fs.readFileSync(join(cgroupDir, sub, "cgroup.procs"), "utf8").trim().split("\n")[0];
+        const pid = fs
+          .readFileSync(join(cgroupDir, sub, "cgroup.procs"), "utf8")
+          .trim()
+          .split("\n")[0];
         if (pid) status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
       }
     }
@@ -168,8 +231,28 @@ describe("local sandbox: seccomp filter and no nested user namespaces", () => {
     // nsenter from the host carries no filter: what refuses is the namespace's own limit.
     const state = new SandboxLayout(dataDir, id).readState();
     assert.ok(state);
-    const enter = ["-t", String(state.initPid), "-U", "-m", "-p", "-i", "-u", "-n", "-C", "-S", String(state.uid), "-G", String(state.uid), "--"];
-    const { stdout } = await run("nsenter", [...enter, "/bin/sh", "-c", "grep ^Seccomp: /proc/self/status; unshare -U true 2>&1; echo $?"]);
+    const enter = [
+      "-t",
+      String(state.initPid),
+      "-U",
+      "-m",
+      "-p",
+      "-i",
+      "-u",
+      "-n",
+      "-C",
+      "-S",
+      String(state.uid),
+      "-G",
+      String(state.uid),
+      "--",
+    ];
+    const { stdout } = await run("nsenter", [
+      ...enter,
+      "/bin/sh",
+      "-c",
+      "grep ^Seccomp: /proc/self/status; unshare -U true 2>&1; echo $?",
+    ]);
     assert.match(stdout, /^Seccomp:\s+0$/m, "this process is not filtered");
     assert.match(stdout, /No space left on device\n1\n$/, stdout);
   });
@@ -190,7 +273,7 @@ describe("local sandbox: seccomp filter and no nested user namespaces", () => {
       "echo b a | tr ' ' '\\n' | sort | tr '\\n' ' '; echo",
       `python3 -c "${python}"`,
       "git init -q repo && cd repo && git -c user.email=t@e -c user.name=t commit -q --allow-empty -m one && git log --format=%s",
-      "node -e 'require(\"fs\").writeFileSync(\"n\", \"x\"); require(\"fs\").readFile(\"n\", \"utf8\", (e, d) => console.log(\"node\", d))'",
+      'node -e \'require("fs").writeFileSync("n", "x"); require("fs").readFile("n", "utf8", (e, d) => console.log("node", d))\'',
     ].join("\n");
     const r = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", script] });
     assert.equal(r.completed.exitCode, 0, r.stderr);

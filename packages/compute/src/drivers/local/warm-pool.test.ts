@@ -43,7 +43,9 @@ describe("local driver warm sandboxes", () => {
     const d = driver(1);
     await until("a warm sandbox is started", () => readyWarm().length === 1);
     const [warmName] = readyWarm();
-    const warmUid = JSON.parse(fs.readFileSync(join(dataDir, "sandboxes", warmName as string, "state.json"), "utf8")).uid;
+    const warmUid = JSON.parse(
+      fs.readFileSync(join(dataDir, "sandboxes", warmName as string, "state.json"), "utf8"),
+    ).uid;
     const spec = contractSpec("local", { memoryBytes: 96 * MiB });
     made.push([d, spec.sandboxId]);
     await d.create(spec);
@@ -52,13 +54,21 @@ describe("local driver warm sandboxes", () => {
     const memory = d.cgroupOf(spec.sandboxId).dirs.memory;
     if (memory) assert.equal(fs.readFileSync(join(memory, "memory.limit_in_bytes"), "utf8").trim(), String(96 * MiB));
     await d.writeFile(spec.sandboxId, "hello.txt", new TextEncoder().encode("hi"), false, 0o644);
-    const r = await collectExec(d, spec.sandboxId, { command: "/bin/sh", args: ["-c", "cat hello.txt; echo; id -u; grep -E '^[0-9]+:memory:' /proc/self/cgroup"] });
+    const r = await collectExec(d, spec.sandboxId, {
+      command: "/bin/sh",
+      args: ["-c", "cat hello.txt; echo; id -u; grep -E '^[0-9]+:memory:' /proc/self/cgroup"],
+    });
     assert.equal(r.completed.exitCode, 0, r.stderr);
     const [text, uid, cgroup] = r.stdout.trim().split("\n");
     assert.equal(text, "hi");
     assert.equal(Number(uid), warmUid);
     assert.match(cgroup as string, /:\/exec-\d+$/);
-    if (memory) assert.notEqual(fs.readFileSync(join(memory, "cgroup.procs"), "utf8").trim(), "", "the init moved with the rename");
+    if (memory)
+      assert.notEqual(
+        fs.readFileSync(join(memory, "cgroup.procs"), "utf8").trim(),
+        "",
+        "the init moved with the rename",
+      );
     await until("the pool is refilled", () => readyWarm().length === 1 && readyWarm()[0] !== warmName);
   });
 

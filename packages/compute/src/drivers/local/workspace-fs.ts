@@ -163,7 +163,11 @@ export class WorkspaceFs {
         if (!writing) fd = fs.openSync(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
         else {
           try {
-            fd = fs.openSync(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | (how === "append" ? O_APPEND : 0), 0o600);
+            fd = fs.openSync(
+              p,
+              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | (how === "append" ? O_APPEND : 0),
+              0o600,
+            );
             created = true;
           } catch (err) {
             if (errCode(err) !== "EEXIST") throw err;
@@ -408,7 +412,11 @@ function mapFsError(err: unknown, rel: string): PlatformError {
       return PlatformError.permissionDenied(`${quotePath(rel)}: permission denied`);
     case "ENOSPC":
     case "EDQUOT":
-      return new PlatformError(Code.ResourceExhausted, ComputeReason.workspaceFull, "the workspace is full: its size limit is reached");
+      return new PlatformError(
+        Code.ResourceExhausted,
+        ComputeReason.workspaceFull,
+        "the workspace is full: its size limit is reached",
+      );
     default:
       return PlatformError.internal("workspace I/O failed", err);
   }

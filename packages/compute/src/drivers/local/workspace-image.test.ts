@@ -6,12 +6,14 @@ import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ComputeReason, PlatformError } from "@platform/errors";
+import type { SandboxSpec } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { LocalDriver } from "./local-driver.ts";
+import { workspaceImageOf } from "./session-workspace.ts";
 import { isMountPoint, loopDevicesBackedBy, mountPointsUnder } from "./mount-table.ts";
 import { MOUNTS_ROOT, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 
@@ -26,17 +28,23 @@ function freeBytes(): number {
   return st.bavail * st.bsize;
 }
 
+/** The spec of each sandbox made here, to find its session's workspace. */
+const specs = new Map<string, SandboxSpec>();
+
 async function sandbox(size: string, d = driver): Promise<string> {
   const spec = contractSpec("local");
   spec.workspace.size = size;
   made.push(spec.sandboxId);
+  specs.set(spec.sandboxId, spec);
   await d.create(spec);
   assert.equal((await d.waitSettled(spec.sandboxId, AbortSignal.timeout(20_000))).phase, "ready");
   return spec.sandboxId;
 }
 
 const dir = (id: string) => join(dataDir, "sandboxes", id);
-const imageOf = (id: string) => new WorkspaceImage(join(dir(id), "workspace.img"));
+const imageOf = (id: string, spec = specs.get(id) as SandboxSpec) =>
+  new WorkspaceImage(workspaceImageOf(dataDir, spec.tenantId, spec.sessionId));
+const wsDirOf = (id: string) => dirname(imageOf(id).file);
 
 before(() => {
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-wsimage-"));
@@ -67,18 +75,24 @@ describe("workspace size (local driver)", () => {
   test("64Mi workspace: dd of 200 MiB fails with ENOSPC, the sandbox stays READY, the host loses at most ~70 MiB", async () => {
     const id = await sandbox("64Mi");
     const free = freeBytes();
-    const r = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", "dd if=/dev/zero of=big bs=1M count=200 && sync"] });
+    const r = await collectExec(driver, id, {
+      command: "/bin/sh",
+      args: ["-c", "dd if=/dev/zero of=big bs=1M count=200 && sync"],
+    });
     assert.notEqual(r.completed.exitCode, 0, r.stderr);
     assert.match(r.stderr, /No space left on device/);
     const written = fs.statSync(join(imageOf(id).mountPoint(), "big")).size;
     assert.ok(written < 64 * MiB, `the file stopped at ${written} bytes`);
     const drop = free - freeBytes();
     assert.ok(drop <= 70 * MiB, `host free space dropped by ${(drop / MiB).toFixed(1)} MiB`);
-    const image = fs.statSync(join(dir(id), "workspace.img"));
+    const image = fs.statSync(imageOf(id).file);
     assert.equal(image.size, 64 * MiB);
     assert.ok(image.blocks * 512 <= 64 * MiB, `the image takes ${image.blocks * 512} bytes`);
     assert.equal((await driver.observe(id)).phase, "ready");
-    const next = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", "rm big; echo again > small; cat small"] });
+    const next = await collectExec(driver, id, {
+      command: "/bin/sh",
+      args: ["-c", "rm big; echo again > small; cat small"],
+    });
     assert.equal(next.completed.exitCode, 0, next.stderr);
     assert.equal(next.stdout, "again\n");
   });
@@ -100,7 +114,10 @@ describe("workspace size (local driver)", () => {
     assert.equal(failed?.size, 0, "the cut-short file gave its blocks back");
     // Appending past the limit is undone too.
     const before = (await driver.readFile(id, "f0", 0, 1)).totalSize;
-    await assert.rejects(driver.writeFile(id, "f0", chunk, true, 0o644), (e: unknown) => e instanceof PlatformError && e.code === Code.ResourceExhausted);
+    await assert.rejects(
+      driver.writeFile(id, "f0", chunk, true, 0o644),
+      (e: unknown) => e instanceof PlatformError && e.code === Code.ResourceExhausted,
+    );
     assert.equal((await driver.readFile(id, "f0", 0, 1)).totalSize, before);
     assert.equal((await driver.observe(id)).phase, "ready");
     await driver.writeFile(id, "f0", new TextEncoder().encode("room again"), false, 0o644);
@@ -110,7 +127,7 @@ describe("workspace size (local driver)", () => {
 
   test("the image is sparse and its own filesystem: root owned by the sandbox, empty (no lost+found), nosuid,nodev, not noexec", async () => {
     const id = await sandbox("5Gi");
-    const image = fs.statSync(join(dir(id), "workspace.img"));
+    const image = fs.statSync(imageOf(id).file);
     assert.equal(image.size, 5 * 1024 * MiB);
     assert.ok(image.blocks * 512 < 32 * MiB, `a fresh 5Gi image takes ${((image.blocks * 512) / MiB).toFixed(1)} MiB`);
     assert.equal(image.mode & 0o777, 0o600);
@@ -120,7 +137,10 @@ describe("workspace size (local driver)", () => {
     assert.deepEqual((await driver.listFiles(id, "", false, 100)).entries, []);
     const r = await collectExec(driver, id, {
       command: "/bin/sh",
-      args: ["-c", "id -u; stat -c %u:%a /workspace; ls -A /workspace | wc -l; grep ' /workspace ' /proc/self/mountinfo; df -k /workspace | tail -1; printf '#!/bin/sh\\necho ran\\n' > s; chmod +x s; ./s"],
+      args: [
+        "-c",
+        "id -u; stat -c %u:%a /workspace; ls -A /workspace | wc -l; grep ' /workspace ' /proc/self/mountinfo; df -k /workspace | tail -1; printf '#!/bin/sh\\necho ran\\n' > s; chmod +x s; ./s",
+      ],
     });
     assert.equal(r.completed.exitCode, 0, r.stderr);
     const [uid, owner, count, mountLine, df, ran] = r.stdout.trim().split("\n");
@@ -138,7 +158,7 @@ describe("workspace size (local driver)", () => {
   test("destroy unmounts and detaches (also while a sandbox started later runs); GC after the grace deletes the image; nothing remains", async () => {
     const id = await sandbox("64Mi");
     await driver.writeFile(id, "keep.txt", new TextEncoder().encode("kept through the grace"), false, 0o644);
-    const image = join(dir(id), "workspace.img");
+    const image = imageOf(id).file;
     assert.equal(loopDevicesBackedBy(image).length, 1);
     // Its mount namespace was made while id's workspace was mounted: it must not keep it.
     const later = await sandbox("64Mi");
@@ -154,12 +174,13 @@ describe("workspace size (local driver)", () => {
     const removed = await driver.collectGarbage(new Date(Date.now() + 25 * 3600_000));
     assert.ok(removed.includes(id));
     assert.equal(fs.existsSync(dir(id)), false);
+    assert.equal(fs.existsSync(wsDirOf(id)), false);
   });
 
   test("GC also unmounts and detaches a workspace a destroy left mounted (a crash in between)", async () => {
     const id = await sandbox("64Mi");
     await driver.destroy(id);
-    const image = join(dir(id), "workspace.img");
+    const image = imageOf(id).file;
     // What a crash between marking and unmounting leaves: the image mounted again.
     const mountPoint = imageOf(id).mountPoint();
     fs.mkdirSync(mountPoint);
@@ -171,6 +192,7 @@ describe("workspace size (local driver)", () => {
     assert.equal(isMountPoint(mountPoint), false);
     assert.equal(fs.existsSync(mountPoint), false);
     assert.equal(fs.existsSync(dir(id)), false);
+    assert.equal(fs.existsSync(wsDirOf(id)), false);
   });
 
   test("a restarted driver re-attaches a sandbox with its workspace mounted (mounted again if it was not), same filesystem", async () => {
@@ -179,15 +201,18 @@ describe("workspace size (local driver)", () => {
     const ws = imageOf(id).mountPoint();
     execFileSync("umount", [ws]);
     assert.equal(isMountPoint(ws), false);
-    const second = new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: `platform-compute-wsimage-${process.pid}`, warmSandboxes: 0 });
+    const second = new LocalDriver({
+      dataDir,
+      killGraceMs: 300,
+      cgroupPrefix: `platform-compute-wsimage-${process.pid}`,
+      warmSandboxes: 0,
+    });
     try {
-      const spec = contractSpec("local");
-      spec.sandboxId = id;
-      spec.workspace.size = "64Mi";
+      const spec = specs.get(id) as SandboxSpec;
       assert.equal((await second.recover(spec)).phase, "ready");
       assert.ok(isMountPoint(ws));
       // One device: the loop the sandbox still holds was reused, not a second view of the image.
-      assert.equal(loopDevicesBackedBy(join(dir(id), "workspace.img")).length, 1);
+      assert.equal(loopDevicesBackedBy(imageOf(id).file).length, 1);
       assert.equal(new TextDecoder().decode((await second.readFile(id, "before.txt", 0, 100)).data), "from before");
       await second.writeFile(id, "after.txt", new TextEncoder().encode("seen inside"), false, 0o644);
       const r = await collectExec(second, id, { command: "/bin/cat", args: ["after.txt", "before.txt"] });
@@ -197,26 +222,29 @@ describe("workspace size (local driver)", () => {
     }
   });
 
-  test("a restarted driver releases the workspace of a sandbox whose processes are gone (lost), and mounts it again for its files", async () => {
+  test("a sandbox whose processes die releases its workspace at once; a restarted driver finds it failed and mounts it again for its files", async () => {
     const id = await sandbox("64Mi");
     await driver.writeFile(id, "kept.txt", new TextEncoder().encode("still here"), false, 0o644);
     const image = imageOf(id);
-    // What a killed service with keep=false leaves: its sandboxes died with it, their workspaces stay mounted.
     const state = JSON.parse(fs.readFileSync(join(dir(id), "state.json"), "utf8")) as { initPid: number };
     process.kill(state.initPid, "SIGKILL");
     for (let i = 0; i < 100 && (await driver.observe(id)).phase === "ready"; i++) await sleep(50);
-    assert.ok(image.isMounted());
-    const second = new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: `platform-compute-wsimage-${process.pid}`, warmSandboxes: 0 });
+    assert.equal((await driver.observe(id)).phase, "failed");
+    // Nothing runs on it any more: its mount and loop device go; the image stays for the grace.
+    for (let i = 0; i < 100 && loopDevicesBackedBy(image.file).length > 0; i++) await sleep(50);
+    assert.equal(image.isMounted(), false);
+    assert.deepEqual(loopDevicesBackedBy(image.file), []);
+    const second = new LocalDriver({
+      dataDir,
+      killGraceMs: 300,
+      cgroupPrefix: `platform-compute-wsimage-${process.pid}`,
+      warmSandboxes: 0,
+    });
     try {
-      const spec = contractSpec("local");
-      spec.sandboxId = id;
-      spec.workspace.size = "64Mi";
+      const spec = specs.get(id) as SandboxSpec;
       const o = await second.recover(spec);
       assert.equal(o.phase, "failed");
-      assert.equal(o.reason, "lost");
-      for (let i = 0; i < 100 && loopDevicesBackedBy(image.file).length > 0; i++) await sleep(50);
-      assert.equal(image.isMounted(), false);
-      assert.deepEqual(loopDevicesBackedBy(image.file), []);
+      assert.equal(o.reason, "exited");
       assert.equal(new TextDecoder().decode((await second.readFile(id, "kept.txt", 0, 100)).data), "still here");
       await second.destroy(id);
       assert.equal(image.isMounted(), false);
@@ -229,12 +257,14 @@ describe("workspace size (local driver)", () => {
   test("a create that cannot provision leaves nothing behind", async () => {
     const spec = contractSpec("local");
     spec.workspace.size = "64Mi";
-    // A file where the sandbox directory's image goes makes mkfs's O_EXCL create fail.
-    fs.mkdirSync(dir(spec.sandboxId), { recursive: true });
-    fs.writeFileSync(join(dir(spec.sandboxId), "workspace.img"), "not an image");
+    // A directory where the new workspace's owner record goes makes its preparation fail.
+    const wsDir = dirname(imageOf(spec.sandboxId, spec).file);
+    fs.mkdirSync(join(wsDir, "owner.json"), { recursive: true });
     await assert.rejects(driver.create(spec), (e: unknown) => e instanceof PlatformError && e.code === Code.Internal);
     assert.deepEqual(loopDevicesBackedBy(dir(spec.sandboxId)), []);
+    assert.deepEqual(loopDevicesBackedBy(wsDir), []);
     assert.equal(fs.existsSync(dir(spec.sandboxId)), false);
+    assert.equal(fs.existsSync(wsDir), false);
   });
 });
 
@@ -251,22 +281,34 @@ describe("a killed service's workspace mounts", () => {
       spec.workspace.size = "64Mi";
       await d.create(spec);
       await d.waitSettled(spec.sandboxId);
-      console.log(spec.sandboxId);
+      console.log(JSON.stringify(spec));
       setInterval(() => {}, 1000);`;
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { stdio: ["ignore", "pipe", "inherit"] });
-    const id = await new Promise<string>((resolve, reject) => {
-      child.stdout.once("data", (d: Buffer) => resolve(d.toString().trim()));
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const spec = await new Promise<SandboxSpec>((resolve, reject) => {
+      child.stdout.once("data", (d: Buffer) => resolve(JSON.parse(d.toString().trim()) as SandboxSpec));
       child.once("exit", (c) => reject(new Error(`child exited ${c}`)));
     });
-    return { child, id, image: new WorkspaceImage(join(dataDir, "sandboxes", id, "workspace.img")) };
+    spec.createdAt = new Date(spec.createdAt);
+    return {
+      child,
+      id: spec.sandboxId,
+      spec,
+      image: new WorkspaceImage(workspaceImageOf(dataDir, spec.tenantId, spec.sessionId)),
+    };
   }
 
   /** Runs `echo alive` in a sandbox of a stopped service, through a driver that re-attaches it. */
-  async function collectExecIn(id: string, dataDir: string): Promise<string> {
-    const d = new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: `platform-compute-orphans-${process.pid}`, warmSandboxes: 0 });
+  async function collectExecIn(spec: SandboxSpec, dataDir: string): Promise<string> {
+    const d = new LocalDriver({
+      dataDir,
+      killGraceMs: 300,
+      cgroupPrefix: `platform-compute-orphans-${process.pid}`,
+      warmSandboxes: 0,
+    });
+    const id = spec.sandboxId;
     try {
-      const spec = contractSpec("local");
-      spec.sandboxId = id;
       assert.equal((await d.recover(spec)).phase, "ready");
       return (await collectExec(d, id, { command: "/bin/echo", args: ["alive"] })).stdout;
     } finally {
@@ -275,7 +317,10 @@ describe("a killed service's workspace mounts", () => {
   }
 
   test("one whose sandboxes died with it (keep=false) is released by the next sweep; one kept for surviving sandboxes is not", async () => {
-    const dirs = [fs.mkdtempSync(join(tmpdir(), "compute-orphans-")), fs.mkdtempSync(join(tmpdir(), "compute-orphans-"))];
+    const dirs = [
+      fs.mkdtempSync(join(tmpdir(), "compute-orphans-")),
+      fs.mkdtempSync(join(tmpdir(), "compute-orphans-")),
+    ];
     for (const d of dirs) fs.chmodSync(d, 0o711);
     const ending = await serviceWithSandbox(dirs[0] as string, true);
     const kept = await serviceWithSandbox(dirs[1] as string, false);
@@ -294,17 +339,21 @@ describe("a killed service's workspace mounts", () => {
       for (let i = 0; i < 100 && loopDevicesBackedBy(ending.image.file).length > 0; i++) await sleep(50);
       assert.deepEqual(loopDevicesBackedBy(ending.image.file), []);
       assert.ok(isMountPoint(keptPoint), "its sandbox still runs and uses it");
-      assert.deepEqual((await collectExecIn(kept.id, dirs[1] as string)).trim(), "alive");
-      // Its sandbox directory deleted (image and all): nobody can use that mount again.
+      assert.deepEqual((await collectExecIn(kept.spec, dirs[1] as string)).trim(), "alive");
+      // Its sandbox directory and workspace deleted (image and all): nobody can use that mount again.
       fs.rmSync(join(dirs[1] as string, "sandboxes", kept.id), { recursive: true, force: true });
+      fs.rmSync(dirname(kept.image.file), { recursive: true, force: true });
       assert.ok((await releaseOrphanedMounts()).includes(keptPoint));
       assert.equal(isMountPoint(keptPoint), false);
     } finally {
       // The kept sandbox outlived its service: recovered (or found lost, its directory gone) and ended.
-      const cleanup = new LocalDriver({ dataDir: dirs[1] as string, killGraceMs: 300, cgroupPrefix: `platform-compute-orphans-${process.pid}`, warmSandboxes: 0 });
-      const spec = contractSpec("local");
-      spec.sandboxId = kept.id;
-      await cleanup.recover(spec).catch(() => {});
+      const cleanup = new LocalDriver({
+        dataDir: dirs[1] as string,
+        killGraceMs: 300,
+        cgroupPrefix: `platform-compute-orphans-${process.pid}`,
+        warmSandboxes: 0,
+      });
+      await cleanup.recover(kept.spec).catch(() => {});
       await cleanup.destroy(kept.id).catch(() => {});
       await cleanup.close();
       for (let i = 0; i < 100 && loopDevicesBackedBy(dirs[1] as string).length > 0; i++) await sleep(50);
@@ -319,7 +368,14 @@ describe("warm sandboxes and workspace sizes", () => {
   let warm: LocalDriver;
   const mine: string[] = [];
   before(() => {
-    warm = new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: prefix, dieWithService: true, warmSandboxes: 1, defaultWorkspaceSize: "96Mi" });
+    warm = new LocalDriver({
+      dataDir,
+      killGraceMs: 300,
+      cgroupPrefix: prefix,
+      dieWithService: true,
+      warmSandboxes: 1,
+      defaultWorkspaceSize: "96Mi",
+    });
   });
   after(async () => {
     for (const id of mine) await warm.destroy(id).catch(() => {});
@@ -331,7 +387,9 @@ describe("warm sandboxes and workspace sizes", () => {
     return Number(r.stdout.trim().split(/\s+/)[1]);
   };
   const readyWarm = () =>
-    fs.readdirSync(join(dataDir, "sandboxes")).filter((n) => n.startsWith(".warm-") && fs.existsSync(join(dataDir, "sandboxes", n, "state.json")));
+    fs
+      .readdirSync(join(dataDir, "sandboxes"))
+      .filter((n) => n.startsWith(".warm-") && fs.existsSync(join(dataDir, "sandboxes", n, "state.json")));
 
   test("only the default size adopts a warm sandbox (with a workspace of that size); another size gets its own", async () => {
     for (let i = 0; i < 400 && readyWarm().length === 0; i++) await sleep(25);
@@ -353,7 +411,7 @@ describe("warm sandboxes and workspace sizes", () => {
       assert.equal((await warm.observe(spec.sandboxId)).phase, "ready", `size ${JSON.stringify(size)} adopts`);
       const kiB = await dfKiB(spec.sandboxId);
       assert.ok(kiB <= 96 * 1024 && kiB > 0.8 * 96 * 1024, `96Mi workspace: df ${kiB} KiB`);
-      assert.ok(imageOf(spec.sandboxId).isMounted(), "adopted with its mounted image");
+      assert.ok(imageOf(spec.sandboxId, spec).isMounted(), "adopted with its mounted image");
       await warm.writeFile(spec.sandboxId, "x", new TextEncoder().encode("y"), false, 0o644);
     }
   });

@@ -84,7 +84,10 @@ export class WorkspaceImage {
       // No resize_inode: its reserved descriptor blocks were 2.5 of the 2.7 MiB
       // a fresh 5Gi image wrote (and most of mkfs's time).
       const script = `mkfs.ext4 -q -F -m 0 -O ^resize_inode -E "$3" "$1" && mount -t ext4 -o "loop,$4" "$1" "$2"`;
-      await run("sh", ["-c", script, "sh", this.file, dir, extended, MOUNT_OPTIONS], { env: TOOLS_ENV, timeout: 60_000 });
+      await run("sh", ["-c", script, "sh", this.file, dir, extended, MOUNT_OPTIONS], {
+        env: TOOLS_ENV,
+        timeout: 60_000,
+      });
       writeOwner(dir, options);
       fs.chmodSync(dir, 0o700);
       fs.rmdirSync(join(dir, "lost+found"));
@@ -117,13 +120,23 @@ export class WorkspaceImage {
   async mount(options: MountOptions = {}): Promise<string> {
     await ensureMountsRoot();
     const dir = this.mountPoint();
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    if (!isMountPoint(dir)) {
+    for (let attempt = 0; !isMountPoint(dir); attempt++) {
+      fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+      // Ours before it is mounted: the sweep removes an empty mount point whose recorded owner died.
+      writeOwner(dir, options);
       const attached = loopDevicesBackedBy(this.file)[0];
       const args = attached
         ? ["-t", "ext4", "-o", MOUNT_OPTIONS, attached, dir]
         : ["-t", "ext4", "-o", `loop,${MOUNT_OPTIONS}`, this.file, dir];
-      await run("mount", args, { env: TOOLS_ENV, timeout: 30_000 });
+      try {
+        await run("mount", args, { env: TOOLS_ENV, timeout: 30_000 });
+      } catch (err) {
+        // A sweep that had read a dead owner's record may have removed the mount point meanwhile,
+        // or the device found may be detaching (autoclear, as the last sandbox of a killed service
+        // that held it ends): look again.
+        if (attempt >= 3) throw err;
+        await new Promise((r) => setTimeout(r, 200));
+      }
     }
     // Whoever mounts (or re-attaches) it keeps it now.
     writeOwner(dir, options);
@@ -155,7 +168,10 @@ function ensureMountsRoot(): Promise<void> {
     if (isMountPoint(MOUNTS_ROOT)) return;
     fs.mkdirSync(MOUNTS_ROOT, { recursive: true, mode: 0o700 });
     const script = `mountpoint -q "$1" || mount -t tmpfs -o mode=0700,size=4m,nosuid,nodev,noexec platform-compute-workspaces "$1"`;
-    await run("flock", [`${MOUNTS_ROOT}.lock`, "sh", "-c", script, "sh", MOUNTS_ROOT], { env: TOOLS_ENV, timeout: 30_000 });
+    await run("flock", [`${MOUNTS_ROOT}.lock`, "sh", "-c", script, "sh", MOUNTS_ROOT], {
+      env: TOOLS_ENV,
+      timeout: 30_000,
+    });
   })();
   mountsRoot.catch(() => {
     mountsRoot = undefined;
@@ -197,7 +213,11 @@ function removeMountPoint(dir: string): void {
 }
 
 function writeOwner(dir: string, options: MountOptions): void {
-  const owner: MountOwner = { pid: process.pid, startTime: processStartTime(process.pid), endsWithOwner: options.endsWithProcess === true };
+  const owner: MountOwner = {
+    pid: process.pid,
+    startTime: processStartTime(process.pid),
+    endsWithOwner: options.endsWithProcess === true,
+  };
   fs.writeFileSync(`${dir}.owner`, JSON.stringify(owner), { mode: 0o600 });
 }
 

@@ -17,12 +17,15 @@ export function percentEncode(s: string): string {
   let out = "";
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    const paired = c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && s.charCodeAt(i + 1) >= 0xdc00 && s.charCodeAt(i + 1) <= 0xdfff;
+    const paired =
+      c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && s.charCodeAt(i + 1) >= 0xdc00 && s.charCodeAt(i + 1) <= 0xdfff;
     if (paired) {
       out += encodeURIComponent(s.slice(i, i + 2));
       i++;
     } else if (c >= 0xd800 && c <= 0xdfff) {
-      out += [0xe0 | (c >> 12), 0x80 | ((c >> 6) & 0x3f), 0x80 | (c & 0x3f)].map((b) => `%${b.toString(16).toUpperCase()}`).join("");
+      out += [0xe0 | (c >> 12), 0x80 | ((c >> 6) & 0x3f), 0x80 | (c & 0x3f)]
+        .map((b) => `%${b.toString(16).toUpperCase()}`)
+        .join("");
     } else out += encodeURIComponent(s[i]!);
   }
   return out;
@@ -76,7 +79,8 @@ export function restRequest(route: Route, message: Message): RestRequest {
     const query: string[] = [];
     for (const [k, v] of Object.entries(json)) {
       for (const item of Array.isArray(v) ? v : [v]) {
-        if (typeof item === "string" || typeof item === "number" || typeof item === "boolean") query.push(`${percentEncode(k)}=${percentEncode(String(item))}`);
+        if (typeof item === "string" || typeof item === "number" || typeof item === "boolean")
+          query.push(`${percentEncode(k)}=${percentEncode(String(item))}`);
       }
     }
     if (query.length > 0) path += `?${query.join("&")}`;

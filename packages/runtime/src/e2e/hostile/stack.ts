@@ -4,7 +4,9 @@
 // bubblewrap driver, agents (public REST + internal gRPC) wired to both, and
 // the runtime router whose tenant workers are real worker servers started in
 // this process. Other packages are reached by path as the bench does: the
-// runtime package does not depend on them.
+// runtime package does not depend on them. Options leave compute out (for
+// tests that run no tool), give agents its models and every public port
+// the same extra settings.
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,14 +21,27 @@ import { type ComputeApp, createComputeApp } from "../../../../compute/src/app.t
 import { LocalDriver } from "../../../../compute/src/drivers/local/local-driver.ts";
 import { KyselySandboxStore } from "../../../../compute/src/store/kysely-sandbox-store.ts";
 import { testComputeConfig } from "../../../../compute/src/testing/config.ts";
+import type { ProviderRegistry } from "../../../../agents/src/providers/registry.ts";
 import { startTestServer, type TestServer } from "../../../../identity/src/testing/server.ts";
 import { IdentityAuthenticator } from "../../router/identity-authenticator.ts";
-import { type RunningRouter, startRouter } from "../../router/router.ts";
+import { type RouterOptions, type RunningRouter, startRouter } from "../../router/router.ts";
 import { InProcessOrchestrator } from "../../testing/in-process-orchestrator.ts";
+
+export interface StackOptions {
+  /** Start compute (default true); without it agents' compute URL leads nowhere (no tool can run). */
+  compute?: boolean;
+  /** The agents service's models (default: its configuration's, i.e. dev/). */
+  providers?: ProviderRegistry;
+  /** Extra settings of identity and agents (their environment), e.g. CORS_ALLOWED_ORIGINS. */
+  env?: Record<string, string>;
+  /** Extra router options. */
+  router?: Partial<RouterOptions>;
+}
 
 export interface Stack {
   identity: TestServer;
-  compute: ComputeApp;
+  /** Undefined with `compute: false`. */
+  compute: ComputeApp | undefined;
   computeUrl: string;
   agents: AgentsServer;
   /** The public REST/SSE port. */
@@ -36,7 +51,7 @@ export interface Stack {
   orchestrator: InProcessOrchestrator;
   router: RunningRouter;
   /** Every service database, for the "nothing stored" scan. */
-  databases: Record<"identity" | "compute" | "agents", Database<unknown>>;
+  databases: Record<"identity" | "agents", Database<unknown>> & { compute?: Database<unknown> };
   /** A gRPC transport to an internal `url`; JSON codec unless `binary` (only JSON can carry a lone surrogate). */
   transport(url: string, binary: boolean): Transport;
   close(): Promise<void>;
@@ -44,7 +59,7 @@ export interface Stack {
 
 const logger = pino({ level: process.env.HOSTILE_LOG ?? "silent" });
 
-export async function startStack(): Promise<Stack> {
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const closers: Array<() => Promise<unknown>> = [];
   const close = async () => {
     for (const c of closers.reverse()) await c().catch(() => {});
@@ -52,32 +67,51 @@ export async function startStack(): Promise<Stack> {
   try {
     // INTERNAL_TLS=off: this test throws hostile input at every surface, not at the mTLS layer
     // (an allow-list refusal would hide what the handlers do with the input).
-    const identity = await startTestServer({ LOG_LEVEL: "error", INTERNAL_TLS: "off" });
+    const identity = await startTestServer({ LOG_LEVEL: "error", INTERNAL_TLS: "off", ...options.env });
     closers.push(() => identity.close());
 
     const dataDir = mkdtempSync(join(tmpdir(), "hostile-input-"));
     // Sandboxes run as their own uids and must traverse the path to their workspace.
     chmodSync(dataDir, 0o711);
     closers.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const computeDb = await createTestDatabase<unknown>();
-    closers.push(() => computeDb.close());
-    const cgroupPrefix = `platform-hostile-${process.pid}`;
-    const driver = new LocalDriver({ dataDir, killGraceMs: 500, pidsMax: 128, cgroupPrefix, logger, dieWithService: true });
-    const compute = await createComputeApp(testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" }), logger, {
-      driver,
-      database: computeDb,
-      internalTls: undefined,
-    });
-    closers.push(async () => {
-      await compute.close();
-      // Whatever a call created: no sandbox outlives the test.
-      const cleaner = new LocalDriver({ dataDir, cgroupPrefix, logger, dieWithService: true });
-      for (const r of await new KyselySandboxStore(computeDb).listLive()) {
-        await cleaner.destroy(r.id).catch(() => {});
-      }
-      await cleaner.close();
-    });
-    const computeUrl = (await compute.server.listen()).url;
+    let compute: ComputeApp | undefined;
+    let computeDb: Database<unknown> | undefined;
+    // Nothing listens there: a tool call fails as UNAVAILABLE.
+    let computeUrl = "http://127.0.0.1:9";
+    if (options.compute !== false) {
+      const db = await createTestDatabase<unknown>();
+      computeDb = db;
+      closers.push(() => db.close());
+      const cgroupPrefix = `platform-hostile-${process.pid}`;
+      const driver = new LocalDriver({
+        dataDir,
+        killGraceMs: 500,
+        pidsMax: 128,
+        cgroupPrefix,
+        logger,
+        dieWithService: true,
+      });
+      const app = await createComputeApp(
+        testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" }),
+        logger,
+        {
+          driver,
+          database: db,
+          internalTls: undefined,
+        },
+      );
+      closers.push(async () => {
+        await app.close();
+        // Whatever a call created: no sandbox outlives the test.
+        const cleaner = new LocalDriver({ dataDir, cgroupPrefix, logger, dieWithService: true });
+        for (const r of await new KyselySandboxStore(db).listLive()) {
+          await cleaner.destroy(r.id).catch(() => {});
+        }
+        await cleaner.close();
+      });
+      computeUrl = (await app.server.listen()).url;
+      compute = app;
+    }
 
     const agentsDb = await createTestDatabase<unknown>();
     closers.push(() => agentsDb.close());
@@ -89,8 +123,13 @@ export async function startStack(): Promise<Stack> {
       COMPUTE_GRPC_URL: computeUrl,
       ...(agentsDb.url ? { DATABASE_URL: agentsDb.url } : { AGENTS_DATA_DIR: join(dataDir, "agents") }),
       LOG_LEVEL: "silent",
+      ...options.env,
     });
-    const agents = await createAgentsServer(agentsConfig, logger, { database: agentsDb as never, internalTls: undefined });
+    const agents = await createAgentsServer(agentsConfig, logger, {
+      database: agentsDb as never,
+      internalTls: undefined,
+      providers: options.providers,
+    });
     closers.push(() => agents.close());
     const { url: agentsUrl, grpcUrl: agentsGrpcUrl } = await agents.listen();
 
@@ -100,6 +139,7 @@ export async function startStack(): Promise<Stack> {
       orchestrator,
       sweeps: false,
       logger,
+      ...options.router,
     });
     closers.push(async () => {
       await router.close();
@@ -114,7 +154,7 @@ export async function startStack(): Promise<Stack> {
       agentsGrpcUrl,
       orchestrator,
       router,
-      databases: { identity: identity.database as never, compute: computeDb, agents: agentsDb },
+      databases: { identity: identity.database as never, agents: agentsDb, ...(computeDb && { compute: computeDb }) },
       transport: (url, binary) => createGrpcTransport({ baseUrl: url, useBinaryFormat: binary }),
       close,
     };

@@ -60,7 +60,8 @@ export function stringSlots(schema: DescMessage, maxDepth = 3): StringSlot[] {
             if (f.mapKind === "enum") return 0;
             return f.scalar === ScalarType.STRING ? "v" : f.scalar === ScalarType.BOOL ? false : 0;
           };
-          if (f.mapKey === ScalarType.STRING) out.push({ path: `${at}{key}`, put: (root, v) => setField(reach(root), f, { [v]: zeroValue() }) });
+          if (f.mapKey === ScalarType.STRING)
+            out.push({ path: `${at}{key}`, put: (root, v) => setField(reach(root), f, { [v]: zeroValue() }) });
           if (f.mapKind === "scalar" && f.scalar === ScalarType.STRING) {
             out.push({ path: `${at}{value}`, put: (root, v) => setField(reach(root), f, { k: v }) });
           } else if (f.mapKind === "message") {

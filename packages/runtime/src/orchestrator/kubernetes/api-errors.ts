@@ -21,9 +21,12 @@ export function apiStatus(err: unknown): { code: number; reason?: string; messag
  */
 export function toOrchestratorError(err: unknown, what: string): Error {
   const s = apiStatus(err);
-  if (!s) return new OrchestratorError("transient", `${what}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+  if (!s)
+    return new OrchestratorError("transient", `${what}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
   if (s.code === 404) return new OrchestratorError("not_found", `${what}: ${s.message ?? "not found"}`, { cause: err });
-  if (s.code === 409 && s.reason === "AlreadyExists") return new OrchestratorError("already_exists", `${what}: ${s.message ?? "already exists"}`, { cause: err });
-  if (s.code === 409 || s.code === 429 || s.code >= 500) return new OrchestratorError("transient", `${what}: ${s.code} ${s.message ?? ""}`.trim(), { cause: err });
+  if (s.code === 409 && s.reason === "AlreadyExists")
+    return new OrchestratorError("already_exists", `${what}: ${s.message ?? "already exists"}`, { cause: err });
+  if (s.code === 409 || s.code === 429 || s.code >= 500)
+    return new OrchestratorError("transient", `${what}: ${s.code} ${s.message ?? ""}`.trim(), { cause: err });
   return new Error(`${what}: Kubernetes API answered ${s.code} ${s.reason ?? ""}: ${s.message ?? ""}`, { cause: err });
 }

@@ -1,4 +1,8 @@
-export { KubernetesOrchestrator, type KubernetesOrchestratorOptions, loadWorkerTemplate } from "./kubernetes-orchestrator.ts";
+export {
+  KubernetesOrchestrator,
+  type KubernetesOrchestratorOptions,
+  loadWorkerTemplate,
+} from "./kubernetes-orchestrator.ts";
 export {
   buildDeployment,
   buildService,

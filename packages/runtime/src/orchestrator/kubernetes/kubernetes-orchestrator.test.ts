@@ -22,7 +22,10 @@ before(async () => {
 });
 after(() => double?.close());
 
-orchestratorContract("kubernetes (API-server double)", () => new KubernetesOrchestrator({ kubeConfig: double.kubeConfig("platform"), namespace: "platform", template }));
+orchestratorContract(
+  "kubernetes (API-server double)",
+  () => new KubernetesOrchestrator({ kubeConfig: double.kubeConfig("platform"), namespace: "platform", template }),
+);
 
 describe("kubernetes orchestrator: objects on the cluster", () => {
   const tenant = "0b7c3f9e-1111-4222-8333-444455556666";
@@ -62,8 +65,14 @@ describe("kubernetes orchestrator: objects on the cluster", () => {
     assert.deepEqual(c.command, template.command);
     assert.equal(c.volumeMounts.find((m: { mountPath: string }) => m.mountPath === "/tmp")?.name, "tmp");
     // cert-manager's Certificate Secret layout (tls.crt, tls.key, ca.crt), read-only, the key not world-readable.
-    assert.deepEqual(c.volumeMounts.find((m: { name: string }) => m.name === "tls"), { name: "tls", mountPath: "/etc/platform/tls", readOnly: true });
-    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === "tls")?.secret, { secretName: "runtime-worker-tls", defaultMode: 0o440 });
+    assert.deepEqual(
+      c.volumeMounts.find((m: { name: string }) => m.name === "tls"),
+      { name: "tls", mountPath: "/etc/platform/tls", readOnly: true },
+    );
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === "tls")?.secret, {
+      secretName: "runtime-worker-tls",
+      defaultMode: 0o440,
+    });
     assert.equal(pod.securityContext.fsGroup, 10001);
     // The kubelet cannot present a client certificate: the probe checks the bound port.
     assert.deepEqual(c.readinessProbe.tcpSocket, { port: 50051 });
@@ -92,7 +101,10 @@ describe("kubernetes orchestrator: objects on the cluster", () => {
     assert.match(calls[0].path, /\/deployments\/runtime-t-0b7c3f9e\/scale$/);
     assert.equal(calls[0].method, "PATCH");
     assert.equal(calls[1].contentType, "application/strategic-merge-patch+json");
-    assert.match(decodeURIComponent(calls[2].path), /labelSelector=runtime\.platform\.io\/tenant=true,app\.kubernetes\.io\/managed-by=runtime-controller/);
+    assert.match(
+      decodeURIComponent(calls[2].path),
+      /labelSelector=runtime\.platform\.io\/tenant=true,app\.kubernetes\.io\/managed-by=runtime-controller/,
+    );
     const d = double.get("deployments", "platform", spec.name);
     assert.equal(d?.spec.replicas, 0);
     assert.equal(d?.metadata.annotations[Annotation.lastSeenAt], "2026-01-01T00:00:00Z");
@@ -143,11 +155,19 @@ describe("kubernetes orchestrator: worker TLS", () => {
   test("internalTls: false (development clusters) mounts no Secret, sets INTERNAL_TLS=off, probes gRPC and gives http endpoints", async () => {
     const d = buildDeployment(spec, template, { internalTls: false });
     const pod = d.spec?.template.spec;
-    assert.equal(pod?.volumes?.find((v) => v.name === "tls"), undefined);
+    assert.equal(
+      pod?.volumes?.find((v) => v.name === "tls"),
+      undefined,
+    );
     assert.equal(envOf(d).INTERNAL_TLS, "off");
     assert.equal(envOf(d).TLS_CERT_FILE, undefined);
     assert.deepEqual(pod?.containers[0]?.readinessProbe?.grpc, { port: 50051, service: "runtime.v1.RuntimeService" });
-    const plain = new KubernetesOrchestrator({ kubeConfig: double.kubeConfig("platform"), namespace: "platform", template, internalTls: false });
+    const plain = new KubernetesOrchestrator({
+      kubeConfig: double.kubeConfig("platform"),
+      namespace: "platform",
+      template,
+      internalTls: false,
+    });
     await plain.createDeployment({ ...spec, name: "runtime-t-plain" });
     assert.equal(await plain.endpoint("runtime-t-plain"), "http://runtime-t-plain.platform.svc.cluster.local:50051");
     await plain.deleteDeployment("runtime-t-plain");

@@ -2,7 +2,14 @@
 // Service per tenant, scaled through the deployments/scale subresource,
 // annotated with strategic merge patches, listed by label selector.
 import { readFileSync } from "node:fs";
-import { AppsV1Api, CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions, type V1Deployment } from "@kubernetes/client-node";
+import {
+  AppsV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Deployment,
+} from "@kubernetes/client-node";
 import type { Deployment, DeploymentSpec, Orchestrator } from "../orchestrator.ts";
 import { apiStatus, toOrchestratorError } from "./api-errors.ts";
 import { buildDeployment, buildService, WORKER_PORT, type WorkerTemplate } from "./manifests.ts";
@@ -75,10 +82,16 @@ export class KubernetesOrchestrator implements Orchestrator {
       await this.core.createNamespacedService({ namespace: this.namespace, body: buildService(spec) });
     } catch (err) {
       const s = apiStatus(err);
-      if (!(s?.code === 409 && s.reason === "AlreadyExists")) throw toOrchestratorError(err, `create service ${spec.name}`);
+      if (!(s?.code === 409 && s.reason === "AlreadyExists"))
+        throw toOrchestratorError(err, `create service ${spec.name}`);
     }
     try {
-      return toDeployment(await this.apps.createNamespacedDeployment({ namespace: this.namespace, body: buildDeployment(spec, this.options.template, { internalTls: this.options.internalTls }) }));
+      return toDeployment(
+        await this.apps.createNamespacedDeployment({
+          namespace: this.namespace,
+          body: buildDeployment(spec, this.options.template, { internalTls: this.options.internalTls }),
+        }),
+      );
     } catch (err) {
       throw toOrchestratorError(err, `create deployment ${spec.name}`);
     }
@@ -86,7 +99,10 @@ export class KubernetesOrchestrator implements Orchestrator {
 
   async scaleDeployment(name: string, replicas: number): Promise<void> {
     try {
-      await this.apps.patchNamespacedDeploymentScale({ name, namespace: this.namespace, body: { spec: { replicas } } }, merge);
+      await this.apps.patchNamespacedDeploymentScale(
+        { name, namespace: this.namespace, body: { spec: { replicas } } },
+        merge,
+      );
     } catch (err) {
       throw toOrchestratorError(err, `scale deployment ${name}`);
     }
@@ -94,7 +110,10 @@ export class KubernetesOrchestrator implements Orchestrator {
 
   async patchAnnotations(name: string, patch: Record<string, string | null>): Promise<void> {
     try {
-      await this.apps.patchNamespacedDeployment({ name, namespace: this.namespace, body: { metadata: { annotations: patch } } }, strategic);
+      await this.apps.patchNamespacedDeployment(
+        { name, namespace: this.namespace, body: { metadata: { annotations: patch } } },
+        strategic,
+      );
     } catch (err) {
       throw toOrchestratorError(err, `annotate deployment ${name}`);
     }
@@ -117,8 +136,12 @@ export class KubernetesOrchestrator implements Orchestrator {
       if (apiStatus(err)?.code !== 404) throw toOrchestratorError(err, what);
     };
     // Background propagation: the ReplicaSet and pods go after the Deployment.
-    await this.apps.deleteNamespacedDeployment({ name, namespace: this.namespace, propagationPolicy: "Background" }).catch(ignoreMissing(`delete deployment ${name}`));
-    await this.core.deleteNamespacedService({ name, namespace: this.namespace }).catch(ignoreMissing(`delete service ${name}`));
+    await this.apps
+      .deleteNamespacedDeployment({ name, namespace: this.namespace, propagationPolicy: "Background" })
+      .catch(ignoreMissing(`delete deployment ${name}`));
+    await this.core
+      .deleteNamespacedService({ name, namespace: this.namespace })
+      .catch(ignoreMissing(`delete service ${name}`));
   }
 
   async endpoint(name: string): Promise<string | undefined> {

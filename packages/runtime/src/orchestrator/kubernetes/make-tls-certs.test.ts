@@ -25,10 +25,15 @@ const TENANT = "7e57a000-0000-4000-8000-000000000001";
 
 describe("k8s/make-tls-certs.sh", { skip: !hasOpenssl && "openssl is not installed" }, () => {
   let dir: string;
-  const env = (name: string) => ({ TLS_CA_FILE: join(dir, "ca.crt"), TLS_CERT_FILE: join(dir, `${name}.crt`), TLS_KEY_FILE: join(dir, `${name}.key`) });
+  const env = (name: string) => ({
+    TLS_CA_FILE: join(dir, "ca.crt"),
+    TLS_CERT_FILE: join(dir, `${name}.crt`),
+    TLS_KEY_FILE: join(dir, `${name}.key`),
+  });
   const cert = async (name: string) => new X509Certificate(await readFile(join(dir, `${name}.crt`)));
   // What checkServerIdentity needs of a peer certificate, from an X509Certificate.
-  const peer = (c: X509Certificate) => ({ subject: { CN: /CN=(.*)/.exec(c.subject)?.[1] }, subjectaltname: c.subjectAltName }) as never;
+  const peer = (c: X509Certificate) =>
+    ({ subject: { CN: /CN=(.*)/.exec(c.subject)?.[1] }, subjectaltname: c.subjectAltName }) as never;
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), "make-tls-certs-"));
@@ -57,10 +62,23 @@ describe("k8s/make-tls-certs.sh", { skip: !hasOpenssl && "openssl is not install
   });
 
   test("a worker serving with them admits the router's certificate only", async () => {
-    const worker = await startWorker({ tenantId: TENANT, orgId: TENANT, agentsUrl: "https://127.0.0.1:9", port: 0, host: "127.0.0.1", tls: loadServiceTls(env("runtime-worker")) });
+    const worker = await startWorker({
+      tenantId: TENANT,
+      orgId: TENANT,
+      agentsUrl: "https://127.0.0.1:9",
+      port: 0,
+      host: "127.0.0.1",
+      tls: loadServiceTls(env("runtime-worker")),
+    });
     try {
-      assert.equal(await isServing(worker.url, undefined, 5000, undefined, loadServiceTls(env("runtime-router"))), true);
-      const asOperator = createClient(RuntimeService, createServiceTransport({ baseUrl: worker.url, tls: loadServiceTls(env("operator")) }));
+      assert.equal(
+        await isServing(worker.url, undefined, 5000, undefined, loadServiceTls(env("runtime-router"))),
+        true,
+      );
+      const asOperator = createClient(
+        RuntimeService,
+        createServiceTransport({ baseUrl: worker.url, tls: loadServiceTls(env("operator")) }),
+      );
       await assert.rejects(
         (async () => {
           for await (const _ of asOperator.invoke({ sessionId: TENANT }));

@@ -31,7 +31,11 @@ export interface WorkerTemplate {
 export const DEFAULT_TLS_SECRET = "runtime-worker-tls";
 /** Where the worker's TLS Secret is mounted, and the settings naming its files. */
 export const TLS_MOUNT = "/etc/platform/tls";
-const TLS_ENV = { TLS_CA_FILE: `${TLS_MOUNT}/ca.crt`, TLS_CERT_FILE: `${TLS_MOUNT}/tls.crt`, TLS_KEY_FILE: `${TLS_MOUNT}/tls.key` };
+const TLS_ENV = {
+  TLS_CA_FILE: `${TLS_MOUNT}/ca.crt`,
+  TLS_CERT_FILE: `${TLS_MOUNT}/tls.crt`,
+  TLS_KEY_FILE: `${TLS_MOUNT}/tls.key`,
+};
 /** A gid for the Secret's files (fsGroup), so the key is readable by the worker and nobody else. */
 const TLS_GROUP = 10001;
 
@@ -47,12 +51,21 @@ export function podLabels(name: string, template: WorkerTemplate): Record<string
   return { ...(template.podLabels ?? {}), "app.kubernetes.io/name": "runtime-worker", [POD_LABEL]: name };
 }
 
-export function buildDeployment(spec: DeploymentSpec, template: WorkerTemplate, options: DeploymentOptions = {}): V1Deployment {
+export function buildDeployment(
+  spec: DeploymentSpec,
+  template: WorkerTemplate,
+  options: DeploymentOptions = {},
+): V1Deployment {
   const tls = options.internalTls !== false;
   const labels = podLabels(spec.name, template);
   // Services listen on 127.0.0.1 unless told otherwise; a pod must answer on its own address.
   // The TLS settings come last: a template cannot point a worker elsewhere or turn TLS off.
-  const env: Record<string, string> = { HOST: "0.0.0.0", ...(template.env ?? {}), ...spec.env, ...(tls ? TLS_ENV : { INTERNAL_TLS: "off" }) };
+  const env: Record<string, string> = {
+    HOST: "0.0.0.0",
+    ...(template.env ?? {}),
+    ...spec.env,
+    ...(tls ? TLS_ENV : { INTERNAL_TLS: "off" }),
+  };
   if (tls) delete env.INTERNAL_TLS;
   // The kubelet's gRPC probe cannot present a client certificate, and a TLS
   // worker answers nothing without one: with TLS the probes check that the
@@ -68,7 +81,10 @@ export function buildDeployment(spec: DeploymentSpec, template: WorkerTemplate, 
   const volumes: V1Volume[] = [{ name: "tmp", emptyDir: { sizeLimit: "256Mi" } }];
   if (tls) {
     volumeMounts.push({ name: "tls", mountPath: TLS_MOUNT, readOnly: true });
-    volumes.push({ name: "tls", secret: { secretName: template.tlsSecretName ?? DEFAULT_TLS_SECRET, defaultMode: 0o440 } });
+    volumes.push({
+      name: "tls",
+      secret: { secretName: template.tlsSecretName ?? DEFAULT_TLS_SECRET, defaultMode: 0o440 },
+    });
   }
   return {
     apiVersion: "apps/v1",
@@ -83,7 +99,11 @@ export function buildDeployment(spec: DeploymentSpec, template: WorkerTemplate, 
           automountServiceAccountToken: false,
           serviceAccountName: template.serviceAccountName,
           enableServiceLinks: false,
-          securityContext: { runAsNonRoot: true, seccompProfile: { type: "RuntimeDefault" }, ...(tls ? { fsGroup: TLS_GROUP } : {}) },
+          securityContext: {
+            runAsNonRoot: true,
+            seccompProfile: { type: "RuntimeDefault" },
+            ...(tls ? { fsGroup: TLS_GROUP } : {}),
+          },
           containers: [
             {
               name: WORKER_CONTAINER,

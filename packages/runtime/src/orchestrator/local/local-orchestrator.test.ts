@@ -66,7 +66,12 @@ orchestratorContract("local", async () =>
 
 describe("local orchestrator processes", () => {
   test("replicas 0 is no process; scale-up starts a worker that answers health; a dead worker is restarted; scale-down stops it", async () => {
-    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
+    const orch = await LocalOrchestrator.open({
+      dataDir: await tempDir(),
+      workerEnv,
+      workerStdio: "ignore",
+      scaleWaitMs: 90_000,
+    });
     try {
       await orch.createDeployment(spec("runtime-t-aaaa0001", 0));
       assert.equal(orch.pidOf("runtime-t-aaaa0001"), undefined);
@@ -106,7 +111,9 @@ describe("local orchestrator processes", () => {
     const first = await LocalOrchestrator.open({ dataDir, workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
     await first.createDeployment(spec("runtime-t-aaaa0002", 1));
     await first.createDeployment(spec("runtime-t-aaaa0003", 0));
-    await first.patchAnnotations("runtime-t-aaaa0002", { "runtime.platform.io/last-seen-at": "2026-11-21T10:00:00.000Z" });
+    await first.patchAnnotations("runtime-t-aaaa0002", {
+      "runtime.platform.io/last-seen-at": "2026-11-21T10:00:00.000Z",
+    });
     const url = await first.endpoint("runtime-t-aaaa0002");
     const pid = first.pidOf("runtime-t-aaaa0002");
     await first.close();
@@ -164,7 +171,10 @@ async function invokeAs(url: string, tenant: string, tls?: ServiceTls): Promise<
     [Metadata.userId]: "11111111-0000-4000-8000-000000000002",
   };
   const cases: (string | undefined)[] = [];
-  for await (const e of client.invoke({ sessionId: "5e551000-0000-4000-8000-000000000003", messages: [{ role: "user", content: "hi" }] }, { headers })) {
+  for await (const e of client.invoke(
+    { sessionId: "5e551000-0000-4000-8000-000000000003", messages: [{ role: "user", content: "hi" }] },
+    { headers },
+  )) {
     cases.push(e.event.case);
   }
   return cases;
@@ -191,7 +201,10 @@ describe("local orchestrator spare worker", () => {
       const firstSpare = orch.sparePid();
       await orch.createDeployment(spec("runtime-t-bbbb0001", 1));
       assert.equal(orch.pidOf("runtime-t-bbbb0001"), firstSpare, "the deployment adopted the spare");
-      assert.ok(await until(() => orch.sparePid() !== undefined && orch.sparePid() !== firstSpare, 90_000), "a new spare");
+      assert.ok(
+        await until(() => orch.sparePid() !== undefined && orch.sparePid() !== firstSpare, 90_000),
+        "a new spare",
+      );
       const secondSpare = orch.sparePid();
       await orch.createDeployment(spec("runtime-t-bbbb0002", 1, OTHER));
       assert.equal(orch.pidOf("runtime-t-bbbb0002"), secondSpare);
@@ -205,7 +218,10 @@ describe("local orchestrator spare worker", () => {
       await assert.rejects(invokeAs(first, OTHER, router), unauthenticated);
       await assert.rejects(invokeAs(second, TENANT, router), unauthenticated);
       // The adopted spare admits the router's certificate only.
-      await assert.rejects(invokeAs(first, TENANT, tlsOf("agents")), (err: unknown) => err instanceof ConnectError && err.code === Code.PermissionDenied);
+      await assert.rejects(
+        invokeAs(first, TENANT, tlsOf("agents")),
+        (err: unknown) => err instanceof ConnectError && err.code === Code.PermissionDenied,
+      );
       assert.deepEqual(
         agents.calls.map((c) => c.headers["x-tenant-id"]),
         [TENANT, OTHER],
@@ -227,7 +243,12 @@ describe("local orchestrator spare worker", () => {
     const orch = await LocalOrchestrator.open({
       dataDir: await tempDir(),
       // INTERNAL_TLS and TLS_* are the orchestrator's to set when it has the workers' certificate.
-      workerEnv: { AGENTS_GRPC_URL: "https://127.0.0.1:9", LOG_LEVEL: "warn", INTERNAL_TLS: "off", TLS_CERT_FILE: "/nowhere.crt" },
+      workerEnv: {
+        AGENTS_GRPC_URL: "https://127.0.0.1:9",
+        LOG_LEVEL: "warn",
+        INTERNAL_TLS: "off",
+        TLS_CERT_FILE: "/nowhere.crt",
+      },
       tls: orchestratorTls(),
       workerStdio: "ignore",
       scaleWaitMs: 90_000,
@@ -242,7 +263,10 @@ describe("local orchestrator spare worker", () => {
       assert.equal(orch.sparePid(), undefined);
       // From the prebuilt bundle, not through tsx.
       const cmdline = readFileSync(`/proc/${orch.pidOf("runtime-t-bbbb0003")}/cmdline`, "utf8").split("\0");
-      assert.ok(cmdline.some((a) => /runtime-worker\/worker-[0-9a-f]+\.cjs$/.test(a)), cmdline.join(" "));
+      assert.ok(
+        cmdline.some((a) => /runtime-worker\/worker-[0-9a-f]+\.cjs$/.test(a)),
+        cmdline.join(" "),
+      );
       assert.ok(!cmdline.includes("tsx"));
     } finally {
       await orch.close();
@@ -250,7 +274,12 @@ describe("local orchestrator spare worker", () => {
   });
 
   test("a spare that dies before use is replaced; close stops it", async () => {
-    const orch = await LocalOrchestrator.open({ dataDir: await tempDir(), workerEnv, workerStdio: "ignore", scaleWaitMs: 90_000 });
+    const orch = await LocalOrchestrator.open({
+      dataDir: await tempDir(),
+      workerEnv,
+      workerStdio: "ignore",
+      scaleWaitMs: 90_000,
+    });
     let spare: number | undefined;
     try {
       assert.ok(await until(() => orch.sparePid() !== undefined, 90_000));

@@ -1,12 +1,7 @@
 import { join } from "node:path";
 import type { ServiceTls } from "@platform/rpc";
 import type { Logger } from "pino";
-import {
-  type Deployment,
-  type DeploymentSpec,
-  type Orchestrator,
-  OrchestratorError,
-} from "../orchestrator.ts";
+import { type Deployment, type DeploymentSpec, type Orchestrator, OrchestratorError } from "../orchestrator.ts";
 import { freePort } from "./free-port.ts";
 import { SpareWorker } from "./spare-worker.ts";
 import { loadState, type StoredDeployment, saveState } from "./state-file.ts";

@@ -49,7 +49,10 @@ describe("worker bundle", () => {
   test("run with a V8 code cache: written by the first run, used by the next, a damaged one is replaced", async () => {
     const src = await tempDir();
     const entry = join(src, "entry.ts");
-    await writeFile(entry, `export const twice = (n: number) => n * 2;\nconsole.log(twice(21), process.argv.length);\n`);
+    await writeFile(
+      entry,
+      `export const twice = (n: number) => n * 2;\nconsole.log(twice(21), process.argv.length);\n`,
+    );
     const { path } = await ensureBundle(entry, join(await tempDir(), "cache"));
     const launch = () => execFileSync(process.execPath, runArgs(path), { encoding: "utf8" }).trim();
     const cache = `${path}.v8-cache`;
@@ -88,7 +91,15 @@ describe("worker bundle", () => {
     const { command, args } = await defaultWorkerCommand(undefined, join(await tempDir(), "cache"));
     const tenant = "00000000-0000-4000-8000-000000000001";
     const child = spawn(command, args, {
-      env: { ...process.env, INTERNAL_TLS: "off", TENANT_ID: tenant, ORG_ID: tenant, AGENTS_GRPC_URL: "http://127.0.0.1:9", PORT: "0", HOST: "127.0.0.1" },
+      env: {
+        ...process.env,
+        INTERNAL_TLS: "off",
+        TENANT_ID: tenant,
+        ORG_ID: tenant,
+        AGENTS_GRPC_URL: "http://127.0.0.1:9",
+        PORT: "0",
+        HOST: "127.0.0.1",
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "";

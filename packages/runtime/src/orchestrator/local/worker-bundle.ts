@@ -137,7 +137,9 @@ async function build(entry: string): Promise<{ bytes: Uint8Array; inputs: Record
 
 /** The part of esbuild's API used here. */
 interface Esbuild {
-  build(options: Record<string, unknown> & { write: false; plugins: EsbuildPlugin[] }): Promise<{ outputFiles: { contents: Uint8Array }[] }>;
+  build(
+    options: Record<string, unknown> & { write: false; plugins: EsbuildPlugin[] },
+  ): Promise<{ outputFiles: { contents: Uint8Array }[] }>;
 }
 interface EsbuildPlugin {
   name: string;
@@ -162,7 +164,8 @@ function loadEsbuild(): Esbuild {
 async function readManifest(path: string): Promise<Manifest | undefined> {
   try {
     const m = JSON.parse(await readFile(path, "utf8")) as Partial<Manifest>;
-    if (typeof m.recipe !== "string" || typeof m.bundle !== "string" || typeof m.inputs !== "object" || !m.inputs) return undefined;
+    if (typeof m.recipe !== "string" || typeof m.bundle !== "string" || typeof m.inputs !== "object" || !m.inputs)
+      return undefined;
     return m as Manifest;
   } catch {
     return undefined;

@@ -1,9 +1,4 @@
-import {
-  type Deployment,
-  type DeploymentSpec,
-  type Orchestrator,
-  OrchestratorError,
-} from "../orchestrator.ts";
+import { type Deployment, type DeploymentSpec, type Orchestrator, OrchestratorError } from "../orchestrator.ts";
 
 interface Entry {
   spec: DeploymentSpec;

@@ -1,4 +1,11 @@
-import { create, type DescMessage, type DescMethod, type DescMethodStreaming, type DescMethodUnary, type Message } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  type DescMethod,
+  type DescMethodStreaming,
+  type DescMethodUnary,
+  type Message,
+} from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -17,7 +24,7 @@ import {
   invokeUnaryImplementation,
   transformInvokeImplementation,
 } from "@connectrpc/connect/protocol";
-import type { ServiceRegistration } from "./create-server.ts";
+import type { ServiceRegistration } from "./registration.ts";
 
 export interface DirectTransportOptions {
   services: ServiceRegistration[];
@@ -60,7 +67,8 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
     contextValues: ContextValues | undefined,
   ): [MethodImplSpec, CallContext] => {
     const spec = specs.get(method);
-    if (!spec) throw new ConnectError(`${method.parent.typeName}.${method.name} is not served here`, Code.Unimplemented);
+    if (!spec)
+      throw new ConnectError(`${method.parent.typeName}.${method.name} is not served here`, Code.Unimplemented);
     const context = callContext(method, signal, timeoutMs, header, contextValues ?? o.contextValues());
     return [spec, context];
   };
@@ -71,7 +79,12 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
       try {
         const message = await untilAborted(
           context.signal,
-          invokeUnaryImplementation(spec as MethodImplSpec & { kind: "unary" }, context, input as Message, o.interceptors),
+          invokeUnaryImplementation(
+            spec as MethodImplSpec & { kind: "unary" },
+            context,
+            input as Message,
+            o.interceptors,
+          ),
         );
         return {
           stream: false,
@@ -150,9 +163,11 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
   /** Client and bidi streams (no REST route has one) through connect's own path. */
   function otherStreaming(spec: MethodImplSpec, context: CallContext) {
     return async (req: StreamRequest) =>
-      transformInvokeImplementation(spec, context, o.interceptors)(req.message as AsyncIterable<never>)[
-        Symbol.asyncIterator
-      ]() as AsyncIterator<Message>;
+      transformInvokeImplementation(
+        spec,
+        context,
+        o.interceptors,
+      )(req.message as AsyncIterable<never>)[Symbol.asyncIterator]() as AsyncIterator<Message>;
   }
 }
 
@@ -183,7 +198,10 @@ function callContext(
   const timer =
     timeoutMs === undefined
       ? undefined
-      : setTimeout(() => controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
+      : setTimeout(
+          () => controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)),
+          timeoutMs,
+        );
   return {
     service: method.parent,
     method,

@@ -7,18 +7,21 @@ import {
   type Message,
   toBinary,
 } from "@bufbuild/protobuf";
-import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues, type Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { contentTypeProto, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { boundConnectError } from "../error-bounds.ts";
-import { drained } from "../transcode/rest-handler.ts";
-import { callAbort, headerOf, headersOf } from "./node-request.ts";
-import type { ShutdownHooks } from "./shutdown-hooks.ts";
+import { callAbort, drained, headerOf, headersOf } from "../http/node-io.ts";
+import { whenOpened } from "../calls/open-stream.ts";
+import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
+import { requestLimitOf } from "../calls/request-limit.ts";
 
 export interface GrpcDirectOptions {
   services: DescService[];
   /** The direct transport: the implementations with the router's interceptors. */
   transport: Transport;
+  /** A call's context values, as the transport would make them. */
+  contextValues: () => ContextValues;
   bodyLimitBytes: number;
   /** Deadline of calls that bring none; 0: none. */
   requestTimeoutMs: number;
@@ -65,7 +68,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     try {
       const timeout = parseTimeout(headerOf(req, "grpc-timeout") ?? null, Number.MAX_SAFE_INTEGER);
       if (timeout.error) throw timeout.error;
-      const input = fromBinary(method.input, await readMessage(req, o.bodyLimitBytes));
+      const input = fromBinary(method.input, await readMessage(req, requestLimitOf(method, o.bodyLimitBytes)));
       const headers = headersOf(req, (name) => name.startsWith(":"));
       if (method.methodKind === "server_streaming") {
         await serveStream(method, res, abort.signal, timeout.timeoutMs, headers, input);
@@ -84,11 +87,22 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
       res.end(envelope(method, out.message as Message));
     } catch (e) {
       if (res.destroyed) return;
-      const trailer = setTrailerStatus(new Headers(), errorOf(e));
+      const trailer = plain(setTrailerStatus(new Headers(), errorOf(e)));
+      if (!res.headersSent) {
+        // Trailers-only (one HEADERS frame ending the stream): a client
+        // learns the status with the response headers, so a stream that
+        // failed before it opened is told apart from one that opened.
+        if (!res.stream.destroyed && !res.stream.headersSent) {
+          res.stream.respond(
+            { ...res.getHeaders(), ":status": 200, "content-type": contentTypeProto, ...trailer },
+            { endStream: true },
+          );
+        }
+        return;
+      }
       // A stream that failed after its headers went out still ends with a
       // status, not a reset.
-      if (!res.headersSent) res.writeHead(200, { "content-type": contentTypeProto });
-      res.addTrailers(plain(trailer));
+      res.addTrailers(trailer);
       res.end();
     } finally {
       release();
@@ -97,8 +111,9 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
 
   /**
    * Writes each message as it comes, waiting only when the socket's buffer
-   * is full. An error before the first message is answered by the caller;
-   * later ones end the stream with their status.
+   * is full. An error before the first message (or before the handler
+   * opened the stream with openStream) is answered by the caller as a
+   * trailers-only status; later ones end the stream with their status.
    */
   async function serveStream(
     method: DescMethodServerStreaming,
@@ -108,12 +123,24 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     headers: Headers,
     input: Message,
   ): Promise<void> {
-    const out = await o.transport.stream(method, signal, timeoutMs, headers, createAsyncIterable([input as never]));
+    const values = o.contextValues();
+    const opened = whenOpened(values);
+    const out = await o.transport.stream(
+      method,
+      signal,
+      timeoutMs,
+      headers,
+      createAsyncIterable([input as never]),
+      values,
+    );
     const it = (out.message as AsyncIterable<Message>)[Symbol.asyncIterator]();
-    let r = await it.next();
+    const first = it.next();
+    await Promise.race([first, opened]);
     if (res.destroyed) return;
     res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
+    let r: IteratorResult<Message> | undefined;
     try {
+      r = await first;
       while (!r.done) {
         if (!writeMessage(res, method, r.value)) await drained(res as never);
         if (res.destroyed) return;
@@ -124,13 +151,16 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
       if (res.destroyed) return;
       res.addTrailers(plain(setTrailerStatus(new Headers(), errorOf(e))));
     } finally {
-      if (!r.done) await it.return?.().catch(() => {});
+      if (!r?.done) await it.return?.().catch(() => {});
     }
     res.end();
   }
 
   return { match, serve };
 }
+
+/** The direct gRPC path of a server: `match` a request, then `serve` it. */
+export type GrpcDirect = ReturnType<typeof createGrpcDirect>;
 
 /**
  * Writes one enveloped message. A large one goes out as its 5-byte prefix
@@ -194,8 +224,6 @@ async function readMessage(req: http2.Http2ServerRequest, limit: number): Promis
   }
   return body.subarray(5);
 }
-
-
 
 function plain(h: Headers): Record<string, string> {
   const out: Record<string, string> = {};

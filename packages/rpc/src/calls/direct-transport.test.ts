@@ -21,8 +21,8 @@ import {
 import { pino } from "pino";
 import { fromConnectError } from "../errors.ts";
 import { createDirectTransport } from "./direct-transport.ts";
-import { errorInterceptor } from "./interceptors.ts";
-import { ShutdownHooks } from "./shutdown-hooks.ts";
+import { errorInterceptor } from "../server/interceptors.ts";
+import { ShutdownHooks } from "../http/shutdown-hooks.ts";
 
 const tag = createContextKey("none");
 
@@ -101,7 +101,13 @@ describe("direct transport (REST routes → implementations)", () => {
       },
     });
     const err = await t
-      .unary(LibraryService.method.getShelf, undefined, undefined, undefined, create(LibraryService.method.getShelf.input))
+      .unary(
+        LibraryService.method.getShelf,
+        undefined,
+        undefined,
+        undefined,
+        create(LibraryService.method.getShelf.input),
+      )
       .then(
         () => undefined,
         (e: unknown) => e,

@@ -1,6 +1,12 @@
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { NodeRequest, NodeResponse } from "../transcode/rest-handler.ts";
 import type { ShutdownHooks } from "./shutdown-hooks.ts";
+
+/** A request of either Node HTTP server (HTTP/1.1 or HTTP/2 compatibility API). */
+export type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
+/** A response of either Node HTTP server. */
+export type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 
 /** The first value of a request header. */
 export function headerOf(req: NodeRequest, name: string): string | undefined {
@@ -18,6 +24,26 @@ export function headersOf(req: NodeRequest, skip: (name: string) => boolean): He
   return h;
 }
 
+/** Answers `status` with `body` as JSON. */
+export function sendJson(res: NodeResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** Resolves when `res` can take more bytes or is gone. */
+export function drained(res: http.ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
+}
+
 /**
  * The signal of one call: aborted when its client goes away before the
  * response was ended, or when a shutdown gives up waiting. `release` when
@@ -25,7 +51,10 @@ export function headersOf(req: NodeRequest, skip: (name: string) => boolean): He
  * HTTP/2 response reports `writableFinished` once its stream is gone,
  * answered or not.)
  */
-export function callAbort(res: NodeResponse, shutdown: ShutdownHooks): { controller: AbortController; release(): void } {
+export function callAbort(
+  res: NodeResponse,
+  shutdown: ShutdownHooks,
+): { controller: AbortController; release(): void } {
   const controller = new AbortController();
   const onClose = () => {
     if (!res.writableEnded) controller.abort(new ConnectError("client went away", Code.Canceled));

@@ -4,7 +4,12 @@ import { after, before, describe, test } from "node:test";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { compressionGzip, createGrpcTransport } from "@connectrpc/connect-node";
-import { EchoRequestSchema, LibraryService, StreamService } from "@platform/gen/rpctest/v1/rpctest_pb";
+import {
+  EchoRequestSchema,
+  LibraryService,
+  StreamService,
+  TickRequestSchema,
+} from "@platform/gen/rpctest/v1/rpctest_pb";
 import { fromConnectError } from "../errors.ts";
 import { testServer } from "../testing/fixture.ts";
 
@@ -37,6 +42,8 @@ function rawCall(url: string, path: string, body: Buffer, extra: http2.OutgoingH
     let trailers: http2.IncomingHttpHeaders = {};
     req.on("response", (h) => {
       headers = h;
+      // Trailers-only: a call that failed before its first message.
+      if (h["grpc-status"] !== undefined) trailers = h;
     });
     req.on("trailers", (t) => {
       trailers = t;
@@ -155,6 +162,38 @@ describe("plain gRPC calls (served without Connect's handler)", () => {
       assert.equal(fromConnectError(early).reason, "stream_missing");
       assert.equal(early?.metadata.get("retry-after"), "7");
     }
+  });
+
+  test("a stream that fails before it opens is a trailers-only status; openStream sends its headers before any message", async () => {
+    const tick = "/rpctest.v1.StreamService/Tick";
+    const req = (init: Parameters<typeof create<typeof TickRequestSchema>>[1]) =>
+      frame(toBinary(TickRequestSchema, create(TickRequestSchema, init)));
+    // Failed before it opened: one HEADERS frame carrying the status, so a
+    // client knows at the headers that the call was refused.
+    const refused = await rawCall(url, tick, req({ failFirst: true }));
+    assert.equal(refused.headers["grpc-status"], String(Code.NotFound));
+    assert.equal(refused.headers["retry-after"], "7");
+    assert.equal(refused.body.length, 0);
+    // Opened, then failed: headers without a status, the status in the trailers.
+    const failed = await rawCall(url, tick, req({ openFirst: true, failFirst: true }));
+    assert.equal(failed.headers["grpc-status"], undefined);
+    assert.equal(failed.trailers["grpc-status"], String(Code.NotFound));
+
+    // Opened with no message yet: a client gets the response headers now.
+    const c = createClient(StreamService, createGrpcTransport({ baseUrl: url }));
+    const ctl = new AbortController();
+    let onHeader!: () => void;
+    const headers = new Promise<void>((resolve) => {
+      onHeader = resolve;
+    });
+    const reading = (async () => {
+      for await (const _ of c.tick({ openFirst: true, waitFirst: true, count: 1 }, { signal: ctl.signal, onHeader }))
+        assert.fail("no message expected");
+    })().catch((e: unknown) => ConnectError.from(e));
+    const timeout = new Promise<string>((resolve) => setTimeout(resolve, 20_000, "no headers"));
+    assert.equal(await Promise.race([headers.then(() => "headers"), timeout]), "headers");
+    ctl.abort();
+    assert.equal((await reading)?.code, Code.Canceled);
   });
 
   test("large and small streamed messages arrive whole and in order", async () => {

@@ -1,0 +1,90 @@
+// Issue 19 item 5: the real server rotates its signing key on its own
+// (short IDENTITY_KEY_* settings) while a verifier outside (jose's
+// createRemoteJWKSet, with its cache and cooldown) and VerifyJWT check every
+// token still valid: not one failure across the switch; the old key is
+// refused (key_retired, GetPublicKey kid_unknown) once its retention is over.
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { after, before, test } from "node:test";
+import { AuthReason } from "@platform/errors";
+import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify } from "jose";
+import { type TestServer, startTestServer } from "../testing/server.ts";
+
+let s: TestServer;
+before(async () => {
+  // Pre-publication (2 s) longer than the verifier's cooldown (1 s): the new key is in any key set fetched after the cooldown.
+  s = await startTestServer({
+    JWT_TTL: "3s",
+    IDENTITY_KEY_ROTATION_INTERVAL: "6s",
+    IDENTITY_KEY_PREPUBLISH: "2s",
+    IDENTITY_KEY_RETENTION: "4s",
+  });
+});
+after(() => s.close());
+
+test("the schedule rotates on its own; an outside verifier never fails during the overlap; the old key is refused after retention", {
+  timeout: 180_000,
+}, async (t) => {
+  const first = await s.identity.keys.ensureActiveKey();
+  const jwks = createRemoteJWKSet(new URL(`${s.base}/.well-known/jwks.json`), {
+    cooldownDuration: 1000,
+    cacheMaxAge: 2000,
+  });
+  const tokens: { token: string; kid: string; exp: number }[] = [];
+  const failures: string[] = [];
+  let verified = 0;
+  let firstToken: string | undefined;
+  let second: string | undefined;
+  const deadline = Date.now() + 120_000;
+  // Until the first key has been retired: log in, then verify every unexpired token both ways.
+  while (Date.now() < deadline) {
+    const token = (await s.login()).access_token;
+    const kid = String(decodeProtectedHeader(token).kid);
+    firstToken ??= token;
+    if (kid !== first) second ??= kid;
+    tokens.push({ token, kid, exp: decodeJwt(token).exp! * 1000 });
+    // A token a few hundred ms from its expiry may expire while checked: that is not what is measured.
+    for (const t of tokens.filter((x) => x.exp > Date.now() + 500)) {
+      await jwtVerify(t.token, jwks, { issuer: "identity.platform", audience: "agents", algorithms: ["RS256"] }).then(
+        () => verified++,
+        (e: Error) => {
+          if (!(e instanceof errors.JWTExpired)) failures.push(`jose ${t.kid}: ${e.message}`);
+        },
+      );
+      await s.identity.jwt.verify(t.token).then(
+        () => verified++,
+        (e: Error & { reason?: string }) => {
+          if (e.reason !== AuthReason.expired) failures.push(`VerifyJWT ${t.kid}: ${e.reason ?? e.message}`);
+        },
+      );
+    }
+    const row = await s.identity.db
+      .selectFrom("signing_keys")
+      .select("state")
+      .where("kid", "=", first)
+      .executeTakeFirstOrThrow();
+    if (row.state === "retired") break;
+    await sleep(150);
+  }
+  assert.deepEqual(failures, []);
+  assert.ok(second, "the schedule activated a second key");
+  const signedBy = new Set(tokens.map((t) => t.kid));
+  assert.ok(signedBy.has(first) && signedBy.has(second!), "tokens of both keys were verified");
+  assert.ok(verified > tokens.length, `verified ${verified}`);
+  t.diagnostic(
+    `${tokens.length} tokens (${tokens.filter((x) => x.kid === first).length} by the first key), ${verified} verifications, 0 failed`,
+  );
+
+  // Retired: refused by VerifyJWT (key state is checked before expiry), by GetPublicKey, gone from the key set.
+  await assert.rejects(
+    s.identity.jwt.verify(firstToken!),
+    (e: { reason?: string }) => e.reason === AuthReason.keyRetired,
+  );
+  await assert.rejects(
+    s.identity.keys.publicKeyDer(first),
+    (e: { reason?: string }) => e.reason === AuthReason.kidUnknown,
+  );
+  const set = await s.call("GET", "/.well-known/jwks.json");
+  assert.ok(!set.json.keys.some((k: { kid: string }) => k.kid === first));
+  assert.ok(s.logs.text.includes("signing key rotation step"));
+});

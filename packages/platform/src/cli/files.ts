@@ -1,0 +1,173 @@
+import { createHash } from "node:crypto";
+import { createReadStream, createWriteStream, renameSync, rmSync, statSync } from "node:fs";
+import { basename, posix } from "node:path";
+import { finished } from "node:stream/promises";
+import { chunkCall } from "./chunk-call.ts";
+import type { Context, Flags } from "./commands.ts";
+import { UsageError } from "./endpoints.ts";
+import { Progress } from "./progress.ts";
+
+/**
+ * Data per call: 8 MiB, half the specification's 16 MiB ceiling, so a
+ * request body (base64 in JSON) stays near 11 MiB and each end holds less
+ * at a time; per-call costs (authentication, the session's row) are small
+ * next to moving 8 MiB.
+ */
+export const CHUNK_BYTES = 8 * 1024 * 1024;
+
+type FileEntry = { path: string; size?: number | string; isDir?: boolean; mode?: number; modifiedAt?: string | null };
+
+const filesUrl = (ctx: Context, session: string, verb = "") =>
+  `${ctx.client().endpoints.agents}/v1/sessions/${encodeURIComponent(session)}/files${verb}`;
+
+/** `platform files ls <session> [path] [--recursive]`. */
+export async function filesList(ctx: Context, args: string[], flags: Flags): Promise<void> {
+  const [session, path = ""] = args as [string, string?];
+  const query = new URLSearchParams({ path });
+  if (flags.recursive) query.set("recursive", "true");
+  const res = await ctx
+    .client()
+    .request<{ items: FileEntry[]; truncated: boolean }>("GET", `${filesUrl(ctx, session)}?${query}`);
+  if (ctx.io.json) {
+    ctx.io.value({ items: res.items, truncated: res.truncated });
+    return;
+  }
+  if (res.items.length === 0) ctx.io.err("no files");
+  for (const e of res.items) {
+    const kind = e.isDir ? "d" : "-";
+    const mode = (e.mode ?? 0).toString(8).padStart(4, "0");
+    ctx.io.line(
+      `${kind} ${mode} ${String(e.size ?? 0).padStart(12)} ${(e.modifiedAt ?? "").slice(0, 19).padEnd(19)} ${e.path}${e.isDir ? "/" : ""}`,
+    );
+  }
+  if (res.truncated) ctx.io.err("(more entries than listed)");
+}
+
+/**
+ * `platform files upload <session> <local> [remote]`: the file is read in
+ * chunks of CHUNK_BYTES and sent one call each (the first truncates, the
+ * next append), never whole in memory. `remote` defaults to the file's name
+ * in the workspace root; a remote ending in "/" is a directory to put it in.
+ */
+export async function filesUpload(ctx: Context, args: string[]): Promise<void> {
+  const [session, local, remoteArg] = args as [string, string, string?];
+  let size: number;
+  let mode: number;
+  try {
+    const st = statSync(local);
+    if (!st.isFile()) throw new UsageError(`${local} is not a file`);
+    size = st.size;
+    mode = st.mode & 0o777;
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    throw new UsageError(`cannot read ${local}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const remote = !remoteArg
+    ? basename(local)
+    : remoteArg.endsWith("/")
+      ? posix.join(remoteArg, basename(local))
+      : remoteArg;
+  const client = ctx.client();
+  const url = filesUrl(ctx, session, ":write");
+  const hash = createHash("sha256");
+  const progress = Progress.maybe(`upload ${basename(local)}`, size, ctx.io.json);
+  const started = Date.now();
+  let sent = 0;
+  let first = true;
+  for await (const chunk of createReadStream(local, { highWaterMark: CHUNK_BYTES }) as AsyncIterable<Buffer>) {
+    hash.update(chunk);
+    await chunkCall(client, "POST", url, { path: remote, data: chunk.toString("base64"), append: !first, mode });
+    first = false;
+    sent += chunk.length;
+    progress?.add(chunk.length);
+  }
+  // An empty file is still created (and an existing one truncated).
+  if (first) await chunkCall(client, "POST", url, { path: remote, data: "", append: false, mode });
+  progress?.end();
+  report(ctx, "uploaded", {
+    session,
+    local,
+    remote,
+    bytes: sent,
+    sha256: hash.digest("hex"),
+    seconds: (Date.now() - started) / 1000,
+  });
+}
+
+/**
+ * `platform files download <session> <remote> [local]`: read in calls of
+ * CHUNK_BYTES from increasing offsets until end of file, each chunk written
+ * out before the next is asked for. The file is written as `<local>.part`
+ * and renamed when complete, so an interrupted download never looks whole;
+ * `-` writes to stdout.
+ */
+export async function filesDownload(ctx: Context, args: string[]): Promise<void> {
+  const [session, remote, localArg] = args as [string, string, string?];
+  const toStdout = localArg === "-";
+  const local = localArg && !toStdout ? localArg : basename(remote);
+  if (toStdout && ctx.io.json)
+    throw new UsageError("--json and - (stdout) cannot be combined: stdout carries the file");
+  const client = ctx.client();
+  const url = filesUrl(ctx, session, ":read");
+  const part = `${local}.part`;
+  const out = toStdout ? process.stdout : createWriteStream(part);
+  const hash = createHash("sha256");
+  const started = Date.now();
+  let offset = 0;
+  let progress: Progress | undefined;
+  try {
+    for (;;) {
+      const query = new URLSearchParams({ path: remote, offset: String(offset), maxBytes: String(CHUNK_BYTES) });
+      const res = await chunkCall<{ data?: string; totalSize?: number | string; eof?: boolean }>(
+        client,
+        "GET",
+        `${url}?${query}`,
+      );
+      const data = Buffer.from(res.data ?? "", "base64");
+      if (offset === 0)
+        progress = Progress.maybe(`download ${basename(remote)}`, Number(res.totalSize ?? 0), ctx.io.json);
+      hash.update(data);
+      offset += data.length;
+      progress?.add(data.length);
+      if (!out.write(data)) await new Promise<void>((resolve) => out.once("drain", () => resolve()));
+      // A file that shrank under us ends the download too (no data, not at eof).
+      if (res.eof || data.length === 0) break;
+    }
+    if (!toStdout) {
+      out.end();
+      await finished(out);
+      renameSync(part, local);
+    }
+  } catch (err) {
+    if (!toStdout) {
+      out.destroy();
+      rmSync(part, { force: true });
+    }
+    throw err;
+  }
+  progress?.end();
+  if (toStdout) return;
+  report(ctx, "downloaded", {
+    session,
+    remote,
+    local,
+    bytes: offset,
+    sha256: hash.digest("hex"),
+    seconds: (Date.now() - started) / 1000,
+  });
+}
+
+function report(
+  ctx: Context,
+  what: string,
+  r: { bytes: number; sha256: string; seconds: number; local: string; remote: string; session: string },
+): void {
+  if (ctx.io.json) {
+    ctx.io.value(r);
+    return;
+  }
+  const rate = r.seconds > 0 ? ` (${(r.bytes / (1024 * 1024) / r.seconds).toFixed(1)} MiB/s)` : "";
+  ctx.io.line(
+    `${what} ${r.bytes} bytes${rate} ${what === "uploaded" ? `${r.local} → ${r.remote}` : `${r.remote} → ${r.local}`}  sha256 ${r.sha256}`,
+  );
+}

@@ -1,0 +1,135 @@
+import { statSync } from "node:fs";
+import { after, before } from "node:test";
+import { type PrivateCluster, postgresBinDir, startPrivateCluster } from "@platform/db/testing-pg-cluster";
+import {
+  SeenProcesses,
+  agentsDbProblems,
+  cgroupsLeft,
+  execHelperDir,
+  identityDbProblems,
+  mountsLeft,
+  processesUsing,
+  sandboxNames,
+  serviceDatabase,
+} from "./checks.ts";
+import { type SeenEvent, User } from "./client.ts";
+import { FaultPlatform, progress, sleep } from "./harness.ts";
+
+/**
+ * One fault file's platform (launcher + services) with its owner and an agent
+ * on the dev model, and the bookkeeping of the after-checks: every stream a
+ * client received, the processes, sandboxes and exec helper directories seen.
+ */
+export class Fixture {
+  platform!: FaultPlatform;
+  owner!: User;
+  agentId!: string;
+  cluster?: PrivateCluster;
+  databaseUrl?: string;
+  /** Every stream a client received, by session: held against the stored logs. */
+  readonly received = new Map<string, SeenEvent[][]>();
+  readonly seen = new SeenProcesses();
+  readonly execDirs = new Set<string>();
+  readonly sandboxes = new Set<string>();
+
+  streamsOf(session: string): SeenEvent[][] {
+    return this.received.get(session) ?? this.received.set(session, []).get(session)!;
+  }
+
+  /** Takes note of the platform's processes, compute's exec helper directory and the sandbox directories. */
+  remember(): void {
+    this.seen.add(this.platform.processes());
+    const compute = this.platform.servicePid("compute");
+    const dir = compute ? execHelperDir(compute) : undefined;
+    if (dir) this.execDirs.add(dir);
+    for (const name of sandboxNames(this.platform.dataDir)) this.sandboxes.add(name);
+  }
+
+  /** What a stopped platform must not leave behind: processes, cgroups, mounts and loop devices, exec helper directories. */
+  leftovers(): string[] {
+    const dataDir = this.platform.dataDir;
+    return [
+      ...this.seen.alive().map((p) => `process still running: ${p}`),
+      ...processesUsing(dataDir).map((p) => `process using the data directory: ${p}`),
+      ...cgroupsLeft(this.sandboxes).map((c) => `cgroup left: ${c}`),
+      ...mountsLeft(dataDir),
+      ...[...this.execDirs].filter(isDir).map((d) => `exec helper directory left: ${d}`),
+    ];
+  }
+
+  /** The after-checks of the agents and identity databases (PGlite ones only while the platform is stopped). */
+  async databaseProblems(): Promise<string[]> {
+    const out: string[] = [];
+    for (const service of ["agents", "identity"] as const) {
+      const database = await serviceDatabase({
+        databaseUrl: this.databaseUrl,
+        dataDir: this.platform.dataDir,
+        service,
+      });
+      try {
+        out.push(...(service === "agents" ? await agentsDbProblems(database) : await identityDbProblems(database)));
+      } finally {
+        await database.close();
+      }
+    }
+    return out;
+  }
+
+  /** Rejoins a session's stream after `after` until a terminal event or the deadline; every stream is kept. */
+  async followToEnd(session: string, after: number, deadline: number): Promise<SeenEvent | undefined> {
+    let last = after;
+    while (Date.now() < deadline) {
+      const s = await this.owner.follow(session, last, { timeoutMs: Math.max(1000, deadline - Date.now()) });
+      this.streamsOf(session).push(s.events);
+      last = s.events.at(-1)?.seq ?? last;
+      if (s.end === "terminal") return s.events.at(-1);
+      await sleep(500);
+    }
+    return undefined;
+  }
+
+  async start(db: "pglite" | "postgres"): Promise<void> {
+    const started = Date.now();
+    if (db === "postgres") {
+      this.cluster = await startPrivateCluster();
+      this.databaseUrl = await this.cluster.database("platform");
+    }
+    this.platform = await FaultPlatform.start({ databaseUrl: this.databaseUrl });
+    this.owner = await User.login(this.platform.endpoints, this.platform.ownerEmail, this.platform.ownerPassword);
+    this.agentId = await this.owner.agent();
+    this.remember();
+    progress(`platform on ${db} up in ${Date.now() - started} ms: ${this.platform.dataDir}`);
+  }
+
+  async destroy(): Promise<void> {
+    await this.platform?.destroy();
+    this.cluster?.destroy();
+  }
+}
+
+/** Why a PostgreSQL file cannot run here, or false. */
+export const noPostgres: string | false = postgresBinDir()
+  ? false
+  : "no PostgreSQL server binaries under /usr/lib/postgresql";
+
+/** The file's fixture, started before its first test and destroyed after its last. */
+export function useFixture(db: "pglite" | "postgres"): Fixture {
+  const fixture = new Fixture();
+  before(
+    async () => {
+      if (db === "postgres" && noPostgres) return;
+      await fixture.start(db);
+    },
+    { timeout: 480_000 },
+  );
+  after(() => fixture.destroy());
+  return fixture;
+}
+
+function isDir(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,163 @@
+import * as http from "node:http";
+import * as http2 from "node:http2";
+import * as net from "node:net";
+import type * as tls from "node:tls";
+import type { Logger } from "pino";
+import { HTTP2_STREAM_WINDOW, widenConnectionWindow } from "../http2-windows.ts";
+import type { NodeRequest, NodeResponse } from "../http/node-io.ts";
+import { createTlsListener } from "../tls/listener.ts";
+import type { ServiceTls } from "../tls/service-tls.ts";
+import { LISTEN_BACKLOG, MAX_CONCURRENT_STREAMS } from "./listen-limits.ts";
+
+const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+export interface ConnectionsOptions {
+  /** Where each request of every connection goes. */
+  onRequest: (req: NodeRequest, res: NodeResponse) => void;
+  readHeaderTimeoutMs: number;
+  /** The request deadline (0: none); receiving a whole HTTP/1.1 request must also fit in it. */
+  requestTimeoutMs: number;
+  /** Internal listeners: TLS only, with a client certificate of the CA. */
+  tls: ServiceTls | undefined;
+  logger: Logger;
+}
+
+export interface Connections {
+  /** Listens on `host:port` (0: any free port); resolves with the port. */
+  listen(port: number, host: string): Promise<number>;
+  /** The service name of the client certificate of a request's connection (internal listeners). */
+  callerOf(req: NodeRequest): string | undefined;
+  /** True once `stopAccepting` was called. */
+  readonly closing: boolean;
+  /** Stops accepting connections and ends the idle ones (HTTP/1.1 keep-alive, HTTP/2 sessions, gracefully). */
+  stopAccepting(): void;
+  /** Ends idle HTTP/1.1 keep-alive connections. */
+  closeIdle(): void;
+  /** Ends every connection at once; resolves when the listeners are closed. */
+  destroyAll(): Promise<void>;
+}
+
+/**
+ * Connection handling: the listening sockets, HTTP/1.1 and HTTP/2 (h2c told
+ * apart by the preface, TLS by ALPN) on one port, READ_HEADER_TIMEOUT for
+ * both, and every socket tracked so a shutdown can end them.
+ */
+export function createConnections(o: ConnectionsOptions): Connections {
+  let closing = false;
+  const sockets = new Set<net.Socket>();
+  const sessions = new Set<http2.Http2Session>();
+  const { readHeaderTimeoutMs, requestTimeoutMs } = o;
+
+  const h1 = http.createServer(
+    {
+      headersTimeout: readHeaderTimeoutMs,
+      // Receiving the whole request (headers and body) must also end within
+      // the request deadline: a trickled body cannot hold a socket forever.
+      requestTimeout: requestTimeoutMs > 0 ? Math.max(requestTimeoutMs, readHeaderTimeoutMs) : 0,
+      connectionsCheckingInterval: Math.min(1000, readHeaderTimeoutMs),
+    },
+    o.onRequest,
+  );
+  // Node starts its header/request timeout checks when an http.Server emits
+  // "listening"; this one never listens itself (sockets are handed over), so
+  // start them explicitly.
+  h1.emit("listening");
+  const h2 = http2.createServer(
+    { settings: { initialWindowSize: HTTP2_STREAM_WINDOW, maxConcurrentStreams: MAX_CONCURRENT_STREAMS } },
+    o.onRequest,
+  );
+  h2.on("session", (s) => {
+    sessions.add(s);
+    widenConnectionWindow(s);
+    // READ_HEADER_TIMEOUT for HTTP/2: a connection must open its first
+    // stream in time (later idle periods are the client's business).
+    const t = setTimeout(() => s.destroy(), readHeaderTimeoutMs);
+    s.once("stream", () => clearTimeout(t));
+    s.once("close", () => {
+      clearTimeout(t);
+      sessions.delete(s);
+    });
+  });
+
+  // Registers a raw connection for shutdown; false when it is refused.
+  const track = (socket: net.Socket): boolean => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    if (closing) socket.destroy();
+    return !closing;
+  };
+
+  // A TLS connection says its protocol by ALPN; a plaintext one (or TLS
+  // without ALPN) by its first bytes: Node's plaintext http2 server ignores
+  // allowHTTP1, so peek at them for the HTTP/2 preface.
+  const dispatch = (socket: net.Socket | tls.TLSSocket) => {
+    const alpn = (socket as tls.TLSSocket).alpnProtocol;
+    if (alpn === "h2") return void h2.emit("connection", socket);
+    if (alpn === "http/1.1") return void h1.emit("connection", socket);
+    let buf = Buffer.alloc(0);
+    const timer = setTimeout(() => socket.destroy(), readHeaderTimeoutMs);
+    const onData = (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      const n = Math.min(buf.length, H2_PREFACE.length);
+      const isPrefix = buf.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+      if (isPrefix && buf.length < H2_PREFACE.length) return;
+      clearTimeout(timer);
+      socket.off("data", onData);
+      socket.pause();
+      socket.unshift(buf);
+      // The http2 session drains the socket's buffered bytes itself; the
+      // HTTP/1.1 parser needs the stream flowing again.
+      if (isPrefix) h2.emit("connection", socket);
+      else {
+        h1.emit("connection", socket);
+        socket.resume();
+      }
+    };
+    socket.on("data", onData);
+    socket.on("error", () => socket.destroy());
+  };
+
+  const tlsListener = o.tls
+    ? createTlsListener({
+        tls: o.tls,
+        handshakeTimeoutMs: readHeaderTimeoutMs,
+        track: (socket) => void track(socket),
+        dispatch: (socket) => dispatch(socket),
+        logger: o.logger,
+      })
+    : undefined;
+
+  const netServers: net.Server[] = [];
+  return {
+    listen: (port, host) =>
+      new Promise<number>((resolve, reject) => {
+        const s: net.Server = tlsListener
+          ? tlsListener.createServer()
+          : net.createServer((socket) => {
+              if (track(socket)) dispatch(socket);
+            });
+        s.once("error", reject);
+        s.listen(port, host, LISTEN_BACKLOG, () => {
+          netServers.push(s);
+          resolve((s.address() as net.AddressInfo).port);
+        });
+      }),
+    callerOf: (req) => tlsListener?.callerOf(req),
+    get closing() {
+      return closing;
+    },
+    stopAccepting() {
+      closing = true;
+      for (const s of netServers) s.close();
+      h1.closeIdleConnections();
+      for (const s of sessions) s.close();
+    },
+    closeIdle: () => h1.closeIdleConnections(),
+    async destroyAll() {
+      h1.closeAllConnections();
+      h1.close(() => {});
+      for (const s of sockets) s.destroy();
+      await Promise.all(netServers.map((s) => new Promise((r) => s.close(() => r(undefined)))));
+    },
+  };
+}

@@ -1,0 +1,98 @@
+import type { DescMethodServerStreaming, Message } from "@bufbuild/protobuf";
+import type { Interceptor } from "@connectrpc/connect";
+import type { PlatformError } from "@platform/errors";
+import type { Logger } from "pino";
+import type { ServiceRegistration } from "../calls/registration.ts";
+import type { Envelope, EnvelopeName } from "../envelope.ts";
+import type { HealthRegistry } from "../health/health.ts";
+import type { CallerPolicy } from "../tls/callers.ts";
+import type { ServiceTls } from "../tls/service-tls.ts";
+import type { OutputJsonOptions } from "../transcode/json.ts";
+import type { InputRefusal } from "./input-guard.ts";
+
+export type { ServiceRegistration };
+
+/** What `createServer` serves and how (every field but name, services and envelope has a default). */
+export interface ServerOptions {
+  /** Service name for logs (e.g. "identity"). */
+  name: string;
+  services: ServiceRegistration[];
+  /** REST error body format. */
+  envelope: EnvelopeName | Envelope;
+  /** Run after the built-in error interceptor, for gRPC, Connect and REST alike. */
+  interceptors?: Interceptor[];
+  /** /readyz answers 200 only when this resolves true. */
+  readiness?: () => Promise<boolean>;
+  port?: number;
+  host?: string;
+  /**
+   * A second port (e.g. identity's 50051). It serves exactly what the main
+   * port serves; both sniff HTTP/1.1 vs h2c.
+   */
+  grpcPort?: number;
+  /** BODY_LIMIT_BYTES; default 1 MiB. Applies to REST bodies and RPC messages. */
+  bodyLimitBytes?: number;
+  /** REQUEST_TIMEOUT in ms for unary calls without their own deadline; default 30 s; 0: none. */
+  requestTimeoutMs?: number;
+  /** Deadline of server-streaming calls without their own; default none. */
+  streamTimeoutMs?: number;
+  /** READ_HEADER_TIMEOUT in ms; default 5 s. */
+  readHeaderTimeoutMs?: number;
+  /** SHUTDOWN_TIMEOUT in ms; default 30 s. */
+  shutdownTimeoutMs?: number;
+  logger?: Logger;
+  /** SSE comment ping interval; default 15 s. */
+  ssePingMs?: number;
+  /** REST/SSE JSON rendering. */
+  json?: OutputJsonOptions;
+  /** Reject unknown fields in REST bodies (default: ignored, like proto3 JSON parsers may). */
+  strictBody?: boolean;
+  /**
+   * The SSE error event for a stream that fails mid-way, for contracts whose
+   * streamed message has no `error` oneof variant (e.g. agents' `{"type":"error"}`).
+   */
+  sseErrorEvent?: (err: PlatformError, method: DescMethodServerStreaming) => Message | undefined;
+  /**
+   * The service's own error for a request string holding U+0000 or a lone
+   * surrogate, where its contract names one (default: INVALID_ARGUMENT).
+   */
+  inputRefusal?: InputRefusal;
+  /**
+   * The ports are internal. With `tls` they speak TLS only (HTTP/2 by ALPN,
+   * HTTP/1.1 for gRPC-Web and Connect), require a client certificate from its
+   * CA and refuse any caller `callers` does not list for the method
+   * (PERMISSION_DENIED caller_not_allowed; health and reflection are open to
+   * every certificate of the CA). Without `tls` (INTERNAL_TLS=off) they are
+   * plaintext, with a warning at start.
+   */
+  internal?: { tls: ServiceTls | undefined; callers: CallerPolicy };
+  /**
+   * A public port: REST/SSE routes and /livez /healthz /readyz only; gRPC,
+   * Connect and gRPC-Web calls are refused (404), health and reflection too.
+   */
+  restOnly?: boolean;
+  /**
+   * CORS for browsers on other origins (public ports): the allowed origins,
+   * e.g. from CORS_ALLOWED_ORIGINS (`parseAllowedOrigins`). Unset or empty:
+   * no CORS headers, and a preflight is 403 `origin_not_allowed`.
+   */
+  cors?: { allowedOrigins: readonly string[] };
+  /** Serve gRPC health and reflection (default true). */
+  health?: boolean;
+  reflection?: boolean;
+}
+
+/** Where a server listens (the URL is https:// on an internal TLS listener). */
+export interface ListenResult {
+  port: number;
+  url: string;
+  grpcPort?: number;
+}
+
+/** A server made by `createServer`. */
+export interface Server {
+  listen(): Promise<ListenResult>;
+  close(): Promise<void>;
+  health: HealthRegistry;
+  logger: Logger;
+}

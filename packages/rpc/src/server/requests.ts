@@ -1,0 +1,65 @@
+import { PlatformError } from "@platform/errors";
+import type { Logger } from "pino";
+import { runWithRequest } from "../context.ts";
+import type { Envelope } from "../envelope.ts";
+import { headerOf, type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
+import type { Inflight } from "./inflight.ts";
+import type { MakeRequestInfo } from "./request-info.ts";
+
+export interface RequestEntryOptions {
+  logger: Logger;
+  envelope: Envelope;
+  makeInfo: MakeRequestInfo;
+  /** The caller's service name on an internal (mutual TLS) listener. */
+  callerOf: (req: NodeRequest) => string | undefined;
+  inflight: Inflight;
+  /** True once the server is shutting down. */
+  closing: () => boolean;
+  /** Ends keep-alive connections that are idle (called as requests end during a shutdown). */
+  closeIdle: () => void;
+  dispatch: (req: NodeRequest, res: NodeResponse) => Promise<void>;
+}
+
+/**
+ * Where every HTTP request enters: it gets its request and trace ids (request
+ * and response headers, RequestInfo on its async path), counts as in flight
+ * until its response closes, leaves one access log line, and an exception
+ * nothing else caught becomes a bare 500 in the envelope.
+ */
+export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, res: NodeResponse) => void {
+  return (req, res) => {
+    const started = performance.now();
+    o.inflight.begin();
+    const info = o.makeInfo(headerOf(req, "x-request-id"), headerOf(req, "x-trace-id"), o.callerOf(req));
+    info.remoteAddress = req.socket?.remoteAddress;
+    req.headers["x-request-id"] = info.requestId;
+    req.headers["x-trace-id"] = info.traceId;
+    res.setHeader("x-request-id", info.requestId);
+    res.setHeader("x-trace-id", info.traceId);
+    if (o.closing() && req.httpVersionMajor === 1) res.setHeader("connection", "close");
+    res.once("close", () => {
+      const probe = req.url === "/livez" || req.url === "/healthz" || req.url === "/readyz";
+      o.logger[probe ? "debug" : "info"](
+        {
+          requestId: info.requestId,
+          traceId: info.traceId,
+          method: req.method,
+          path: (req.url ?? "").split("?")[0],
+          status: res.statusCode,
+          ms: Math.round(performance.now() - started),
+        },
+        "request",
+      );
+      // Keep-alive connections must not outlive a shutdown once they are idle.
+      if (o.closing()) o.closeIdle();
+      o.inflight.end();
+    });
+    runWithRequest(info, () => {
+      o.dispatch(req, res).catch((err) => {
+        info.logger.error({ err }, "request failed");
+        if (!res.headersSent) sendJson(res, 500, o.envelope.render(PlatformError.internal()).body);
+        else res.destroy();
+      });
+    });
+  };
+}
