@@ -431,7 +431,8 @@ export type CreateAPIKeyRequest = Message<"identity.v1.CreateAPIKeyRequest"> & {
 
   /**
    * Optional: "read", "agents:write", "sessions:run", "admin". Empty means
-   * all of them (what every key could do before scopes existed).
+   * all but "admin" (what every key could do before scopes existed); "admin"
+   * (managing members and invitations, reading the audit log) only when asked.
    *
    * @generated from field: repeated string scopes = 4;
    */

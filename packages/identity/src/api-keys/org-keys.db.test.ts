@@ -159,7 +159,7 @@ describe("organization API keys", () => {
     assert.equal(refused.json.code, "insufficient_role");
     // A member's personal key is still fine.
     assert.equal((await createKey(member.token, {})).status, 201);
-    const k = await createKey(owner, { org: true });
+    const k = await createKey(owner, { org: true, scopes: ["read", "agents:write", "sessions:run", "admin"] });
     assert.equal(
       (await s.call("GET", `/v1/orgs/${orgId}/api_keys`, { token: member.token })).json.code,
       "insufficient_role",
@@ -179,5 +179,82 @@ describe("organization API keys", () => {
     assert.equal(other.json.code, "resource_not_found");
     // Still valid after all that.
     assert.equal((await grpc.verifyAPIKey({ apiKey: k.json.raw_key })).context!.orgKey, true);
+  });
+});
+
+describe("the admin scope", () => {
+  const members = `/v1/orgs/${"{org}"}/members`;
+  const path = (p: string) => p.replace("{org}", orgId);
+
+  test("an organization key or an owner's key with admin manages members and reads the audit log", async () => {
+    const orgKey = (await createKey(owner, { org: true, scopes: ["admin"] })).json;
+    const ownersKey = (await createKey(owner, { scopes: ["admin"] })).json.raw_key as string;
+    for (const token of [orgKey.raw_key as string, ownersKey]) {
+      const list = await s.call("GET", path(members), { token });
+      assert.equal(list.status, 200, list.text);
+      assert.ok(
+        list.json.some((m: { user_id: string }) => m.user_id === ownerId),
+        list.text,
+      );
+    }
+    const email = `admin-key-${process.pid}-${n++}@example.com`;
+    const inv = await s.call("POST", `/v1/orgs/${orgId}/invitations`, {
+      token: orgKey.raw_key,
+      idem: idem(),
+      body: { email, role: "member" },
+    });
+    assert.equal(inv.status, 201, inv.text);
+    const acc = await s.call("POST", "/v1/invitations/accept", {
+      body: { token: inv.json.token, password: "person-password-1", name: "Invited by a key" },
+    });
+    assert.equal(acc.status, 200, acc.text);
+    const invitee = (await s.call("GET", "/v1/users/me", { token: acc.json.access_token })).json.id as string;
+    const removal = await s.call("DELETE", `/v1/orgs/${orgId}/members/${invitee}`, {
+      token: orgKey.raw_key,
+      idem: idem(),
+    });
+    assert.equal(removal.status, 204, removal.text);
+    const log = await s.call("GET", `/v1/orgs/${orgId}/audit_events?action=member.`, { token: orgKey.raw_key });
+    assert.equal(log.status, 200, log.text);
+    const removed = log.json.items.find(
+      (e: { action: string; target_id: string }) => e.action === "member.removed" && e.target_id === invitee,
+    );
+    assert.ok(removed, log.text);
+    // The actor is the key, which names no user.
+    assert.equal(removed.actor_api_key_id, orgKey.id, JSON.stringify(removed));
+    assert.ok(!removed.actor_user_id, JSON.stringify(removed));
+  });
+
+  test("without admin a key is insufficient_scope; a member's key with admin is insufficient_role", async () => {
+    const reader = (await createKey(owner, { org: true, scopes: ["read", "agents:write", "sessions:run"] })).json;
+    for (const [method, p] of [
+      ["GET", members],
+      ["GET", `/v1/orgs/{org}/invitations`],
+      ["GET", `/v1/orgs/{org}/audit_events`],
+    ] as const) {
+      const r = await s.call(method, path(p), { token: reader.raw_key });
+      assert.equal(r.status, 403, `${p}: ${r.text}`);
+      assert.equal(r.json.code, "insufficient_scope", `${p}: ${r.text}`);
+    }
+    const member = await newPerson("member");
+    const membersKey = (await createKey(member.token, { scopes: ["read", "admin"] })).json.raw_key as string;
+    const r = await s.call("GET", path(members), { token: membersKey });
+    assert.equal(r.status, 403, r.text);
+    assert.equal(r.json.code, "insufficient_role");
+  });
+
+  test("the specification's owner routes and key management stay a person's: admin keys get insufficient_role", async () => {
+    const admin = (await createKey(owner, { org: true, scopes: ["read", "admin"] })).json.raw_key as string;
+    const calls: Array<[string, string, unknown?]> = [
+      ["PATCH", `/v1/orgs/${orgId}`, { name: "Renamed by a key" }],
+      ["POST", "/v1/auth/revoke-all", { user_id: ownerId }],
+      ["GET", `/v1/orgs/${orgId}/api_keys`],
+      ["POST", "/v1/users/me/api_keys", { name: "made by a key" }],
+    ];
+    for (const [method, p, body] of calls) {
+      const r = await s.call(method, p, { token: admin, idem: idem(), ...(body ? { body } : {}) });
+      assert.equal(r.status, 403, `${method} ${p}: ${r.text}`);
+      assert.equal(r.json.code, "insufficient_role", `${method} ${p}: ${r.text}`);
+    }
   });
 });

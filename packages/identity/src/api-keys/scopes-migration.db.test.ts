@@ -10,16 +10,17 @@ import type { IdentityDB } from "../db/schema.ts";
 import { FAST_ARGON2 } from "../testing/fixture.ts";
 import { generateApiKey } from "./api-key-format.ts";
 import { sha256 } from "../crypto/hash.ts";
-import { API_KEY_SCOPES } from "./scopes.ts";
+import { DEFAULT_SCOPES } from "./scopes.ts";
 
-// A key stored before scopes existed could do everything: the migration that
-// adds scopes must leave it able to, and verification must say so. The one
+// A key stored before scopes existed could do everything a key could then: the
+// migration that adds scopes must leave it able to (every scope but admin, which
+// gives what no key could do), and verification must say so. The one
 // that adds organization keys (0007) leaves it its user's, made by them.
 
 const database = await createTestDatabase<IdentityDB>();
 after(() => database.close());
 
-test("a key made before 0006_api_key_scopes verifies with every scope after it", async () => {
+test("a key made before 0006_api_key_scopes verifies with every scope but admin after it", async () => {
   await migrate(
     database as never,
     MIGRATIONS_TABLE,
@@ -56,7 +57,7 @@ test("a key made before 0006_api_key_scopes verifies with every scope after it",
   });
   const ctx = await identity.authenticator.verifyApiKey(key.raw);
   assert.equal(ctx.userId, userId);
-  assert.deepEqual(ctx.scopes, [...API_KEY_SCOPES]);
+  assert.deepEqual(ctx.scopes, [...DEFAULT_SCOPES]);
   assert.notEqual(ctx.orgKey, true);
   const row = await database.db
     .selectFrom("api_keys")

@@ -1,6 +1,6 @@
 import { IdentityRestCode, PlatformError } from "@platform/errors";
 import { type Kysely, sql } from "kysely";
-import type { AuthContext } from "../auth/auth-context.ts";
+import { type AuthContext, actsAsOwner } from "../auth/auth-context.ts";
 import { isUuid } from "../crypto/hash.ts";
 import type { IdentityDB } from "../db/schema.ts";
 
@@ -123,7 +123,7 @@ export type AuditQuery = {
   until?: Date;
 };
 
-/** The audit log of the caller's organization, newest first; owners only. */
+/** The audit log of the caller's organization, newest first; owners (and admin-scoped keys) only. */
 export class AuditLog {
   constructor(private readonly db: Kysely<IdentityDB>) {}
 
@@ -131,7 +131,7 @@ export class AuditLog {
     if (!isUuid(orgId)) throw PlatformError.invalidArgument("org_id must be a UUID", IdentityRestCode.invalidRequest);
     if (orgId.toLowerCase() !== caller.orgId.toLowerCase())
       throw PlatformError.notFound("organization not found", IdentityRestCode.resourceNotFound);
-    if (caller.role !== "owner")
+    if (!actsAsOwner(caller))
       throw PlatformError.permissionDenied("owner role required", IdentityRestCode.insufficientRole);
     const limit = q.limit || 20;
     if (limit < 1 || limit > MAX_LIMIT)

@@ -24,5 +24,16 @@ export type AuthContext = {
   orgKey?: boolean;
 };
 
+/**
+ * Whether the caller may manage the organization's people and read its audit
+ * log: a person whose role is owner, or an API key with the `admin` scope that
+ * is the organization's own or a personal key of a user who is an owner now
+ * (a member's key is not made an owner by a scope).
+ */
+export function actsAsOwner(caller: AuthContext): boolean {
+  if (caller.mode === "jwt") return caller.role === "owner";
+  return (caller.scopes?.includes("admin") ?? false) && (caller.orgKey === true || caller.role === "owner");
+}
+
 export type Clock = () => Date;
 export const systemClock: Clock = () => new Date();

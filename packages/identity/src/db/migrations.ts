@@ -195,10 +195,11 @@ create unique index signing_keys_one_pending on signing_keys ((true)) where stat
   },
   {
     // Issue 19: API key scopes (api-keys/scopes.ts). Every key made before
-    // scopes existed could do everything, so it keeps all four.
+    // scopes existed keeps what it could do: all but admin, which gives what
+    // no key could do then (managing members).
     name: "0006_api_key_scopes",
     sql: `
-alter table api_keys add column scopes text[] not null default '{read,agents:write,sessions:run,admin}';
+alter table api_keys add column scopes text[] not null default '{read,agents:write,sessions:run}';
 `,
   },
   {

@@ -60,7 +60,7 @@ export type ApiKeysTable = {
   last_used_at: NullableTimestamp;
   created_at: Timestamp;
   deleted_at: NullableTimestamp;
-  /** Default: all four scopes (what a key made before scopes could do). */
+  /** Default: read, agents:write, sessions:run (what a key made before scopes could do). */
   scopes: Generated<string[]>;
 };
 

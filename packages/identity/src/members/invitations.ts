@@ -2,16 +2,16 @@ import { randomUUID } from "node:crypto";
 import { isUniqueViolation } from "@platform/db";
 import { IdentityRestCode, PlatformError } from "@platform/errors";
 import { type Kysely, sql } from "kysely";
-import type { AuthContext, Clock, Role } from "../auth/auth-context.ts";
 import { type Actor, recordAudit } from "../audit/audit-log.ts";
+import type { AuthContext, Clock, Role } from "../auth/auth-context.ts";
 import { isUuid, randomBase62, sha256 } from "../crypto/hash.ts";
 import type { IdentityDB } from "../db/schema.ts";
 import type { LoginThrottle } from "../login-throttle/login-throttle.ts";
 import type { PasswordHasher } from "../passwords/password-hasher.ts";
 import type { TokenPair } from "../sessions/sessions.ts";
 import type { TokenPairs } from "../sessions/token-pairs.ts";
-import { addMembership } from "../users/memberships.ts";
 import { checkNewPassword, checkUserName, MAX_PASSWORD_CHARS } from "../users/account-rules.ts";
+import { addMembership } from "../users/memberships.ts";
 import { validEmail } from "../users/users.ts";
 import { badRequest, notFound, ownerOf, roleOf } from "./org-access.ts";
 
@@ -73,7 +73,8 @@ export class Invitations {
       email,
       role,
       token_hash: sha256(token),
-      invited_by: caller.userId,
+      // An organization key names no user (its userId is its own id).
+      invited_by: caller.orgKey ? null : caller.userId,
       created_at: now,
       expires_at: new Date(now.getTime() + this.deps.ttlSeconds * 1000),
     };

@@ -1,7 +1,7 @@
-import { type Interceptor, createContextKey } from "@connectrpc/connect";
+import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import { parseAuthorization } from "@platform/credentials";
 import { Code, type ErrorExtra, IdentityRestCode, PlatformError } from "@platform/errors";
-import type { AuthContext } from "../auth/auth-context.ts";
+import { type AuthContext, actsAsOwner } from "../auth/auth-context.ts";
 import type { Authenticator } from "../auth/authenticator.ts";
 import { type RpcRule, ruleOf } from "./policies.ts";
 
@@ -47,12 +47,12 @@ export function authInterceptor(authenticator: Authenticator): Interceptor {
           IdentityRestCode.insufficientRole,
         );
     }
-    // Every RPC an API key may reach here only reads (policies.ts: the
-    // jwt-or-key ones), so `read` is the scope they need.
-    if (caller.mode === "api_key" && !caller.scopes?.includes("read")) {
-      throw PlatformError.permissionDenied("the API key lacks the read scope", IdentityRestCode.insufficientScope);
+    // A key reaches the jwt-or-key RPCs, which only read, and the admin ones.
+    const scope = rule.policy === "admin" ? "admin" : "read";
+    if (caller.mode === "api_key" && !caller.scopes?.includes(scope)) {
+      throw PlatformError.permissionDenied(`the API key lacks the ${scope} scope`, IdentityRestCode.insufficientScope);
     }
-    if (rule.policy === "owner" && caller.role !== "owner") {
+    if ((rule.policy === "owner" && caller.role !== "owner") || (rule.policy === "admin" && !actsAsOwner(caller))) {
       throw PlatformError.permissionDenied("owner role required", IdentityRestCode.insufficientRole);
     }
     req.contextValues.set(authContextKey, caller);

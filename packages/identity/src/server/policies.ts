@@ -1,7 +1,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import { AuthService } from "@platform/gen/identity/v1/auth_pb";
-import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
 import { KeyPublicationService } from "@platform/gen/identity/v1/keys_pb";
+import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
 import {
   AccountService,
   AuditService,
@@ -17,8 +17,12 @@ import {
  * - jwt-or-key: a JWT or an API key
  * - jwt-only: a JWT (an API key cannot create or revoke API keys)
  * - owner: a JWT whose current membership role is owner
+ * - admin: what owner allows, or an API key with the admin scope (an
+ *   organization's key, or a personal key of a current owner): managing the
+ *   org's people and reading its audit log. The specification's owner routes
+ *   (revoke-all, PATCH org) and key management stay owner (a person).
  */
-export type Policy = "none" | "jwt-or-key" | "jwt-only" | "owner";
+export type Policy = "none" | "jwt-or-key" | "jwt-only" | "owner" | "admin";
 
 export type RpcRule = { policy: Policy; idempotent: boolean };
 
@@ -35,13 +39,13 @@ const rules: Record<string, RpcRule> = {
   [`${OrgService.typeName}/UpdateOrg`]: { policy: "owner", idempotent: true },
   // Teams (issue 19). AcceptInvitation and SignUp have no caller to scope an
   // Idempotency-Key to: like login, their single-use input is their guard.
-  [`${MemberService.typeName}/CreateInvitation`]: { policy: "owner", idempotent: true },
-  [`${MemberService.typeName}/ListInvitations`]: { policy: "owner", idempotent: false },
-  [`${MemberService.typeName}/RevokeInvitation`]: { policy: "owner", idempotent: true },
+  [`${MemberService.typeName}/CreateInvitation`]: { policy: "admin", idempotent: true },
+  [`${MemberService.typeName}/ListInvitations`]: { policy: "admin", idempotent: false },
+  [`${MemberService.typeName}/RevokeInvitation`]: { policy: "admin", idempotent: true },
   [`${MemberService.typeName}/AcceptInvitation`]: { policy: "none", idempotent: false },
-  [`${MemberService.typeName}/ListMembers`]: { policy: "owner", idempotent: false },
-  [`${MemberService.typeName}/UpdateMember`]: { policy: "owner", idempotent: true },
-  [`${MemberService.typeName}/RemoveMember`]: { policy: "owner", idempotent: true },
+  [`${MemberService.typeName}/ListMembers`]: { policy: "admin", idempotent: false },
+  [`${MemberService.typeName}/UpdateMember`]: { policy: "admin", idempotent: true },
+  [`${MemberService.typeName}/RemoveMember`]: { policy: "admin", idempotent: true },
   [`${OrgAPIKeyService.typeName}/ListOrgAPIKeys`]: { policy: "owner", idempotent: false },
   [`${OrgAPIKeyService.typeName}/RevokeOrgAPIKey`]: { policy: "owner", idempotent: true },
   [`${TeamService.typeName}/CreateOrg`]: { policy: "jwt-only", idempotent: true },
@@ -50,7 +54,7 @@ const rules: Record<string, RpcRule> = {
   [`${TeamService.typeName}/SignUp`]: { policy: "none", idempotent: false },
   [`${AccountService.typeName}/UpdateMe`]: { policy: "jwt-only", idempotent: true },
   [`${AccountService.typeName}/ChangePassword`]: { policy: "jwt-only", idempotent: true },
-  [`${AuditService.typeName}/ListAuditEvents`]: { policy: "owner", idempotent: false },
+  [`${AuditService.typeName}/ListAuditEvents`]: { policy: "admin", idempotent: false },
   // Public keys for outside verifiers: no secret, no credential.
   [`${KeyPublicationService.typeName}/GetJwks`]: { policy: "none", idempotent: false },
   [`${KeyPublicationService.typeName}/GetOpenIdConfiguration`]: { policy: "none", idempotent: false },

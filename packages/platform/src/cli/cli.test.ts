@@ -297,7 +297,7 @@ describe("pipes", () => {
 });
 
 describe("api-keys", () => {
-  test("--scope gathers repeated and comma-separated scopes; without it the key has all of them", async () => {
+  test("--scope gathers repeated and comma-separated scopes; without it the key has all but admin", async () => {
     const scoped = JSON.parse(
       (
         await ok([
@@ -315,7 +315,7 @@ describe("api-keys", () => {
     );
     assert.deepEqual(scoped.scopes, ["read", "agents:write", "sessions:run"]);
     const full = JSON.parse((await ok(["api-keys", "create", "--name", "full", "--json"])).stdout);
-    assert.deepEqual(full.scopes, ["read", "agents:write", "sessions:run", "admin"]);
+    assert.deepEqual(full.scopes, ["read", "agents:write", "sessions:run"]);
     const bad = await run(["api-keys", "create", "--name", "bad", "--scope", "everything"]);
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /unknown scope/);

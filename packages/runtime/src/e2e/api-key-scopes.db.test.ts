@@ -31,7 +31,7 @@ async function newKey(scopes?: string[]): Promise<string> {
     body: { name: "k", ...(scopes && { scopes }) },
   });
   assert.equal(r.status, 201, r.text);
-  assert.deepEqual(r.json.scopes, scopes ?? ["read", "agents:write", "sessions:run", "admin"]);
+  assert.deepEqual(r.json.scopes, scopes ?? ["read", "agents:write", "sessions:run"]);
   return r.json.raw_key;
 }
 
