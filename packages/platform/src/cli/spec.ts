@@ -95,7 +95,7 @@ export const COMMANDS: CommandSpec[] = [
         type: "string",
         value: "scope[,scope]",
         multiple: true,
-        help: "what the key may do: read, agents:write, sessions:run, admin (repeatable; default: all)",
+        help: "what the key may do: read, agents:write, sessions:run, admin (repeatable; default: all but admin)",
       },
       org: orgKeys("owned by the organization, not you: it keeps working after you leave (owners)"),
     },
