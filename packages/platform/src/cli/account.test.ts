@@ -73,6 +73,13 @@ test("users me, update --name, password (wrong current refused; other sessions s
   assert.equal((await restLogin(IDENTITY_OWNER.password)).status, 401, "the old password no longer works");
   assert.equal((await restLogin("next-password-22")).status, 200);
 
+  // Both from stdin, a line each (what a script piping secrets does): the current one first.
+  const piped = await run("owner", ["users", "password", "--json"], {}, "next-password-22\nthird-password-33\n");
+  assert.equal(piped.code, 0, piped.stderr);
+  assert.equal(JSON.parse(piped.stdout).changed, true);
+  assert.equal((await restLogin("next-password-22")).status, 401);
+  assert.equal((await restLogin("third-password-33")).status, 200);
+
   // This CLI session goes on with the pair the change answered: an owner's organization key.
   const key = await json("owner", [
     "api-keys",

@@ -78,8 +78,8 @@ export async function startIdentityOnly() {
     await new Promise((r) => setTimeout(r, 200));
   }
 
-  /** The binary as `who`. */
-  function run(who: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  /** The binary as `who`; `input`, when given, is its stdin (else it has none). */
+  function run(who: string, args: string[], env: Record<string, string> = {}, input?: string): Promise<CliResult> {
     return new Promise((resolve) => {
       const p = spawn(process.execPath, [bin, ...args], {
         env: {
@@ -92,8 +92,9 @@ export async function startIdentityOnly() {
           PLATFORM_ROUTER_URL: "http://127.0.0.1:9",
           ...env,
         },
-        stdio: ["ignore", "pipe", "pipe"],
+        stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
       });
+      p.stdin?.end(input);
       let stdout = "";
       let stderr = "";
       p.stdout.on("data", (c: Buffer) => (stdout += c));
