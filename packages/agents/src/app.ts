@@ -1,18 +1,18 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { Interceptor } from "@connectrpc/connect";
-import { Code, PlatformError } from "@platform/errors";
 import type { Database } from "@platform/db";
 import { migrate } from "@platform/db";
+import { Code, PlatformError } from "@platform/errors";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import type { Logger } from "pino";
 import { PgEventListener } from "./adapters/pg-listener.ts";
+import { KyselyIdleSandboxStore } from "./db/idle-sandbox-store.ts";
 import { KyselyStore } from "./db/kysely-store.ts";
 import { MIGRATIONS_TABLE, migrations } from "./db/migrations.ts";
 import type { AgentsDB } from "./db/schema.ts";
 import { AgentsDomain } from "./domain/agents.ts";
 import { IdleSandboxSweeper } from "./domain/idle-sandboxes.ts";
-import { KyselyIdleSandboxStore } from "./db/idle-sandbox-store.ts";
 import type { Authenticator, Sandboxes, WorkspaceFiles } from "./domain/ports.ts";
 import { SessionFiles } from "./domain/session-files.ts";
 import type { Store } from "./domain/store.ts";
@@ -83,7 +83,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
     ? new PgEventListener(options.listenUrl, origin, (id) => hub.changed(id), options.logger)
     : undefined;
   await listener?.start();
-  const toolbox = new Toolbox(options.sandboxes, {
+  const toolbox = new Toolbox({
     timeoutMs: options.toolTimeoutMs ?? 120_000,
     outputLimitBytes: options.toolOutputLimitBytes ?? 16 * 1024,
   });

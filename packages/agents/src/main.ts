@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
 import pino from "pino";
 import { ConfigError, loadConfig } from "./config.ts";
-import { createAgentsServer } from "./server/create.ts";
+import { createAgentsServer } from "./process.ts";
 
 // The agents service process: configuration from the environment (a missing
 // or invalid setting exits naming it), then the public REST/SSE port and the

@@ -1,7 +1,7 @@
 import { type Client, Code as ConnectCode, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
 import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
-import type { ExecResult, FileEntry, Sandboxes } from "../domain/ports.ts";
+import type { ExecResult, FileEntry, Sandboxes, SandboxState } from "../domain/ports.ts";
 import { computeCall } from "./compute-call.ts";
 
 /** Sandboxes over compute's gRPC `compute.v1.ComputeService`. */
@@ -27,14 +27,30 @@ export class ComputeSandboxes implements Sandboxes {
     return res.sandboxId;
   }
 
-  async usable(sandboxId: string): Promise<boolean> {
+  async state(sandboxId: string): Promise<SandboxState> {
     try {
       const res = await this.#client.describeSandbox({ sandboxId }, { timeoutMs: 10_000 });
-      return res.status !== SandboxStatus.FAILED && res.status !== SandboxStatus.DESTROYED;
+      if (res.status === SandboxStatus.FAILED) return { kind: "gone", why: "failed" };
+      if (res.status === SandboxStatus.DESTROYED) return { kind: "gone", why: "destroyed" };
+      if (res.status === SandboxStatus.PAUSED) return { kind: "paused" };
+      return { kind: "running" };
     } catch (err) {
       // Unknown sandbox: replace it. Anything else (compute down) surfaces
       // through the tool call itself rather than here.
-      return ConnectError.from(err).code !== ConnectCode.NotFound;
+      if (ConnectError.from(err).code === ConnectCode.NotFound) return { kind: "gone", why: "not_found" };
+      return { kind: "running" };
+    }
+  }
+
+  async resume(sandboxId: string): Promise<boolean> {
+    try {
+      await this.#client.resumeSandbox({ sandboxId }, { timeoutMs: 60_000 });
+      return true;
+    } catch (err) {
+      // Unknown, FAILED or DESTROYED meanwhile (a destroy racing the resume): the session needs a new one.
+      const code = ConnectError.from(err).code;
+      if (code === ConnectCode.NotFound || code === ConnectCode.FailedPrecondition) return false;
+      return computeCall("ResumeSandbox", () => Promise.reject(err));
     }
   }
 

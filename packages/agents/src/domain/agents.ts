@@ -1,10 +1,8 @@
 import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import type { Followers } from "../runs/follow.ts";
-import type { Runner } from "../runs/runner.ts";
 import { readWholeLog } from "./log-pages.ts";
 import type { Agent, AuthContext, MessageInput, Page, Session, SessionEvent } from "./model.ts";
-import type { Models, Sandboxes } from "./ports.ts";
+import type { EventFeed, Models, Runs, Sandboxes } from "./ports.ts";
 import type { AgentChanges, Store } from "./store.ts";
 import { listLimit, requireText, requireUuid, validateMessages } from "./validate.ts";
 
@@ -21,8 +19,8 @@ const SYSTEM_PROMPT_MAX = 64 * 1024;
 export class AgentsDomain {
   constructor(
     private readonly store: Store,
-    private readonly runner: Runner,
-    private readonly followers: Followers,
+    private readonly runner: Runs,
+    private readonly followers: EventFeed,
     private readonly sandboxes: Sandboxes,
     private readonly models: Models,
   ) {}

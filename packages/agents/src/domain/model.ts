@@ -45,10 +45,21 @@ export type Session = {
 
 /**
  * Types of log entries produced by a run. `done` and `error` end a run.
- * `tool_output` (a running tool's output, see runs/tool-output.ts) is an
- * addition to the specification's five; clients that do not know it skip it.
+ * `tool_output` (a running tool's output, see runs/tool-output.ts) and the
+ * sandbox events (see domain/session-sandbox.ts) are additions to the
+ * specification's five; clients that do not know them skip them, and the
+ * model never sees them (runs/history.ts).
  */
-export type StreamEventType = "text" | "tool_use" | "tool_output" | "tool_result" | "done" | "error";
+export type StreamEventType =
+  | "text"
+  | "tool_use"
+  | "tool_output"
+  | "tool_result"
+  | "done"
+  | "error"
+  | "sandbox_paused"
+  | "sandbox_resumed"
+  | "sandbox_replaced";
 /** Types of log entries written from the client's messages. */
 export type MessageRole = "user" | "assistant" | "tool";
 export type EventType = StreamEventType | MessageRole;

@@ -1,4 +1,5 @@
-import type { AuthContext } from "./model.ts";
+import type { Logger } from "pino";
+import type { Agent, AuthContext, MessageInput, Session, SessionEvent } from "./model.ts";
 
 /** Resolves a bearer credential (JWT or API key). Adapter: identity's gRPC VerifyToken. */
 export interface Authenticator {
@@ -24,16 +25,55 @@ export type ExecResult = {
 
 export type FileEntry = { path: string; size: number; isDir: boolean };
 
+/**
+ * The workspace one owner (a run, a file call) works in: the session's
+ * sandbox, without naming it. The tools see only this; which sandbox serves
+ * (created, reused, resumed, replaced) is SessionSandbox's business.
+ */
+export interface Workspace {
+  exec(
+    command: string,
+    args: string[],
+    options: {
+      timeoutMs: number;
+      maxOutputBytes: number;
+      signal: AbortSignal;
+      onOutput?: (stream: "stdout" | "stderr", data: Uint8Array) => void;
+    },
+  ): Promise<ExecResult>;
+  readFile(
+    path: string,
+    maxBytes: number,
+    signal: AbortSignal,
+  ): Promise<{ data: Uint8Array; totalSize: number; eof: boolean }>;
+  writeFile(path: string, data: Uint8Array, signal: AbortSignal): Promise<number>;
+  listFiles(
+    path: string,
+    options: { recursive: boolean; maxEntries: number; signal: AbortSignal },
+  ): Promise<{ entries: FileEntry[]; truncated: boolean }>;
+}
+
+/**
+ * What compute says of a session's sandbox: `running` (STARTING or READY,
+ * or compute could not be asked: the call itself then says why), `paused`
+ * (PAUSED: its processes stopped, its workspace kept), or `gone` (FAILED,
+ * DESTROYED, or unknown to compute: lost with a restart, past its max
+ * runtime), when the session needs a new one.
+ */
+export type SandboxState = { kind: "running" } | { kind: "paused" } | { kind: "gone"; why: SandboxGoneReason };
+export type SandboxGoneReason = "failed" | "destroyed" | "not_found";
+
 /** The session's sandbox in compute. Adapter: compute.v1.ComputeService over gRPC. */
 export interface Sandboxes {
   /** Creates the sandbox of one session of a tenant (= org); returns its id. */
   create(tenantId: string, sessionId: string): Promise<string>;
+  /** Compute's view of a sandbox (DescribeSandbox). */
+  state(sandboxId: string): Promise<SandboxState>;
   /**
-   * Whether a session's existing sandbox can still run commands. False when
-   * it is FAILED, DESTROYED or unknown (its process ended with a restart of
-   * the platform, it hit its max runtime): the session then gets a new one.
+   * Makes a PAUSED sandbox READY again (ResumeSandbox). False when the
+   * sandbox is gone meanwhile (FAILED, DESTROYED, unknown).
    */
-  usable(sandboxId: string): Promise<boolean>;
+  resume(sandboxId: string): Promise<boolean>;
   /**
    * Destroys a sandbox (compute soft-deletes its workspace for the grace
    * window). An unknown or already destroyed sandbox is not an error.
@@ -100,4 +140,40 @@ export interface WorkspaceFiles {
     data: Uint8Array,
     options: { append: boolean; mode: number; signal: AbortSignal },
   ): Promise<number>;
+}
+
+/** A run just started: its id, the session it holds, the seq of the last client message it logged. */
+export type StartedRun = { runId: string; session: Session; lastMessageSeq: number };
+
+/** The tool loop's runs, one per session at a time. Adapter: runs/runner.ts. */
+export interface Runs {
+  /** How long a run whose process died can hold its session. */
+  readonly leaseMs: number;
+  /**
+   * Logs the messages and starts a run: `aborted` while another run holds
+   * the session, `unavailable` when the model cannot be reached.
+   */
+  start(
+    auth: AuthContext,
+    agent: Agent,
+    sessionId: string,
+    messages: readonly MessageInput[],
+    logger?: Logger,
+  ): Promise<StartedRun>;
+  /** Cancels the session's active run wherever it runs; false when none was active. */
+  cancel(orgId: string, sessionId: string): Promise<boolean>;
+}
+
+/**
+ * A session's log as a stream: the stored events after `after`, then live
+ * ones until the terminal event of `runId` (or of the active run; with
+ * none, it replays and ends). Adapter: runs/follow.ts.
+ */
+export interface EventFeed {
+  follow(
+    orgId: string,
+    sessionId: string,
+    after: number,
+    options: { signal?: AbortSignal; runId?: string },
+  ): AsyncIterable<SessionEvent>;
 }

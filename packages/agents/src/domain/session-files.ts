@@ -1,6 +1,7 @@
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { AuthContext, Session } from "./model.ts";
 import type { Sandboxes, WorkspaceEntry, WorkspaceFiles } from "./ports.ts";
+import { SessionSandbox } from "./session-sandbox.ts";
 import type { Store } from "./store.ts";
 import { requireUuid } from "./validate.ts";
 import { cleanSessionFilePath, cleanSessionPath } from "./workspace-path.ts";
@@ -14,10 +15,13 @@ const LIST_MAX = 10_000;
  * Users' files in and out of a session's workspace, without the model.
  * The session is the caller's org's (else 404, as for every session call);
  * the path is checked before compute is asked. The workspace is reached
- * through the session's sandbox the way the tool loop reaches it: the one
- * the session has, or a new one for the same tenant and session (compute
- * mounts the same workspace) when it has none or its sandbox can no longer
- * serve (max_runtime, destroyed, lost with a restart). Runs are not waited
+ * through the session's sandbox with the tool loop's owner logic
+ * (SessionSandbox): the one the session has, or a new one for the same
+ * tenant and session (compute mounts the same workspace) when it has none or
+ * its sandbox can no longer serve (max_runtime, destroyed, lost with a
+ * restart). File calls write nothing to the session's log (its numbering
+ * belongs to the run holding the session), so a replacement made here is
+ * not recorded as an event. Runs are not waited
  * for: a file call during a run sees the workspace as the run's commands
  * leave it at that moment.
  */
@@ -83,39 +87,10 @@ export class SessionFiles {
     );
   }
 
-  /** Runs `fn` on the session's sandbox; once more on a new one when compute says that sandbox cannot serve. */
+  /** Runs `fn` on the session's sandbox, owned for this call the way a run owns it (SessionSandbox). */
   async #withSandbox<T>(auth: AuthContext, sessionId: string, fn: (sandboxId: string) => Promise<T>): Promise<T> {
     const session = await this.#session(auth, sessionId);
-    if (session.sandboxId) {
-      try {
-        return await fn(session.sandboxId);
-      } catch (err) {
-        if (!gone(err)) throw err;
-      }
-    }
-    const sandboxId = await this.#replace(auth, session);
-    try {
-      return await fn(sandboxId);
-    } catch (err) {
-      // A sandbox created a moment ago that cannot serve: compute is in trouble, not the caller.
-      if (gone(err))
-        throw PlatformError.unavailable(`the session's sandbox could not serve the call: ${(err as Error).message}`);
-      throw err;
-    }
-  }
-
-  /**
-   * A new sandbox for the session, unless a run (or another file call)
-   * replaced the gone one meanwhile: then that one, so one session does not
-   * collect sandboxes.
-   */
-  async #replace(auth: AuthContext, stale: Session): Promise<string> {
-    const now = await this.#session(auth, stale.id);
-    if (now.sandboxId && now.sandboxId !== stale.sandboxId && (await this.sandboxes.usable(now.sandboxId)))
-      return now.sandboxId;
-    const id = await this.sandboxes.create(auth.orgId, stale.id);
-    await this.store.setSandbox(stale.id, id);
-    return id;
+    return new SessionSandbox(this.store, this.sandboxes, session, { observe: false }).use(fn);
   }
 
   async #session(auth: AuthContext, sessionId: string): Promise<Session> {
@@ -123,12 +98,4 @@ export class SessionFiles {
     if (!session) throw PlatformError.notFound("session not found");
     return session;
   }
-}
-
-/** Compute's word that the sandbox itself is unknown, FAILED or DESTROYED (not the file). */
-function gone(err: unknown): boolean {
-  return (
-    err instanceof PlatformError &&
-    (err.reason === ComputeReason.sandboxNotFound || err.reason === ComputeReason.sandboxNotRunnable)
-  );
 }

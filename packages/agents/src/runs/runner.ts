@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import type { Agent, AuthContext, MessageInput, NewEvent, Session } from "../domain/model.ts";
-import type { Sandboxes } from "../domain/ports.ts";
 import { readWholeLog } from "../domain/log-pages.ts";
+import type { Agent, AuthContext, MessageInput, NewEvent, Session } from "../domain/model.ts";
+import type { Runs, Sandboxes, StartedRun } from "../domain/ports.ts";
+import { SessionSandbox } from "../domain/session-sandbox.ts";
 import type { Store } from "../domain/store.ts";
 import type { ModelEvent, ModelRequest, ToolCall } from "../providers/provider.ts";
 import type { ProviderRegistry } from "../providers/registry.ts";
@@ -34,8 +35,6 @@ export type RunnerOptions = {
   stopPatienceMs?: number;
 };
 
-export type StartedRun = { runId: string; session: Session; lastMessageSeq: number };
-
 type Active = { runId: string; abort: AbortController; log: RunLog };
 
 /**
@@ -46,7 +45,7 @@ type Active = { runId: string; abort: AbortController; log: RunLog };
  * and ends only with `done`, `error` or an explicit cancel; a run whose
  * process died is ended by the Reaper.
  */
-export class Runner {
+export class Runner implements Runs {
   readonly #active = new Map<string, Active>();
   readonly #running = new Set<Promise<void>>();
   #stopping = false;
@@ -232,9 +231,10 @@ class Run {
   #tokensIn = 0;
   #tokensOut = 0;
   #calls = 0;
-  #sandboxId: string | undefined;
-  /** Whether the session's sandbox was checked (or created) in this run. */
-  #sandboxChecked = false;
+  /** The session's sandbox, owned by this run: its pauses, resumes and replacements go to the log. */
+  readonly #sandbox: SessionSandbox;
+  /** The tool call running now, named on the sandbox events it causes. */
+  #toolUseId = "";
   #renewal: NodeJS.Timeout | undefined;
   /** When the lease was last renewed (or taken), by this process's clock. */
   #renewedAt = Date.now();
@@ -246,7 +246,7 @@ class Run {
     hub: EventHub,
     private readonly providers: ProviderRegistry,
     private readonly toolbox: Toolbox,
-    private readonly sandboxes: Sandboxes,
+    sandboxes: Sandboxes,
     private readonly options: RunnerOptions,
     private readonly logger: Logger,
     context: { auth: AuthContext; agent: Agent; session: Session; runId: string; abort: AbortController },
@@ -256,7 +256,11 @@ class Run {
     this.session = context.session;
     this.runId = context.runId;
     this.abort = context.abort;
-    this.#sandboxId = this.session.sandboxId;
+    this.#sandbox = new SessionSandbox(store, sandboxes, this.session, {
+      observe: true,
+      onEvent: ({ type, ...content }) =>
+        this.log.publish([{ type, content: JSON.stringify(content), toolUseId: this.#toolUseId }]),
+    });
     this.#renewal = setInterval(() => void this.#renew(), Math.max(50, Math.floor(this.options.leaseMs / 3)));
     this.#renewal.unref();
     this.log = new RunLog(store, hub, this.session.id, this.runId, this.session.lastSeq, logger, {
@@ -298,12 +302,10 @@ class Run {
             this.log.publish([{ type: "tool_output", content, toolUseId: call.id }]),
           );
           let result: ToolResult;
+          this.#toolUseId = call.id;
           try {
-            result = await this.toolbox.run(
-              call,
-              () => this.#sandbox(),
-              this.abort.signal,
-              (stream, data) => output.add(stream, data),
+            result = await this.toolbox.run(call, this.#sandbox, this.abort.signal, (stream, data) =>
+              output.add(stream, data),
             );
             this.#checkAbort();
             output.end();
@@ -393,20 +395,6 @@ class Run {
       this.#tokensOut += callOut;
     }
     return calls;
-  }
-
-  async #sandbox(): Promise<string> {
-    if (this.#sandboxId && !this.#sandboxChecked) {
-      this.#sandboxChecked = true;
-      if (!(await this.sandboxes.usable(this.#sandboxId))) this.#sandboxId = undefined;
-    }
-    if (!this.#sandboxId) {
-      this.#sandboxChecked = true;
-      const id = await this.sandboxes.create(this.auth.orgId, this.session.id);
-      await this.store.setSandbox(this.session.id, id);
-      this.#sandboxId = id;
-    }
-    return this.#sandboxId;
   }
 
   #checkAbort(): void {

@@ -10,12 +10,12 @@ import { openDatabase } from "@platform/db";
 import { type PrivateCluster, startPrivateCluster } from "@platform/db/testing-pg-cluster";
 import pino from "pino";
 import type { AgentsDB } from "../db/schema.ts";
+import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { type Caller, IdentityDouble } from "../testing/identity-double.ts";
-import { type AgentsServer, createAgentsServer } from "./create.ts";
 
 let cluster: PrivateCluster;
 let service: AgentsServer;

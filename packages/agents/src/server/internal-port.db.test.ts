@@ -25,9 +25,9 @@ import {
 } from "@platform/rpc";
 import pino from "pino";
 import type { AgentsDB } from "../db/schema.ts";
+import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
-import { type AgentsServer, createAgentsServer } from "./create.ts";
 
 let pki: TestPki;
 let identity: Server;

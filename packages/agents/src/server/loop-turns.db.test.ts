@@ -8,11 +8,11 @@ import pino from "pino";
 import type { AgentsDB } from "../db/schema.ts";
 import type { AgentsDomain } from "../domain/agents.ts";
 import type { SessionEvent } from "../domain/model.ts";
+import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { IdentityDouble } from "../testing/identity-double.ts";
 import { authKey } from "./auth.ts";
-import { type AgentsServer, createAgentsServer } from "./create.ts";
 import { withLoopTurns } from "./loop-turns.ts";
 import { sessionService } from "./services.ts";
 

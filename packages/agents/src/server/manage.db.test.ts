@@ -6,12 +6,12 @@ import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb"
 import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
 import type { AgentsDB } from "../db/schema.ts";
+import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { type Caller, IdentityDouble } from "../testing/identity-double.ts";
-import { type AgentsServer, createAgentsServer } from "./create.ts";
 
 // The everyday operations beyond create and get, on the real server: list
 // sessions (of the org, of an agent), update and delete an agent, delete a

@@ -7,13 +7,13 @@ import { SessionService } from "@platform/gen/agents/v1/agents_pb";
 import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
 import type { AgentsDB } from "../db/schema.ts";
+import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { IdentityDouble } from "../testing/identity-double.ts";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
-import { type AgentsServer, createAgentsServer } from "./create.ts";
 
 // The agents service over HTTP as users see it: REST paths, statuses, the
 // error envelope, SSE framing and headers, health endpoints.

@@ -3,12 +3,12 @@ import { after, before, test } from "node:test";
 import { createTestDatabase } from "@platform/db/testing";
 import pino from "pino";
 import type { AgentsDB } from "../db/schema.ts";
+import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { IdentityDouble } from "../testing/identity-double.ts";
-import { type AgentsServer, createAgentsServer } from "./create.ts";
 
 // tool_output on the real server: a command that prints for about a second
 // shows its output on the session stream while it runs, before its

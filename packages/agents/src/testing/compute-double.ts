@@ -5,7 +5,10 @@ import { type Served, serveH2c } from "./serve.ts";
 
 /**
  * A stand-in for compute's gRPC ComputeService, served through the real
- * Connect stack, with an in-memory workspace per sandbox. ExecCommand runs
+ * Connect stack, with an in-memory workspace per session (as compute's: a
+ * new sandbox of the same tenant and session sees the files of the one
+ * before), PAUSED sandboxes (see pause()) that ResumeSandbox, ExecCommand
+ * and the file calls resume, and FAILED ones (see fail()). ExecCommand runs
  * `bash -c <script>` by these rules (it is not a shell):
  *   `echo <text>` → stdout `<text>\n`, exit 0;  `exit <n>` → exit n;
  *   `yes <n>` → n bytes of "y\n" on stdout;  `hang` → never ends until cancelled;
@@ -19,6 +22,12 @@ export class ComputeDouble {
   readonly files = new Map<string, Map<string, Uint8Array>>();
   /** Sandboxes reported FAILED by DescribeSandbox (see fail()). */
   readonly failed = new Set<string>();
+  /** Sandboxes reported PAUSED by DescribeSandbox (see pause()). */
+  readonly paused = new Set<string>();
+  /** Sandboxes resumed: by ResumeSandbox, or by an exec or file call on a PAUSED one. */
+  readonly resumeCalls: Array<{ sandboxId: string; by: "ResumeSandbox" | "call" }> = [];
+  /** The workspace of each tenant and session. */
+  readonly #workspaces = new Map<string, Map<string, Uint8Array>>();
   #served?: Served;
 
   async start(): Promise<string> {
@@ -29,7 +38,10 @@ export class ComputeDouble {
             throw new ConnectError("tenant_id and session_id are required", Code.InvalidArgument);
           this.createCalls.push({ tenantId: req.tenantId, sessionId: req.sessionId });
           const sandboxId = randomUUID();
-          this.files.set(sandboxId, new Map());
+          const key = `${req.tenantId}/${req.sessionId}`;
+          const workspace = this.#workspaces.get(key) ?? new Map<string, Uint8Array>();
+          this.#workspaces.set(key, workspace);
+          this.files.set(sandboxId, workspace);
           return { sandboxId, status: SandboxStatus.STARTING };
         },
         describeSandbox: (req) => {
@@ -37,8 +49,21 @@ export class ComputeDouble {
             throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
           return {
             sandboxId: req.sandboxId,
-            status: this.failed.has(req.sandboxId) ? SandboxStatus.FAILED : SandboxStatus.READY,
+            status: this.failed.has(req.sandboxId)
+              ? SandboxStatus.FAILED
+              : this.paused.has(req.sandboxId)
+                ? SandboxStatus.PAUSED
+                : SandboxStatus.READY,
           };
+        },
+        resumeSandbox: (req) => {
+          if (!this.files.has(req.sandboxId))
+            throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
+          if (this.failed.has(req.sandboxId))
+            throw new ConnectError(`sandbox ${req.sandboxId} is not runnable`, Code.FailedPrecondition);
+          if (this.paused.delete(req.sandboxId))
+            this.resumeCalls.push({ sandboxId: req.sandboxId, by: "ResumeSandbox" });
+          return { sandboxId: req.sandboxId, status: SandboxStatus.READY };
         },
         destroySandbox: (req) => {
           if (!this.files.has(req.sandboxId))
@@ -69,6 +94,11 @@ export class ComputeDouble {
       });
     });
     return this.#served.url;
+  }
+
+  /** Makes a sandbox PAUSED, as compute's idle period or PauseSandbox would. */
+  pause(sandboxId: string): void {
+    this.paused.add(sandboxId);
   }
 
   /** Makes a sandbox FAILED, as a platform restart or its max runtime would. */
@@ -133,6 +163,8 @@ export class ComputeDouble {
   #fs(sandboxId: string): Map<string, Uint8Array> {
     const fs = this.files.get(sandboxId);
     if (!fs) throw new ConnectError(`sandbox ${sandboxId} not found`, Code.NotFound);
+    // Compute resumes a PAUSED sandbox on an exec or file call.
+    if (this.paused.delete(sandboxId)) this.resumeCalls.push({ sandboxId, by: "call" });
     return fs;
   }
 }

@@ -1,17 +1,27 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { ExecResult, Sandboxes } from "../domain/ports.ts";
+import type { ExecResult, Workspace } from "../domain/ports.ts";
 import { clip, Toolbox } from "./toolbox.ts";
 
-function fakeSandboxes(exec: (signal: AbortSignal) => Promise<ExecResult>): Sandboxes {
+/** A workspace whose every call first tells `asked` (the run's sandbox owner would get the sandbox then). */
+function fakeWorkspace(exec: (signal: AbortSignal) => Promise<ExecResult>, asked: () => void = () => {}): Workspace {
   return {
-    create: async () => "sbx",
-    usable: async () => true,
-    destroy: async () => {},
-    exec: (_id, _cmd, _args, o) => exec(o.signal),
-    readFile: async () => ({ data: Buffer.from("x".repeat(50_000)), totalSize: 50_000, eof: true }),
-    writeFile: async (_id, _path, data) => data.length,
-    listFiles: async () => ({ entries: [], truncated: false }),
+    exec: async (_cmd, _args, o) => {
+      asked();
+      return exec(o.signal);
+    },
+    readFile: async () => {
+      asked();
+      return { data: Buffer.from("x".repeat(50_000)), totalSize: 50_000, eof: true };
+    },
+    writeFile: async (_path, data) => {
+      asked();
+      return data.length;
+    },
+    listFiles: async () => {
+      asked();
+      return { entries: [], truncated: false };
+    },
   };
 }
 const ok = (stdout: string): ExecResult => ({
@@ -26,14 +36,11 @@ const never = () => new AbortController().signal;
 
 test("the sandbox is asked for only by calls that need it", async () => {
   let created = 0;
-  const box = new Toolbox(
-    fakeSandboxes(async () => ok("hi")),
-    { timeoutMs: 1000, outputLimitBytes: 1024 },
+  const box = new Toolbox({ timeoutMs: 1000, outputLimitBytes: 1024 });
+  const sandbox = fakeWorkspace(
+    async () => ok("hi"),
+    () => created++,
   );
-  const sandbox = async () => {
-    created++;
-    return "sbx";
-  };
   const bad = await box.run({ id: "1", name: "bash", input: {} }, sandbox, never());
   assert.equal(bad.isError, true);
   const unknown = await box.run({ id: "2", name: "rm_rf", input: {} }, sandbox, never());
@@ -46,41 +53,35 @@ test("the sandbox is asked for only by calls that need it", async () => {
 
 test("a tool past its timeout yields an error result and its call is aborted", async () => {
   let aborted = false;
-  const box = new Toolbox(
-    fakeSandboxes(
-      (signal) =>
-        new Promise((_, reject) =>
-          signal.addEventListener("abort", () => {
-            aborted = true;
-            reject(new Error("aborted"));
-          }),
-        ),
-    ),
-    { timeoutMs: 50, outputLimitBytes: 1024 },
+  const box = new Toolbox({ timeoutMs: 50, outputLimitBytes: 1024 });
+  const workspace = fakeWorkspace(
+    (signal) =>
+      new Promise((_, reject) =>
+        signal.addEventListener("abort", () => {
+          aborted = true;
+          reject(new Error("aborted"));
+        }),
+      ),
   );
-  const result = await box.run({ id: "1", name: "bash", input: { command: "sleep 100" } }, async () => "sbx", never());
+  const result = await box.run({ id: "1", name: "bash", input: { command: "sleep 100" } }, workspace, never());
   assert.equal(result.isError, true);
   assert.match(JSON.parse(result.content).error, /timed out/);
   assert.equal(aborted, true);
 });
 
 test("a cancelled run's tool call throws instead of producing a result", async () => {
-  const box = new Toolbox(
-    fakeSandboxes(() => new Promise(() => {})),
-    { timeoutMs: 10_000, outputLimitBytes: 1024 },
-  );
+  const box = new Toolbox({ timeoutMs: 10_000, outputLimitBytes: 1024 });
+  const workspace = fakeWorkspace(() => new Promise(() => {}));
   const run = new AbortController();
-  const pending = box.run({ id: "1", name: "bash", input: { command: "x" } }, async () => "sbx", run.signal);
+  const pending = box.run({ id: "1", name: "bash", input: { command: "x" } }, workspace, run.signal);
   run.abort(new Error("cancelled"));
   await assert.rejects(pending, /cancelled/);
 });
 
 test("file output given to the model is capped", async () => {
-  const box = new Toolbox(
-    fakeSandboxes(async () => ok("")),
-    { timeoutMs: 1000, outputLimitBytes: 4096 },
-  );
-  const result = await box.run({ id: "1", name: "read_file", input: { path: "big" } }, async () => "sbx", never());
+  const box = new Toolbox({ timeoutMs: 1000, outputLimitBytes: 4096 });
+  const workspace = fakeWorkspace(async () => ok(""));
+  const result = await box.run({ id: "1", name: "read_file", input: { path: "big" } }, workspace, never());
   const parsed = JSON.parse(result.content);
   assert.equal(parsed.content.length, 4096);
   assert.equal(parsed.truncated, true);

@@ -1,5 +1,5 @@
 import { PlatformError } from "@platform/errors";
-import type { Sandboxes } from "../domain/ports.ts";
+import type { Workspace } from "../domain/ports.ts";
 import type { ToolCall, ToolSpec } from "../providers/provider.ts";
 
 export type OutputListener = (stream: "stdout" | "stderr", data: Uint8Array) => void;
@@ -66,28 +66,23 @@ const LIST_MAX_ENTRIES = 500;
  * `outputLimitBytes`.
  */
 export class Toolbox {
-  constructor(
-    private readonly sandboxes: Sandboxes,
-    private readonly options: ToolboxOptions,
-  ) {}
+  constructor(private readonly options: ToolboxOptions) {}
 
   get specs(): ToolSpec[] {
     return TOOL_SPECS;
   }
 
-  /** `onOutput` receives a command's output chunks as they come (bash only). */
-  async run(
-    call: ToolCall,
-    sandbox: () => Promise<string>,
-    signal: AbortSignal,
-    onOutput?: OutputListener,
-  ): Promise<ToolResult> {
+  /**
+   * Runs one call in `workspace` (the session's sandbox, owned by the run).
+   * `onOutput` receives a command's output chunks as they come (bash only).
+   */
+  async run(call: ToolCall, workspace: Workspace, signal: AbortSignal, onOutput?: OutputListener): Promise<ToolResult> {
     if (!TOOL_SPECS.some((t) => t.name === call.name)) return failure(`unknown tool "${call.name}"`);
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.options.timeoutMs);
     const both = AbortSignal.any([signal, deadline.signal]);
     try {
-      const work = this.#dispatch(call, sandbox, both, onOutput);
+      const work = this.#dispatch(call, workspace, both, onOutput);
       const timedOut = new Promise<never>((_, reject) => {
         both.addEventListener("abort", () => reject(both.reason), { once: true });
       });
@@ -105,7 +100,7 @@ export class Toolbox {
 
   async #dispatch(
     call: ToolCall,
-    sandbox: () => Promise<string>,
+    workspace: Workspace,
     signal: AbortSignal,
     onOutput?: OutputListener,
   ): Promise<Record<string, unknown>> {
@@ -114,8 +109,7 @@ export class Toolbox {
     switch (call.name) {
       case "bash": {
         const command = stringField(input, "command");
-        const id = await sandbox();
-        const r = await this.sandboxes.exec(id, "/bin/bash", ["-c", command], {
+        const r = await workspace.exec("/bin/bash", ["-c", command], {
           timeoutMs: this.options.timeoutMs,
           maxOutputBytes: limit,
           signal,
@@ -136,8 +130,7 @@ export class Toolbox {
       }
       case "read_file": {
         const path = stringField(input, "path");
-        const id = await sandbox();
-        const r = await this.sandboxes.readFile(id, path, limit, signal);
+        const r = await workspace.readFile(path, limit, signal);
         const content = clip(Buffer.from(r.data).toString("utf8"), limit);
         return {
           path,
@@ -149,14 +142,12 @@ export class Toolbox {
       case "write_file": {
         const path = stringField(input, "path");
         const content = typeof input.content === "string" ? input.content : "";
-        const id = await sandbox();
-        const bytesWritten = await this.sandboxes.writeFile(id, path, Buffer.from(content), signal);
+        const bytesWritten = await workspace.writeFile(path, Buffer.from(content), signal);
         return { path, bytesWritten };
       }
       case "list_files": {
         const path = typeof input.path === "string" && input.path !== "" ? input.path : ".";
-        const id = await sandbox();
-        const r = await this.sandboxes.listFiles(id, path, {
+        const r = await workspace.listFiles(path, {
           recursive: input.recursive === true,
           maxEntries: LIST_MAX_ENTRIES,
           signal,

@@ -3,18 +3,18 @@ import { create } from "@bufbuild/protobuf";
 import { type Database, openDatabase } from "@platform/db";
 import { SessionEventSchema } from "@platform/gen/agents/v1/agents_pb";
 import { type CallerPolicy, createServer, type Server, type ServerOptions, type ServiceTls } from "@platform/rpc";
-import { grpcTransport } from "../adapters/grpc-transport.ts";
 import type { Logger } from "pino";
-import { ComputeSandboxes } from "../adapters/compute.ts";
-import { ComputeWorkspaceFiles } from "../adapters/compute-files.ts";
-import { IdentityAuthenticator } from "../adapters/identity.ts";
-import { type AgentsApp, createAgentsApp } from "../app.ts";
-import type { AgentsConfig } from "../config.ts";
-import type { AgentsDB } from "../db/schema.ts";
-import { AnthropicProvider } from "../providers/anthropic.ts";
-import { DevModel } from "../providers/dev.ts";
-import { OpenAIProvider } from "../providers/openai.ts";
-import { ProviderRegistry } from "../providers/registry.ts";
+import { ComputeSandboxes } from "./adapters/compute.ts";
+import { ComputeWorkspaceFiles } from "./adapters/compute-files.ts";
+import { grpcTransport } from "./adapters/grpc-transport.ts";
+import { IdentityAuthenticator } from "./adapters/identity.ts";
+import { type AgentsApp, createAgentsApp } from "./app.ts";
+import type { AgentsConfig } from "./config.ts";
+import type { AgentsDB } from "./db/schema.ts";
+import { AnthropicProvider } from "./providers/anthropic.ts";
+import { DevModel } from "./providers/dev.ts";
+import { OpenAIProvider } from "./providers/openai.ts";
+import { ProviderRegistry } from "./providers/registry.ts";
 
 /** `dev/` always; `anthropic/` and `openai/` when configured (else the setting that would is named). */
 export function providersFrom(config: Pick<AgentsConfig, "anthropic" | "openai">): ProviderRegistry {
