@@ -1,6 +1,23 @@
 import { resolve } from "node:path";
+import {
+  bool,
+  ConfigError,
+  custom,
+  host,
+  int,
+  logLevel,
+  oneOf,
+  port,
+  raw,
+  readSettings,
+  replaced,
+  text,
+  url,
+} from "@platform/config";
 import { LIMITS } from "./service/limits.ts";
 import { workspaceSizeBytes } from "./service/workspace-size.ts";
+
+export { ConfigError };
 
 export interface ComputeConfig {
   port: number;
@@ -28,56 +45,91 @@ export interface ComputeConfig {
   logLevel: string;
 }
 
-export class ConfigError extends Error {
-  override name = "ConfigError";
-}
+/** Every setting of the compute service, in the order `--settings` and the README list them. */
+export const COMPUTE_SETTINGS = {
+  port: port("COMPUTE_PORT", {
+    default: 50051,
+    doc: "gRPC/Connect port, mutual TLS only (HTTP/2 by ALPN, HTTP/1.1 for gRPC-Web/Connect)",
+  }),
+  // Read by @platform/rpc's internalTlsFromEnv in main.ts; listed here so the table is whole.
+  tlsFiles: custom(["TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE"], {
+    shown: "required",
+    doc: "PEM paths: the platform CA and compute's certificate (CN `compute`). `ComputeService` answers only the `agents` certificate (PERMISSION_DENIED `caller_not_allowed` otherwise); health and reflection any certificate of the CA, so `buf curl --list-methods` works with the `operator` certificate, which cannot exec in a sandbox",
+    read: () => undefined,
+  }),
+  internalTls: custom("INTERNAL_TLS", {
+    shown: "on",
+    doc: "`off`: plaintext without caller checks, development and tests only (logged as a warning)",
+    read: () => undefined,
+  }),
+  computeHost: replaced("COMPUTE_HOST", "HOST", "every service reads HOST"),
+  host: host(),
+  databaseUrl: url("DATABASE_URL", {
+    protocols: ["postgres:", "postgresql:"],
+    secret: true,
+    shown: "unset → PGlite in `$COMPUTE_DATA_DIR/pglite`",
+    doc: "sandbox records",
+  }),
+  dataDir: text("COMPUTE_DATA_DIR", {
+    default: ".data/compute",
+    doc: "sandboxes (`sandboxes/<id>/`) and the sessions' workspaces (`workspaces/<tenant>_<session>/workspace.img`)",
+  }),
+  driver: oneOf("COMPUTE_DRIVER", ["local", "kubernetes"], { default: "local", doc: "or `kubernetes`" }),
+  sandboxImage: text("SANDBOX_IMAGE", {
+    default: "debian:bookworm-slim",
+    doc: "default image (the local driver uses the host's `/usr`)",
+  }),
+  pvcStorageClass: text("PVC_STORAGE_CLASS", { default: "", shown: '""', doc: "WorkspaceSpec default storage class" }),
+  pvcWorkspaceSize: custom("PVC_WORKSPACE_SIZE", {
+    shown: `\`${LIMITS.defaultWorkspaceSize}\``,
+    doc: "WorkspaceSpec default size, as `workspace.size` (below)",
+    read: (env) => {
+      const size = raw(env, "PVC_WORKSPACE_SIZE") ?? LIMITS.defaultWorkspaceSize;
+      try {
+        workspaceSizeBytes(size, "PVC_WORKSPACE_SIZE");
+      } catch (err) {
+        throw new ConfigError("PVC_WORKSPACE_SIZE", (err as Error).message);
+      }
+      return size;
+    },
+  }),
+  pidsMax: int("COMPUTE_PIDS_MAX", { default: 512, min: 16, max: 1_000_000, doc: "process cap per sandbox" }),
+  gcIntervalSeconds: int("COMPUTE_GC_INTERVAL_SECONDS", {
+    default: 3600,
+    min: 1,
+    max: 7 * 86400,
+    doc: "in-process GC of expired workspaces",
+  }),
+  keepSandboxesOnExit: bool("COMPUTE_KEEP_SANDBOXES_ON_EXIT", {
+    default: true,
+    doc: "local driver: sandboxes keep running when the service stops and are re-attached on the next start; `0`: they end with it (the one-command launcher sets this)",
+  }),
+  idlePauseSeconds: int("COMPUTE_IDLE_PAUSE_SECONDS", {
+    default: LIMITS.defaultIdlePauseMs / 1000,
+    min: 0,
+    max: LIMITS.maxIdleTimeoutMs / 1000,
+    words: { off: 0 },
+    doc: "a sandbox with no exec or file call for this long is paused; `off` or `0` never pauses for idleness (PauseSandbox still works). CreateSandbox's `idle_timeout` overrides it per sandbox (at most 7 days)",
+  }),
+  logLevel: logLevel(),
+};
 
 /** Reads and validates the compute service's environment once, at start-up. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig {
-  const int = (name: string, fallback: number, min: number, max: number): number => {
-    const raw = env[name];
-    if (raw === undefined || raw === "") return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new ConfigError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
-    return n;
-  };
-  const bool = (name: string, fallback: boolean): boolean => {
-    const raw = env[name];
-    if (raw === undefined || raw === "") return fallback;
-    if (raw === "true" || raw === "1") return true;
-    if (raw === "false" || raw === "0") return false;
-    throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
-  };
-  if (env.COMPUTE_HOST) throw new ConfigError("COMPUTE_HOST was replaced by HOST (every service reads HOST)");
-  const driver = env.COMPUTE_DRIVER || "local";
-  if (driver !== "local" && driver !== "kubernetes")
-    throw new ConfigError(`COMPUTE_DRIVER must be local or kubernetes, got ${JSON.stringify(driver)}`);
-  const databaseUrl = env.DATABASE_URL || undefined;
-  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl))
-    throw new ConfigError("DATABASE_URL must be a postgres:// URL");
-  const size = env.PVC_WORKSPACE_SIZE || LIMITS.defaultWorkspaceSize;
-  try {
-    workspaceSizeBytes(size, "PVC_WORKSPACE_SIZE");
-  } catch (err) {
-    throw new ConfigError((err as Error).message);
-  }
+  const s = readSettings(COMPUTE_SETTINGS, env);
   return {
-    port: int("COMPUTE_PORT", 50051, 0, 65535),
-    host: env.HOST || "127.0.0.1",
-    databaseUrl,
-    dataDir: resolve(env.COMPUTE_DATA_DIR || ".data/compute"),
-    driver,
-    sandboxImage: env.SANDBOX_IMAGE || "debian:bookworm-slim",
-    pvcStorageClass: env.PVC_STORAGE_CLASS || "",
-    pvcWorkspaceSize: size,
-    pidsMax: int("COMPUTE_PIDS_MAX", 512, 16, 1_000_000),
-    gcIntervalMs: int("COMPUTE_GC_INTERVAL_SECONDS", 3600, 1, 7 * 86400) * 1000,
-    keepSandboxesOnExit: bool("COMPUTE_KEEP_SANDBOXES_ON_EXIT", true),
-    idlePauseMs:
-      env.COMPUTE_IDLE_PAUSE_SECONDS === "off"
-        ? 0
-        : int("COMPUTE_IDLE_PAUSE_SECONDS", LIMITS.defaultIdlePauseMs / 1000, 0, LIMITS.maxIdleTimeoutMs / 1000) * 1000,
-    logLevel: env.LOG_LEVEL || "info",
+    port: s.port,
+    host: s.host,
+    databaseUrl: s.databaseUrl,
+    dataDir: resolve(s.dataDir),
+    driver: s.driver,
+    sandboxImage: s.sandboxImage,
+    pvcStorageClass: s.pvcStorageClass,
+    pvcWorkspaceSize: s.pvcWorkspaceSize,
+    pidsMax: s.pidsMax,
+    gcIntervalMs: s.gcIntervalSeconds * 1000,
+    keepSandboxesOnExit: s.keepSandboxesOnExit,
+    idlePauseMs: s.idlePauseSeconds * 1000,
+    logLevel: s.logLevel,
   };
 }

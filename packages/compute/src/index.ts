@@ -1,37 +1,37 @@
+export { type ComputeApp, createComputeApp, createDriver, runMigrations } from "./app.ts";
+export { COMPUTE_SETTINGS, type ComputeConfig, ConfigError, loadConfig } from "./config.ts";
 export {
   DELETE_AFTER_KEY,
-  KILL_GRACE_MS,
-  SOFT_DELETE_GRACE_MS,
-  zeroUsage,
   type ExecEvent,
   type ExecRequest,
   type FailureReason,
   type FileEntryInfo,
+  KILL_GRACE_MS,
   type ListResult,
   type ReadResult,
   type SandboxDriver,
   type SandboxObservation,
   type SandboxPhase,
   type SandboxSpec,
+  SOFT_DELETE_GRACE_MS,
   type Usage,
+  zeroUsage,
 } from "./driver.ts";
+export { collectExpiredWorkspaces, listExpiredWorkspaces } from "./drivers/local/gc.ts";
+export { LocalDriver, type LocalDriverOptions, sandboxUid } from "./drivers/local/local-driver.ts";
 export { cleanMountPath, cleanWorkspacePath } from "./paths.ts";
-export { LIMITS } from "./service/limits.ts";
+export { computeServiceImpl, statusOf, usageOf } from "./server.ts";
 export {
   ComputeDomain,
-  execTimeoutMs,
-  specOf,
   type ComputeDomainOptions,
   type CreateSandboxInput,
   type ExecInput,
+  execTimeoutMs,
   type SandboxDefaults,
   type SandboxView,
+  specOf,
 } from "./service/compute-domain.ts";
-export { MemorySandboxStore, type SandboxRecord, type SandboxState, type SandboxStore } from "./store/sandbox-store.ts";
-export { KyselySandboxStore, type ComputeDB } from "./store/kysely-sandbox-store.ts";
+export { LIMITS } from "./service/limits.ts";
+export { type ComputeDB, KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
 export { MIGRATIONS_TABLE, migrations } from "./store/migrations.ts";
-export { LocalDriver, sandboxUid, type LocalDriverOptions } from "./drivers/local/local-driver.ts";
-export { collectExpiredWorkspaces, listExpiredWorkspaces } from "./drivers/local/gc.ts";
-export { computeServiceImpl, statusOf, usageOf } from "./server.ts";
-export { loadConfig, ConfigError, type ComputeConfig } from "./config.ts";
-export { createComputeApp, createDriver, runMigrations, type ComputeApp } from "./app.ts";
+export { MemorySandboxStore, type SandboxRecord, type SandboxState, type SandboxStore } from "./store/sandbox-store.ts";

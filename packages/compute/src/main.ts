@@ -1,9 +1,11 @@
+import { listSettingsIfAsked } from "@platform/config";
 import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
 import { pino } from "pino";
 import { createComputeApp } from "./app.ts";
-import { ConfigError, loadConfig } from "./config.ts";
+import { COMPUTE_SETTINGS, ConfigError, loadConfig } from "./config.ts";
 
-const logger = pino({ name: "compute", level: process.env.LOG_LEVEL || "info" });
+// `compute --settings`: the table of every setting (the README's), then exit.
+listSettingsIfAsked(COMPUTE_SETTINGS);
 
 let config: ReturnType<typeof loadConfig>;
 let internalTls: ServiceTls | undefined;
@@ -17,6 +19,7 @@ try {
   }
   throw err;
 }
+const logger = pino({ name: "compute", level: config.logLevel });
 
 let app: Awaited<ReturnType<typeof createComputeApp>>;
 try {

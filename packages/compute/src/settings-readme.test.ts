@@ -1,0 +1,11 @@
+import { test } from "node:test";
+import { assertSettingsListed } from "@platform/config/testing";
+import { COMPUTE_SETTINGS } from "./config.ts";
+
+test("the README's settings table is the one `compute --settings` prints from the declarations", () => {
+  assertSettingsListed({
+    readme: new URL("../README.md", import.meta.url),
+    fields: COMPUTE_SETTINGS,
+    main: new URL("./main.ts", import.meta.url),
+  });
+});

@@ -1,0 +1,21 @@
+import type { Field } from "./field.ts";
+import { oneOf, text } from "./fields.ts";
+
+/** pino's levels: what LOG_LEVEL accepts unless a service narrows it. */
+export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
+
+/**
+ * HOST, the one listening-address setting of every service (the launcher
+ * sets it for each child; the Kubernetes manifests set 0.0.0.0).
+ */
+export function host(doc = "listening address; `0.0.0.0` in the Kubernetes manifests"): Field<string> {
+  return text("HOST", { default: "127.0.0.1", doc });
+}
+
+/** LOG_LEVEL, the one log-level setting of every service (default info). */
+export function logLevel<const T extends string = (typeof LOG_LEVELS)[number]>(
+  levels: readonly T[] = LOG_LEVELS as unknown as readonly T[],
+  doc = `log lines at this level or above: ${levels.join(", ")}`,
+): Field<T> {
+  return oneOf("LOG_LEVEL", levels, { default: "info" as T, doc });
+}

@@ -1,0 +1,19 @@
+export { ConfigError } from "./config-error.ts";
+export { host, LOG_LEVELS, logLevel } from "./conventions.ts";
+export { parseDuration } from "./duration.ts";
+export { type Env, type Field, raw, readSettings, type Values } from "./field.ts";
+export {
+  bool,
+  checkUrl,
+  custom,
+  duration,
+  formatDuration,
+  int,
+  list,
+  oneOf,
+  port,
+  replaced,
+  text,
+  url,
+} from "./fields.ts";
+export { listSettingsIfAsked, readmeSettings, SETTINGS_BEGIN, SETTINGS_END, settingsTable } from "./listing.ts";
