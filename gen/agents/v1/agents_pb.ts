@@ -144,6 +144,13 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
    * `content` is a JSON object {"stdout"?, "stderr"?, "droppedBytes"?,
    * "truncated"?} and `tool_use_id` names the call; clients that do not
    * know the type ignore it.
+   * sandbox_paused, sandbox_resumed, sandbox_replaced (additive) tell what
+   * happened to the session's sandbox before a tool call, `tool_use_id`
+   * naming that call: the run found it PAUSED (content {"sandboxId"}), then
+   * resumed it ({"sandboxId"}); or it was gone and a new sandbox on the same
+   * workspace took its place ({"previousSandboxId", "sandboxId", "reason":
+   * "failed" | "destroyed" | "not_found"}). The model never sees them;
+   * clients that do not know the types ignore them.
    *
    * @generated from field: string type = 2;
    */
@@ -167,7 +174,8 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
   tokensOut: bigint;
 
   /**
-   * On tool_use, tool_output and tool_result, and on tool messages.
+   * On tool_use, tool_output, tool_result and the sandbox events, and on
+   * tool messages.
    *
    * @generated from field: string tool_use_id = 6;
    */

@@ -66,3 +66,27 @@ test("client messages pass through; runs that produced nothing leave no empty as
     { role: "tool", toolUseId: "c1", content: "client result", isError: true },
   ]);
 });
+
+test("sandbox events and tool output are for clients: the model's history is the same without them", () => {
+  const turn = (extra: SessionEvent[]) =>
+    historyOf([
+      ev("user", "read it"),
+      ev("text", "Reading."),
+      ev("tool_use", toolUseContent("read_file", { path: "a.txt" }), "t1"),
+      ...extra,
+      ev("tool_result", '{"path":"a.txt","content":"x"}', "t1"),
+      ev("text", "It says x."),
+      ev("done"),
+    ]);
+  const withEvents = turn([
+    ev("sandbox_paused", '{"sandboxId":"s1"}', "t1"),
+    ev("sandbox_resumed", '{"sandboxId":"s1"}', "t1"),
+    ev("sandbox_replaced", '{"previousSandboxId":"s1","sandboxId":"s2","reason":"failed"}', "t1"),
+    ev("tool_output", '{"stdout":"x"}', "t1"),
+  ]);
+  assert.deepEqual(withEvents, turn([]));
+  assert.deepEqual(
+    withEvents.map((m) => m.role),
+    ["user", "assistant", "tool", "assistant"],
+  );
+});

@@ -59,6 +59,13 @@ export function historyOf(events: readonly SessionEvent[]): ModelMessage[] {
         settle();
         open = undefined;
         break;
+      // For clients only: the model gets the capped tool_result, and a
+      // sandbox's pause, resume or replacement changes nothing it can see.
+      case "tool_output":
+      case "sandbox_paused":
+      case "sandbox_resumed":
+      case "sandbox_replaced":
+        break;
     }
   }
   settle();

@@ -22,6 +22,8 @@ export class ComputeDouble {
   readonly files = new Map<string, Map<string, Uint8Array>>();
   /** Sandboxes reported FAILED by DescribeSandbox (see fail()). */
   readonly failed = new Set<string>();
+  /** Sandboxes reported DESTROYED by DescribeSandbox (DestroySandbox). */
+  readonly destroyed = new Set<string>();
   /** Sandboxes reported PAUSED by DescribeSandbox (see pause()). */
   readonly paused = new Set<string>();
   /** Sandboxes resumed: by ResumeSandbox, or by an exec or file call on a PAUSED one. */
@@ -49,17 +51,19 @@ export class ComputeDouble {
             throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
           return {
             sandboxId: req.sandboxId,
-            status: this.failed.has(req.sandboxId)
-              ? SandboxStatus.FAILED
-              : this.paused.has(req.sandboxId)
-                ? SandboxStatus.PAUSED
-                : SandboxStatus.READY,
+            status: this.destroyed.has(req.sandboxId)
+              ? SandboxStatus.DESTROYED
+              : this.failed.has(req.sandboxId)
+                ? SandboxStatus.FAILED
+                : this.paused.has(req.sandboxId)
+                  ? SandboxStatus.PAUSED
+                  : SandboxStatus.READY,
           };
         },
         resumeSandbox: (req) => {
           if (!this.files.has(req.sandboxId))
             throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
-          if (this.failed.has(req.sandboxId))
+          if (this.failed.has(req.sandboxId) || this.destroyed.has(req.sandboxId))
             throw new ConnectError(`sandbox ${req.sandboxId} is not runnable`, Code.FailedPrecondition);
           if (this.paused.delete(req.sandboxId))
             this.resumeCalls.push({ sandboxId: req.sandboxId, by: "ResumeSandbox" });
@@ -69,7 +73,7 @@ export class ComputeDouble {
           if (!this.files.has(req.sandboxId))
             throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
           this.destroyCalls.push(req.sandboxId);
-          this.failed.add(req.sandboxId);
+          this.destroyed.add(req.sandboxId);
           return { sandboxId: req.sandboxId };
         },
         execCommand: (req, ctx) => this.#exec(req, ctx),
@@ -104,6 +108,12 @@ export class ComputeDouble {
   /** Makes a sandbox FAILED, as a platform restart or its max runtime would. */
   fail(sandboxId: string): void {
     this.failed.add(sandboxId);
+  }
+
+  /** Makes a sandbox unknown to compute, as one lost with a restart of compute is (its workspace stays). */
+  forget(sandboxId: string): void {
+    this.files.delete(sandboxId);
+    this.paused.delete(sandboxId);
   }
 
   /** Where it listens (after start). */
