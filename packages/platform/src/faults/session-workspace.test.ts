@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import { call, runToDone, User } from "./client.ts";
+import { call, runToDone, type SeenEvent, User } from "./client.ts";
 import { FaultPlatform, progress, waitFor } from "./harness.ts";
 
 const MAX_RUNTIME_MS = 20_000;
@@ -31,8 +31,9 @@ test.before(
 test.after(() => platform?.destroy(), { timeout: 120_000 });
 
 /** The stdout of a completed `run:`, from its tool result (`{"exitCode", "stdout"}`, as the model saw it). */
-async function toolRun(session: string, command: string): Promise<string> {
+async function toolRun(session: string, command: string, events?: SeenEvent[]): Promise<string> {
   const { stream } = await runToDone(owner, session, `run: ${command}`, 240_000);
+  events?.push(...stream.events);
   const result = stream.events.find((e) => e.type === "tool_result");
   assert.ok(result && !result.isError, `run: ${command} → ${JSON.stringify(stream.events)}`);
   return (JSON.parse(result.content ?? "{}") as { stdout?: string }).stdout ?? "";
@@ -83,10 +84,19 @@ test("a file written by a tool call survives its sandbox's max_runtime: the next
     500,
   );
   progress(`sandbox ${first} ended ${ms} ms after the write`);
-  const out = await toolRun(session, "cat notes/a.txt && stat -c %a notes/a.txt");
+  const events: SeenEvent[] = [];
+  const out = await toolRun(session, "cat notes/a.txt && stat -c %a notes/a.txt", events);
   assert.match(out, new RegExp(`${token}\\n640`));
   const second = await sandboxOf(session);
   assert.notEqual(second, first, "the tool call ran in a new sandbox");
+  // The session's log says so, for a client to show (the model does not see it).
+  const replaced = events.filter((e) => e.type === "sandbox_replaced");
+  assert.equal(replaced.length, 1, JSON.stringify(events));
+  assert.deepEqual(JSON.parse(replaced[0]!.content ?? "{}"), {
+    previousSandboxId: first,
+    sandboxId: second,
+    reason: "failed",
+  });
   assert.equal(await readThroughApi(session, "notes/a.txt"), `${token}\n`);
 });
 
