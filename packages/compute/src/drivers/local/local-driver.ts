@@ -1,8 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomInt, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
-import { constants as osConstants } from "node:os";
-import { basename, dirname, join } from "node:path";
+import { join } from "node:path";
 import type { Writable } from "node:stream";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
@@ -25,17 +24,19 @@ import { KeyedLock } from "../../keyed-lock.ts";
 import { LIMITS } from "../../service/limits.ts";
 import { workspaceSizeBytes } from "../../service/workspace-size.ts";
 import { baseEnv, bwrapArgs } from "./bwrap.ts";
-import { type Cgroup, type CgroupStats, detectCgroups } from "./cgroups.ts";
-import { ExecHelper, type ExitStatus, type HelperBuild, type Launch, type Launched } from "./exec-helper.ts";
+import { type Cgroup, detectCgroups } from "./cgroups.ts";
+import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
+import { type ExecTarget, type RunningExec, runExec, signalNumber } from "./exec-run.ts";
+import { ExecSlots } from "./exec-slots.ts";
 import { collectExpired, expiredWorkspaces } from "./gc.ts";
-import { OutputQueue } from "./output-queue.ts";
+import { mountPointsUnder } from "./mount-table.ts";
 import { processStartTime, SandboxLayout, writeJson } from "./sandbox-layout.ts";
 import { deleteAfterOf, SessionWorkspace } from "./session-workspace.ts";
 import { removeStaleSocketDirs } from "./socket-dir.ts";
+import { currentUsage, type UsageSources, workspaceIo } from "./usage.ts";
 import { WorkspaceFs } from "./workspace-fs.ts";
-import { flushWorkspace, type IoBytes, ioSince, WorkspaceIo } from "./workspace-io.ts";
-import { mountPointsUnder } from "./mount-table.ts";
 import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
+import { flushWorkspace, WorkspaceIo } from "./workspace-io.ts";
 
 export interface LocalDriverOptions {
   /** Root of sandbox directories (`<dataDir>/sandboxes/<id>`). */
@@ -69,7 +70,7 @@ export interface LocalDriverOptions {
   defaultWorkspaceSize?: string;
 }
 
-interface Live {
+interface Live extends UsageSources, ExecTarget {
   spec: SandboxSpec;
   layout: SandboxLayout;
   uid: number;
@@ -77,9 +78,6 @@ interface Live {
   fs: WorkspaceFs;
   /** The session's workspace it mounts (none for a warm sandbox, or one made before workspaces were per session). */
   workspace?: SessionWorkspace;
-  /** Its workspace's disk counters, and their values when the sandbox started. */
-  io?: WorkspaceIo;
-  ioBase?: IoBytes;
   /** Its ext4 image, mounted at workspaceDir while the sandbox is not destroyed. */
   image?: WorkspaceImage;
   /** The host directory of the workspace: the image's mount point (layout.workspace without an image). */
@@ -95,17 +93,11 @@ interface Live {
   stopping?: "deadline" | "destroy" | "shutdown";
   deadlineTimer?: NodeJS.Timeout;
   livenessTimer?: NodeJS.Timeout;
-  fileReadBytes: number;
-  fileWriteBytes: number;
-  memSampleSum: number;
-  memSamples: number;
-  /** Lifetime usage once the sandbox stopped (its cgroup may be gone). */
-  finalUsage?: Usage;
   destroyed?: Usage;
   settledWaiters: Array<() => void>;
   execs: Set<RunningExec>;
-  execSeq: number;
-  spareExecSlot?: Promise<ExecSlot>;
+  /** The exec cgroups, and the next one made ahead. */
+  slots: ExecSlots;
   /** /proc/<initPid>/stat start time, so a reused pid is never entered. */
   initStartTime?: string;
   /** Time spent in pauses that ended; the deadline is createdAt + maxRuntimeMs + this. */
@@ -117,19 +109,6 @@ interface Live {
   oomKillsSeen: number;
 }
 
-/** A cgroup for one exec, and the helper's child already placed in it, if any. */
-interface ExecSlot {
-  cgroup: Cgroup;
-  placed?: number;
-}
-
-interface RunningExec {
-  cgroup: Cgroup;
-  placed?: number;
-  memSampleSum: number;
-  memSamples: number;
-}
-
 const SETPRIV = "/usr/bin/setpriv";
 const BWRAP = "/usr/bin/bwrap";
 const UNSHARE = "/usr/bin/unshare";
@@ -137,8 +116,6 @@ const UNSHARE = "/usr/bin/unshare";
 const WARM_PREFIX = ".warm-";
 /** Adoption runs first; the next warm sandbox is started once that create's first exec is likely done. */
 const WARM_REFILL_DELAY_MS = 100;
-/** After an exec, when the next one's cgroup and placed child are made. */
-const SPARE_SLOT_DELAY_MS = 10;
 
 /** The descriptor bwrap reads the seccomp filter from (3 and 4 are its info and readiness pipes). */
 const SECCOMP_FD = 5;
@@ -347,7 +324,7 @@ export class LocalDriver implements SandboxDriver {
       return live.observation;
     }
     // Its processes are gone (host reboot, crash): the sandbox cannot be resumed.
-    live.finalUsage = live.layout.readUsage() ?? this.liveUsage(live);
+    live.finalUsage = live.layout.readUsage() ?? currentUsage(live);
     await live.cgroup.killAll(2000);
     await live.cgroup.remove();
     this.markEnded(live, "lost");
@@ -400,111 +377,7 @@ export class LocalDriver implements SandboxDriver {
     if (live.observation.phase !== "ready" || !live.initPid) {
       throw PlatformError.failedPrecondition(`sandbox is ${live.observation.phase}`, ComputeReason.sandboxNotRunnable);
     }
-    const started = Date.now();
-    if (request.signal?.aborted) {
-      yield { type: "completed", exitCode: -1, wallTimeMs: 0, cancelled: true, usage: zeroUsage() };
-      return;
-    }
-    const run: RunningExec = { ...(await this.takeExecSlot(live)), memSampleSum: 0, memSamples: 0 };
-    const ioStart = this.readIo(live);
-    live.execs.add(run);
-    let proc: Launched;
-    try {
-      proc = await this.launch(live, run, request);
-    } catch (err) {
-      live.execs.delete(run);
-      await run.cgroup.killAll();
-      void run.cgroup.remove();
-      this.replenish(live);
-      throw PlatformError.internal("exec transport failure", err);
-    }
-    const output = new OutputQueue(proc);
-    let status: ExitStatus | undefined;
-    let exitedAt = 0;
-    let cancelled = false;
-    let spawnError: Error | undefined;
-    const exit = proc.exit.then(
-      (s) => {
-        status = s;
-        exitedAt = Date.now();
-        // Background leftovers of a finished command are part of its tree: end them
-        // so the output streams close and no orphan outlives the exec.
-        if (!cancelled) void run.cgroup.killAll();
-      },
-      (err: Error) => {
-        spawnError = err;
-        output.destroy();
-      },
-    );
-    let graceTimer: NodeJS.Timeout | undefined;
-    let finished = false;
-    const onAbort = () => {
-      if (cancelled || finished) return;
-      cancelled = true;
-      run.cgroup.signalAll("SIGTERM");
-      graceTimer = setTimeout(() => void run.cgroup.killAll(), this.killGraceMs);
-      // Once every process of the tree has gone, stop waiting for the grace.
-      const poll = setInterval(() => {
-        if (finished) return clearInterval(poll);
-        if (run.cgroup.isEmpty()) {
-          clearInterval(poll);
-          output.destroy();
-        }
-      }, 25);
-    };
-    request.signal?.addEventListener("abort", onAbort, { once: true });
-    if (request.signal?.aborted) onAbort();
-
-    try {
-      yield* output.events();
-      await exit;
-      finished = true;
-    } finally {
-      request.signal?.removeEventListener("abort", onAbort);
-      if (!finished) {
-        // The consumer stopped reading: treat as cancel, but do not block on the grace.
-        cancelled = true;
-        finished = true;
-        output.destroy();
-        live.execs.delete(run);
-        await run.cgroup.killAll();
-        void run.cgroup.remove();
-        this.replenish(live);
-      }
-      clearTimeout(graceTimer);
-    }
-    if (spawnError) throw PlatformError.internal("exec transport failure", spawnError);
-    const stats = run.cgroup.stats();
-    // v1 counts an OOM kill in the victim's own cgroup (this exec's), not in the limited parent.
-    const oomKills = stats.oomKills;
-    live.execs.delete(run);
-    await run.cgroup.killAll();
-    void run.cgroup.remove();
-    this.replenish(live);
-    const exitSignal = status?.signal;
-    const exitCode = status?.code;
-    const oomKilled = oomKills > 0 && (exitSignal === "SIGKILL" || exitCode === 137);
-    if (oomKilled) {
-      const msg = `[compute] out of memory: the process was killed at the sandbox's memory limit of ${live.spec.limits.memoryBytes} bytes\n`;
-      yield { type: "stderr", data: new TextEncoder().encode(msg) };
-    }
-    const usage = usageOf(stats, run.memSampleSum, run.memSamples);
-    const ioEnd = this.readIo(live);
-    if (ioStart && ioEnd) {
-      // What reached the workspace's disk while it ran (writes still cached at its end count in the sandbox's totals once flushed).
-      const done = ioSince(ioEnd, ioStart);
-      usage.diskReadBytes = done.read;
-      usage.diskWriteBytes = done.write;
-    }
-    const code = cancelled ? -1 : exitSignal ? 128 + signalNumber(exitSignal) : (exitCode ?? -1);
-    yield {
-      type: "completed",
-      exitCode: code,
-      wallTimeMs: (exitedAt || Date.now()) - started,
-      cancelled,
-      usage,
-      ...(oomKilled ? { oomKilled } : {}),
-    };
+    yield* runExec(live, request, { helper: this.helper, killGraceMs: this.killGraceMs });
   }
 
   async readFile(sandboxId: string, path: string, offset: number, maxBytes: number): Promise<ReadResult> {
@@ -529,7 +402,7 @@ export class LocalDriver implements SandboxDriver {
     const live = this.get(sandboxId);
     // No flush here: DescribeSandbox is on the agents' path before each tool call, and
     // forcing a command's buffered writes out would make it wait for them.
-    return live.destroyed ?? live.finalUsage ?? this.liveUsage(live);
+    return live.destroyed ?? live.finalUsage ?? currentUsage(live);
   }
 
   /**
@@ -550,7 +423,7 @@ export class LocalDriver implements SandboxDriver {
         );
       }
       // The exec child being placed ahead joins the cgroup first (frozen mid-way it would hold the helper).
-      await live.spareExecSlot?.catch(() => {});
+      await live.slots.ready();
       clearTimeout(live.deadlineTimer);
       live.pausedAt = Date.now();
       if (!(await live.cgroup.setFrozen(true))) {
@@ -603,7 +476,7 @@ export class LocalDriver implements SandboxDriver {
     live.stopping = "destroy";
     clearTimeout(live.deadlineTimer);
     clearInterval(live.livenessTimer);
-    const usageBefore = live.finalUsage ?? this.liveUsage(live);
+    const usageBefore = live.finalUsage ?? currentUsage(live);
     await live.cgroup.killAll();
     if (live.child && live.child.exitCode === null && live.child.signalCode === null) {
       // A ref'd timer: the sandbox's child handle is unref'd, so without it the
@@ -620,7 +493,7 @@ export class LocalDriver implements SandboxDriver {
     if (running && live.io) {
       // Its buffered writes count too: flushed before the last reading (its exit's usage was taken without).
       await this.flushIo(live);
-      const disk = this.readIo(live);
+      const disk = workspaceIo(live);
       if (disk) {
         total.diskReadBytes = disk.read;
         total.diskWriteBytes = disk.write;
@@ -634,8 +507,7 @@ export class LocalDriver implements SandboxDriver {
     // (GC deletes it); its mount and loop device go now unless another sandbox of the session uses it.
     await this.releaseWorkspace(live);
     // A spare exec cgroup still being made would keep the sandbox's from being removed.
-    await live.spareExecSlot?.catch(() => {});
-    live.spareExecSlot = undefined;
+    await live.slots.settle();
     await live.cgroup.remove();
     this.setObservation(live, { phase: "gone" });
     return total;
@@ -727,13 +599,8 @@ export class LocalDriver implements SandboxDriver {
     for (const live of this.sandboxes.values()) {
       clearTimeout(live.deadlineTimer);
       clearInterval(live.livenessTimer);
-      const spare = live.spareExecSlot;
-      live.spareExecSlot = undefined;
       // Its placed child goes first, or the cgroup cannot be removed.
-      if (spare)
-        spares.push(
-          spare.then(({ cgroup }) => cgroup.killAll(1000).then(() => cgroup.removeIfEmpty())).catch(() => {}),
-        );
+      spares.push(live.slots.discard());
     }
     await Promise.all(spares);
     for (const live of this.sandboxes.values()) if (live.destroyed) live.cgroup.removeIfEmpty();
@@ -911,66 +778,6 @@ export class LocalDriver implements SandboxDriver {
   // --- internals ---
 
   /**
-   * A fresh child cgroup for one exec. The next one is made ahead of time,
-   * off the exec's critical path and off the event loop (a v1 cgroup is a
-   * directory in each of six hierarchies, ~4 ms of kernel time), with a
-   * helper child already in it and in the sandbox: moving a process into a
-   * cgroup waits for an RCU grace period after a quiet spell (several ms).
-   */
-  private async takeExecSlot(live: Live): Promise<ExecSlot> {
-    const spare = live.spareExecSlot;
-    live.spareExecSlot = undefined;
-    // None ready (execs at once on one sandbox): a plain cgroup, a child placed now would not be ahead.
-    return (await spare?.catch(() => undefined)) ?? { cgroup: await this.newExecCgroup(live) };
-  }
-
-  /**
-   * The next exec's slot, made once an exec has finished rather than when it
-   * starts, so a burst of execs is not slowed by preparing the following ones.
-   */
-  private replenish(live: Live): void {
-    setTimeout(() => {
-      if (live.spareExecSlot || live.observation.phase !== "ready" || live.stopping) return;
-      const next = this.newExecSlot(live);
-      next.catch(() => {}); // made on demand next time
-      live.spareExecSlot = next;
-    }, SPARE_SLOT_DELAY_MS).unref();
-  }
-
-  private async newExecCgroup(live: Live): Promise<Cgroup> {
-    const cgroup = live.cgroup.child(`exec-${++live.execSeq}`);
-    await cgroup.createAsync();
-    return cgroup;
-  }
-
-  private async newExecSlot(live: Live): Promise<ExecSlot> {
-    const cgroup = await this.newExecCgroup(live);
-    if (!live.initPid) return { cgroup };
-    const placed = await this.helper.place({
-      initPid: live.initPid,
-      initStartTime: live.initStartTime ?? processStartTime(live.initPid),
-      uid: live.uid,
-      cgroupProcs: cgroup.procsFiles(),
-    });
-    return { cgroup, placed };
-  }
-
-  /** Starts the command in the sandbox's namespaces, as its uid, inside the exec's cgroup. */
-  private async launch(live: Live, run: RunningExec, request: ExecRequest): Promise<Launched> {
-    const launch: Launch = {
-      initPid: live.initPid as number,
-      initStartTime: live.initStartTime ?? processStartTime(live.initPid as number),
-      uid: live.uid,
-      workingDir: request.workingDir,
-      cgroupProcs: run.cgroup.procsFiles(),
-      command: request.command,
-      args: request.args,
-      env: { ...baseEnv(live.spec.workspace.mountPath), ...request.env },
-    };
-    return this.helper.launch(launch, run.placed);
-  }
-
-  /**
    * Takes a started warm sandbox for spec: its directory and cgroup are
    * renamed to spec's id (the init's mounts and cgroup membership follow a
    * rename), spec's limits are applied, and it is READY at once. Only the
@@ -985,20 +792,9 @@ export class LocalDriver implements SandboxDriver {
     const layout = new SandboxLayout(this.options.dataDir, spec.sandboxId);
     let cgroup: Cgroup;
     try {
-      const spare = live.spareExecSlot;
       cgroup = live.cgroup.rename(spec.sandboxId);
       // The spare exec cgroup moved with its parent.
-      if (spare) {
-        // A slot still being made when the directory moved fails (its mkdir
-        // under the old name); the next exec then makes one on demand. Until
-        // then nobody awaits it, so it must not count as unhandled.
-        const moved = spare.then((slot) => ({
-          ...slot,
-          cgroup: cgroup.child(basename(dirname(slot.cgroup.procsFiles()[0] as string))),
-        }));
-        moved.catch(() => {});
-        live.spareExecSlot = moved;
-      }
+      live.slots.followRename(cgroup);
       live.cgroup = cgroup;
       fs.renameSync(live.layout.dir, layout.dir);
       live.layout = layout;
@@ -1107,7 +903,7 @@ export class LocalDriver implements SandboxDriver {
       }
     }
     await live.cgroup.killAll(2000);
-    await live.spareExecSlot?.catch(() => {});
+    await live.slots.ready();
     await live.cgroup.remove();
     await this.removeSandboxDir(live.layout);
   }
@@ -1160,7 +956,7 @@ export class LocalDriver implements SandboxDriver {
 
   private newLive(spec: SandboxSpec, uid = sandboxUid(spec.sandboxId)): Live {
     const layout = new SandboxLayout(this.options.dataDir, spec.sandboxId);
-    return {
+    const live: Live = {
       spec,
       layout,
       uid,
@@ -1174,10 +970,12 @@ export class LocalDriver implements SandboxDriver {
       memSamples: 0,
       settledWaiters: [],
       execs: new Set(),
-      execSeq: 0,
+      slots: undefined as unknown as ExecSlots,
       oomKillsSeen: 0,
       pausedMs: spec.pausedMs ?? 0,
     };
+    live.slots = new ExecSlots(live, this.helper, () => live.observation.phase === "ready" && !live.stopping);
+    return live;
   }
 
   private async recoverById(sandboxId: string): Promise<Live> {
@@ -1304,12 +1102,12 @@ export class LocalDriver implements SandboxDriver {
     // A closed driver watches nothing: the next one finds how the sandbox ended (recover).
     if (this.closed && live.stopping !== "shutdown") return;
     if (live.stopping === "destroy" || live.stopping === "shutdown") {
-      live.finalUsage = this.liveUsage(live);
+      live.finalUsage = currentUsage(live);
       return;
     }
     // Whatever remains (execs) goes with the sandbox, as in a pod.
     await this.flushIo(live);
-    live.finalUsage = this.liveUsage(live);
+    live.finalUsage = currentUsage(live);
     await live.cgroup.killAll();
     const oom = live.cgroup.stats().oomKills > live.oomKillsSeen && (signal === "SIGKILL" || code === 137);
     const reason =
@@ -1321,8 +1119,7 @@ export class LocalDriver implements SandboxDriver {
             ? "start_error"
             : "exited";
     // Nothing runs in it again: its cgroup goes now (a spare exec cgroup being made first).
-    await live.spareExecSlot?.catch(() => {});
-    live.spareExecSlot = undefined;
+    await live.slots.settle();
     await live.cgroup.remove();
     this.markEnded(live, reason);
     // Its loop device goes too; the files stay for the session's next sandbox.
@@ -1358,12 +1155,8 @@ export class LocalDriver implements SandboxDriver {
     if (observation.phase === "ready" || observation.phase === "failed" || observation.phase === "gone") {
       if (!live.fs && observation.phase === "ready") this.openFs(live);
     }
-    if (observation.phase === "ready" && changed && !live.spareExecSlot) {
-      // The first exec's cgroup too is made before it is asked for.
-      const spare = this.newExecSlot(live);
-      spare.catch(() => {});
-      live.spareExecSlot = spare;
-    }
+    // The first exec's cgroup too is made before it is asked for.
+    if (observation.phase === "ready" && changed) live.slots.prepare();
     if (observation.phase !== "starting") {
       const waiters = live.settledWaiters;
       live.settledWaiters = [];
@@ -1450,12 +1243,6 @@ export class LocalDriver implements SandboxDriver {
     }
   }
 
-  /** Bytes the workspace read and wrote since the sandbox started; undefined without counters. */
-  private readIo(live: Live): IoBytes | undefined {
-    const now = live.io?.read();
-    return now && live.ioBase ? ioSince(now, live.ioBase) : undefined;
-  }
-
   /** Flushes live's workspace so its counters include buffered writes; logged, not thrown. */
   private async flushIo(live: Live): Promise<void> {
     if (!live.io || !workspaceMounted(live.workspaceDir)) return;
@@ -1476,21 +1263,6 @@ export class LocalDriver implements SandboxDriver {
     }
   }
 
-  private liveUsage(live: Live): Usage {
-    if (!live.cgroup.exists()) return live.finalUsage ?? zeroUsage();
-    const usage = usageOf(live.cgroup.stats(), live.memSampleSum, live.memSamples);
-    const disk = this.readIo(live);
-    if (disk) {
-      usage.diskReadBytes = disk.read;
-      usage.diskWriteBytes = disk.write;
-    } else {
-      // No workspace image (made before sizes were enforced): the cgroup's counters and the file calls.
-      usage.diskReadBytes += live.fileReadBytes;
-      usage.diskWriteBytes += live.fileWriteBytes;
-    }
-    return usage;
-  }
-
   private sample(): void {
     for (const live of this.sandboxes.values()) {
       if (live.observation.phase !== "ready") continue;
@@ -1504,21 +1276,6 @@ export class LocalDriver implements SandboxDriver {
       }
     }
   }
-}
-
-function usageOf(stats: CgroupStats, sampleSum: number, samples: number): Usage {
-  const peak = stats.memoryPeakBytes;
-  return {
-    cpuMs: Math.round(stats.cpuNs / 1e6),
-    memoryPeakBytes: peak,
-    // With no sample taken (a very short exec) the only honest figure we have is the peak.
-    memoryAvgBytes: samples > 0 ? Math.min(peak || Number.POSITIVE_INFINITY, Math.round(sampleSum / samples)) : peak,
-    diskReadBytes: stats.ioReadBytes,
-    diskWriteBytes: stats.ioWriteBytes,
-    // No network namespace wiring: a local sandbox has no external network, so 0 is the true figure.
-    networkEgressBytes: 0,
-    networkIngressBytes: 0,
-  };
 }
 
 /** Whether a workspace image is mounted at dir (a mount point under MOUNTS_ROOT has another device than it). */
@@ -1540,8 +1297,4 @@ const FAILURE_REASONS = new Set<FailureReason>(["exited", "deadline", "oom", "st
 function failedMark(annotations: Record<string, string> | undefined): FailureReason | undefined {
   const reason = annotations?.[ENDED_KEY]?.replace(/^failed:/, "") as FailureReason | undefined;
   return reason && FAILURE_REASONS.has(reason) ? reason : undefined;
-}
-
-function signalNumber(signal: NodeJS.Signals): number {
-  return osConstants.signals[signal] ?? 0;
 }

@@ -116,13 +116,13 @@ describe("local driver warm sandboxes", () => {
     const d = driver(1);
     const spec = contractSpec("local");
     try {
-      type WarmView = { observation: { phase: string }; spareExecSlot?: Promise<unknown> };
+      type WarmView = { observation: { phase: string }; slots: { spare?: Promise<unknown> } };
       const warm = (d as unknown as { warm: WarmView[] }).warm;
       await until("this driver's warm sandbox is ready", () => warm[0]?.observation.phase === "ready");
       // What a slot whose mkdir raced the rename looks like (ENOENT under the old name).
       const failed = Promise.reject(Object.assign(new Error("ENOENT: mkdir under the old name"), { code: "ENOENT" }));
       failed.catch(() => {});
-      (warm[0] as WarmView).spareExecSlot = failed;
+      (warm[0] as WarmView).slots.spare = failed;
       await d.create(spec);
       await sleep(50);
       assert.deepEqual(unhandled, []);

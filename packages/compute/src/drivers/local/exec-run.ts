@@ -1,0 +1,173 @@
+import { constants as osConstants } from "node:os";
+import { PlatformError } from "@platform/errors";
+import { type ExecEvent, type ExecRequest, type SandboxSpec, zeroUsage } from "../../driver.ts";
+import { baseEnv } from "./bwrap.ts";
+import type { Cgroup } from "./cgroups.ts";
+import type { ExecHelper, ExitStatus, Launched } from "./exec-helper.ts";
+import type { ExecSlots } from "./exec-slots.ts";
+import { OutputQueue } from "./output-queue.ts";
+import { processStartTime } from "./sandbox-layout.ts";
+import { type MemorySamples, type UsageSources, usageOf, workspaceIo } from "./usage.ts";
+import { ioSince } from "./workspace-io.ts";
+
+/** One exec in flight: its cgroup, the helper child placed in it ahead (if any), its memory samples. */
+export interface RunningExec extends MemorySamples {
+  cgroup: Cgroup;
+  placed?: number;
+}
+
+/** What an exec needs of its sandbox (ready, with an init to enter). */
+export interface ExecTarget extends Pick<UsageSources, "io" | "ioBase"> {
+  readonly spec: SandboxSpec;
+  readonly initPid?: number;
+  readonly initStartTime?: string;
+  readonly uid: number;
+  /** Execs in flight, for the memory sampler. */
+  readonly execs: Set<RunningExec>;
+  readonly slots: ExecSlots;
+}
+
+export interface ExecDeps {
+  helper: ExecHelper;
+  /** SIGTERM → SIGKILL grace on cancel. */
+  killGraceMs: number;
+}
+
+/**
+ * Runs one command in target: in a cgroup of its own (from the spare slot
+ * when one is ready), its output as events, then one `completed` with the
+ * exec's own usage. A cancel signals the whole tree, then kills it after the
+ * grace; a consumer that stops reading cancels it too.
+ */
+export async function* runExec(target: ExecTarget, request: ExecRequest, deps: ExecDeps): AsyncGenerator<ExecEvent> {
+  const started = Date.now();
+  if (request.signal?.aborted) {
+    yield { type: "completed", exitCode: -1, wallTimeMs: 0, cancelled: true, usage: zeroUsage() };
+    return;
+  }
+  const run: RunningExec = { ...(await target.slots.take()), memSampleSum: 0, memSamples: 0 };
+  const ioStart = workspaceIo(target);
+  target.execs.add(run);
+  let proc: Launched;
+  try {
+    proc = await launch(target, run, request, deps.helper);
+  } catch (err) {
+    await endExec(target, run);
+    throw PlatformError.internal("exec transport failure", err);
+  }
+  const output = new OutputQueue(proc);
+  let status: ExitStatus | undefined;
+  let exitedAt = 0;
+  let cancelled = false;
+  let spawnError: Error | undefined;
+  const exit = proc.exit.then(
+    (s) => {
+      status = s;
+      exitedAt = Date.now();
+      // Background leftovers of a finished command are part of its tree: end them
+      // so the output streams close and no orphan outlives the exec.
+      if (!cancelled) void run.cgroup.killAll();
+    },
+    (err: Error) => {
+      spawnError = err;
+      output.destroy();
+    },
+  );
+  let graceTimer: NodeJS.Timeout | undefined;
+  let finished = false;
+  const onAbort = () => {
+    if (cancelled || finished) return;
+    cancelled = true;
+    run.cgroup.signalAll("SIGTERM");
+    graceTimer = setTimeout(() => void run.cgroup.killAll(), deps.killGraceMs);
+    // Once every process of the tree has gone, stop waiting for the grace.
+    const poll = setInterval(() => {
+      if (finished) return clearInterval(poll);
+      if (run.cgroup.isEmpty()) {
+        clearInterval(poll);
+        output.destroy();
+      }
+    }, 25);
+  };
+  request.signal?.addEventListener("abort", onAbort, { once: true });
+  if (request.signal?.aborted) onAbort();
+
+  try {
+    yield* output.events();
+    await exit;
+    finished = true;
+  } finally {
+    request.signal?.removeEventListener("abort", onAbort);
+    if (!finished) {
+      // The consumer stopped reading: treat as cancel, but do not block on the grace.
+      cancelled = true;
+      finished = true;
+      output.destroy();
+      await endExec(target, run);
+    }
+    clearTimeout(graceTimer);
+  }
+  if (spawnError) throw PlatformError.internal("exec transport failure", spawnError);
+  const stats = run.cgroup.stats();
+  // v1 counts an OOM kill in the victim's own cgroup (this exec's), not in the limited parent.
+  const oomKills = stats.oomKills;
+  await endExec(target, run);
+  const exitSignal = status?.signal;
+  const exitCode = status?.code;
+  const oomKilled = oomKills > 0 && (exitSignal === "SIGKILL" || exitCode === 137);
+  if (oomKilled) {
+    const msg = `[compute] out of memory: the process was killed at the sandbox's memory limit of ${target.spec.limits.memoryBytes} bytes\n`;
+    yield { type: "stderr", data: new TextEncoder().encode(msg) };
+  }
+  const usage = usageOf(stats, run);
+  const ioEnd = workspaceIo(target);
+  if (ioStart && ioEnd) {
+    // What reached the workspace's disk while it ran (writes still cached at its end count in the sandbox's totals once flushed).
+    const done = ioSince(ioEnd, ioStart);
+    usage.diskReadBytes = done.read;
+    usage.diskWriteBytes = done.write;
+  }
+  const code = cancelled ? -1 : exitSignal ? 128 + signalNumber(exitSignal) : (exitCode ?? -1);
+  yield {
+    type: "completed",
+    exitCode: code,
+    wallTimeMs: (exitedAt || Date.now()) - started,
+    cancelled,
+    usage,
+    ...(oomKilled ? { oomKilled } : {}),
+  };
+}
+
+/**
+ * The one cleanup of an exec, however it ended (launch failed, consumer
+ * stopped, completed): nothing of its tree survives, its cgroup goes, and
+ * the next exec's slot is made.
+ */
+async function endExec(target: ExecTarget, run: RunningExec): Promise<void> {
+  target.execs.delete(run);
+  await run.cgroup.killAll();
+  void run.cgroup.remove();
+  target.slots.replenish();
+}
+
+/** Starts the command in the sandbox's namespaces, as its uid, inside the exec's cgroup. */
+function launch(target: ExecTarget, run: RunningExec, request: ExecRequest, helper: ExecHelper): Promise<Launched> {
+  const initPid = target.initPid as number;
+  return helper.launch(
+    {
+      initPid,
+      initStartTime: target.initStartTime ?? processStartTime(initPid),
+      uid: target.uid,
+      workingDir: request.workingDir,
+      cgroupProcs: run.cgroup.procsFiles(),
+      command: request.command,
+      args: request.args,
+      env: { ...baseEnv(target.spec.workspace.mountPath), ...request.env },
+    },
+    run.placed,
+  );
+}
+
+export function signalNumber(signal: NodeJS.Signals): number {
+  return osConstants.signals[signal] ?? 0;
+}

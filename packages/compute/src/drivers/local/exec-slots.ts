@@ -1,0 +1,120 @@
+import { basename, dirname } from "node:path";
+import type { Cgroup } from "./cgroups.ts";
+import type { ExecHelper } from "./exec-helper.ts";
+import { processStartTime } from "./sandbox-layout.ts";
+
+/** A cgroup for one exec, and the helper's child already placed in it, if any. */
+export interface ExecSlot {
+  cgroup: Cgroup;
+  placed?: number;
+}
+
+/** What the slots need of their sandbox: read each time, since adoption renames its cgroup. */
+export interface SlotOwner {
+  readonly cgroup: Cgroup;
+  readonly initPid?: number;
+  readonly initStartTime?: string;
+  readonly uid: number;
+}
+
+/** After an exec, when the next one's cgroup and placed child are made. */
+const SPARE_SLOT_DELAY_MS = 10;
+
+/**
+ * The exec cgroups of one sandbox, and the spare one made ahead: off the
+ * exec's critical path and off the event loop (a v1 cgroup is a directory in
+ * each of six hierarchies, ~4 ms of kernel time), with a helper child already
+ * in it and in the sandbox, since moving a process into a cgroup waits for an
+ * RCU grace period after a quiet spell (several ms).
+ */
+export class ExecSlots {
+  /** The next exec's slot, being made or made; tests replace it to inject a failure. */
+  spare?: Promise<ExecSlot>;
+  private seq = 0;
+
+  constructor(
+    private readonly owner: SlotOwner,
+    private readonly helper: ExecHelper,
+    /** Whether a spare is still worth making (the sandbox is ready and not stopping). */
+    private readonly wanted: () => boolean,
+  ) {}
+
+  /** Makes the spare now unless there is one (the first exec's too is made before it is asked for). */
+  prepare(): void {
+    if (this.spare) return;
+    const spare = this.make();
+    spare.catch(() => {}); // made on demand next time
+    this.spare = spare;
+  }
+
+  /** The spare, or (none ready: execs at once on one sandbox) a plain cgroup; a child placed now would not be ahead. */
+  async take(): Promise<ExecSlot> {
+    const spare = this.spare;
+    this.spare = undefined;
+    return (await spare?.catch(() => undefined)) ?? { cgroup: await this.newCgroup() };
+  }
+
+  /**
+   * The next exec's slot, made once an exec has finished rather than when it
+   * starts, so a burst of execs is not slowed by preparing the following ones.
+   */
+  replenish(): void {
+    setTimeout(() => {
+      if (!this.spare && this.wanted()) this.prepare();
+    }, SPARE_SLOT_DELAY_MS).unref();
+  }
+
+  /** Waits for a spare being made (it joins the cgroup, or fails) and drops it: nothing runs here again. */
+  async settle(): Promise<void> {
+    await this.spare?.catch(() => {});
+    this.spare = undefined;
+  }
+
+  /** Waits for a spare being made without dropping it (a pause: a child frozen mid-way would hold the helper). */
+  async ready(): Promise<void> {
+    await this.spare?.catch(() => {});
+  }
+
+  /** Ends the spare's placed child and removes its cgroup (the service stops). */
+  async discard(): Promise<void> {
+    const spare = this.spare;
+    this.spare = undefined;
+    await spare?.then(({ cgroup }) => cgroup.killAll(1000).then(() => cgroup.removeIfEmpty())).catch(() => {});
+  }
+
+  /**
+   * The owner's cgroup was renamed to `renamed` (a warm sandbox adopted): the
+   * spare moved with its parent. A slot still being made when the directory
+   * moved fails (its mkdir under the old name); the next exec then makes one
+   * on demand. Until then nobody awaits it, so it must not count as unhandled.
+   */
+  followRename(renamed: Cgroup): void {
+    const spare = this.spare;
+    if (!spare) return;
+    const moved = spare.then((slot) => ({
+      ...slot,
+      cgroup: renamed.child(basename(dirname(slot.cgroup.procsFiles()[0] as string))),
+    }));
+    moved.catch(() => {});
+    this.spare = moved;
+  }
+
+  private async newCgroup(): Promise<Cgroup> {
+    const cgroup = this.owner.cgroup.child(`exec-${++this.seq}`);
+    await cgroup.createAsync();
+    return cgroup;
+  }
+
+  private async make(): Promise<ExecSlot> {
+    const cgroup = await this.newCgroup();
+    const { initPid, initStartTime, uid } = this.owner;
+    if (!initPid) return { cgroup };
+    const placed = await this.helper.place({
+      initPid,
+      initStartTime: initStartTime ?? processStartTime(initPid),
+      uid,
+      cgroupProcs: cgroup.procsFiles(),
+    });
+    return { cgroup, placed };
+  }
+}
