@@ -58,13 +58,27 @@ export function port(name: string, o: Doc & { default: number; min?: number }): 
   });
 }
 
-/** Milliseconds from a Go-style duration (`30s`, `1h30m`, `250ms`; a bare number is seconds). */
+type DurationOptions<W> = Doc & { minMs?: number; words?: Readonly<Record<string, W>> };
+
+/**
+ * Milliseconds from a Go-style duration (`30s`, `1h30m`, `250ms`; a bare
+ * number is seconds); optional (undefined when unset) without a default.
+ */
 export function duration<W extends number | undefined = never>(
   name: string,
-  o: Doc & { default: number; minMs?: number; words?: Readonly<Record<string, W>> },
-): Field<number | W> {
+  o: DurationOptions<W> & { default: number },
+): Field<number | W>;
+export function duration<W extends number | undefined = never>(
+  name: string,
+  o: DurationOptions<W>,
+): Field<number | W | undefined>;
+export function duration<W extends number | undefined = never>(
+  name: string,
+  o: DurationOptions<W> & { default?: number },
+): Field<number | W | undefined> {
   const minMs = o.minMs ?? 1;
-  return field(name, o.shown ?? formatDuration(o.default), o.doc, (env) => {
+  const shown = o.shown ?? (o.default !== undefined ? formatDuration(o.default) : "unset");
+  return field(name, shown, o.doc, (env) => {
     const v = raw(env, name);
     if (v === undefined) return o.default;
     if (o.words && Object.hasOwn(o.words, v)) return o.words[v] as W;

@@ -3,12 +3,14 @@
 // BOOTSTRAP_OWNER_PASSWORD, BOOTSTRAP_ORG_NAME (optional BOOTSTRAP_OWNER_NAME,
 // BOOTSTRAP_ORG_SLUG) on the configured database. Once any owner exists,
 // re-running changes nothing, whatever email it is given.
-import { SettingsError, loadSettings } from "./config/settings.ts";
+import { ConfigError } from "@platform/config";
 import { identityFromSettings, migrateForSettings, openIdentityDatabase } from "./app.ts";
+import { loadSettings } from "./config/settings.ts";
 
 try {
   const settings = loadSettings(process.env);
-  if (!settings.bootstrap) throw new SettingsError("BOOTSTRAP_OWNER_EMAIL", "is required for the bootstrap command");
+  if (!settings.bootstrap)
+    throw new ConfigError("BOOTSTRAP_OWNER_EMAIL", "BOOTSTRAP_OWNER_EMAIL is required for the bootstrap command");
   const database = await openIdentityDatabase(settings);
   try {
     await migrateForSettings(settings, database);
@@ -24,7 +26,7 @@ try {
     await database.close();
   }
 } catch (err) {
-  if (err instanceof SettingsError) {
+  if (err instanceof ConfigError) {
     process.stderr.write(`identity bootstrap: invalid configuration: ${err.message}\n`);
     process.exit(2);
   }

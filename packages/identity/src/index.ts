@@ -1,11 +1,11 @@
-export { createIdentity, claimEnvOf, type Identity, type IdentityOptions } from "./identity.ts";
-export { startApp, runMigrations, openIdentityDatabase, type App } from "./app.ts";
-export { ARGON2_DEFAULTS, loadSettings, SettingsError, type Settings } from "./config/settings.ts";
-export { identityMigrations, migrateIdentity, MIGRATIONS_TABLE } from "./db/migrations.ts";
+export { type App, openIdentityDatabase, runMigrations, startApp } from "./app.ts";
+export type { AuthContext, KeyEnv, Role } from "./auth/auth-context.ts";
+export { ARGON2_DEFAULTS, IDENTITY_SETTINGS, loadSettings, type Settings, SettingsError } from "./config/settings.ts";
+export { identityMigrations, MIGRATIONS_TABLE, migrateIdentity } from "./db/migrations.ts";
 export type { IdentityDB } from "./db/schema.ts";
-export type { AuthContext, Role, KeyEnv } from "./auth/auth-context.ts";
+export { claimEnvOf, createIdentity, type Identity, type IdentityOptions } from "./identity.ts";
 export { authContextKey } from "./server/auth-interceptor.ts";
+export { type Policy, ruleOf } from "./server/policies.ts";
 export { createIdentityServers, type IdentityServers } from "./server/servers.ts";
-export { ruleOf, type Policy } from "./server/policies.ts";
-export { ISSUER, AUDIENCE } from "./tokens/jwt-service.ts";
 export { REFRESH_TOKEN_PREFIX } from "./sessions/refresh-tokens.ts";
+export { AUDIENCE, ISSUER } from "./tokens/jwt-service.ts";

@@ -1,8 +1,13 @@
 // Identity service entry: settings from the environment, validated once;
 // a missing or invalid one exits with status 2 naming it.
+
+import { ConfigError, listSettingsIfAsked } from "@platform/config";
 import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
-import { SettingsError, loadSettings } from "./config/settings.ts";
 import { startApp } from "./app.ts";
+import { IDENTITY_SETTINGS, loadSettings } from "./config/settings.ts";
+
+// `identity --settings`: the table of every setting (the README's), then exit.
+listSettingsIfAsked(IDENTITY_SETTINGS);
 
 let settings: ReturnType<typeof loadSettings>;
 let internalTls: ServiceTls | undefined;
@@ -10,7 +15,7 @@ try {
   settings = loadSettings(process.env);
   internalTls = internalTlsFromEnv(process.env, "identity");
 } catch (err) {
-  if (err instanceof SettingsError || err instanceof TlsSettingsError) {
+  if (err instanceof ConfigError || err instanceof TlsSettingsError) {
     process.stderr.write(`identity: invalid configuration: ${err.message}\n`);
     process.exit(2);
   }

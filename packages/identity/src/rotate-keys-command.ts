@@ -4,8 +4,9 @@
 // pending (whatever the schedule); activates a pending key once it has been
 // published IDENTITY_KEY_PREPUBLISH; retires keys past IDENTITY_KEY_RETENTION.
 // It never shortens either period: run it again once the pending key is due.
-import { SettingsError, loadSettings } from "./config/settings.ts";
+import { ConfigError } from "@platform/config";
 import { identityFromSettings, migrateForSettings, openIdentityDatabase } from "./app.ts";
+import { loadSettings } from "./config/settings.ts";
 
 try {
   const settings = loadSettings(process.env);
@@ -32,7 +33,7 @@ try {
     await database.close();
   }
 } catch (err) {
-  if (err instanceof SettingsError) {
+  if (err instanceof ConfigError) {
     process.stderr.write(`identity rotate-keys: invalid configuration: ${err.message}\n`);
     process.exit(2);
   }

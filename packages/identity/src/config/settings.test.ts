@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
-import { parseDuration } from "./duration.ts";
-import { LOGIN_THROTTLE_DEFAULTS, SettingsError, loadSettings } from "./settings.ts";
+import { fileURLToPath } from "node:url";
+import { parseDuration } from "@platform/config";
+import { LOGIN_THROTTLE_DEFAULTS, loadSettings, SettingsError } from "./settings.ts";
 
 const KEK = "0123456789abcdef".repeat(4);
 const base = { IDENTITY_AUTHKEY_KEK: KEK, DATABASE_URL: "postgres://u@localhost:5432/identity" };

@@ -1,18 +1,25 @@
+import {
+  ConfigError,
+  custom,
+  duration,
+  type Env,
+  host,
+  int,
+  logLevel,
+  oneOf,
+  port,
+  raw,
+  readSettings,
+  text,
+  url,
+  type Values,
+} from "@platform/config";
 import { CORS_SETTING, parseAllowedOrigins } from "@platform/rpc";
 import type { RotationPolicy } from "../keys/signing-keys.ts";
 import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
-import { parseDuration } from "./duration.ts";
 
-/** A setting that is missing or invalid; the process exits naming it. */
-export class SettingsError extends Error {
-  override name = "SettingsError";
-  constructor(
-    readonly setting: string,
-    message: string,
-  ) {
-    super(`${setting}: ${message}`);
-  }
-}
+/** The platform's one ConfigError under the name identity has always exported; `setting` names the variable. */
+export { ConfigError as SettingsError };
 
 export type DeploymentEnv = "dev" | "staging" | "prod";
 export type LogLevel = "debug" | "info" | "warn" | "error";
@@ -111,199 +118,295 @@ export type Settings = {
 /** Scheduled signing-key rotation: a new key every 30 days (720h), published an hour before it signs. */
 export const KEY_ROTATION_DEFAULTS = { intervalMs: 720 * 3_600_000, prePublishMs: 3_600_000 };
 
+const POSTGRES = { protocols: ["postgres:", "postgresql:"], secret: true } as const;
+const KEK_RULE = "64 hex characters, a 32-byte AES-256 key";
+
+/** Every setting of identity, in the order `--settings` and the README list them. */
+export const IDENTITY_SETTINGS = {
+  kek: custom("IDENTITY_AUTHKEY_KEK", {
+    shown: "required",
+    doc: `${KEK_RULE}, encrypting the signing keys at rest; never echoed`,
+    read: (env) => {
+      const hex = raw(env, "IDENTITY_AUTHKEY_KEK");
+      if (hex === undefined)
+        throw new ConfigError("IDENTITY_AUTHKEY_KEK", `IDENTITY_AUTHKEY_KEK is required (${KEK_RULE})`);
+      if (!/^[0-9a-fA-F]{64}$/.test(hex))
+        throw new ConfigError("IDENTITY_AUTHKEY_KEK", `IDENTITY_AUTHKEY_KEK must be exactly ${KEK_RULE}`);
+      return Buffer.from(hex, "hex");
+    },
+  }),
+  databaseUrl: url("DATABASE_URL", {
+    ...POSTGRES,
+    shown: "required (or `IDENTITY_DATA_DIR`)",
+    doc: "PostgreSQL, pooled connection; unset with `IDENTITY_DATA_DIR` (or `IDENTITY_EMBEDDED_MEMORY=1`): embedded PGlite",
+  }),
+  migrationDbUrl: url("MIGRATION_DB_URL", {
+    ...POSTGRES,
+    shown: "`DATABASE_URL`",
+    doc: "direct connection for the migrator only",
+  }),
+  dataDir: text("IDENTITY_DATA_DIR", { doc: "PGlite directory when `DATABASE_URL` is unset" }),
+  embeddedMemory: custom("IDENTITY_EMBEDDED_MEMORY", {
+    shown: "unset",
+    doc: "`1`: a throw-away in-memory PGlite when neither `DATABASE_URL` nor `IDENTITY_DATA_DIR` is set (tests, benchmarks)",
+    read: (env) => raw(env, "IDENTITY_EMBEDDED_MEMORY") === "1",
+  }),
+  // Read by @platform/rpc's internalTlsFromEnv in main.ts; listed here so the table is whole.
+  tlsFiles: custom(["TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE"], {
+    shown: "required",
+    doc: "PEM paths: the platform CA and identity's certificate (CN `identity`) for the gRPC port",
+    read: () => undefined,
+  }),
+  internalTls: custom("INTERNAL_TLS", {
+    shown: "on",
+    doc: "`off`: plaintext gRPC port without caller checks, development and tests only",
+    read: () => undefined,
+  }),
+  host: host(),
+  serverPort: port("SERVER_PORT", { default: 8081, doc: "REST port" }),
+  grpcPort: port("IDENTITY_GRPC_PORT", { default: 50051, doc: "gRPC port (mutual TLS)" }),
+  env: oneOf("ENV", ["dev", "staging", "prod"], { default: "dev", doc: "deployment environment" }),
+  jwtTtl: duration("JWT_TTL", { default: 3_600_000, minMs: 1000, doc: "access token lifetime" }),
+  refreshTokenTtl: duration("REFRESH_TOKEN_TTL", {
+    default: 30 * 24 * 3_600_000,
+    minMs: 1000,
+    doc: "refresh token lifetime (30 days)",
+  }),
+  requestTimeoutMs: duration("REQUEST_TIMEOUT", { default: 30_000, doc: "per request" }),
+  readHeaderTimeoutMs: duration("READ_HEADER_TIMEOUT", { default: 5_000, doc: "to receive a request's headers" }),
+  shutdownTimeoutMs: duration("SHUTDOWN_TIMEOUT", { default: 30_000, doc: "to finish requests in flight on SIGTERM" }),
+  bodyLimitBytes: int("BODY_LIMIT_BYTES", { default: 1_048_576, min: 1, max: 1 << 30, doc: "request body limit" }),
+  dbMaxConns: int("DB_MAX_CONNS", { default: 20, min: 1, max: 10_000, doc: "pool size" }),
+  dbMinConns: int("DB_MIN_CONNS", { default: 2, min: 0, max: 10_000, doc: "at most `DB_MAX_CONNS`" }),
+  dbMaxConnLifetimeMs: duration("DB_MAX_CONN_LIFETIME", {
+    default: 30 * 60_000,
+    doc: "a pooled connection's lifetime",
+  }),
+  logLevel: logLevel(["debug", "info", "warn", "error"] as const),
+  otelEndpoint: url("OTEL_EXPORTER_OTLP_ENDPOINT", { doc: "read and validated; no trace exporter is wired yet" }),
+  argon2MemoryKiB: int("ARGON2_MEMORY_KIB", {
+    default: ARGON2_DEFAULTS.memoryKiB,
+    min: 8,
+    max: 4_194_304,
+    doc: "argon2id memory (OWASP minimum 19 MiB)",
+  }),
+  argon2TimeCost: int("ARGON2_TIME_COST", {
+    default: ARGON2_DEFAULTS.timeCost,
+    min: 1,
+    max: 100,
+    doc: "argon2id passes",
+  }),
+  argon2Parallelism: int("ARGON2_PARALLELISM", {
+    default: ARGON2_DEFAULTS.parallelism,
+    min: 1,
+    max: 64,
+    doc: "argon2id lanes",
+  }),
+  argon2MaxConcurrent: int("ARGON2_MAX_CONCURRENT", {
+    default: ARGON2_DEFAULTS.maxConcurrent,
+    min: 1,
+    max: 1024,
+    doc: "hashes at once; the rest queue",
+  }),
+  argon2MaxQueue: int("ARGON2_MAX_QUEUE", {
+    default: ARGON2_DEFAULTS.maxQueue,
+    min: 0,
+    max: 100_000,
+    doc: "hashes waiting beyond which a login gets 503 at once",
+  }),
+  accountFreeFailures: int("LOGIN_THROTTLE_ACCOUNT_FAILURES", {
+    default: LOGIN_THROTTLE_DEFAULTS.accountFreeFailures,
+    min: 1,
+    max: 1_000_000,
+    doc: "failed logins of an account before it backs off",
+  }),
+  addressFreeFailures: int("LOGIN_THROTTLE_ADDRESS_FAILURES", {
+    default: LOGIN_THROTTLE_DEFAULTS.addressFreeFailures,
+    min: 1,
+    max: 1_000_000,
+    doc: "failed logins from an address before it backs off",
+  }),
+  baseDelayMs: duration("LOGIN_THROTTLE_BASE_DELAY", {
+    default: LOGIN_THROTTLE_DEFAULTS.baseDelayMs,
+    doc: "first backoff, doubling with each further failure",
+  }),
+  maxDelayMs: duration("LOGIN_THROTTLE_MAX_DELAY", {
+    default: LOGIN_THROTTLE_DEFAULTS.maxDelayMs,
+    doc: "longest backoff",
+  }),
+  windowMs: duration("LOGIN_THROTTLE_WINDOW", {
+    default: LOGIN_THROTTLE_DEFAULTS.windowMs,
+    doc: "failures are forgotten after this long without a new one",
+  }),
+  maxEntries: int("LOGIN_THROTTLE_MAX_ENTRIES", {
+    default: LOGIN_THROTTLE_DEFAULTS.maxEntries,
+    min: 1,
+    max: 10_000_000,
+    doc: "accounts and addresses remembered each (least recently used go first)",
+  }),
+  trustedProxyHops: int("LOGIN_TRUSTED_PROXY_HOPS", {
+    default: LOGIN_THROTTLE_DEFAULTS.trustedProxyHops,
+    min: 0,
+    max: 16,
+    doc: "proxies in front whose `X-Forwarded-For` entries are trusted (0: the socket's address)",
+  }),
+  bootstrapEmail: text("BOOTSTRAP_OWNER_EMAIL", { doc: "initial owner, created at start if absent" }),
+  // Not trimmed: a password is taken as written.
+  bootstrapPassword: custom("BOOTSTRAP_OWNER_PASSWORD", {
+    shown: "unset",
+    doc: "at least 8 characters; required with `BOOTSTRAP_OWNER_EMAIL`",
+    read: (env) => env.BOOTSTRAP_OWNER_PASSWORD ?? "",
+  }),
+  bootstrapName: text("BOOTSTRAP_OWNER_NAME", { default: "Owner", doc: "the owner's display name" }),
+  bootstrapOrgName: text("BOOTSTRAP_ORG_NAME", { doc: "required with `BOOTSTRAP_OWNER_EMAIL`" }),
+  bootstrapOrgSlug: text("BOOTSTRAP_ORG_SLUG", { doc: "the organization's slug; derived from the name when unset" }),
+  signup: oneOf("IDENTITY_SIGNUP", ["closed", "open"], {
+    default: "closed",
+    doc: "`open` allows `POST /v1/auth/signup`",
+  }),
+  invitationTtl: duration("INVITATION_TTL", {
+    default: 7 * 24 * 3_600_000,
+    minMs: 60_000,
+    doc: "how long an invitation stays valid (7 days)",
+  }),
+  publicUrl: url("IDENTITY_PUBLIC_URL", {
+    shown: "the request's host",
+    doc: "the REST base outside verifiers reach, for discovery's `jwks_uri`",
+  }),
+  corsAllowedOrigins: custom(CORS_SETTING, {
+    shown: "unset",
+    doc: "origins whose pages may call the REST port (comma-separated); none by default, see `@platform/rpc`",
+    read: (env) => {
+      try {
+        return parseAllowedOrigins(env[CORS_SETTING]);
+      } catch (e) {
+        throw new ConfigError(CORS_SETTING, (e as Error).message);
+      }
+    },
+  }),
+  keyRotationInterval: duration("IDENTITY_KEY_ROTATION_INTERVAL", {
+    default: KEY_ROTATION_DEFAULTS.intervalMs,
+    minMs: 1000,
+    words: { off: undefined },
+    doc: "a new signing key this often (30 days); `off`: no schedule, `rotate-keys` still works",
+  }),
+  keyPrePublish: duration("IDENTITY_KEY_PREPUBLISH", {
+    default: KEY_ROTATION_DEFAULTS.prePublishMs,
+    minMs: 1000,
+    doc: "a new key is published this long before it signs; keep it above every outside verifier's key-set cache (ours says `max-age=300`, jose refetches an unknown kid after 30 s)",
+  }),
+  keyRetention: duration("IDENTITY_KEY_RETENTION", {
+    minMs: 1000,
+    shown: "max(`JWT_TTL`, 24h) + 1m",
+    doc: "a retired key stays published this long: the longest token lifetime (IssueJWT's ceiling is 24 h) plus a minute for a replica that has not heard of the switch; at least `JWT_TTL`",
+  }),
+};
+
 /**
- * IDENTITY_KEY_ROTATION_INTERVAL ("off" disables the schedule; identity
- * rotate-keys still works), IDENTITY_KEY_PREPUBLISH (longer than any outside
- * verifier caches the key set: our Cache-Control says 5 minutes, jose
- * refetches an unknown kid after 30 s) and IDENTITY_KEY_RETENTION (default:
- * the longest token lifetime, max(JWT_TTL, IssueJWT's 24 h ceiling), plus a
- * minute for a replica that has not yet heard of the switch; never below JWT_TTL).
- */
-function keyRotationSettings(env: Env, jwtTtlSeconds: number): RotationPolicy {
-  const rawInterval = read(env, "IDENTITY_KEY_ROTATION_INTERVAL");
-  const intervalMs =
-    rawInterval === "off"
-      ? undefined
-      : duration(env, "IDENTITY_KEY_ROTATION_INTERVAL", KEY_ROTATION_DEFAULTS.intervalMs, 1000);
-  const prePublishMs = duration(env, "IDENTITY_KEY_PREPUBLISH", KEY_ROTATION_DEFAULTS.prePublishMs, 1000);
-  if (intervalMs !== undefined && prePublishMs >= intervalMs)
-    throw new SettingsError("IDENTITY_KEY_PREPUBLISH", "must be shorter than IDENTITY_KEY_ROTATION_INTERVAL");
-  const retentionMs = duration(
-    env,
-    "IDENTITY_KEY_RETENTION",
-    Math.max(jwtTtlSeconds, MAX_TTL_SECONDS) * 1000 + 60_000,
-    1000,
-  );
-  if (retentionMs < jwtTtlSeconds * 1000)
-    throw new SettingsError(
-      "IDENTITY_KEY_RETENTION",
-      "must be at least JWT_TTL (tokens signed last would be refused before they expire)",
-    );
-  return { intervalMs, prePublishMs, retentionMs };
-}
-
-type Env = Record<string, string | undefined>;
-
-function read(env: Env, name: string): string | undefined {
-  const v = env[name];
-  return v === undefined || v.trim() === "" ? undefined : v.trim();
-}
-
-function corsOrigins(env: Env): string[] {
-  try {
-    return parseAllowedOrigins(env[CORS_SETTING]);
-  } catch (e) {
-    throw new SettingsError(CORS_SETTING, (e as Error).message.replace(`${CORS_SETTING}: `, ""));
-  }
-}
-
-function int(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = read(env, name);
-  if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw)) throw new SettingsError(name, `must be an integer, got ${JSON.stringify(raw)}`);
-  const n = Number(raw);
-  if (n < min || n > max) throw new SettingsError(name, `must be between ${min} and ${max}, got ${n}`);
-  return n;
-}
-
-function duration(env: Env, name: string, fallbackMs: number, minMs = 1): number {
-  const raw = read(env, name);
-  if (raw === undefined) return fallbackMs;
-  const ms = parseDuration(raw);
-  if (ms === undefined)
-    throw new SettingsError(name, `must be a duration such as 30s, 5m or 1h, got ${JSON.stringify(raw)}`);
-  if (ms < minMs) throw new SettingsError(name, `must be at least ${minMs} ms`);
-  return ms;
-}
-
-function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
-  const raw = read(env, name);
-  if (raw === undefined) return fallback;
-  if (!(values as readonly string[]).includes(raw))
-    throw new SettingsError(name, `must be one of ${values.join(", ")}, got ${JSON.stringify(raw)}`);
-  return raw as T;
-}
-
-function url(env: Env, name: string): string | undefined {
-  const raw = read(env, name);
-  if (raw === undefined) return undefined;
-  try {
-    new URL(raw);
-  } catch {
-    throw new SettingsError(name, "must be a URL");
-  }
-  return raw;
-}
-
-function postgresUrl(env: Env, name: string): string | undefined {
-  const raw = url(env, name);
-  if (raw !== undefined && !/^postgres(ql)?:$/.test(new URL(raw).protocol)) {
-    throw new SettingsError(name, "must be a postgres:// URL");
-  }
-  return raw;
-}
-
-/**
- * Reads and validates every setting once, at start-up. Throws SettingsError
+ * Reads and validates every setting once, at start-up. Throws ConfigError
  * naming the first missing or invalid one. Secrets never appear in messages.
  */
 export function loadSettings(env: Env = process.env): Settings {
-  const kekHex = read(env, "IDENTITY_AUTHKEY_KEK");
-  if (kekHex === undefined)
-    throw new SettingsError("IDENTITY_AUTHKEY_KEK", "is required (64 hex characters, a 32-byte AES-256 key)");
-  if (!/^[0-9a-fA-F]{64}$/.test(kekHex))
-    throw new SettingsError("IDENTITY_AUTHKEY_KEK", "must be exactly 64 hex characters (a 32-byte AES-256 key)");
-
-  const databaseUrl = postgresUrl(env, "DATABASE_URL");
-  const dataDir = read(env, "IDENTITY_DATA_DIR");
+  const s = readSettings(IDENTITY_SETTINGS, env);
   // The spec makes DATABASE_URL required (cluster shape). The embedded shape
   // of design.md runs on PGlite instead, so its absence is accepted only when
   // IDENTITY_DATA_DIR says where the embedded database lives, or when
   // IDENTITY_EMBEDDED_MEMORY=1 asks for a throw-away in-memory one.
-  if (!databaseUrl && !dataDir && read(env, "IDENTITY_EMBEDDED_MEMORY") !== "1") {
-    throw new SettingsError("DATABASE_URL", "is required (or set IDENTITY_DATA_DIR for the embedded PGlite database)");
+  if (!s.databaseUrl && !s.dataDir && !s.embeddedMemory) {
+    throw new ConfigError(
+      "DATABASE_URL",
+      "DATABASE_URL is required (or set IDENTITY_DATA_DIR for the embedded PGlite database)",
+    );
   }
-
-  const dbMaxConns = int(env, "DB_MAX_CONNS", 20, 1, 10_000);
-  const dbMinConns = int(env, "DB_MIN_CONNS", 2, 0, 10_000);
-  if (dbMinConns > dbMaxConns) throw new SettingsError("DB_MIN_CONNS", `must not exceed DB_MAX_CONNS (${dbMaxConns})`);
-
-  const bootstrapEmail = read(env, "BOOTSTRAP_OWNER_EMAIL");
-  let bootstrap: Bootstrap | undefined;
-  if (bootstrapEmail !== undefined) {
-    const password = env.BOOTSTRAP_OWNER_PASSWORD ?? "";
-    if (password.length < 8)
-      throw new SettingsError(
-        "BOOTSTRAP_OWNER_PASSWORD",
-        "is required with BOOTSTRAP_OWNER_EMAIL (at least 8 characters)",
-      );
-    const orgName = read(env, "BOOTSTRAP_ORG_NAME");
-    if (orgName === undefined) throw new SettingsError("BOOTSTRAP_ORG_NAME", "is required with BOOTSTRAP_OWNER_EMAIL");
-    if (!/^[^\s@]+@[^\s@]+$/.test(bootstrapEmail))
-      throw new SettingsError("BOOTSTRAP_OWNER_EMAIL", "must be an email address");
-    bootstrap = {
-      email: bootstrapEmail,
-      password,
-      name: read(env, "BOOTSTRAP_OWNER_NAME") ?? "Owner",
-      orgName,
-      orgSlug: read(env, "BOOTSTRAP_ORG_SLUG"),
-    };
-  }
-
-  const jwtTtlSeconds = Math.floor(duration(env, "JWT_TTL", 3_600_000, 1000) / 1000);
+  if (s.dbMinConns > s.dbMaxConns)
+    throw new ConfigError("DB_MIN_CONNS", `DB_MIN_CONNS must not exceed DB_MAX_CONNS (${s.dbMaxConns})`);
+  const jwtTtlSeconds = Math.floor(s.jwtTtl / 1000);
   return {
-    databaseUrl,
-    migrationDbUrl: postgresUrl(env, "MIGRATION_DB_URL"),
-    dataDir,
-    kek: Buffer.from(kekHex, "hex"),
-    host: read(env, "HOST") ?? "127.0.0.1",
-    serverPort: int(env, "SERVER_PORT", 8081, 0, 65535),
-    grpcPort: int(env, "IDENTITY_GRPC_PORT", 50051, 0, 65535),
-    env: oneOf(env, "ENV", ["dev", "staging", "prod"] as const, "dev"),
+    databaseUrl: s.databaseUrl,
+    migrationDbUrl: s.migrationDbUrl,
+    dataDir: s.dataDir,
+    kek: s.kek,
+    host: s.host,
+    serverPort: s.serverPort,
+    grpcPort: s.grpcPort,
+    env: s.env,
     jwtTtlSeconds,
-    refreshTokenTtlSeconds: Math.floor(duration(env, "REFRESH_TOKEN_TTL", 30 * 24 * 3_600_000, 1000) / 1000),
-    requestTimeoutMs: duration(env, "REQUEST_TIMEOUT", 30_000),
-    readHeaderTimeoutMs: duration(env, "READ_HEADER_TIMEOUT", 5_000),
-    shutdownTimeoutMs: duration(env, "SHUTDOWN_TIMEOUT", 30_000),
-    bodyLimitBytes: int(env, "BODY_LIMIT_BYTES", 1_048_576, 1, 1 << 30),
-    dbMaxConns,
-    dbMinConns,
-    dbMaxConnLifetimeMs: duration(env, "DB_MAX_CONN_LIFETIME", 30 * 60_000),
-    logLevel: oneOf(env, "LOG_LEVEL", ["debug", "info", "warn", "error"] as const, "info"),
-    otelEndpoint: url(env, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    refreshTokenTtlSeconds: Math.floor(s.refreshTokenTtl / 1000),
+    requestTimeoutMs: s.requestTimeoutMs,
+    readHeaderTimeoutMs: s.readHeaderTimeoutMs,
+    shutdownTimeoutMs: s.shutdownTimeoutMs,
+    bodyLimitBytes: s.bodyLimitBytes,
+    dbMaxConns: s.dbMaxConns,
+    dbMinConns: s.dbMinConns,
+    dbMaxConnLifetimeMs: s.dbMaxConnLifetimeMs,
+    logLevel: s.logLevel,
+    otelEndpoint: s.otelEndpoint,
     argon2: {
-      memoryKiB: int(env, "ARGON2_MEMORY_KIB", ARGON2_DEFAULTS.memoryKiB, 8, 4_194_304),
-      timeCost: int(env, "ARGON2_TIME_COST", ARGON2_DEFAULTS.timeCost, 1, 100),
-      parallelism: int(env, "ARGON2_PARALLELISM", ARGON2_DEFAULTS.parallelism, 1, 64),
-      maxConcurrent: int(env, "ARGON2_MAX_CONCURRENT", ARGON2_DEFAULTS.maxConcurrent, 1, 1024),
-      maxQueue: int(env, "ARGON2_MAX_QUEUE", ARGON2_DEFAULTS.maxQueue, 0, 100_000),
+      memoryKiB: s.argon2MemoryKiB,
+      timeCost: s.argon2TimeCost,
+      parallelism: s.argon2Parallelism,
+      maxConcurrent: s.argon2MaxConcurrent,
+      maxQueue: s.argon2MaxQueue,
     },
     loginThrottle: {
-      accountFreeFailures: int(
-        env,
-        "LOGIN_THROTTLE_ACCOUNT_FAILURES",
-        LOGIN_THROTTLE_DEFAULTS.accountFreeFailures,
-        1,
-        1_000_000,
-      ),
-      addressFreeFailures: int(
-        env,
-        "LOGIN_THROTTLE_ADDRESS_FAILURES",
-        LOGIN_THROTTLE_DEFAULTS.addressFreeFailures,
-        1,
-        1_000_000,
-      ),
-      baseDelayMs: duration(env, "LOGIN_THROTTLE_BASE_DELAY", LOGIN_THROTTLE_DEFAULTS.baseDelayMs),
-      maxDelayMs: duration(env, "LOGIN_THROTTLE_MAX_DELAY", LOGIN_THROTTLE_DEFAULTS.maxDelayMs),
-      windowMs: duration(env, "LOGIN_THROTTLE_WINDOW", LOGIN_THROTTLE_DEFAULTS.windowMs),
-      maxEntries: int(env, "LOGIN_THROTTLE_MAX_ENTRIES", LOGIN_THROTTLE_DEFAULTS.maxEntries, 1, 10_000_000),
-      trustedProxyHops: int(env, "LOGIN_TRUSTED_PROXY_HOPS", LOGIN_THROTTLE_DEFAULTS.trustedProxyHops, 0, 16),
+      accountFreeFailures: s.accountFreeFailures,
+      addressFreeFailures: s.addressFreeFailures,
+      baseDelayMs: s.baseDelayMs,
+      maxDelayMs: s.maxDelayMs,
+      windowMs: s.windowMs,
+      maxEntries: s.maxEntries,
+      trustedProxyHops: s.trustedProxyHops,
     },
-    bootstrap,
-    signupOpen: oneOf(env, "IDENTITY_SIGNUP", ["closed", "open"] as const, "closed") === "open",
-    invitationTtlSeconds: Math.floor(duration(env, "INVITATION_TTL", 7 * 24 * 3_600_000, 60_000) / 1000),
-    publicUrl: url(env, "IDENTITY_PUBLIC_URL")?.replace(/\/+$/, ""),
-    corsAllowedOrigins: corsOrigins(env),
-    keyRotation: keyRotationSettings(env, jwtTtlSeconds),
+    bootstrap: bootstrap(s),
+    signupOpen: s.signup === "open",
+    invitationTtlSeconds: Math.floor(s.invitationTtl / 1000),
+    publicUrl: s.publicUrl?.replace(/\/+$/, ""),
+    corsAllowedOrigins: s.corsAllowedOrigins,
+    keyRotation: keyRotation(s, jwtTtlSeconds),
   };
+}
+
+type Read = Values<typeof IDENTITY_SETTINGS>;
+
+function bootstrap(s: Read): Bootstrap | undefined {
+  if (s.bootstrapEmail === undefined) return undefined;
+  if (s.bootstrapPassword.length < 8)
+    throw new ConfigError(
+      "BOOTSTRAP_OWNER_PASSWORD",
+      "BOOTSTRAP_OWNER_PASSWORD is required with BOOTSTRAP_OWNER_EMAIL (at least 8 characters)",
+    );
+  if (s.bootstrapOrgName === undefined)
+    throw new ConfigError("BOOTSTRAP_ORG_NAME", "BOOTSTRAP_ORG_NAME is required with BOOTSTRAP_OWNER_EMAIL");
+  if (!/^[^\s@]+@[^\s@]+$/.test(s.bootstrapEmail))
+    throw new ConfigError("BOOTSTRAP_OWNER_EMAIL", "BOOTSTRAP_OWNER_EMAIL must be an email address");
+  return {
+    email: s.bootstrapEmail,
+    password: s.bootstrapPassword,
+    name: s.bootstrapName,
+    orgName: s.bootstrapOrgName,
+    orgSlug: s.bootstrapOrgSlug,
+  };
+}
+
+/**
+ * The key schedule's rules across settings: pre-publication shorter than the
+ * interval; retention (default: the longest token lifetime, max(JWT_TTL,
+ * IssueJWT's 24 h ceiling), plus a minute for a replica that has not yet heard
+ * of the switch) never below JWT_TTL.
+ */
+function keyRotation(s: Read, jwtTtlSeconds: number): RotationPolicy {
+  const intervalMs = s.keyRotationInterval;
+  const prePublishMs = s.keyPrePublish;
+  if (intervalMs !== undefined && prePublishMs >= intervalMs)
+    throw new ConfigError(
+      "IDENTITY_KEY_PREPUBLISH",
+      "IDENTITY_KEY_PREPUBLISH must be shorter than IDENTITY_KEY_ROTATION_INTERVAL",
+    );
+  const retentionMs = s.keyRetention ?? Math.max(jwtTtlSeconds, MAX_TTL_SECONDS) * 1000 + 60_000;
+  if (retentionMs < jwtTtlSeconds * 1000)
+    throw new ConfigError(
+      "IDENTITY_KEY_RETENTION",
+      "IDENTITY_KEY_RETENTION must be at least JWT_TTL (tokens signed last would be refused before they expire)",
+    );
+  return { intervalMs, prePublishMs, retentionMs };
 }
