@@ -34,6 +34,7 @@ import { processStartTime, SandboxLayout, writeJson } from "./sandbox-layout.ts"
 import { deleteAfterOf, SessionWorkspace } from "./session-workspace.ts";
 import { removeStaleSocketDirs } from "./socket-dir.ts";
 import { currentUsage, type UsageSources, workspaceIo } from "./usage.ts";
+import { WARM_PREFIX, WarmPool } from "./warm-pool.ts";
 import { WorkspaceFs } from "./workspace-fs.ts";
 import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 import { flushWorkspace, WorkspaceIo } from "./workspace-io.ts";
@@ -82,10 +83,6 @@ interface Live extends UsageSources, ExecTarget {
   image?: WorkspaceImage;
   /** The host directory of the workspace: the image's mount point (layout.workspace without an image). */
   workspaceDir: string;
-  /** A warm sandbox's image and cgroup being made (it starts once done). */
-  provisioning?: Promise<void>;
-  /** A warm sandbox being discarded. */
-  discarding?: Promise<void>;
   observation: SandboxObservation;
   initPid?: number;
   child?: ChildProcess;
@@ -112,10 +109,6 @@ interface Live extends UsageSources, ExecTarget {
 const SETPRIV = "/usr/bin/setpriv";
 const BWRAP = "/usr/bin/bwrap";
 const UNSHARE = "/usr/bin/unshare";
-/** Directory and cgroup name prefix of sandboxes started ahead, before any CreateSandbox. */
-const WARM_PREFIX = ".warm-";
-/** Adoption runs first; the next warm sandbox is started once that create's first exec is likely done. */
-const WARM_REFILL_DELAY_MS = 100;
 
 /** The descriptor bwrap reads the seccomp filter from (3 and 4 are its info and readiness pipes). */
 const SECCOMP_FD = 5;
@@ -150,10 +143,9 @@ export class LocalDriver implements SandboxDriver {
    */
   private readonly built: Promise<HelperBuild>;
   private seccompFilter?: Buffer;
-  private readonly warm: Live[] = [];
+  private readonly warm: WarmPool<Live>;
   /** Per session workspace key: the tail of the work on it (create, release, GC), so they never interleave. */
   private readonly workspaceLocks = new Map<string, Promise<void>>();
-  private readonly warmTarget: number;
   private readonly defaultWorkspaceBytes: number;
   private closed = false;
   /** Pause, resume and destroy of one sandbox run one at a time. */
@@ -176,7 +168,15 @@ export class LocalDriver implements SandboxDriver {
     this.built.catch((err) =>
       this.log?.error({ err }, "no sandbox can start: the exec helper and its seccomp filter were not built"),
     );
-    this.warmTarget = options.warmSandboxes ?? 4;
+    this.warm = new WarmPool(
+      options.warmSandboxes ?? 4,
+      {
+        newWarm: () => this.newWarm(),
+        provision: (live) => this.provisionWarm(live),
+        teardown: (live) => this.teardownWarm(live),
+      },
+      options.logger,
+    );
     this.defaultWorkspaceBytes = workspaceSizeBytes(
       options.defaultWorkspaceSize ?? LIMITS.defaultWorkspaceSize,
       "defaultWorkspaceSize",
@@ -188,7 +188,7 @@ export class LocalDriver implements SandboxDriver {
       .then(() => setTimeout(() => this.removeEndedCgroups(), 2000).unref())
       .then(() => this.built)
       .then(
-        () => this.refillWarm(),
+        () => this.warm.refill(),
         () => {},
       );
   }
@@ -594,7 +594,7 @@ export class LocalDriver implements SandboxDriver {
   async close(): Promise<void> {
     clearInterval(this.sampler);
     this.closed = true;
-    await Promise.all(this.warm.splice(0).map((live) => this.discardWarm(live)));
+    await this.warm.close();
     const spares: Promise<void>[] = [];
     for (const live of this.sandboxes.values()) {
       clearTimeout(live.deadlineTimer);
@@ -785,10 +785,8 @@ export class LocalDriver implements SandboxDriver {
    */
   private adoptWarm(spec: SandboxSpec, ws: SessionWorkspace): boolean {
     if (spec.workspace.mountPath !== LIMITS.defaultMountPath) return false;
-    const i = this.warm.findIndex((w) => w.observation.phase === "ready");
-    if (i < 0) return false;
-    const live = this.warm.splice(i, 1)[0] as Live;
-    this.scheduleWarmRefill();
+    const live = this.warm.take();
+    if (!live) return false;
     const layout = new SandboxLayout(this.options.dataDir, spec.sandboxId);
     let cgroup: Cgroup;
     try {
@@ -811,7 +809,7 @@ export class LocalDriver implements SandboxDriver {
       });
     } catch (err) {
       this.log?.warn({ err }, "adopting a warm sandbox failed; starting a new one");
-      void this.discardWarm(live);
+      void this.warm.discard(live);
       return false;
     }
     live.spec = spec;
@@ -832,67 +830,41 @@ export class LocalDriver implements SandboxDriver {
     return true;
   }
 
-  private scheduleWarmRefill(): void {
-    setTimeout(() => this.refillWarm(), WARM_REFILL_DELAY_MS).unref();
-  }
-
-  /** Starts warm sandboxes up to the target; a random uid each, as ids are not known yet. */
-  private refillWarm(): void {
-    while (!this.closed && this.warm.length < this.warmTarget) {
-      const name = `${WARM_PREFIX}${randomUUID()}`;
-      const spec: SandboxSpec = {
-        sandboxId: name,
-        tenantId: "",
-        sessionId: "",
-        image: "",
-        workspace: { storageClass: "", size: "", mountPath: LIMITS.defaultMountPath },
-        limits: {
-          cpuMillis: LIMITS.defaultCpuMillis,
-          memoryBytes: LIMITS.defaultMemoryBytes,
-          maxRuntimeMs: LIMITS.maxMaxRuntimeMs,
-        },
-        createdAt: new Date(),
-      };
-      const live = this.newLive(spec, 0x10000000 + randomInt(1, 0xffffff));
-      live.warm = true;
-      // In the pool at once (so the loop stops), adoptable once READY.
-      this.warm.push(live);
-      live.provisioning = this.provisionWarm(live);
-    }
+  /** A sandbox for the warm pool; a random uid, as its id is not known yet. */
+  private newWarm(): Live {
+    const spec: SandboxSpec = {
+      sandboxId: `${WARM_PREFIX}${randomUUID()}`,
+      tenantId: "",
+      sessionId: "",
+      image: "",
+      workspace: { storageClass: "", size: "", mountPath: LIMITS.defaultMountPath },
+      limits: {
+        cpuMillis: LIMITS.defaultCpuMillis,
+        memoryBytes: LIMITS.defaultMemoryBytes,
+        maxRuntimeMs: LIMITS.maxMaxRuntimeMs,
+      },
+      createdAt: new Date(),
+    };
+    const live = this.newLive(spec, 0x10000000 + randomInt(1, 0xffffff));
+    live.warm = true;
+    return live;
   }
 
   /** Makes a warm sandbox's workspace image (default size) and cgroup, then starts it. */
   private async provisionWarm(live: Live): Promise<void> {
     const { spec } = live;
-    try {
-      live.layout.prepare(spec, live.uid);
-      await this.provisionWorkspace(live, live.layout.image, this.defaultWorkspaceBytes);
-      live.cgroup.create({
-        cpuMillis: spec.limits.cpuMillis,
-        memoryBytes: spec.limits.memoryBytes,
-        pidsMax: this.pidsMax,
-      });
-      // Closed meanwhile: close() is discarding it (after waiting for this).
-      if (!this.closed) this.start(live);
-    } catch (err) {
-      // Never thrown: nobody awaits a refill, and an unhandled rejection would end the service.
-      this.log?.warn({ err }, "preparing a warm sandbox failed");
-      const i = this.warm.indexOf(live);
-      if (i >= 0) this.warm.splice(i, 1);
-      await this.teardownWarm(live).catch(() => {});
-    }
+    live.layout.prepare(spec, live.uid);
+    await this.provisionWorkspace(live, live.layout.image, this.defaultWorkspaceBytes);
+    live.cgroup.create({
+      cpuMillis: spec.limits.cpuMillis,
+      memoryBytes: spec.limits.memoryBytes,
+      pidsMax: this.pidsMax,
+    });
+    // Closed meanwhile: close() is discarding it (after waiting for this).
+    if (!this.closed) this.start(live);
   }
 
   /** Ends a warm sandbox that will not be used: its processes, cgroup, workspace and directory. */
-  private discardWarm(live: Live): Promise<void> {
-    // Once: close() and the init's exit (which close causes) both ask for it.
-    live.discarding ??= (async () => {
-      await live.provisioning;
-      await this.teardownWarm(live);
-    })();
-    return live.discarding;
-  }
-
   private async teardownWarm(live: Live): Promise<void> {
     // Still starting, its launcher may not have joined the cgroup yet: its process group goes too.
     if (live.child?.pid && live.child.exitCode === null && live.child.signalCode === null) {
@@ -1092,9 +1064,7 @@ export class LocalDriver implements SandboxDriver {
   private async onInitExit(live: Live, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
     if (live.warm) {
       if (!this.closed) this.log?.warn({ code, signal }, "a warm sandbox exited before it was used");
-      const i = this.warm.indexOf(live);
-      if (i >= 0) this.warm.splice(i, 1);
-      await this.discardWarm(live);
+      await this.warm.discard(live);
       return;
     }
     clearTimeout(live.deadlineTimer);

@@ -117,7 +117,7 @@ describe("local driver warm sandboxes", () => {
     const spec = contractSpec("local");
     try {
       type WarmView = { observation: { phase: string }; slots: { spare?: Promise<unknown> } };
-      const warm = (d as unknown as { warm: WarmView[] }).warm;
+      const warm = (d as unknown as { warm: { sandboxes: WarmView[] } }).warm.sandboxes;
       await until("this driver's warm sandbox is ready", () => warm[0]?.observation.phase === "ready");
       // What a slot whose mkdir raced the rename looks like (ENOENT under the old name).
       const failed = Promise.reject(Object.assign(new Error("ENOENT: mkdir under the old name"), { code: "ENOENT" }));
