@@ -1,3 +1,4 @@
+// test-timeout: 480000
 // Issue 14 item 11 through the real HTTP server: failed logins back off per
 // account and per client address (429 + Retry-After, growing), unknown
 // emails exactly like known ones, other accounts undelayed, a correct

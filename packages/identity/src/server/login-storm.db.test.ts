@@ -1,3 +1,4 @@
+// test-timeout: 480000
 // Issue 15 item 4 against the real identity service: a storm of 2,000
 // concurrent logins (distinct emails and client addresses, from four client
 // processes over 2,000 connections) is shed, not queued. Excess logins get
