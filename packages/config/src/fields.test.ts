@@ -15,8 +15,8 @@ import {
   readmeSettings,
   readSettings,
   replaced,
-  SETTINGS_BEGIN,
   SETTINGS_END,
+  settingsBegin,
   settingsTable,
   text,
   url,
@@ -140,6 +140,8 @@ test("the listing has one row per visible field, and a README's table is found b
       "| `D` | 1h |  |",
     ].join("\n"),
   );
-  assert.equal(readmeSettings(`# x\n${SETTINGS_BEGIN}\n${table}\n${SETTINGS_END}\nmore`), table);
+  assert.equal(readmeSettings(`# x\n${settingsBegin()}\n${table}\n${SETTINGS_END}\nmore`), table);
+  const two = `${settingsBegin("a")}\nA\n${SETTINGS_END}\n${settingsBegin("b")}\nB\n${SETTINGS_END}`;
+  assert.equal(readmeSettings(two, "b"), "B");
   assert.equal(readmeSettings("# no markers"), undefined);
 });

@@ -154,8 +154,9 @@ export function checkUrl(name: string, value: string, o: { protocols?: readonly 
   } catch {}
   if (protocol !== undefined && (!o.protocols || o.protocols.includes(protocol))) return;
   const kind = o.protocols ? `${o.protocols.map((p) => `${p}//`).join(" or ")} URL` : "URL";
+  const article = kind.startsWith("h") ? "an" : "a";
   const got = o.secret ? "" : `, got ${JSON.stringify(value)}`;
-  throw new ConfigError(name, `${name} must be a ${kind}${got}`);
+  throw new ConfigError(name, `${name} must be ${article} ${kind}${got}`);
 }
 
 /** A comma-separated list; empty when unset. */

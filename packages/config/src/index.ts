@@ -16,4 +16,4 @@ export {
   text,
   url,
 } from "./fields.ts";
-export { listSettingsIfAsked, readmeSettings, SETTINGS_BEGIN, SETTINGS_END, settingsTable } from "./listing.ts";
+export { listSettingsIfAsked, readmeSettings, SETTINGS_END, settingsBegin, settingsTable } from "./listing.ts";

@@ -12,15 +12,19 @@ export function settingsTable(fields: Readonly<Record<string, Field<unknown>>>):
   return ["| Variable | Default | |", "|---|---|---|", ...rows].join("\n");
 }
 
-export const SETTINGS_BEGIN = "<!-- settings: generated from the declarations; `--settings` prints it -->";
+/** The line before a README's generated settings table; `section` tells apart several in one README. */
+export function settingsBegin(section?: string): string {
+  return `<!-- settings${section ? ` ${section}` : ""}: generated from the declarations; \`--settings\` prints it -->`;
+}
 export const SETTINGS_END = "<!-- /settings -->";
 
 /** The table between a README's settings markers, or undefined without them. */
-export function readmeSettings(markdown: string): string | undefined {
-  const start = markdown.indexOf(SETTINGS_BEGIN);
+export function readmeSettings(markdown: string, section?: string): string | undefined {
+  const begin = settingsBegin(section);
+  const start = markdown.indexOf(begin);
   const end = markdown.indexOf(SETTINGS_END, start);
   if (start < 0 || end < 0) return undefined;
-  return markdown.slice(start + SETTINGS_BEGIN.length, end).trim();
+  return markdown.slice(start + begin.length, end).trim();
 }
 
 /**

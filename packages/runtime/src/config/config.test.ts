@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { ConfigError } from "@platform/config";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { routerConfig } from "../router/config.ts";
 import { workerConfig } from "../worker/config.ts";
-import { ConfigError } from "./env.ts";
 
 const U = "0a1b2c3d-0000-4000-8000-000000000001";
 

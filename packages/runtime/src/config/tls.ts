@@ -1,5 +1,5 @@
+import { ConfigError, checkUrl, custom, type Env, raw } from "@platform/config";
 import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
-import { ConfigError, type Env, url } from "./env.ts";
 
 export type { ServiceTls };
 
@@ -12,22 +12,48 @@ export function internalTls(env: Env, name: string): ServiceTls | undefined {
   try {
     return internalTlsFromEnv(env, name);
   } catch (err) {
-    if (err instanceof TlsSettingsError) throw new ConfigError(err.message);
+    if (err instanceof TlsSettingsError) throw new ConfigError(tlsSettingOf(err.message), err.message);
     throw err;
   }
 }
 
+/** The variable a TLS message names first (they start with it, or name the three files). */
+function tlsSettingOf(message: string): string {
+  return /^(INTERNAL_TLS|TLS_\w+)/.exec(message)?.[1] ?? "TLS_CA_FILE";
+}
+
+/** The TLS_* row of a runtime process, read as internalTls does. */
+export function internalTlsSetting(name: string) {
+  return custom(["TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE", "INTERNAL_TLS"], {
+    shown: "required",
+    doc: `PEM paths: the platform CA and its \`${name}\` certificate (see "Mutual TLS"); \`INTERNAL_TLS=off\` (development and tests only, logged as a warning): none, \`http://\` URLs`,
+    read: (env) => internalTls(env, name),
+  });
+}
+
 /**
- * An internal service's base URL: https:// when this service uses mutual TLS
+ * An internal service's base URL: https:// when this service uses mutual TLS (`tls`)
  * (a plaintext call would carry tenant credentials unauthenticated), http://
  * with INTERNAL_TLS=off.
  */
-export function internalUrl(env: Env, key: string, tls: ServiceTls | undefined): string {
-  const v = url(env, key);
+export function internalUrl(env: Env, key: string, tls: boolean): string {
+  const v = raw(env, key);
+  if (v === undefined) throw new ConfigError(key, `${key} is required`);
+  checkUrl(key, v, { protocols: ["http:", "https:"] });
   const scheme = new URL(v).protocol;
   if (tls && scheme !== "https:")
-    throw new ConfigError(`${key} must be an https:// URL (internal calls use mutual TLS), got "${v}"`);
+    throw new ConfigError(key, `${key} must be an https:// URL (internal calls use mutual TLS), got "${v}"`);
   if (!tls && scheme !== "http:")
-    throw new ConfigError(`${key} must be an http:// URL with INTERNAL_TLS=off, got "${v}"`);
-  return v;
+    throw new ConfigError(key, `${key} must be an http:// URL with INTERNAL_TLS=off, got "${v}"`);
+  return v.replace(/\/+$/, "");
+}
+
+/** A row for an internal URL: https:// with mutual TLS, http:// with INTERNAL_TLS=off. */
+export function internalUrlSetting(key: string, doc: string) {
+  return custom(key, {
+    shown: "required",
+    doc,
+    // INTERNAL_TLS was checked by the TLS row read before this one.
+    read: (env) => internalUrl(env, key, env.INTERNAL_TLS !== "off"),
+  });
 }

@@ -1,6 +1,18 @@
-import { ConfigError, type Env, logLevel, port, required } from "../config/env.ts";
-import { internalTls, internalUrl, type ServiceTls } from "../config/tls.ts";
+import {
+  bool,
+  ConfigError,
+  custom,
+  type Env,
+  host,
+  int,
+  logLevel,
+  oneOf,
+  port,
+  readSettings,
+  text,
+} from "@platform/config";
 import { CORS_SETTING, loadServiceTls, parseAllowedOrigins, TlsSettingsError } from "@platform/rpc";
+import { internalTlsSetting, internalUrlSetting, type ServiceTls } from "../config/tls.ts";
 
 /** The certificate name the router calls identity and the tenant workers with. */
 export const ROUTER_TLS_NAME = "runtime-router";
@@ -44,61 +56,92 @@ export type RouterConfig = {
     }
 );
 
-/** The router's settings, parsed once at start-up; a bad one throws ConfigError naming it. */
-export function routerConfig(env: Env): RouterConfig {
-  const tls = internalTls(env, ROUTER_TLS_NAME);
-  const common = {
-    port: port(env, "ROUTER_PORT", 8080),
-    host: env.HOST?.trim() || "127.0.0.1",
-    identityUrl: internalUrl(env, "IDENTITY_GRPC_URL", tls),
-    tls,
-    logLevel: logLevel(env),
-    maxWaitersPerTenant: positiveInt(env, "RUNTIME_MAX_WAITERS_PER_TENANT", 32),
-    // The spec's 10 s; slow machines (a loaded CI box starting node + tsx) may raise it.
-    coldStartWaitMs: positiveInt(env, "RUNTIME_COLD_START_WAIT_MS", 10_000),
-    corsAllowedOrigins: corsOrigins(env),
-  };
-  const kind = env.RUNTIME_ORCHESTRATOR?.trim() || "local";
-  if (kind === "local") {
-    return {
-      ...common,
-      orchestrator: "local",
-      dataDir: env.RUNTIME_DATA_DIR?.trim() || ".data/runtime",
-      agentsUrl: internalUrl(env, "AGENTS_GRPC_URL", tls),
-      workerHost: env.RUNTIME_WORKER_HOST?.trim() || "127.0.0.1",
-      spareWorker: onOff(env, "RUNTIME_SPARE_WORKER", true),
-      workerTlsFiles: tls && workerTlsFiles(env),
-    };
-  }
-  if (kind === "kubernetes") {
-    return {
-      ...common,
-      orchestrator: "kubernetes",
-      namespace: required(env, "RUNTIME_NAMESPACE"),
-      workerTemplatePath: required(env, "RUNTIME_WORKER_TEMPLATE"),
-    };
-  }
-  throw new ConfigError(`RUNTIME_ORCHESTRATOR must be "local" or "kubernetes", got "${kind}"`);
-}
-
-function onOff(env: Env, key: string, fallback: boolean): boolean {
-  const raw = env[key]?.trim().toLowerCase();
-  if (!raw) return fallback;
-  if (raw === "1" || raw === "true" || raw === "on") return true;
-  if (raw === "0" || raw === "false" || raw === "off") return false;
-  throw new ConfigError(`${key} must be 1 or 0 (true/false, on/off), got "${env[key]}"`);
-}
-
-function positiveInt(env: Env, key: string, fallback: number): number {
-  const raw = env[key]?.trim();
-  if (!raw) return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${key} must be a positive integer, got "${raw}"`);
-  return n;
-}
+/** The router's settings for either orchestrator. */
+export const ROUTER_SETTINGS = {
+  tls: internalTlsSetting(ROUTER_TLS_NAME),
+  identityUrl: internalUrlSetting("IDENTITY_GRPC_URL", "identity's gRPC port (`https://` with mutual TLS)"),
+  port: port("ROUTER_PORT", { default: 8080, doc: "the public port" }),
+  host: host(),
+  logLevel: logLevel(),
+  maxWaitersPerTenant: int("RUNTIME_MAX_WAITERS_PER_TENANT", {
+    default: 32,
+    min: 1,
+    doc: "requests waiting for one tenant's worker",
+  }),
+  // The spec's 10 s; slow machines (a loaded CI box starting node + tsx) may raise it.
+  coldStartWaitMs: int("RUNTIME_COLD_START_WAIT_MS", {
+    default: 10_000,
+    min: 1,
+    doc: "the spec's 10 s for a woken worker; only for machines too slow to start a worker in time",
+  }),
+  corsAllowedOrigins: custom(CORS_SETTING, {
+    shown: "unset",
+    doc: "origins whose pages may call the router (comma-separated); none by default, see `@platform/rpc`",
+    read: (env) => {
+      try {
+        return parseAllowedOrigins(env[CORS_SETTING]);
+      } catch (e) {
+        throw new ConfigError(CORS_SETTING, (e as Error).message);
+      }
+    },
+  }),
+  orchestrator: oneOf("RUNTIME_ORCHESTRATOR", ["local", "kubernetes"], {
+    default: "local",
+    doc: "where tenant workers run; the rows below say which one reads them",
+  }),
+};
 
 const WORKER_CERT = "RUNTIME_WORKER_TLS_CERT_FILE";
 const WORKER_KEY = "RUNTIME_WORKER_TLS_KEY_FILE";
+
+/** Read with RUNTIME_ORCHESTRATOR=local only. */
+export const LOCAL_ORCHESTRATOR_SETTINGS = {
+  agentsUrl: internalUrlSetting(
+    "AGENTS_GRPC_URL",
+    "local: agents' internal port (`https://` with mutual TLS), given to every worker",
+  ),
+  dataDir: text("RUNTIME_DATA_DIR", { default: ".data/runtime", doc: "local: holds `orchestrator.json`" }),
+  workerHost: text("RUNTIME_WORKER_HOST", { default: "127.0.0.1", doc: "local: the workers' listening address" }),
+  spareWorker: bool("RUNTIME_SPARE_WORKER", {
+    default: true,
+    shown: "1",
+    doc: "local: keep a pre-started spare worker for cold starts; `0` keeps none",
+  }),
+  workerTlsFiles: custom([WORKER_CERT, WORKER_KEY], {
+    shown: "required",
+    doc: "local: the workers' `runtime-worker` certificate and key, from the router's CA; not read with `INTERNAL_TLS=off`",
+    read: (env) => (env.INTERNAL_TLS === "off" ? undefined : workerTlsFiles(env)),
+  }),
+};
+
+/** Read with RUNTIME_ORCHESTRATOR=kubernetes only. */
+export const KUBERNETES_ORCHESTRATOR_SETTINGS = {
+  namespace: text("RUNTIME_NAMESPACE", { required: true, doc: "kubernetes: the workers' namespace" }),
+  workerTemplatePath: text("RUNTIME_WORKER_TEMPLATE", {
+    required: true,
+    doc: "kubernetes: path of the JSON worker template; its `tlsSecretName` (default `runtime-worker-tls`) is the workers' certificate Secret",
+  }),
+};
+
+/** Every row of the router's listing, in order. */
+export const ROUTER_LISTING = {
+  ...ROUTER_SETTINGS,
+  ...LOCAL_ORCHESTRATOR_SETTINGS,
+  ...KUBERNETES_ORCHESTRATOR_SETTINGS,
+};
+
+/** The router's settings, parsed once at start-up; a bad one throws ConfigError naming it. */
+export function routerConfig(env: Env): RouterConfig {
+  const { orchestrator, ...common } = readSettings(ROUTER_SETTINGS, env);
+  if (orchestrator === "local") return { ...common, orchestrator, ...readSettings(LOCAL_ORCHESTRATOR_SETTINGS, env) };
+  return { ...common, orchestrator, ...readSettings(KUBERNETES_ORCHESTRATOR_SETTINGS, env) };
+}
+
+function required(env: Env, key: string): string {
+  const v = env[key]?.trim();
+  if (!v) throw new ConfigError(key, `${key} is required`);
+  return v;
+}
 
 /**
  * The certificate the local orchestrator hands its workers, checked here so
@@ -115,15 +158,7 @@ function workerTlsFiles(env: Env): { caFile: string; certFile: string; keyFile: 
     if (!(err instanceof TlsSettingsError)) throw err;
     // Its messages name the service's own settings; these are the workers'.
     const message = err.message.replaceAll("TLS_CERT_FILE", WORKER_CERT).replaceAll("TLS_KEY_FILE", WORKER_KEY);
-    throw new ConfigError(message);
+    throw new ConfigError(message.includes(WORKER_KEY) ? WORKER_KEY : WORKER_CERT, message);
   }
   return { caFile, certFile, keyFile };
-}
-
-function corsOrigins(env: Env): string[] {
-  try {
-    return parseAllowedOrigins(env[CORS_SETTING]);
-  } catch (e) {
-    throw new ConfigError((e as Error).message);
-  }
 }

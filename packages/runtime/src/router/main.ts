@@ -1,20 +1,17 @@
-import { createServiceTransport } from "@platform/rpc";
 // The runtime router: `node --import tsx packages/runtime/src/router/main.ts`.
-// Settings: ROUTER_PORT (8080), HOST (127.0.0.1), IDENTITY_GRPC_URL,
-// TLS_CA_FILE/TLS_CERT_FILE/TLS_KEY_FILE (its runtime-router certificate;
-// INTERNAL_TLS=off for development only), RUNTIME_ORCHESTRATOR (local |
-// kubernetes), for local RUNTIME_DATA_DIR, AGENTS_GRPC_URL and
-// RUNTIME_WORKER_TLS_CERT_FILE/RUNTIME_WORKER_TLS_KEY_FILE, for kubernetes
-// RUNTIME_NAMESPACE and RUNTIME_WORKER_TEMPLATE; RUNTIME_MAX_WAITERS_PER_TENANT
-// (32), RUNTIME_COLD_START_WAIT_MS (10000), CORS_ALLOWED_ORIGINS (none), LOG_LEVEL.
+// Settings: `--settings` lists them (declared in ./config.ts).
 import { resolve } from "node:path";
+import { ConfigError, listSettingsIfAsked } from "@platform/config";
+import { createServiceTransport } from "@platform/rpc";
 import { pino } from "pino";
-import { ConfigError } from "../config/env.ts";
 import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
 import type { Orchestrator } from "../orchestrator/orchestrator.ts";
-import { type RouterConfig, routerConfig } from "./config.ts";
+import { ROUTER_LISTING, type RouterConfig, routerConfig } from "./config.ts";
 import { IdentityAuthenticator } from "./identity-authenticator.ts";
 import { startRouter } from "./router.ts";
+
+// `router --settings`: the table of every setting (the README's), then exit.
+listSettingsIfAsked(ROUTER_LISTING);
 
 let config: RouterConfig;
 try {

@@ -1,5 +1,6 @@
-import { type Env, logLevel, port, uuid } from "../config/env.ts";
-import { internalTls, internalUrl, type ServiceTls } from "../config/tls.ts";
+import { ConfigError, custom, type Env, host, logLevel, port, raw, readSettings } from "@platform/config";
+import { isUuid } from "@platform/errors";
+import { internalTlsSetting, internalUrlSetting, type ServiceTls } from "../config/tls.ts";
 
 /** The certificate name a tenant worker serves and calls with. */
 export const WORKER_TLS_NAME = "runtime-worker";
@@ -27,19 +28,38 @@ export interface WorkerConfig {
   exitWithStdin: boolean;
 }
 
+function uuid(name: string, doc: string) {
+  return custom(name, {
+    shown: "required",
+    doc,
+    read: (env) => {
+      const v = raw(env, name);
+      if (v === undefined) throw new ConfigError(name, `${name} is required`);
+      if (!isUuid(v)) throw new ConfigError(name, `${name} must be a UUID, got "${v}"`);
+      return v.toLowerCase();
+    },
+  });
+}
+
+/** A tenant worker's settings, set by the orchestrator, not by hand. */
+export const WORKER_SETTINGS = {
+  tls: internalTlsSetting(WORKER_TLS_NAME),
+  tenantId: uuid("TENANT_ID", "the tenant this worker serves"),
+  orgId: uuid("ORG_ID", "the tenant's organization"),
+  agentsUrl: internalUrlSetting("AGENTS_GRPC_URL", "agents' internal port (`https://` with mutual TLS)"),
+  port: port("PORT", { default: 50051, doc: "RuntimeService, for the router only" }),
+  host: host("listening address"),
+  logLevel: logLevel(),
+  exitWithStdin: custom("RUNTIME_EXIT_WITH_STDIN", {
+    shown: "unset",
+    doc: "`1`: exit when stdin closes (the local orchestrator holds the other end)",
+    read: exitsWithStdin,
+  }),
+};
+
 /** The worker's settings (TENANT_ID and ORG_ID are set by the controller at creation). */
 export function workerConfig(env: Env): WorkerConfig {
-  const tls = internalTls(env, WORKER_TLS_NAME);
-  return {
-    tenantId: uuid(env, "TENANT_ID"),
-    orgId: uuid(env, "ORG_ID"),
-    agentsUrl: internalUrl(env, "AGENTS_GRPC_URL", tls),
-    tls,
-    port: port(env, "PORT", 50051),
-    host: env.HOST?.trim() || "127.0.0.1",
-    logLevel: logLevel(env),
-    exitWithStdin: exitsWithStdin(env),
-  };
+  return readSettings(WORKER_SETTINGS, env);
 }
 
 export function exitsWithStdin(env: Env): boolean {

@@ -3,13 +3,17 @@
 // AGENTS_GRPC_URL, PORT (default 50051), TLS_CA_FILE/TLS_CERT_FILE/TLS_KEY_FILE
 // (the runtime-worker certificate; INTERNAL_TLS=off for development only);
 // as a spare, the deployment's settings arrive on the IPC channel (./supervisor.ts).
+
+import { ConfigError, listSettingsIfAsked } from "@platform/config";
 import { type Logger, pino } from "pino";
-import { ConfigError } from "../config/env.ts";
 import { internalTls, internalUrl, type ServiceTls } from "../config/tls.ts";
-import { exitsWithStdin, WORKER_TLS_NAME, workerConfig } from "./config.ts";
+import { exitsWithStdin, WORKER_SETTINGS, WORKER_TLS_NAME, workerConfig } from "./config.ts";
 import { adoption, isSpare, reportReady } from "./supervisor.ts";
 import { type ConnectedAgents, connectAgents, warmUp } from "./warm-up.ts";
 import { type RunningServer, startWorker } from "./worker.ts";
+
+// `worker --settings`: the table of every setting (the README's), then exit.
+listSettingsIfAsked(WORKER_SETTINGS);
 
 let server: RunningServer | undefined;
 let logger: Logger | undefined;
@@ -44,7 +48,7 @@ async function serve(): Promise<void> {
     try {
       tls = internalTls(process.env, WORKER_TLS_NAME);
       await warmUp(tls);
-      agentsUrl = internalUrl(process.env, "AGENTS_GRPC_URL", tls);
+      agentsUrl = internalUrl(process.env, "AGENTS_GRPC_URL", tls !== undefined);
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err;
     }
