@@ -19,6 +19,8 @@ export interface SlotOwner {
 
 /** After an exec, when the next one's cgroup and placed child are made. */
 const SPARE_SLOT_DELAY_MS = 10;
+/** Bounds the search for a free exec cgroup name (a sandbox never holds this many). */
+const MAX_EXEC_SEQ = 1_000_000;
 
 /**
  * The exec cgroups of one sandbox, and the spare one made ahead: off the
@@ -100,9 +102,17 @@ export class ExecSlots {
   }
 
   private async newCgroup(): Promise<Cgroup> {
-    const cgroup = this.owner.cgroup.child(`exec-${++this.seq}`);
-    await cgroup.createAsync();
-    return cgroup;
+    for (;;) {
+      const cgroup = this.owner.cgroup.child(`exec-${++this.seq}`);
+      try {
+        await cgroup.createAsync();
+        return cgroup;
+      } catch (err) {
+        // Re-attached after a restart, the sandbox still holds the exec cgroups of the service before
+        // (a command still running, a child placed ahead): their names are skipped, not reused.
+        if ((err as NodeJS.ErrnoException).code !== "EEXIST" || this.seq >= MAX_EXEC_SEQ) throw err;
+      }
+    }
   }
 
   private async make(): Promise<ExecSlot> {
