@@ -53,7 +53,7 @@ export const DEFAULT_RETRY_AFTER_SECONDS = 5;
  * down, the service overloaded) says when at the latest, so a client never
  * has to guess whether a 503 is worth retrying.
  */
-function retryAfterOf(p: PlatformError): string | undefined {
+export function retryAfterOf(p: PlatformError): string | undefined {
   const named = p.extra.retry_after;
   if (named !== undefined && /^\d{1,6}$/.test(named)) return named;
   return p.code === Code.Unavailable ? String(DEFAULT_RETRY_AFTER_SECONDS) : undefined;

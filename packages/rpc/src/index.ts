@@ -36,6 +36,7 @@ export {
   type ServerOptions,
   type ServiceRegistration,
 } from "./server/create-server.ts";
+export type { NodeRequest, NodeResponse } from "./http/node-io.ts";
 export type { InputRefusal } from "./server/input-guard.ts";
 export { errorInterceptor } from "./server/interceptors.ts";
 export { findStringViolation, type StringProblem, type StringViolation, stringProblem } from "./server/string-guard.ts";

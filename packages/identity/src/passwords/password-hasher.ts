@@ -48,6 +48,23 @@ export class PasswordHasher {
     return this.#admitted;
   }
 
+  /**
+   * True when the next login would be refused (`admit`): as many logins as
+   * the semaphore has slots and queue places are admitted, or the next one
+   * would wait longer than MAX_HASH_WAIT_MS for a slot. Cheap, so the server
+   * can ask it before a login request is even parsed (login-shed.ts).
+   */
+  get full(): boolean {
+    const { limit, maxQueue } = this.semaphore;
+    if (this.#admitted >= limit + maxQueue) return true;
+    // Logins ahead of the next one for a slot, and so its expected wait.
+    const ahead = this.#admitted + 1 - limit;
+    return ahead > 0 && (ahead * this.#hashMs) / limit > MAX_HASH_WAIT_MS;
+  }
+
+  /** The refusal of a login while `full` (503 unavailable + Retry-After); one object, made once. */
+  readonly busyError = busy();
+
   /** The semaphore, with a full queue answered as 503 unavailable + Retry-After. */
   async #run<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     const timed = async () => {
@@ -76,11 +93,7 @@ export class PasswordHasher {
    * are admitted while hashes are slow (MAX_HASH_WAIT_MS).
    */
   async admit<T>(fn: () => Promise<T>): Promise<T> {
-    const { limit, maxQueue } = this.semaphore;
-    if (this.#admitted >= limit + maxQueue) throw busy();
-    // Logins ahead of this one for a slot, and so its expected wait (MAX_HASH_WAIT_MS).
-    const ahead = this.#admitted + 1 - limit;
-    if (ahead > 0 && (ahead * this.#hashMs) / limit > MAX_HASH_WAIT_MS) throw busy();
+    if (this.full) throw busy();
     this.#admitted++;
     try {
       return await fn();

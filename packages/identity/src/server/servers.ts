@@ -17,6 +17,7 @@ import { keyPublicationService } from "./key-publication-handlers.ts";
 import { accountService, auditService, memberService, orgApiKeyService, teamService } from "./teams-handlers.ts";
 import { identityInputRefusal } from "./input-refusals.ts";
 import { identityInterceptors } from "./interceptors.ts";
+import { loginShed } from "./login-shed.ts";
 import { identityEnvelope } from "./rest-envelope.ts";
 
 export type ServerSettings = {
@@ -106,6 +107,7 @@ export function createIdentityServers(
     readHeaderTimeoutMs: settings.readHeaderTimeoutMs,
     shutdownTimeoutMs: settings.shutdownTimeoutMs,
     strictBody: true,
+    shed: loginShed(identity.hasher),
     // The spec shows API keys' expires_at as "RFC 3339 or null".
     json: { emitNulls: true },
   };

@@ -7,6 +7,7 @@ import { HTTP2_STREAM_WINDOW, widenConnectionWindow } from "../http2-windows.ts"
 import type { NodeRequest, NodeResponse } from "../http/node-io.ts";
 import { createTlsListener } from "../tls/listener.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
+import { stampAccepted } from "./accept-wait.ts";
 import { LISTEN_BACKLOG, MAX_CONCURRENT_STREAMS } from "./listen-limits.ts";
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -81,6 +82,7 @@ export function createConnections(o: ConnectionsOptions): Connections {
 
   // Registers a raw connection for shutdown; false when it is refused.
   const track = (socket: net.Socket): boolean => {
+    stampAccepted(socket);
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     if (closing) socket.destroy();
@@ -91,6 +93,8 @@ export function createConnections(o: ConnectionsOptions): Connections {
   // without ALPN) by its first bytes: Node's plaintext http2 server ignores
   // allowHTTP1, so peek at them for the HTTP/2 preface.
   const dispatch = (socket: net.Socket | tls.TLSSocket) => {
+    // A TLS socket is not the raw one `track` stamped: its wait counts from the handshake's end.
+    stampAccepted(socket);
     const alpn = (socket as tls.TLSSocket).alpnProtocol;
     if (alpn === "h2") return void h2.emit("connection", socket);
     if (alpn === "http/1.1") return void h1.emit("connection", socket);

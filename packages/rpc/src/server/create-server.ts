@@ -127,6 +127,7 @@ export function createServer(options: ServerOptions): Server {
       native: connect.byPath,
       grpcDirect,
       rest,
+      shed: options.shed,
     }),
   });
 

@@ -6,6 +6,7 @@ import type { GrpcDirect } from "../grpc/grpc-direct.ts";
 import { type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
 import type { corsHandler } from "./cors.ts";
 import { serveNative } from "./native.ts";
+import { refuse } from "./refuse.ts";
 import { PLATFORM_VERSION } from "./version.ts";
 
 export interface DispatchOptions {
@@ -24,6 +25,8 @@ export interface DispatchOptions {
   native: Map<string, UniversalHandler>;
   grpcDirect: GrpcDirect;
   rest: (req: NodeRequest, res: NodeResponse) => Promise<void>;
+  /** ServerOptions.shed: a refusal before routing (REST paths only). */
+  shed: ((req: NodeRequest, path: string) => PlatformError | undefined) | undefined;
 }
 
 /**
@@ -57,6 +60,10 @@ export function createDispatch(o: DispatchOptions): (req: NodeRequest, res: Node
           version: PLATFORM_VERSION,
         });
       }
+    }
+    if (o.shed && !o.native.has(path)) {
+      const refusal = o.shed(req, path);
+      if (refusal) return refuse(o.envelope, req, res, refusal);
     }
     if (o.restOnly) {
       // Public ports carry REST/SSE only: a procedure path (gRPC, Connect,

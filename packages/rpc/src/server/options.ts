@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { ServiceRegistration } from "../calls/registration.ts";
 import type { Envelope, EnvelopeName } from "../envelope.ts";
 import type { HealthRegistry } from "../health/health.ts";
+import type { NodeRequest } from "../http/node-io.ts";
 import type { CallerPolicy } from "../tls/callers.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
 import type { OutputJsonOptions } from "../transcode/json.ts";
@@ -77,6 +78,18 @@ export interface ServerOptions {
    * no CORS headers, and a preflight is 403 `origin_not_allowed`.
    */
   cors?: { allowedOrigins: readonly string[] };
+  /**
+   * Refuses a request before it is routed, its body read or its handler run,
+   * with the returned error (rendered by the envelope, with Retry-After): for
+   * work the service knows it cannot take now (identity: a login while the
+   * password hashing queue is full). Under a storm every request costs the
+   * event loop its routing, body parsing and interceptors; a refusal here
+   * skips them, so the loop gets through the listen queue several times
+   * faster. Called after CORS and the health endpoints, never for those; it
+   * must be cheap (it may return one shared error object). REST/HTTP paths:
+   * a gRPC or Connect call is never passed to it.
+   */
+  shed?: (req: NodeRequest, path: string) => PlatformError | undefined;
   /** Serve gRPC health and reflection (default true). */
   health?: boolean;
   reflection?: boolean;

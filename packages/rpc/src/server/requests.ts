@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { runWithRequest } from "../context.ts";
 import type { Envelope } from "../envelope.ts";
 import { headerOf, type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
+import { acceptWaitMs } from "./accept-wait.ts";
 import type { Inflight } from "./inflight.ts";
 import type { MakeRequestInfo } from "./request-info.ts";
 
@@ -29,6 +30,7 @@ export interface RequestEntryOptions {
 export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, res: NodeResponse) => void {
   return (req, res) => {
     const started = performance.now();
+    const acceptMs = acceptWaitMs(req.socket, started);
     o.inflight.begin();
     const info = o.makeInfo(headerOf(req, "x-request-id"), headerOf(req, "x-trace-id"), o.callerOf(req));
     info.remoteAddress = req.socket?.remoteAddress;
@@ -47,6 +49,8 @@ export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, r
           path: (req.url ?? "").split("?")[0],
           status: res.statusCode,
           ms: Math.round(performance.now() - started),
+          // A connection's first request: how long it waited in this process between accept and the handler.
+          ...(acceptMs === undefined ? {} : { acceptMs: Math.round(acceptMs) }),
         },
         "request",
       );
