@@ -70,7 +70,8 @@ test("callers beyond maxWaiting are refused at once with UNAVAILABLE + retry_aft
   assert.ok(refused instanceof PlatformError, String(refused));
   assert.equal(refused.code, Code.Unavailable);
   assert.equal(refused.extra.retry_after, "1");
-  assert.ok(ms < 500, `refused after ${ms.toFixed(0)} ms`);
+  // At once: far below the 30 s acquire timeout it would otherwise wait (2 s allows a loaded machine's pauses).
+  assert.ok(ms < 2000, `refused after ${ms.toFixed(0)} ms`);
   await h.release();
   for (const r of await Promise.all(waiting)) assert.deepEqual(r.rows, [{ one: 1 }]);
 });
