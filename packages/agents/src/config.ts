@@ -1,4 +1,20 @@
+import {
+  ConfigError,
+  custom,
+  type Env,
+  host,
+  int,
+  logLevel,
+  port,
+  readSettings,
+  replaced,
+  text,
+  url,
+} from "@platform/config";
 import { CORS_SETTING, parseAllowedOrigins } from "@platform/rpc";
+
+export { ConfigError };
+
 /** The agents service's settings, read once from the environment at start-up. */
 export type AgentsConfig = {
   /** The public port: REST/SSE only. */
@@ -31,78 +47,114 @@ export type AgentsConfig = {
   corsAllowedOrigins?: string[];
 };
 
-export class ConfigError extends Error {
-  override name = "ConfigError";
-}
+const HTTP = ["http:", "https:"] as const;
+
+/** Every setting of the agents service, in the order `--settings` and the README list them. */
+export const AGENTS_SETTINGS = {
+  agentsHost: replaced("AGENTS_HOST", "HOST", "every service reads HOST"),
+  port: port("AGENTS_PORT", {
+    default: 8082,
+    doc: 'public port: REST + SSE and `/livez` `/healthz` `/readyz` only (gRPC, Connect, gRPC-Web answer 404: the specification says agents "exposes no public gRPC server")',
+  }),
+  grpcPort: port("AGENTS_GRPC_PORT", {
+    default: 50053,
+    doc: "internal port: gRPC, Connect, gRPC-Web, gRPC health and reflection, mutual TLS only; `agents.v1.*` answer the `runtime-worker` (tenant workers) and `operator` certificates, every call still with a bearer credential; other services get PERMISSION_DENIED `caller_not_allowed`",
+  }),
+  // Read by @platform/rpc's internalTlsFromEnv in main.ts; listed here so the table is whole.
+  tlsFiles: custom(["TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE"], {
+    shown: "required",
+    doc: "PEM paths: the platform CA and the agents certificate (CN `agents`), served on `AGENTS_GRPC_PORT` and presented to identity and compute (whose certificates must name them)",
+    read: () => undefined,
+  }),
+  internalTls: custom("INTERNAL_TLS", {
+    shown: "on",
+    doc: "`off`: plaintext internal port and calls, development and tests only (logged as a warning)",
+    read: () => undefined,
+  }),
+  host: host(),
+  databaseUrl: url("DATABASE_URL", {
+    protocols: ["postgres:", "postgresql:"],
+    secret: true,
+    doc: "PostgreSQL; unset → embedded PGlite in `AGENTS_DATA_DIR`",
+  }),
+  dataDir: text("AGENTS_DATA_DIR", { default: ".data/agents", doc: "the embedded database's directory" }),
+  identityGrpcUrl: url("IDENTITY_GRPC_URL", { protocols: HTTP, required: true, doc: "e.g. `https://127.0.0.1:50051`" }),
+  computeGrpcUrl: url("COMPUTE_GRPC_URL", { protocols: HTTP, required: true, doc: "e.g. `https://127.0.0.1:50052`" }),
+  anthropicKey: text("ANTHROPIC_API_KEY", { doc: "enables `anthropic/...`" }),
+  anthropicBaseUrl: url("ANTHROPIC_BASE_URL", { protocols: HTTP, doc: "with `ANTHROPIC_API_KEY`: another endpoint" }),
+  openaiBaseUrl: url("OPENAI_BASE_URL", {
+    protocols: HTTP,
+    doc: "enables `openai/...` (so does `OPENAI_API_KEY`); OpenAI, Ollama (`http://host:11434/v1`), vLLM, llama.cpp",
+  }),
+  openaiKey: text("OPENAI_API_KEY", { doc: "enables `openai/...`; optional with `OPENAI_BASE_URL`" }),
+  toolTimeoutMs: int("AGENTS_TOOL_TIMEOUT_MS", { default: 120_000, min: 100, max: 600_000, doc: "per tool call" }),
+  toolOutputLimitBytes: int("AGENTS_TOOL_OUTPUT_LIMIT_BYTES", {
+    default: 16 * 1024,
+    min: 1024,
+    max: 1024 * 1024,
+    doc: "tool output given to the model",
+  }),
+  maxModelCalls: int("AGENTS_MAX_MODEL_CALLS", {
+    default: 25,
+    min: 1,
+    max: 1000,
+    doc: "model calls per run (each tool round is one)",
+  }),
+  maxTokens: int("AGENTS_MAX_TOKENS", { default: 4096, min: 1, max: 1_000_000, doc: "`max_tokens` per model call" }),
+  runLeaseMs: int("AGENTS_RUN_LEASE_MS", {
+    default: 30_000,
+    min: 300,
+    max: 3_600_000,
+    doc: 'a run\'s hold on its session, renewed every third of it: how long a run whose process died can block its session before another replica ends it (see "Crashes and database outages")',
+  }),
+  sandboxIdleMs: int("AGENTS_SANDBOX_IDLE_MS", {
+    default: 15 * 60_000,
+    min: 0,
+    max: 30 * 24 * 3_600_000,
+    shown: "900000 (15 min)",
+    doc: "a session idle this long (no run holds it, no message or event) loses its sandbox (compute `DestroySandbox`, which starts compute's grace window for the workspace); `0` keeps sandboxes until the session is deleted",
+  }),
+  sandboxMaxRuntimeMs: int("AGENTS_SANDBOX_MAX_RUNTIME_MS", {
+    min: 1000,
+    max: 7 * 24 * 3_600_000,
+    shown: "unset (compute's default, 15 min)",
+    doc: "the `max_runtime` the sessions' sandboxes are created with (1000 to 7 days); the workspace outlives it: the next tool or file call gets a new sandbox on the same workspace",
+  }),
+  corsAllowedOrigins: custom(CORS_SETTING, {
+    shown: "unset",
+    doc: "origins whose pages may call the public port (comma-separated); none by default: a browser preflight gets 403 `origin_not_allowed` (see `@platform/rpc`)",
+    read: (env) => {
+      try {
+        return parseAllowedOrigins(env[CORS_SETTING]);
+      } catch (e) {
+        throw new ConfigError(CORS_SETTING, (e as Error).message);
+      }
+    },
+  }),
+  logLevel: logLevel(),
+};
 
 /** Parses the environment; a missing or invalid setting throws ConfigError naming it. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentsConfig {
-  const str = (name: string) => {
-    const v = env[name]?.trim();
-    return v ? v : undefined;
-  };
-  const required = (name: string) => {
-    const v = str(name);
-    if (!v) throw new ConfigError(`${name} is required`);
-    return v;
-  };
-  const int = (name: string, fallback: number, min: number, max: number) => {
-    const v = str(name);
-    if (v === undefined) return fallback;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${v}"`);
-    return n;
-  };
-  const url = (name: string, value: string | undefined) => {
-    if (value === undefined) return undefined;
-    try {
-      const u = new URL(value);
-      if (!/^https?:$/.test(u.protocol) && !/^postgres(ql)?:$/.test(u.protocol)) throw new Error();
-    } catch {
-      throw new ConfigError(`${name} must be a URL, got "${value}"`);
-    }
-    return value;
-  };
-  if (str("AGENTS_HOST")) throw new ConfigError("AGENTS_HOST was replaced by HOST (every service reads HOST)");
-  const level = str("LOG_LEVEL") ?? "info";
-  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(level)) {
-    throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error, got "${level}"`);
-  }
-  const anthropicKey = str("ANTHROPIC_API_KEY");
-  const openaiBase = url("OPENAI_BASE_URL", str("OPENAI_BASE_URL"));
-  const openaiKey = str("OPENAI_API_KEY");
+export function loadConfig(env: Env = process.env): AgentsConfig {
+  const s = readSettings(AGENTS_SETTINGS, env);
   return {
-    port: int("AGENTS_PORT", 8082, 0, 65535),
-    grpcPort: int("AGENTS_GRPC_PORT", 50053, 0, 65535),
-    host: str("HOST") ?? "127.0.0.1",
-    databaseUrl: url("DATABASE_URL", str("DATABASE_URL")),
-    dataDir: str("AGENTS_DATA_DIR") ?? ".data/agents",
-    identityGrpcUrl: url("IDENTITY_GRPC_URL", required("IDENTITY_GRPC_URL"))!,
-    computeGrpcUrl: url("COMPUTE_GRPC_URL", required("COMPUTE_GRPC_URL"))!,
-    anthropic: anthropicKey
-      ? { apiKey: anthropicKey, baseUrl: url("ANTHROPIC_BASE_URL", str("ANTHROPIC_BASE_URL")) }
-      : undefined,
-    openai: openaiBase || openaiKey ? { baseUrl: openaiBase, apiKey: openaiKey } : undefined,
-    toolTimeoutMs: int("AGENTS_TOOL_TIMEOUT_MS", 120_000, 100, 600_000),
-    toolOutputLimitBytes: int("AGENTS_TOOL_OUTPUT_LIMIT_BYTES", 16 * 1024, 1024, 1024 * 1024),
-    maxModelCalls: int("AGENTS_MAX_MODEL_CALLS", 25, 1, 1000),
-    maxTokens: int("AGENTS_MAX_TOKENS", 4096, 1, 1_000_000),
-    runLeaseMs: int("AGENTS_RUN_LEASE_MS", 30_000, 300, 3_600_000),
-    sandboxIdleMs: int("AGENTS_SANDBOX_IDLE_MS", 15 * 60_000, 0, 30 * 24 * 3_600_000),
-    sandboxMaxRuntimeMs:
-      str("AGENTS_SANDBOX_MAX_RUNTIME_MS") === undefined
-        ? undefined
-        : int("AGENTS_SANDBOX_MAX_RUNTIME_MS", 0, 1000, 7 * 24 * 3_600_000),
-    logLevel: level,
-    corsAllowedOrigins: corsOrigins(env),
+    port: s.port,
+    grpcPort: s.grpcPort,
+    host: s.host,
+    databaseUrl: s.databaseUrl,
+    dataDir: s.dataDir,
+    identityGrpcUrl: s.identityGrpcUrl,
+    computeGrpcUrl: s.computeGrpcUrl,
+    anthropic: s.anthropicKey ? { apiKey: s.anthropicKey, baseUrl: s.anthropicBaseUrl } : undefined,
+    openai: s.openaiBaseUrl || s.openaiKey ? { baseUrl: s.openaiBaseUrl, apiKey: s.openaiKey } : undefined,
+    toolTimeoutMs: s.toolTimeoutMs,
+    toolOutputLimitBytes: s.toolOutputLimitBytes,
+    maxModelCalls: s.maxModelCalls,
+    maxTokens: s.maxTokens,
+    runLeaseMs: s.runLeaseMs,
+    sandboxIdleMs: s.sandboxIdleMs,
+    sandboxMaxRuntimeMs: s.sandboxMaxRuntimeMs,
+    logLevel: s.logLevel,
+    corsAllowedOrigins: s.corsAllowedOrigins,
   };
-}
-
-function corsOrigins(env: NodeJS.ProcessEnv): string[] {
-  try {
-    return parseAllowedOrigins(env[CORS_SETTING]);
-  } catch (e) {
-    throw new ConfigError((e as Error).message);
-  }
 }

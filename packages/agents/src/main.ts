@@ -1,12 +1,16 @@
 import { mkdirSync } from "node:fs";
+import { listSettingsIfAsked } from "@platform/config";
 import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
 import pino from "pino";
-import { ConfigError, loadConfig } from "./config.ts";
+import { AGENTS_SETTINGS, ConfigError, loadConfig } from "./config.ts";
 import { createAgentsServer } from "./process.ts";
 
 // The agents service process: configuration from the environment (a missing
 // or invalid setting exits naming it), then the public REST/SSE port and the
 // internal mutual-TLS gRPC port.
+// `agents --settings`: the table of every setting (the README's), then exit.
+listSettingsIfAsked(AGENTS_SETTINGS);
+
 let config: ReturnType<typeof loadConfig>;
 let internalTls: ServiceTls | undefined;
 try {
