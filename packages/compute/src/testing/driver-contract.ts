@@ -32,6 +32,12 @@ export type DriverFactory = (options: ContractDriverOptions) => Promise<Contract
 export type ContractCases = "all" | "core" | "pause";
 
 const GRACE_MS = 400;
+/**
+ * How long a create may take to settle. Generous: on a host under heavy disk
+ * I/O (a 1 GiB upload beside it in CI) a start, or a workspace image being
+ * made, took far longer than the usual second.
+ */
+const SETTLE_MS = 120_000;
 
 export function contractSpec(image: string, overrides: Partial<SandboxSpec["limits"]> = {}): SandboxSpec {
   return {
@@ -117,7 +123,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
       enforcesWorkspaceSize = made.enforcesWorkspaceSize ?? false;
       ready = contractSpec(image);
       await driver.create(ready);
-      const settled = await driver.waitSettled(ready.sandboxId, AbortSignal.timeout(30_000));
+      const settled = await driver.waitSettled(ready.sandboxId, AbortSignal.timeout(SETTLE_MS));
       assert.equal(settled.phase, "ready");
     });
 
@@ -136,7 +142,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
       await driver.create(spec);
       const first = await driver.observe(spec.sandboxId);
       assert.ok(["starting", "ready"].includes(first.phase), first.phase);
-      const settled = await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000));
+      const settled = await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(SETTLE_MS));
       assert.equal(settled.phase, "ready");
       assert.equal((await driver.observe(spec.sandboxId)).phase, "ready");
       assert.ok(seen.includes("ready"), `phase changes seen: ${seen.join(",")}`);
@@ -378,8 +384,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
     core("usage grows with real work and destroy returns lifetime usage", async () => {
       const spec = contractSpec(image);
       await driver.create(spec);
-      // Generous: under heavy disk I/O from other work on the host a start (or a workspace being made) can be slow.
-      const settled = await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(120_000));
+      const settled = await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(SETTLE_MS));
       assert.equal(settled.phase, "ready", `settled as ${JSON.stringify(settled)}`);
       const r = await collectExec(driver, spec.sandboxId, {
         command: "/bin/sh",
@@ -404,7 +409,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
       async () => {
         const spec = contractSpec(image);
         await driver.create(spec);
-        await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000));
+        await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(SETTLE_MS));
         await driver.writeFile(spec.sandboxId, "keep.txt", bytes("x"), false, 0o644);
         await driver.destroy(spec.sandboxId);
         assert.equal((await driver.observe(spec.sandboxId)).phase, "gone");
@@ -443,7 +448,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
         const spec = contractSpec(image);
         spec.workspace.size = "64Mi";
         await driver.create(spec);
-        assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000))).phase, "ready");
+        assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(SETTLE_MS))).phase, "ready");
         const r = await collectExec(driver, spec.sandboxId, {
           command: "/bin/sh",
           args: ["-c", "head -c 100000000 /dev/zero > big"],
@@ -471,7 +476,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
     ): Promise<SandboxSpec> => {
       const spec = { ...contractSpec(image, limits), tenantId: of.tenantId, sessionId: of.sessionId };
       await driver.create(spec);
-      assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000))).phase, "ready");
+      assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(SETTLE_MS))).phase, "ready");
       return spec;
     };
     /** Files, modes and times a command and a file call leave in a workspace. */
@@ -573,7 +578,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
       await driver.writeFile(mine.sandboxId, "secret.txt", bytes("mine"), false, 0o600);
       const sameSessionOtherTenant = { ...contractSpec(image), sessionId: mine.sessionId };
       await driver.create(sameSessionOtherTenant);
-      await driver.waitSettled(sameSessionOtherTenant.sandboxId, AbortSignal.timeout(30_000));
+      await driver.waitSettled(sameSessionOtherTenant.sandboxId, AbortSignal.timeout(SETTLE_MS));
       await rejectsWith(driver.readFile(sameSessionOtherTenant.sandboxId, "secret.txt", 0, 10), Code.NotFound);
       await driver.destroy(sameSessionOtherTenant.sandboxId);
       await driver.destroy(mine.sandboxId);
@@ -586,7 +591,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
           return t.skip("this driver's storage is simulated: only the size's validation applies");
         const first = { ...contractSpec(image), workspace: { ...contractSpec(image).workspace, size: "64Mi" } };
         await driver.create(first);
-        assert.equal((await driver.waitSettled(first.sandboxId, AbortSignal.timeout(120_000))).phase, "ready");
+        assert.equal((await driver.waitSettled(first.sandboxId, AbortSignal.timeout(SETTLE_MS))).phase, "ready");
         await seed(first.sandboxId);
         const fill = await collectExec(driver, first.sandboxId, {
           command: "/bin/sh",
@@ -615,7 +620,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
         const second = { ...contractSpec(image), tenantId: first.tenantId, sessionId: first.sessionId };
         second.workspace.size = "64Mi";
         await driver.create(second);
-        const settled = await driver.waitSettled(second.sandboxId, AbortSignal.timeout(120_000));
+        const settled = await driver.waitSettled(second.sandboxId, AbortSignal.timeout(SETTLE_MS));
         assert.equal(settled.phase, "ready", JSON.stringify(settled));
         assert.deepEqual(await seen(second.sandboxId), expected);
         const big = (await driver.listFiles(second.sandboxId, "", false, 100)).entries.find((e) => e.path === "big");
@@ -760,7 +765,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
         const maxRuntimeMs = 10_000;
         const spec = contractSpec(image, { maxRuntimeMs });
         await driver.create(spec);
-        assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000))).phase, "ready");
+        assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(SETTLE_MS))).phase, "ready");
         await driver.pause(spec.sandboxId);
         // Running time used so far (at most this much: the pause was taken before now).
         const ranMs = Date.now() - spec.createdAt.getTime();
@@ -797,7 +802,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
     core("a sandbox past its max runtime fails with reason deadline", async () => {
       const spec = contractSpec(image, { maxRuntimeMs: 1500 });
       await driver.create(spec);
-      assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000))).phase, "ready");
+      assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(SETTLE_MS))).phase, "ready");
       const deadline = Date.now() + 20_000;
       let o = await driver.observe(spec.sandboxId);
       while (o.phase === "ready" && Date.now() < deadline) {
