@@ -1,7 +1,7 @@
 import { type Client, Code as ConnectCode, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
 import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
-import type { ExecResult, FileEntry, Sandboxes, SandboxState } from "../domain/ports.ts";
+import type { ExecOptions, ExecResult, FileEntry, Sandboxes, SandboxState } from "../domain/ports.ts";
 import { computeCall } from "./compute-call.ts";
 
 /** Sandboxes over compute's gRPC `compute.v1.ComputeService`. */
@@ -70,17 +70,7 @@ export class ComputeSandboxes implements Sandboxes {
     }
   }
 
-  async exec(
-    sandboxId: string,
-    command: string,
-    args: string[],
-    options: {
-      timeoutMs: number;
-      maxOutputBytes: number;
-      signal: AbortSignal;
-      onOutput?: (stream: "stdout" | "stderr", data: Uint8Array) => void;
-    },
-  ): Promise<ExecResult> {
+  async exec(sandboxId: string, command: string, args: string[], options: ExecOptions): Promise<ExecResult> {
     const stdout = new Collector(options.maxOutputBytes);
     const stderr = new Collector(options.maxOutputBytes);
     const seconds = Math.max(1, Math.ceil(options.timeoutMs / 1000));

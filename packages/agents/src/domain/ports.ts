@@ -23,6 +23,15 @@ export type ExecResult = {
   cancelled: boolean;
 };
 
+export type ExecOptions = {
+  timeoutMs: number;
+  /** Bytes of each stream kept in the result. */
+  maxOutputBytes: number;
+  signal: AbortSignal;
+  /** Every chunk of output as compute streams it (whatever maxOutputBytes keeps). */
+  onOutput?: (stream: "stdout" | "stderr", data: Uint8Array) => void;
+};
+
 export type FileEntry = { path: string; size: number; isDir: boolean };
 
 /**
@@ -31,16 +40,7 @@ export type FileEntry = { path: string; size: number; isDir: boolean };
  * (created, reused, resumed, replaced) is SessionSandbox's business.
  */
 export interface Workspace {
-  exec(
-    command: string,
-    args: string[],
-    options: {
-      timeoutMs: number;
-      maxOutputBytes: number;
-      signal: AbortSignal;
-      onOutput?: (stream: "stdout" | "stderr", data: Uint8Array) => void;
-    },
-  ): Promise<ExecResult>;
+  exec(command: string, args: string[], options: ExecOptions): Promise<ExecResult>;
   readFile(
     path: string,
     maxBytes: number,
@@ -79,18 +79,7 @@ export interface Sandboxes {
    * window). An unknown or already destroyed sandbox is not an error.
    */
   destroy(sandboxId: string): Promise<void>;
-  exec(
-    sandboxId: string,
-    command: string,
-    args: string[],
-    options: {
-      timeoutMs: number;
-      maxOutputBytes: number;
-      signal: AbortSignal;
-      /** Every chunk of output as compute streams it (whatever maxOutputBytes keeps). */
-      onOutput?: (stream: "stdout" | "stderr", data: Uint8Array) => void;
-    },
-  ): Promise<ExecResult>;
+  exec(sandboxId: string, command: string, args: string[], options: ExecOptions): Promise<ExecResult>;
   readFile(
     sandboxId: string,
     path: string,

@@ -1,5 +1,5 @@
 import { ComputeReason, PlatformError } from "@platform/errors";
-import type { ExecResult, FileEntry, Sandboxes, SandboxGoneReason, Workspace } from "./ports.ts";
+import type { ExecOptions, ExecResult, FileEntry, Sandboxes, SandboxGoneReason, Workspace } from "./ports.ts";
 import type { Store } from "./store.ts";
 
 /**
@@ -55,7 +55,7 @@ export class SessionSandbox implements Workspace {
     return this.#id;
   }
 
-  exec(command: string, args: string[], options: Parameters<Workspace["exec"]>[2]): Promise<ExecResult> {
+  exec(command: string, args: string[], options: ExecOptions): Promise<ExecResult> {
     return this.use((id) => this.sandboxes.exec(id, command, args, options));
   }
 
