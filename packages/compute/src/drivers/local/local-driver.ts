@@ -218,11 +218,7 @@ export class LocalDriver implements SandboxDriver {
         live.layout.prepare(spec, live.uid);
         ws.prepare(live.uid);
         await this.provisionWorkspace(live, ws.image, sizeBytes);
-        live.cgroup.create({
-          cpuMillis: spec.limits.cpuMillis,
-          memoryBytes: spec.limits.memoryBytes,
-          pidsMax: this.pidsMax,
-        });
+        this.createCgroup(live);
       } catch (err) {
         this.sandboxes.delete(spec.sandboxId);
         // It never ran: nothing of it is kept (no mount, no loop device, no image).
@@ -254,11 +250,7 @@ export class LocalDriver implements SandboxDriver {
     this.sandboxes.set(spec.sandboxId, live);
     try {
       live.layout.prepare(spec, live.uid);
-      live.cgroup.create({
-        cpuMillis: spec.limits.cpuMillis,
-        memoryBytes: spec.limits.memoryBytes,
-        pidsMax: this.pidsMax,
-      });
+      this.createCgroup(live);
     } catch (err) {
       this.sandboxes.delete(spec.sandboxId);
       await this.removeSandboxDir(live.layout);
@@ -855,11 +847,7 @@ export class LocalDriver implements SandboxDriver {
     const { spec } = live;
     live.layout.prepare(spec, live.uid);
     await this.provisionWorkspace(live, live.layout.image, this.defaultWorkspaceBytes);
-    live.cgroup.create({
-      cpuMillis: spec.limits.cpuMillis,
-      memoryBytes: spec.limits.memoryBytes,
-      pidsMax: this.pidsMax,
-    });
+    this.createCgroup(live);
     // Closed meanwhile: close() is discarding it (after waiting for this).
     if (!this.closed) this.start(live);
   }
@@ -1133,6 +1121,12 @@ export class LocalDriver implements SandboxDriver {
       for (const w of waiters) w();
     }
     if (changed && !live.warm) for (const l of this.listeners) l(live.spec.sandboxId, { ...observation });
+  }
+
+  /** Makes live's cgroup with its spec's limits. */
+  private createCgroup(live: Live): void {
+    const { limits } = live.spec;
+    live.cgroup.create({ cpuMillis: limits.cpuMillis, memoryBytes: limits.memoryBytes, pidsMax: this.pidsMax });
   }
 
   private openFs(live: Live): void {
