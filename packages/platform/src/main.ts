@@ -5,8 +5,9 @@
 // kept running: a crashed service is restarted (launcher/supervisor.ts).
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { listSettingsIfAsked } from "@platform/config";
 import { ensurePki } from "@platform/pki";
-import { loadLauncherConfig } from "./launcher/config.ts";
+import { LAUNCHER_SETTINGS, loadLauncherConfig } from "./launcher/config.ts";
 import { loadOrCreateSecrets } from "./launcher/secrets.ts";
 import { RotatingFile, redactor, ServiceLog } from "./launcher/service-log.ts";
 import { platformServices } from "./launcher/services.ts";
@@ -16,6 +17,8 @@ import { Supervisor } from "./launcher/supervisor.ts";
 let log = (line: string): void => void process.stderr.write(`${line}\n`);
 
 async function main(): Promise<void> {
+  // `--settings`: the table of every launcher setting (the README's), then exit.
+  listSettingsIfAsked(LAUNCHER_SETTINGS);
   const config = loadLauncherConfig(process.env, process.argv.slice(2));
   // 0755: sandboxes run as an unprivileged user and must reach their workspaces
   // below it; the secrets file itself is 0600.

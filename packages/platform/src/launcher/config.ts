@@ -1,4 +1,5 @@
 import { resolve } from "node:path";
+import { custom, type Env, int, oneOf, port, raw, readSettings, text } from "@platform/config";
 
 /**
  * When a crashed service is started again, and when the launcher stops
@@ -36,36 +37,58 @@ export type LauncherConfig = {
   log: { level: LogLevel; maxFileBytes: number };
 };
 
-function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 65535)
-    throw new Error(`${name} must be a port number (1-65535), got ${JSON.stringify(raw)}`);
-  return n;
-}
+const LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
+const portOf = (name: string, fallback: number, what: string) =>
+  port(name, { default: fallback, min: 1, doc: `${what} (the service's own port setting is set from it)` });
+const count = (name: string, fallback: number, min: number, doc: string) => int(name, { default: fallback, min, doc });
 
-function count(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min)
-    throw new Error(`${name} must be a whole number of at least ${min}, got ${JSON.stringify(raw)}`);
-  return n;
-}
-
-const levels: readonly LogLevel[] = ["debug", "info", "warn", "error"];
-
-function logLevel(env: NodeJS.ProcessEnv, argv: readonly string[]): LogLevel {
-  if (argv.includes("--verbose")) return "debug";
-  const raw = env.PLATFORM_LOG_LEVEL;
-  // PLATFORM_VERBOSE was the old, undocumented switch for the same.
-  if ((raw === undefined || raw === "") && env.PLATFORM_VERBOSE) return "debug";
-  if (raw === undefined || raw === "") return "warn";
-  if (!levels.includes(raw as LogLevel))
-    throw new Error(`PLATFORM_LOG_LEVEL must be one of ${levels.join(", ")}, got ${JSON.stringify(raw)}`);
-  return raw as LogLevel;
-}
+/** Every setting of the launcher (`platform` with no command, or `bash scripts/run.sh`), in listing order. */
+export const LAUNCHER_SETTINGS = {
+  dataDir: text("PLATFORM_DATA_DIR", {
+    default: ".data",
+    doc: "everything the platform keeps: databases, workspaces, worker state, secrets, certificates, logs",
+  }),
+  host: text("PLATFORM_HOST", {
+    default: "127.0.0.1",
+    doc: "every service listens on this address only (each child's `HOST`); nothing is reachable from another machine unless set",
+  }),
+  identityRest: portOf("PLATFORM_IDENTITY_PORT", 8081, "identity's REST port"),
+  identityGrpc: portOf("PLATFORM_IDENTITY_GRPC_PORT", 50051, "identity's gRPC port"),
+  compute: portOf("PLATFORM_COMPUTE_PORT", 50052, "compute's gRPC port"),
+  agents: portOf("PLATFORM_AGENTS_PORT", 8082, "agents' REST port"),
+  agentsGrpc: portOf("PLATFORM_AGENTS_GRPC_PORT", 50053, "agents' internal gRPC port"),
+  router: portOf("PLATFORM_ROUTER_PORT", 8080, "the runtime router's port"),
+  ownerEmail: text("PLATFORM_OWNER_EMAIL", {
+    default: "owner@example.com",
+    doc: "the first owner, made on the first start",
+  }),
+  ownerOrg: text("PLATFORM_OWNER_ORG", { default: "My Org", doc: "the first owner's organization" }),
+  initialDelayMs: count(
+    "PLATFORM_RESTART_DELAY_MS",
+    500,
+    0,
+    "wait before restarting a crashed service, doubling per crash in a row",
+  ),
+  maxDelayMs: count("PLATFORM_RESTART_MAX_DELAY_MS", 30_000, 0, "longest wait before a restart"),
+  healthyAfterMs: count("PLATFORM_RESTART_HEALTHY_MS", 60_000, 0, "a service up this long starts its crash row again"),
+  maxCrashes: count(
+    "PLATFORM_RESTART_MAX_CRASHES",
+    5,
+    1,
+    "crashes of one service within the window that stop the platform (exit 1)",
+  ),
+  windowMs: count("PLATFORM_RESTART_WINDOW_MS", 600_000, 1, "the window of `PLATFORM_RESTART_MAX_CRASHES`"),
+  logLevel: oneOf("PLATFORM_LOG_LEVEL", LEVELS, {
+    default: "warn",
+    doc: "what the console shows of the services' lines: error, warn, info or debug (`--verbose`: debug); the files under `logs/` get info and up, debug too at debug",
+  }),
+  // PLATFORM_VERBOSE was the old, undocumented switch for the same; kept working, not listed.
+  verbose: {
+    ...custom("PLATFORM_VERBOSE", { shown: "", doc: "", read: (env: Env) => Boolean(env.PLATFORM_VERBOSE) }),
+    hidden: true,
+  },
+  maxFileBytes: count("PLATFORM_LOG_MAX_BYTES", 10 * 1024 * 1024, 4096, "a log file this large becomes `<name>.log.1`"),
+};
 
 /** The launcher's settings from the environment and its arguments (`--verbose` only). */
 export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = []): LauncherConfig {
@@ -74,26 +97,31 @@ export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env, argv: r
     throw new Error(
       `unknown argument ${JSON.stringify(unknown[0])} (the launcher takes --verbose only; settings are environment variables, see the README)`,
     );
+  const s = readSettings(LAUNCHER_SETTINGS, env);
+  const levelSet = raw(env, "PLATFORM_LOG_LEVEL") !== undefined;
   return {
-    dataDir: resolve(env.PLATFORM_DATA_DIR ?? ".data"),
-    host: env.PLATFORM_HOST ?? "127.0.0.1",
+    dataDir: resolve(s.dataDir),
+    host: s.host,
     ports: {
-      identityRest: port(env, "PLATFORM_IDENTITY_PORT", 8081),
-      identityGrpc: port(env, "PLATFORM_IDENTITY_GRPC_PORT", 50051),
-      compute: port(env, "PLATFORM_COMPUTE_PORT", 50052),
-      agents: port(env, "PLATFORM_AGENTS_PORT", 8082),
-      agentsGrpc: port(env, "PLATFORM_AGENTS_GRPC_PORT", 50053),
-      router: port(env, "PLATFORM_ROUTER_PORT", 8080),
+      identityRest: s.identityRest,
+      identityGrpc: s.identityGrpc,
+      compute: s.compute,
+      agents: s.agents,
+      agentsGrpc: s.agentsGrpc,
+      router: s.router,
     },
-    ownerEmail: env.PLATFORM_OWNER_EMAIL ?? "owner@example.com",
-    ownerOrg: env.PLATFORM_OWNER_ORG ?? "My Org",
+    ownerEmail: s.ownerEmail,
+    ownerOrg: s.ownerOrg,
     restart: {
-      initialDelayMs: count(env, "PLATFORM_RESTART_DELAY_MS", 500, 0),
-      maxDelayMs: count(env, "PLATFORM_RESTART_MAX_DELAY_MS", 30_000, 0),
-      healthyAfterMs: count(env, "PLATFORM_RESTART_HEALTHY_MS", 60_000, 0),
-      maxCrashes: count(env, "PLATFORM_RESTART_MAX_CRASHES", 5, 1),
-      windowMs: count(env, "PLATFORM_RESTART_WINDOW_MS", 600_000, 1),
+      initialDelayMs: s.initialDelayMs,
+      maxDelayMs: s.maxDelayMs,
+      healthyAfterMs: s.healthyAfterMs,
+      maxCrashes: s.maxCrashes,
+      windowMs: s.windowMs,
     },
-    log: { level: logLevel(env, argv), maxFileBytes: count(env, "PLATFORM_LOG_MAX_BYTES", 10 * 1024 * 1024, 4096) },
+    log: {
+      level: argv.includes("--verbose") || (!levelSet && s.verbose) ? "debug" : s.logLevel,
+      maxFileBytes: s.maxFileBytes,
+    },
   };
 }
