@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import http from "node:http";
+import { loadavg } from "node:os";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { monitorEventLoopDelay } from "node:perf_hooks";
@@ -198,10 +199,12 @@ test("a login storm is shed at once, cheap endpoints keep answering, and the ser
   }
 
   const logged = s.logs.lines
-    .map((l) => JSON.parse(l) as { msg?: string; path?: string; ms?: number; status?: number })
+    .map((l) => JSON.parse(l) as { msg?: string; path?: string; ms?: number; status?: number; acceptMs?: number })
     .filter((l) => l.msg === "request" && l.path === "/v1/auth/login");
   const serverMs = logged.map((l) => l.ms!);
   const serverShedMs = logged.filter((l) => l.status === 503 || l.status === 429).map((l) => l.ms!);
+  // From the service's accept of a connection to its first request's handler (rpc accept-wait.ts).
+  const acceptMs = logged.flatMap((l) => (l.acceptMs === undefined ? [] : [l.acceptMs]));
   const byStatus = new Map<number | string, Answer[]>();
   for (const a of answers) byStatus.set(a.error ?? a.status, [...(byStatus.get(a.error ?? a.status) ?? []), a]);
   const shed = answers.filter((a) => a.status === 503 || a.status === 429);
@@ -230,6 +233,7 @@ test("a login storm is shed at once, cheap endpoints keep answering, and the ser
       )} max ${fmt(Math.max(...shed.map((a) => a.ms)))}`,
       `peer (answers 503 at once) under the same storm: p50 ${fmt(percentile(peerMs, 50))} p99 ${fmt(percentile(peerMs, 99))} (${peer.filter((a) => a.status === 503).length} answered)`,
       `server-side time of a refusal: p50 ${fmt(percentile(serverShedMs, 50))} p99 ${fmt(percentile(serverShedMs, 99))}; of any login: p99 ${fmt(percentile(serverMs, 99))} max ${fmt(Math.max(...serverMs))}`,
+      `accept to handler in the service: p50 ${fmt(percentile(acceptMs, 50))} p99 ${fmt(percentile(acceptMs, 99))} (the rest of a client's wait is in the kernel's accept queue); load average ${loadavg()[0]!.toFixed(1)}`,
       `event loop delay during the storm: p50 ${fmt(loop.percentile(50) / 1e6)} p99 ${fmt(loop.percentile(99) / 1e6)} max ${fmt(loop.max / 1e6)}`,
       `answered (401): p50 ${fmt(
         percentile(
