@@ -78,7 +78,7 @@ export async function startIdentityOnly() {
     await new Promise((r) => setTimeout(r, 200));
   }
 
-  /** The binary as `who`; `input`, when given, is its stdin (else it has none). */
+  /** The binary as `who`; `input`, when given, is its stdin (else it is empty). */
   function run(who: string, args: string[], env: Record<string, string> = {}, input?: string): Promise<CliResult> {
     return new Promise((resolve) => {
       const p = spawn(process.execPath, [bin, ...args], {
@@ -92,9 +92,10 @@ export async function startIdentityOnly() {
           PLATFORM_ROUTER_URL: "http://127.0.0.1:9",
           ...env,
         },
-        stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+        stdio: ["pipe", "pipe", "pipe"],
       });
-      p.stdin?.end(input);
+      // No input: an empty stdin, at its end at once (as /dev/null would be).
+      p.stdin.end(input ?? "");
       let stdout = "";
       let stderr = "";
       p.stdout.on("data", (c: Buffer) => (stdout += c));
