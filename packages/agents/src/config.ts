@@ -11,7 +11,7 @@ import {
   text,
   url,
 } from "@platform/config";
-import { CORS_SETTING, parseAllowedOrigins } from "@platform/rpc";
+import { corsAllowedOriginsSetting } from "@platform/rpc";
 
 export { ConfigError };
 
@@ -120,17 +120,9 @@ export const AGENTS_SETTINGS = {
     shown: "unset (compute's default, 15 min)",
     doc: "the `max_runtime` the sessions' sandboxes are created with (1000 to 7 days); the workspace outlives it: the next tool or file call gets a new sandbox on the same workspace",
   }),
-  corsAllowedOrigins: custom(CORS_SETTING, {
-    shown: "unset",
-    doc: "origins whose pages may call the public port (comma-separated); none by default: a browser preflight gets 403 `origin_not_allowed` (see `@platform/rpc`)",
-    read: (env) => {
-      try {
-        return parseAllowedOrigins(env[CORS_SETTING]);
-      } catch (e) {
-        throw new ConfigError(CORS_SETTING, (e as Error).message);
-      }
-    },
-  }),
+  corsAllowedOrigins: corsAllowedOriginsSetting(
+    "origins whose pages may call the public port (comma-separated); none by default: a browser preflight gets 403 `origin_not_allowed` (see `@platform/rpc`)",
+  ),
   logLevel: logLevel(),
 };
 

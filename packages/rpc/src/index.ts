@@ -25,6 +25,7 @@ export {
   CORS_EXPOSE_HEADERS,
   CORS_SETTING,
   CorsSettingError,
+  corsAllowedOriginsSetting,
   parseAllowedOrigins,
 } from "./server/cors.ts";
 export { HealthRegistry, healthService, ServingStatus } from "./health/health.ts";

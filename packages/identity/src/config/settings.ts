@@ -14,7 +14,7 @@ import {
   url,
   type Values,
 } from "@platform/config";
-import { CORS_SETTING, parseAllowedOrigins } from "@platform/rpc";
+import { corsAllowedOriginsSetting } from "@platform/rpc";
 import type { RotationPolicy } from "../keys/signing-keys.ts";
 import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
 
@@ -273,17 +273,9 @@ export const IDENTITY_SETTINGS = {
     shown: "the request's host",
     doc: "the REST base outside verifiers reach, for discovery's `jwks_uri`",
   }),
-  corsAllowedOrigins: custom(CORS_SETTING, {
-    shown: "unset",
-    doc: "origins whose pages may call the REST port (comma-separated); none by default, see `@platform/rpc`",
-    read: (env) => {
-      try {
-        return parseAllowedOrigins(env[CORS_SETTING]);
-      } catch (e) {
-        throw new ConfigError(CORS_SETTING, (e as Error).message);
-      }
-    },
-  }),
+  corsAllowedOrigins: corsAllowedOriginsSetting(
+    "origins whose pages may call the REST port (comma-separated); none by default, see `@platform/rpc`",
+  ),
   keyRotationInterval: duration("IDENTITY_KEY_ROTATION_INTERVAL", {
     default: KEY_ROTATION_DEFAULTS.intervalMs,
     minMs: 1000,

@@ -1,3 +1,4 @@
+import { ConfigError, custom, type Field } from "@platform/config";
 import type { NodeRequest, NodeResponse } from "../http/node-io.ts";
 
 /** The setting every public port reads: a comma-separated list of origins. */
@@ -32,8 +33,17 @@ const ALLOW_METHODS = "GET, POST, PATCH, DELETE";
 // How long a browser may reuse a preflight answer.
 const MAX_AGE_SECONDS = "600";
 
-export class CorsSettingError extends Error {
+/** A bad CORS_ALLOWED_ORIGINS: the platform's ConfigError naming it. */
+export class CorsSettingError extends ConfigError {
   override name = "CorsSettingError";
+  constructor(message: string) {
+    super(CORS_SETTING, message);
+  }
+}
+
+/** The CORS_ALLOWED_ORIGINS row of a service with a public port; `doc` says which port. */
+export function corsAllowedOriginsSetting(doc: string): Field<string[]> {
+  return custom(CORS_SETTING, { shown: "unset", doc, read: (env) => parseAllowedOrigins(env[CORS_SETTING]) });
 }
 
 /**

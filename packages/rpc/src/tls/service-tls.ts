@@ -1,5 +1,6 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { ConfigError } from "@platform/config";
 
 /**
  * A service's mutual-TLS material: the platform CA, and the certificate it
@@ -15,9 +16,15 @@ export interface ServiceTls {
 
 export const TLS_SETTINGS = ["TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE"] as const;
 
-/** A setting-level mistake, reported at start with the names of the settings. */
-export class TlsSettingsError extends Error {
+/**
+ * A setting-level mistake, reported at start with the names of the settings:
+ * the platform's ConfigError, naming the variable its message starts with.
+ */
+export class TlsSettingsError extends ConfigError {
   override name = "TlsSettingsError";
+  constructor(message: string) {
+    super(/^(INTERNAL_TLS|TLS_\w+)/.exec(message)?.[1] ?? "TLS_CA_FILE", message);
+  }
 }
 
 /** The service name a certificate carries: its subject CN, which its URI SAN (if any) must repeat. */

@@ -1,5 +1,5 @@
 import { ConfigError, checkUrl, custom, type Env, raw } from "@platform/config";
-import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
+import { internalTlsFromEnv, type ServiceTls } from "@platform/rpc";
 
 export type { ServiceTls };
 
@@ -9,17 +9,7 @@ export type { ServiceTls };
  * unusable setting is a ConfigError naming it (main exits 2).
  */
 export function internalTls(env: Env, name: string): ServiceTls | undefined {
-  try {
-    return internalTlsFromEnv(env, name);
-  } catch (err) {
-    if (err instanceof TlsSettingsError) throw new ConfigError(tlsSettingOf(err.message), err.message);
-    throw err;
-  }
-}
-
-/** The variable a TLS message names first (they start with it, or name the three files). */
-function tlsSettingOf(message: string): string {
-  return /^(INTERNAL_TLS|TLS_\w+)/.exec(message)?.[1] ?? "TLS_CA_FILE";
+  return internalTlsFromEnv(env, name);
 }
 
 /** The TLS_* row of a runtime process, read as internalTls does. */

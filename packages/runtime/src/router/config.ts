@@ -11,7 +11,7 @@ import {
   readSettings,
   text,
 } from "@platform/config";
-import { CORS_SETTING, loadServiceTls, parseAllowedOrigins, TlsSettingsError } from "@platform/rpc";
+import { corsAllowedOriginsSetting, loadServiceTls, TlsSettingsError } from "@platform/rpc";
 import { internalTlsSetting, internalUrlSetting, type ServiceTls } from "../config/tls.ts";
 
 /** The certificate name the router calls identity and the tenant workers with. */
@@ -74,17 +74,9 @@ export const ROUTER_SETTINGS = {
     min: 1,
     doc: "the spec's 10 s for a woken worker; only for machines too slow to start a worker in time",
   }),
-  corsAllowedOrigins: custom(CORS_SETTING, {
-    shown: "unset",
-    doc: "origins whose pages may call the router (comma-separated); none by default, see `@platform/rpc`",
-    read: (env) => {
-      try {
-        return parseAllowedOrigins(env[CORS_SETTING]);
-      } catch (e) {
-        throw new ConfigError(CORS_SETTING, (e as Error).message);
-      }
-    },
-  }),
+  corsAllowedOrigins: corsAllowedOriginsSetting(
+    "origins whose pages may call the router (comma-separated); none by default, see `@platform/rpc`",
+  ),
   orchestrator: oneOf("RUNTIME_ORCHESTRATOR", ["local", "kubernetes"], {
     default: "local",
     doc: "where tenant workers run; the rows below say which one reads them",
