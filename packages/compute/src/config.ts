@@ -42,6 +42,10 @@ export interface ComputeConfig {
    * never (`off` or 0).
    */
   idlePauseMs: number;
+  /** Kubernetes driver: COMPUTE_NAMESPACE; absent: the service account's namespace. */
+  kubernetesNamespace?: string;
+  /** Kubernetes driver: SANDBOX_RUN_AS_USER, the sandboxes' uid; absent: the driver's 1000 (never root). */
+  sandboxRunAsUser?: number;
   logLevel: string;
 }
 
@@ -111,6 +115,15 @@ export const COMPUTE_SETTINGS = {
     words: { off: 0 },
     doc: "a sandbox with no exec or file call for this long is paused; `off` or `0` never pauses for idleness (PauseSandbox still works). CreateSandbox's `idle_timeout` overrides it per sandbox (at most 7 days)",
   }),
+  kubernetesNamespace: text("COMPUTE_NAMESPACE", {
+    shown: "the service account's",
+    doc: "kubernetes driver: where sandbox pods and claims live",
+  }),
+  sandboxRunAsUser: int("SANDBOX_RUN_AS_USER", {
+    min: 1,
+    shown: "1000",
+    doc: "kubernetes driver: the sandboxes' uid and gid (restricted Pod Security forbids root)",
+  }),
   logLevel: logLevel(),
 };
 
@@ -130,6 +143,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     gcIntervalMs: s.gcIntervalSeconds * 1000,
     keepSandboxesOnExit: s.keepSandboxesOnExit,
     idlePauseMs: s.idlePauseSeconds * 1000,
+    kubernetesNamespace: s.kubernetesNamespace,
+    sandboxRunAsUser: s.sandboxRunAsUser,
     logLevel: s.logLevel,
   };
 }

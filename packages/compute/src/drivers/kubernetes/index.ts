@@ -8,25 +8,27 @@ export { buildClaim, buildPod, claimName, observePod, podName } from "./objects.
 /**
  * The driver as the compute service builds it: credentials from the pod's
  * service account (or KUBECONFIG outside a cluster), namespace from
- * COMPUTE_NAMESPACE or the service account's namespace, PVC defaults from
- * PVC_STORAGE_CLASS / PVC_WORKSPACE_SIZE (already parsed into the config).
+ * COMPUTE_NAMESPACE or the service account's namespace, PVC defaults and the
+ * sandboxes' uid from the settings (parsed into the config at start-up).
  */
 export async function createKubernetesDriver(options: {
-  config: { pvcStorageClass: string; pvcWorkspaceSize: string };
-  env?: NodeJS.ProcessEnv;
+  config: {
+    pvcStorageClass: string;
+    pvcWorkspaceSize: string;
+    kubernetesNamespace?: string;
+    sandboxRunAsUser?: number;
+  };
 }): Promise<SandboxDriver> {
-  const env = options.env ?? process.env;
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromDefault();
   const namespace =
-    env.COMPUTE_NAMESPACE || kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace || "default";
-  const runAsUser = env.SANDBOX_RUN_AS_USER ? Number(env.SANDBOX_RUN_AS_USER) : undefined;
-  if (runAsUser !== undefined && (!Number.isInteger(runAsUser) || runAsUser <= 0))
-    throw new Error("SANDBOX_RUN_AS_USER must be a positive integer (restricted Pod Security forbids root)");
+    options.config.kubernetesNamespace ||
+    kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace ||
+    "default";
   return new KubernetesDriver({
     kubeConfig,
     namespace,
-    runAsUser,
+    runAsUser: options.config.sandboxRunAsUser,
     defaultStorageClass: options.config.pvcStorageClass,
     defaultSize: options.config.pvcWorkspaceSize,
   });
