@@ -13,6 +13,8 @@ export type DatabaseOptions = {
   url?: string;
   /** PGlite data directory; absent: in memory. Ignored with `url`. */
   dataDir?: string;
+  /** A PGlite cluster to start from (a `dumpDataDir()` tarball) instead of a new one. Ignored with `url`. */
+  loadDataDir?: Blob;
   maxConnections?: number;
   minConnections?: number;
   /** Pool connection lifetime, milliseconds. */
@@ -55,7 +57,10 @@ export async function openDatabase<DB>(options: DatabaseOptions = {}): Promise<D
       close: () => db.destroy(),
     };
   }
-  const pglite = await PGlite.create(options.dataDir ?? "memory://");
+  const pglite = await PGlite.create(
+    options.dataDir ?? "memory://",
+    options.loadDataDir ? { loadDataDir: options.loadDataDir } : {},
+  );
   const pool = new PGlitePool(pglite);
   // One connection in this process, which cannot be down: a long wait is only
   // load (every statement of the service in one queue), so it is allowed
