@@ -1,8 +1,8 @@
 import {
   ConfigError,
-  custom,
   type Env,
   host,
+  internalTlsRows,
   int,
   logLevel,
   port,
@@ -60,16 +60,10 @@ export const AGENTS_SETTINGS = {
     default: 50053,
     doc: "internal port: gRPC, Connect, gRPC-Web, gRPC health and reflection, mutual TLS only; `agents.v1.*` answer the `runtime-worker` (tenant workers) and `operator` certificates, every call still with a bearer credential; other services get PERMISSION_DENIED `caller_not_allowed`",
   }),
-  // Read by @platform/rpc's internalTlsFromEnv in main.ts; listed here so the table is whole.
-  tlsFiles: custom(["TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE"], {
-    shown: "required",
-    doc: "PEM paths: the platform CA and the agents certificate (CN `agents`), served on `AGENTS_GRPC_PORT` and presented to identity and compute (whose certificates must name them)",
-    read: () => undefined,
-  }),
-  internalTls: custom("INTERNAL_TLS", {
-    shown: "on",
-    doc: "`off`: plaintext internal port and calls, development and tests only (logged as a warning)",
-    read: () => undefined,
+  ...internalTlsRows({
+    files:
+      "PEM paths: the platform CA and the agents certificate (CN `agents`), served on `AGENTS_GRPC_PORT` and presented to identity and compute (whose certificates must name them)",
+    off: "`off`: plaintext internal port and calls, development and tests only (logged as a warning)",
   }),
   host: host(),
   databaseUrl: url("DATABASE_URL", {

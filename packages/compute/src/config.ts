@@ -4,6 +4,7 @@ import {
   ConfigError,
   custom,
   host,
+  internalTlsRows,
   int,
   logLevel,
   oneOf,
@@ -55,16 +56,10 @@ export const COMPUTE_SETTINGS = {
     default: 50051,
     doc: "gRPC/Connect port, mutual TLS only (HTTP/2 by ALPN, HTTP/1.1 for gRPC-Web/Connect)",
   }),
-  // Read by @platform/rpc's internalTlsFromEnv in main.ts; listed here so the table is whole.
-  tlsFiles: custom(["TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE"], {
-    shown: "required",
-    doc: "PEM paths: the platform CA and compute's certificate (CN `compute`). `ComputeService` answers only the `agents` certificate (PERMISSION_DENIED `caller_not_allowed` otherwise); health and reflection any certificate of the CA, so `buf curl --list-methods` works with the `operator` certificate, which cannot exec in a sandbox",
-    read: () => undefined,
-  }),
-  internalTls: custom("INTERNAL_TLS", {
-    shown: "on",
-    doc: "`off`: plaintext without caller checks, development and tests only (logged as a warning)",
-    read: () => undefined,
+  ...internalTlsRows({
+    files:
+      "PEM paths: the platform CA and compute's certificate (CN `compute`). `ComputeService` answers only the `agents` certificate (PERMISSION_DENIED `caller_not_allowed` otherwise); health and reflection any certificate of the CA, so `buf curl --list-methods` works with the `operator` certificate, which cannot exec in a sandbox",
+    off: "`off`: plaintext without caller checks, development and tests only (logged as a warning)",
   }),
   computeHost: replaced("COMPUTE_HOST", "HOST", "every service reads HOST"),
   host: host(),

@@ -1,5 +1,5 @@
 import type { Field } from "./field.ts";
-import { oneOf, text } from "./fields.ts";
+import { custom, oneOf, text } from "./fields.ts";
 
 /** pino's levels: what LOG_LEVEL accepts unless a service narrows it. */
 export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
@@ -18,4 +18,21 @@ export function logLevel<const T extends string = (typeof LOG_LEVELS)[number]>(
   doc = `log lines at this level or above: ${levels.join(", ")}`,
 ): Field<T> {
   return oneOf("LOG_LEVEL", levels, { default: "info" as T, doc });
+}
+
+/**
+ * The internal TLS rows of a service's settings table (TLS_CA_FILE,
+ * TLS_CERT_FILE, TLS_KEY_FILE; INTERNAL_TLS). They are read by
+ * @platform/rpc's internalTlsFromEnv in each main.ts; listed here so the
+ * table is whole. `files` says which certificate, `off` what turning it off does.
+ */
+export function internalTlsRows(doc: { files: string; off: string }) {
+  return {
+    tlsFiles: custom(["TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE"], {
+      shown: "required",
+      doc: doc.files,
+      read: () => undefined,
+    }),
+    internalTls: custom("INTERNAL_TLS", { shown: "on", doc: doc.off, read: () => undefined }),
+  };
 }

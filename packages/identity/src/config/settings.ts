@@ -4,6 +4,7 @@ import {
   duration,
   type Env,
   host,
+  internalTlsRows,
   int,
   logLevel,
   oneOf,
@@ -151,16 +152,9 @@ export const IDENTITY_SETTINGS = {
     doc: "`1`: a throw-away in-memory PGlite when neither `DATABASE_URL` nor `IDENTITY_DATA_DIR` is set (tests, benchmarks)",
     read: (env) => raw(env, "IDENTITY_EMBEDDED_MEMORY") === "1",
   }),
-  // Read by @platform/rpc's internalTlsFromEnv in main.ts; listed here so the table is whole.
-  tlsFiles: custom(["TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE"], {
-    shown: "required",
-    doc: "PEM paths: the platform CA and identity's certificate (CN `identity`) for the gRPC port",
-    read: () => undefined,
-  }),
-  internalTls: custom("INTERNAL_TLS", {
-    shown: "on",
-    doc: "`off`: plaintext gRPC port without caller checks, development and tests only",
-    read: () => undefined,
+  ...internalTlsRows({
+    files: "PEM paths: the platform CA and identity's certificate (CN `identity`) for the gRPC port",
+    off: "`off`: plaintext gRPC port without caller checks, development and tests only",
   }),
   host: host(),
   serverPort: port("SERVER_PORT", { default: 8081, doc: "REST port" }),
