@@ -5,7 +5,7 @@
 // through pods/exec see the paths, symlinks and processes a real container
 // would show, and deleting the pod kills every process it started.
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, lstatSync, mkdirSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readlinkSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 
 const ROOT_BINDS = ["usr", "etc", "opt", "var"];
@@ -73,7 +73,27 @@ export async function startPodSandbox(podDir: string, mounts: ContainerMount[]):
     child.on("exit", (code) => reject(new Error(`bwrap exited ${code}: ${stderr.trim()}`)));
   });
   const initPid = Number(/"child-pid"\s*:\s*(\d+)/.exec(info)?.[1]);
+  await untilRootIsThePods(initPid, () => stderr);
   return { initPid, process: child, execs: new Set() };
+}
+
+/**
+ * bwrap reports its child's pid right after the clone, while the child is
+ * still building its root: an exec entering it then found no /bin/sh (3 of 40
+ * execs right after a start; seen in CI). The root is the pod's once the
+ * child's root (/proc/<pid>/root) is no longer the host's and holds the
+ * /bin/sh every exec starts with (bwrap's intermediate root has none).
+ */
+async function untilRootIsThePods(initPid: number, stderr: () => string): Promise<void> {
+  const host = statSync("/");
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const root = statSync(`/proc/${initPid}/root/`, { throwIfNoEntry: false });
+    const own = root !== undefined && (root.dev !== host.dev || root.ino !== host.ino);
+    if (own && existsSync(`/proc/${initPid}/root/bin/sh`)) return;
+    if (Date.now() > deadline) throw new Error(`the pod's root was not ready after 30 s: ${stderr().trim()}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }
 
 /** Spawns a command inside the pod (like a CRI exec), cwd = the container's working dir. */
