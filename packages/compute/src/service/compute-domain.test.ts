@@ -379,8 +379,11 @@ describe("ComputeDomain: pause and resume", () => {
     await until(async () => (await d.domain.describeSandbox(sandboxId)).status === "PAUSED", "the idle pause");
     assert.equal(d.driver.pauses, 1);
     assert.ok((await d.store.get(sandboxId))?.pausedAt instanceof Date);
+    const began = Date.now();
     await d.domain.writeFile(sandboxId, "a", new Uint8Array(1));
-    assert.equal((await d.domain.describeSandbox(sandboxId)).status, "READY");
+    const status = (await d.domain.describeSandbox(sandboxId)).status;
+    // READY, unless the 50 ms idle period has passed again since the call began (a loaded machine).
+    assert.ok(status === "READY" || Date.now() - began >= 50, `${status} ${Date.now() - began} ms after the call`);
     assert.equal(d.driver.resumes, 1);
     // Idle again: paused again; an exec resumes it and keeps it from pausing while it runs.
     await until(async () => (await d.domain.describeSandbox(sandboxId)).status === "PAUSED", "the second idle pause");
