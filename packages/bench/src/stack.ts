@@ -111,6 +111,8 @@ export class Stack {
         HOST: "127.0.0.1",
         COMPUTE_PORT: "0",
         COMPUTE_DATA_DIR: join(this.tmp, "compute"),
+        // The pause-resume figure measures both kinds of paused sandbox: frozen (the first second) and released.
+        COMPUTE_PAUSE_RELEASE_SECONDS: "1",
       });
       this.#closers.push(() => svc.stop());
       return svc;

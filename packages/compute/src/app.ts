@@ -34,6 +34,7 @@ export async function createDriver(config: ComputeConfig, logger: Logger): Promi
       logger,
       dieWithService: !config.keepSandboxesOnExit,
       defaultWorkspaceSize: config.pvcWorkspaceSize,
+      releasePausedAfterMs: config.pauseReleaseMs,
     });
   }
   const path = "./drivers/kubernetes/index.ts";

@@ -43,6 +43,8 @@ export interface ComputeConfig {
    * never (`off` or 0).
    */
   idlePauseMs: number;
+  /** Local driver: COMPUTE_PAUSE_RELEASE_SECONDS, how long a paused sandbox keeps its processes (frozen). */
+  pauseReleaseMs: number;
   /** Kubernetes driver: COMPUTE_NAMESPACE; absent: the service account's namespace. */
   kubernetesNamespace?: string;
   /** Kubernetes driver: SANDBOX_RUN_AS_USER, the sandboxes' uid; absent: the driver's 1000 (never root). */
@@ -110,6 +112,12 @@ export const COMPUTE_SETTINGS = {
     words: { off: 0 },
     doc: "a sandbox with no exec or file call for this long is paused; `off` or `0` never pauses for idleness (PauseSandbox still works). CreateSandbox's `idle_timeout` overrides it per sandbox (at most 7 days)",
   }),
+  pauseReleaseSeconds: int("COMPUTE_PAUSE_RELEASE_SECONDS", {
+    default: 60,
+    min: 0,
+    max: LIMITS.maxIdleTimeoutMs / 1000,
+    doc: "local driver: a paused sandbox stays frozen this long, its processes kept (a resume is a thaw); then they are ended and its memory given back, the workspace kept (a resume starts it again; nothing else is lost: a command's background processes end with it). `0`: at once",
+  }),
   kubernetesNamespace: text("COMPUTE_NAMESPACE", {
     shown: "the service account's",
     doc: "kubernetes driver: where sandbox pods and claims live",
@@ -138,6 +146,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     gcIntervalMs: s.gcIntervalSeconds * 1000,
     keepSandboxesOnExit: s.keepSandboxesOnExit,
     idlePauseMs: s.idlePauseSeconds * 1000,
+    pauseReleaseMs: s.pauseReleaseSeconds * 1000,
     kubernetesNamespace: s.kubernetesNamespace,
     sandboxRunAsUser: s.sandboxRunAsUser,
     logLevel: s.logLevel,

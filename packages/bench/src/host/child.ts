@@ -40,7 +40,12 @@ async function start(): Promise<Record<string, string>> {
     const { internalTlsFromEnv } = await import("@platform/rpc");
     const config = loadConfig(process.env);
     const prefix = process.env.BENCH_CGROUP_PREFIX ?? `platform-bench-${process.pid}`;
-    const driver = new LocalDriver({ dataDir: config.dataDir, cgroupPrefix: prefix, logger });
+    const driver = new LocalDriver({
+      dataDir: config.dataDir,
+      cgroupPrefix: prefix,
+      logger,
+      releasePausedAfterMs: config.pauseReleaseMs,
+    });
     const app = await createComputeApp(config, logger, {
       driver,
       internalTls: internalTlsFromEnv(process.env, "compute"),
@@ -52,7 +57,8 @@ async function start(): Promise<Record<string, string>> {
       // bench run must leave nothing behind, whatever failed on the way.
       removeCgroupTree(prefix);
     };
-    extra = (msg) => (msg.type === "cgroup" ? cgroupMemory(prefix) : undefined);
+    extra = (msg) =>
+      msg.type === "cgroup" ? cgroupMemory(prefix) : msg.type === "running" ? runningSandboxes(prefix) : undefined;
     onTerminate = () => removeCgroupTree(prefix);
     return { grpc: url };
   }
@@ -78,6 +84,25 @@ function ownCgroups(): Map<string, string> {
     if (controllers !== undefined && path !== undefined) for (const c of controllers.split(",")) own.set(c, path);
   }
   return own;
+}
+
+/** How many sandbox cgroups under the bench's prefix hold processes (a released paused sandbox holds none). */
+function runningSandboxes(prefix: string): number {
+  const root = join("/sys/fs/cgroup/pids", ownCgroups().get("pids") ?? "/", prefix);
+  if (!fs.existsSync(root)) return 0;
+  let running = 0;
+  for (const e of fs.readdirSync(root, { withFileTypes: true })) {
+    // Warm sandboxes (".warm-<uuid>") are no one's.
+    if (!e.isDirectory() || e.name.startsWith(".")) continue;
+    const procs = fs.readFileSync(join(root, e.name, "cgroup.procs"), "utf8").trim();
+    // The exec cgroups below a sandbox's count too (cgroup.procs is this level only).
+    const below = fs
+      .readdirSync(join(root, e.name), { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .some((d) => fs.readFileSync(join(root, e.name, d.name, "cgroup.procs"), "utf8").trim() !== "");
+    if (procs !== "" || below) running++;
+  }
+  return running;
 }
 
 /** Kills every process left in the bench's cgroup subtree and removes it. */

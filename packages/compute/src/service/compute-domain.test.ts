@@ -407,6 +407,39 @@ describe("ComputeDomain: pause and resume", () => {
     await d.domain.stop();
   });
 
+  test("the status read right after a call that resumed the sandbox is READY, however slow the resume's record write", async () => {
+    // The resume lets its caller go on before the row says READY; a describe then must wait for that write.
+    let releaseWrite!: () => void;
+    const written = new Promise<void>((r) => {
+      releaseWrite = r;
+    });
+    class SlowResumeStore extends MemorySandboxStore {
+      override async transition(...args: Parameters<MemorySandboxStore["transition"]>) {
+        if (args[1] === "READY" && args[2]?.pausedMs !== undefined) await written;
+        return super.transition(...args);
+      }
+    }
+    const driver = new ScriptedDriver();
+    const store = new SlowResumeStore();
+    const domain = new ComputeDomain({
+      driver,
+      store,
+      defaults: { image: "img", storageClass: "sc", workspaceSize: "1Gi" },
+      idlePauseMs: 0,
+    });
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox(ids());
+    driver.set(sandboxId, { phase: "ready" });
+    await domain.settle();
+    assert.equal(await domain.pauseSandbox(sandboxId), "PAUSED");
+    await domain.writeFile(sandboxId, "a", new Uint8Array(1));
+    const described = domain.describeSandbox(sandboxId);
+    setTimeout(releaseWrite, 50);
+    assert.equal((await described).status, "READY");
+    assert.equal(driver.resumes, 1);
+    await domain.stop();
+  });
+
   test("the service's idle period applies when CreateSandbox sets none; 0 disables idle pauses", async () => {
     const on = pausing(50);
     const a = await readySandbox(on);

@@ -135,13 +135,7 @@ export class ComputeDomain {
       // Ready (started or resumed): idle from now. Anything else: no idle pause pending.
       if (o.phase === "ready") this.armIdle(id);
       else this.disarmIdle(id);
-      const write = this.persistPhase(id, o);
-      this.persisting.set(id, write);
-      const forget = () => {
-        if (this.persisting.get(id) === write) this.persisting.delete(id);
-      };
-      write.then(forget, forget);
-      this.track(write);
+      this.track(this.inFlight(id, this.persistPhase(id, o)));
     });
     for (const record of await this.store.listLive()) {
       try {
@@ -552,7 +546,8 @@ export class ComputeDomain {
       const pausedMs = record.pausedMs + Math.max(0, Date.now() - (record.pausedAt?.getTime() ?? Date.now()));
       // The caller goes on at once (its exec is the point); the lock is held until the
       // record says READY, so a pause or destroy after it sees the record it left.
-      const write = this.store.transition(id, "READY", { pausedAt: null, pausedMs });
+      // A describe meanwhile sees the driver READY and the row PAUSED: reconcile waits for this write.
+      const write = this.inFlight(id, this.store.transition(id, "READY", { pausedAt: null, pausedMs }));
       released = true;
       this.track(write.finally(release));
       return { ...record, status: "READY", pausedAt: null, pausedMs };
@@ -640,6 +635,16 @@ export class ComputeDomain {
       });
     }
     return this.store.transition(sandboxId, to);
+  }
+
+  /** A status write under way, for reconcile to wait for instead of racing it for the row. */
+  private inFlight(id: string, write: Promise<SandboxRecord | undefined>): Promise<SandboxRecord | undefined> {
+    this.persisting.set(id, write);
+    const forget = () => {
+      if (this.persisting.get(id) === write) this.persisting.delete(id);
+    };
+    write.then(forget, forget);
+    return write;
   }
 
   private track(p: Promise<unknown>): void {

@@ -1,3 +1,4 @@
+import { isUuid } from "@platform/errors";
 import { saveCredentials } from "./credentials.ts";
 import { CliError, UsageError } from "./endpoints.ts";
 import type { PlatformClient } from "./http.ts";
@@ -230,8 +231,6 @@ export async function agentsDelete(ctx: Context, args: string[]): Promise<void> 
   if (ctx.io.json) ctx.io.value({ deleted: agent.id });
   else ctx.io.line(`deleted agent ${agent.id} (${agent.slug}); its sessions stay readable`);
 }
-
-const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s);
 
 /** An agent by UUID or by slug. */
 export async function resolveAgent(client: PlatformClient, idOrSlug: string): Promise<Agent> {

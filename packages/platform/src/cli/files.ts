@@ -94,12 +94,18 @@ export async function filesUpload(ctx: Context, args: string[]): Promise<void> {
   });
 }
 
+/** Read calls in flight at once while downloading: the reads are independent, the writes stay in order. */
+export const DOWNLOAD_PARALLEL = 4;
+
+type ReadAnswer = { data?: string; totalSize?: number | string; eof?: boolean };
+
 /**
  * `platform files download <session> <remote> [local]`: read in calls of
- * CHUNK_BYTES from increasing offsets until end of file, each chunk written
- * out before the next is asked for. The file is written as `<local>.part`
- * and renamed when complete, so an interrupted download never looks whole;
- * `-` writes to stdout.
+ * CHUNK_BYTES by offset. The first call gives the size; then up to
+ * DOWNLOAD_PARALLEL calls are in flight at once, each chunk written out in
+ * order, so at most that many chunks are held. A file that grows meanwhile
+ * is read on to its end, one that shrinks ends at its end. The file is written as `<local>.part` and renamed when
+ * complete, so an interrupted download never looks whole; `-` writes to stdout.
  */
 export async function filesDownload(ctx: Context, args: string[]): Promise<void> {
   const [session, remote, localArg] = args as [string, string, string?];
@@ -109,29 +115,46 @@ export async function filesDownload(ctx: Context, args: string[]): Promise<void>
     throw new UsageError("--json and - (stdout) cannot be combined: stdout carries the file");
   const client = ctx.client();
   const url = filesUrl(ctx, session, ":read");
+  const read = (offset: number) =>
+    chunkCall<ReadAnswer>(
+      client,
+      "GET",
+      `${url}?${new URLSearchParams({ path: remote, offset: String(offset), maxBytes: String(CHUNK_BYTES) })}`,
+    );
   const part = `${local}.part`;
   const out = toStdout ? process.stdout : createWriteStream(part);
   const hash = createHash("sha256");
   const started = Date.now();
   let offset = 0;
   let progress: Progress | undefined;
+  const inFlight = new Map<number, Promise<ReadAnswer>>();
   try {
-    for (;;) {
-      const query = new URLSearchParams({ path: remote, offset: String(offset), maxBytes: String(CHUNK_BYTES) });
-      const res = await chunkCall<{ data?: string; totalSize?: number | string; eof?: boolean }>(
-        client,
-        "GET",
-        `${url}?${query}`,
-      );
-      const data = Buffer.from(res.data ?? "", "base64");
-      if (offset === 0)
-        progress = Progress.maybe(`download ${basename(remote)}`, Number(res.totalSize ?? 0), ctx.io.json);
+    const first = await read(0);
+    const total = Number(first.totalSize ?? 0);
+    progress = Progress.maybe(`download ${basename(remote)}`, total, ctx.io.json);
+    let next = CHUNK_BYTES;
+    const refill = () => {
+      while (inFlight.size < DOWNLOAD_PARALLEL && next < total) {
+        const p = read(next);
+        p.catch(() => {}); // awaited in order below; a failure ends the download there
+        inFlight.set(next, p);
+        next += CHUNK_BYTES;
+      }
+    };
+    let answer: ReadAnswer | undefined = first;
+    while (answer) {
+      if (!first.eof) refill();
+      const data = Buffer.from(answer.data ?? "", "base64");
       hash.update(data);
       offset += data.length;
       progress?.add(data.length);
       if (!out.write(data)) await new Promise<void>((resolve) => out.once("drain", () => resolve()));
-      // A file that shrank under us ends the download too (no data, not at eof).
-      if (res.eof || data.length === 0) break;
+      // A file that shrank under us ends the download too (no data, not at eof). A short chunk that is not
+      // the end goes on from where it stopped (the reads in flight at later multiples then go unused).
+      if (answer.eof || data.length === 0) break;
+      const pending = inFlight.get(offset);
+      inFlight.delete(offset);
+      answer = pending ? await pending : await read(offset);
     }
     if (!toStdout) {
       out.end();

@@ -1,5 +1,6 @@
 // The team commands (issue 19): members and invitations of the current
 // organization, the user's organizations and switching between them.
+import { isUuid } from "@platform/errors";
 import { type Context, type Flags, need } from "./commands.ts";
 import { saveCredentials } from "./credentials.ts";
 import { CliError, UsageError } from "./endpoints.ts";
@@ -14,7 +15,6 @@ type Pair = { access_token: string; refresh_token: string };
 
 const str = (flags: Flags, name: string): string | undefined =>
   typeof flags[name] === "string" ? (flags[name] as string) : undefined;
-const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s);
 
 const orgFlag = {
   org: { type: "string" as const, value: "org id", help: "the organization (default: the one you are signed in to)" },

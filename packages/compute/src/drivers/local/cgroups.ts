@@ -220,11 +220,16 @@ export class Cgroup {
   /**
    * Asks the kernel to reclaim this cgroup's memory (v2 memory.reclaim, Linux
    * 5.19+): page cache is dropped, anonymous memory goes to swap if there is
-   * any. v1 has no such knob for a cgroup that still holds processes.
+   * any. v1 has no such knob for a cgroup that still holds processes; an
+   * empty one (a released sandbox) drops its page cache by memory.force_empty.
    * Returns whether the kernel was asked.
    */
   reclaimMemory(): boolean {
-    if (this.version !== 2) return false;
+    if (this.version !== 2) {
+      return (
+        this.dirs.memory !== undefined && this.isEmpty() && tryWrite(join(this.dirs.memory, "memory.force_empty"), "0")
+      );
+    }
     const d = this.dirs.unified as string;
     // The kernel reclaims what it can and then answers EAGAIN: asked either way.
     try {

@@ -69,6 +69,12 @@ export interface LocalDriverOptions {
    * for this size adopt one.
    */
   defaultWorkspaceSize?: string;
+  /**
+   * How long a paused sandbox stays frozen, its processes kept (a resume is
+   * a thaw), before they are ended and its memory given back (a resume is
+   * then a new start on the same workspace). Default 60 s; 0: at once.
+   */
+  releasePausedAfterMs?: number;
 }
 
 interface Live extends UsageSources, ExecTarget {
@@ -87,7 +93,7 @@ interface Live extends UsageSources, ExecTarget {
   initPid?: number;
   child?: ChildProcess;
   /** Why we are stopping it ourselves, so the exit is reported right (shutdown: not at all, the next start finds it lost). */
-  stopping?: "deadline" | "destroy" | "shutdown";
+  stopping?: "deadline" | "destroy" | "shutdown" | "release";
   deadlineTimer?: NodeJS.Timeout;
   livenessTimer?: NodeJS.Timeout;
   destroyed?: Usage;
@@ -99,8 +105,11 @@ interface Live extends UsageSources, ExecTarget {
   initStartTime?: string;
   /** Time spent in pauses that ended; the deadline is createdAt + maxRuntimeMs + this. */
   pausedMs: number;
-  /** While paused (frozen): since when. */
+  /** While paused (frozen, or released): since when. */
   pausedAt?: number;
+  /** Paused and its processes ended (memory given back): a resume starts it again on its workspace. */
+  released?: boolean;
+  releaseTimer?: NodeJS.Timeout;
   /** Started ahead and not yet adopted: no record, no deadline, no phase events. */
   warm?: boolean;
   oomKillsSeen: number;
@@ -115,6 +124,9 @@ const SECCOMP_FD = 5;
 
 /** An empty cgroup no sandbox of this data directory claims is removed at start after this long. */
 const ABANDONED_CGROUP_MS = 10 * 60_000;
+
+/** How long a paused sandbox keeps its processes (frozen) before they are ended; see LocalDriverOptions. */
+const RELEASE_PAUSED_AFTER_MS = 60_000;
 
 /** Mount point of a sandbox directory inside its launcher's private mount namespace. */
 const STAGE = "/run/platform-compute-stage";
@@ -297,9 +309,11 @@ export class LocalDriver implements SandboxDriver {
       live.initStartTime = state.initStartTime;
       live.oomKillsSeen = live.cgroup.stats().oomKills;
       if (live.cgroup.isFrozen() && spec.pausedAt) {
-        // Paused before the restart: it stays so (its max runtime not counting) until resumed.
+        // Paused before the restart: it stays so (its max runtime not counting) until resumed, and is released
+        // a full period after this start (when it was frozen is not recorded).
         live.pausedAt = spec.pausedAt.getTime();
         this.setObservation(live, { phase: "paused" });
+        this.armRelease(live);
       } else {
         // Frozen while its record says running (a crash between the freeze and the record): it runs again.
         if (live.cgroup.isFrozen()) await live.cgroup.setFrozen(false);
@@ -313,6 +327,20 @@ export class LocalDriver implements SandboxDriver {
         }
       }, 500);
       live.livenessTimer.unref();
+      return live.observation;
+    }
+    if (spec.pausedAt) {
+      // Paused, and its processes gone (released before the restart, or ended with the service): it stays
+      // paused on its workspace, and a resume starts it again there.
+      if (live.image) await this.mountWorkspace(live);
+      live.workspace?.clearMark();
+      this.attachIo(live, false);
+      await live.cgroup.killAll(2000);
+      this.createCgroup(live);
+      live.oomKillsSeen = live.cgroup.stats().oomKills;
+      live.pausedAt = spec.pausedAt.getTime();
+      live.released = true;
+      this.setObservation(live, { phase: "paused" });
       return live.observation;
     }
     // Its processes are gone (host reboot, crash): the sandbox cannot be resumed.
@@ -426,7 +454,55 @@ export class LocalDriver implements SandboxDriver {
       }
       live.cgroup.reclaimMemory();
       this.setObservation(live, { phase: "paused" });
+      this.armRelease(live);
     });
+  }
+
+  /** After releasePausedAfterMs frozen, a paused sandbox's processes are ended and its memory given back. */
+  private armRelease(live: Live): void {
+    clearTimeout(live.releaseTimer);
+    const id = live.spec.sandboxId;
+    live.releaseTimer = setTimeout(() => {
+      live.releaseTimer = undefined;
+      this.ops
+        .run(id, () => this.release(live))
+        .catch((err) => this.log?.warn({ err, sandboxId: id }, "releasing a paused sandbox's memory failed"));
+    }, this.options.releasePausedAfterMs ?? RELEASE_PAUSED_AFTER_MS);
+    live.releaseTimer.unref();
+  }
+
+  /**
+   * Ends a paused sandbox's processes (detached ones included) and keeps
+   * everything else: its workspace (mounted), its cgroup and counters, its
+   * record PAUSED. What a frozen sandbox holds (about 0.9 MiB: three
+   * processes and their namespaces) goes back to the machine.
+   */
+  private async release(live: Live): Promise<void> {
+    if (live.observation.phase !== "paused" || live.released || live.stopping || live.destroyed) return;
+    live.stopping = "release";
+    clearInterval(live.livenessTimer);
+    try {
+      await live.slots.discard();
+      const child = live.child;
+      await live.cgroup.killAll();
+      if (child && child.exitCode === null && child.signalCode === null) {
+        // A ref'd timer: the child handle is unref'd (see destroyNow).
+        await new Promise<void>((r) => {
+          const timer = setTimeout(r, 2000);
+          child.once("exit", () => {
+            clearTimeout(timer);
+            r();
+          });
+        });
+      }
+      live.child = undefined;
+      live.initPid = undefined;
+      live.initStartTime = undefined;
+      live.released = true;
+      live.cgroup.reclaimMemory();
+    } finally {
+      live.stopping = undefined;
+    }
   }
 
   /** Thaws a paused sandbox; its deadline is re-armed with the paused time left out. */
@@ -442,6 +518,8 @@ export class LocalDriver implements SandboxDriver {
           ComputeReason.sandboxNotRunnable,
         );
       }
+      clearTimeout(live.releaseTimer);
+      if (live.released) return this.restart(live, signal);
       if (!(await live.cgroup.setFrozen(false)))
         throw PlatformError.internal("resuming the sandbox failed: its processes could not be thawed");
       live.pausedMs += Math.max(0, Date.now() - (live.pausedAt ?? Date.now()));
@@ -450,6 +528,20 @@ export class LocalDriver implements SandboxDriver {
       this.setObservation(live, { phase: "ready" });
       return { ...live.observation };
     });
+  }
+
+  /** Resumes a released sandbox: a new init on the same workspace, cgroup and uid; ready as a start is. */
+  private async restart(live: Live, signal?: AbortSignal): Promise<SandboxObservation> {
+    live.pausedMs += Math.max(0, Date.now() - (live.pausedAt ?? Date.now()));
+    live.pausedAt = undefined;
+    live.released = false;
+    // No phase event: the record stays PAUSED until the domain stores READY (or the start's failure).
+    live.observation = { phase: "starting" };
+    this.createCgroup(live); // as it was, unless something removed it meanwhile
+    this.start(live, true);
+    const settled = await this.waitSettled(live.spec.sandboxId, signal);
+    if (settled.phase === "ready") this.armDeadline(live);
+    return settled;
   }
 
   destroy(sandboxId: string): Promise<Usage> {
@@ -467,6 +559,7 @@ export class LocalDriver implements SandboxDriver {
       live.observation.phase === "paused";
     live.stopping = "destroy";
     clearTimeout(live.deadlineTimer);
+    clearTimeout(live.releaseTimer);
     clearInterval(live.livenessTimer);
     const usageBefore = live.finalUsage ?? currentUsage(live);
     await live.cgroup.killAll();
@@ -590,6 +683,7 @@ export class LocalDriver implements SandboxDriver {
     const spares: Promise<void>[] = [];
     for (const live of this.sandboxes.values()) {
       clearTimeout(live.deadlineTimer);
+      clearTimeout(live.releaseTimer);
       clearInterval(live.livenessTimer);
       // Its placed child goes first, or the cgroup cannot be removed.
       spares.push(live.slots.discard());
@@ -737,6 +831,8 @@ export class LocalDriver implements SandboxDriver {
       const cgroup = this.root.child(name);
       // cgroup.procs, not pids.current: that still counts the zombies of a sandbox killed with its service.
       if (cgroup.pids().length > 0) continue;
+      // Released (paused, no processes): its cgroup keeps its counters for the resume.
+      if (this.sandboxes.get(name)?.released) continue;
       const layout = new SandboxLayout(this.options.dataDir, name);
       const state = layout.readState();
       const ended =
@@ -943,9 +1039,10 @@ export class LocalDriver implements SandboxDriver {
     throw PlatformError.notFound(`sandbox ${sandboxId} not found`, ComputeReason.sandboxNotFound);
   }
 
-  private start(live: Live): void {
+  /** Starts live's init; again: a released sandbox resumed (its disk counters go on from where they were). */
+  private start(live: Live, again = false): void {
     const { spec, layout } = live;
-    if (!live.warm) this.attachIo(live, true);
+    if (!live.warm && !again) this.attachIo(live, true);
     const procs = live.cgroup
       .procsFiles()
       .map((f) => `echo $$ > ${f}`)
@@ -1040,6 +1137,8 @@ export class LocalDriver implements SandboxDriver {
       this.setObservation(live, { phase: "failed", reason: "start_error", message: err.message });
     });
     child.on("exit", (code, signal) => {
+      // The init of before a release: its end was asked for.
+      if (live.child !== child) return;
       if (live.observation.phase === "starting" && code !== 0) {
         this.log?.error({ sandboxId: spec.sandboxId, code, stderr }, "sandbox failed to start");
       }
@@ -1057,6 +1156,8 @@ export class LocalDriver implements SandboxDriver {
     }
     clearTimeout(live.deadlineTimer);
     clearInterval(live.livenessTimer);
+    // Ended by a release (a paused sandbox giving its memory back): it stays paused.
+    if (live.stopping === "release") return;
     // A closed driver watches nothing: the next one finds how the sandbox ended (recover).
     if (this.closed && live.stopping !== "shutdown") return;
     if (live.stopping === "destroy" || live.stopping === "shutdown") {

@@ -102,6 +102,7 @@ async function assertNothingLeft(killed: Killed): Promise<void> {
 
 async function withKilledService(
   body: (killed: Killed, next: LocalDriver, dir: string) => Promise<void>,
+  nextOptions: { releasePausedAfterMs?: number } = {},
 ): Promise<void> {
   const dir = fs.mkdtempSync(join(tmpdir(), "compute-pause-crash-"));
   fs.chmodSync(dir, 0o711);
@@ -115,6 +116,7 @@ async function withKilledService(
       cgroupPrefix: PREFIX,
       dieWithService: true,
       warmSandboxes: 0,
+      ...nextOptions,
     });
     await body(killed, next, dir);
   } finally {
@@ -196,5 +198,25 @@ describe("kill -9 of compute during a pause", () => {
       await nextSandboxSeesFiles(next, killed);
       await assertNothingLeft(killed);
     });
+  });
+
+  test("after the record, then released by the next service: its processes end and a resume starts it again with the files", async () => {
+    await withKilledService(
+      async (killed, next) => {
+        const spec = { ...killed.spec, pausedAt: new Date(killed.pausedAt) };
+        assert.equal((await next.recover(spec)).phase, "paused");
+        await until("the frozen processes are ended by the release", () => next.cgroupOf(spec.sandboxId).isEmpty());
+        assert.equal((await next.observe(spec.sandboxId)).phase, "paused", "still paused once released");
+        assert.equal((await next.resume(spec.sandboxId)).phase, "ready");
+        const r = await collectExec(next, spec.sandboxId, {
+          command: "/bin/cat",
+          args: ["deep/kept.txt", "running.txt"],
+        });
+        assert.equal(r.stdout, "before-pause\nstarted\n", r.stderr);
+        await next.destroy(spec.sandboxId);
+        await assertNothingLeft(killed);
+      },
+      { releasePausedAfterMs: 200 },
+    );
   });
 });
