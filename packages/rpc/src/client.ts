@@ -2,7 +2,7 @@ import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createGrpcTransport, type GrpcTransportOptions, Http2SessionManager } from "@connectrpc/connect-node";
 import { currentRequest } from "./context.ts";
 import { GoawayGuardedSessions } from "./goaway-guard.ts";
-import { HTTP2_STREAM_WINDOW } from "./http2-windows.ts";
+import { HTTP2_SESSION_MEMORY_MB, HTTP2_STREAM_WINDOW } from "./http2-windows.ts";
 import { clientTlsOptions } from "./tls/client-tls.ts";
 import type { ServiceTls } from "./tls/service-tls.ts";
 
@@ -48,6 +48,7 @@ export function createServiceTransport(
       options.sessionManager ??
       new GoawayGuardedSessions(
         new Http2SessionManager(options.baseUrl, undefined, {
+          maxSessionMemory: HTTP2_SESSION_MEMORY_MB,
           settings: { initialWindowSize: HTTP2_STREAM_WINDOW },
           ...(tls ? clientTlsOptions(tls, expectServer) : {}),
         }),

@@ -13,3 +13,13 @@ export function widenConnectionWindow(session: http2.Http2Session): void {
   if (session.connecting) session.once("connect", apply);
   else apply();
 }
+
+/**
+ * Node's per-connection memory limit, in MB, for servers and service clients.
+ * Node counts the bytes queued behind flow control in it and refuses every
+ * new stream (RST_STREAM ENHANCE_YOUR_CALM) while it is over; its default,
+ * 10, is passed by one 8 MiB file chunk that its reader has not yet taken, so
+ * a second file call on the same connection failed. 128 holds sixteen such
+ * chunks; the concurrent-streams limit still bounds a connection's work.
+ */
+export const HTTP2_SESSION_MEMORY_MB = 128;

@@ -3,7 +3,7 @@ import * as http2 from "node:http2";
 import * as net from "node:net";
 import type * as tls from "node:tls";
 import type { Logger } from "pino";
-import { HTTP2_STREAM_WINDOW, widenConnectionWindow } from "../http2-windows.ts";
+import { HTTP2_SESSION_MEMORY_MB, HTTP2_STREAM_WINDOW, widenConnectionWindow } from "../http2-windows.ts";
 import type { NodeRequest, NodeResponse } from "../http/node-io.ts";
 import { createTlsListener } from "../tls/listener.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
@@ -64,7 +64,10 @@ export function createConnections(o: ConnectionsOptions): Connections {
   // start them explicitly.
   h1.emit("listening");
   const h2 = http2.createServer(
-    { settings: { initialWindowSize: HTTP2_STREAM_WINDOW, maxConcurrentStreams: MAX_CONCURRENT_STREAMS } },
+    {
+      maxSessionMemory: HTTP2_SESSION_MEMORY_MB,
+      settings: { initialWindowSize: HTTP2_STREAM_WINDOW, maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
+    },
     o.onRequest,
   );
   h2.on("session", (s) => {
