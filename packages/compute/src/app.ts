@@ -35,6 +35,7 @@ export async function createDriver(config: ComputeConfig, logger: Logger): Promi
       dieWithService: !config.keepSandboxesOnExit,
       defaultWorkspaceSize: config.pvcWorkspaceSize,
       releasePausedAfterMs: config.pauseReleaseMs,
+      favorDynamicCgroupMods: config.favorDynamicCgroupMods,
     });
   }
   const path = "./drivers/kubernetes/index.ts";

@@ -45,6 +45,8 @@ export interface ComputeConfig {
   idlePauseMs: number;
   /** Local driver: COMPUTE_PAUSE_RELEASE_SECONDS, how long a paused sandbox keeps its processes (frozen). */
   pauseReleaseMs: number;
+  /** Local driver: COMPUTE_CGROUP_FAVOR_DYNMODS, cheap cgroup migrations for starts and resumes (dynmods.ts). */
+  favorDynamicCgroupMods: boolean;
   /** Kubernetes driver: COMPUTE_NAMESPACE; absent: the service account's namespace. */
   kubernetesNamespace?: string;
   /** Kubernetes driver: SANDBOX_RUN_AS_USER, the sandboxes' uid; absent: the driver's 1000 (never root). */
@@ -118,6 +120,10 @@ export const COMPUTE_SETTINGS = {
     max: LIMITS.maxIdleTimeoutMs / 1000,
     doc: "local driver: a paused sandbox stays frozen this long, its processes kept (a resume is a thaw); then they are ended and its memory given back, the workspace kept (a resume starts it again; nothing else is lost: a command's background processes end with it). `0`: at once",
   }),
+  favorDynamicCgroupMods: bool("COMPUTE_CGROUP_FAVOR_DYNMODS", {
+    default: true,
+    doc: "local driver: mounts an empty cgroup hierarchy with `favordynmods` at /run/platform-compute-dynmods (kept after exit; `umount` undoes it), so moving a sandbox's first process into its cgroups skips an RCU grace period (12-20 ms → 0.4 ms; a released sandbox's resume 38 → 22 ms). Machine-wide: forks and exits take a slightly slower path. `0`: not mounted",
+  }),
   kubernetesNamespace: text("COMPUTE_NAMESPACE", {
     shown: "the service account's",
     doc: "kubernetes driver: where sandbox pods and claims live",
@@ -147,6 +153,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     keepSandboxesOnExit: s.keepSandboxesOnExit,
     idlePauseMs: s.idlePauseSeconds * 1000,
     pauseReleaseMs: s.pauseReleaseSeconds * 1000,
+    favorDynamicCgroupMods: s.favorDynamicCgroupMods,
     kubernetesNamespace: s.kubernetesNamespace,
     sandboxRunAsUser: s.sandboxRunAsUser,
     logLevel: s.logLevel,

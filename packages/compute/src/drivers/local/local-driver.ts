@@ -35,6 +35,7 @@ import { deleteAfterOf, SessionWorkspace } from "./session-workspace.ts";
 import { removeStaleSocketDirs } from "./socket-dir.ts";
 import { currentUsage, type UsageSources, workspaceIo } from "./usage.ts";
 import { WARM_PREFIX, WarmPool } from "./warm-pool.ts";
+import { favorDynamicCgroupMods } from "./dynmods.ts";
 import { WorkspaceFs } from "./workspace-fs.ts";
 import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 import { flushWorkspace, WorkspaceIo } from "./workspace-io.ts";
@@ -75,6 +76,8 @@ export interface LocalDriverOptions {
    * then a new start on the same workspace). Default 60 s; 0: at once.
    */
   releasePausedAfterMs?: number;
+  /** Mount a hierarchy with favordynmods so cgroup migrations skip an RCU grace period (dynmods.ts); default on. */
+  favorDynamicCgroupMods?: boolean;
 }
 
 interface Live extends UsageSources, ExecTarget {
@@ -169,6 +172,14 @@ export class LocalDriver implements SandboxDriver {
     this.log = options.logger;
     fs.mkdirSync(join(options.dataDir, "sandboxes"), { recursive: true, mode: 0o711 });
     this.root = detectCgroups(options.cgroupPrefix ?? "platform-compute");
+    if (options.favorDynamicCgroupMods ?? true) {
+      const dynmods = favorDynamicCgroupMods();
+      if (typeof dynmods === "object")
+        this.log?.info(
+          { reason: dynmods.unavailable },
+          "cgroup favordynmods unavailable: starts and resumes wait for the kernel's cgroup migrations",
+        );
+    }
     this.removeEndedCgroups();
     this.sampler = setInterval(() => this.sample(), options.sampleIntervalMs ?? 200);
     this.sampler.unref();
