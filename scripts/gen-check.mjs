@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Fails when gen/ is stale: regenerates into a temporary directory and
-// compares it with the committed gen/ file by file.
+// Fails when gen/ is stale: regenerates into a temporary directory (buf's
+// descriptors, then the OpenAPI documents) and compares it with the committed
+// gen/ file by file.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,10 +24,18 @@ function list(dir, base = dir, acc = new Map()) {
     const p = join(dir, name);
     if (name === "node_modules") continue;
     if (statSync(p).isDirectory()) list(p, base, acc);
-    else if (name.endsWith("_pb.ts")) acc.set(relative(base, p), readFileSync(p, "utf8"));
+    else if (name.endsWith("_pb.ts") || relative(base, p).startsWith("openapi/"))
+      acc.set(relative(base, p), readFileSync(p, "utf8"));
   }
   return acc;
 }
+// The OpenAPI documents (scripts/openapi.ts), from the committed descriptors:
+// a stale descriptor is reported above, a stale document here.
+execFileSync(process.execPath, ["--import", "tsx", join(root, "scripts/openapi.ts"), "--out", join(out, "openapi")], {
+  cwd: root,
+  stdio: "inherit",
+});
+
 const fresh = list(out);
 const committed = list(join(root, "gen"));
 rmSync(out, { recursive: true, force: true });

@@ -1,0 +1,110 @@
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import { AgentService, SessionService as AgentsSessionService } from "@platform/gen/agents/v1/agents_pb";
+import { KeyPublicationService } from "@platform/gen/identity/v1/keys_pb";
+import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
+import {
+  AccountService,
+  AuditService,
+  MemberService,
+  OrgAPIKeyService,
+  TeamService,
+} from "@platform/gen/identity/v1/teams_pb";
+import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
+import { httpBindingsOf } from "@platform/rpc";
+import type { Access, Surface } from "./document.ts";
+
+/** identity's policy of an RPC (packages/identity/src/server/policies.ts: ruleOf). */
+export type IdentityRule = (method: DescMethod) => { policy: string; idempotent: boolean } | undefined;
+/** The API key scope an agents RPC needs (packages/agents/src/server/scopes.ts: scopeOf). */
+export type AgentsScope = (service: string, method: string) => string;
+
+const policyText: Record<string, string> = {
+  "jwt-or-key": "a JWT or an API key",
+  "jwt-only": "a JWT (an API key is refused)",
+  owner: "a JWT whose current role is owner",
+  admin: "an owner's JWT, or an API key with the admin scope",
+};
+
+// identity's REST port (servers.ts: restServices).
+const identityServices: readonly DescService[] = [
+  SessionService,
+  UserService,
+  OrgService,
+  MemberService,
+  OrgAPIKeyService,
+  TeamService,
+  AccountService,
+  AuditService,
+  KeyPublicationService,
+];
+
+export function identitySurface(ruleOf: IdentityRule): Surface {
+  return {
+    name: "identity",
+    title: "Identity REST API",
+    description:
+      "Users, organizations, members, API keys and tokens (port 8081). Field names are the snake_case the " +
+      "specification shows; timestamps are RFC 3339; 64-bit integers are JSON numbers (strings beyond 2^53). " +
+      "Errors are `{code, message}` with the reason as `code`.",
+    defaultPort: 8081,
+    services: identityServices,
+    style: { emitNulls: true },
+    envelope: "reason",
+    strictBody: true,
+    access(method) {
+      const rule = ruleOf(method);
+      if (!rule) throw new Error(`identity has no policy for ${method.parent.typeName}/${method.name}`);
+      if (rule.policy === "none") return { public: true, idempotencyKey: rule.idempotent };
+      return { public: false, requirement: policyText[rule.policy] ?? rule.policy, idempotencyKey: rule.idempotent };
+    },
+    errors: (method, access) => restErrors(method, access),
+  };
+}
+
+export function agentsSurface(scopeOf: AgentsScope): Surface {
+  return {
+    name: "agents",
+    title: "Agents REST API",
+    description:
+      "Agents, sessions, their event logs, model replies as Server-Sent Events and a session's workspace " +
+      "files (port 8082). Field names are lowerCamelCase; every field is written (zero values and null " +
+      "included) except in SSE events, which omit zero and empty fields. Errors are " +
+      "`{error: {code, message}}` with the Connect code name as `code`.",
+    defaultPort: 8082,
+    services: [AgentService, AgentsSessionService],
+    style: { alwaysEmitImplicit: true, emitNulls: true },
+    envelope: "code-name",
+    strictBody: false,
+    access(method): Access {
+      const scope = scopeOf(method.parent.typeName, method.name);
+      return { public: false, requirement: `a JWT, or an API key with the \`${scope}\` scope` };
+    },
+    errors: (method, access) => restErrors(method, access),
+  };
+}
+
+export function routerSurface(): Surface {
+  return {
+    name: "router",
+    title: "Runtime router",
+    description:
+      "The public invoke endpoint (port 8080): authenticates, wakes the tenant's worker and streams the " +
+      "reply as Server-Sent Events. Errors before the stream starts are `{error: {code, message}}`; after, " +
+      "the `error` event.",
+    defaultPort: 8080,
+    services: [RuntimeService],
+    style: {},
+    envelope: "code-name",
+    strictBody: false,
+    access: () => ({ public: false, requirement: "a JWT (verified with identity's VerifyJWT)" }),
+    errors: (method, access) => [...restErrors(method, access), 503],
+  };
+}
+
+/** The error statuses of an operation beside `default`: what any route of the port may answer. */
+function restErrors(method: DescMethod, access: Access): number[] {
+  const out = [400, 404, 413];
+  if (!access.public) out.push(401, 403);
+  if (httpBindingsOf(method).some((b) => b.body !== "")) out.push(415);
+  return out.sort((a, b) => a - b);
+}
