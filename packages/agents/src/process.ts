@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { create } from "@bufbuild/protobuf";
 import { type Database, openDatabase } from "@platform/db";
 import { SessionEventSchema } from "@platform/gen/agents/v1/agents_pb";
+import openApi from "@platform/gen/openapi/agents.json" with { type: "json" };
 import { type CallerPolicy, createServer, type Server, type ServerOptions, type ServiceTls } from "@platform/rpc";
 import type { Logger } from "pino";
 import { ComputeSandboxes } from "./adapters/compute.ts";
@@ -113,6 +114,8 @@ export async function createAgentsServer(
     ...common,
     port: config.port,
     restOnly: true,
+    // Public: it describes the routes and holds no secret (THREAT_MODEL.md).
+    documents: { "/openapi.json": openApi },
     cors: { allowedOrigins: config.corsAllowedOrigins ?? [] },
   });
   const grpc = createServer({

@@ -19,6 +19,7 @@ import { identityInputRefusal } from "./input-refusals.ts";
 import { identityInterceptors } from "./interceptors.ts";
 import { loginShed } from "./login-shed.ts";
 import { identityEnvelope } from "./rest-envelope.ts";
+import openApi from "@platform/gen/openapi/identity.json" with { type: "json" };
 
 export type ServerSettings = {
   host: string;
@@ -117,6 +118,8 @@ export function createIdentityServers(
     services: restServices,
     port: settings.serverPort,
     restOnly: true,
+    // Public: it describes the routes and holds no secret (THREAT_MODEL.md).
+    documents: { "/openapi.json": openApi },
     cors: { allowedOrigins: settings.corsAllowedOrigins ?? [] },
     logger: logger.child({ listener: "rest" }),
   });

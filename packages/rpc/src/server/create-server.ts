@@ -121,6 +121,7 @@ export function createServer(options: ServerOptions): Server {
       // Public ports only: an internal port has no browser callers.
       cors: options.cors || options.restOnly ? corsHandler(options.cors?.allowedOrigins ?? []) : undefined,
       readiness: options.readiness,
+      documents: new Map(Object.entries(options.documents ?? {}).map(([p, d]) => [p, JSON.stringify(d)])),
       restOnly: options.restOnly ?? false,
       closing: () => connections.closing,
       requestTimeoutMs,

@@ -16,6 +16,8 @@ export interface DispatchOptions {
   /** Public ports: CORS answers preflights and refuses other origins' ones. */
   cors: ReturnType<typeof corsHandler> | undefined;
   readiness: (() => Promise<boolean>) | undefined;
+  /** ServerOptions.documents, as JSON text by path. */
+  documents: ReadonlyMap<string, string>;
   /** A public port: procedure paths are not found. */
   restOnly: boolean;
   /** True once the server is shutting down (/readyz then says not ready). */
@@ -59,6 +61,11 @@ export function createDispatch(o: DispatchOptions): (req: NodeRequest, res: Node
           service: o.name,
           version: PLATFORM_VERSION,
         });
+      }
+      const doc = o.documents.get(path);
+      if (doc !== undefined) {
+        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(doc) });
+        return void res.end(doc);
       }
     }
     if (o.shed && !o.native.has(path)) {

@@ -79,6 +79,12 @@ export interface ServerOptions {
    */
   cors?: { allowedOrigins: readonly string[] };
   /**
+   * Public, read-only JSON documents by path (`/openapi.json`: the port's
+   * OpenAPI document), served on GET and HEAD like the health endpoints:
+   * before shedding and routing, without a credential. Nothing secret.
+   */
+  documents?: Readonly<Record<string, unknown>>;
+  /**
    * Refuses a request before it is routed, its body read or its handler run,
    * with the returned error (rendered by the envelope, with Retry-After): for
    * work the service knows it cannot take now (identity: a login while the

@@ -1,5 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
+import openApi from "@platform/gen/openapi/router.json" with { type: "json" };
 import { createServer, type ServiceTls } from "@platform/rpc";
 import { type Logger, pino } from "pino";
 import { Controller } from "../controller/controller.ts";
@@ -74,6 +75,8 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     services: [{ service: RuntimeService, impl }],
     envelope: "runtime",
     restOnly: true,
+    // Public: it describes the route and holds no secret (THREAT_MODEL.md).
+    documents: { "/openapi.json": openApi },
     cors: { allowedOrigins: options.corsAllowedOrigins ?? [] },
     port: options.port,
     host: options.host,
