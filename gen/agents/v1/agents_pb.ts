@@ -18,7 +18,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file agents/v1/agents.proto.
  */
 export const file_agents_v1_agents: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEitQEKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0BCgdTZXNzaW9uEgoKAmlkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIQCghsYXN0X3NlcRgEIAEoBBISCgpzYW5kYm94X2lkGAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrgBCgxTZXNzaW9uRXZlbnQSCwoDc2VxGAEgASgEEgwKBHR5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIRCgl0b2tlbnNfaW4YBCABKAMSEgoKdG9rZW5zX291dBgFIAEoAxITCgt0b29sX3VzZV9pZBgGIAEoCRIQCghpc19lcnJvchgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJPCgdNZXNzYWdlEgwKBHJvbGUYASABKAkSDwoHY29udGVudBgCIAEoCRITCgt0b29sX3VzZV9pZBgDIAEoCRIQCghpc19lcnJvchgEIAEoCCJWChJDcmVhdGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzbHVnGAIgASgJEg0KBW1vZGVsGAMgASgJEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkiNgoTQ3JlYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCJAChFMaXN0QWdlbnRzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg0KBWFmdGVyGAIgASgJQggKBl9saW1pdCJRChJMaXN0QWdlbnRzUmVzcG9uc2USHwoFaXRlbXMYASADKAsyEC5hZ2VudHMudjEuQWdlbnQSEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0Ih0KD0dldEFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIzChBHZXRBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IqQBChJVcGRhdGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEhEKBHNsdWcYAyABKAlIAYgBARISCgVtb2RlbBgEIAEoCUgCiAEBEhoKDXN5c3RlbV9wcm9tcHQYBSABKAlIA4gBAUIHCgVfbmFtZUIHCgVfc2x1Z0IICgZfbW9kZWxCEAoOX3N5c3RlbV9wcm9tcHQiNgoTVXBkYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCIgChJEZWxldGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiFQoTRGVsZXRlQWdlbnRSZXNwb25zZSJUChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAkSEAoIYWdlbnRfaWQYAyABKAlCCAoGX2xpbWl0IlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiEKBWl0ZW1zGAEgAygLMhIuYWdlbnRzLnYxLlNlc3Npb24SEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0IiIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSIoChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uIh8KEUdldFNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJImIKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRzLnYxLlNlc3Npb24SJwoGZXZlbnRzGAIgAygLMhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJHChNTZW5kTWVzc2FnZXNSZXF1ZXN0EgoKAmlkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRzLnYxLk1lc3NhZ2UiMAoTU3RyZWFtRXZlbnRzUmVxdWVzdBIKCgJpZBgBIAEoCRINCgVhZnRlchgCIAEoBCIeChBDYW5jZWxSdW5SZXF1ZXN0EgoKAmlkGAEgASgJIiYKEUNhbmNlbFJ1blJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCJ4CgtTZXNzaW9uRmlsZRIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAQSDgoGaXNfZGlyGAMgASgIEgwKBG1vZGUYBCABKA0SLwoLbW9kaWZpZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlUKF0xpc3RTZXNzaW9uRmlsZXNSZXF1ZXN0EgoKAmlkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEg0KBWxpbWl0GAQgASgNIlQKGExpc3RTZXNzaW9uRmlsZXNSZXNwb25zZRIlCgVpdGVtcxgBIAMoCzIWLmFnZW50cy52MS5TZXNzaW9uRmlsZRIRCgl0cnVuY2F0ZWQYAiABKAgiVQoWUmVhZFNlc3Npb25GaWxlUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoAxIRCgltYXhfYnl0ZXMYBCABKAMiSAoXUmVhZFNlc3Npb25GaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJfChdXcml0ZVNlc3Npb25GaWxlUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGRhdGEYAyABKAwSDgoGYXBwZW5kGAQgASgIEgwKBG1vZGUYBSABKA0iMQoYV3JpdGVTZXNzaW9uRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMyoAQKDEFnZW50U2VydmljZRJvCgtDcmVhdGVBZ2VudBIdLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuQ3JlYXRlQWdlbnRSZXNwb25zZSIhyPMYyQGC0+STAhY6ASpiBWFnZW50IgovdjEvYWdlbnRzEl0KCkxpc3RBZ2VudHMSHC5hZ2VudHMudjEuTGlzdEFnZW50c1JlcXVlc3QaHS5hZ2VudHMudjEuTGlzdEFnZW50c1Jlc3BvbnNlIhKC0+STAgwSCi92MS9hZ2VudHMSYwoIR2V0QWdlbnQSGi5hZ2VudHMudjEuR2V0QWdlbnRSZXF1ZXN0GhsuYWdlbnRzLnYxLkdldEFnZW50UmVzcG9uc2UiHoLT5JMCGGIFYWdlbnQSDy92MS9hZ2VudHMve2lkfRJvCgtVcGRhdGVBZ2VudBIdLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXNwb25zZSIhgtPkkwIbOgEqYgVhZ2VudDIPL3YxL2FnZW50cy97aWR9EmoKC0RlbGV0ZUFnZW50Eh0uYWdlbnRzLnYxLkRlbGV0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5EZWxldGVBZ2VudFJlc3BvbnNlIhzI8xjMAYLT5JMCESoPL3YxL2FnZW50cy97aWR9Mt4KCg5TZXNzaW9uU2VydmljZRJ5Cg1DcmVhdGVTZXNzaW9uEh8uYWdlbnRzLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRzLnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZSIlyPMYyQGC0+STAho6ASpiB3Nlc3Npb24iDC92MS9zZXNzaW9ucxKHAQoMTGlzdFNlc3Npb25zEh4uYWdlbnRzLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5hZ2VudHMudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiNoLT5JMCMFogEh4vdjEvYWdlbnRzL3thZ2VudF9pZH0vc2Vzc2lvbnMSDC92MS9zZXNzaW9ucxJyCg1EZWxldGVTZXNzaW9uEh8uYWdlbnRzLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRzLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZSIeyPMYzAGC0+STAhMqES92MS9zZXNzaW9ucy97aWR9EmQKCkdldFNlc3Npb24SHC5hZ2VudHMudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5hZ2VudHMudjEuR2V0U2Vzc2lvblJlc3BvbnNlIhmC0+STAhMSES92MS9zZXNzaW9ucy97aWR9ErgBCgxTZW5kTWVzc2FnZXMSHi5hZ2VudHMudjEuU2VuZE1lc3NhZ2VzUmVxdWVzdBoXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQibdLzGEQKA3NlcSABKgR0eXBlKgdjb250ZW50Kgl0b2tlbnNfaW4qCnRva2Vuc19vdXQqC3Rvb2xfdXNlX2lkKghpc19lcnJvcoLT5JMCHzoBKiIaL3YxL3Nlc3Npb25zL3tpZH0vbWVzc2FnZXMwARK6AQoMU3RyZWFtRXZlbnRzEh4uYWdlbnRzLnYxLlN0cmVhbUV2ZW50c1JlcXVlc3QaFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50Im/S8xhLCgNzZXESBWFmdGVyIAEqBHR5cGUqB2NvbnRlbnQqCXRva2Vuc19pbioKdG9rZW5zX291dCoLdG9vbF91c2VfaWQqCGlzX2Vycm9ygtPkkwIaEhgvdjEvc2Vzc2lvbnMve2lkfS9ldmVudHMwARJoCglDYW5jZWxSdW4SGy5hZ2VudHMudjEuQ2FuY2VsUnVuUmVxdWVzdBocLmFnZW50cy52MS5DYW5jZWxSdW5SZXNwb25zZSIggtPkkwIaIhgvdjEvc2Vzc2lvbnMve2lkfS9jYW5jZWwSfAoQTGlzdFNlc3Npb25GaWxlcxIiLmFnZW50cy52MS5MaXN0U2Vzc2lvbkZpbGVzUmVxdWVzdBojLmFnZW50cy52MS5MaXN0U2Vzc2lvbkZpbGVzUmVzcG9uc2UiH4LT5JMCGRIXL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXMSfgoPUmVhZFNlc3Npb25GaWxlEiEuYWdlbnRzLnYxLlJlYWRTZXNzaW9uRmlsZVJlcXVlc3QaIi5hZ2VudHMudjEuUmVhZFNlc3Npb25GaWxlUmVzcG9uc2UiJILT5JMCHhIcL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXM6cmVhZBKMAQoQV3JpdGVTZXNzaW9uRmlsZRIiLmFnZW50cy52MS5Xcml0ZVNlc3Npb25GaWxlUmVxdWVzdBojLmFnZW50cy52MS5Xcml0ZVNlc3Npb25GaWxlUmVzcG9uc2UiL+DzGICAgAuC0+STAiI6ASoiHS92MS9zZXNzaW9ucy97aWR9L2ZpbGVzOndyaXRlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_platform_api_v1_options]);
+  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEirgIKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj8KEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyJS5hZ2VudHMudjEuQWdlbnQuVG9vbFBlcm1pc3Npb25zRW50cnkaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASK9AQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEAoIbGFzdF9zZXEYBCABKAQSEgoKc2FuZGJveF9pZBgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK4AQoMU2Vzc2lvbkV2ZW50EgsKA3NlcRgBIAEoBBIMCgR0eXBlGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSEQoJdG9rZW5zX2luGAQgASgDEhIKCnRva2Vuc19vdXQYBSABKAMSEwoLdG9vbF91c2VfaWQYBiABKAkSEAoIaXNfZXJyb3IYByABKAgSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiTwoHTWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEwoLdG9vbF91c2VfaWQYAyABKAkSEAoIaXNfZXJyb3IYBCABKAgi3AEKEkNyZWF0ZUFnZW50UmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHNsdWcYAiABKAkSDQoFbW9kZWwYAyABKAkSFQoNc3lzdGVtX3Byb21wdBgEIAEoCRJMChB0b29sX3Blcm1pc3Npb25zGBQgAygLMjIuYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVxdWVzdC5Ub29sUGVybWlzc2lvbnNFbnRyeRo2ChRUb29sUGVybWlzc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjYKE0NyZWF0ZUFnZW50UmVzcG9uc2USHwoFYWdlbnQYASABKAsyEC5hZ2VudHMudjEuQWdlbnQiQAoRTGlzdEFnZW50c1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARINCgVhZnRlchgCIAEoCUIICgZfbGltaXQiUQoSTGlzdEFnZW50c1Jlc3BvbnNlEh8KBWl0ZW1zGAEgAygLMhAuYWdlbnRzLnYxLkFnZW50EhEKBG5leHQYAiABKAlIAIgBAUIHCgVfbmV4dCIdCg9HZXRBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiMwoQR2V0QWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCKqAgoSVXBkYXRlQWdlbnRSZXF1ZXN0EgoKAmlkGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARIRCgRzbHVnGAMgASgJSAGIAQESEgoFbW9kZWwYBCABKAlIAogBARIaCg1zeXN0ZW1fcHJvbXB0GAUgASgJSAOIAQESTAoQdG9vbF9wZXJtaXNzaW9ucxgUIAMoCzIyLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlcXVlc3QuVG9vbFBlcm1pc3Npb25zRW50cnkaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIHCgVfbmFtZUIHCgVfc2x1Z0IICgZfbW9kZWxCEAoOX3N5c3RlbV9wcm9tcHQiNgoTVXBkYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCIgChJEZWxldGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiFQoTRGVsZXRlQWdlbnRSZXNwb25zZSJUChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAkSEAoIYWdlbnRfaWQYAyABKAlCCAoGX2xpbWl0IlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiEKBWl0ZW1zGAEgAygLMhIuYWdlbnRzLnYxLlNlc3Npb24SEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0IiIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSIoChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uIh8KEUdldFNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIpoBChJHZXRTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uEicKBmV2ZW50cxgCIAMoCzIXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQSNgoScGVuZGluZ190b29sX2NhbGxzGBQgAygLMhouYWdlbnRzLnYxLlBlbmRpbmdUb29sQ2FsbCJHChNTZW5kTWVzc2FnZXNSZXF1ZXN0EgoKAmlkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRzLnYxLk1lc3NhZ2UiMAoTU3RyZWFtRXZlbnRzUmVxdWVzdBIKCgJpZBgBIAEoCRINCgVhZnRlchgCIAEoBCIeChBDYW5jZWxSdW5SZXF1ZXN0EgoKAmlkGAEgASgJIiYKEUNhbmNlbFJ1blJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCJDCg9QZW5kaW5nVG9vbENhbGwSEwoLdG9vbF91c2VfaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVpbnB1dBgDIAEoCSJGCgxUb29sRGVjaXNpb24SEwoLdG9vbF91c2VfaWQYASABKAkSEAoIZGVjaXNpb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCSJUChpTdWJtaXRUb29sRGVjaXNpb25zUmVxdWVzdBIKCgJpZBgBIAEoCRIqCglkZWNpc2lvbnMYAiADKAsyFy5hZ2VudHMudjEuVG9vbERlY2lzaW9uImoKG1N1Ym1pdFRvb2xEZWNpc2lvbnNSZXNwb25zZRIrCgdwZW5kaW5nGAEgAygLMhouYWdlbnRzLnYxLlBlbmRpbmdUb29sQ2FsbBIPCgdyZXN1bWVkGAIgASgIEg0KBWFmdGVyGAMgASgEIngKC1Nlc3Npb25GaWxlEgwKBHBhdGgYASABKAkSDAoEc2l6ZRgCIAEoBBIOCgZpc19kaXIYAyABKAgSDAoEbW9kZRgEIAEoDRIvCgttb2RpZmllZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVQoXTGlzdFNlc3Npb25GaWxlc1JlcXVlc3QSCgoCaWQYASABKAkSDAoEcGF0aBgCIAEoCRIRCglyZWN1cnNpdmUYAyABKAgSDQoFbGltaXQYBCABKA0iVAoYTGlzdFNlc3Npb25GaWxlc1Jlc3BvbnNlEiUKBWl0ZW1zGAEgAygLMhYuYWdlbnRzLnYxLlNlc3Npb25GaWxlEhEKCXRydW5jYXRlZBgCIAEoCCJVChZSZWFkU2Vzc2lvbkZpbGVSZXF1ZXN0EgoKAmlkGAEgASgJEgwKBHBhdGgYAiABKAkSDgoGb2Zmc2V0GAMgASgDEhEKCW1heF9ieXRlcxgEIAEoAyJIChdSZWFkU2Vzc2lvbkZpbGVSZXNwb25zZRIMCgRkYXRhGAEgASgMEhIKCnRvdGFsX3NpemUYAiABKAMSCwoDZW9mGAMgASgIIl8KF1dyaXRlU2Vzc2lvbkZpbGVSZXF1ZXN0EgoKAmlkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEZGF0YRgDIAEoDBIOCgZhcHBlbmQYBCABKAgSDAoEbW9kZRgFIAEoDSIxChhXcml0ZVNlc3Npb25GaWxlUmVzcG9uc2USFQoNYnl0ZXNfd3JpdHRlbhgBIAEoAzKgBAoMQWdlbnRTZXJ2aWNlEm8KC0NyZWF0ZUFnZW50Eh0uYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlc3BvbnNlIiHI8xjJAYLT5JMCFjoBKmIFYWdlbnQiCi92MS9hZ2VudHMSXQoKTGlzdEFnZW50cxIcLmFnZW50cy52MS5MaXN0QWdlbnRzUmVxdWVzdBodLmFnZW50cy52MS5MaXN0QWdlbnRzUmVzcG9uc2UiEoLT5JMCDBIKL3YxL2FnZW50cxJjCghHZXRBZ2VudBIaLmFnZW50cy52MS5HZXRBZ2VudFJlcXVlc3QaGy5hZ2VudHMudjEuR2V0QWdlbnRSZXNwb25zZSIegtPkkwIYYgVhZ2VudBIPL3YxL2FnZW50cy97aWR9Em8KC1VwZGF0ZUFnZW50Eh0uYWdlbnRzLnYxLlVwZGF0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlc3BvbnNlIiGC0+STAhs6ASpiBWFnZW50Mg8vdjEvYWdlbnRzL3tpZH0SagoLRGVsZXRlQWdlbnQSHS5hZ2VudHMudjEuRGVsZXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLkRlbGV0ZUFnZW50UmVzcG9uc2UiHMjzGMwBgtPkkwIRKg8vdjEvYWdlbnRzL3tpZH0y8gsKDlNlc3Npb25TZXJ2aWNlEnkKDUNyZWF0ZVNlc3Npb24SHy5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlIiXI8xjJAYLT5JMCGjoBKmIHc2Vzc2lvbiIML3YxL3Nlc3Npb25zEocBCgxMaXN0U2Vzc2lvbnMSHi5hZ2VudHMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLmFnZW50cy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZSI2gtPkkwIwWiASHi92MS9hZ2VudHMve2FnZW50X2lkfS9zZXNzaW9ucxIML3YxL3Nlc3Npb25zEnIKDURlbGV0ZVNlc3Npb24SHy5hZ2VudHMudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudHMudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlIh7I8xjMAYLT5JMCEyoRL3YxL3Nlc3Npb25zL3tpZH0SZAoKR2V0U2Vzc2lvbhIcLmFnZW50cy52MS5HZXRTZXNzaW9uUmVxdWVzdBodLmFnZW50cy52MS5HZXRTZXNzaW9uUmVzcG9uc2UiGYLT5JMCExIRL3YxL3Nlc3Npb25zL3tpZH0SuAEKDFNlbmRNZXNzYWdlcxIeLmFnZW50cy52MS5TZW5kTWVzc2FnZXNSZXF1ZXN0GhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJt0vMYRAoDc2VxIAEqBHR5cGUqB2NvbnRlbnQqCXRva2Vuc19pbioKdG9rZW5zX291dCoLdG9vbF91c2VfaWQqCGlzX2Vycm9ygtPkkwIfOgEqIhovdjEvc2Vzc2lvbnMve2lkfS9tZXNzYWdlczABEroBCgxTdHJlYW1FdmVudHMSHi5hZ2VudHMudjEuU3RyZWFtRXZlbnRzUmVxdWVzdBoXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQib9LzGEsKA3NlcRIFYWZ0ZXIgASoEdHlwZSoHY29udGVudCoJdG9rZW5zX2luKgp0b2tlbnNfb3V0Kgt0b29sX3VzZV9pZCoIaXNfZXJyb3KC0+STAhoSGC92MS9zZXNzaW9ucy97aWR9L2V2ZW50czABEmgKCUNhbmNlbFJ1bhIbLmFnZW50cy52MS5DYW5jZWxSdW5SZXF1ZXN0GhwuYWdlbnRzLnYxLkNhbmNlbFJ1blJlc3BvbnNlIiCC0+STAhoiGC92MS9zZXNzaW9ucy97aWR9L2NhbmNlbBKRAQoTU3VibWl0VG9vbERlY2lzaW9ucxIlLmFnZW50cy52MS5TdWJtaXRUb29sRGVjaXNpb25zUmVxdWVzdBomLmFnZW50cy52MS5TdWJtaXRUb29sRGVjaXNpb25zUmVzcG9uc2UiK4LT5JMCJToBKiIgL3YxL3Nlc3Npb25zL3tpZH0vdG9vbC1kZWNpc2lvbnMSfAoQTGlzdFNlc3Npb25GaWxlcxIiLmFnZW50cy52MS5MaXN0U2Vzc2lvbkZpbGVzUmVxdWVzdBojLmFnZW50cy52MS5MaXN0U2Vzc2lvbkZpbGVzUmVzcG9uc2UiH4LT5JMCGRIXL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXMSfgoPUmVhZFNlc3Npb25GaWxlEiEuYWdlbnRzLnYxLlJlYWRTZXNzaW9uRmlsZVJlcXVlc3QaIi5hZ2VudHMudjEuUmVhZFNlc3Npb25GaWxlUmVzcG9uc2UiJILT5JMCHhIcL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXM6cmVhZBKMAQoQV3JpdGVTZXNzaW9uRmlsZRIiLmFnZW50cy52MS5Xcml0ZVNlc3Npb25GaWxlUmVxdWVzdBojLmFnZW50cy52MS5Xcml0ZVNlc3Npb25GaWxlUmVzcG9uc2UiL+DzGICAgAuC0+STAiI6ASoiHS92MS9zZXNzaW9ucy97aWR9L2ZpbGVzOndyaXRlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_platform_api_v1_options]);
 
 /**
  * @generated from message agents.v1.Agent
@@ -62,6 +62,16 @@ export type Agent = Message$1<"agents.v1.Agent"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 7;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * Per-tool policy, tool name → `allow` or `ask` (additive). A tool not
+   * named is `allow`: its calls run without asking, as before. A call of an
+   * `ask` tool pauses the run with a `requires_action` event until
+   * SubmitToolDecisions answers it.
+   *
+   * @generated from field: map<string, string> tool_permissions = 20;
+   */
+  toolPermissions: { [key: string]: string };
 };
 
 /**
@@ -144,6 +154,11 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
    * `content` is a JSON object {"stdout"?, "stderr"?, "droppedBytes"?,
    * "truncated"?} and `tool_use_id` names the call; clients that do not
    * know the type ignore it.
+   * requires_action (additive) ends a run that paused on tool calls whose
+   * policy is `ask`: `content` is a JSON object {"calls": [{"toolUseId",
+   * "name", "input"}]} naming every pending call, with the run's tokens as
+   * on `done`; the stream closes after it with the session idle, and the
+   * run goes on once SubmitToolDecisions answered every call.
    * sandbox_paused, sandbox_resumed, sandbox_replaced (additive) tell what
    * happened to the session's sandbox before a tool call, `tool_use_id`
    * naming that call: the run found it PAUSED (content {"sandboxId"}), then
@@ -262,6 +277,14 @@ export type CreateAgentRequest = Message$1<"agents.v1.CreateAgentRequest"> & {
    * @generated from field: string system_prompt = 4;
    */
   systemPrompt: string;
+
+  /**
+   * Tool name → `allow` or `ask`; at most 64 entries, names of at most 128
+   * characters of [A-Za-z0-9_.:-].
+   *
+   * @generated from field: map<string, string> tool_permissions = 20;
+   */
+  toolPermissions: { [key: string]: string };
 };
 
 /**
@@ -400,6 +423,14 @@ export type UpdateAgentRequest = Message$1<"agents.v1.UpdateAgentRequest"> & {
    * @generated from field: optional string system_prompt = 5;
    */
   systemPrompt?: string | undefined;
+
+  /**
+   * Merged into the agent's policies: each entry sets that tool's policy
+   * (`allow` or `ask`); tools not named keep theirs. Empty: unchanged.
+   *
+   * @generated from field: map<string, string> tool_permissions = 20;
+   */
+  toolPermissions: { [key: string]: string };
 };
 
 /**
@@ -607,6 +638,14 @@ export type GetSessionResponse = Message$1<"agents.v1.GetSessionResponse"> & {
    * @generated from field: repeated agents.v1.SessionEvent events = 2;
    */
   events: SessionEvent[];
+
+  /**
+   * The tool calls the session's run paused on that wait for an answer
+   * (SubmitToolDecisions); empty when none wait.
+   *
+   * @generated from field: repeated agents.v1.PendingToolCall pending_tool_calls = 20;
+   */
+  pendingToolCalls: PendingToolCall[];
 };
 
 /**
@@ -701,6 +740,131 @@ export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE_
   messageDesc(file_agents_v1_agents, 25);
 
 /**
+ * A tool call waiting for a person's answer (named by `requires_action`).
+ *
+ * @generated from message agents.v1.PendingToolCall
+ */
+export type PendingToolCall = Message$1<"agents.v1.PendingToolCall"> & {
+  /**
+   * @generated from field: string tool_use_id = 1;
+   */
+  toolUseId: string;
+
+  /**
+   * The tool's name.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The call's input: a JSON object, as text.
+   *
+   * @generated from field: string input = 3;
+   */
+  input: string;
+};
+
+/**
+ * Describes the message agents.v1.PendingToolCall.
+ * Use `create(PendingToolCallSchema)` to create a new message.
+ */
+export const PendingToolCallSchema: GenMessage<PendingToolCall> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 26);
+
+/**
+ * @generated from message agents.v1.ToolDecision
+ */
+export type ToolDecision = Message$1<"agents.v1.ToolDecision"> & {
+  /**
+   * A pending call of the session's `requires_action`.
+   *
+   * @generated from field: string tool_use_id = 1;
+   */
+  toolUseId: string;
+
+  /**
+   * `allow` or `deny`.
+   *
+   * @generated from field: string decision = 2;
+   */
+  decision: string;
+
+  /**
+   * Optional, at most 4096 characters: given to the model with a denial.
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message agents.v1.ToolDecision.
+ * Use `create(ToolDecisionSchema)` to create a new message.
+ */
+export const ToolDecisionSchema: GenMessage<ToolDecision> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 27);
+
+/**
+ * @generated from message agents.v1.SubmitToolDecisionsRequest
+ */
+export type SubmitToolDecisionsRequest = Message$1<"agents.v1.SubmitToolDecisionsRequest"> & {
+  /**
+   * The session (UUID).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * At least one; each names a different pending call.
+   *
+   * @generated from field: repeated agents.v1.ToolDecision decisions = 2;
+   */
+  decisions: ToolDecision[];
+};
+
+/**
+ * Describes the message agents.v1.SubmitToolDecisionsRequest.
+ * Use `create(SubmitToolDecisionsRequestSchema)` to create a new message.
+ */
+export const SubmitToolDecisionsRequestSchema: GenMessage<SubmitToolDecisionsRequest> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 28);
+
+/**
+ * @generated from message agents.v1.SubmitToolDecisionsResponse
+ */
+export type SubmitToolDecisionsResponse = Message$1<"agents.v1.SubmitToolDecisionsResponse"> & {
+  /**
+   * Pending calls that still wait for an answer (empty once all are answered).
+   *
+   * @generated from field: repeated agents.v1.PendingToolCall pending = 1;
+   */
+  pending: PendingToolCall[];
+
+  /**
+   * Whether these answers completed the set and the run resumed.
+   *
+   * @generated from field: bool resumed = 2;
+   */
+  resumed: boolean;
+
+  /**
+   * The log's last seq before the resumed run's events: stream after it.
+   *
+   * @generated from field: uint64 after = 3;
+   */
+  after: bigint;
+};
+
+/**
+ * Describes the message agents.v1.SubmitToolDecisionsResponse.
+ * Use `create(SubmitToolDecisionsResponseSchema)` to create a new message.
+ */
+export const SubmitToolDecisionsResponseSchema: GenMessage<SubmitToolDecisionsResponse> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 29);
+
+/**
  * One entry of a workspace directory listing.
  *
  * @generated from message agents.v1.SessionFile
@@ -743,7 +907,7 @@ export type SessionFile = Message$1<"agents.v1.SessionFile"> & {
  * Use `create(SessionFileSchema)` to create a new message.
  */
 export const SessionFileSchema: GenMessage<SessionFile> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 26);
+  messageDesc(file_agents_v1_agents, 30);
 
 /**
  * @generated from message agents.v1.ListSessionFilesRequest
@@ -781,7 +945,7 @@ export type ListSessionFilesRequest = Message$1<"agents.v1.ListSessionFilesReque
  * Use `create(ListSessionFilesRequestSchema)` to create a new message.
  */
 export const ListSessionFilesRequestSchema: GenMessage<ListSessionFilesRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 27);
+  messageDesc(file_agents_v1_agents, 31);
 
 /**
  * @generated from message agents.v1.ListSessionFilesResponse
@@ -805,7 +969,7 @@ export type ListSessionFilesResponse = Message$1<"agents.v1.ListSessionFilesResp
  * Use `create(ListSessionFilesResponseSchema)` to create a new message.
  */
 export const ListSessionFilesResponseSchema: GenMessage<ListSessionFilesResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 28);
+  messageDesc(file_agents_v1_agents, 32);
 
 /**
  * @generated from message agents.v1.ReadSessionFileRequest
@@ -845,7 +1009,7 @@ export type ReadSessionFileRequest = Message$1<"agents.v1.ReadSessionFileRequest
  * Use `create(ReadSessionFileRequestSchema)` to create a new message.
  */
 export const ReadSessionFileRequestSchema: GenMessage<ReadSessionFileRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 29);
+  messageDesc(file_agents_v1_agents, 33);
 
 /**
  * @generated from message agents.v1.ReadSessionFileResponse
@@ -876,7 +1040,7 @@ export type ReadSessionFileResponse = Message$1<"agents.v1.ReadSessionFileRespon
  * Use `create(ReadSessionFileResponseSchema)` to create a new message.
  */
 export const ReadSessionFileResponseSchema: GenMessage<ReadSessionFileResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 30);
+  messageDesc(file_agents_v1_agents, 34);
 
 /**
  * @generated from message agents.v1.WriteSessionFileRequest
@@ -923,7 +1087,7 @@ export type WriteSessionFileRequest = Message$1<"agents.v1.WriteSessionFileReque
  * Use `create(WriteSessionFileRequestSchema)` to create a new message.
  */
 export const WriteSessionFileRequestSchema: GenMessage<WriteSessionFileRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 31);
+  messageDesc(file_agents_v1_agents, 35);
 
 /**
  * @generated from message agents.v1.WriteSessionFileResponse
@@ -940,7 +1104,7 @@ export type WriteSessionFileResponse = Message$1<"agents.v1.WriteSessionFileResp
  * Use `create(WriteSessionFileResponseSchema)` to create a new message.
  */
 export const WriteSessionFileResponseSchema: GenMessage<WriteSessionFileResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 32);
+  messageDesc(file_agents_v1_agents, 36);
 
 /**
  * @generated from service agents.v1.AgentService
@@ -1074,6 +1238,24 @@ export const SessionService: GenService<{
     methodKind: "unary";
     input: typeof CancelRunRequestSchema;
     output: typeof CancelRunResponseSchema;
+  },
+  /**
+   * Answers tool calls a run paused on (its `requires_action` event: calls
+   * of tools whose policy is `ask`). Each decision allows or denies one
+   * pending call; the answers may come in any order and in several
+   * requests. Once every pending call has its answer, the run resumes
+   * where it stopped (allowed calls run, denied ones give the model an
+   * error result with the message) as a new run: follow it with
+   * StreamEvents after the `requires_action` seq. A call that is not
+   * pending (unknown, or already answered) is ABORTED (409) and none of the
+   * request's decisions is recorded.
+   *
+   * @generated from rpc agents.v1.SessionService.SubmitToolDecisions
+   */
+  submitToolDecisions: {
+    methodKind: "unary";
+    input: typeof SubmitToolDecisionsRequestSchema;
+    output: typeof SubmitToolDecisionsResponseSchema;
   },
   /**
    * Files of the session's workspace: the directory its tool calls see

@@ -3,7 +3,18 @@ import { isUniqueViolation } from "@platform/db";
 import { Code, PlatformError } from "@platform/errors";
 import { type Kysely, type Selectable, sql } from "kysely";
 import { decodeCursor, encodeCursor } from "../domain/cursor.ts";
-import type { Agent, EventType, NewEvent, Page, Session, SessionEvent } from "../domain/model.ts";
+import type {
+  Agent,
+  EventType,
+  NewEvent,
+  Page,
+  PendingCall,
+  Session,
+  SessionEvent,
+  ToolDecision,
+  ToolPermissions,
+  Waiting,
+} from "../domain/model.ts";
 import type {
   AcquireResult,
   AgentChanges,
@@ -11,6 +22,7 @@ import type {
   DeadRunsBy,
   DeleteSessionResult,
   NewAgent,
+  RecordDecisionsResult,
   Store,
 } from "../domain/store.ts";
 import type { AgentsDB, AgentsTable, SessionEventsTable, SessionsTable } from "./schema.ts";
@@ -40,6 +52,7 @@ export class KyselyStore implements Store {
           slug: agent.slug,
           model: agent.model,
           system_prompt: agent.systemPrompt,
+          tool_permissions: JSON.stringify(agent.toolPermissions ?? {}),
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -69,6 +82,10 @@ export class KyselyStore implements Store {
       ...(changes.slug !== undefined ? { slug: changes.slug } : {}),
       ...(changes.model !== undefined ? { model: changes.model } : {}),
       ...(changes.systemPrompt !== undefined ? { system_prompt: changes.systemPrompt } : {}),
+      // Merged in the statement: concurrent updates of different tools both stay.
+      ...(changes.toolPermissions !== undefined
+        ? { tool_permissions: sql<string>`tool_permissions || ${JSON.stringify(changes.toolPermissions)}::jsonb` }
+        : {}),
     };
     try {
       const row = await this.db
@@ -404,6 +421,57 @@ export class KyselyStore implements Store {
     );
   }
 
+  async waiting(orgId: string, sessionId: string): Promise<Waiting | undefined> {
+    const event = await this.db
+      .selectFrom("sessions as s")
+      .innerJoin("session_events as e", (join) =>
+        join.onRef("e.session_id", "=", "s.id").onRef("e.seq", "=", "s.last_seq"),
+      )
+      .select(["e.seq", "e.run_id", "e.content"])
+      .where("s.org_id", "=", orgId)
+      .where("s.id", "=", sessionId)
+      .where("e.type", "=", "requires_action")
+      .executeTakeFirst();
+    if (!event) return undefined;
+    const rows = await this.db
+      .selectFrom("session_tool_decisions")
+      .select(["tool_use_id", "decision", "message"])
+      .where("session_id", "=", sessionId)
+      .where("request_seq", "=", event.seq)
+      .execute();
+    const decisions = new Map<string, ToolDecision>();
+    for (const r of rows)
+      decisions.set(r.tool_use_id, {
+        toolUseId: r.tool_use_id,
+        decision: r.decision === "allow" ? "allow" : "deny",
+        message: r.message,
+      });
+    return { seq: Number(event.seq), runId: event.run_id ?? "", calls: pendingCallsOf(event.content), decisions };
+  }
+
+  async recordDecisions(
+    sessionId: string,
+    requestSeq: number,
+    decisions: readonly ToolDecision[],
+  ): Promise<RecordDecisionsResult> {
+    if (decisions.length === 0) return "recorded";
+    // One statement: all of the request's answers or none (a duplicate key
+    // fails the whole insert), and only while the pause still ends the log.
+    try {
+      const result = await sql<{ tool_use_id: string }>`
+        insert into session_tool_decisions (session_id, request_seq, tool_use_id, decision, message)
+        select ${sessionId}::uuid, ${requestSeq}::bigint, d.tool_use_id, d.decision, d.message
+        from unnest(${decisions.map((d) => d.toolUseId)}::text[], ${decisions.map((d) => d.decision)}::text[],
+          ${decisions.map((d) => d.message)}::text[]) as d(tool_use_id, decision, message)
+        where exists (select 1 from sessions where id = ${sessionId} and last_seq = ${requestSeq} and active_run_id is null)
+        returning tool_use_id`.execute(this.db);
+      return result.rows.length === decisions.length ? "recorded" : "moved";
+    } catch (err) {
+      if (isUniqueViolation(err)) return "duplicate";
+      throw err;
+    }
+  }
+
   async setSandbox(sessionId: string, sandboxId: string): Promise<void> {
     await this.db
       .updateTable("sessions")
@@ -459,9 +527,40 @@ function toAgent(row: Selectable<AgentsTable>): Agent {
     slug: row.slug,
     model: row.model,
     systemPrompt: row.system_prompt,
+    toolPermissions: permissionsOf(row.tool_permissions),
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   };
+}
+
+/** The stored policies, keeping only the values this version knows. */
+function permissionsOf(value: unknown): ToolPermissions {
+  const raw = typeof value === "string" ? (JSON.parse(value) as unknown) : value;
+  const out: Record<string, "allow" | "ask"> = {};
+  if (raw && typeof raw === "object")
+    for (const [name, policy] of Object.entries(raw)) if (policy === "allow" || policy === "ask") out[name] = policy;
+  return out;
+}
+
+/** The pending calls of a `requires_action` event's content (`{"calls": [...]}`). */
+function pendingCallsOf(content: string): PendingCall[] {
+  try {
+    const parsed = JSON.parse(content) as { calls?: unknown };
+    if (!Array.isArray(parsed.calls)) return [];
+    return parsed.calls.flatMap((c: { toolUseId?: unknown; name?: unknown; input?: unknown }) =>
+      typeof c?.toolUseId === "string" && typeof c.name === "string"
+        ? [
+            {
+              toolUseId: c.toolUseId,
+              name: c.name,
+              input: typeof c.input === "object" && c.input !== null ? (c.input as Record<string, unknown>) : {},
+            },
+          ]
+        : [],
+    );
+  } catch {
+    return [];
+  }
 }
 
 function toSession(row: Selectable<SessionsTable>, now: Date): Session {

@@ -76,4 +76,25 @@ alter table sessions add column run_owner text;
 create index sessions_held_runs on sessions (run_lease_until) where active_run_id is not null;
 `,
   },
+  {
+    // Per-tool permission policies of an agent, and the answers to the tool
+    // calls a run paused on. The pending calls themselves are the
+    // `requires_action` event that ends the paused run (in session_events);
+    // an answer names that event's seq, so an answer for an older pause can
+    // never count for a newer one.
+    name: "0004_tool_permissions",
+    sql: `
+alter table agents add column tool_permissions jsonb not null default '{}'::jsonb;
+
+create table session_tool_decisions (
+  session_id uuid not null references sessions (id) on delete cascade,
+  request_seq bigint not null,
+  tool_use_id text not null,
+  decision text not null check (decision in ('allow', 'deny')),
+  message text not null default '',
+  created_at timestamptz not null default now(),
+  primary key (session_id, request_seq, tool_use_id)
+);
+`,
+  },
 ];

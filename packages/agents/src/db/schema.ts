@@ -10,6 +10,8 @@ export interface AgentsTable {
   slug: string;
   model: string;
   system_prompt: string;
+  /** Tool name → `allow` | `ask` (jsonb; written as JSON text). */
+  tool_permissions: ColumnType<Record<string, string>, string | undefined, string>;
   created_at: Timestamp;
   updated_at: Timestamp;
   deleted_at: Generated<Date | null>;
@@ -43,8 +45,18 @@ export interface SessionEventsTable {
   created_at: Timestamp;
 }
 
+export interface SessionToolDecisionsTable {
+  session_id: string;
+  request_seq: number;
+  tool_use_id: string;
+  decision: string;
+  message: string;
+  created_at: Timestamp;
+}
+
 export interface AgentsDB {
   agents: AgentsTable;
   sessions: SessionsTable;
   session_events: SessionEventsTable;
+  session_tool_decisions: SessionToolDecisionsTable;
 }

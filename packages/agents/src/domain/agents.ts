@@ -1,14 +1,54 @@
 import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import { readWholeLog } from "./log-pages.ts";
-import type { Agent, AuthContext, MessageInput, Page, Session, SessionEvent } from "./model.ts";
+import type {
+  Agent,
+  AuthContext,
+  MessageInput,
+  Page,
+  PendingCall,
+  Session,
+  SessionEvent,
+  ToolPermissions,
+  Waiting,
+} from "./model.ts";
 import type { EventFeed, Models, Runs, Sandboxes } from "./ports.ts";
 import type { AgentChanges, Store } from "./store.ts";
-import { listLimit, requireText, requireUuid, validateMessages } from "./validate.ts";
+import {
+  listLimit,
+  MAX_TOOL_PERMISSIONS,
+  requireText,
+  requireUuid,
+  validateDecisions,
+  validateMessages,
+  validateToolPermissions,
+} from "./validate.ts";
 
-export type AgentInput = { name: string; slug: string; model: string; systemPrompt: string };
-/** An update: the fields present are set, the others left as they are. */
-export type AgentUpdate = { name?: string; slug?: string; model?: string; systemPrompt?: string };
+export type AgentInput = {
+  name: string;
+  slug: string;
+  model: string;
+  systemPrompt: string;
+  toolPermissions?: Readonly<Record<string, string>>;
+};
+/** An update: the fields present are set, the others left as they are; tool policies are merged. */
+export type AgentUpdate = {
+  name?: string;
+  slug?: string;
+  model?: string;
+  systemPrompt?: string;
+  toolPermissions?: Readonly<Record<string, string>>;
+};
+
+/** The outcome of answering a paused run's calls. */
+export type DecisionsOutcome = {
+  /** Calls that still wait for an answer. */
+  pending: PendingCall[];
+  /** Whether these answers completed the set and the run resumed. */
+  resumed: boolean;
+  /** The seq of the `requires_action` the answers were for: the resumed run's events follow it. */
+  after: number;
+};
 
 const SYSTEM_PROMPT_MAX = 64 * 1024;
 
@@ -32,7 +72,15 @@ export class AgentsDomain {
     this.models.check(model);
     if (input.systemPrompt.length > SYSTEM_PROMPT_MAX)
       throw PlatformError.invalidArgument(`systemPrompt is longer than ${SYSTEM_PROMPT_MAX} characters`);
-    return this.store.createAgent({ orgId: auth.orgId, name, slug, model, systemPrompt: input.systemPrompt });
+    const toolPermissions = validateToolPermissions(input.toolPermissions ?? {});
+    return this.store.createAgent({
+      orgId: auth.orgId,
+      name,
+      slug,
+      model,
+      systemPrompt: input.systemPrompt,
+      toolPermissions,
+    });
   }
 
   async listAgents(auth: AuthContext, limit: number | undefined, after: string): Promise<Page<Agent>> {
@@ -59,6 +107,16 @@ export class AgentsDomain {
       if (update.systemPrompt.length > SYSTEM_PROMPT_MAX)
         throw PlatformError.invalidArgument(`systemPrompt is longer than ${SYSTEM_PROMPT_MAX} characters`);
       changes.systemPrompt = update.systemPrompt;
+    }
+    if (update.toolPermissions !== undefined && Object.keys(update.toolPermissions).length > 0) {
+      changes.toolPermissions = validateToolPermissions(update.toolPermissions);
+      const current = await this.store.getAgent(auth.orgId, agentId);
+      if (!current) throw PlatformError.notFound("agent not found");
+      const merged: ToolPermissions = { ...current.toolPermissions, ...changes.toolPermissions };
+      if (Object.keys(merged).length > MAX_TOOL_PERMISSIONS)
+        throw PlatformError.invalidArgument(
+          `toolPermissions would have more than ${MAX_TOOL_PERMISSIONS} entries; set "allow" on tools already named instead of naming new ones`,
+        );
     }
     const agent =
       Object.keys(changes).length === 0
@@ -161,6 +219,57 @@ export class AgentsDomain {
     });
   }
 
+  /**
+   * Records answers to the calls the session's run paused on; once every
+   * call has one, the run resumes (detached, as a send's run is). A call
+   * that is not pending is `aborted` (409) with a reason, and nothing of
+   * the request is recorded. An empty list only resumes a session whose
+   * calls are all answered but that did not resume (its server stopped in
+   * between).
+   */
+  async submitToolDecisions(
+    auth: AuthContext,
+    id: string,
+    input: readonly { toolUseId: string; decision: string; message: string }[],
+    options: { logger?: Logger } = {},
+  ): Promise<DecisionsOutcome> {
+    const sessionId = requireUuid("id", id);
+    const decisions = input.length === 0 ? [] : validateDecisions(input);
+    const session = await this.#session(auth, sessionId);
+    const waiting = await this.store.waiting(auth.orgId, sessionId);
+    if (!waiting || session.status === "running")
+      throw conflict("no_tool_calls_pending", `session ${sessionId} has no tool calls waiting for an answer`);
+    const agent = await this.store.getAgent(auth.orgId, session.agentId);
+    if (!agent) throw PlatformError.notFound("agent not found");
+    const pendingIds = new Set(waiting.calls.map((c) => c.toolUseId));
+    for (const d of decisions) {
+      if (!pendingIds.has(d.toolUseId))
+        throw conflict(
+          "tool_call_unknown",
+          `tool call ${d.toolUseId} is not one the session's run waits on (pending: ${[...pendingIds].join(", ")})`,
+        );
+      if (waiting.decisions.has(d.toolUseId))
+        throw conflict("tool_call_already_decided", `tool call ${d.toolUseId} was already answered`);
+    }
+    const recorded = await this.store.recordDecisions(sessionId, waiting.seq, decisions);
+    if (recorded === "duplicate")
+      throw conflict("tool_call_already_decided", "one of the tool calls was answered by another request meanwhile");
+    if (recorded === "moved")
+      throw conflict("no_tool_calls_pending", `session ${sessionId} no longer waits on these tool calls`);
+    const now = await this.store.waiting(auth.orgId, sessionId);
+    if (now?.seq !== waiting.seq) return { pending: [], resumed: false, after: waiting.seq };
+    const pending = stillPending(now);
+    if (pending.length > 0) return { pending, resumed: false, after: waiting.seq };
+    const started = await this.runner.resume(auth, agent, sessionId, now, options.logger);
+    return { pending: [], resumed: started !== undefined, after: waiting.seq };
+  }
+
+  /** The calls the session's paused run waits on that have no answer yet (none when it does not wait). */
+  async pendingToolCalls(auth: AuthContext, id: string): Promise<PendingCall[]> {
+    const waiting = await this.store.waiting(auth.orgId, requireUuid("id", id));
+    return waiting ? stillPending(waiting) : [];
+  }
+
   /** Rejoins a session's stream after `after` (the last seq the client saw). */
   async streamEvents(
     auth: AuthContext,
@@ -185,4 +294,13 @@ export class AgentsDomain {
     if (!session) throw PlatformError.notFound("session not found");
     return session;
   }
+}
+
+function stillPending(waiting: Waiting): PendingCall[] {
+  return waiting.calls.filter((c) => !waiting.decisions.has(c.toolUseId));
+}
+
+/** 409 with the reason a client acts on (gRPC: ErrorInfo.reason; REST: `aborted` and the message). */
+function conflict(reason: string, message: string): PlatformError {
+  return new PlatformError(Code.Aborted, reason, message);
 }

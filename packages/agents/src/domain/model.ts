@@ -18,8 +18,32 @@ export type Agent = {
   slug: string;
   model: string;
   systemPrompt: string;
+  /** Tool name → policy; a tool not named is `allow`. */
+  toolPermissions: ToolPermissions;
   createdAt: Date;
   updatedAt: Date;
+};
+
+/** `allow`: the tool's calls run as the model makes them; `ask`: each waits for a person's answer. */
+export type ToolPolicy = "allow" | "ask";
+export type ToolPermissions = Readonly<Record<string, ToolPolicy>>;
+
+/** A tool call waiting for an answer: named by a `requires_action` event. */
+export type PendingCall = { toolUseId: string; name: string; input: Record<string, unknown> };
+
+/** A person's answer to one pending call. */
+export type ToolDecision = { toolUseId: string; decision: "allow" | "deny"; message: string };
+
+/**
+ * A session whose last run paused on tool calls: its log ends with the
+ * `requires_action` event at `seq`, written by `runId`.
+ */
+export type Waiting = {
+  seq: number;
+  runId: string;
+  calls: PendingCall[];
+  /** The answers recorded so far, by tool use id. */
+  decisions: Map<string, ToolDecision>;
 };
 
 export type SessionStatus = "idle" | "running";
@@ -59,12 +83,18 @@ export type StreamEventType =
   | "error"
   | "sandbox_paused"
   | "sandbox_resumed"
-  | "sandbox_replaced";
+  | "sandbox_replaced"
+  | "requires_action";
 /** Types of log entries written from the client's messages. */
 export type MessageRole = "user" | "assistant" | "tool";
 export type EventType = StreamEventType | MessageRole;
 
-export const TERMINAL_TYPES: ReadonlySet<string> = new Set(["done", "error"]);
+/**
+ * The events that end a run (and free the session). `requires_action` ends
+ * a run that paused on tool calls a person must answer: the run that
+ * resumes it after the answers is a new one.
+ */
+export const TERMINAL_TYPES: ReadonlySet<string> = new Set(["done", "error", "requires_action"]);
 
 /** One element of a session's event log. */
 export type SessionEvent = {

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { Agent, AuthContext, MessageInput, Session, SessionEvent } from "./model.ts";
+import type { Agent, AuthContext, MessageInput, Session, SessionEvent, Waiting } from "./model.ts";
 
 /** Resolves a bearer credential (JWT or API key). Adapter: identity's gRPC VerifyToken. */
 export interface Authenticator {
@@ -149,7 +149,22 @@ export interface Runs {
     messages: readonly MessageInput[],
     logger?: Logger,
   ): Promise<StartedRun>;
-  /** Cancels the session's active run wherever it runs; false when none was active. */
+  /**
+   * Resumes the session's paused run once every call of `waiting` has its
+   * answer; undefined when the session no longer waits on it (another
+   * request resumed it first, or it was cancelled).
+   */
+  resume(
+    auth: AuthContext,
+    agent: Agent,
+    sessionId: string,
+    waiting: Waiting,
+    logger?: Logger,
+  ): Promise<StartedRun | undefined>;
+  /**
+   * Cancels the session's active run wherever it runs, or its paused run
+   * (its calls get error results); false when neither was there.
+   */
   cancel(orgId: string, sessionId: string): Promise<boolean>;
 }
 

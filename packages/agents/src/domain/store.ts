@@ -1,9 +1,23 @@
-import type { Agent, NewEvent, Page, Session, SessionEvent } from "./model.ts";
+import type { Agent, NewEvent, Page, Session, SessionEvent, ToolDecision, ToolPermissions, Waiting } from "./model.ts";
 
-export type NewAgent = Omit<Agent, "id" | "createdAt" | "updatedAt">;
+export type NewAgent = Omit<Agent, "id" | "createdAt" | "updatedAt" | "toolPermissions"> & {
+  /** Absent: none (every tool `allow`). */
+  toolPermissions?: ToolPermissions;
+};
 
 /** The fields an update sets; absent ones stay as they are. */
-export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "systemPrompt">>;
+export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "systemPrompt">> & {
+  /** Merged into the agent's policies (each named tool's entry replaced). */
+  toolPermissions?: ToolPermissions;
+};
+
+/**
+ * Outcome of recording answers to a paused run's calls: `moved` when the
+ * session no longer waits on that `requires_action` (resumed, cancelled, or
+ * a run holds it), `duplicate` when one of the calls already has an answer
+ * (nothing of the request is recorded then).
+ */
+export type RecordDecisionsResult = "recorded" | "moved" | "duplicate";
 
 /** Outcome of deleting a session: its sandbox to destroy, or why nothing was deleted. */
 export type DeleteSessionResult = { deleted: true; sandboxId?: string } | { deleted: false; busy: boolean };
@@ -102,6 +116,17 @@ export interface Store {
     events: readonly SessionEvent[],
     options?: { release?: boolean; ifDead?: DeadRunsBy },
   ): Promise<void>;
+  /** The session's paused run, when its log ends with a `requires_action` event; undefined otherwise. */
+  waiting(orgId: string, sessionId: string): Promise<Waiting | undefined>;
+  /**
+   * Records answers to the calls of the `requires_action` at `requestSeq`,
+   * all or none, only while it still ends the log and no run holds the session.
+   */
+  recordDecisions(
+    sessionId: string,
+    requestSeq: number,
+    decisions: readonly ToolDecision[],
+  ): Promise<RecordDecisionsResult>;
   /** Records the session's sandbox (first tool call). */
   setSandbox(sessionId: string, sandboxId: string): Promise<void>;
 

@@ -1,5 +1,5 @@
 import { PlatformError } from "@platform/errors";
-import type { MessageInput } from "./model.ts";
+import type { MessageInput, ToolDecision, ToolPermissions, ToolPolicy } from "./model.ts";
 
 export const LIST_LIMIT_DEFAULT = 20;
 export const LIST_LIMIT_MAX = 100;
@@ -44,5 +44,52 @@ export function validateMessages(messages: readonly MessageInput[]): void {
       if (m.isError) throw PlatformError.invalidArgument(`messages[${i}].isError is only allowed when role is tool`);
       if (m.content.trim() === "") throw PlatformError.invalidArgument(`messages[${i}].content is required`);
     }
+  });
+}
+
+/** Bounds of an agent's tool policies: names as providers accept them (and MCP's `server.tool` prefixes). */
+export const MAX_TOOL_PERMISSIONS = 64;
+const TOOL_NAME = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** `toolPermissions` of a create or update: each entry `allow` or `ask`, names bounded; INVALID_ARGUMENT names the entry. */
+export function validateToolPermissions(input: Readonly<Record<string, string>>): ToolPermissions {
+  const entries = Object.entries(input);
+  if (entries.length > MAX_TOOL_PERMISSIONS)
+    throw PlatformError.invalidArgument(`toolPermissions has more than ${MAX_TOOL_PERMISSIONS} entries`);
+  const out: Record<string, ToolPolicy> = {};
+  for (const [name, policy] of entries) {
+    if (!TOOL_NAME.test(name))
+      throw PlatformError.invalidArgument(
+        `toolPermissions["${name.slice(0, 130)}"]: a tool name is 1 to 128 characters of A-Z a-z 0-9 _ . : -`,
+      );
+    if (policy !== "allow" && policy !== "ask")
+      throw PlatformError.invalidArgument(
+        `toolPermissions["${name}"] must be "allow" or "ask", not "${policy.slice(0, 64)}"`,
+      );
+    out[name] = policy;
+  }
+  return out;
+}
+
+export const MAX_DECISION_MESSAGE = 4096;
+
+/** The decisions of one SubmitToolDecisions request: at least one, each a distinct call, `allow` or `deny`. */
+export function validateDecisions(
+  decisions: readonly { toolUseId: string; decision: string; message: string }[],
+): ToolDecision[] {
+  if (decisions.length === 0) throw PlatformError.invalidArgument("decisions is required and must not be empty");
+  if (decisions.length > MAX_MESSAGES)
+    throw PlatformError.invalidArgument(`at most ${MAX_MESSAGES} decisions per request`);
+  const seen = new Set<string>();
+  return decisions.map((d, i) => {
+    if (!d.toolUseId) throw PlatformError.invalidArgument(`decisions[${i}].toolUseId is required`);
+    if (seen.has(d.toolUseId))
+      throw PlatformError.invalidArgument(`decisions[${i}].toolUseId ${d.toolUseId} is answered twice`);
+    seen.add(d.toolUseId);
+    if (d.decision !== "allow" && d.decision !== "deny")
+      throw PlatformError.invalidArgument(`decisions[${i}].decision must be "allow" or "deny"`);
+    if (d.message.length > MAX_DECISION_MESSAGE)
+      throw PlatformError.invalidArgument(`decisions[${i}].message is longer than ${MAX_DECISION_MESSAGE} characters`);
+    return { toolUseId: d.toolUseId, decision: d.decision, message: d.message };
   });
 }

@@ -1,5 +1,5 @@
 import type { SessionEvent } from "../domain/model.ts";
-import type { ModelMessage } from "../providers/provider.ts";
+import type { ModelMessage, ToolCall } from "../providers/provider.ts";
 
 /**
  * Rebuilds the conversation the model sees from a session's event log:
@@ -54,6 +54,9 @@ export function historyOf(events: readonly SessionEvent[]): ModelMessage[] {
         open = undefined;
         out.push({ role: "tool", toolUseId: e.toolUseId, content: e.content, isError: e.isError });
         break;
+      // A paused run's calls stay open: the resumed run writes their results next.
+      case "requires_action":
+        break;
       case "done":
       case "error":
         settle();
@@ -71,6 +74,18 @@ export function historyOf(events: readonly SessionEvent[]): ModelMessage[] {
   settle();
   // An assistant turn that is only empty text adds nothing and some providers reject it.
   return out.filter((m) => m.role !== "assistant" || m.content !== "" || m.toolCalls.length > 0);
+}
+
+/** The tool calls `runId` made that have no result in the log yet, in the order it made them. */
+export function openCallsOf(events: readonly SessionEvent[], runId: string): ToolCall[] {
+  const open = new Map<string, ToolCall>();
+  for (const e of events) {
+    if (e.type === "tool_use" && e.runId === runId) {
+      const parsed = parseToolUse(e.content);
+      open.set(e.toolUseId, { id: e.toolUseId, name: parsed.name, input: parsed.input });
+    } else if (e.type === "tool_result" || e.type === "tool") open.delete(e.toolUseId);
+  }
+  return [...open.values()];
 }
 
 /** The tool_use event's content: `{"name": ..., "input": {...}}`. */

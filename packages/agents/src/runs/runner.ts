@@ -2,14 +2,14 @@ import { randomUUID } from "node:crypto";
 import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import { readWholeLog } from "../domain/log-pages.ts";
-import type { Agent, AuthContext, MessageInput, NewEvent, Session } from "../domain/model.ts";
+import type { Agent, AuthContext, MessageInput, NewEvent, Session, ToolDecision, Waiting } from "../domain/model.ts";
 import type { Runs, Sandboxes, StartedRun } from "../domain/ports.ts";
 import { SessionSandbox } from "../domain/session-sandbox.ts";
 import type { Store } from "../domain/store.ts";
 import type { ModelEvent, ModelRequest, ToolCall } from "../providers/provider.ts";
 import type { ProviderRegistry } from "../providers/registry.ts";
 import type { Toolbox, ToolResult } from "../tools/toolbox.ts";
-import { historyOf, toolUseContent } from "./history.ts";
+import { historyOf, openCallsOf, toolUseContent } from "./history.ts";
 import type { EventHub } from "./hub.ts";
 import type { Reaper } from "./reaper.ts";
 import { type LogFailure, RunLog } from "./run-log.ts";
@@ -112,6 +112,20 @@ export class Runner implements Runs {
         },
       );
     }
+    // Checked while holding the session: a run that paused just before is seen.
+    const waiting = await this.#waitingOrRelease(auth.orgId, sessionId, runId);
+    if (waiting) {
+      await this.store.releaseRun(sessionId, runId);
+      const open = waiting.calls.filter((c) => !waiting.decisions.has(c.toolUseId)).map((c) => c.toolUseId);
+      throw new PlatformError(
+        Code.Aborted,
+        "tool_calls_pending",
+        open.length > 0
+          ? `session ${sessionId} waits for answers to its tool calls ${open.join(", ")}: answer them (POST /v1/sessions/${sessionId}/tool-decisions) or cancel the run`
+          : `session ${sessionId} waits to resume its answered tool calls: send an empty decisions list to POST /v1/sessions/${sessionId}/tool-decisions, or cancel the run`,
+        { pendingToolCalls: open.join(",") },
+      );
+    }
     const abort = new AbortController();
     const run = new Run(
       this,
@@ -161,6 +175,102 @@ export class Runner implements Runs {
     return { runId, session: taken.session, lastMessageSeq };
   }
 
+  /**
+   * Resumes a run that paused on tool calls, once every one has its answer:
+   * a new run takes the session, runs the paused run's remaining calls in
+   * their order (an allowed one in the sandbox as usual, a denied one as an
+   * error result carrying the person's message) and goes on with the
+   * model. Undefined when the session no longer waits on `waiting` (another
+   * request resumed it, or it was cancelled).
+   */
+  async resume(auth: AuthContext, agent: Agent, sessionId: string, waiting: Waiting, requestLogger?: Logger) {
+    if (this.#stopping) throw PlatformError.unavailable("the service is shutting down; retry on another replica");
+    const runId = randomUUID();
+    const logger = (requestLogger ?? this.logger).child({ sessionId, runId });
+    // A send that holds the session for its check (it lets go at once) or
+    // a dead holder: take it once that is over, while the pause still waits.
+    const deadline = Date.now() + 5000;
+    let taken = await this.store.acquireRun(auth.orgId, sessionId, runId, this.options.leaseMs, this.options.owner);
+    while (!taken.ok) {
+      if ("missing" in taken) throw PlatformError.notFound("session not found");
+      if (taken.lapsed && this.#reaper) await this.#reaper.endIfLapsed(sessionId, taken.activeRunId);
+      const now = await this.store.waiting(auth.orgId, sessionId);
+      if (now?.seq !== waiting.seq || Date.now() > deadline) return undefined;
+      await delay(20);
+      taken = await this.store.acquireRun(auth.orgId, sessionId, runId, this.options.leaseMs, this.options.owner);
+    }
+    const now = await this.#waitingOrRelease(auth.orgId, sessionId, runId);
+    const answered = now?.seq === waiting.seq && now.calls.every((c) => now.decisions.has(c.toolUseId));
+    const log = answered ? await readWholeLog(this.store, auth.orgId, sessionId) : undefined;
+    if (!now || !answered || !log || log.session.lastSeq !== waiting.seq) {
+      await this.store.releaseRun(sessionId, runId);
+      return undefined;
+    }
+    const calls = openCallsOf(log.events, waiting.runId);
+    const abort = new AbortController();
+    const run = new Run(
+      this,
+      this.store,
+      this.hub,
+      this.providers,
+      this.toolbox,
+      this.sandboxes,
+      this.options,
+      logger,
+      { auth, agent, session: taken.session, runId, abort },
+    );
+    this.#active.set(sessionId, { runId, abort, log: run.log });
+    this.#track(run.continue(undefined, { calls, decisions: now.decisions }));
+    logger.info({ agentId: agent.id, calls: calls.length, pausedRunId: waiting.runId }, "run resumed");
+    return { runId, session: taken.session, lastMessageSeq: waiting.seq };
+  }
+
+  /** The session's pause, read while `runId` holds it (released when the read fails). */
+  async #waitingOrRelease(orgId: string, sessionId: string, runId: string): Promise<Waiting | undefined> {
+    try {
+      return await this.store.waiting(orgId, sessionId);
+    } catch (err) {
+      await this.store.releaseRun(sessionId, runId).catch(() => {});
+      throw err;
+    }
+  }
+
+  /**
+   * Cancels a paused run: its calls get an error result and the log an
+   * `error` event, so the session takes new messages. False when it does not
+   * wait (or something else took it first).
+   */
+  async #cancelWaiting(orgId: string, sessionId: string): Promise<boolean> {
+    const waiting = await this.store.waiting(orgId, sessionId);
+    if (!waiting) return false;
+    const runId = randomUUID();
+    const taken = await this.store.acquireRun(orgId, sessionId, runId, this.options.leaseMs, this.options.owner);
+    if (!taken.ok) return false;
+    const log = await readWholeLog(this.store, orgId, sessionId).catch(async (err) => {
+      await this.store.releaseRun(sessionId, runId);
+      throw err;
+    });
+    if (!log || log.session.lastSeq !== waiting.seq) {
+      await this.store.releaseRun(sessionId, runId);
+      return false;
+    }
+    const closing: NewEvent[] = [
+      ...openCallsOf(log.events, waiting.runId).map((call) => ({
+        type: "tool_result" as const,
+        content: JSON.stringify({
+          error: "the tool call was not run: the run was cancelled while it waited for an answer",
+        }),
+        toolUseId: call.id,
+        isError: true,
+      })),
+      { type: "error", content: "the run was cancelled" },
+    ];
+    await this.store.appendEvents(sessionId, runId, closing, { release: true });
+    // Followers here learn of it now (this process's own notification is skipped).
+    this.hub.changed(sessionId);
+    return true;
+  }
+
   #track(work: Promise<void>): void {
     const tracked = work.finally(() => {
       this.#running.delete(tracked);
@@ -176,7 +286,7 @@ export class Runner implements Runs {
   /** Cancels the session's active run, here or (through the database flag) on another replica. */
   async cancel(orgId: string, sessionId: string): Promise<boolean> {
     const runId = await this.store.requestCancel(orgId, sessionId);
-    if (!runId) return false;
+    if (!runId) return this.#cancelWaiting(orgId, sessionId);
     const local = this.#active.get(sessionId);
     if (local?.runId === runId) local.abort.abort(new RunCancelled());
     return true;
@@ -285,36 +395,40 @@ class Run {
     return provider.start(request, this.abort.signal);
   }
 
-  /** Drives the run to its terminal event. Never throws. */
-  async continue(first: AsyncIterable<ModelEvent>): Promise<void> {
+  /**
+   * Drives the run to its terminal event. Never throws. A resumed run
+   * starts with the paused run's remaining calls and their answers.
+   */
+  async continue(
+    first: AsyncIterable<ModelEvent> | undefined,
+    resumed?: { calls: ToolCall[]; decisions: ReadonlyMap<string, ToolDecision> },
+  ): Promise<void> {
     let stream: AsyncIterable<ModelEvent> | undefined = first;
+    let calls = resumed?.calls ?? [];
+    let decisions = resumed?.decisions;
     try {
-      while (stream) {
-        const calls = await this.#consume(stream);
-        stream = undefined;
+      for (;;) {
+        if (stream) {
+          calls = await this.#consume(stream);
+          stream = undefined;
+          decisions = undefined;
+        }
         if (calls.length === 0) break;
-        for (const call of calls) {
-          this.#checkAbort();
-          // A tool's effects outlive a crash; so does the record of its call.
-          await this.log.flush(this.abort.signal);
-          // Live output as tool_output events; the model still gets only the capped result.
-          const output = new ToolOutput((content) =>
-            this.log.publish([{ type: "tool_output", content, toolUseId: call.id }]),
-          );
-          let result: ToolResult;
-          this.#toolUseId = call.id;
-          try {
-            result = await this.toolbox.run(call, this.#sandbox, this.abort.signal, (stream, data) =>
-              output.add(stream, data),
-            );
-            this.#checkAbort();
-            output.end();
-          } finally {
-            output.close();
-          }
-          this.log.publish([
-            { type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError },
+        const pending = await this.#runCalls(calls, decisions);
+        if (pending.length > 0) {
+          // The pause is this run's end: stored with the session's release.
+          await this.#finish([
+            {
+              type: "requires_action",
+              content: JSON.stringify({
+                calls: pending.map((c) => ({ toolUseId: c.id, name: c.name, input: c.input })),
+              }),
+              tokensIn: this.#tokensIn,
+              tokensOut: this.#tokensOut,
+            },
           ]);
+          this.logger.info({ pending: pending.length }, "run paused for tool decisions");
+          return;
         }
         if (this.#calls >= this.options.maxModelCalls) {
           throw PlatformError.failedPrecondition(
@@ -329,6 +443,46 @@ class Run {
     } catch (err) {
       await this.fail(err);
     }
+  }
+
+  /**
+   * Runs the calls in order. Without `decisions` (a fresh model turn), the
+   * first call of an `ask` tool stops it: that call and every later `ask`
+   * call are returned as pending (the `allow` calls after it wait with
+   * them, so the calls still run in the model's order). With `decisions`
+   * (a resumed run), a denied call gets an error result with the message
+   * and every other call runs.
+   */
+  async #runCalls(calls: ToolCall[], decisions?: ReadonlyMap<string, ToolDecision>): Promise<ToolCall[]> {
+    for (const [i, call] of calls.entries()) {
+      this.#checkAbort();
+      if (!decisions && this.agent.toolPermissions[call.name] === "ask")
+        return calls.slice(i).filter((c) => this.agent.toolPermissions[c.name] === "ask");
+      const answer = decisions?.get(call.id);
+      if (answer?.decision === "deny") {
+        this.log.publish([{ type: "tool_result", content: deniedContent(answer), toolUseId: call.id, isError: true }]);
+        continue;
+      }
+      // A tool's effects outlive a crash; so does the record of its call.
+      await this.log.flush(this.abort.signal);
+      // Live output as tool_output events; the model still gets only the capped result.
+      const output = new ToolOutput((content) =>
+        this.log.publish([{ type: "tool_output", content, toolUseId: call.id }]),
+      );
+      let result: ToolResult;
+      this.#toolUseId = call.id;
+      try {
+        result = await this.toolbox.run(call, this.#sandbox, this.abort.signal, (stream, data) =>
+          output.add(stream, data),
+        );
+        this.#checkAbort();
+        output.end();
+      } finally {
+        output.close();
+      }
+      this.log.publish([{ type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }]);
+    }
+    return [];
   }
 
   /** Ends the run with an `error` event (the partial output stays in the log). */
@@ -420,6 +574,14 @@ class Run {
       }
     }
   }
+}
+
+/** What the model gets for a call a person denied. */
+function deniedContent(answer: ToolDecision): string {
+  return JSON.stringify({
+    error: "the user denied this tool call",
+    ...(answer.message ? { message: answer.message } : {}),
+  });
 }
 
 /** The reason a run stops when its log stops taking events. */

@@ -3,6 +3,8 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   type Agent as AgentMsg,
   AgentSchema,
+  type PendingToolCall as PendingToolCallMsg,
+  PendingToolCallSchema,
   type Session as SessionMsg,
   type SessionEvent as SessionEventMsg,
   SessionEventSchema,
@@ -10,7 +12,7 @@ import {
   SessionFileSchema,
   SessionSchema,
 } from "@platform/gen/agents/v1/agents_pb";
-import type { Agent, Session, SessionEvent } from "../domain/model.ts";
+import type { Agent, PendingCall, Session, SessionEvent } from "../domain/model.ts";
 import type { WorkspaceEntry } from "../domain/ports.ts";
 
 export function agentToProto(a: Agent): AgentMsg {
@@ -20,6 +22,7 @@ export function agentToProto(a: Agent): AgentMsg {
     slug: a.slug,
     model: a.model,
     systemPrompt: a.systemPrompt,
+    toolPermissions: { ...a.toolPermissions },
     createdAt: timestampFromDate(a.createdAt),
     updatedAt: timestampFromDate(a.updatedAt),
   });
@@ -58,4 +61,8 @@ export function sessionFileToProto(e: WorkspaceEntry): SessionFileMsg {
     mode: e.mode,
     modifiedAt: e.modifiedAt ? timestampFromDate(e.modifiedAt) : undefined,
   });
+}
+
+export function pendingCallToProto(c: PendingCall): PendingToolCallMsg {
+  return create(PendingToolCallSchema, { toolUseId: c.toolUseId, name: c.name, input: JSON.stringify(c.input) });
 }

@@ -20,6 +20,8 @@ const scopes: Record<string, string> = {
   [`${SessionService.typeName}/SendMessages`]: "sessions:run",
   [`${SessionService.typeName}/StreamEvents`]: "read",
   [`${SessionService.typeName}/CancelRun`]: "sessions:run",
+  // Answering a paused run's tool calls drives the session.
+  [`${SessionService.typeName}/SubmitToolDecisions`]: "sessions:run",
   // A session's files: reading them is `read`, as a REST GET; writing them
   // changes what the session's commands see, as driving the session does.
   [`${SessionService.typeName}/ListSessionFiles`]: "read",

@@ -5,7 +5,7 @@ import { openStream, requestInfo } from "@platform/rpc";
 import type { AgentsDomain } from "../domain/agents.ts";
 import type { SessionFiles } from "../domain/session-files.ts";
 import { authOf } from "./auth.ts";
-import { agentToProto, eventToProto, sessionFileToProto, sessionToProto } from "./convert.ts";
+import { agentToProto, eventToProto, pendingCallToProto, sessionFileToProto, sessionToProto } from "./convert.ts";
 import { mapInTurns, withLoopTurns } from "./loop-turns.ts";
 
 /** Last-Event-ID, the SSE reconnection header, when the query has no `after`. */
@@ -29,8 +29,12 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
       return { agent: agentToProto(await domain.getAgent(authOf(ctx), req.id)) };
     },
     async updateAgent(req, ctx) {
-      const { id, name, slug, model, systemPrompt } = req;
-      return { agent: agentToProto(await domain.updateAgent(authOf(ctx), id, { name, slug, model, systemPrompt })) };
+      const { id, name, slug, model, systemPrompt, toolPermissions } = req;
+      return {
+        agent: agentToProto(
+          await domain.updateAgent(authOf(ctx), id, { name, slug, model, systemPrompt, toolPermissions }),
+        ),
+      };
     },
     async deleteAgent(req, ctx) {
       await domain.deleteAgent(authOf(ctx), req.id);
@@ -54,8 +58,14 @@ export function sessionService(domain: AgentsDomain, files?: SessionFiles): Serv
       return {};
     },
     async getSession(req, ctx) {
-      const { session, events } = await domain.getSession(authOf(ctx), req.id);
-      return { session: sessionToProto(session), events: await mapInTurns(events, eventToProto) };
+      const auth = authOf(ctx);
+      const { session, events } = await domain.getSession(auth, req.id);
+      const pending = await domain.pendingToolCalls(auth, session.id);
+      return {
+        session: sessionToProto(session),
+        events: await mapInTurns(events, eventToProto),
+        pendingToolCalls: pending.map(pendingCallToProto),
+      };
     },
     async *sendMessages(req, ctx) {
       const stream = await domain.sendMessages(authOf(ctx), req.id, req.messages, {
@@ -71,6 +81,16 @@ export function sessionService(domain: AgentsDomain, files?: SessionFiles): Serv
       const after = resumeFrom(req.after, ctx.requestHeader.get("last-event-id"));
       const stream = await domain.streamEvents(authOf(ctx), req.id, after, ctx.signal);
       for await (const event of withLoopTurns(stream)) yield eventToProto(event);
+    },
+    async submitToolDecisions(req, ctx) {
+      const outcome = await domain.submitToolDecisions(authOf(ctx), req.id, req.decisions, {
+        logger: requestInfo(ctx)?.logger,
+      });
+      return {
+        pending: outcome.pending.map(pendingCallToProto),
+        resumed: outcome.resumed,
+        after: BigInt(outcome.after),
+      };
     },
     async cancelRun(req, ctx) {
       return { cancelled: await domain.cancelRun(authOf(ctx), req.id) };
