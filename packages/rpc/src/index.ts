@@ -29,6 +29,9 @@ export {
   parseAllowedOrigins,
 } from "./server/cors.ts";
 export { HealthRegistry, healthService, ServingStatus } from "./health/health.ts";
+export { METRICS_PATH } from "./metrics/metrics-endpoint.ts";
+export { LATENCY_BUCKETS, ServerMetrics } from "./metrics/server-metrics.ts";
+export { METRICS_TOKEN_MIN_LENGTH, METRICS_TOKEN_SETTING, metricsTokenSetting } from "./metrics/setting.ts";
 export { Reflector, reflectionV1, reflectionV1alpha } from "./reflection/reflection.ts";
 export {
   createServer,

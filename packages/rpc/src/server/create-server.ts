@@ -7,6 +7,10 @@ import { envelopeOf } from "../envelope.ts";
 import { createGrpcDirect } from "../grpc/grpc-direct.ts";
 import { HealthRegistry, ServingStatus } from "../health/health.ts";
 import { ShutdownHooks } from "../http/shutdown-hooks.ts";
+import { metricsEndpoint } from "../metrics/metrics-endpoint.ts";
+import { routeLabeler } from "../metrics/route-label.ts";
+import { metricsInterceptor } from "../metrics/rpc-interceptor.ts";
+import { ServerMetrics } from "../metrics/server-metrics.ts";
 import { callerInterceptor } from "../tls/callers.ts";
 import { createRestHandler } from "../transcode/rest-handler.ts";
 import { collectRoutes } from "../transcode/routes.ts";
@@ -44,9 +48,14 @@ export function createServer(options: ServerOptions): Server {
   // streams are expected, not a leak.
   setMaxListeners(0, shutdown.signal);
   const makeInfo = requestInfoMaker(logger);
+  const metrics = options.metrics ?? new ServerMetrics();
+  const inflight = new Inflight();
+  metrics.attach(options.name, () => inflight.count);
 
   const internalTls = options.internal?.tls;
   const interceptors = [
+    // Outermost: it counts the status the caller gets.
+    metricsInterceptor(metrics, options.name),
     errorInterceptor(logger),
     // Who may call comes before what the call holds.
     ...(internalTls ? [callerInterceptor(options.internal!.callers)] : []),
@@ -70,6 +79,7 @@ export function createServer(options: ServerOptions): Server {
     values.set(requestInfoKey, currentRequest() ?? makeInfo(undefined, undefined));
     return values;
   };
+  const routes = collectRoutes(options.services.map((s) => s.service));
   const transport = createDirectTransport({
     services: connect.directServices,
     interceptors,
@@ -84,7 +94,7 @@ export function createServer(options: ServerOptions): Server {
     shutdown: restShutdown,
   });
   const rest = createRestHandler({
-    routes: collectRoutes(options.services.map((s) => s.service)),
+    routes,
     transport,
     contextValues: callValues,
     envelope,
@@ -97,9 +107,10 @@ export function createServer(options: ServerOptions): Server {
     sseErrorEvent: options.sseErrorEvent,
     shutdown: restShutdown,
     logger: () => currentRequest()?.logger ?? logger,
+    sseOpened: (route) => metrics.sseOpened(options.name, route.template.source),
   });
 
-  const inflight = new Inflight();
+  const routeOf = routeLabeler(routes, connect.byPath);
   const connections = createConnections({
     onRequest: (req, res) => entry(req, res),
     readHeaderTimeoutMs,
@@ -113,6 +124,14 @@ export function createServer(options: ServerOptions): Server {
     makeInfo,
     callerOf: (req) => connections.callerOf(req),
     inflight,
+    observe: (req, res, seconds) =>
+      metrics.observeHttp(
+        options.name,
+        req.method,
+        routeOf(req),
+        res.headersSent ? String(res.statusCode) : "none",
+        seconds,
+      ),
     closing: () => connections.closing,
     closeIdle: () => connections.closeIdle(),
     dispatch: createDispatch({
@@ -129,12 +148,14 @@ export function createServer(options: ServerOptions): Server {
       grpcDirect,
       rest,
       shed: options.shed,
+      metrics: options.metricsToken ? metricsEndpoint(metrics, options.metricsToken, envelope) : undefined,
     }),
   });
 
   return {
     health,
     logger,
+    metrics,
     async listen() {
       const host = options.host ?? "127.0.0.1";
       const port = await connections.listen(options.port ?? 0, host);

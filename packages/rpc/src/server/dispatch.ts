@@ -4,6 +4,7 @@ import { PlatformError } from "@platform/errors";
 import type { Envelope } from "../envelope.ts";
 import type { GrpcDirect } from "../grpc/grpc-direct.ts";
 import { type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
+import { METRICS_PATH } from "../metrics/metrics-endpoint.ts";
 import type { corsHandler } from "./cors.ts";
 import { serveNative } from "./native.ts";
 import { refuse } from "./refuse.ts";
@@ -29,6 +30,8 @@ export interface DispatchOptions {
   rest: (req: NodeRequest, res: NodeResponse) => Promise<void>;
   /** ServerOptions.shed: a refusal before routing (REST paths only). */
   shed: ((req: NodeRequest, path: string) => PlatformError | undefined) | undefined;
+  /** GET /metrics, when METRICS_TOKEN is set. */
+  metrics: ((req: NodeRequest, res: NodeResponse) => Promise<void>) | undefined;
 }
 
 /**
@@ -53,6 +56,7 @@ export function createDispatch(o: DispatchOptions): (req: NodeRequest, res: Node
     if (req.method === "GET" || req.method === "HEAD") {
       if (path === "/livez" || path === "/healthz")
         return sendJson(res, 200, { status: "ok", service: o.name, version: PLATFORM_VERSION });
+      if (path === METRICS_PATH && o.metrics) return o.metrics(req, res);
       if (path === "/readyz") {
         let ok = !o.closing();
         if (ok && o.readiness) ok = await o.readiness().catch(() => false);

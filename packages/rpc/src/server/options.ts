@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { ServiceRegistration } from "../calls/registration.ts";
 import type { Envelope, EnvelopeName } from "../envelope.ts";
 import type { HealthRegistry } from "../health/health.ts";
+import type { ServerMetrics } from "../metrics/server-metrics.ts";
 import type { NodeRequest } from "../http/node-io.ts";
 import type { CallerPolicy } from "../tls/callers.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
@@ -96,6 +97,16 @@ export interface ServerOptions {
    * a gRPC or Connect call is never passed to it.
    */
   shed?: (req: NodeRequest, path: string) => PlatformError | undefined;
+  /**
+   * The process's metrics, shared by its listeners (default: a new
+   * ServerMetrics of this server's own). Services add theirs to its registry.
+   */
+  metrics?: ServerMetrics;
+  /**
+   * METRICS_TOKEN: `GET /metrics` serves the metrics to callers presenting it
+   * as a bearer token. Unset: /metrics is not served (routed like any path).
+   */
+  metricsToken?: string;
   /** Serve gRPC health and reflection (default true). */
   health?: boolean;
   reflection?: boolean;
@@ -114,4 +125,6 @@ export interface Server {
   close(): Promise<void>;
   health: HealthRegistry;
   logger: Logger;
+  /** Its metrics registry and families (ServerOptions.metrics); a service registers its own metrics here. */
+  metrics: ServerMetrics;
 }

@@ -14,6 +14,8 @@ export interface RequestEntryOptions {
   /** The caller's service name on an internal (mutual TLS) listener. */
   callerOf: (req: NodeRequest) => string | undefined;
   inflight: Inflight;
+  /** Records the ended request (metrics), with its time in seconds. */
+  observe?: (req: NodeRequest, res: NodeResponse, seconds: number) => void;
   /** True once the server is shutting down. */
   closing: () => boolean;
   /** Ends keep-alive connections that are idle (called as requests end during a shutdown). */
@@ -40,6 +42,8 @@ export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, r
     res.setHeader("x-trace-id", info.traceId);
     if (o.closing() && req.httpVersionMajor === 1) res.setHeader("connection", "close");
     res.once("close", () => {
+      const ms = performance.now() - started;
+      o.observe?.(req, res, ms / 1000);
       const probe = req.url === "/livez" || req.url === "/healthz" || req.url === "/readyz";
       o.logger[probe ? "debug" : "info"](
         {
@@ -48,7 +52,7 @@ export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, r
           method: req.method,
           path: (req.url ?? "").split("?")[0],
           status: res.statusCode,
-          ms: Math.round(performance.now() - started),
+          ms: Math.round(ms),
           // A connection's first request: how long it waited in this process between accept and the handler.
           ...(acceptMs === undefined ? {} : { acceptMs: Math.round(acceptMs) }),
         },

@@ -49,6 +49,8 @@ export interface RestOptions {
   sseErrorEvent?: (err: PlatformError, method: DescMethodServerStreaming) => Message | undefined;
   /** Aborts open calls when the server shuts down past its grace period. */
   shutdown: ShutdownHooks;
+  /** An SSE response began streaming (metrics); the returned function is called once it ends. */
+  sseOpened?: (route: Route) => () => void;
 }
 
 // Headers that belong to the HTTP or RPC framing, not to the application.
@@ -360,6 +362,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     });
     res.flushHeaders?.();
     pinger.add(res);
+    const sseClosed = o.sseOpened?.(route);
     try {
       let r = await first;
       while (!r.done) {
@@ -384,6 +387,7 @@ export function createRestHandler(o: RestHandlerDeps) {
       }
     } finally {
       pinger.delete(res);
+      sseClosed?.();
       // Ends the RPC if the handler still runs (terminal event, disconnect).
       await it.return?.().catch(() => {});
       if (!res.destroyed) res.end();
