@@ -817,7 +817,9 @@ export type SubmitToolDecisionsRequest = Message$1<"agents.v1.SubmitToolDecision
   id: string;
 
   /**
-   * At least one; each names a different pending call.
+   * Each names a different pending call. Empty: only resumes a session
+   * whose calls all have answers but did not resume (its server stopped
+   * between the last answer and the resume).
    *
    * @generated from field: repeated agents.v1.ToolDecision decisions = 2;
    */

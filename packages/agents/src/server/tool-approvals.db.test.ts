@@ -403,4 +403,28 @@ describe("requires_action", () => {
     assert.match(rest[0]!.data.content, /after restart/);
     assert.equal(rest.at(-1)?.data.type, "done");
   });
+
+  test("every call answered but not resumed (the server stopped in between): an empty request resumes it", async () => {
+    const { caller, session } = await agentAndSession("dev/echo", { bash: "ask" });
+    const first = await send(caller.token, session.id, "run: echo late");
+    const paused = first.at(-1)!;
+    const id = JSON.parse(paused.data.content).calls[0].toolUseId as string;
+    // The answer is recorded, as the request that was cut off left it.
+    await database.db
+      .insertInto("session_tool_decisions")
+      .values({ session_id: session.id, request_seq: paused.id, tool_use_id: id, decision: "allow", message: "" })
+      .execute();
+    const got = await call("GET", `/v1/sessions/${session.id}`, { token: caller.token });
+    assert.deepEqual(got.json.pendingToolCalls, []);
+    const busy = await call("POST", `/v1/sessions/${session.id}/messages`, {
+      token: caller.token,
+      body: { messages: [{ role: "user", content: "hello?" }] },
+    });
+    assertConflict(busy, /empty decisions list/);
+    const nudge = await decide(caller.token, session.id, []);
+    assert.equal(nudge.json.resumed, true, nudge.text);
+    const rest = core(await rejoin(caller.token, session.id, paused.id));
+    assert.match(rest[0]!.data.content, /late/);
+    assert.equal(rest.at(-1)?.data.type, "done");
+  });
 });
