@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { createTestDatabase, testServerUrl } from "@platform/db/testing";
 import { ComputeDouble } from "./testing/compute-double.ts";
-import { IdentityDouble } from "./testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 
 // The process as the launcher runs it: env config, embedded PGlite, one port.
 

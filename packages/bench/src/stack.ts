@@ -9,7 +9,7 @@ import { createServiceTransport, loadServiceTls, type ServiceTls } from "@platfo
 // the router, the local orchestrator and the identity authenticator are
 // reached by path until it exports them.
 import { LocalOrchestrator } from "../../runtime/src/orchestrator/local/local-orchestrator.ts";
-import { IdentityAuthenticator } from "../../runtime/src/router/identity-authenticator.ts";
+import { IdentityClient } from "@platform/identity-client";
 import { type RunningRouter, startRouter } from "../../runtime/src/router/router.ts";
 import { ServiceProcess } from "./host/service-process.ts";
 
@@ -153,7 +153,7 @@ export class Stack {
         tls: { client: tls, workerFiles: (await this.#certificates()).files("runtime-worker") },
       });
       const router = await startRouter({
-        auth: new IdentityAuthenticator(createServiceTransport({ baseUrl: identity.urls.grpc!, tls })),
+        auth: new IdentityClient(createServiceTransport({ baseUrl: identity.urls.grpc!, tls })),
         orchestrator,
         tls,
         host: "127.0.0.1",

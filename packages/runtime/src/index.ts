@@ -25,7 +25,6 @@ export { candidateShort, deploymentName, tenantShort } from "./controller/tenant
 // Servers.
 export { startRouter, type RouterOptions, type RunningRouter } from "./router/router.ts";
 export type { Authenticator, Principal } from "./router/authenticator.ts";
-export { IdentityAuthenticator } from "./router/identity-authenticator.ts";
 export { startWorker, type RunningServer } from "./worker/worker.ts";
 export type { AgentEvent, AgentsPort } from "./worker/agents-port.ts";
 export { type CallIdentity, Metadata } from "./metadata.ts";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createTestDatabase, testServerUrl } from "@platform/db/testing";
 import { ComputeDouble } from "../testing/compute-double.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { RUN_INTERRUPTED, TOOL_INTERRUPTED } from "./reaper.ts";
 
 // The agents process killed with SIGKILL in the middle of a run, while the

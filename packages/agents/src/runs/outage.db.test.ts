@@ -15,7 +15,7 @@ import type { AgentsDB } from "../db/schema.ts";
 import type { Store } from "../domain/store.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 
 // The database becomes unreachable in the middle of a run, then comes back.

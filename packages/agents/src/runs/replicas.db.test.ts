@@ -13,7 +13,7 @@ import { createAgentsApp } from "../app.ts";
 import type { AgentsDB } from "../db/schema.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 
 const user = (content: string) => ({ role: "user", content });

@@ -15,7 +15,7 @@ import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
-import { type Caller, IdentityDouble } from "../testing/identity-double.ts";
+import { type Caller, IdentityDouble } from "@platform/identity-client/testing";
 
 let cluster: PrivateCluster;
 let service: AgentsServer;

@@ -11,7 +11,7 @@ import type { SessionEvent } from "../domain/model.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { authKey } from "./auth.ts";
 import { withLoopTurns } from "./loop-turns.ts";
 import { sessionService } from "./services.ts";

@@ -11,7 +11,7 @@ import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
-import { type Caller, IdentityDouble } from "../testing/identity-double.ts";
+import { type Caller, IdentityDouble } from "@platform/identity-client/testing";
 
 // The everyday operations beyond create and get, on the real server: list
 // sessions (of the org, of an agent), update and delete an agent, delete a

@@ -6,7 +6,7 @@ import { type AgentsConfig, loadConfig } from "../config.ts";
 import type { AgentsDB } from "../db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 
 // An agent whose model no configured provider serves is refused when it is
 // created or changed (400 invalid_argument naming the setting to set), not

@@ -12,7 +12,7 @@ import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 
 // The agents service over HTTP as users see it: REST paths, statuses, the

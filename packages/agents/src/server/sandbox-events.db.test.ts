@@ -9,7 +9,7 @@ import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 
 // Issue 18 item 3 on the real server (REST + SSE, dev model, compute double
 // with one workspace per session): a tool call that finds the session's

@@ -8,7 +8,7 @@ import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 
 // tool_output on the real server: a command that prints for about a second
 // shows its output on the session stream while it runs, before its

@@ -11,7 +11,7 @@ import type { AgentsDB } from "../db/schema.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "./compute-double.ts";
-import { IdentityDouble } from "./identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { ScriptedModel } from "./scripted-model.ts";
 
 export type Harness = Awaited<ReturnType<typeof startHarness>>;

@@ -1,7 +1,6 @@
 // Test helpers for this package and for others that embed the agents
-// service: doubles of identity and compute over real gRPC, a scripted model,
+// service (identity's double is @platform/identity-client/testing): a double of compute over real gRPC, a scripted model,
 // the provider contract suite and a provider wire-format replay server.
-export { IdentityDouble, type Caller } from "./identity-double.ts";
 export { ComputeDouble } from "./compute-double.ts";
 export { ScriptedModel, gate, type Script, type Step } from "./scripted-model.ts";
 export { ReplayServer, deadUrl, named, dataOnly } from "./replay-server.ts";

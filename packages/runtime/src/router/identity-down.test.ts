@@ -6,9 +6,9 @@ import { after, before, test } from "node:test";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { createServiceTransport, loadServiceTls } from "@platform/rpc";
 import { AgentsDouble } from "../testing/agents-double.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { InProcessOrchestrator } from "../testing/in-process-orchestrator.ts";
-import { IdentityAuthenticator } from "./identity-authenticator.ts";
+import { IdentityClient } from "@platform/identity-client";
 import { type RunningRouter, startRouter } from "./router.ts";
 
 const ORG = "0a1b2c3d-0000-4000-8000-000000000001";
@@ -23,12 +23,12 @@ let router: RunningRouter;
 before(async () => {
   pki = await makeTestPki(["identity", "agents", "runtime-router", "runtime-worker"]);
   const tlsOf = (name: string) => loadServiceTls(pki.env(name));
-  identity = new IdentityDouble(tlsOf("identity"));
+  identity = new IdentityDouble({ tls: tlsOf("identity") });
   agents = new AgentsDouble(tlsOf("agents"));
   await identity.start();
   await agents.start();
   router = await startRouter({
-    auth: new IdentityAuthenticator(
+    auth: new IdentityClient(
       createServiceTransport({ baseUrl: identity.url, tls: tlsOf("runtime-router"), expectServer: "identity" }),
     ),
     orchestrator: new InProcessOrchestrator(agents.url, tlsOf("runtime-worker")),
@@ -39,12 +39,12 @@ before(async () => {
 after(async () => {
   await router?.close();
   await agents?.close();
-  await identity?.close().catch(() => {});
+  await identity?.stop().catch(() => {});
   pki?.remove();
 });
 
 test("identity down: invoke answers 503 unavailable with Retry-After: 5, not 401 or 500", async () => {
-  const token = identity.issue(USER, ORG);
+  const token = identity.caller(ORG, USER).token;
   const invoke = () =>
     fetch(`${router.url}/v1/sessions/${SESSION}/invoke`, {
       method: "POST",
@@ -55,7 +55,7 @@ test("identity down: invoke answers 503 unavailable with Retry-After: 5, not 401
   assert.equal(up.status, 200, await up.text());
   await up.text().catch(() => {});
 
-  await identity.close();
+  await identity.stop();
   const down = await invoke();
   const body = await down.text();
   assert.equal(down.status, 503, body);

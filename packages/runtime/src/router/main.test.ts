@@ -10,7 +10,7 @@ import { freePort } from "../orchestrator/local/free-port.ts";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { loadServiceTls } from "@platform/rpc";
 import { AgentsDouble } from "../testing/agents-double.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 
 const MAIN = new URL("./main.ts", import.meta.url).pathname;
 const ORG = "0a1b2c3d-0000-4000-8000-000000000001";
@@ -47,7 +47,7 @@ describe("router main", () => {
   let dataDir: string;
   before(async () => {
     pki = await makeTestPki(["identity", "agents", "runtime-router", "runtime-worker"]);
-    identity = new IdentityDouble(tlsOf("identity"));
+    identity = new IdentityDouble({ tls: tlsOf("identity") });
     agents = new AgentsDouble(tlsOf("agents"));
     await identity.start();
     await agents.start();
@@ -55,7 +55,7 @@ describe("router main", () => {
   });
   after(async () => {
     await agents.close();
-    await identity.close();
+    await identity.stop();
     await rm(dataDir, { recursive: true, force: true });
     pki.remove();
   });
@@ -86,7 +86,7 @@ describe("router main", () => {
       LOG_LEVEL: "warn",
       RUNTIME_COLD_START_WAIT_MS: "90000",
     };
-    const token = identity.issue(USER, ORG);
+    const token = identity.caller(ORG, USER).token;
     const url = `http://127.0.0.1:${port}`;
     const invoke = () =>
       fetch(`${url}/v1/sessions/${SESSION}/invoke`, {

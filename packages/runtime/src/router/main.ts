@@ -7,7 +7,7 @@ import { pino } from "pino";
 import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
 import type { Orchestrator } from "../orchestrator/orchestrator.ts";
 import { ROUTER_LISTING, type RouterConfig, routerConfig } from "./config.ts";
-import { IdentityAuthenticator } from "./identity-authenticator.ts";
+import { IdentityClient } from "@platform/identity-client";
 import { startRouter } from "./router.ts";
 
 // `router --settings`: the table of every setting (the README's), then exit.
@@ -54,7 +54,7 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
 }
 
 if (!config.tls) logger.warn("INTERNAL_TLS=off: identity and the tenant workers are called without TLS");
-const auth = new IdentityAuthenticator(
+const auth = new IdentityClient(
   createServiceTransport({ baseUrl: config.identityUrl, tls: config.tls, expectServer: "identity" }),
 );
 const router = await startRouter({

@@ -10,8 +10,8 @@ import { createServiceTransport, loadServiceTls } from "@platform/rpc";
 import { isServing } from "../health/grpc-health.ts";
 import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
 import { AgentsDouble } from "../testing/agents-double.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
-import { IdentityAuthenticator } from "./identity-authenticator.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
+import { IdentityClient } from "@platform/identity-client";
 import { type RunningRouter, startRouter } from "./router.ts";
 
 const ORG = "0a1b2c3d-0000-4000-8000-000000000001";
@@ -34,11 +34,11 @@ describe("router with the local orchestrator (real worker processes, mutual TLS)
 
   before(async () => {
     pki = await makeTestPki(["identity", "agents", "runtime-router", "runtime-worker"]);
-    identity = new IdentityDouble(tlsOf("identity"));
+    identity = new IdentityDouble({ tls: tlsOf("identity") });
     agents = new AgentsDouble(tlsOf("agents"));
     await identity.start();
     await agents.start();
-    token = identity.issue(USER, ORG);
+    token = identity.caller(ORG, USER).token;
     dataDir = await mkdtemp(join(tmpdir(), "runtime-router-local-"));
     const tls = tlsOf("runtime-router");
     orch = await LocalOrchestrator.open({
@@ -49,7 +49,7 @@ describe("router with the local orchestrator (real worker processes, mutual TLS)
       scaleWaitMs: 90_000,
     });
     router = await startRouter({
-      auth: new IdentityAuthenticator(createServiceTransport({ baseUrl: identity.url, tls, expectServer: "identity" })),
+      auth: new IdentityClient(createServiceTransport({ baseUrl: identity.url, tls, expectServer: "identity" })),
       orchestrator: orch,
       tls,
       sweeps: false,
@@ -61,7 +61,7 @@ describe("router with the local orchestrator (real worker processes, mutual TLS)
   after(async () => {
     await router.close(); // closes the orchestrator: stops the workers
     await agents.close();
-    await identity.close();
+    await identity.stop();
     await rm(dataDir, { recursive: true, force: true });
     pki.remove();
   });

@@ -10,9 +10,9 @@ import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { createServiceTransport, loadServiceTls } from "@platform/rpc";
 import { Annotation } from "../controller/labels.ts";
 import { AgentsDouble } from "../testing/agents-double.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { InProcessOrchestrator } from "../testing/in-process-orchestrator.ts";
-import { IdentityAuthenticator } from "./identity-authenticator.ts";
+import { IdentityClient } from "@platform/identity-client";
 import { type RunningRouter, startRouter } from "./router.ts";
 
 const ORG = "0a1b2c3d-0000-4000-8000-000000000001";
@@ -37,7 +37,7 @@ describe("router", () => {
     orch = new InProcessOrchestrator(agents.url, tlsOf("runtime-worker"));
     const tls = tlsOf("runtime-router");
     router = await startRouter({
-      auth: new IdentityAuthenticator(createServiceTransport({ baseUrl: identity.url, tls, expectServer: "identity" })),
+      auth: new IdentityClient(createServiceTransport({ baseUrl: identity.url, tls, expectServer: "identity" })),
       orchestrator: orch,
       sweeps: false,
       tls,
@@ -47,17 +47,17 @@ describe("router", () => {
 
   before(async () => {
     pki = await makeTestPki(["identity", "agents", "runtime-router", "runtime-worker"]);
-    identity = new IdentityDouble(tlsOf("identity"));
+    identity = new IdentityDouble({ tls: tlsOf("identity") });
     agents = new AgentsDouble(tlsOf("agents"));
     await identity.start();
     await agents.start();
-    token = identity.issue(USER, ORG);
+    token = identity.caller(ORG, USER).token;
     await boot();
   });
   after(async () => {
     await router.close();
     await agents.close();
-    await identity.close();
+    await identity.stop();
     pki.remove();
   });
   beforeEach(() => {
@@ -194,7 +194,7 @@ describe("router", () => {
   });
 
   test("the public port serves REST/SSE and health endpoints only: no gRPC, Connect, gRPC-Web, gRPC health or reflection", async () => {
-    const verified = identity.verifications;
+    const verified = identity.verifyCalls;
     const grpc = createClient(RuntimeService, createGrpcTransport({ baseUrl: router.url }));
     const grpcCall = async () => {
       for await (const _ of grpc.invoke(
@@ -219,7 +219,7 @@ describe("router", () => {
       assert.equal(res.status, 404, `${path} ${contentType}`);
       await res.text();
     }
-    assert.equal(identity.verifications, verified, "no procedure call got as far as authentication");
+    assert.equal(identity.verifyCalls, verified, "no procedure call got as far as authentication");
     assert.equal(agents.calls.length, 0, "nothing was forwarded");
     assert.equal((await fetch(`${router.url}/livez`)).status, 200);
     assert.equal((await invoke(hi)).status, 200);
@@ -322,7 +322,7 @@ describe("router", () => {
   });
 
   test("tenants are separate: another org gets its own deployment", async () => {
-    const other = identity.issue(USER, ORG2);
+    const other = identity.caller(ORG2, USER).token;
     const res = await fetch(`${router.url}/v1/sessions/${SESSION}/invoke`, {
       method: "POST",
       headers: { authorization: `Bearer ${other}`, "content-type": "application/json" },
@@ -332,34 +332,5 @@ describe("router", () => {
     await res.text();
     assert.ok(await orch.getDeployment("runtime-t-9f8e7d6c"));
     assert.equal(agents.calls.at(-1)?.headers["x-tenant-id"], ORG2);
-  });
-});
-
-describe("identity authenticator", () => {
-  test("reachable: any answer is up, a closed port is down", async () => {
-    const identity = new IdentityDouble();
-    await identity.start();
-    try {
-      assert.equal(await new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.url })).reachable(), true);
-    } finally {
-      await identity.close();
-    }
-    // Over mutual TLS, a refusal of the router's certificate is not "up": readiness reports it.
-    const pki = await makeTestPki(["identity", "runtime-router", "agents"]);
-    const tlsIdentity = new IdentityDouble(loadServiceTls(pki.env("identity")));
-    const url = await tlsIdentity.start();
-    try {
-      const as = (name: string) =>
-        new IdentityAuthenticator(createServiceTransport({ baseUrl: url, tls: loadServiceTls(pki.env(name)) }));
-      assert.equal(await as("runtime-router").reachable(), true);
-      assert.equal(await as("agents").reachable(), false, "PERMISSION_DENIED: this router is not admitted");
-    } finally {
-      await tlsIdentity.close();
-      pki.remove();
-    }
-    assert.equal(
-      await new IdentityAuthenticator(createGrpcTransport({ baseUrl: "http://127.0.0.1:9" })).reachable(),
-      false,
-    );
   });
 });

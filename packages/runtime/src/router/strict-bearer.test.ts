@@ -6,9 +6,9 @@ import { after, before, test } from "node:test";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { acceptedHeaders, looseHeaderVariants, rawRequest } from "@platform/credentials/testing";
 import { AgentsDouble } from "../testing/agents-double.ts";
-import { IdentityDouble } from "../testing/identity-double.ts";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { InProcessOrchestrator } from "../testing/in-process-orchestrator.ts";
-import { IdentityAuthenticator } from "./identity-authenticator.ts";
+import { IdentityClient } from "@platform/identity-client";
 import { type RunningRouter, startRouter } from "./router.ts";
 
 const ORG = "0a1b2c3d-0000-4000-8000-000000000011";
@@ -23,10 +23,10 @@ let token: string;
 before(async () => {
   await identity.start();
   await agents.start();
-  token = identity.issue(USER, ORG);
+  token = identity.caller(ORG, USER).token;
   agents.script = () => [{ type: "text", content: "hello" }, { type: "done" }];
   router = await startRouter({
-    auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.url })),
+    auth: new IdentityClient(createGrpcTransport({ baseUrl: identity.url })),
     orchestrator: new InProcessOrchestrator(agents.url),
     sweeps: false,
   });
@@ -34,7 +34,7 @@ before(async () => {
 after(async () => {
   await router.close();
   await agents.close();
-  await identity.close();
+  await identity.stop();
 });
 
 const invoke = (authorization: string) =>
@@ -55,7 +55,7 @@ test("the exact header is accepted, with the scheme in any case", async () => {
 
 test("every loose variant of a genuine JWT is 401 without asking identity (400 from HTTP itself for CR/LF/NUL)", async () => {
   for (const v of looseHeaderVariants(token)) {
-    const before_ = identity.verifications;
+    const before_ = identity.verifyCalls;
     const r = await invoke(v.value);
     const what = `${v.what} → ${r.status} ${r.body.slice(0, 120)}`;
     if (v.http === "same") {
@@ -63,6 +63,6 @@ test("every loose variant of a genuine JWT is 401 without asking identity (400 f
       continue;
     }
     assert.equal(r.status, v.http === "refused-by-http" ? 400 : 401, what);
-    assert.equal(identity.verifications, before_, `${what}: reached identity`);
+    assert.equal(identity.verifyCalls, before_, `${what}: reached identity`);
   }
 });

@@ -2,4 +2,3 @@ export { orchestratorContract } from "./orchestrator-contract.ts";
 export { MemoryOrchestrator } from "../orchestrator/memory/memory-orchestrator.ts";
 export { InProcessOrchestrator } from "./in-process-orchestrator.ts";
 export { AgentsDouble, type AgentsCall } from "./agents-double.ts";
-export { IdentityDouble } from "./identity-double.ts";

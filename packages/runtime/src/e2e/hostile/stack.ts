@@ -23,7 +23,7 @@ import { LocalDriver } from "../../../../compute/src/drivers/local/local-driver.
 import { KyselySandboxStore } from "../../../../compute/src/store/kysely-sandbox-store.ts";
 import { testComputeConfig } from "../../../../compute/src/testing/config.ts";
 import { startTestServer, type TestServer } from "../../../../identity/src/testing/server.ts";
-import { IdentityAuthenticator } from "../../router/identity-authenticator.ts";
+import { IdentityClient } from "@platform/identity-client";
 import { type RouterOptions, type RunningRouter, startRouter } from "../../router/router.ts";
 import { InProcessOrchestrator } from "../../testing/in-process-orchestrator.ts";
 
@@ -135,7 +135,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
     const orchestrator = new InProcessOrchestrator(agentsGrpcUrl);
     const router = await startRouter({
-      auth: new IdentityAuthenticator(createGrpcTransport({ baseUrl: identity.grpcUrl })),
+      auth: new IdentityClient(createGrpcTransport({ baseUrl: identity.grpcUrl })),
       orchestrator,
       sweeps: false,
       logger,

@@ -1,0 +1,1 @@
+export { IdentityClient, type Verified } from "./identity-client.ts";

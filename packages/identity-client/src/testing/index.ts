@@ -1,0 +1,1 @@
+export { type Caller, IdentityDouble, type IdentityDoubleOptions } from "./identity-double.ts";
