@@ -57,7 +57,8 @@ export function identitySurface(ruleOf: IdentityRule): Surface {
       if (rule.policy === "none") return { public: true, idempotencyKey: rule.idempotent };
       return { public: false, requirement: policyText[rule.policy] ?? rule.policy, idempotencyKey: rule.idempotent };
     },
-    errors: (method, access) => restErrors(method, access),
+    // Public routes hash passwords: throttled logins (429) and a full hashing queue (503).
+    errors: (method, access) => restErrors(method, access.public ? [429, 503] : []),
   };
 }
 
@@ -77,9 +78,12 @@ export function agentsSurface(scopeOf: AgentsScope): Surface {
     strictBody: false,
     access(method): Access {
       const scope = scopeOf(method.parent.typeName, method.name);
+      // agents' NO_KEY_SCOPE: a scope no key has.
+      if (scope === "none") return { public: false, requirement: "a JWT (no API key may)" };
       return { public: false, requirement: `a JWT, or an API key with the \`${scope}\` scope` };
     },
-    errors: (method, access) => restErrors(method, access),
+    // 503: identity or compute unreachable, a model provider down.
+    errors: (method) => restErrors(method, [503]),
   };
 }
 
@@ -97,14 +101,21 @@ export function routerSurface(): Surface {
     envelope: "code-name",
     strictBody: false,
     access: () => ({ public: false, requirement: "a JWT (verified with identity's VerifyJWT)" }),
-    errors: (method, access) => [...restErrors(method, access), 503],
+    // 503 + Retry-After: the tenant's worker did not come up in time.
+    errors: (method) => restErrors(method, [503]),
   };
 }
 
-/** The error statuses of an operation beside `default`: what any route of the port may answer. */
-function restErrors(method: DescMethod, access: Access): number[] {
-  const out = [400, 404, 413];
-  if (!access.public) out.push(401, 403);
-  if (httpBindingsOf(method).some((b) => b.body !== "")) out.push(415);
-  return out.sort((a, b) => a - b);
+/**
+ * The error statuses of an operation beside `default`: what its port answers
+ * any route (400, 404, 413; 415 for a body that is not JSON), what a
+ * credential check answers (401, 403: identity's public routes too, for a
+ * wrong password or a closed sign-up) and 409 for a change that conflicts.
+ */
+function restErrors(method: DescMethod, extra: number[] = []): number[] {
+  const out = new Set([400, 401, 403, 404, 413, ...extra]);
+  const bindings = httpBindingsOf(method);
+  if (bindings.some((b) => b.body !== "")) out.add(415);
+  if (bindings.some((b) => b.verb !== "GET")) out.add(409);
+  return [...out].sort((a, b) => a - b);
 }
