@@ -31,6 +31,8 @@ export {
 export { HealthRegistry, healthService, ServingStatus } from "./health/health.ts";
 export { METRICS_PATH } from "./metrics/metrics-endpoint.ts";
 export { LATENCY_BUCKETS, ServerMetrics } from "./metrics/server-metrics.ts";
+// The services register their own metrics with these (prom-client is a dependency of this package only).
+export { Counter, Gauge, Histogram, type Registry } from "prom-client";
 export { METRICS_TOKEN_MIN_LENGTH, METRICS_TOKEN_SETTING, metricsTokenSetting } from "./metrics/setting.ts";
 export { Reflector, reflectionV1, reflectionV1alpha } from "./reflection/reflection.ts";
 export {

@@ -15,7 +15,7 @@ import {
   url,
   type Values,
 } from "@platform/config";
-import { corsAllowedOriginsSetting } from "@platform/rpc";
+import { corsAllowedOriginsSetting, metricsTokenSetting } from "@platform/rpc";
 import type { RotationPolicy } from "../keys/signing-keys.ts";
 import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
 
@@ -112,6 +112,8 @@ export type Settings = {
   publicUrl?: string;
   /** CORS_ALLOWED_ORIGINS: origins whose pages may call the REST port (default none). */
   corsAllowedOrigins: string[];
+  /** METRICS_TOKEN: the bearer token of GET /metrics on both ports; unset: /metrics is not served. */
+  metricsToken?: string;
   /** IDENTITY_KEY_ROTATION_INTERVAL, IDENTITY_KEY_PREPUBLISH, IDENTITY_KEY_RETENTION (keyRotationSettings). */
   keyRotation: RotationPolicy;
 };
@@ -270,6 +272,7 @@ export const IDENTITY_SETTINGS = {
   corsAllowedOrigins: corsAllowedOriginsSetting(
     "origins whose pages may call the REST port (comma-separated); none by default, see `@platform/rpc`",
   ),
+  metricsToken: metricsTokenSetting(),
   keyRotationInterval: duration("IDENTITY_KEY_ROTATION_INTERVAL", {
     default: KEY_ROTATION_DEFAULTS.intervalMs,
     minMs: 1000,
@@ -348,6 +351,7 @@ export function loadSettings(env: Env = process.env): Settings {
     invitationTtlSeconds: Math.floor(s.invitationTtl / 1000),
     publicUrl: s.publicUrl?.replace(/\/+$/, ""),
     corsAllowedOrigins: s.corsAllowedOrigins,
+    metricsToken: s.metricsToken,
     keyRotation: keyRotation(s, jwtTtlSeconds),
   };
 }

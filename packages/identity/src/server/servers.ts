@@ -17,6 +17,7 @@ import { keyPublicationService } from "./key-publication-handlers.ts";
 import { accountService, auditService, memberService, orgApiKeyService, teamService } from "./teams-handlers.ts";
 import { identityInputRefusal } from "./input-refusals.ts";
 import { identityInterceptors } from "./interceptors.ts";
+import { registerIdentityMetrics } from "../metrics.ts";
 import { loginShed } from "./login-shed.ts";
 import { identityEnvelope } from "./rest-envelope.ts";
 import openApi from "@platform/gen/openapi/identity.json" with { type: "json" };
@@ -31,6 +32,8 @@ export type ServerSettings = {
   shutdownTimeoutMs: number;
   /** Origins whose pages may call the REST port (CORS); none when absent. */
   corsAllowedOrigins?: readonly string[];
+  /** METRICS_TOKEN: GET /metrics on both ports with this bearer token; not served when absent. */
+  metricsToken?: string;
 };
 
 export type IdentityServers = {
@@ -111,6 +114,7 @@ export function createIdentityServers(
     shed: loginShed(identity.hasher),
     // The spec shows API keys' expires_at as "RFC 3339 or null".
     json: { emitNulls: true },
+    metricsToken: settings.metricsToken,
   };
   const rest = createServer({
     ...common,
@@ -130,7 +134,10 @@ export function createIdentityServers(
     port: settings.grpcPort,
     internal: { tls: internalTls, callers: IDENTITY_CALLERS },
     logger: logger.child({ listener: "grpc" }),
+    // One process, one registry: both ports show all of it.
+    metrics: rest.metrics,
   });
+  registerIdentityMetrics(rest.metrics.registry, identity);
   return {
     rest,
     grpc,

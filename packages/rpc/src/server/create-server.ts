@@ -110,7 +110,7 @@ export function createServer(options: ServerOptions): Server {
     sseOpened: (route) => metrics.sseOpened(options.name, route.template.source),
   });
 
-  const routeOf = routeLabeler(routes, connect.byPath);
+  const routeOf = routeLabeler(routes, connect.byPath, Object.keys(options.documents ?? {}));
   const connections = createConnections({
     onRequest: (req, res) => entry(req, res),
     readHeaderTimeoutMs,
