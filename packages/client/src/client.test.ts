@@ -279,7 +279,7 @@ describe("resume", () => {
     ["cut mid-stream twice (the send, then the first rejoin)", [2, 2]],
     ["cut right after the answer's first bytes", [0]],
   ] as const) {
-    test(`every event exactly once: ${name}`, async () => {
+    test(`every event exactly once: ${name}`, async (t) => {
       const proxy = await cuttingProxy(stack.endpoints.agents, [...cuts]);
       try {
         const c = client({ agents: proxy.url, resume: { delayMs: 50 } });
@@ -303,6 +303,7 @@ describe("resume", () => {
           log,
         );
         assert.equal(got.at(-1)?.type, "done");
+        t.diagnostic(`${got.length} events, ${proxy.cutsDone()} cut(s), rejoined: ${rejoins.join(", ")}`);
         const text = got.flatMap((e) => (e.type === "text" ? [e.content] : [])).join("");
         assert.match(text, /line 6/);
         const outputs = got.flatMap((e) => (e.type === "tool_output" ? [e.stdout ?? ""] : [])).join("");
@@ -312,4 +313,36 @@ describe("resume", () => {
       }
     });
   }
+});
+
+describe("rejoin and the router", () => {
+  test("events() replays a finished run from the log and ends with it", async () => {
+    const c = client();
+    await c.login(OWNER.email, OWNER.password);
+    const agent = await c.agents.create({ name: "replay", slug: `replay-${randomUUID()}`, model: "dev/echo" });
+    const session = await c.sessions.create(agent.id);
+    const sent = await collect(c.sessions.send(session.id, "one two three"));
+    const replayed = await collect(c.sessions.events(session.id));
+    assert.deepEqual(
+      replayed.map((e) => (e.type === "other" ? e.name : e.type)),
+      ["user", ...sent.map((e) => e.type)],
+    );
+    const later = await collect(c.sessions.events(session.id, { after: sent[0]!.seq }));
+    assert.deepEqual(later, sent.slice(1));
+  });
+
+  test("invoke through the router: text chunks, then turn_done", async () => {
+    const c = client({ router: stack.endpoints.router });
+    await c.login(OWNER.email, OWNER.password);
+    const agent = await c.agents.create({ name: "router", slug: `router-${randomUUID()}`, model: "dev/echo" });
+    const session = await c.sessions.create(agent.id);
+    const got: string[] = [];
+    let text = "";
+    for await (const e of c.sessions.invoke(session.id, "hello router")) {
+      got.push(e.type);
+      if (e.type === "text") text += e.content;
+    }
+    assert.equal(got.at(-1), "turn_done");
+    assert.equal(text, "echo: hello router");
+  });
 });
