@@ -6,8 +6,13 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { test } from "node:test";
 
-// esbuild is tsx's own (the test runner's), not a dependency of this package.
-const esbuild = createRequire(createRequire(import.meta.url).resolve("tsx"))("esbuild") as typeof import("esbuild");
+// esbuild is tsx's own (the test runner's), not a dependency of this package; the little of its API used here.
+type Build = (options: Record<string, unknown>) => Promise<{
+  errors: unknown[];
+  metafile: { inputs: Record<string, unknown> };
+  outputFiles: Array<{ text: string }>;
+}>;
+const esbuild = createRequire(createRequire(import.meta.url).resolve("tsx"))("esbuild") as { build: Build };
 
 test("bundles for the browser with no Node built-in or global", async () => {
   const entry = new URL("./index.ts", import.meta.url).pathname;
