@@ -6,8 +6,35 @@ import { ApiError, type PlatformClient } from "./http.ts";
 import type { Output } from "./output.ts";
 import { readSse, unescapeChunk } from "./sse.ts";
 
-/** The turn whose run Ctrl-C cancels. */
-type Turn = { sessionId: string; before: number; abort: AbortController };
+/**
+ * The turn whose run Ctrl-C cancels. `paused`: its run stopped for tool
+ * decisions (`requires_action`), so the router's reply ended early and the
+ * events stream carries the rest of the reply's text.
+ */
+type Turn = { sessionId: string; before: number; abort: AbortController; paused?: boolean };
+
+/**
+ * Lines of stdin, read on demand: a conversation's messages and the y/n
+ * answers to tool calls come from the same reader, in the order asked.
+ */
+export class StdinLines {
+  #lines: AsyncIterator<string> | undefined;
+  #sigint: (() => void) | undefined;
+
+  onSigint(handler: () => void): void {
+    this.#sigint = handler;
+  }
+
+  async next(): Promise<string | undefined> {
+    if (!this.#lines) {
+      const rl = createInterface({ input: process.stdin });
+      rl.on("SIGINT", () => this.#sigint?.());
+      this.#lines = rl[Symbol.asyncIterator]();
+    }
+    const r = await this.#lines.next();
+    return r.done ? undefined : r.value;
+  }
+}
 
 /** Exit status after Ctrl-C (128 + SIGINT), as shells report it. */
 export const INTERRUPTED = 130;
@@ -36,14 +63,14 @@ export async function chat(ctx: Context, args: string[], flags: Flags): Promise<
     words = args.slice(1);
   }
   const interrupt = new Interrupt(client, io);
+  const stdin = new StdinLines();
+  stdin.onSigint(() => interrupt.fire());
   try {
-    if (words.length > 0) return await chatTurn(client, sessionId, words.join(" "), io, interrupt);
+    if (words.length > 0) return await chatTurn(client, sessionId, words.join(" "), io, interrupt, stdin);
     if (process.stdin.isTTY)
       io.err("type a message and press enter; Ctrl-D ends the conversation, Ctrl-C cancels a reply");
-    const lines = createInterface({ input: process.stdin });
-    lines.on("SIGINT", () => interrupt.fire());
-    for await (const line of lines) {
-      if (line.trim()) await chatTurn(client, sessionId, line, io, interrupt);
+    for (let line = await stdin.next(); line !== undefined; line = await stdin.next()) {
+      if (line.trim()) await chatTurn(client, sessionId, line, io, interrupt, stdin);
     }
   } finally {
     interrupt.dispose();
@@ -130,6 +157,7 @@ export async function chatTurn(
   message: string,
   io: Output,
   interrupt: Interrupt,
+  stdin: StdinLines = new StdinLines(),
 ): Promise<void> {
   const session = await client.request<{ session: Session }>(
     "GET",
@@ -137,7 +165,7 @@ export async function chatTurn(
   );
   const turn: Turn = { sessionId, before: Number(session.session.lastSeq ?? 0), abort: new AbortController() };
   interrupt.current = turn;
-  const events = followTurn(client, turn, io);
+  const events = followTurn(client, turn, io, stdin);
   // A rejection before it is awaited must not end the process.
   events.catch(() => {});
   let failure: unknown;
@@ -167,15 +195,27 @@ export async function chatTurn(
     throw err;
   }
   // The reply is complete; the session's stream ends with the run's terminal event.
-  const finished = await Promise.race([events.then(() => true), sleep(30_000, false, { ref: false })]);
+  let finished = await Promise.race([events.then(() => true), sleep(30_000, false, { ref: false })]);
+  // Paused for tool decisions: the answers and the resumed run take what they take.
+  if (!finished && turn.paused) finished = await events.then(() => true);
   if (!finished && !io.json) io.err("(the session's events did not end within 30 s; see platform sessions get)");
   turn.abort.abort();
   interrupt.current = undefined;
-  if (failure) throw failure;
+  // The router's invoke ends at the pause without a terminal event of its own: the events stream had the rest.
+  if (failure && !turn.paused) throw failure;
+  await events.catch((err: unknown) => {
+    if (turn.paused) throw err;
+  });
 }
 
-/** The session's events after `turn.before`, shown as they come, until the run's done or error. */
-async function followTurn(client: PlatformClient, turn: Turn, io: Output): Promise<void> {
+/**
+ * The session's events after `turn.before`, shown as they come, until the
+ * run's done or error. A `requires_action` (the run paused on tools the
+ * agent asks about) is answered here: y/n per call from stdin, then the
+ * resumed run's events follow, its text included (the router's reply
+ * ended at the pause).
+ */
+async function followTurn(client: PlatformClient, turn: Turn, io: Output, stdin: StdinLines): Promise<void> {
   let seen = turn.before;
   const progress = new Progress(io);
   const url = () => `${client.endpoints.agents}/v1/sessions/${encodeURIComponent(turn.sessionId)}/events?after=${seen}`;
@@ -192,7 +232,16 @@ async function followTurn(client: PlatformClient, turn: Turn, io: Output): Promi
         const event = JSON.parse(ev.data) as SessionEvent;
         if (io.json) io.value({ seq, ...event });
         else progress.show(event);
-        if (event.type === "done" || event.type === "error") return;
+        if (event.type === "text" && turn.paused && !io.json) io.write(event.content ?? "");
+        if (event.type === "done" || event.type === "error") {
+          if (turn.paused && !io.json) io.write("\n");
+          return;
+        }
+        if (event.type === "requires_action") {
+          turn.paused = true;
+          progress.close();
+          await answerToolCalls(client, turn.sessionId, event.content ?? "", io, stdin);
+        }
       }
     } catch (err) {
       if (turn.abort.signal.aborted) return;
@@ -202,6 +251,56 @@ async function followTurn(client: PlatformClient, turn: Turn, io: Output): Promi
     // No run yet (the stream replayed and closed): look again shortly.
     await sleep(100, undefined, { signal: turn.abort.signal }).catch(() => {});
   }
+}
+
+type PendingCall = { toolUseId: string; name: string; input?: unknown };
+
+/**
+ * Asks y/n for each pending call on stderr, reading the answers from stdin
+ * (`yes | platform chat ...` allows every call; `n <reason>` denies with the
+ * reason as the message to the model), and sends them in one request. When
+ * stdin has ended, the calls left are denied: nothing runs unasked.
+ */
+async function answerToolCalls(
+  client: PlatformClient,
+  sessionId: string,
+  content: string,
+  io: Output,
+  stdin: StdinLines,
+): Promise<void> {
+  let calls: PendingCall[] = [];
+  try {
+    calls = (JSON.parse(content) as { calls?: PendingCall[] }).calls ?? [];
+  } catch {
+    // Not what this CLI knows: nothing to ask; the session stays waiting.
+  }
+  if (calls.length === 0) return;
+  const decisions: Array<{ toolUseId: string; decision: "allow" | "deny"; message?: string }> = [];
+  for (const call of calls) {
+    io.err(`\n⏸ ${call.name} ${JSON.stringify(call.input ?? {})}`);
+    process.stderr.write("  allow this call? [y/N, or n <reason>] ");
+    const line = await stdin.next();
+    if (line === undefined) {
+      io.err("(no answer: stdin ended; denied)");
+      decisions.push({ toolUseId: call.toolUseId, decision: "deny", message: "no answer: the user's input ended" });
+      continue;
+    }
+    const answer = line.trim();
+    if (/^y(es)?$/i.test(answer)) {
+      if (!process.stdin.isTTY) io.err("y");
+      decisions.push({ toolUseId: call.toolUseId, decision: "allow" });
+    } else {
+      const reason = /^n(o)?\s+(.+)$/i.exec(answer)?.[2]?.trim();
+      if (!process.stdin.isTTY) io.err(answer || "n");
+      decisions.push({ toolUseId: call.toolUseId, decision: "deny", ...(reason ? { message: reason } : {}) });
+    }
+  }
+  const res = await client.request<{ resumed?: boolean; pending?: PendingCall[] }>(
+    "POST",
+    `${client.endpoints.agents}/v1/sessions/${encodeURIComponent(sessionId)}/tool-decisions`,
+    { body: { decisions } },
+  );
+  if (io.json) io.value({ type: "tool_decisions", decisions, resumed: res.resumed ?? false });
 }
 
 /**
@@ -223,11 +322,11 @@ class Progress {
         this.#output(e.content ?? "");
         break;
       case "tool_result":
-        this.#close();
+        this.close();
         this.io.err(`${e.isError ? "✗" : "↳"} ${(e.content ?? "").trimEnd()}`);
         break;
       case "error":
-        this.#close();
+        this.close();
         break;
     }
   }
@@ -258,7 +357,7 @@ class Progress {
     if (chunk.truncated) this.io.err("│ … (more output than is streamed; the result has the head)");
   }
 
-  #close(): void {
+  close(): void {
     if (this.#partial) this.io.err(`│ ${this.#partial}`);
     this.#partial = "";
     if (this.#open && process.stderr.isTTY) process.stderr.write("\r\x1b[2K");

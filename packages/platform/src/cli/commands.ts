@@ -18,7 +18,14 @@ export const need = (flags: Flags, name: string): string => {
   return v;
 };
 
-export type Agent = { id: string; name: string; slug: string; model: string; systemPrompt?: string };
+export type Agent = {
+  id: string;
+  name: string;
+  slug: string;
+  model: string;
+  systemPrompt?: string;
+  toolPermissions?: Record<string, string>;
+};
 export type Session = { id: string; agentId: string; status?: string; lastSeq?: string | number; createdAt?: string };
 export type SessionEvent = {
   seq?: string | number;
@@ -193,10 +200,34 @@ export async function agentsCreate(ctx: Context, flags: Flags): Promise<void> {
       slug: str(flags, "slug") ?? name.toLowerCase().replace(/[^a-z0-9]+/g, "-"),
       model: str(flags, "model") ?? "dev/echo",
       systemPrompt: str(flags, "system-prompt") ?? "",
+      toolPermissions: toolPolicies(flags),
     },
   });
   if (ctx.io.json) ctx.io.value(agent);
-  else ctx.io.line(`created agent ${agent.id} (${agent.slug}, ${agent.model})`);
+  else ctx.io.line(`created agent ${agent.id} (${agent.slug}, ${agent.model})${policiesNote(agent)}`);
+}
+
+/** `--ask bash --ask write_file` or `--ask bash,write_file` (and `--allow`, on update): tool → policy. */
+function toolPolicies(flags: Flags): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const policy of ["allow", "ask"] as const) {
+    const values = flags[policy];
+    for (const v of Array.isArray(values) ? values : typeof values === "string" ? [values] : [])
+      for (const tool of v.split(",").map((t) => t.trim()))
+        if (tool) {
+          if (out[tool] && out[tool] !== policy) throw new UsageError(`--ask and --allow both name ${tool}`);
+          out[tool] = policy;
+        }
+  }
+  return out;
+}
+
+/** `; asks before: bash, write_file` when any tool is `ask`. */
+function policiesNote(agent: Agent): string {
+  const asked = Object.entries(agent.toolPermissions ?? {})
+    .filter(([, p]) => p === "ask")
+    .map(([t]) => t);
+  return asked.length > 0 ? `; asks before: ${asked.join(", ")}` : "";
 }
 
 export async function agentsGet(ctx: Context, args: string[]): Promise<void> {
@@ -206,7 +237,7 @@ export async function agentsGet(ctx: Context, args: string[]): Promise<void> {
 
 export async function agentsUpdate(ctx: Context, args: string[], flags: Flags): Promise<void> {
   const client = ctx.client();
-  const body: Record<string, string> = {};
+  const body: Record<string, unknown> = {};
   for (const [flag, field] of [
     ["name", "name"],
     ["slug", "slug"],
@@ -216,12 +247,14 @@ export async function agentsUpdate(ctx: Context, args: string[], flags: Flags): 
     const value = str(flags, flag);
     if (value !== undefined) body[field] = value;
   }
+  const policies = toolPolicies(flags);
+  if (Object.keys(policies).length > 0) body.toolPermissions = policies;
   if (Object.keys(body).length === 0)
-    throw new UsageError("nothing to change: give --name, --slug, --model or --system-prompt");
+    throw new UsageError("nothing to change: give --name, --slug, --model, --system-prompt, --ask or --allow");
   const target = await resolveAgent(client, args[0]!);
   const agent = await client.request<Agent>("PATCH", `${client.endpoints.agents}/v1/agents/${target.id}`, { body });
   if (ctx.io.json) ctx.io.value(agent);
-  else ctx.io.line(`updated agent ${agent.id} (${agent.slug}, ${agent.model})`);
+  else ctx.io.line(`updated agent ${agent.id} (${agent.slug}, ${agent.model})${policiesNote(agent)}`);
 }
 
 export async function agentsDelete(ctx: Context, args: string[]): Promise<void> {

@@ -60,6 +60,22 @@ const agentFields = (required: boolean): Record<string, OptionSpec> => ({
     help: required ? "anthropic/..., openai/..., dev/... (default dev/echo)" : "anthropic/..., openai/..., dev/...",
   },
   "system-prompt": { type: "string", value: "text", help: "the system prompt" },
+  ask: {
+    type: "string",
+    value: "tool",
+    multiple: true,
+    help: "ask before each call of this tool (bash, write_file, ...; repeatable or comma-separated); `platform chat` asks y/n",
+  },
+  ...(required
+    ? {}
+    : {
+        allow: {
+          type: "string",
+          value: "tool",
+          multiple: true,
+          help: "run this tool's calls without asking again (repeatable or comma-separated)",
+        },
+      }),
 });
 
 export const COMMANDS: CommandSpec[] = [
@@ -113,7 +129,7 @@ export const COMMANDS: CommandSpec[] = [
   { path: ["agents", "get"], summary: "one agent", args: "<agent id|slug>", min: 1, max: 1 },
   {
     path: ["agents", "update"],
-    summary: "change an agent's name, slug, model or system prompt",
+    summary: "change an agent's name, slug, model, system prompt or tool permissions",
     args: "<agent id|slug>",
     min: 1,
     max: 1,
@@ -166,7 +182,8 @@ export const COMMANDS: CommandSpec[] = [
   },
   {
     path: ["chat"],
-    summary: "one turn (a message), or a conversation read from stdin; Ctrl-C cancels the run",
+    summary:
+      "one turn (a message), or a conversation read from stdin; asks y/n (from stdin) for tools the agent asks about; Ctrl-C cancels the run",
     args: "[<session id>] [message...]",
     max: Number.POSITIVE_INFINITY,
     options: { agent: { type: "string", value: "id|slug", help: "start a new session with this agent" } },
