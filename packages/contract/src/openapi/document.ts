@@ -5,6 +5,7 @@ import { sse_event } from "@platform/gen/platform/api/v1/options_pb";
 import { SseData } from "@platform/gen/platform/api/v1/options_pb";
 import { ERROR_SCHEMA, type EnvelopeKind, envelopeSchema } from "./envelopes.ts";
 import { type JsonStyle, type Schema, SchemaBuilder } from "./json-schema.ts";
+import type { ProtoComments } from "./proto-comments.ts";
 
 /** Who may call an operation, as the service enforces it. */
 export interface Access {
@@ -183,7 +184,14 @@ function operationOf(
       if (field.fieldKind === "message") desc = field.message;
     }
     if (steps.length === 1) pathTop.add(field!.name);
-    parameters.push({ name: v, in: "path", required: true, schema: urlSchema(builder, field!) });
+    const text = builder.comments.get(`${field!.parent.typeName}.${field!.name}`);
+    parameters.push({
+      name: v,
+      in: "path",
+      required: true,
+      ...(text ? { description: text } : {}),
+      schema: urlSchema(builder, field!),
+    });
   }
   let requestBody: Schema | undefined;
   const bodyField =
@@ -203,13 +211,19 @@ function operationOf(
     for (const f of input.fields) {
       if (pathTop.has(f.name) || f === bodyField || !settableFromUrl(f)) continue;
       const schema = urlSchema(builder, f);
+      const text = [
+        builder.comments.get(`${input.typeName}.${f.name}`),
+        f.jsonName !== f.name && `Also accepted as \`${f.name}\`.`,
+      ]
+        .filter(Boolean)
+        .join(" ");
       parameters.push({
         name: f.jsonName,
         in: "query",
         required: false,
+        ...(text ? { description: text } : {}),
         schema,
         ...(f.fieldKind === "list" ? { style: "form", explode: true } : {}),
-        ...(f.jsonName !== f.name ? { description: `Also accepted as \`${f.name}\`.` } : {}),
       });
     }
   }
@@ -263,7 +277,12 @@ function operationOf(
     operationId: operationId(method, index),
     tags: [method.parent.name],
     summary: `${method.parent.typeName}.${method.name}`,
-    ...(access.requirement ? { description: `Caller: ${access.requirement}.` } : {}),
+    description: [
+      builder.comments.get(`${method.parent.typeName}.${method.name}`),
+      access.requirement ? `Caller: ${access.requirement}.` : "Caller: anyone; no credential.",
+    ]
+      .filter(Boolean)
+      .join("\n\n"),
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(requestBody ? { requestBody } : {}),
     responses,
@@ -313,8 +332,8 @@ function healthOperations(): Record<string, Schema> {
 }
 
 /** The OpenAPI 3.1 document of one REST service, from its services' descriptors and google.api.http rules. */
-export function openApiDocument(surface: Surface): Schema {
-  const builder = new SchemaBuilder(surface.style);
+export function openApiDocument(surface: Surface, comments: ProtoComments = new Map()): Schema {
+  const builder = new SchemaBuilder(surface.style, comments);
   const paths: Record<string, Record<string, Schema>> = {};
   for (const service of surface.services) {
     for (const method of service.methods) {
@@ -344,6 +363,13 @@ export function openApiDocument(surface: Surface): Schema {
         "`pnpm gen` (packages/contract/src/openapi); do not edit.",
     },
     servers: [{ url: `http://127.0.0.1:${surface.defaultPort}`, description: "The launcher's default" }],
+    tags: [
+      ...surface.services.map((s) => ({
+        name: s.name,
+        description: comments.get(s.typeName) ?? s.typeName,
+      })),
+      { name: "health", description: "Liveness, readiness and this document: no credential." },
+    ],
     paths: sortedPaths,
     components: {
       schemas,

@@ -1,4 +1,5 @@
 import { type DescField, type DescMessage, ScalarType } from "@bufbuild/protobuf";
+import type { ProtoComments } from "./proto-comments.ts";
 
 /** A JSON Schema (2020-12, OpenAPI 3.1's dialect) as plain JSON. */
 export type Schema = { [key: string]: unknown };
@@ -123,10 +124,22 @@ export class SchemaBuilder {
   readonly components = new Map<string, Schema>();
   readonly #sides = new Map<string, Side>();
 
+  readonly #sseStyle: JsonStyle;
+
   constructor(
     private readonly style: JsonStyle,
-    private readonly sseStyle: JsonStyle = { ...style, alwaysEmitImplicit: false },
-  ) {}
+    readonly comments: ProtoComments = new Map(),
+  ) {
+    // SSE payloads always omit zero and empty fields (rpc's SseFramer).
+    this.#sseStyle = { ...style, alwaysEmitImplicit: false };
+  }
+
+  /** The schema with the proto comment of the field (or message) named, if it has one. */
+  described(s: Schema, name: string): Schema {
+    const text = this.comments.get(name);
+    if (!text) return s;
+    return { ...s, description: s.description ? `${text}\n\n${s.description as string}` : text };
+  }
 
   /** The schema of a message on a side: a $ref to its component (built on first use). */
   message(desc: DescMessage, side: Side, omit: ReadonlySet<string> = new Set(), keep?: ReadonlySet<string>): Schema {
@@ -155,10 +168,11 @@ export class SchemaBuilder {
     for (const field of desc.fields) {
       if (omit.has(field.name)) continue;
       if (keep && !keep.has(field.name)) continue;
-      properties[field.jsonName] = this.field(field, side);
+      properties[field.jsonName] = this.described(this.field(field, side), `${desc.typeName}.${field.name}`);
       if (side !== "request" && alwaysWritten(field, style)) required.push(field.jsonName);
     }
-    const schema: Schema = { type: "object", title: desc.typeName, properties };
+    const schema: Schema = this.described({ type: "object", title: desc.typeName }, desc.typeName);
+    schema.properties = properties;
     if (required.length > 0) schema.required = required;
     // Responses are described exactly; requests hold no unknown fields where
     // the service refuses them (identity: strictBody), and the parser ignores
@@ -176,7 +190,7 @@ export class SchemaBuilder {
   }
 
   #styleOf(side: Side): JsonStyle {
-    return side === "sse" ? this.sseStyle : side === "response" ? this.style : {};
+    return side === "sse" ? this.#sseStyle : side === "response" ? this.style : {};
   }
 
   /** The schema of one field's JSON value. */

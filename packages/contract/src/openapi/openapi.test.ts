@@ -5,10 +5,18 @@ import { Validator } from "@seriousme/openapi-schema-validator";
 import { ruleOf } from "../../../identity/src/server/policies.ts";
 import { scopeOf } from "../../../agents/src/server/scopes.ts";
 import { routesOf } from "../routes.ts";
-import { agentsSurface, identitySurface, openApiDocument, routerSurface, type Schema } from "./index.ts";
+import {
+  agentsSurface,
+  identitySurface,
+  loadProtoComments,
+  openApiDocument,
+  routerSurface,
+  type Schema,
+} from "./index.ts";
 
 const genDir = new URL("../../../../gen/openapi/", import.meta.url);
 const surfaces = [identitySurface(ruleOf), agentsSurface(scopeOf), routerSurface()];
+const comments = loadProtoComments(new URL("../../../../", import.meta.url).pathname);
 const committed = (name: string): Schema => JSON.parse(readFileSync(new URL(`${name}.json`, genDir), "utf8"));
 
 for (const surface of surfaces) {
@@ -20,7 +28,7 @@ for (const surface of surfaces) {
   });
 
   test(`gen/openapi/${surface.name}.json is what the generator makes of gen/ (pnpm gen)`, () => {
-    assert.deepEqual(committed(surface.name), JSON.parse(JSON.stringify(openApiDocument(surface))));
+    assert.deepEqual(committed(surface.name), JSON.parse(JSON.stringify(openApiDocument(surface, comments))));
   });
 
   test(`every google.api.http route of ${surface.name}'s services is in its document, with its status`, () => {
