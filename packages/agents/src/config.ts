@@ -11,7 +11,7 @@ import {
   text,
   url,
 } from "@platform/config";
-import { corsAllowedOriginsSetting } from "@platform/rpc";
+import { corsAllowedOriginsSetting, metricsTokenSetting } from "@platform/rpc";
 
 export { ConfigError };
 
@@ -45,6 +45,8 @@ export type AgentsConfig = {
   logLevel: string;
   /** CORS_ALLOWED_ORIGINS: origins whose pages may call the public port (default none). */
   corsAllowedOrigins?: string[];
+  /** METRICS_TOKEN: the bearer token of GET /metrics on both ports; unset: not served. */
+  metricsToken?: string;
 };
 
 const HTTP = ["http:", "https:"] as const;
@@ -117,6 +119,7 @@ export const AGENTS_SETTINGS = {
   corsAllowedOrigins: corsAllowedOriginsSetting(
     "origins whose pages may call the public port (comma-separated); none by default: a browser preflight gets 403 `origin_not_allowed` (see `@platform/rpc`)",
   ),
+  metricsToken: metricsTokenSetting(),
   logLevel: logLevel(),
 };
 
@@ -142,5 +145,6 @@ export function loadConfig(env: Env = process.env): AgentsConfig {
     sandboxMaxRuntimeMs: s.sandboxMaxRuntimeMs,
     logLevel: s.logLevel,
     corsAllowedOrigins: s.corsAllowedOrigins,
+    metricsToken: s.metricsToken,
   };
 }

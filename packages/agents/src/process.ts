@@ -12,6 +12,7 @@ import { IdentityAuthenticator } from "./adapters/identity.ts";
 import { type AgentsApp, createAgentsApp } from "./app.ts";
 import type { AgentsConfig } from "./config.ts";
 import type { AgentsDB } from "./db/schema.ts";
+import { registerAgentsMetrics } from "./metrics.ts";
 import { AnthropicProvider } from "./providers/anthropic.ts";
 import { DevModel } from "./providers/dev.ts";
 import { OpenAIProvider } from "./providers/openai.ts";
@@ -109,6 +110,7 @@ export async function createAgentsServer(
     json: { alwaysEmitImplicit: true, emitNulls: true },
     // A stream that fails after it started ends with the contract's error event.
     sseErrorEvent: (err) => create(SessionEventSchema, { type: "error", content: err.message }),
+    metricsToken: config.metricsToken,
   };
   const server = createServer({
     ...common,
@@ -124,7 +126,10 @@ export async function createAgentsServer(
     port: config.grpcPort,
     internal: { tls, callers: AGENTS_CALLERS },
     logger: logger.child({ listener: "grpc" }),
+    // One process, one registry: both ports show all of it.
+    metrics: server.metrics,
   });
+  registerAgentsMetrics(server.metrics.registry, database, (runId) => app.runner.isLocal(runId));
   return {
     app,
     server,
