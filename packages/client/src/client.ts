@@ -43,6 +43,8 @@ export interface PlatformClientOptions {
   headers?: HeadersInit;
   /** How a broken reply stream is rejoined. */
   resume?: ResumeOptions;
+  /** Deadline of each unary call, DEADLINE_EXCEEDED after it (30 s; 0: none). Streams have none. */
+  timeoutMs?: number;
 }
 
 /** A message to send: plain text is one user message. */
@@ -101,7 +103,7 @@ export class PlatformClient {
   readonly #credentials: CredentialState;
 
   constructor(options: PlatformClientOptions) {
-    const base = { fetch: options.fetch, headers: options.headers };
+    const base = { fetch: options.fetch, headers: options.headers, unaryTimeoutMs: options.timeoutMs ?? 30_000 };
     // Login, refresh and logout go without a credential: they are the way to one.
     const anonymous = createRestTransport({ ...base, baseUrl: options.identity });
     const auth = createClient(AuthSessionService, anonymous);

@@ -31,6 +31,8 @@ export interface RestTransportOptions {
   auth?: Authorizer;
   /** Headers sent on every call. */
   headers?: HeadersInit;
+  /** Deadline of a unary call that names none (0: none). Streams have none unless the call names one. */
+  unaryTimeoutMs?: number;
 }
 
 /** What `new Headers()` takes (the DOM's HeadersInit, which Node's types do not name). */
@@ -121,9 +123,21 @@ export function createRestTransport(options: RestTransportOptions): Transport {
       header: HeadersInit | undefined,
       input: MessageInitShape<I>,
     ): Promise<UnaryResponse<I, O>> {
-      const { res, call, done } = await send(method, input, signal, timeoutMs, header, "application/json");
+      const deadline = timeoutMs ?? options.unaryTimeoutMs;
+      const {
+        res,
+        call,
+        done,
+        signal: linked,
+      } = await send(method, input, signal, deadline, header, "application/json");
       try {
-        const text = res.status === 204 ? "" : await res.text();
+        const text =
+          res.status === 204
+            ? ""
+            : await res.text().catch((err: unknown) => {
+                if (linked.aborted) throw ConnectError.from(linked.reason ?? err);
+                throw clientError(Code.Unavailable, ClientReason.unreachable, `${call.url}: the answer broke off`, err);
+              });
         let json: JsonValue = {};
         if (text) {
           try {
