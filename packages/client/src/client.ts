@@ -1,8 +1,10 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Client, createClient, type Transport } from "@connectrpc/connect";
 import { PlatformError } from "@platform/errors";
 import {
   AgentService,
   type Agent,
+  type MessageSchema,
   type Session,
   type SessionEvent as SessionEventMessage,
   SessionService,
@@ -16,8 +18,6 @@ import {
   UserService,
 } from "@platform/gen/identity/v1/rest_pb";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { MessageSchema } from "@platform/gen/agents/v1/agents_pb";
 import { CredentialState, type Tokens, tokensOf } from "./auth.ts";
 import { toPlatformError } from "./errors.ts";
 import type { ChatEvent } from "./events.ts";

@@ -86,3 +86,51 @@ test("a unary call past its deadline is DEADLINE_EXCEEDED; an aborted stream is 
   assert.ok(cancelled instanceof PlatformError);
   assert.equal(cancelled.code, Code.Canceled);
 });
+
+test("a stream that breaks is rejoined with Last-Event-ID, an event sent again is skipped; every header passes CORS", async () => {
+  const { CORS_ALLOW_HEADERS } = await import("../../../rpc/src/server/cors.ts");
+  const sid = "11111111-1111-1111-1111-111111111111";
+  const requests: Array<{ line: string; headers: http.IncomingHttpHeaders }> = [];
+  const url = await serve((req, res) => {
+    requests.push({ line: `${req.method} ${req.url}`, headers: req.headers });
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    if (req.method === "POST") {
+      res.write(': ping\n\nid: 5\ndata: {"type":"text","content":"a"}\n\n');
+      // The connection drops mid-run.
+      setTimeout(() => res.destroy(), 20);
+    } else {
+      // A replay that overlaps what the client has (a server or proxy may): seq 5 again.
+      res.end(
+        'id: 5\ndata: {"type":"text","content":"a"}\n\n' +
+          'id: 6\ndata: {"type":"text","content":"b"}\n\n' +
+          'id: 7\ndata: {"type":"done","tokensIn":1,"tokensOut":2}\n\n',
+      );
+    }
+  });
+  const c = new PlatformClient({ identity: url, agents: url, apiKey: "sk_test_x", resume: { delayMs: 10 } });
+  const got = [];
+  for await (const e of c.sessions.send(sid, "hi")) got.push(e);
+  assert.deepEqual(got, [
+    { type: "text", seq: 5, content: "a" },
+    { type: "text", seq: 6, content: "b" },
+    { type: "done", seq: 7, tokensIn: 1, tokensOut: 2 },
+  ]);
+  assert.deepEqual(
+    requests.map((r) => r.line),
+    [`POST /v1/sessions/${sid}/messages`, `GET /v1/sessions/${sid}/events`],
+  );
+  assert.equal(requests[1]!.headers["last-event-id"], "5");
+  // What a browser may send cross-origin: the services' allow-list, plus the safelisted and forbidden ones it sets itself.
+  const browserOwn = new Set(["accept", "host", "connection", "content-length", "accept-encoding", "accept-language"]);
+  const odd = new Set<string>();
+  for (const r of requests)
+    for (const name of Object.keys(r.headers))
+      if (
+        !CORS_ALLOW_HEADERS.includes(name) &&
+        !browserOwn.has(name) &&
+        !name.startsWith("sec-fetch-") &&
+        name !== "user-agent"
+      )
+        odd.add(name);
+  assert.deepEqual([...odd], []);
+});
