@@ -333,7 +333,7 @@ function healthOperations(): Record<string, Schema> {
 
 /** The OpenAPI 3.1 document of one REST service, from its services' descriptors and google.api.http rules. */
 export function openApiDocument(surface: Surface, comments: ProtoComments = new Map()): Schema {
-  const builder = new SchemaBuilder(surface.style, comments);
+  const builder = new SchemaBuilder(surface.style, comments, surface.strictBody);
   const paths: Record<string, Record<string, Schema>> = {};
   for (const service of surface.services) {
     for (const method of service.methods) {

@@ -129,6 +129,8 @@ export class SchemaBuilder {
   constructor(
     private readonly style: JsonStyle,
     readonly comments: ProtoComments = new Map(),
+    /** The service refuses unknown request fields (400). */
+    private readonly strictRequests = false,
   ) {
     // SSE payloads always omit zero and empty fields (rpc's SseFramer).
     this.#sseStyle = { ...style, alwaysEmitImplicit: false };
@@ -174,10 +176,9 @@ export class SchemaBuilder {
     const schema: Schema = this.described({ type: "object", title: desc.typeName }, desc.typeName);
     schema.properties = properties;
     if (required.length > 0) schema.required = required;
-    // Responses are described exactly; requests hold no unknown fields where
-    // the service refuses them (identity: strictBody), and the parser ignores
-    // them elsewhere, so unknown request fields are left open.
-    if (side !== "request") schema.additionalProperties = false;
+    // Responses are described exactly; a request may hold unknown fields
+    // only where the service ignores them (not identity's: strictBody).
+    if (side !== "request" || this.strictRequests) schema.additionalProperties = false;
     const oneofs = desc.oneofs.filter((o) => !o.fields.every((f) => f.proto.proto3Optional));
     if (oneofs.length > 0) {
       // At most one variant of each oneof is set.

@@ -41,6 +41,8 @@ test("every route of the three documents answers what its document says", async 
   const orgId = claims(token).org_id!;
   await identity.call("POST", "/v1/auth/login", { body: { ...OWNER, password: "wrong-password-1" }, expect: 401 });
   await identity.call("POST", "/v1/auth/login", { raw: { contentType: "text/plain", text: "x" }, expect: 415 });
+  // identity refuses unknown fields, as its request schemas say (additionalProperties: false).
+  await identity.call("POST", "/v1/auth/login", { body: { ...OWNER, remember: true }, expect: 400 });
   pair = (await identity.call("POST", "/v1/auth/refresh", { body: { refresh_token: pair.refresh_token }, expect: 200 }))
     .json as Json;
   await identity.call("POST", "/v1/auth/refresh", { body: {}, expect: 400 });
@@ -48,6 +50,8 @@ test("every route of the three documents answers what its document says", async 
   const me = (await identity.call("GET", "/v1/users/me", { token, expect: 200 })).json as Json;
   await identity.call("GET", "/v1/users/me", { expect: 401 });
   await identity.call("PATCH", "/v1/users/me", { token, headers: key(), body: { name: "Owner" }, expect: 200 });
+  // The documented Idempotency-Key header is required.
+  await identity.call("PATCH", "/v1/users/me", { token, body: { name: "Owner" }, expect: 400 });
   await identity.call("GET", "/v1/users/me/orgs", { token, expect: 200 });
   const created = (
     await identity.call("POST", "/v1/users/me/api_keys", { token, headers: key(), body: { name: "walk" }, expect: 201 })
@@ -182,7 +186,16 @@ test("every route of the three documents answers what its document says", async 
     .json as Json;
   const sessionId = session.id as string;
   await agents.call("POST", "/v1/sessions", { token, body: { agentId: randomUUID() }, expect: 404 });
-  await agents.call("GET", "/v1/sessions", { token, expect: 200 });
+  // Query parameters by their documented (JSON) names.
+  const listed = await agents.call("GET", "/v1/sessions", {
+    token,
+    query: { agentId: agent.id as string },
+    expect: 200,
+  });
+  assert.deepEqual(
+    ((listed.json as Json).items as Json[]).map((s) => s.id),
+    [sessionId],
+  );
   await agents.call("GET", "/v1/agents/{agent_id}/sessions", {
     token,
     path: { agent_id: agent.id as string },

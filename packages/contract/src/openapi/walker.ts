@@ -113,6 +113,12 @@ export class DocumentWalker {
       body = JSON.stringify(c.body);
       headers["content-type"] = "application/json";
     }
+    // A request the service takes must be one the document allows.
+    if (c.expect < 300 && c.body !== undefined) {
+      assert.ok(op.requestBody, `${what}: a body, but the document takes none`);
+      const where = ["paths", path, verb.toLowerCase(), "requestBody", "content", "application/json", "schema"];
+      this.#validate(where, c.body, `${what} request body`);
+    }
     const res = await fetch(this.baseUrl + url, { method: verb, headers, body, signal: AbortSignal.timeout(300_000) });
     const text = await readBody(res, c.streamMs);
     assert.equal(res.status, c.expect, `${what}: status ${res.status}: ${text.slice(0, 500)}`);
