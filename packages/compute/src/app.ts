@@ -1,12 +1,20 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { type Database, migrate, openDatabase } from "@platform/db";
-import { type CallerPolicy, codeNameEnvelope, createServer, type Server, type ServiceTls } from "@platform/rpc";
+import {
+  type CallerPolicy,
+  codeNameEnvelope,
+  createServer,
+  type Server,
+  ServerMetrics,
+  type ServiceTls,
+} from "@platform/rpc";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import type { Logger } from "pino";
 import type { ComputeConfig } from "./config.ts";
 import type { SandboxDriver } from "./driver.ts";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
+import { registerComputeMetrics } from "./metrics.ts";
 import { computeServiceImpl } from "./server.ts";
 import { ComputeDomain } from "./service/compute-domain.ts";
 import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
@@ -83,6 +91,7 @@ export async function createComputeApp(
     logger,
   });
   await domain.start();
+  const metrics = new ServerMetrics();
   const server = createServer({
     name: "compute",
     services: [{ service: ComputeService, impl: computeServiceImpl(domain) }],
@@ -94,6 +103,9 @@ export async function createComputeApp(
     // WriteFile carries up to 16 MiB of data plus framing.
     bodyLimitBytes: 17 * 1024 * 1024,
     logger,
+    metrics,
+    metricsToken: config.metricsToken,
+    interceptors: [registerComputeMetrics(metrics.registry, database)],
   });
   const gcTimer = setInterval(() => {
     driver

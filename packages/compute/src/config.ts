@@ -15,6 +15,7 @@ import {
   text,
   url,
 } from "@platform/config";
+import { metricsTokenSetting } from "@platform/rpc";
 import { LIMITS } from "./service/limits.ts";
 import { workspaceSizeBytes } from "./service/workspace-size.ts";
 
@@ -51,6 +52,8 @@ export interface ComputeConfig {
   kubernetesNamespace?: string;
   /** Kubernetes driver: SANDBOX_RUN_AS_USER, the sandboxes' uid; absent: the driver's 1000 (never root). */
   sandboxRunAsUser?: number;
+  /** METRICS_TOKEN: the bearer token of GET /metrics; unset: not served. */
+  metricsToken?: string;
   logLevel: string;
 }
 
@@ -133,6 +136,9 @@ export const COMPUTE_SETTINGS = {
     shown: "1000",
     doc: "kubernetes driver: the sandboxes' uid and gid (restricted Pod Security forbids root)",
   }),
+  metricsToken: metricsTokenSetting(
+    "bearer token a scraper must present for `GET /metrics` (Prometheus text format) on `COMPUTE_PORT`, which also asks for a client certificate of the platform CA (any service's, e.g. `operator`); at least 32 characters; unset: `/metrics` is not served (404)",
+  ),
   logLevel: logLevel(),
 };
 
@@ -156,6 +162,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     favorDynamicCgroupMods: s.favorDynamicCgroupMods,
     kubernetesNamespace: s.kubernetesNamespace,
     sandboxRunAsUser: s.sandboxRunAsUser,
+    metricsToken: s.metricsToken,
     logLevel: s.logLevel,
   };
 }
