@@ -201,7 +201,9 @@ export class Runner implements Runs {
     }
     const now = await this.#waitingOrRelease(auth.orgId, sessionId, runId);
     const answered = now?.seq === waiting.seq && now.calls.every((c) => now.decisions.has(c.toolUseId));
-    const log = answered ? await readWholeLog(this.store, auth.orgId, sessionId) : undefined;
+    const log = answered
+      ? await this.#whileHolding(sessionId, runId, readWholeLog(this.store, auth.orgId, sessionId))
+      : undefined;
     if (!now || !answered || !log || log.session.lastSeq !== waiting.seq) {
       await this.store.releaseRun(sessionId, runId);
       return undefined;
@@ -226,9 +228,18 @@ export class Runner implements Runs {
   }
 
   /** The session's pause, read while `runId` holds it (released when the read fails). */
-  async #waitingOrRelease(orgId: string, sessionId: string, runId: string): Promise<Waiting | undefined> {
+  #waitingOrRelease(orgId: string, sessionId: string, runId: string): Promise<Waiting | undefined> {
+    return this.#whileHolding(sessionId, runId, this.store.waiting(orgId, sessionId));
+  }
+
+  /**
+   * Work done while `runId` holds the session before a run exists to end
+   * it: a failure lets the session go at once (else its lease would lapse
+   * and the reaper would end the pause with an interruption).
+   */
+  async #whileHolding<T>(sessionId: string, runId: string, work: Promise<T>): Promise<T> {
     try {
-      return await this.store.waiting(orgId, sessionId);
+      return await work;
     } catch (err) {
       await this.store.releaseRun(sessionId, runId).catch(() => {});
       throw err;
@@ -246,10 +257,7 @@ export class Runner implements Runs {
     const runId = randomUUID();
     const taken = await this.store.acquireRun(orgId, sessionId, runId, this.options.leaseMs, this.options.owner);
     if (!taken.ok) return false;
-    const log = await readWholeLog(this.store, orgId, sessionId).catch(async (err) => {
-      await this.store.releaseRun(sessionId, runId);
-      throw err;
-    });
+    const log = await this.#whileHolding(sessionId, runId, readWholeLog(this.store, orgId, sessionId));
     if (!log || log.session.lastSeq !== waiting.seq) {
       await this.store.releaseRun(sessionId, runId);
       return false;
@@ -265,7 +273,7 @@ export class Runner implements Runs {
       })),
       { type: "error", content: "the run was cancelled" },
     ];
-    await this.store.appendEvents(sessionId, runId, closing, { release: true });
+    await this.#whileHolding(sessionId, runId, this.store.appendEvents(sessionId, runId, closing, { release: true }));
     // Followers here learn of it now (this process's own notification is skipped).
     this.hub.changed(sessionId);
     return true;

@@ -167,9 +167,11 @@ describe("REST: agents", () => {
       "name",
       "slug",
       "systemPrompt",
+      "toolPermissions",
       "updatedAt",
     ]);
     assert.equal(res.json.systemPrompt, "You code.");
+    assert.deepEqual(res.json.toolPermissions, {}, "every tool allowed, as before the field existed");
     assert.ok(!Number.isNaN(Date.parse(res.json.createdAt)));
     const got = await call("GET", `/v1/agents/${res.json.id}`, { token });
     assert.equal(got.status, 200);

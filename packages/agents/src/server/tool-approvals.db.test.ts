@@ -427,4 +427,30 @@ describe("requires_action", () => {
     assert.match(rest[0]!.data.content, /late/);
     assert.equal(rest.at(-1)?.data.type, "done");
   });
+
+  test("the last two answers at once, in two requests: the run resumes exactly once", async () => {
+    const { caller, session } = await agentAndSession("scripted/x", { bash: "ask" });
+    scripted.push([bashCall("call_x", "echo x"), bashCall("call_y", "echo y")], [{ type: "text", text: "both" }]);
+    const execsBefore = compute.execCalls.length;
+    const paused = (await send(caller.token, session.id, "two")).at(-1)!;
+    assert.equal(paused.data.type, "requires_action");
+    const [x, y] = await Promise.all([
+      decide(caller.token, session.id, [{ toolUseId: "call_x", decision: "allow" }]),
+      decide(caller.token, session.id, [{ toolUseId: "call_y", decision: "allow" }]),
+    ]);
+    assert.equal(x.status, 200, x.text);
+    assert.equal(y.status, 200, y.text);
+    assert.equal([x.json.resumed, y.json.resumed].filter(Boolean).length, 1, `${x.text} ${y.text}`);
+    const rest = core(await rejoin(caller.token, session.id, paused.id));
+    assert.deepEqual(
+      rest.map((f) => [f.data.type, f.data.toolUseId ?? ""]),
+      [
+        ["tool_result", "call_x"],
+        ["tool_result", "call_y"],
+        ["text", ""],
+        ["done", ""],
+      ],
+    );
+    assert.equal(compute.execCalls.length, execsBefore + 2);
+  });
 });
