@@ -4,6 +4,7 @@ import { currentRequest } from "./context.ts";
 import { GoawayGuardedSessions } from "./goaway-guard.ts";
 import { HTTP2_SESSION_MEMORY_MB, HTTP2_STREAM_WINDOW } from "./http2-windows.ts";
 import { clientTlsOptions } from "./tls/client-tls.ts";
+import { clientTraceInterceptor } from "./tracing/rpc-spans.ts";
 import type { ServiceTls } from "./tls/service-tls.ts";
 
 /**
@@ -21,7 +22,8 @@ export const propagateRequestIds: Interceptor = (next) => (req) => {
 };
 
 /**
- * gRPC (HTTP/2) transport to another platform service, with id propagation
+ * gRPC (HTTP/2) transport to another platform service, with id and trace
+ * context (W3C traceparent, a client span) propagation
  * and sessions guarded against connect-es#1768 (a restarting peer's GOAWAY
  * must not crash this process). Messages are not compressed: services talk
  * over loopback or a cluster network, where gzip costs more CPU than the
@@ -53,6 +55,6 @@ export function createServiceTransport(
           ...(tls ? clientTlsOptions(tls, expectServer) : {}),
         }),
       ),
-    interceptors: [propagateRequestIds, ...(options.interceptors ?? [])],
+    interceptors: [propagateRequestIds, clientTraceInterceptor, ...(options.interceptors ?? [])],
   } as GrpcTransportOptions);
 }

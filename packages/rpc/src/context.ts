@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { randomBytes, randomUUID } from "node:crypto";
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
+import type { SpanContext } from "@opentelemetry/api";
 import type { Logger } from "pino";
 
 /** Per-request values the server sets before any interceptor or handler runs. */
@@ -16,6 +17,11 @@ export interface RequestInfo {
    * certificate the connection was made with. Undefined elsewhere.
    */
   caller?: string;
+  /**
+   * Where the request sits in a trace (its server span, or the caller's when
+   * this process does not export): what calls made for it continue from.
+   */
+  traceParent?: SpanContext;
 }
 
 /** Context key of the RequestInfo: `ctx.values.get(requestInfoKey)`. */

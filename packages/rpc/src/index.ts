@@ -34,6 +34,9 @@ export { LATENCY_BUCKETS, ServerMetrics } from "./metrics/server-metrics.ts";
 // The services register their own metrics with these (prom-client is a dependency of this package only).
 export { Counter, Gauge, Histogram, type Registry } from "prom-client";
 export { METRICS_TOKEN_MIN_LENGTH, METRICS_TOKEN_SETTING, metricsTokenSetting } from "./metrics/setting.ts";
+export { OTEL_ENDPOINT_SETTING, otelEndpointSetting } from "./tracing/setting.ts";
+export { inWorkSpan, startWorkSpan, type WorkSpan } from "./tracing/spans.ts";
+export { flushTracing, startTracing, type Tracing, tracingEnabled } from "./tracing/start.ts";
 export { Reflector, reflectionV1, reflectionV1alpha } from "./reflection/reflection.ts";
 export {
   createServer,

@@ -12,6 +12,8 @@ import { routeLabeler } from "../metrics/route-label.ts";
 import { metricsInterceptor } from "../metrics/rpc-interceptor.ts";
 import { ServerMetrics } from "../metrics/server-metrics.ts";
 import { callerInterceptor } from "../tls/callers.ts";
+import { serverTraceInterceptor } from "../tracing/rpc-spans.ts";
+import { flushTracing } from "../tracing/start.ts";
 import { createRestHandler } from "../transcode/rest-handler.ts";
 import { collectRoutes } from "../transcode/routes.ts";
 import { createConnectSide } from "./connect-router.ts";
@@ -56,6 +58,7 @@ export function createServer(options: ServerOptions): Server {
   const interceptors = [
     // Outermost: it counts the status the caller gets.
     metricsInterceptor(metrics, options.name),
+    serverTraceInterceptor,
     errorInterceptor(logger),
     // Who may call comes before what the call holds.
     ...(internalTls ? [callerInterceptor(options.internal!.callers)] : []),
@@ -132,6 +135,10 @@ export function createServer(options: ServerOptions): Server {
         res.headersSent ? String(res.statusCode) : "none",
         seconds,
       ),
+    spanName: (req) => {
+      const route = routeOf(req);
+      return connect.byPath.has(route) ? route.slice(1) : `${req.method} ${route}`;
+    },
     closing: () => connections.closing,
     closeIdle: () => connections.closeIdle(),
     dispatch: createDispatch({
@@ -184,6 +191,8 @@ export function createServer(options: ServerOptions): Server {
       shutdown.abort();
       restShutdown.fire();
       await connections.destroyAll();
+      // The spans of the last requests leave before the process does.
+      await flushTracing();
     },
   };
 }

@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { runWithRequest } from "../context.ts";
 import type { Envelope } from "../envelope.ts";
 import { headerOf, type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
+import { runInTrace, startRequestTrace } from "../tracing/request-trace.ts";
 import { acceptWaitMs } from "./accept-wait.ts";
 import type { Inflight } from "./inflight.ts";
 import type { MakeRequestInfo } from "./request-info.ts";
@@ -21,11 +22,15 @@ export interface RequestEntryOptions {
   /** Ends keep-alive connections that are idle (called as requests end during a shutdown). */
   closeIdle: () => void;
   dispatch: (req: NodeRequest, res: NodeResponse) => Promise<void>;
+  /** The name of the request's span, once it has ended (the RPC, or the method and route template). */
+  spanName?: (req: NodeRequest) => string;
 }
 
 /**
  * Where every HTTP request enters: it gets its request and trace ids (request
- * and response headers, RequestInfo on its async path), counts as in flight
+ * and response headers, RequestInfo on its async path) and its place in a
+ * trace (the W3C traceparent continued, a server span when this process
+ * exports; x-trace-id is then the W3C trace id), counts as in flight
  * until its response closes, leaves one access log line, and an exception
  * nothing else caught becomes a bare 500 in the envelope.
  */
@@ -34,7 +39,11 @@ export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, r
     const started = performance.now();
     const acceptMs = acceptWaitMs(req.socket, started);
     o.inflight.begin();
-    const info = o.makeInfo(headerOf(req, "x-request-id"), headerOf(req, "x-trace-id"), o.callerOf(req));
+    const path = (req.url ?? "").split("?")[0] ?? "";
+    const clientTraceId = headerOf(req, "x-trace-id");
+    const trace = startRequestTrace(req.headers, req.method ?? "GET", path, clientTraceId);
+    const info = o.makeInfo(headerOf(req, "x-request-id"), trace.traceId ?? clientTraceId, o.callerOf(req));
+    info.traceParent = trace.parent;
     info.remoteAddress = req.socket?.remoteAddress;
     req.headers["x-request-id"] = info.requestId;
     req.headers["x-trace-id"] = info.traceId;
@@ -44,13 +53,18 @@ export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, r
     res.once("close", () => {
       const ms = performance.now() - started;
       o.observe?.(req, res, ms / 1000);
+      trace.end({
+        name: o.spanName?.(req) ?? req.method ?? "GET",
+        status: res.headersSent ? res.statusCode : 499,
+        attributes: { "platform.request_id": info.requestId },
+      });
       const probe = req.url === "/livez" || req.url === "/healthz" || req.url === "/readyz";
       o.logger[probe ? "debug" : "info"](
         {
           requestId: info.requestId,
           traceId: info.traceId,
           method: req.method,
-          path: (req.url ?? "").split("?")[0],
+          path,
           status: res.statusCode,
           ms: Math.round(ms),
           // A connection's first request: how long it waited in this process between accept and the handler.
@@ -62,12 +76,14 @@ export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, r
       if (o.closing()) o.closeIdle();
       o.inflight.end();
     });
-    runWithRequest(info, () => {
-      o.dispatch(req, res).catch((err) => {
-        info.logger.error({ err }, "request failed");
-        if (!res.headersSent) sendJson(res, 500, o.envelope.render(PlatformError.internal()).body);
-        else res.destroy();
-      });
-    });
+    runWithRequest(info, () =>
+      runInTrace(trace, () => {
+        o.dispatch(req, res).catch((err) => {
+          info.logger.error({ err }, "request failed");
+          if (!res.headersSent) sendJson(res, 500, o.envelope.render(PlatformError.internal()).body);
+          else res.destroy();
+        });
+      }),
+    );
   };
 }

@@ -1,0 +1,111 @@
+import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import { context, type Span, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import { currentRequest } from "../context.ts";
+import { TRACER_NAME, w3c } from "./request-trace.ts";
+import { tracingEnabled } from "./start.ts";
+
+// Codes a server answers for its own fault (OpenTelemetry's rule for gRPC server spans).
+const SERVER_FAULTS = new Set([2, 4, 12, 13, 14, 15]);
+
+/**
+ * Names the RPC on the request's server span (rpc.service, rpc.method) and
+ * records the gRPC status the caller gets. A stream's status is known when
+ * it ends. Runs outermost, beside the metrics interceptor.
+ */
+export const serverTraceInterceptor: Interceptor = (next) => async (req) => {
+  const span = tracingEnabled() ? trace.getActiveSpan() : undefined;
+  if (!span?.isRecording()) return next(req);
+  span.setAttributes({ "rpc.system": "grpc", "rpc.service": req.service.typeName, "rpc.method": req.method.name });
+  const done = (e?: unknown) => {
+    const code = e === undefined ? 0 : ConnectError.from(e).code;
+    span.setAttribute("rpc.grpc.status_code", code);
+    if (SERVER_FAULTS.has(code))
+      span.setStatus({ code: SpanStatusCode.ERROR, message: ConnectError.from(e).rawMessage });
+  };
+  let res: Awaited<ReturnType<typeof next>>;
+  try {
+    res = await next(req);
+  } catch (e) {
+    done(e);
+    throw e;
+  }
+  if (!res.stream) {
+    done();
+    return res;
+  }
+  const source = res.message;
+  return {
+    ...res,
+    message: (async function* () {
+      try {
+        yield* source;
+        done();
+      } catch (e) {
+        done(e);
+        throw e;
+      }
+    })(),
+  };
+};
+
+/**
+ * Carries the trace onto a call to another service: a client span (when this
+ * process exports and the call is made for a traced operation) and the W3C
+ * `traceparent` header naming it, so the callee's server span is its child.
+ * A process that does not export passes on the traceparent it received.
+ * Calls made outside any trace (probes, background sweeps) start none.
+ */
+export const clientTraceInterceptor: Interceptor = (next) => async (req) => {
+  if (req.header.has("traceparent")) return next(req);
+  const active = context.active();
+  const parent = trace.getSpanContext(active) ?? currentRequest()?.traceParent;
+  if (!parent) return next(req);
+  const setter = { set: (h: Headers, k: string, v: string) => h.set(k, v) };
+  if (!tracingEnabled()) {
+    w3c.inject(trace.setSpanContext(active, parent), req.header, setter);
+    return next(req);
+  }
+  const span = trace.getTracer(TRACER_NAME).startSpan(
+    `${req.service.typeName}/${req.method.name}`,
+    {
+      kind: SpanKind.CLIENT,
+      attributes: { "rpc.system": "grpc", "rpc.service": req.service.typeName, "rpc.method": req.method.name },
+    },
+    trace.setSpanContext(active, parent),
+  );
+  w3c.inject(trace.setSpan(active, span), req.header, setter);
+  let res: Awaited<ReturnType<typeof next>>;
+  try {
+    res = await next(req);
+  } catch (e) {
+    endClient(span, e);
+    throw e;
+  }
+  if (!res.stream) {
+    endClient(span);
+    return res;
+  }
+  const source = res.message;
+  return {
+    ...res,
+    message: (async function* () {
+      try {
+        yield* source;
+        endClient(span);
+      } catch (e) {
+        endClient(span, e);
+        throw e;
+      } finally {
+        // A reader that stops early (return) ends the call too.
+        if (span.isRecording()) span.end();
+      }
+    })(),
+  };
+};
+
+function endClient(span: Span, e?: unknown): void {
+  const code = e === undefined ? 0 : ConnectError.from(e).code;
+  span.setAttribute("rpc.grpc.status_code", code);
+  if (code !== 0) span.setStatus({ code: SpanStatusCode.ERROR, message: ConnectError.from(e).rawMessage });
+  span.end();
+}
