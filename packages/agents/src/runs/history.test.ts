@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { EventType, SessionEvent } from "../domain/model.ts";
-import { historyOf, toolUseContent } from "./history.ts";
+import { historyOf, openCallsOf, toolUseContent } from "./history.ts";
 
 let seq = 0;
 const ev = (type: EventType, content = "", toolUseId = "", isError = false): SessionEvent => ({
@@ -88,5 +88,26 @@ test("sandbox events and tool output are for clients: the model's history is the
   assert.deepEqual(
     withEvents.map((m) => m.role),
     ["user", "assistant", "tool", "assistant"],
+  );
+});
+
+test("a pause (requires_action) leaves its calls open for the resumed run's results; openCallsOf lists them in order", () => {
+  const paused = [
+    ev("user", "go"),
+    { ...ev("tool_use", toolUseContent("bash", { command: "a" }), "a"), runId: "r1" },
+    { ...ev("tool_use", toolUseContent("list_files", { path: "." }), "b"), runId: "r1" },
+    { ...ev("tool_result", '{"exitCode":0}', "a"), runId: "r1" },
+    { ...ev("requires_action", '{"calls":[]}'), runId: "r1" },
+  ];
+  assert.deepEqual(
+    openCallsOf(paused, "r1").map((c) => [c.id, c.name]),
+    [["b", "list_files"]],
+  );
+  assert.deepEqual(openCallsOf(paused, "other"), []);
+  const history = historyOf([...paused, ev("tool_result", '{"error":"denied"}', "b", true), ev("text", "ok")]);
+  assert.deepEqual(
+    history.map((m) => (m.role === "tool" ? [m.role, m.toolUseId, m.isError] : [m.role])),
+    [["user"], ["assistant"], ["tool", "a", false], ["tool", "b", true], ["assistant"]],
+    "the denial is the call's only result: no 'did not complete' added at the pause",
   );
 });
