@@ -41,7 +41,7 @@ interface CallContext extends HandlerContext {
 
 // Ending a call aborts its context so the handler's timers and listeners go;
 // one shared reason spares an AbortError (with its stack) per call.
-const callEnded = new ConnectError("call ended", Code.Canceled);
+export const callEnded = new ConnectError("call ended", Code.Canceled);
 
 /**
  * A Transport that calls the service implementations in this process with

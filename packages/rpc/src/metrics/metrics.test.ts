@@ -51,6 +51,13 @@ describe("/metrics on a server", () => {
     const sse = await fetch(`${url}/v1/ticks?count=3`);
     assert.equal(sse.headers.get("content-type"), "text/event-stream");
     assert.match(await sse.text(), /tick 3/);
+    // A stream the server ends at its terminal event (the handler would yield more) is OK, not CANCELLED.
+    const chat = await fetch(`${url}/v1/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ chunks: ["a", "b"] }),
+    });
+    assert.doesNotMatch(await chat.text(), /after terminal/);
 
     const fams = await scrape();
     const delta = (labels: Record<string, string>) => http(labels, fams) - http(labels, before);
@@ -70,6 +77,8 @@ describe("/metrics on a server", () => {
     assert.equal(rpc({ ...getShelf, server: "rpctest", code: "OK" }), 3);
     assert.equal(rpc({ ...getShelf, server: "rpctest", code: "NOT_FOUND" }), 1);
     assert.equal(rpc({ service: "rpctest.v1.StreamService", method: "Tick", code: "OK" }), 1);
+    assert.equal(rpc({ service: "rpctest.v1.StreamService", method: "Chat", code: "OK" }), 1);
+    assert.equal(rpc({ service: "rpctest.v1.StreamService", method: "Chat", code: "CANCELLED" }), 0);
 
     // The histograms count what the counters count.
     for (const [counter, histogram] of [

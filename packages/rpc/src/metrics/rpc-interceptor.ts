@@ -1,4 +1,5 @@
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import { callEnded } from "../calls/direct-transport.ts";
 import type { ServerMetrics } from "./server-metrics.ts";
 
 // gRPC's canonical names (OK, NOT_FOUND, ...), what grpc-prometheus and most dashboards label with.
@@ -31,8 +32,9 @@ function codeOf(e: unknown): string {
  * number of open server streams. It runs outermost, so the status it sees is
  * the one the caller gets (after the error interceptor's conversion). A
  * stream ends when its last message is taken, it fails, or its reader stops
- * (return): CANCELLED if the call was aborted then, else OK (an SSE reader
- * stops at the terminal event).
+ * (return): CANCELLED if the call was aborted by its caller (a client gone),
+ * else OK: the in-process transport's own end of the call (an SSE reader
+ * stopping at the terminal event) is no cancellation.
  */
 export function metricsInterceptor(metrics: ServerMetrics, server: string): Interceptor {
   return (next) => async (req) => {
@@ -80,7 +82,7 @@ export function metricsInterceptor(metrics: ServerMetrics, server: string): Inte
             }
           },
           async return(value?: unknown) {
-            end(req.signal.aborted ? "CANCELLED" : "OK");
+            end(req.signal.aborted && req.signal.reason !== callEnded ? "CANCELLED" : "OK");
             return it.return ? it.return(value) : { done: true as const, value };
           },
           async throw(e?: unknown) {

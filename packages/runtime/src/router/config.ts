@@ -11,7 +11,7 @@ import {
   readSettings,
   text,
 } from "@platform/config";
-import { corsAllowedOriginsSetting, loadServiceTls, TlsSettingsError } from "@platform/rpc";
+import { corsAllowedOriginsSetting, loadServiceTls, metricsTokenSetting, TlsSettingsError } from "@platform/rpc";
 import { internalTlsSetting, internalUrlSetting, type ServiceTls } from "../config/tls.ts";
 
 /** The certificate name the router calls identity and the tenant workers with. */
@@ -33,6 +33,8 @@ export type RouterConfig = {
   coldStartWaitMs: number;
   /** CORS_ALLOWED_ORIGINS: origins whose pages may call the router (default none). */
   corsAllowedOrigins: string[];
+  /** METRICS_TOKEN: the bearer token of GET /metrics; unset: not served. */
+  metricsToken?: string;
 } & (
   | {
       orchestrator: "local";
@@ -77,6 +79,7 @@ export const ROUTER_SETTINGS = {
   corsAllowedOrigins: corsAllowedOriginsSetting(
     "origins whose pages may call the router (comma-separated); none by default, see `@platform/rpc`",
   ),
+  metricsToken: metricsTokenSetting(),
   orchestrator: oneOf("RUNTIME_ORCHESTRATOR", ["local", "kubernetes"], {
     default: "local",
     doc: "where tenant workers run; the rows below say which one reads them",

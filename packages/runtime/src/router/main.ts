@@ -68,6 +68,7 @@ const router = await startRouter({
   reachTimeoutMs: config.coldStartWaitMs,
   readiness: () => auth.reachable(),
   corsAllowedOrigins: config.corsAllowedOrigins,
+  metricsToken: config.metricsToken,
 });
 logger.info({ url: router.url, orchestrator: config.orchestrator }, "runtime router ready");
 

@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 import openApi from "@platform/gen/openapi/router.json" with { type: "json" };
-import { createServer, type ServiceTls } from "@platform/rpc";
+import { createServer, ServerMetrics, type ServiceTls } from "@platform/rpc";
 import { type Logger, pino } from "pino";
 import { Controller } from "../controller/controller.ts";
 import { startSweeps } from "../controller/sweeps.ts";
@@ -9,6 +9,7 @@ import { waitServing } from "../health/grpc-health.ts";
 import type { Orchestrator } from "../orchestrator/orchestrator.ts";
 import type { Authenticator } from "./authenticator.ts";
 import { routerInvoke } from "./invoke.ts";
+import { coldStartRecorder, registerWakerMetrics } from "./metrics.ts";
 import { GrpcTenantWorkers, type TenantWorkers } from "./tenant-workers.ts";
 import { TenantWaker } from "./waker.ts";
 
@@ -35,6 +36,8 @@ export interface RouterOptions {
   shutdownTimeoutMs?: number;
   /** Origins whose pages may call the router (CORS_ALLOWED_ORIGINS); default none. */
   corsAllowedOrigins?: readonly string[];
+  /** METRICS_TOKEN: GET /metrics with this bearer token; not served when absent. */
+  metricsToken?: string;
 }
 
 export interface RunningRouter {
@@ -55,12 +58,15 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
   const controller = options.controller ?? new Controller({ orchestrator: options.orchestrator, logger });
   const workers = options.workers ?? new GrpcTenantWorkers(options.tls);
   const sessions = workers instanceof GrpcTenantWorkers ? workers : undefined;
+  const metrics = new ServerMetrics();
   const waker = new TenantWaker({
     controller,
     waitReachable: (url, ms) => waitServing(url, ms, { transport: sessions?.transport(url), tls: options.tls }),
     reachTimeoutMs: options.reachTimeoutMs,
     maxWaitersPerTenant: options.maxWaitersPerTenant,
+    onColdStart: coldStartRecorder(metrics.registry),
   });
+  registerWakerMetrics(metrics.registry, waker);
   const impl: ServiceImpl<typeof RuntimeService> = {
     invoke: routerInvoke({
       auth: options.auth,
@@ -83,6 +89,8 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     logger,
     readiness: options.readiness,
     shutdownTimeoutMs: options.shutdownTimeoutMs,
+    metrics,
+    metricsToken: options.metricsToken,
   });
   const sweeps = options.sweeps === false ? undefined : startSweeps(controller, { logger });
   const { url, port } = await server.listen();

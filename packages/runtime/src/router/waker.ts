@@ -1,5 +1,5 @@
 import { Code, PlatformError } from "@platform/errors";
-import type { EnsureReadyResult } from "../controller/controller.ts";
+import type { EnsureReadyResult, ScaleState } from "../controller/controller.ts";
 
 export interface Target {
   deployName: string;
@@ -21,6 +21,8 @@ export interface WakerOptions {
   /** How long a worker that answered is trusted without asking the controller again. */
   knownForMs?: number;
   now?: () => number;
+  /** A cold start ended (EnsureReady had to create or scale up the worker): for metrics. */
+  onColdStart?: (coldStart: { ms: number; scaleState: ScaleState; reached: boolean }) => void;
 }
 
 interface Flight {
@@ -43,8 +45,8 @@ export class TenantUnavailableError extends PlatformError {
  * it, up to `maxWaitersPerTenant`; the next ones fail at once.
  */
 export class TenantWaker {
-  readonly #o: Required<Omit<WakerOptions, "controller" | "waitReachable">> &
-    Pick<WakerOptions, "controller" | "waitReachable">;
+  readonly #o: Required<Omit<WakerOptions, "controller" | "waitReachable" | "onColdStart">> &
+    Pick<WakerOptions, "controller" | "waitReachable" | "onColdStart">;
   readonly #flights = new Map<string, Flight>();
   readonly #known = new Map<string, { target: Target; until: number }>();
 
@@ -56,6 +58,7 @@ export class TenantWaker {
       maxWaitersPerTenant: options.maxWaitersPerTenant ?? 32,
       knownForMs: options.knownForMs ?? 5_000,
       now: options.now ?? Date.now,
+      onColdStart: options.onColdStart,
     };
   }
 
@@ -83,6 +86,13 @@ export class TenantWaker {
   /** Waiting requests for the tenant (for tests and metrics). */
   waiting(tenantId: string): number {
     return this.#flights.get(tenantId)?.waiters ?? 0;
+  }
+
+  /** Requests waiting on any tenant's wake, and the wakes under way (metrics). */
+  queue(): { waiting: number; wakes: number } {
+    let waiting = 0;
+    for (const f of this.#flights.values()) waiting += f.waiters;
+    return { waiting, wakes: this.#flights.size };
   }
 
   async #join(tenantId: string, orgId: string, mustReach: boolean): Promise<Target> {
@@ -132,7 +142,11 @@ export class TenantWaker {
     if (mustReach || ensured.scaleState !== "running") {
       // At least one probe, even when EnsureReady used up the budget.
       const left = Math.max(1, this.#o.reachTimeoutMs - (this.#o.now() - started));
-      if (!(await this.#o.waitReachable(url, left))) {
+      const reached = await this.#o.waitReachable(url, left);
+      if (ensured.scaleState !== "running") {
+        this.#o.onColdStart?.({ ms: this.#o.now() - started, scaleState: ensured.scaleState, reached });
+      }
+      if (!reached) {
         throw new TenantUnavailableError("tenant worker not reachable within the cold-start wait");
       }
     }
