@@ -33,7 +33,7 @@ const claims = (jwt: string) =>
 const key = () => ({ "idempotency-key": randomUUID() });
 type Json = Record<string, unknown>;
 
-test("every route of the three documents answers what its document says", async () => {
+test("every route of the three documents answers what its document says", async (t) => {
   // --- identity: the owner's day, then the members' and keys' routes ---
   const login = await identity.call("POST", "/v1/auth/login", { body: OWNER, expect: 200 });
   let pair = login.json as Json;
@@ -218,6 +218,43 @@ test("every route of the three documents answers what its document says", async 
     streamMs: 3000,
   });
   await agents.call("GET", "/v1/sessions/{id}", { token, path: { id: sessionId }, expect: 200 });
+
+  // A tool whose policy is `ask`: the run pauses with requires_action until a decision.
+  const asker = (
+    await agents.call("POST", "/v1/agents", {
+      token,
+      body: { name: "asker", slug: `asker-${Date.now()}`, model: "dev/echo", toolPermissions: { bash: "ask" } },
+      expect: 201,
+    })
+  ).json as Json;
+  const asked = (await agents.call("POST", "/v1/sessions", { token, body: { agentId: asker.id }, expect: 201 }))
+    .json as Json;
+  const paused = await agents.call("POST", "/v1/sessions/{id}/messages", {
+    token,
+    path: { id: asked.id as string },
+    body: { messages: [{ role: "user", content: "run: echo asked" }] },
+    expect: 200,
+  });
+  const pause = paused.events!.at(-1)!.data as Json;
+  assert.equal(pause.type, "requires_action", JSON.stringify(paused.events));
+  const calls = (JSON.parse(pause.content as string) as { calls: Json[] }).calls;
+  await agents.call("GET", "/v1/sessions/{id}", { token, path: { id: asked.id as string }, expect: 200 });
+  const decided = await agents.call("POST", "/v1/sessions/{id}/tool-decisions", {
+    token,
+    path: { id: asked.id as string },
+    body: { decisions: calls.map((c) => ({ toolUseId: c.toolUseId, decision: "deny", message: "not now" })) },
+    expect: 200,
+  });
+  assert.equal((decided.json as Json).resumed, true);
+  // The resumed run's events, from the seq the answer names, until its done.
+  const resumed = await agents.call("GET", "/v1/sessions/{id}/events", {
+    token,
+    path: { id: asked.id as string },
+    query: { after: String((decided.json as Json).after) },
+    expect: 200,
+    streamMs: 60_000,
+  });
+  assert.equal((resumed.events!.at(-1)!.data as Json).type, "done", JSON.stringify(resumed.events));
   await agents.call("POST", "/v1/sessions/{id}/cancel", { token, path: { id: sessionId }, expect: 200 });
   await agents.call("POST", "/v1/sessions/{id}/files:write", {
     token,
@@ -271,8 +308,12 @@ test("every route of the three documents answers what its document says", async 
       const [verb, path] = op.split(" ") as [string, string];
       if (!path.startsWith("/v1/")) continue;
       const params = Object.fromEntries([...path.matchAll(/\{([^}]+)\}/g)].map((m) => [m[1]!, randomUUID()]));
-      // No credential: 401 on every route that needs one (identity's public ones answer 400 for an empty body).
-      await walker.call(verb, path, { path: params, body: verb === "GET" ? undefined : {}, expect: 401 });
+      const body = verb === "GET" ? undefined : {};
+      t.diagnostic(`${walker.name}: ${op} walked with refusals only`);
+      // No credential: 401 on every route that needs one.
+      await walker.call(verb, path, { path: params, body, expect: 401 });
+      // The owner, but ids of nothing and an empty body.
+      await walker.call(verb, path, { token, headers: key(), path: params, body, expect: [400, 404, 409] });
     }
     for (const p of ["/livez", "/healthz", "/readyz"]) await walker.call("GET", p, { expect: 200 });
     const served = await walker.call("GET", "/openapi.json", { expect: 200 });
