@@ -11,7 +11,7 @@ import {
   text,
   url,
 } from "@platform/config";
-import { corsAllowedOriginsSetting, metricsTokenSetting } from "@platform/rpc";
+import { corsAllowedOriginsSetting, metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
 
 export { ConfigError };
 
@@ -43,6 +43,8 @@ export type AgentsConfig = {
    */
   sandboxMaxRuntimeMs?: number;
   logLevel: string;
+  /** OTEL_EXPORTER_OTLP_ENDPOINT: where spans are exported (OTLP/HTTP); unset: none. */
+  otelEndpoint?: string;
   /** CORS_ALLOWED_ORIGINS: origins whose pages may call the public port (default none). */
   corsAllowedOrigins?: string[];
   /** METRICS_TOKEN: the bearer token of GET /metrics on both ports; unset: not served. */
@@ -121,6 +123,7 @@ export const AGENTS_SETTINGS = {
   ),
   metricsToken: metricsTokenSetting(),
   logLevel: logLevel(),
+  otelEndpoint: otelEndpointSetting(),
 };
 
 /** Parses the environment; a missing or invalid setting throws ConfigError naming it. */
@@ -144,6 +147,7 @@ export function loadConfig(env: Env = process.env): AgentsConfig {
     sandboxIdleMs: s.sandboxIdleMs,
     sandboxMaxRuntimeMs: s.sandboxMaxRuntimeMs,
     logLevel: s.logLevel,
+    otelEndpoint: s.otelEndpoint,
     corsAllowedOrigins: s.corsAllowedOrigins,
     metricsToken: s.metricsToken,
   };

@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { listSettingsIfAsked } from "@platform/config";
-import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
+import { internalTlsFromEnv, type ServiceTls, startTracing, TlsSettingsError } from "@platform/rpc";
 import pino from "pino";
 import { AGENTS_SETTINGS, ConfigError, loadConfig } from "./config.ts";
 import { createAgentsServer } from "./process.ts";
@@ -25,6 +25,7 @@ try {
 }
 
 const logger = pino({ name: "agents", level: config.logLevel });
+await startTracing({ serviceName: "agents", endpoint: config.otelEndpoint });
 if (!config.databaseUrl) mkdirSync(config.dataDir, { recursive: true });
 const service = await createAgentsServer(config, logger, { internalTls });
 const { url, grpcUrl } = await service.listen();

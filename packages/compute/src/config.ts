@@ -15,7 +15,7 @@ import {
   text,
   url,
 } from "@platform/config";
-import { metricsTokenSetting } from "@platform/rpc";
+import { metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
 import { LIMITS } from "./service/limits.ts";
 import { workspaceSizeBytes } from "./service/workspace-size.ts";
 
@@ -55,6 +55,8 @@ export interface ComputeConfig {
   /** METRICS_TOKEN: the bearer token of GET /metrics; unset: not served. */
   metricsToken?: string;
   logLevel: string;
+  /** OTEL_EXPORTER_OTLP_ENDPOINT: where spans are exported (OTLP/HTTP); unset: none. */
+  otelEndpoint?: string;
 }
 
 /** Every setting of the compute service, in the order `--settings` and the README list them. */
@@ -140,6 +142,7 @@ export const COMPUTE_SETTINGS = {
     "bearer token a scraper must present for `GET /metrics` (Prometheus text format) on `COMPUTE_PORT`, which also asks for a client certificate of the platform CA (any service's, e.g. `operator`); at least 32 characters; unset: `/metrics` is not served (404)",
   ),
   logLevel: logLevel(),
+  otelEndpoint: otelEndpointSetting(),
 };
 
 /** Reads and validates the compute service's environment once, at start-up. */
@@ -164,5 +167,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     sandboxRunAsUser: s.sandboxRunAsUser,
     metricsToken: s.metricsToken,
     logLevel: s.logLevel,
+    otelEndpoint: s.otelEndpoint,
   };
 }

@@ -1,5 +1,5 @@
 import { listSettingsIfAsked } from "@platform/config";
-import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
+import { internalTlsFromEnv, type ServiceTls, startTracing, TlsSettingsError } from "@platform/rpc";
 import { pino } from "pino";
 import { createComputeApp } from "./app.ts";
 import { COMPUTE_SETTINGS, ConfigError, loadConfig } from "./config.ts";
@@ -20,6 +20,7 @@ try {
   throw err;
 }
 const logger = pino({ name: "compute", level: config.logLevel });
+await startTracing({ serviceName: "compute", endpoint: config.otelEndpoint });
 
 let app: Awaited<ReturnType<typeof createComputeApp>>;
 try {

@@ -2,7 +2,7 @@
 // a missing or invalid one exits with status 2 naming it.
 
 import { ConfigError, listSettingsIfAsked } from "@platform/config";
-import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
+import { internalTlsFromEnv, type ServiceTls, startTracing, TlsSettingsError } from "@platform/rpc";
 import { startApp } from "./app.ts";
 import { IDENTITY_SETTINGS, loadSettings } from "./config/settings.ts";
 
@@ -22,6 +22,8 @@ try {
   throw err;
 }
 
+// Before any server starts: every request gets its span (a no-op without an endpoint).
+await startTracing({ serviceName: "identity", endpoint: settings.otelEndpoint });
 const app = await startApp(settings, { internalTls }).catch((err: unknown) => {
   process.stderr.write(`identity: start-up failed: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);

@@ -15,7 +15,7 @@ import {
   url,
   type Values,
 } from "@platform/config";
-import { corsAllowedOriginsSetting, metricsTokenSetting } from "@platform/rpc";
+import { corsAllowedOriginsSetting, metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
 import type { RotationPolicy } from "../keys/signing-keys.ts";
 import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
 
@@ -179,7 +179,7 @@ export const IDENTITY_SETTINGS = {
     doc: "a pooled connection's lifetime",
   }),
   logLevel: logLevel(["debug", "info", "warn", "error"] as const),
-  otelEndpoint: url("OTEL_EXPORTER_OTLP_ENDPOINT", { doc: "read and validated; no trace exporter is wired yet" }),
+  otelEndpoint: otelEndpointSetting(),
   argon2MemoryKiB: int("ARGON2_MEMORY_KIB", {
     default: ARGON2_DEFAULTS.memoryKiB,
     min: 8,

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { custom, type Env, int, oneOf, port, raw, readSettings, text } from "@platform/config";
+import { custom, type Env, int, oneOf, port, raw, readSettings, text, url } from "@platform/config";
 
 /**
  * When a crashed service is started again, and when the launcher stops
@@ -35,6 +35,8 @@ export type LauncherConfig = {
   ownerOrg: string;
   restart: RestartPolicy;
   log: { level: LogLevel; maxFileBytes: number };
+  /** OTEL_EXPORTER_OTLP_ENDPOINT, given to every service (and by the router to its workers); unset: no traces. */
+  otelEndpoint?: string;
 };
 
 const LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
@@ -88,6 +90,10 @@ export const LAUNCHER_SETTINGS = {
     hidden: true,
   },
   maxFileBytes: count("PLATFORM_LOG_MAX_BYTES", 10 * 1024 * 1024, 4096, "a log file this large becomes `<name>.log.1`"),
+  otelEndpoint: url("OTEL_EXPORTER_OTLP_ENDPOINT", {
+    protocols: ["http:", "https:"],
+    doc: "OTLP/HTTP base URL (e.g. `http://127.0.0.1:4318`) every service exports its traces to, passed on to each (and by the router to its tenant workers); unset: no trace export",
+  }),
 };
 
 /** The launcher's settings from the environment and its arguments (`--verbose` only). */
@@ -123,5 +129,6 @@ export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env, argv: r
       level: argv.includes("--verbose") || (!levelSet && s.verbose) ? "debug" : s.logLevel,
       maxFileBytes: s.maxFileBytes,
     },
+    otelEndpoint: s.otelEndpoint,
   };
 }

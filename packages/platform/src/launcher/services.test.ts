@@ -56,3 +56,16 @@ test("a wildcard PLATFORM_HOST is reached on loopback, which every certificate n
   const v6 = platformServices(loadLauncherConfig({ PLATFORM_HOST: "::1" }), secrets, pki.files).endpoints;
   assert.equal(v6.computeGrpc, "https://[::1]:50052");
 });
+
+test("OTEL_EXPORTER_OTLP_ENDPOINT is validated once and given to every service; unset, to none", () => {
+  const endpoint = "http://127.0.0.1:4318";
+  const on = platformServices(loadLauncherConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint }), secrets, pki.files);
+  assert.equal(on.services.length, 4);
+  for (const s of on.services) assert.equal(s.env.OTEL_EXPORTER_OTLP_ENDPOINT, endpoint, s.name);
+  const off = platformServices(loadLauncherConfig({}), secrets, pki.files);
+  for (const s of off.services) assert.equal(s.env.OTEL_EXPORTER_OTLP_ENDPOINT, undefined, s.name);
+  assert.throws(
+    () => loadLauncherConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" }),
+    /OTEL_EXPORTER_OTLP_ENDPOINT/,
+  );
+});

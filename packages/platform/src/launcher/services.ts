@@ -34,7 +34,11 @@ export function platformServices(
     router: url(ports.router),
   };
   // The files under logs/ get info and up (debug with PLATFORM_LOG_LEVEL=debug); the console shows what PLATFORM_LOG_LEVEL asks.
-  const common = { LOG_LEVEL: process.env.LOG_LEVEL ?? (config.log.level === "debug" ? "debug" : "info"), HOST: host };
+  const common = {
+    LOG_LEVEL: process.env.LOG_LEVEL ?? (config.log.level === "debug" ? "debug" : "info"),
+    HOST: host,
+    ...(config.otelEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: config.otelEndpoint } : {}),
+  };
   const worker = tls("runtime-worker");
   const services: ServiceSpec[] = [
     {

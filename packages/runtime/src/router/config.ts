@@ -12,6 +12,7 @@ import {
   text,
 } from "@platform/config";
 import { corsAllowedOriginsSetting, loadServiceTls, metricsTokenSetting, TlsSettingsError } from "@platform/rpc";
+import { otelEndpointSetting } from "@platform/rpc";
 import { internalTlsSetting, internalUrlSetting, type ServiceTls } from "../config/tls.ts";
 
 /** The certificate name the router calls identity and the tenant workers with. */
@@ -28,6 +29,8 @@ export type RouterConfig = {
    */
   tls: ServiceTls | undefined;
   logLevel: string;
+  /** OTEL_EXPORTER_OTLP_ENDPOINT: where spans are exported (OTLP/HTTP), by the router and its local workers; unset: none. */
+  otelEndpoint?: string;
   maxWaitersPerTenant: number;
   /** Cold-start wait for a woken worker (spec: 10 s). */
   coldStartWaitMs: number;
@@ -65,6 +68,9 @@ export const ROUTER_SETTINGS = {
   port: port("ROUTER_PORT", { default: 8080, doc: "the public port" }),
   host: host(),
   logLevel: logLevel(),
+  otelEndpoint: otelEndpointSetting(
+    "OTLP/HTTP base URL traces are exported to (`/v1/traces` is appended), by the router and (local) the workers it starts; unset: no trace export",
+  ),
   maxWaitersPerTenant: int("RUNTIME_MAX_WAITERS_PER_TENANT", {
     default: 32,
     min: 1,

@@ -2,7 +2,7 @@
 // Settings: `--settings` lists them (declared in ./config.ts).
 import { resolve } from "node:path";
 import { ConfigError, listSettingsIfAsked } from "@platform/config";
-import { createServiceTransport } from "@platform/rpc";
+import { createServiceTransport, startTracing } from "@platform/rpc";
 import { pino } from "pino";
 import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
 import type { Orchestrator } from "../orchestrator/orchestrator.ts";
@@ -25,13 +25,19 @@ try {
 }
 
 const logger = pino({ name: "runtime-router", level: config.logLevel });
+await startTracing({ serviceName: "runtime-router", endpoint: config.otelEndpoint });
 
 async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
   if (c.orchestrator === "local") {
     return LocalOrchestrator.open({
       dataDir: resolve(c.dataDir),
       host: c.workerHost,
-      workerEnv: { AGENTS_GRPC_URL: c.agentsUrl, LOG_LEVEL: c.logLevel, ...(c.tls ? {} : { INTERNAL_TLS: "off" }) },
+      workerEnv: {
+        AGENTS_GRPC_URL: c.agentsUrl,
+        LOG_LEVEL: c.logLevel,
+        ...(c.tls ? {} : { INTERNAL_TLS: "off" }),
+        ...(c.otelEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: c.otelEndpoint } : {}),
+      },
       tls: c.tls && c.workerTlsFiles && { client: c.tls, workerFiles: c.workerTlsFiles },
       // Scale-up blocks at most the cold-start wait; the router's reachability
       // wait shares the same budget (see TenantWaker).

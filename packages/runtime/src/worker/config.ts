@@ -1,5 +1,6 @@
 import { ConfigError, custom, type Env, host, logLevel, port, raw, readSettings } from "@platform/config";
 import { isUuid } from "@platform/errors";
+import { otelEndpointSetting } from "@platform/rpc";
 import { internalTlsSetting, internalUrlSetting, type ServiceTls } from "../config/tls.ts";
 
 /** The certificate name a tenant worker serves and calls with. */
@@ -21,6 +22,8 @@ export interface WorkerConfig {
   port: number;
   host: string;
   logLevel: string;
+  /** OTEL_EXPORTER_OTLP_ENDPOINT: where spans are exported (OTLP/HTTP); unset: none. */
+  otelEndpoint?: string;
   /**
    * Exit when stdin closes: the local orchestrator holds the other end, so a
    * worker never outlives its router, even one killed with SIGKILL.
@@ -50,6 +53,9 @@ export const WORKER_SETTINGS = {
   port: port("PORT", { default: 50051, doc: "RuntimeService, for the router only" }),
   host: host("listening address"),
   logLevel: logLevel(),
+  otelEndpoint: otelEndpointSetting(
+    "OTLP/HTTP base URL traces are exported to (the router passes its own on); unset: no trace export",
+  ),
   exitWithStdin: custom("RUNTIME_EXIT_WITH_STDIN", {
     shown: "unset",
     doc: "`1`: exit when stdin closes (the local orchestrator holds the other end)",
