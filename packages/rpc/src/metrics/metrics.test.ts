@@ -3,7 +3,10 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ConfigError } from "@platform/config";
-import { LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
+import { LibraryService, StreamService } from "@platform/gen/rpctest/v1/rpctest_pb";
+import type { NodeRequest } from "../http/node-io.ts";
+import { collectRoutes } from "../transcode/routes.ts";
+import { routeLabeler } from "./route-label.ts";
 import { testServer } from "../testing/fixture.ts";
 import {
   ExpositionError,
@@ -156,6 +159,21 @@ describe("/metrics on a server", () => {
       await Promise.all([a.close(), b.close()]);
     }
   });
+});
+
+test("route labels: templates for requests never routed (shed, refused), within a bounded cache", () => {
+  const routes = collectRoutes([LibraryService, StreamService]);
+  const labels = routeLabeler(routes, new Set(["/rpctest.v1.LibraryService/GetShelf"]), ["/openapi.json"]);
+  const req = (method: string, url: string) => ({ method, url }) as NodeRequest;
+  for (let i = 0; i < 3000; i++) assert.equal(labels.of(req("GET", `/v1/shelves/${i}?x=1`)), "/v1/shelves/{shelf}");
+  assert.equal(labels.of(req("DELETE", "/v1/shelves/1")), "unmatched");
+  assert.equal(labels.of(req("GET", "/v1/files/a/b/c")), "/v1/files/{path=**}");
+  assert.equal(labels.of(req("POST", "/rpctest.v1.LibraryService/GetShelf")), "/rpctest.v1.LibraryService/GetShelf");
+  assert.equal(labels.of(req("POST", "/rpctest.v1.LibraryService/Nope")), "unmatched");
+  assert.equal(labels.of(req("GET", "/openapi.json")), "/openapi.json");
+  const routed = req("GET", "/v1/shelves/9");
+  labels.routed(routed, routes.find((r) => r.template.source === "/v1/echo/{text}")!);
+  assert.equal(labels.of(routed), "/v1/echo/{text}", "what the REST handler matched wins");
 });
 
 test("METRICS_TOKEN: unset is off; short or unprintable tokens are refused", () => {

@@ -83,6 +83,7 @@ export function createServer(options: ServerOptions): Server {
     return values;
   };
   const routes = collectRoutes(options.services.map((s) => s.service));
+  const labels = routeLabeler(routes, connect.byPath, Object.keys(options.documents ?? {}));
   const transport = createDirectTransport({
     services: connect.directServices,
     interceptors,
@@ -110,10 +111,10 @@ export function createServer(options: ServerOptions): Server {
     sseErrorEvent: options.sseErrorEvent,
     shutdown: restShutdown,
     logger: () => currentRequest()?.logger ?? logger,
+    routed: labels.routed,
     sseOpened: (route) => metrics.sseOpened(options.name, route.template.source),
   });
 
-  const routeOf = routeLabeler(routes, connect.byPath, Object.keys(options.documents ?? {}));
   const connections = createConnections({
     onRequest: (req, res) => entry(req, res),
     readHeaderTimeoutMs,
@@ -131,12 +132,12 @@ export function createServer(options: ServerOptions): Server {
       metrics.observeHttp(
         options.name,
         req.method,
-        routeOf(req),
+        labels.of(req),
         res.headersSent ? String(res.statusCode) : "none",
         seconds,
       ),
     spanName: (req) => {
-      const route = routeOf(req);
+      const route = labels.of(req);
       return connect.byPath.has(route) ? route.slice(1) : `${req.method} ${route}`;
     },
     closing: () => connections.closing,

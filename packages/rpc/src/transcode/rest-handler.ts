@@ -49,6 +49,8 @@ export interface RestOptions {
   sseErrorEvent?: (err: PlatformError, method: DescMethodServerStreaming) => Message | undefined;
   /** Aborts open calls when the server shuts down past its grace period. */
   shutdown: ShutdownHooks;
+  /** The request matched `route` (metrics label it by its template). */
+  routed?: (req: NodeRequest, route: Route) => void;
   /** An SSE response began streaming (metrics); the returned function is called once it ends. */
   sseOpened?: (route: Route) => () => void;
 }
@@ -248,6 +250,7 @@ export function createRestHandler(o: RestHandlerDeps) {
       return;
     }
     const { route, values } = found;
+    o.routed?.(req, route);
     let message: Message;
     try {
       const body = await readBody(req, requestLimitOf(route.method, o.bodyLimitBytes));
