@@ -85,7 +85,9 @@ export const ROUTER_SETTINGS = {
   corsAllowedOrigins: corsAllowedOriginsSetting(
     "origins whose pages may call the router (comma-separated); none by default, see `@platform/rpc`",
   ),
-  metricsToken: metricsTokenSetting(),
+  metricsToken: metricsTokenSetting(
+    "bearer token a scraper must present for `GET /metrics` (Prometheus text format) on the router's port and (local) on the tenant workers it starts, which also ask for a certificate of the CA; at least 32 characters; unset: `/metrics` is not served (404)",
+  ),
   orchestrator: oneOf("RUNTIME_ORCHESTRATOR", ["local", "kubernetes"], {
     default: "local",
     doc: "where tenant workers run; the rows below say which one reads them",

@@ -37,6 +37,7 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
         LOG_LEVEL: c.logLevel,
         ...(c.tls ? {} : { INTERNAL_TLS: "off" }),
         ...(c.otelEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: c.otelEndpoint } : {}),
+        ...(c.metricsToken ? { METRICS_TOKEN: c.metricsToken } : {}),
       },
       tls: c.tls && c.workerTlsFiles && { client: c.tls, workerFiles: c.workerTlsFiles },
       // Scale-up blocks at most the cold-start wait; the router's reachability

@@ -1,6 +1,6 @@
 import { ConfigError, custom, type Env, host, logLevel, port, raw, readSettings } from "@platform/config";
 import { isUuid } from "@platform/errors";
-import { otelEndpointSetting } from "@platform/rpc";
+import { metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
 import { internalTlsSetting, internalUrlSetting, type ServiceTls } from "../config/tls.ts";
 
 /** The certificate name a tenant worker serves and calls with. */
@@ -24,6 +24,8 @@ export interface WorkerConfig {
   logLevel: string;
   /** OTEL_EXPORTER_OTLP_ENDPOINT: where spans are exported (OTLP/HTTP); unset: none. */
   otelEndpoint?: string;
+  /** METRICS_TOKEN: the bearer token of GET /metrics; unset: not served. */
+  metricsToken?: string;
   /**
    * Exit when stdin closes: the local orchestrator holds the other end, so a
    * worker never outlives its router, even one killed with SIGKILL.
@@ -55,6 +57,9 @@ export const WORKER_SETTINGS = {
   logLevel: logLevel(),
   otelEndpoint: otelEndpointSetting(
     "OTLP/HTTP base URL traces are exported to (the router passes its own on); unset: no trace export",
+  ),
+  metricsToken: metricsTokenSetting(
+    "bearer token a scraper must present for `GET /metrics` (Prometheus text format) on `PORT`, besides a certificate of the CA (the router passes its own on); unset: not served (404)",
   ),
   exitWithStdin: custom("RUNTIME_EXIT_WITH_STDIN", {
     shown: "unset",

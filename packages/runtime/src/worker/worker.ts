@@ -41,6 +41,7 @@ export async function startWorker(
     host: config.host,
     internal: { tls: config.tls, callers: { [RuntimeService.typeName]: options.callers ?? WORKER_CALLERS } },
     logger,
+    metricsToken: config.metricsToken,
     // The local orchestrator sends SIGKILL 5 s after SIGTERM.
     shutdownTimeoutMs: options.shutdownTimeoutMs ?? 4000,
   });
