@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Code, PlatformError } from "@platform/errors";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
-import { listLimit, requireUuid, validateMessages } from "./validate.ts";
+import { listLimit, requireUuid, validateDecisions, validateMessages, validateToolPermissions } from "./validate.ts";
 
 const invalid = (fn: () => unknown, pattern?: RegExp) =>
   assert.throws(
@@ -49,4 +49,36 @@ test("messages: non-empty, known roles, toolUseId exactly for tool, isError only
   invalid(() => validateMessages([m("user", "x", "", true)]), /isError/);
   invalid(() => validateMessages([m("user", "  ")]), /content/);
   invalid(() => validateMessages(Array.from({ length: 101 }, () => m("user"))), /at most/);
+});
+
+test("toolPermissions: allow/ask only, names bounded, at most 64 entries; the refusal names the entry", () => {
+  assert.deepEqual(validateToolPermissions({ bash: "ask", "docs.search": "allow" }), {
+    bash: "ask",
+    "docs.search": "allow",
+  });
+  invalid(() => validateToolPermissions({ bash: "deny" }), /toolPermissions\["bash"\] must be "allow" or "ask"/);
+  invalid(() => validateToolPermissions({ "": "ask" }), /toolPermissions\[""\]/);
+  invalid(() => validateToolPermissions({ "a b": "ask" }), /toolPermissions\["a b"\]/);
+  invalid(() => validateToolPermissions({ ["x".repeat(129)]: "ask" }), /1 to 128 characters/);
+  assert.doesNotThrow(() => validateToolPermissions({ ["x".repeat(128)]: "ask" }));
+  const many = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`t${i}`, "ask"]));
+  invalid(() => validateToolPermissions(many), /more than 64 entries/);
+});
+
+test("decisions: at least one, allow/deny, each call once, message bounded", () => {
+  assert.deepEqual(validateDecisions([{ toolUseId: "a", decision: "deny", message: "no" }]), [
+    { toolUseId: "a", decision: "deny", message: "no" },
+  ]);
+  invalid(() => validateDecisions([]), /decisions is required/);
+  invalid(() => validateDecisions([{ toolUseId: "", decision: "allow", message: "" }]), /toolUseId is required/);
+  invalid(() => validateDecisions([{ toolUseId: "a", decision: "maybe", message: "" }]), /"allow" or "deny"/);
+  invalid(
+    () =>
+      validateDecisions([
+        { toolUseId: "a", decision: "allow", message: "" },
+        { toolUseId: "a", decision: "deny", message: "" },
+      ]),
+    /answered twice/,
+  );
+  invalid(() => validateDecisions([{ toolUseId: "a", decision: "deny", message: "m".repeat(4097) }]), /4096/);
 });
