@@ -155,6 +155,9 @@ describe("/metrics on a server", () => {
       assert.equal(sampleSum(await scrapeMetrics(`${ua}/metrics`, TOKEN), "platform_http_requests_total", shelf), 1);
       assert.equal(sampleSum(await scrapeMetrics(`${ub}/metrics`, TOKEN), "platform_http_requests_total", shelf), 0);
       assert.notEqual(a.metrics.registry, b.metrics.registry);
+      // Both serve /metrics, so both have their own process metrics; a server without a token has none.
+      assert.ok(sampleSum(await scrapeMetrics(`${ub}/metrics`, TOKEN), "process_cpu_user_seconds_total") > 0);
+      assert.equal((await off.metrics.registry.metrics()).includes("process_cpu"), false);
     } finally {
       await Promise.all([a.close(), b.close()]);
     }

@@ -12,11 +12,16 @@ const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIO
  * default process metrics, and the request families every server of the
  * process records into, told apart by the `server` label. A service adds its
  * own metrics to `registry`; the listeners of one process share one
- * ServerMetrics (ServerOptions.metrics) so one scrape shows all of it.
+ * ServerMetrics (ServerOptions.metrics) so one scrape shows all of it. The
+ * process metrics start with the first server that serves /metrics
+ * (`enableProcessMetrics`): they keep an event-loop-delay timer and a GC
+ * observer running, which a server nobody scrapes (and a test process
+ * with dozens of servers) should not pay for.
  */
 export class ServerMetrics {
   readonly registry = new Registry();
   readonly #inflight = new Map<string, () => number>();
+  #processMetrics = false;
   readonly httpRequests: Counter<"server" | "method" | "route" | "code">;
   readonly httpDuration: Histogram<"server" | "method" | "route" | "code">;
   readonly sseOpen: Gauge<"server" | "route">;
@@ -26,7 +31,6 @@ export class ServerMetrics {
 
   constructor() {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry });
     this.httpRequests = new Counter({
       name: "platform_http_requests_total",
       help: "HTTP requests answered, by listener, method, route template (or procedure path) and status code",
@@ -75,6 +79,13 @@ export class ServerMetrics {
       labelNames: ["server", "service", "method"],
       registers,
     });
+  }
+
+  /** prom-client's default metrics (`process_*`, `nodejs_*`) in this registry, once. */
+  enableProcessMetrics(): void {
+    if (this.#processMetrics) return;
+    this.#processMetrics = true;
+    collectDefaultMetrics({ register: this.registry });
   }
 
   /** A server of this process: its in-flight count is read at each scrape. */

@@ -53,6 +53,7 @@ export function createServer(options: ServerOptions): Server {
   const metrics = options.metrics ?? new ServerMetrics();
   const inflight = new Inflight();
   metrics.attach(options.name, () => inflight.count);
+  if (options.metricsToken) metrics.enableProcessMetrics();
 
   const internalTls = options.internal?.tls;
   const interceptors = [
