@@ -13,6 +13,7 @@ import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { IdentityDouble } from "@platform/identity-client/testing";
 import { ScriptedModel } from "../testing/scripted-model.ts";
+import { scopeOf } from "./scopes.ts";
 
 // Tool permission policies (issue 20 items 1 and 7) through the real
 // service: REST + SSE on the public port, gRPC on the internal one. A call
@@ -452,5 +453,12 @@ describe("requires_action", () => {
       ],
     );
     assert.equal(compute.execCalls.length, execsBefore + 2);
+  });
+
+  test("API keys: answering is driving the session (sessions:run), reading the pending calls is read", () => {
+    // The identity double's API keys do not have the platform's key shape
+    // (the strict bearer check refuses them), so the table is checked here.
+    assert.equal(scopeOf(SessionService.typeName, "SubmitToolDecisions"), "sessions:run");
+    assert.equal(scopeOf(SessionService.typeName, "GetSession"), "read");
   });
 });
