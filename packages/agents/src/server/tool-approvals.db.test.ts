@@ -455,6 +455,34 @@ describe("requires_action", () => {
     assert.equal(compute.execCalls.length, execsBefore + 2);
   });
 
+  test("answered on another replica: that replica resumes the run, a stream on the first follows it to done", async () => {
+    const { caller, session } = await agentAndSession("dev/echo", { bash: "ask" });
+    const paused = (await send(caller.token, session.id, "run: echo elsewhere")).at(-1)!;
+    const id = JSON.parse(paused.data.content).calls[0].toolUseId as string;
+    const other = await createAgentsServer(config, pino({ level: "silent" }), {
+      providers,
+      database,
+      pollMs: 200,
+      internalTls: undefined,
+    });
+    const { url: otherBase } = await other.listen();
+    try {
+      const res = await fetch(`${otherBase}/v1/sessions/${session.id}/tool-decisions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${caller.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ decisions: [{ toolUseId: id, decision: "allow" }] }),
+      });
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.equal(((await res.json()) as Json).resumed, true);
+      // Rejoined on the first replica, which runs nothing of it.
+      const rest = core(await rejoin(caller.token, session.id, paused.id));
+      assert.match(rest[0]!.data.content, /elsewhere/);
+      assert.equal(rest.at(-1)?.data.type, "done");
+    } finally {
+      await other.close();
+    }
+  });
+
   test("API keys: answering is driving the session (sessions:run), reading the pending calls is read", () => {
     // The identity double's API keys do not have the platform's key shape
     // (the strict bearer check refuses them), so the table is checked here.
