@@ -11,7 +11,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Message as Message$1 } from "../../agents/v1/agents_pb.js";
+import type { Message as Message$1, PendingToolCall } from "../../agents/v1/agents_pb.js";
 import { file_agents_v1_agents } from "../../agents/v1/agents_pb.js";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import { file_platform_api_v1_options } from "../../platform/api/v1/options_pb.js";
@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file runtime/v1/runtime.proto.
  */
 export const file_runtime_v1_runtime: GenFile = /*@__PURE__*/
-  fileDesc("ChhydW50aW1lL3YxL3J1bnRpbWUucHJvdG8SCnJ1bnRpbWUudjEibwoNSW52b2tlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSEAoIdHJhY2VfaWQYAyABKAkSJAoIbWVzc2FnZXMYBCADKAsyEi5hZ2VudHMudjEuTWVzc2FnZSIhCg5UZXh0Q2h1bmtFdmVudBIPCgdjb250ZW50GAEgASgJIg8KDVR1cm5Eb25lRXZlbnQiHQoKRXJyb3JFdmVudBIPCgdtZXNzYWdlGAEgASgJItgBCgtJbnZva2VFdmVudBJBCgp0ZXh0X2NodW5rGAEgASgLMhoucnVudGltZS52MS5UZXh0Q2h1bmtFdmVudEIP2vMYCxACGgdjb250ZW50SAASQwoJdHVybl9kb25lGAIgASgLMhkucnVudGltZS52MS5UdXJuRG9uZUV2ZW50QhPa8xgPCgl0dXJuX2RvbmUQASABSAASOAoFZXJyb3IYAyABKAsyFi5ydW50aW1lLnYxLkVycm9yRXZlbnRCD9rzGAsKBWVycm9yEAEgAUgAQgcKBWV2ZW50MogBCg5SdW50aW1lU2VydmljZRJ2CgZJbnZva2USGS5ydW50aW1lLnYxLkludm9rZVJlcXVlc3QaFy5ydW50aW1lLnYxLkludm9rZUV2ZW50IjbS8xgHGgVldmVudILT5JMCJToBKiIgL3YxL3Nlc3Npb25zL3tzZXNzaW9uX2lkfS9pbnZva2UwAWIGcHJvdG8z", [file_agents_v1_agents, file_google_api_annotations, file_platform_api_v1_options]);
+  fileDesc("ChhydW50aW1lL3YxL3J1bnRpbWUucHJvdG8SCnJ1bnRpbWUudjEibwoNSW52b2tlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSEAoIdHJhY2VfaWQYAyABKAkSJAoIbWVzc2FnZXMYBCADKAsyEi5hZ2VudHMudjEuTWVzc2FnZSIhCg5UZXh0Q2h1bmtFdmVudBIPCgdjb250ZW50GAEgASgJIg8KDVR1cm5Eb25lRXZlbnQiHQoKRXJyb3JFdmVudBIPCgdtZXNzYWdlGAEgASgJIkAKE1JlcXVpcmVzQWN0aW9uRXZlbnQSKQoFY2FsbHMYASADKAsyGi5hZ2VudHMudjEuUGVuZGluZ1Rvb2xDYWxsIq8CCgtJbnZva2VFdmVudBJBCgp0ZXh0X2NodW5rGAEgASgLMhoucnVudGltZS52MS5UZXh0Q2h1bmtFdmVudEIP2vMYCxACGgdjb250ZW50SAASQwoJdHVybl9kb25lGAIgASgLMhkucnVudGltZS52MS5UdXJuRG9uZUV2ZW50QhPa8xgPCgl0dXJuX2RvbmUQASABSAASOAoFZXJyb3IYAyABKAsyFi5ydW50aW1lLnYxLkVycm9yRXZlbnRCD9rzGAsKBWVycm9yEAEgAUgAElUKD3JlcXVpcmVzX2FjdGlvbhgEIAEoCzIfLnJ1bnRpbWUudjEuUmVxdWlyZXNBY3Rpb25FdmVudEIZ2vMYFQoPcmVxdWlyZXNfYWN0aW9uEAEgAUgAQgcKBWV2ZW50MogBCg5SdW50aW1lU2VydmljZRJ2CgZJbnZva2USGS5ydW50aW1lLnYxLkludm9rZVJlcXVlc3QaFy5ydW50aW1lLnYxLkludm9rZUV2ZW50IjbS8xgHGgVldmVudILT5JMCJToBKiIgL3YxL3Nlc3Npb25zL3tzZXNzaW9uX2lkfS9pbnZva2UwAWIGcHJvdG8z", [file_agents_v1_agents, file_google_api_annotations, file_platform_api_v1_options]);
 
 /**
  * @generated from message runtime.v1.InvokeRequest
@@ -113,6 +113,27 @@ export const ErrorEventSchema: GenMessage<ErrorEvent> = /*@__PURE__*/
   messageDesc(file_runtime_v1_runtime, 3);
 
 /**
+ * The run waits for a person's answers to these tool calls (the agents
+ * service's `requires_action`): answer them with the agents service's
+ * SubmitToolDecisions, then invoke without messages to follow the resumed run.
+ *
+ * @generated from message runtime.v1.RequiresActionEvent
+ */
+export type RequiresActionEvent = Message<"runtime.v1.RequiresActionEvent"> & {
+  /**
+   * @generated from field: repeated agents.v1.PendingToolCall calls = 1;
+   */
+  calls: PendingToolCall[];
+};
+
+/**
+ * Describes the message runtime.v1.RequiresActionEvent.
+ * Use `create(RequiresActionEventSchema)` to create a new message.
+ */
+export const RequiresActionEventSchema: GenMessage<RequiresActionEvent> = /*@__PURE__*/
+  messageDesc(file_runtime_v1_runtime, 4);
+
+/**
  * @generated from message runtime.v1.InvokeEvent
  */
 export type InvokeEvent = Message<"runtime.v1.InvokeEvent"> & {
@@ -143,6 +164,14 @@ export type InvokeEvent = Message<"runtime.v1.InvokeEvent"> & {
      */
     value: ErrorEvent;
     case: "error";
+  } | {
+    /**
+     * `event: requires_action` with `{"calls": [{"toolUseId", "name", "input"}]}`.
+     *
+     * @generated from field: runtime.v1.RequiresActionEvent requires_action = 4;
+     */
+    value: RequiresActionEvent;
+    case: "requiresAction";
   } | { case: undefined; value?: undefined };
 };
 
@@ -151,7 +180,7 @@ export type InvokeEvent = Message<"runtime.v1.InvokeEvent"> & {
  * Use `create(InvokeEventSchema)` to create a new message.
  */
 export const InvokeEventSchema: GenMessage<InvokeEvent> = /*@__PURE__*/
-  messageDesc(file_runtime_v1_runtime, 4);
+  messageDesc(file_runtime_v1_runtime, 5);
 
 /**
  * @generated from service runtime.v1.RuntimeService

@@ -3,7 +3,7 @@ import { type Message, SessionService } from "@platform/gen/agents/v1/agents_pb"
 import { type CallIdentity, identityHeaders } from "../metadata.ts";
 import type { AgentEvent, AgentsPort } from "./agents-port.ts";
 
-const TERMINAL = new Set(["done", "error"]);
+const TERMINAL = new Set(["done", "error", "requires_action"]);
 
 /** AgentsPort over the agents service's gRPC SessionService. */
 export class ConnectAgentsClient implements AgentsPort {
@@ -37,9 +37,16 @@ export class ConnectAgentsClient implements AgentsPort {
     onOpen?: () => void,
   ): AsyncIterable<AgentEvent> {
     const headers = identityHeaders(call);
-    const { session, events } = await this.#client.getSession({ id: sessionId }, { headers, signal });
+    const { session, events, pendingToolCalls } = await this.#client.getSession({ id: sessionId }, { headers, signal });
     onOpen?.();
-    if (session?.status !== "running") return;
+    if (session?.status !== "running") {
+      // Idle, its run paused on tool calls that still wait for answers: that is what the caller rejoins.
+      if (pendingToolCalls.length > 0) {
+        const calls = pendingToolCalls.map((c) => ({ toolUseId: c.toolUseId, name: c.name, input: c.input }));
+        yield { type: "requires_action", content: JSON.stringify({ calls }) };
+      }
+      return;
+    }
     // The current run starts after the last terminal event of the log.
     let after = 0n;
     for (const e of events) if (TERMINAL.has(e.type) && e.seq > after) after = e.seq;

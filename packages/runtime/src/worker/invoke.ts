@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
+import type { PendingToolCallSchema } from "@platform/gen/agents/v1/agents_pb";
 import type { InvokeEventSchema, InvokeRequest } from "@platform/gen/runtime/v1/runtime_pb";
 import { acceptedId, fromConnectError, isPlatformStatus, openStream } from "@platform/rpc";
 import type { Logger } from "pino";
@@ -23,8 +24,8 @@ export interface WorkerInvokeDeps {
  * RuntimeService.Invoke of the tenant worker: checks the tenant metadata
  * against the worker's own tenant, forwards to the agents service with the
  * caller's credential and context, and maps the agents events:
- * text → text_chunk, done → turn_done, error → error (the stream ends after
- * done or error). tool_use and tool_result have no runtime event and are
+ * text → text_chunk, done → turn_done, error → error, requires_action →
+ * requires_action (the stream ends after each of the last three). tool_use and tool_result have no runtime event and are
  * dropped, as are the log-only message types.
  *
  * With messages it calls SendMessages. Without, it rejoins the session's
@@ -59,6 +60,9 @@ export function workerInvoke(deps: WorkerInvokeDeps) {
             return;
           case "error":
             yield { event: { case: "error", value: { message: e.content || "agent run failed" } } };
+            return;
+          case "requires_action":
+            yield { event: { case: "requiresAction", value: { calls: pendingCalls(e.content) } } };
             return;
           default:
             // tool_use, tool_result, user/assistant/tool: not runtime events.
@@ -112,4 +116,22 @@ function callIdentity(req: InvokeRequest, h: Headers): CallIdentity {
     requestId: acceptedId(req.requestId) ?? acceptedId(h.get(Metadata.requestId)) ?? randomUUID(),
     traceId: acceptedId(req.traceId) ?? acceptedId(h.get(Metadata.traceId)) ?? randomUUID().replaceAll("-", ""),
   };
+}
+
+type PendingToolCallInit = MessageInitShape<typeof PendingToolCallSchema>;
+
+/** The calls of an agents `requires_action` event (`{"calls":[{toolUseId,name,input}]}`); input as JSON text. */
+function pendingCalls(content: string): PendingToolCallInit[] {
+  let calls: unknown;
+  try {
+    calls = (JSON.parse(content) as { calls?: unknown }).calls;
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(calls)) return [];
+  return calls.map((c: { toolUseId?: unknown; name?: unknown; input?: unknown }) => ({
+    toolUseId: String(c.toolUseId ?? ""),
+    name: String(c.name ?? ""),
+    input: typeof c.input === "string" ? c.input : JSON.stringify(c.input ?? {}),
+  }));
 }

@@ -108,6 +108,43 @@ describe("tenant worker", () => {
     ]);
   });
 
+  test("a run paused on tool calls (agents' requires_action) ends the stream with requires_action naming them", async () => {
+    agents.script = () => [
+      { type: "text", content: "let me check" },
+      {
+        type: "requires_action",
+        content: JSON.stringify({ calls: [{ toolUseId: "t1", name: "bash", input: { command: "ls" } }] }),
+      },
+      { type: "text", content: "never" },
+    ];
+    const events = await collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] });
+    assert.deepEqual(
+      events.map((e) => e.case),
+      ["textChunk", "requiresAction"],
+    );
+    const calls = (events[1] as unknown as { calls: Array<{ toolUseId: string; name: string; input: string }> }).calls;
+    assert.deepEqual(
+      calls.map((c) => [c.toolUseId, c.name, JSON.parse(c.input)]),
+      [["t1", "bash", { command: "ls" }]],
+    );
+  });
+
+  test("without messages, a session waiting for tool decisions answers requires_action with its pending calls", async () => {
+    agents.session = {
+      session: { id: SESSION, status: "idle" },
+      events: [],
+      pendingToolCalls: [{ toolUseId: "t2", name: "bash", input: '{"command":"rm -rf x"}' }],
+    };
+    const events = await collect({ sessionId: SESSION });
+    assert.deepEqual(
+      events.map((e) => e.case),
+      ["requiresAction"],
+    );
+    const [call] = (events[0] as unknown as { calls: Array<{ toolUseId: string; input: string }> }).calls;
+    assert.equal(call?.toolUseId, "t2");
+    assert.equal(call?.input, '{"command":"rm -rf x"}');
+  });
+
   for (const key of [Metadata.tenantId, Metadata.orgId, Metadata.userId, Metadata.authorization]) {
     test(`missing ${key} is UNAUTHENTICATED and nothing is forwarded`, async () => {
       await assert.rejects(
