@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { isApiKeyFormat } from "@platform/credentials";
 import { Code, PlatformError } from "@platform/errors";
 import { AuthService } from "@platform/gen/identity/v1/auth_pb";
 import { makeTestPki } from "@platform/pki/testing";
@@ -55,6 +56,7 @@ describe("IdentityClient", () => {
     });
     assert.deepEqual(await client.verifyJwt(person.token), await client.verifyToken(person.token));
     const key = identity.apiKey(["read"]);
+    assert.ok(isApiKeyFormat(key.token), "the double's keys have the services' API key shape");
     const verified = await client.verifyApiKey(key.token);
     assert.deepEqual(verified.scopes, ["read"]);
     assert.equal((await client.verifyToken(key.token)).orgId, key.orgId);

@@ -1,20 +1,18 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import Ajv2020Module from "ajv/dist/2020.js";
+import addFormatsModule from "ajv-formats";
 import type { Schema } from "./json-schema.ts";
 
-// Ajv 8.20.0 and ajv-formats 3.0.1 as @seriousme/openapi-schema-validator
-// depends on them: the same Ajv that validates the document checks the
-// answers against it, without a second copy in the lockfile.
-const fromValidator = createRequire(createRequire(import.meta.url).resolve("@seriousme/openapi-schema-validator"));
-
+/** What the walk uses of Ajv (typed narrowly: Ajv's own types pull in its whole schema model). */
 interface AjvLike {
   addSchema(schema: object, key?: string): unknown;
   addFormat(name: string, format: boolean | RegExp): unknown;
   compile(schema: object): ((data: unknown) => boolean) & { errors?: unknown[] | null };
 }
-const Ajv2020 = fromValidator("ajv/dist/2020.js").default as new (opts: object) => AjvLike;
-const addFormats = fromValidator("ajv-formats").default as (ajv: AjvLike) => void;
+// JSON Schema 2020-12, the dialect of OpenAPI 3.1 (the same Ajv and formats versions the validator uses).
+const Ajv2020 = Ajv2020Module as unknown as new (opts: object) => AjvLike;
+const addFormats = addFormatsModule as unknown as (ajv: AjvLike) => void;
 
 const pointer = (parts: string[]) => parts.map((p) => p.replaceAll("~", "~0").replaceAll("/", "~1")).join("/");
 

@@ -45,7 +45,9 @@ export class IdentityDouble {
 
   /** An API key of the org with these scopes. */
   apiKey(scopes: string[], orgId: string = randomUUID(), userId: string = randomUUID()): Caller {
-    const token = `sk_test_${randomBytes(24).toString("base64url")}`;
+    // The exact shape the services accept (sk_<env>_ and 49 base62 characters); only identity checks the checksum.
+    const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    const token = `sk_test_${Array.from(randomBytes(49), (b) => base62[b % 62]).join("")}`;
     this.#contexts.set(token, create(AuthContextSchema, { userId, orgId, mode: AuthMode.API_KEY, scopes }));
     return { token, userId, orgId };
   }
