@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { listSettingsIfAsked } from "@platform/config";
-import { internalTlsFromEnv, type ServiceTls, startTracing, TlsSettingsError } from "@platform/rpc";
+import { internalTlsFromEnv, requestIdsMixin, type ServiceTls, startTracing, TlsSettingsError } from "@platform/rpc";
 import pino from "pino";
 import { AGENTS_SETTINGS, ConfigError, loadConfig } from "./config.ts";
 import { createAgentsServer } from "./process.ts";
@@ -24,7 +24,7 @@ try {
   throw err;
 }
 
-const logger = pino({ name: "agents", level: config.logLevel });
+const logger = pino({ name: "agents", level: config.logLevel, mixin: requestIdsMixin });
 await startTracing({ serviceName: "agents", endpoint: config.otelEndpoint });
 if (!config.databaseUrl) mkdirSync(config.dataDir, { recursive: true });
 const service = await createAgentsServer(config, logger, { internalTls });

@@ -1,5 +1,5 @@
 import { listSettingsIfAsked } from "@platform/config";
-import { internalTlsFromEnv, type ServiceTls, startTracing, TlsSettingsError } from "@platform/rpc";
+import { internalTlsFromEnv, requestIdsMixin, type ServiceTls, startTracing, TlsSettingsError } from "@platform/rpc";
 import { pino } from "pino";
 import { createComputeApp } from "./app.ts";
 import { COMPUTE_SETTINGS, ConfigError, loadConfig } from "./config.ts";
@@ -19,7 +19,7 @@ try {
   }
   throw err;
 }
-const logger = pino({ name: "compute", level: config.logLevel });
+const logger = pino({ name: "compute", level: config.logLevel, mixin: requestIdsMixin });
 await startTracing({ serviceName: "compute", endpoint: config.otelEndpoint });
 
 let app: Awaited<ReturnType<typeof createComputeApp>>;

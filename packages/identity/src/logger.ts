@@ -1,3 +1,4 @@
+import { requestIdsMixin } from "@platform/rpc";
 import { type DestinationStream, type Logger, pino } from "pino";
 
 /**
@@ -10,6 +11,8 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     {
       name: "identity",
       level,
+      // The request and trace id of the request being served, on every line written for it.
+      mixin: requestIdsMixin,
       redact: {
         paths: [
           "authorization",

@@ -48,6 +48,7 @@ export {
 export type { NodeRequest, NodeResponse } from "./http/node-io.ts";
 export type { InputRefusal } from "./server/input-guard.ts";
 export { errorInterceptor } from "./server/interceptors.ts";
+export { requestIdsMixin } from "./server/log-ids.ts";
 export { findStringViolation, type StringProblem, type StringViolation, stringProblem } from "./server/string-guard.ts";
 export { messageToJson, type OutputJsonOptions } from "./transcode/json.ts";
 export { matchTemplate, type PathTemplate, parseTemplate, TemplateSyntaxError } from "./transcode/path-template.ts";

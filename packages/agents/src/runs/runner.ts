@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Code, PlatformError } from "@platform/errors";
+import { startWorkSpan, type WorkSpan } from "@platform/rpc";
 import type { Logger } from "pino";
 import { readWholeLog } from "../domain/log-pages.ts";
 import type { Agent, AuthContext, MessageInput, NewEvent, Session, ToolDecision, Waiting } from "../domain/model.ts";
@@ -351,6 +352,8 @@ class Run {
   #calls = 0;
   /** The session's sandbox, owned by this run: its pauses, resumes and replacements go to the log. */
   readonly #sandbox: SessionSandbox;
+  /** The model call being read (from call() to the end of #consume): its span. */
+  #modelSpan: WorkSpan | undefined;
   /** The tool call running now, named on the sandbox events it causes. */
   #toolUseId = "";
   #renewal: NodeJS.Timeout | undefined;
@@ -390,17 +393,32 @@ class Run {
   async call(storePatienceMs?: number): Promise<AsyncIterable<ModelEvent>> {
     this.#calls++;
     const { provider, model } = this.providers.resolve(this.agent.model);
-    await this.log.flush(this.abort.signal, storePatienceMs);
-    // In pages: the whole log is read for every model call.
-    const log = (await readWholeLog(this.store, this.auth.orgId, this.session.id))?.events ?? [];
-    const request: ModelRequest = {
-      model,
-      system: this.agent.systemPrompt,
-      messages: historyOf(log),
-      tools: this.toolbox.specs,
-      maxTokens: this.options.maxTokens,
-    };
-    return provider.start(request, this.abort.signal);
+    // OpenTelemetry's GenAI names; the span ends when #consume has read the reply (token counts then).
+    const span = startWorkSpan(`chat ${model}`, {
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": this.agent.model.split("/")[0] ?? "",
+      "gen_ai.request.model": model,
+      "platform.session_id": this.session.id,
+    });
+    try {
+      await this.log.flush(this.abort.signal, storePatienceMs);
+      // In pages: the whole log is read for every model call.
+      const log = (await readWholeLog(this.store, this.auth.orgId, this.session.id))?.events ?? [];
+      const request: ModelRequest = {
+        model,
+        system: this.agent.systemPrompt,
+        messages: historyOf(log),
+        tools: this.toolbox.specs,
+        maxTokens: this.options.maxTokens,
+      };
+      const stream = await span.run(() => provider.start(request, this.abort.signal));
+      this.#modelSpan = span;
+      return stream;
+    } catch (err) {
+      span.fail(err);
+      span.end();
+      throw err;
+    }
   }
 
   /**
@@ -479,13 +497,24 @@ class Run {
       );
       let result: ToolResult;
       this.#toolUseId = call.id;
+      // Its sandbox calls (create, exec, files) are the span's children.
+      const span = startWorkSpan(`execute_tool ${call.name}`, {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+      });
       try {
-        result = await this.toolbox.run(call, this.#sandbox, this.abort.signal, (stream, data) =>
-          output.add(stream, data),
+        result = await span.run(() =>
+          this.toolbox.run(call, this.#sandbox, this.abort.signal, (stream, data) => output.add(stream, data)),
         );
+        if (result.isError) span.set({ "error.type": "tool_error" });
         this.#checkAbort();
         output.end();
+      } catch (err) {
+        span.fail(err);
+        throw err;
       } finally {
+        span.end();
         output.close();
       }
       this.log.publish([{ type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }]);
@@ -526,6 +555,8 @@ class Run {
     const calls: ToolCall[] = [];
     let callIn = 0;
     let callOut = 0;
+    const span = this.#modelSpan;
+    this.#modelSpan = undefined;
     try {
       for await (const event of stream) {
         this.#checkAbort();
@@ -552,9 +583,14 @@ class Run {
             break;
         }
       }
+    } catch (err) {
+      span?.fail(err);
+      throw err;
     } finally {
       this.#tokensIn += callIn;
       this.#tokensOut += callOut;
+      span?.set({ "gen_ai.usage.input_tokens": callIn, "gen_ai.usage.output_tokens": callOut });
+      span?.end();
     }
     return calls;
   }

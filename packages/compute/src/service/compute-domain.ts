@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Code, ComputeReason, PlatformError, requireUuid } from "@platform/errors";
+import { inWorkSpan, startWorkSpan, type WorkSpan } from "@platform/rpc";
 import type { Logger } from "pino";
 import {
   type ExecEvent,
@@ -163,8 +164,14 @@ export class ComputeDomain {
     while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
   }
 
-  async createSandbox(
+  /** In a span (its database writes and the driver's create), named for the trace of the call that asked. */
+  createSandbox(input: CreateSandboxInput): Promise<{ sandboxId: string; status: SandboxState; createdAt: Date }> {
+    return inWorkSpan("sandbox create", { "sandbox.driver": this.driver.name }, (span) => this.create(input, span));
+  }
+
+  private async create(
     input: CreateSandboxInput,
+    span: WorkSpan,
   ): Promise<{ sandboxId: string; status: SandboxState; createdAt: Date }> {
     requireUuid("tenant_id", input.tenantId, ComputeReason.invalidArgument);
     requireUuid("session_id", input.sessionId, ComputeReason.invalidArgument);
@@ -212,6 +219,7 @@ export class ComputeDomain {
       destroyedAt: null,
       totalUsage: null,
     };
+    span.set({ "sandbox.id": record.id });
     await this.store.insert(record);
     this.mountPaths.set(record.id, mountPath);
     this.activity.set(record.id, { idleMs: idleTimeoutMs, busy: 0 });
@@ -285,9 +293,22 @@ export class ComputeDomain {
     }
     // In use from here to the stream's end: no idle pause meanwhile, and a pause asked for now is refused.
     const release = this.hold(input.sandboxId);
+    // The program only: its arguments may hold what the caller would not have in a trace.
+    const span = startWorkSpan("sandbox exec", {
+      "sandbox.id": input.sandboxId,
+      "process.executable.name": input.command,
+    });
     try {
-      yield* this.execRunnable(input, env, timeoutMs);
+      for await (const event of this.execRunnable(input, env, timeoutMs)) {
+        if (event.type === "completed")
+          span.set({ "process.exit.code": event.exitCode, "sandbox.exec.cancelled": event.cancelled });
+        yield event;
+      }
+    } catch (err) {
+      span.fail(err);
+      throw err;
     } finally {
+      span.end();
       release();
     }
   }

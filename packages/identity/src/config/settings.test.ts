@@ -90,7 +90,7 @@ describe("settings", () => {
     failsNaming({ ...base, DB_MAX_CONNS: "0" }, "DB_MAX_CONNS");
     failsNaming({ ...base, DB_MIN_CONNS: "50" }, "DB_MIN_CONNS");
     failsNaming({ ...base, DB_MAX_CONN_LIFETIME: "forever" }, "DB_MAX_CONN_LIFETIME");
-    failsNaming({ ...base, LOG_LEVEL: "trace" }, "LOG_LEVEL");
+    failsNaming({ ...base, LOG_LEVEL: "verbose" }, "LOG_LEVEL");
     failsNaming({ ...base, OTEL_EXPORTER_OTLP_ENDPOINT: "::" }, "OTEL_EXPORTER_OTLP_ENDPOINT");
     failsNaming(
       { ...base, BOOTSTRAP_OWNER_EMAIL: "o@example.com", BOOTSTRAP_ORG_NAME: "x" },

@@ -23,7 +23,7 @@ import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
 export { ConfigError as SettingsError };
 
 export type DeploymentEnv = "dev" | "staging" | "prod";
-export type LogLevel = "debug" | "info" | "warn" | "error";
+export type LogLevel = "trace" | "debug" | "info" | "warn" | "error";
 
 export type Argon2Settings = {
   memoryKiB: number;
@@ -178,7 +178,7 @@ export const IDENTITY_SETTINGS = {
     default: 30 * 60_000,
     doc: "a pooled connection's lifetime",
   }),
-  logLevel: logLevel(["debug", "info", "warn", "error"] as const),
+  logLevel: logLevel(["trace", "debug", "info", "warn", "error"] as const),
   otelEndpoint: otelEndpointSetting(),
   argon2MemoryKiB: int("ARGON2_MEMORY_KIB", {
     default: ARGON2_DEFAULTS.memoryKiB,

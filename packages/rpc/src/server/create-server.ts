@@ -24,6 +24,7 @@ import { Inflight } from "./inflight.ts";
 import { inputGuard } from "./input-guard.ts";
 import { errorInterceptor } from "./interceptors.ts";
 import type { Server, ServerOptions } from "./options.ts";
+import { requestIdsMixin } from "./log-ids.ts";
 import { requestInfoMaker } from "./request-info.ts";
 import { createRequestEntry } from "./requests.ts";
 
@@ -37,7 +38,8 @@ export type { ListenResult, Server, ServerOptions, ServiceRegistration } from ".
  * graceful close.
  */
 export function createServer(options: ServerOptions): Server {
-  const logger = options.logger ?? pino({ name: options.name, level: process.env.LOG_LEVEL ?? "info" });
+  const logger =
+    options.logger ?? pino({ name: options.name, level: process.env.LOG_LEVEL ?? "info", mixin: requestIdsMixin });
   const bodyLimitBytes = options.bodyLimitBytes ?? 1024 * 1024;
   const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   const readHeaderTimeoutMs = options.readHeaderTimeoutMs ?? 5_000;

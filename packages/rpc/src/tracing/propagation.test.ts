@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import type { ServiceImpl } from "@connectrpc/connect";
 import { LibraryService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { pino } from "pino";
 import { createServiceTransport } from "../client.ts";
@@ -25,38 +26,32 @@ describe("trace propagation across createServer and createServiceTransport", () 
   let tracing: Tracing;
   const seenByBack: (string | null)[] = [];
   const logger = pino({ level: "silent" });
+  const backImpl: ServiceImpl<typeof LibraryService> = {
+    ...libraryImpl(createProbe()),
+    echo(req, ctx) {
+      seenByBack.push(ctx.requestHeader.get("traceparent"));
+      return { text: `back:${req.text}` };
+    },
+  };
+  let backUrl = "";
+  const frontImpl: ServiceImpl<typeof LibraryService> = {
+    ...libraryImpl(createProbe()),
+    async echo(req) {
+      const client = createClient(LibraryService, createServiceTransport({ baseUrl: backUrl }));
+      return inWorkSpan("front work", { "test.step": 1 }, () => client.echo({ text: req.text }));
+    },
+  };
   const back = createServer({
     name: "back",
+    envelope: "agents",
     logger,
-    services: [
-      {
-        service: LibraryService,
-        impl: {
-          ...libraryImpl(createProbe()),
-          echo(req, ctx) {
-            seenByBack.push(ctx.requestHeader.get("traceparent"));
-            return { text: `back:${req.text}` };
-          },
-        },
-      },
-    ],
+    services: [{ service: LibraryService, impl: backImpl }],
   });
-  let backUrl = "";
   const front = createServer({
     name: "front",
+    envelope: "agents",
     logger,
-    services: [
-      {
-        service: LibraryService,
-        impl: {
-          ...libraryImpl(createProbe()),
-          async echo(req) {
-            const client = createClient(LibraryService, createServiceTransport({ baseUrl: backUrl }));
-            return inWorkSpan("front work", { "test.step": 1 }, () => client.echo({ text: req.text }));
-          },
-        },
-      },
-    ],
+    services: [{ service: LibraryService, impl: frontImpl }],
   });
   let frontUrl = "";
 
@@ -108,7 +103,7 @@ describe("trace propagation across createServer and createServiceTransport", () 
       body: JSON.stringify({ text: "hi" }),
     });
     assert.equal(res.status, 200);
-    assert.equal((await res.json()).text, "back:hi");
+    assert.equal(((await res.json()) as { text: string }).text, "back:hi");
     assert.equal(res.headers.get("x-trace-id"), traceId);
     const { frontServer } = assertChain(await chainOf(traceId), parent);
     assert.equal(frontServer.name, "POST /v1/echo");

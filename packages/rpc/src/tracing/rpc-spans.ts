@@ -74,15 +74,23 @@ export const clientTraceInterceptor: Interceptor = (next) => async (req) => {
     trace.setSpanContext(active, parent),
   );
   w3c.inject(trace.setSpan(active, span), req.header, setter);
+  let ended = false;
+  const end = (e?: unknown) => {
+    if (ended) return;
+    ended = true;
+    endClient(span, e);
+  };
+  // A reader that stops early (return) does not reach the stream below: the call's abort ends the span.
+  req.signal.addEventListener("abort", () => end(req.signal.reason), { once: true });
   let res: Awaited<ReturnType<typeof next>>;
   try {
     res = await next(req);
   } catch (e) {
-    endClient(span, e);
+    end(e);
     throw e;
   }
   if (!res.stream) {
-    endClient(span);
+    end();
     return res;
   }
   const source = res.message;
@@ -91,13 +99,12 @@ export const clientTraceInterceptor: Interceptor = (next) => async (req) => {
     message: (async function* () {
       try {
         yield* source;
-        endClient(span);
+        end();
       } catch (e) {
-        endClient(span, e);
+        end(e);
         throw e;
       } finally {
-        // A reader that stops early (return) ends the call too.
-        if (span.isRecording()) span.end();
+        end();
       }
     })(),
   };

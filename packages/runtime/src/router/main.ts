@@ -2,7 +2,7 @@
 // Settings: `--settings` lists them (declared in ./config.ts).
 import { resolve } from "node:path";
 import { ConfigError, listSettingsIfAsked } from "@platform/config";
-import { createServiceTransport, startTracing } from "@platform/rpc";
+import { createServiceTransport, requestIdsMixin, startTracing } from "@platform/rpc";
 import { pino } from "pino";
 import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
 import type { Orchestrator } from "../orchestrator/orchestrator.ts";
@@ -24,7 +24,7 @@ try {
   throw err;
 }
 
-const logger = pino({ name: "runtime-router", level: config.logLevel });
+const logger = pino({ name: "runtime-router", level: config.logLevel, mixin: requestIdsMixin });
 await startTracing({ serviceName: "runtime-router", endpoint: config.otelEndpoint });
 
 async function orchestrator(c: RouterConfig): Promise<Orchestrator> {

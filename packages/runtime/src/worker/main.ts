@@ -5,7 +5,7 @@
 // as a spare, the deployment's settings arrive on the IPC channel (./supervisor.ts).
 
 import { ConfigError, listSettingsIfAsked } from "@platform/config";
-import { startTracing } from "@platform/rpc";
+import { requestIdsMixin, startTracing } from "@platform/rpc";
 import { type Logger, pino } from "pino";
 import { internalTls, internalUrl, type ServiceTls } from "../config/tls.ts";
 import { exitsWithStdin, WORKER_SETTINGS, WORKER_TLS_NAME, workerConfig } from "./config.ts";
@@ -65,7 +65,12 @@ async function serve(): Promise<void> {
     process.exit(2);
   }
 
-  logger = pino({ name: "runtime-worker", level: config.logLevel, base: { tenantId: config.tenantId } });
+  logger = pino({
+    name: "runtime-worker",
+    level: config.logLevel,
+    base: { tenantId: config.tenantId },
+    mixin: requestIdsMixin,
+  });
   await startTracing({ serviceName: "runtime-worker", endpoint: config.otelEndpoint });
   server = await startWorker(config, { logger, agents: early?.url === config.agentsUrl ? early.agents : undefined });
   logger.info({ port: server.port }, "tenant worker serving");
