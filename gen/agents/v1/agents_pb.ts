@@ -18,7 +18,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file agents/v1/agents.proto.
  */
 export const file_agents_v1_agents: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEirgIKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj8KEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyJS5hZ2VudHMudjEuQWdlbnQuVG9vbFBlcm1pc3Npb25zRW50cnkaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASK9AQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEAoIbGFzdF9zZXEYBCABKAQSEgoKc2FuZGJveF9pZBgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK4AQoMU2Vzc2lvbkV2ZW50EgsKA3NlcRgBIAEoBBIMCgR0eXBlGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSEQoJdG9rZW5zX2luGAQgASgDEhIKCnRva2Vuc19vdXQYBSABKAMSEwoLdG9vbF91c2VfaWQYBiABKAkSEAoIaXNfZXJyb3IYByABKAgSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiTwoHTWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEwoLdG9vbF91c2VfaWQYAyABKAkSEAoIaXNfZXJyb3IYBCABKAgi3AEKEkNyZWF0ZUFnZW50UmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHNsdWcYAiABKAkSDQoFbW9kZWwYAyABKAkSFQoNc3lzdGVtX3Byb21wdBgEIAEoCRJMChB0b29sX3Blcm1pc3Npb25zGBQgAygLMjIuYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVxdWVzdC5Ub29sUGVybWlzc2lvbnNFbnRyeRo2ChRUb29sUGVybWlzc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjYKE0NyZWF0ZUFnZW50UmVzcG9uc2USHwoFYWdlbnQYASABKAsyEC5hZ2VudHMudjEuQWdlbnQiQAoRTGlzdEFnZW50c1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARINCgVhZnRlchgCIAEoCUIICgZfbGltaXQiUQoSTGlzdEFnZW50c1Jlc3BvbnNlEh8KBWl0ZW1zGAEgAygLMhAuYWdlbnRzLnYxLkFnZW50EhEKBG5leHQYAiABKAlIAIgBAUIHCgVfbmV4dCIdCg9HZXRBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiMwoQR2V0QWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCKqAgoSVXBkYXRlQWdlbnRSZXF1ZXN0EgoKAmlkGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARIRCgRzbHVnGAMgASgJSAGIAQESEgoFbW9kZWwYBCABKAlIAogBARIaCg1zeXN0ZW1fcHJvbXB0GAUgASgJSAOIAQESTAoQdG9vbF9wZXJtaXNzaW9ucxgUIAMoCzIyLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlcXVlc3QuVG9vbFBlcm1pc3Npb25zRW50cnkaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIHCgVfbmFtZUIHCgVfc2x1Z0IICgZfbW9kZWxCEAoOX3N5c3RlbV9wcm9tcHQiNgoTVXBkYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCIgChJEZWxldGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiFQoTRGVsZXRlQWdlbnRSZXNwb25zZSJUChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAkSEAoIYWdlbnRfaWQYAyABKAlCCAoGX2xpbWl0IlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiEKBWl0ZW1zGAEgAygLMhIuYWdlbnRzLnYxLlNlc3Npb24SEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0IiIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSIoChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uIh8KEUdldFNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIpoBChJHZXRTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uEicKBmV2ZW50cxgCIAMoCzIXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQSNgoScGVuZGluZ190b29sX2NhbGxzGBQgAygLMhouYWdlbnRzLnYxLlBlbmRpbmdUb29sQ2FsbCJHChNTZW5kTWVzc2FnZXNSZXF1ZXN0EgoKAmlkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRzLnYxLk1lc3NhZ2UiMAoTU3RyZWFtRXZlbnRzUmVxdWVzdBIKCgJpZBgBIAEoCRINCgVhZnRlchgCIAEoBCIeChBDYW5jZWxSdW5SZXF1ZXN0EgoKAmlkGAEgASgJIiYKEUNhbmNlbFJ1blJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCJDCg9QZW5kaW5nVG9vbENhbGwSEwoLdG9vbF91c2VfaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVpbnB1dBgDIAEoCSJGCgxUb29sRGVjaXNpb24SEwoLdG9vbF91c2VfaWQYASABKAkSEAoIZGVjaXNpb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCSJUChpTdWJtaXRUb29sRGVjaXNpb25zUmVxdWVzdBIKCgJpZBgBIAEoCRIqCglkZWNpc2lvbnMYAiADKAsyFy5hZ2VudHMudjEuVG9vbERlY2lzaW9uImoKG1N1Ym1pdFRvb2xEZWNpc2lvbnNSZXNwb25zZRIrCgdwZW5kaW5nGAEgAygLMhouYWdlbnRzLnYxLlBlbmRpbmdUb29sQ2FsbBIPCgdyZXN1bWVkGAIgASgIEg0KBWFmdGVyGAMgASgEIngKC1Nlc3Npb25GaWxlEgwKBHBhdGgYASABKAkSDAoEc2l6ZRgCIAEoBBIOCgZpc19kaXIYAyABKAgSDAoEbW9kZRgEIAEoDRIvCgttb2RpZmllZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVQoXTGlzdFNlc3Npb25GaWxlc1JlcXVlc3QSCgoCaWQYASABKAkSDAoEcGF0aBgCIAEoCRIRCglyZWN1cnNpdmUYAyABKAgSDQoFbGltaXQYBCABKA0iVAoYTGlzdFNlc3Npb25GaWxlc1Jlc3BvbnNlEiUKBWl0ZW1zGAEgAygLMhYuYWdlbnRzLnYxLlNlc3Npb25GaWxlEhEKCXRydW5jYXRlZBgCIAEoCCJVChZSZWFkU2Vzc2lvbkZpbGVSZXF1ZXN0EgoKAmlkGAEgASgJEgwKBHBhdGgYAiABKAkSDgoGb2Zmc2V0GAMgASgDEhEKCW1heF9ieXRlcxgEIAEoAyJIChdSZWFkU2Vzc2lvbkZpbGVSZXNwb25zZRIMCgRkYXRhGAEgASgMEhIKCnRvdGFsX3NpemUYAiABKAMSCwoDZW9mGAMgASgIIl8KF1dyaXRlU2Vzc2lvbkZpbGVSZXF1ZXN0EgoKAmlkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEZGF0YRgDIAEoDBIOCgZhcHBlbmQYBCABKAgSDAoEbW9kZRgFIAEoDSIxChhXcml0ZVNlc3Npb25GaWxlUmVzcG9uc2USFQoNYnl0ZXNfd3JpdHRlbhgBIAEoAzKgBAoMQWdlbnRTZXJ2aWNlEm8KC0NyZWF0ZUFnZW50Eh0uYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlc3BvbnNlIiHI8xjJAYLT5JMCFjoBKmIFYWdlbnQiCi92MS9hZ2VudHMSXQoKTGlzdEFnZW50cxIcLmFnZW50cy52MS5MaXN0QWdlbnRzUmVxdWVzdBodLmFnZW50cy52MS5MaXN0QWdlbnRzUmVzcG9uc2UiEoLT5JMCDBIKL3YxL2FnZW50cxJjCghHZXRBZ2VudBIaLmFnZW50cy52MS5HZXRBZ2VudFJlcXVlc3QaGy5hZ2VudHMudjEuR2V0QWdlbnRSZXNwb25zZSIegtPkkwIYYgVhZ2VudBIPL3YxL2FnZW50cy97aWR9Em8KC1VwZGF0ZUFnZW50Eh0uYWdlbnRzLnYxLlVwZGF0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlc3BvbnNlIiGC0+STAhs6ASpiBWFnZW50Mg8vdjEvYWdlbnRzL3tpZH0SagoLRGVsZXRlQWdlbnQSHS5hZ2VudHMudjEuRGVsZXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLkRlbGV0ZUFnZW50UmVzcG9uc2UiHMjzGMwBgtPkkwIRKg8vdjEvYWdlbnRzL3tpZH0y8gsKDlNlc3Npb25TZXJ2aWNlEnkKDUNyZWF0ZVNlc3Npb24SHy5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudHMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlIiXI8xjJAYLT5JMCGjoBKmIHc2Vzc2lvbiIML3YxL3Nlc3Npb25zEocBCgxMaXN0U2Vzc2lvbnMSHi5hZ2VudHMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLmFnZW50cy52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZSI2gtPkkwIwWiASHi92MS9hZ2VudHMve2FnZW50X2lkfS9zZXNzaW9ucxIML3YxL3Nlc3Npb25zEnIKDURlbGV0ZVNlc3Npb24SHy5hZ2VudHMudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudHMudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlIh7I8xjMAYLT5JMCEyoRL3YxL3Nlc3Npb25zL3tpZH0SZAoKR2V0U2Vzc2lvbhIcLmFnZW50cy52MS5HZXRTZXNzaW9uUmVxdWVzdBodLmFnZW50cy52MS5HZXRTZXNzaW9uUmVzcG9uc2UiGYLT5JMCExIRL3YxL3Nlc3Npb25zL3tpZH0SuAEKDFNlbmRNZXNzYWdlcxIeLmFnZW50cy52MS5TZW5kTWVzc2FnZXNSZXF1ZXN0GhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJt0vMYRAoDc2VxIAEqBHR5cGUqB2NvbnRlbnQqCXRva2Vuc19pbioKdG9rZW5zX291dCoLdG9vbF91c2VfaWQqCGlzX2Vycm9ygtPkkwIfOgEqIhovdjEvc2Vzc2lvbnMve2lkfS9tZXNzYWdlczABEroBCgxTdHJlYW1FdmVudHMSHi5hZ2VudHMudjEuU3RyZWFtRXZlbnRzUmVxdWVzdBoXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQib9LzGEsKA3NlcRIFYWZ0ZXIgASoEdHlwZSoHY29udGVudCoJdG9rZW5zX2luKgp0b2tlbnNfb3V0Kgt0b29sX3VzZV9pZCoIaXNfZXJyb3KC0+STAhoSGC92MS9zZXNzaW9ucy97aWR9L2V2ZW50czABEmgKCUNhbmNlbFJ1bhIbLmFnZW50cy52MS5DYW5jZWxSdW5SZXF1ZXN0GhwuYWdlbnRzLnYxLkNhbmNlbFJ1blJlc3BvbnNlIiCC0+STAhoiGC92MS9zZXNzaW9ucy97aWR9L2NhbmNlbBKRAQoTU3VibWl0VG9vbERlY2lzaW9ucxIlLmFnZW50cy52MS5TdWJtaXRUb29sRGVjaXNpb25zUmVxdWVzdBomLmFnZW50cy52MS5TdWJtaXRUb29sRGVjaXNpb25zUmVzcG9uc2UiK4LT5JMCJToBKiIgL3YxL3Nlc3Npb25zL3tpZH0vdG9vbC1kZWNpc2lvbnMSfAoQTGlzdFNlc3Npb25GaWxlcxIiLmFnZW50cy52MS5MaXN0U2Vzc2lvbkZpbGVzUmVxdWVzdBojLmFnZW50cy52MS5MaXN0U2Vzc2lvbkZpbGVzUmVzcG9uc2UiH4LT5JMCGRIXL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXMSfgoPUmVhZFNlc3Npb25GaWxlEiEuYWdlbnRzLnYxLlJlYWRTZXNzaW9uRmlsZVJlcXVlc3QaIi5hZ2VudHMudjEuUmVhZFNlc3Npb25GaWxlUmVzcG9uc2UiJILT5JMCHhIcL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXM6cmVhZBKMAQoQV3JpdGVTZXNzaW9uRmlsZRIiLmFnZW50cy52MS5Xcml0ZVNlc3Npb25GaWxlUmVxdWVzdBojLmFnZW50cy52MS5Xcml0ZVNlc3Npb25GaWxlUmVzcG9uc2UiL+DzGICAgAuC0+STAiI6ASoiHS92MS9zZXNzaW9ucy97aWR9L2ZpbGVzOndyaXRlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_platform_api_v1_options]);
+  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEi2QIKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj8KEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyJS5hZ2VudHMudjEuQWdlbnQuVG9vbFBlcm1pc3Npb25zRW50cnkSKQoLbWNwX3NlcnZlcnMYFiADKAsyFC5hZ2VudHMudjEuTWNwU2VydmVyGjYKFFRvb2xQZXJtaXNzaW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSCwoDdXJsGAIgASgJEhQKDGhlYWRlcl9uYW1lcxgDIAMoCSKUAQoOTWNwU2VydmVySW5wdXQSDAoEbmFtZRgBIAEoCRILCgN1cmwYAiABKAkSNwoHaGVhZGVycxgDIAMoCzImLmFnZW50cy52MS5NY3BTZXJ2ZXJJbnB1dC5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEivQEKB1Nlc3Npb24SCgoCaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEhAKCGxhc3Rfc2VxGAQgASgEEhIKCnNhbmRib3hfaWQYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiuAEKDFNlc3Npb25FdmVudBILCgNzZXEYASABKAQSDAoEdHlwZRgCIAEoCRIPCgdjb250ZW50GAMgASgJEhEKCXRva2Vuc19pbhgEIAEoAxISCgp0b2tlbnNfb3V0GAUgASgDEhMKC3Rvb2xfdXNlX2lkGAYgASgJEhAKCGlzX2Vycm9yGAcgASgIEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KB01lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhMKC3Rvb2xfdXNlX2lkGAMgASgJEhAKCGlzX2Vycm9yGAQgASgIIowCChJDcmVhdGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzbHVnGAIgASgJEg0KBW1vZGVsGAMgASgJEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkSTAoQdG9vbF9wZXJtaXNzaW9ucxgUIAMoCzIyLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlcXVlc3QuVG9vbFBlcm1pc3Npb25zRW50cnkSLgoLbWNwX3NlcnZlcnMYFiADKAsyGS5hZ2VudHMudjEuTWNwU2VydmVySW5wdXQaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI2ChNDcmVhdGVBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IkAKEUxpc3RBZ2VudHNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAlCCAoGX2xpbWl0IlEKEkxpc3RBZ2VudHNSZXNwb25zZRIfCgVpdGVtcxgBIAMoCzIQLmFnZW50cy52MS5BZ2VudBIRCgRuZXh0GAIgASgJSACIAQFCBwoFX25leHQiHQoPR2V0QWdlbnRSZXF1ZXN0EgoKAmlkGAEgASgJIjMKEEdldEFnZW50UmVzcG9uc2USHwoFYWdlbnQYASABKAsyEC5hZ2VudHMudjEuQWdlbnQi2gIKElVwZGF0ZUFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCRIRCgRuYW1lGAIgASgJSACIAQESEQoEc2x1ZxgDIAEoCUgBiAEBEhIKBW1vZGVsGAQgASgJSAKIAQESGgoNc3lzdGVtX3Byb21wdBgFIAEoCUgDiAEBEkwKEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyMi5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXF1ZXN0LlRvb2xQZXJtaXNzaW9uc0VudHJ5Ei4KC21jcF9zZXJ2ZXJzGBYgAygLMhkuYWdlbnRzLnYxLk1jcFNlcnZlcklucHV0GjYKFFRvb2xQZXJtaXNzaW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBwoFX25hbWVCBwoFX3NsdWdCCAoGX21vZGVsQhAKDl9zeXN0ZW1fcHJvbXB0IjYKE1VwZGF0ZUFnZW50UmVzcG9uc2USHwoFYWdlbnQYASABKAsyEC5hZ2VudHMudjEuQWdlbnQiIAoSRGVsZXRlQWdlbnRSZXF1ZXN0EgoKAmlkGAEgASgJIhUKE0RlbGV0ZUFnZW50UmVzcG9uc2UiVAoTTGlzdFNlc3Npb25zUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg0KBWFmdGVyGAIgASgJEhAKCGFnZW50X2lkGAMgASgJQggKBl9saW1pdCJVChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIhCgVpdGVtcxgBIAMoCzISLmFnZW50cy52MS5TZXNzaW9uEhEKBG5leHQYAiABKAlIAIgBAUIHCgVfbmV4dCIiChREZWxldGVTZXNzaW9uUmVxdWVzdBIKCgJpZBgBIAEoCSIXChVEZWxldGVTZXNzaW9uUmVzcG9uc2UiKAoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkiPAoVQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudHMudjEuU2Vzc2lvbiIfChFHZXRTZXNzaW9uUmVxdWVzdBIKCgJpZBgBIAEoCSKaAQoSR2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudHMudjEuU2Vzc2lvbhInCgZldmVudHMYAiADKAsyFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50EjYKEnBlbmRpbmdfdG9vbF9jYWxscxgUIAMoCzIaLmFnZW50cy52MS5QZW5kaW5nVG9vbENhbGwiRwoTU2VuZE1lc3NhZ2VzUmVxdWVzdBIKCgJpZBgBIAEoCRIkCghtZXNzYWdlcxgCIAMoCzISLmFnZW50cy52MS5NZXNzYWdlIjAKE1N0cmVhbUV2ZW50c1JlcXVlc3QSCgoCaWQYASABKAkSDQoFYWZ0ZXIYAiABKAQiHgoQQ2FuY2VsUnVuUmVxdWVzdBIKCgJpZBgBIAEoCSImChFDYW5jZWxSdW5SZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiQwoPUGVuZGluZ1Rvb2xDYWxsEhMKC3Rvb2xfdXNlX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFaW5wdXQYAyABKAkiRgoMVG9vbERlY2lzaW9uEhMKC3Rvb2xfdXNlX2lkGAEgASgJEhAKCGRlY2lzaW9uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkiVAoaU3VibWl0VG9vbERlY2lzaW9uc1JlcXVlc3QSCgoCaWQYASABKAkSKgoJZGVjaXNpb25zGAIgAygLMhcuYWdlbnRzLnYxLlRvb2xEZWNpc2lvbiJqChtTdWJtaXRUb29sRGVjaXNpb25zUmVzcG9uc2USKwoHcGVuZGluZxgBIAMoCzIaLmFnZW50cy52MS5QZW5kaW5nVG9vbENhbGwSDwoHcmVzdW1lZBgCIAEoCBINCgVhZnRlchgDIAEoBCJ4CgtTZXNzaW9uRmlsZRIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAQSDgoGaXNfZGlyGAMgASgIEgwKBG1vZGUYBCABKA0SLwoLbW9kaWZpZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlUKF0xpc3RTZXNzaW9uRmlsZXNSZXF1ZXN0EgoKAmlkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEg0KBWxpbWl0GAQgASgNIlQKGExpc3RTZXNzaW9uRmlsZXNSZXNwb25zZRIlCgVpdGVtcxgBIAMoCzIWLmFnZW50cy52MS5TZXNzaW9uRmlsZRIRCgl0cnVuY2F0ZWQYAiABKAgiVQoWUmVhZFNlc3Npb25GaWxlUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoAxIRCgltYXhfYnl0ZXMYBCABKAMiSAoXUmVhZFNlc3Npb25GaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJfChdXcml0ZVNlc3Npb25GaWxlUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGRhdGEYAyABKAwSDgoGYXBwZW5kGAQgASgIEgwKBG1vZGUYBSABKA0iMQoYV3JpdGVTZXNzaW9uRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMyoAQKDEFnZW50U2VydmljZRJvCgtDcmVhdGVBZ2VudBIdLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuQ3JlYXRlQWdlbnRSZXNwb25zZSIhyPMYyQGC0+STAhY6ASpiBWFnZW50IgovdjEvYWdlbnRzEl0KCkxpc3RBZ2VudHMSHC5hZ2VudHMudjEuTGlzdEFnZW50c1JlcXVlc3QaHS5hZ2VudHMudjEuTGlzdEFnZW50c1Jlc3BvbnNlIhKC0+STAgwSCi92MS9hZ2VudHMSYwoIR2V0QWdlbnQSGi5hZ2VudHMudjEuR2V0QWdlbnRSZXF1ZXN0GhsuYWdlbnRzLnYxLkdldEFnZW50UmVzcG9uc2UiHoLT5JMCGGIFYWdlbnQSDy92MS9hZ2VudHMve2lkfRJvCgtVcGRhdGVBZ2VudBIdLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXNwb25zZSIhgtPkkwIbOgEqYgVhZ2VudDIPL3YxL2FnZW50cy97aWR9EmoKC0RlbGV0ZUFnZW50Eh0uYWdlbnRzLnYxLkRlbGV0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5EZWxldGVBZ2VudFJlc3BvbnNlIhzI8xjMAYLT5JMCESoPL3YxL2FnZW50cy97aWR9MvILCg5TZXNzaW9uU2VydmljZRJ5Cg1DcmVhdGVTZXNzaW9uEh8uYWdlbnRzLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRzLnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZSIlyPMYyQGC0+STAho6ASpiB3Nlc3Npb24iDC92MS9zZXNzaW9ucxKHAQoMTGlzdFNlc3Npb25zEh4uYWdlbnRzLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5hZ2VudHMudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiNoLT5JMCMFogEh4vdjEvYWdlbnRzL3thZ2VudF9pZH0vc2Vzc2lvbnMSDC92MS9zZXNzaW9ucxJyCg1EZWxldGVTZXNzaW9uEh8uYWdlbnRzLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRzLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZSIeyPMYzAGC0+STAhMqES92MS9zZXNzaW9ucy97aWR9EmQKCkdldFNlc3Npb24SHC5hZ2VudHMudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5hZ2VudHMudjEuR2V0U2Vzc2lvblJlc3BvbnNlIhmC0+STAhMSES92MS9zZXNzaW9ucy97aWR9ErgBCgxTZW5kTWVzc2FnZXMSHi5hZ2VudHMudjEuU2VuZE1lc3NhZ2VzUmVxdWVzdBoXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQibdLzGEQKA3NlcSABKgR0eXBlKgdjb250ZW50Kgl0b2tlbnNfaW4qCnRva2Vuc19vdXQqC3Rvb2xfdXNlX2lkKghpc19lcnJvcoLT5JMCHzoBKiIaL3YxL3Nlc3Npb25zL3tpZH0vbWVzc2FnZXMwARK6AQoMU3RyZWFtRXZlbnRzEh4uYWdlbnRzLnYxLlN0cmVhbUV2ZW50c1JlcXVlc3QaFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50Im/S8xhLCgNzZXESBWFmdGVyIAEqBHR5cGUqB2NvbnRlbnQqCXRva2Vuc19pbioKdG9rZW5zX291dCoLdG9vbF91c2VfaWQqCGlzX2Vycm9ygtPkkwIaEhgvdjEvc2Vzc2lvbnMve2lkfS9ldmVudHMwARJoCglDYW5jZWxSdW4SGy5hZ2VudHMudjEuQ2FuY2VsUnVuUmVxdWVzdBocLmFnZW50cy52MS5DYW5jZWxSdW5SZXNwb25zZSIggtPkkwIaIhgvdjEvc2Vzc2lvbnMve2lkfS9jYW5jZWwSkQEKE1N1Ym1pdFRvb2xEZWNpc2lvbnMSJS5hZ2VudHMudjEuU3VibWl0VG9vbERlY2lzaW9uc1JlcXVlc3QaJi5hZ2VudHMudjEuU3VibWl0VG9vbERlY2lzaW9uc1Jlc3BvbnNlIiuC0+STAiU6ASoiIC92MS9zZXNzaW9ucy97aWR9L3Rvb2wtZGVjaXNpb25zEnwKEExpc3RTZXNzaW9uRmlsZXMSIi5hZ2VudHMudjEuTGlzdFNlc3Npb25GaWxlc1JlcXVlc3QaIy5hZ2VudHMudjEuTGlzdFNlc3Npb25GaWxlc1Jlc3BvbnNlIh+C0+STAhkSFy92MS9zZXNzaW9ucy97aWR9L2ZpbGVzEn4KD1JlYWRTZXNzaW9uRmlsZRIhLmFnZW50cy52MS5SZWFkU2Vzc2lvbkZpbGVSZXF1ZXN0GiIuYWdlbnRzLnYxLlJlYWRTZXNzaW9uRmlsZVJlc3BvbnNlIiSC0+STAh4SHC92MS9zZXNzaW9ucy97aWR9L2ZpbGVzOnJlYWQSjAEKEFdyaXRlU2Vzc2lvbkZpbGUSIi5hZ2VudHMudjEuV3JpdGVTZXNzaW9uRmlsZVJlcXVlc3QaIy5hZ2VudHMudjEuV3JpdGVTZXNzaW9uRmlsZVJlc3BvbnNlIi/g8xiAgIALgtPkkwIiOgEqIh0vdjEvc2Vzc2lvbnMve2lkfS9maWxlczp3cml0ZWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_platform_api_v1_options]);
 
 /**
  * @generated from message agents.v1.Agent
@@ -72,6 +72,15 @@ export type Agent = Message$1<"agents.v1.Agent"> & {
    * @generated from field: map<string, string> tool_permissions = 20;
    */
   toolPermissions: { [key: string]: string };
+
+  /**
+   * Remote MCP servers (Streamable HTTP) whose tools the model is offered
+   * as `<server>__<tool>` (additive). Their header values are never
+   * returned: each server lists its header names only.
+   *
+   * @generated from field: repeated agents.v1.McpServer mcp_servers = 22;
+   */
+  mcpServers: McpServer[];
 };
 
 /**
@@ -80,6 +89,81 @@ export type Agent = Message$1<"agents.v1.Agent"> & {
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
   messageDesc(file_agents_v1_agents, 0);
+
+/**
+ * A remote MCP server of an agent (Streamable HTTP transport), as returned.
+ *
+ * @generated from message agents.v1.McpServer
+ */
+export type McpServer = Message$1<"agents.v1.McpServer"> & {
+  /**
+   * 1 to 32 characters of [a-z0-9_-], no `__`, not ending with `_`; unique
+   * per agent. The prefix of its tools' names: `<name>__<tool>`.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * http or https URL, at most 2048 characters, returned as given: put
+   * credentials in headers, not in the URL.
+   *
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * The names of its stored headers; their values are never returned.
+   *
+   * @generated from field: repeated string header_names = 3;
+   */
+  headerNames: string[];
+};
+
+/**
+ * Describes the message agents.v1.McpServer.
+ * Use `create(McpServerSchema)` to create a new message.
+ */
+export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 1);
+
+/**
+ * An MCP server as a create or update gives it.
+ *
+ * @generated from message agents.v1.McpServerInput
+ */
+export type McpServerInput = Message$1<"agents.v1.McpServerInput"> & {
+  /**
+   * See McpServer.name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * See McpServer.url. On update, empty removes the server of this name.
+   *
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * Write-only: sent with every request to the server (e.g.
+   * `Authorization`), stored encrypted, never returned. At most 16, names
+   * of 1 to 64 characters of [A-Za-z0-9-], values of at most 4096
+   * characters without CR, LF or NUL.
+   *
+   * @generated from field: map<string, string> headers = 3;
+   */
+  headers: { [key: string]: string };
+};
+
+/**
+ * Describes the message agents.v1.McpServerInput.
+ * Use `create(McpServerInputSchema)` to create a new message.
+ */
+export const McpServerInputSchema: GenMessage<McpServerInput> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 2);
 
 /**
  * @generated from message agents.v1.Session
@@ -132,7 +216,7 @@ export type Session = Message$1<"agents.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 1);
+  messageDesc(file_agents_v1_agents, 3);
 
 /**
  * One element of a session's event log, and one SSE event of a stream.
@@ -214,7 +298,7 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
  * Use `create(SessionEventSchema)` to create a new message.
  */
 export const SessionEventSchema: GenMessage<SessionEvent> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 2);
+  messageDesc(file_agents_v1_agents, 4);
 
 /**
  * @generated from message agents.v1.Message
@@ -252,7 +336,7 @@ export type Message = Message$1<"agents.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 3);
+  messageDesc(file_agents_v1_agents, 5);
 
 /**
  * @generated from message agents.v1.CreateAgentRequest
@@ -285,6 +369,13 @@ export type CreateAgentRequest = Message$1<"agents.v1.CreateAgentRequest"> & {
    * @generated from field: map<string, string> tool_permissions = 20;
    */
   toolPermissions: { [key: string]: string };
+
+  /**
+   * At most 8 MCP servers, names unique (see McpServer).
+   *
+   * @generated from field: repeated agents.v1.McpServerInput mcp_servers = 22;
+   */
+  mcpServers: McpServerInput[];
 };
 
 /**
@@ -292,7 +383,7 @@ export type CreateAgentRequest = Message$1<"agents.v1.CreateAgentRequest"> & {
  * Use `create(CreateAgentRequestSchema)` to create a new message.
  */
 export const CreateAgentRequestSchema: GenMessage<CreateAgentRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 4);
+  messageDesc(file_agents_v1_agents, 6);
 
 /**
  * @generated from message agents.v1.CreateAgentResponse
@@ -309,7 +400,7 @@ export type CreateAgentResponse = Message$1<"agents.v1.CreateAgentResponse"> & {
  * Use `create(CreateAgentResponseSchema)` to create a new message.
  */
 export const CreateAgentResponseSchema: GenMessage<CreateAgentResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 5);
+  messageDesc(file_agents_v1_agents, 7);
 
 /**
  * @generated from message agents.v1.ListAgentsRequest
@@ -335,7 +426,7 @@ export type ListAgentsRequest = Message$1<"agents.v1.ListAgentsRequest"> & {
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 6);
+  messageDesc(file_agents_v1_agents, 8);
 
 /**
  * @generated from message agents.v1.ListAgentsResponse
@@ -359,7 +450,7 @@ export type ListAgentsResponse = Message$1<"agents.v1.ListAgentsResponse"> & {
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 7);
+  messageDesc(file_agents_v1_agents, 9);
 
 /**
  * @generated from message agents.v1.GetAgentRequest
@@ -376,7 +467,7 @@ export type GetAgentRequest = Message$1<"agents.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 8);
+  messageDesc(file_agents_v1_agents, 10);
 
 /**
  * @generated from message agents.v1.GetAgentResponse
@@ -393,7 +484,7 @@ export type GetAgentResponse = Message$1<"agents.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 9);
+  messageDesc(file_agents_v1_agents, 11);
 
 /**
  * @generated from message agents.v1.UpdateAgentRequest
@@ -431,6 +522,16 @@ export type UpdateAgentRequest = Message$1<"agents.v1.UpdateAgentRequest"> & {
    * @generated from field: map<string, string> tool_permissions = 20;
    */
   toolPermissions: { [key: string]: string };
+
+  /**
+   * Merged into the agent's MCP servers by name: each entry replaces the
+   * server of that name (headers included: absent headers are removed) or
+   * adds it; an entry with an empty `url` removes the server of its name.
+   * Empty: unchanged.
+   *
+   * @generated from field: repeated agents.v1.McpServerInput mcp_servers = 22;
+   */
+  mcpServers: McpServerInput[];
 };
 
 /**
@@ -438,7 +539,7 @@ export type UpdateAgentRequest = Message$1<"agents.v1.UpdateAgentRequest"> & {
  * Use `create(UpdateAgentRequestSchema)` to create a new message.
  */
 export const UpdateAgentRequestSchema: GenMessage<UpdateAgentRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 10);
+  messageDesc(file_agents_v1_agents, 12);
 
 /**
  * @generated from message agents.v1.UpdateAgentResponse
@@ -455,7 +556,7 @@ export type UpdateAgentResponse = Message$1<"agents.v1.UpdateAgentResponse"> & {
  * Use `create(UpdateAgentResponseSchema)` to create a new message.
  */
 export const UpdateAgentResponseSchema: GenMessage<UpdateAgentResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 11);
+  messageDesc(file_agents_v1_agents, 13);
 
 /**
  * @generated from message agents.v1.DeleteAgentRequest
@@ -472,7 +573,7 @@ export type DeleteAgentRequest = Message$1<"agents.v1.DeleteAgentRequest"> & {
  * Use `create(DeleteAgentRequestSchema)` to create a new message.
  */
 export const DeleteAgentRequestSchema: GenMessage<DeleteAgentRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 12);
+  messageDesc(file_agents_v1_agents, 14);
 
 /**
  * @generated from message agents.v1.DeleteAgentResponse
@@ -485,7 +586,7 @@ export type DeleteAgentResponse = Message$1<"agents.v1.DeleteAgentResponse"> & {
  * Use `create(DeleteAgentResponseSchema)` to create a new message.
  */
 export const DeleteAgentResponseSchema: GenMessage<DeleteAgentResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 13);
+  messageDesc(file_agents_v1_agents, 15);
 
 /**
  * @generated from message agents.v1.ListSessionsRequest
@@ -518,7 +619,7 @@ export type ListSessionsRequest = Message$1<"agents.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 14);
+  messageDesc(file_agents_v1_agents, 16);
 
 /**
  * @generated from message agents.v1.ListSessionsResponse
@@ -542,7 +643,7 @@ export type ListSessionsResponse = Message$1<"agents.v1.ListSessionsResponse"> &
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 15);
+  messageDesc(file_agents_v1_agents, 17);
 
 /**
  * @generated from message agents.v1.DeleteSessionRequest
@@ -559,7 +660,7 @@ export type DeleteSessionRequest = Message$1<"agents.v1.DeleteSessionRequest"> &
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
 export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 16);
+  messageDesc(file_agents_v1_agents, 18);
 
 /**
  * @generated from message agents.v1.DeleteSessionResponse
@@ -572,7 +673,7 @@ export type DeleteSessionResponse = Message$1<"agents.v1.DeleteSessionResponse">
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
 export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 17);
+  messageDesc(file_agents_v1_agents, 19);
 
 /**
  * @generated from message agents.v1.CreateSessionRequest
@@ -589,7 +690,7 @@ export type CreateSessionRequest = Message$1<"agents.v1.CreateSessionRequest"> &
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 18);
+  messageDesc(file_agents_v1_agents, 20);
 
 /**
  * @generated from message agents.v1.CreateSessionResponse
@@ -606,7 +707,7 @@ export type CreateSessionResponse = Message$1<"agents.v1.CreateSessionResponse">
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 19);
+  messageDesc(file_agents_v1_agents, 21);
 
 /**
  * @generated from message agents.v1.GetSessionRequest
@@ -623,7 +724,7 @@ export type GetSessionRequest = Message$1<"agents.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 20);
+  messageDesc(file_agents_v1_agents, 22);
 
 /**
  * @generated from message agents.v1.GetSessionResponse
@@ -653,7 +754,7 @@ export type GetSessionResponse = Message$1<"agents.v1.GetSessionResponse"> & {
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 21);
+  messageDesc(file_agents_v1_agents, 23);
 
 /**
  * @generated from message agents.v1.SendMessagesRequest
@@ -677,7 +778,7 @@ export type SendMessagesRequest = Message$1<"agents.v1.SendMessagesRequest"> & {
  * Use `create(SendMessagesRequestSchema)` to create a new message.
  */
 export const SendMessagesRequestSchema: GenMessage<SendMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 22);
+  messageDesc(file_agents_v1_agents, 24);
 
 /**
  * @generated from message agents.v1.StreamEventsRequest
@@ -701,7 +802,7 @@ export type StreamEventsRequest = Message$1<"agents.v1.StreamEventsRequest"> & {
  * Use `create(StreamEventsRequestSchema)` to create a new message.
  */
 export const StreamEventsRequestSchema: GenMessage<StreamEventsRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 23);
+  messageDesc(file_agents_v1_agents, 25);
 
 /**
  * @generated from message agents.v1.CancelRunRequest
@@ -718,7 +819,7 @@ export type CancelRunRequest = Message$1<"agents.v1.CancelRunRequest"> & {
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 24);
+  messageDesc(file_agents_v1_agents, 26);
 
 /**
  * @generated from message agents.v1.CancelRunResponse
@@ -737,7 +838,7 @@ export type CancelRunResponse = Message$1<"agents.v1.CancelRunResponse"> & {
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 25);
+  messageDesc(file_agents_v1_agents, 27);
 
 /**
  * A tool call waiting for a person's answer (named by `requires_action`).
@@ -770,7 +871,7 @@ export type PendingToolCall = Message$1<"agents.v1.PendingToolCall"> & {
  * Use `create(PendingToolCallSchema)` to create a new message.
  */
 export const PendingToolCallSchema: GenMessage<PendingToolCall> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 26);
+  messageDesc(file_agents_v1_agents, 28);
 
 /**
  * @generated from message agents.v1.ToolDecision
@@ -803,7 +904,7 @@ export type ToolDecision = Message$1<"agents.v1.ToolDecision"> & {
  * Use `create(ToolDecisionSchema)` to create a new message.
  */
 export const ToolDecisionSchema: GenMessage<ToolDecision> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 27);
+  messageDesc(file_agents_v1_agents, 29);
 
 /**
  * @generated from message agents.v1.SubmitToolDecisionsRequest
@@ -831,7 +932,7 @@ export type SubmitToolDecisionsRequest = Message$1<"agents.v1.SubmitToolDecision
  * Use `create(SubmitToolDecisionsRequestSchema)` to create a new message.
  */
 export const SubmitToolDecisionsRequestSchema: GenMessage<SubmitToolDecisionsRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 28);
+  messageDesc(file_agents_v1_agents, 30);
 
 /**
  * @generated from message agents.v1.SubmitToolDecisionsResponse
@@ -864,7 +965,7 @@ export type SubmitToolDecisionsResponse = Message$1<"agents.v1.SubmitToolDecisio
  * Use `create(SubmitToolDecisionsResponseSchema)` to create a new message.
  */
 export const SubmitToolDecisionsResponseSchema: GenMessage<SubmitToolDecisionsResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 29);
+  messageDesc(file_agents_v1_agents, 31);
 
 /**
  * One entry of a workspace directory listing.
@@ -909,7 +1010,7 @@ export type SessionFile = Message$1<"agents.v1.SessionFile"> & {
  * Use `create(SessionFileSchema)` to create a new message.
  */
 export const SessionFileSchema: GenMessage<SessionFile> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 30);
+  messageDesc(file_agents_v1_agents, 32);
 
 /**
  * @generated from message agents.v1.ListSessionFilesRequest
@@ -947,7 +1048,7 @@ export type ListSessionFilesRequest = Message$1<"agents.v1.ListSessionFilesReque
  * Use `create(ListSessionFilesRequestSchema)` to create a new message.
  */
 export const ListSessionFilesRequestSchema: GenMessage<ListSessionFilesRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 31);
+  messageDesc(file_agents_v1_agents, 33);
 
 /**
  * @generated from message agents.v1.ListSessionFilesResponse
@@ -971,7 +1072,7 @@ export type ListSessionFilesResponse = Message$1<"agents.v1.ListSessionFilesResp
  * Use `create(ListSessionFilesResponseSchema)` to create a new message.
  */
 export const ListSessionFilesResponseSchema: GenMessage<ListSessionFilesResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 32);
+  messageDesc(file_agents_v1_agents, 34);
 
 /**
  * @generated from message agents.v1.ReadSessionFileRequest
@@ -1011,7 +1112,7 @@ export type ReadSessionFileRequest = Message$1<"agents.v1.ReadSessionFileRequest
  * Use `create(ReadSessionFileRequestSchema)` to create a new message.
  */
 export const ReadSessionFileRequestSchema: GenMessage<ReadSessionFileRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 33);
+  messageDesc(file_agents_v1_agents, 35);
 
 /**
  * @generated from message agents.v1.ReadSessionFileResponse
@@ -1042,7 +1143,7 @@ export type ReadSessionFileResponse = Message$1<"agents.v1.ReadSessionFileRespon
  * Use `create(ReadSessionFileResponseSchema)` to create a new message.
  */
 export const ReadSessionFileResponseSchema: GenMessage<ReadSessionFileResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 34);
+  messageDesc(file_agents_v1_agents, 36);
 
 /**
  * @generated from message agents.v1.WriteSessionFileRequest
@@ -1089,7 +1190,7 @@ export type WriteSessionFileRequest = Message$1<"agents.v1.WriteSessionFileReque
  * Use `create(WriteSessionFileRequestSchema)` to create a new message.
  */
 export const WriteSessionFileRequestSchema: GenMessage<WriteSessionFileRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 35);
+  messageDesc(file_agents_v1_agents, 37);
 
 /**
  * @generated from message agents.v1.WriteSessionFileResponse
@@ -1106,7 +1207,7 @@ export type WriteSessionFileResponse = Message$1<"agents.v1.WriteSessionFileResp
  * Use `create(WriteSessionFileResponseSchema)` to create a new message.
  */
 export const WriteSessionFileResponseSchema: GenMessage<WriteSessionFileResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 36);
+  messageDesc(file_agents_v1_agents, 38);
 
 /**
  * @generated from service agents.v1.AgentService
