@@ -46,7 +46,7 @@ export async function freePort(host: string): Promise<number> {
  * directory. Internal hops are plaintext (INTERNAL_TLS=off): these tests are
  * about the public surfaces the CLI uses.
  */
-export async function startPlatform(): Promise<PlatformStack> {
+export async function startPlatform(options: { env?: Record<string, string> } = {}): Promise<PlatformStack> {
   const host = "127.0.0.1";
   const dataDir = mkdtempSync(join(tmpdir(), "platform-cli-"));
   // The sandbox's mapped user must traverse it (mkdtemp makes 0700).
@@ -71,6 +71,8 @@ export async function startPlatform(): Promise<PlatformStack> {
     LOG_LEVEL: "warn",
     HOST: host,
     INTERNAL_TLS: "off",
+    // Settings every service is given (e.g. CORS_ALLOWED_ORIGINS for a browser test's page).
+    ...options.env,
   };
   const procs: Proc[] = [];
   const start = (name: string, entry: string, env: Record<string, string>) => {
