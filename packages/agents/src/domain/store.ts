@@ -1,14 +1,28 @@
-import type { Agent, NewEvent, Page, Session, SessionEvent, ToolDecision, ToolPermissions, Waiting } from "./model.ts";
+import type {
+  Agent,
+  ClientTool,
+  NewEvent,
+  Page,
+  Session,
+  SessionEvent,
+  ToolDecision,
+  ToolPermissions,
+  Waiting,
+} from "./model.ts";
 
-export type NewAgent = Omit<Agent, "id" | "createdAt" | "updatedAt" | "toolPermissions"> & {
+export type NewAgent = Omit<Agent, "id" | "createdAt" | "updatedAt" | "toolPermissions" | "clientTools"> & {
   /** Absent: none (every tool `allow`). */
   toolPermissions?: ToolPermissions;
+  /** Absent: none. */
+  clientTools?: readonly ClientTool[];
 };
 
 /** The fields an update sets; absent ones stay as they are. */
 export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "systemPrompt">> & {
   /** Merged into the agent's policies (each named tool's entry replaced). */
   toolPermissions?: ToolPermissions;
+  /** The agent's client tools from now on (the domain merged them with the current ones). */
+  clientTools?: readonly ClientTool[];
 };
 
 /**

@@ -73,10 +73,20 @@ export function validateToolPermissions(input: Readonly<Record<string, string>>)
 
 export const MAX_DECISION_MESSAGE = 4096;
 
-/** The decisions of one SubmitToolDecisions request: at least one, each a distinct call, `allow` or `deny`. */
-export function validateDecisions(
-  decisions: readonly { toolUseId: string; decision: string; message: string }[],
-): ToolDecision[] {
+/** A decision as a request gives it: `result` answers a client tool's call. */
+export type DecisionInput = {
+  toolUseId: string;
+  decision: string;
+  message: string;
+  result?: { content: string; isError: boolean };
+};
+
+/**
+ * The decisions of one SubmitToolDecisions request: at least one, each a
+ * distinct call, `allow` or `deny`, or a client tool's `result` (decision
+ * empty or `result`).
+ */
+export function validateDecisions(decisions: readonly DecisionInput[]): ToolDecision[] {
   if (decisions.length === 0) throw PlatformError.invalidArgument("decisions is required and must not be empty");
   if (decisions.length > MAX_MESSAGES)
     throw PlatformError.invalidArgument(`at most ${MAX_MESSAGES} decisions per request`);
@@ -86,8 +96,26 @@ export function validateDecisions(
     if (seen.has(d.toolUseId))
       throw PlatformError.invalidArgument(`decisions[${i}].toolUseId ${d.toolUseId} is answered twice`);
     seen.add(d.toolUseId);
+    if (d.result !== undefined) {
+      if (d.decision !== "" && d.decision !== "result")
+        throw PlatformError.invalidArgument(
+          `decisions[${i}]: a result answers a client tool's call; its decision is empty or "result", not "${d.decision.slice(0, 64)}"`,
+        );
+      if (Buffer.byteLength(d.result.content) > MAX_MESSAGE_BYTES)
+        throw PlatformError.invalidArgument(`decisions[${i}].result.content is larger than ${MAX_MESSAGE_BYTES} bytes`);
+      return {
+        toolUseId: d.toolUseId,
+        decision: "result",
+        message: "",
+        result: { content: d.result.content, isError: d.result.isError },
+      };
+    }
+    if (d.decision === "result")
+      throw PlatformError.invalidArgument(`decisions[${i}].result is required when decision is "result"`);
     if (d.decision !== "allow" && d.decision !== "deny")
-      throw PlatformError.invalidArgument(`decisions[${i}].decision must be "allow" or "deny"`);
+      throw PlatformError.invalidArgument(
+        `decisions[${i}].decision must be "allow" or "deny" (or a result for a client tool's call)`,
+      );
     if (d.message.length > MAX_DECISION_MESSAGE)
       throw PlatformError.invalidArgument(`decisions[${i}].message is longer than ${MAX_DECISION_MESSAGE} characters`);
     return { toolUseId: d.toolUseId, decision: d.decision, message: d.message };

@@ -23,6 +23,11 @@ export function agentToProto(a: Agent): AgentMsg {
     model: a.model,
     systemPrompt: a.systemPrompt,
     toolPermissions: { ...a.toolPermissions },
+    clientTools: a.clientTools.map((t) => ({
+      name: t.name,
+      description: t.description,
+      inputSchema: JSON.stringify(t.inputSchema),
+    })),
     createdAt: timestampFromDate(a.createdAt),
     updatedAt: timestampFromDate(a.updatedAt),
   });
@@ -64,5 +69,10 @@ export function sessionFileToProto(e: WorkspaceEntry): SessionFileMsg {
 }
 
 export function pendingCallToProto(c: PendingCall): PendingToolCallMsg {
-  return create(PendingToolCallSchema, { toolUseId: c.toolUseId, name: c.name, input: JSON.stringify(c.input) });
+  return create(PendingToolCallSchema, {
+    toolUseId: c.toolUseId,
+    name: c.name,
+    input: JSON.stringify(c.input),
+    kind: c.kind ?? "",
+  });
 }

@@ -161,6 +161,7 @@ describe("REST: agents", () => {
     });
     assert.equal(res.status, 201);
     assert.deepEqual(Object.keys(res.json).sort(), [
+      "clientTools",
       "createdAt",
       "id",
       "model",
@@ -172,6 +173,7 @@ describe("REST: agents", () => {
     ]);
     assert.equal(res.json.systemPrompt, "You code.");
     assert.deepEqual(res.json.toolPermissions, {}, "every tool allowed, as before the field existed");
+    assert.deepEqual(res.json.clientTools, [], "no client tools unless declared");
     assert.ok(!Number.isNaN(Date.parse(res.json.createdAt)));
     const got = await call("GET", `/v1/agents/${res.json.id}`, { token });
     assert.equal(got.status, 200);

@@ -29,10 +29,10 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
       return { agent: agentToProto(await domain.getAgent(authOf(ctx), req.id)) };
     },
     async updateAgent(req, ctx) {
-      const { id, name, slug, model, systemPrompt, toolPermissions } = req;
+      const { id, name, slug, model, systemPrompt, toolPermissions, clientTools } = req;
       return {
         agent: agentToProto(
-          await domain.updateAgent(authOf(ctx), id, { name, slug, model, systemPrompt, toolPermissions }),
+          await domain.updateAgent(authOf(ctx), id, { name, slug, model, systemPrompt, toolPermissions, clientTools }),
         ),
       };
     },
