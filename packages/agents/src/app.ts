@@ -23,6 +23,7 @@ import { Reaper } from "./runs/reaper.ts";
 import { Runner } from "./runs/runner.ts";
 import { authInterceptor } from "./server/auth.ts";
 import { agentService, sessionService } from "./server/services.ts";
+import { HeaderSecrets } from "./tools/mcp/secrets.ts";
 import { Toolbox } from "./tools/toolbox.ts";
 
 export type AgentsAppOptions = {
@@ -37,6 +38,8 @@ export type AgentsAppOptions = {
   toolOutputLimitBytes?: number;
   maxModelCalls?: number;
   maxTokens?: number;
+  /** AGENTS_SECRETS_KEY (32 bytes): seals MCP servers' header values; absent: servers with headers are refused. */
+  secretsKey?: Buffer;
   runLeaseMs?: number;
   /** How often a followed session's state is re-read while another replica runs it (one read per session). */
   pollMs?: number;
@@ -87,6 +90,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
     timeoutMs: options.toolTimeoutMs ?? 120_000,
     outputLimitBytes: options.toolOutputLimitBytes ?? 16 * 1024,
   });
+  const secrets = new HeaderSecrets(options.secretsKey);
   const replicaName = (options.replicaName ?? hostname()).replaceAll("#", "_");
   const owner = `${replicaName}#${randomUUID()}`;
   const leaseMs = options.runLeaseMs ?? 30_000;
@@ -102,6 +106,12 @@ export async function createAgentsApp(options: AgentsAppOptions) {
       maxTokens: options.maxTokens ?? 4096,
       owner,
       storePatienceMs: options.storePatienceMs,
+      mcp: {
+        secrets,
+        callTimeoutMs: options.toolTimeoutMs ?? 120_000,
+        connectTimeoutMs: Math.min(options.toolTimeoutMs ?? 120_000, 10_000),
+        outputLimitBytes: options.toolOutputLimitBytes ?? 16 * 1024,
+      },
     },
     options.logger,
   );
@@ -120,6 +130,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
     new Followers(store, hub, options.pollMs ?? 1000, reaper),
     options.sandboxes,
     options.providers,
+    secrets,
   );
   const interceptors: Interceptor[] = [authInterceptor(options.authenticator)];
   const idleSandboxes = options.sandboxIdleMs

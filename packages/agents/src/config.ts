@@ -1,11 +1,13 @@
 import {
   ConfigError,
+  custom,
   type Env,
   host,
   internalTlsRows,
   int,
   logLevel,
   port,
+  raw,
   readSettings,
   replaced,
   text,
@@ -49,6 +51,8 @@ export type AgentsConfig = {
   corsAllowedOrigins?: string[];
   /** METRICS_TOKEN: the bearer token of GET /metrics on both ports; unset: not served. */
   metricsToken?: string;
+  /** AGENTS_SECRETS_KEY: seals MCP servers' header values at rest; unset: servers with headers are refused. */
+  secretsKey?: Buffer;
 };
 
 const HTTP = ["http:", "https:"] as const;
@@ -122,6 +126,17 @@ export const AGENTS_SETTINGS = {
     "origins whose pages may call the public port (comma-separated); none by default: a browser preflight gets 403 `origin_not_allowed` (see `@platform/rpc`)",
   ),
   metricsToken: metricsTokenSetting(),
+  secretsKey: custom("AGENTS_SECRETS_KEY", {
+    shown: "unset",
+    doc: "64 hex characters, a 32-byte AES-256 key sealing the header values of agents' MCP servers at rest (never returned, never echoed); unset: an MCP server with headers is refused (`failed_precondition`), servers without headers work",
+    read: (env) => {
+      const hex = raw(env, "AGENTS_SECRETS_KEY");
+      if (hex === undefined || hex === "") return undefined;
+      if (!/^[0-9a-fA-F]{64}$/.test(hex))
+        throw new ConfigError("AGENTS_SECRETS_KEY", "AGENTS_SECRETS_KEY must be exactly 64 hex characters (32 bytes)");
+      return Buffer.from(hex, "hex");
+    },
+  }),
   logLevel: logLevel(),
   otelEndpoint: otelEndpointSetting(),
 };
@@ -150,5 +165,6 @@ export function loadConfig(env: Env = process.env): AgentsConfig {
     otelEndpoint: s.otelEndpoint,
     corsAllowedOrigins: s.corsAllowedOrigins,
     metricsToken: s.metricsToken,
+    secretsKey: s.secretsKey,
   };
 }

@@ -87,6 +87,7 @@ export async function createAgentsServer(
     toolOutputLimitBytes: config.toolOutputLimitBytes,
     maxModelCalls: config.maxModelCalls,
     maxTokens: config.maxTokens,
+    secretsKey: config.secretsKey,
     runLeaseMs: config.runLeaseMs,
     sandboxIdleMs: config.sandboxIdleMs,
     pollMs: overrides.pollMs,

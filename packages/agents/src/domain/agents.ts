@@ -1,6 +1,7 @@
 import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import { type ClientToolInput, mergeClientTools, validateClientTools } from "../tools/client-tools.ts";
+import { HeaderSecrets } from "../tools/mcp/secrets.ts";
+import { type McpServerInput, mergeMcpServers, validateMcpServers } from "../tools/mcp/servers.ts";
 import { readWholeLog } from "./log-pages.ts";
 import type {
   Agent,
@@ -10,7 +11,6 @@ import type {
   PendingCall,
   Session,
   SessionEvent,
-  ToolDecision,
   ToolPermissions,
   Waiting,
 } from "./model.ts";
@@ -21,7 +21,6 @@ import {
   MAX_TOOL_PERMISSIONS,
   requireText,
   requireUuid,
-  type DecisionInput,
   validateDecisions,
   validateMessages,
   validateToolPermissions,
@@ -33,7 +32,8 @@ export type AgentInput = {
   model: string;
   systemPrompt: string;
   toolPermissions?: Readonly<Record<string, string>>;
-  clientTools?: readonly ClientToolInput[];
+  /** MCP servers; on update merged by name (an empty url removes one). */
+  mcpServers?: readonly McpServerInput[];
 };
 /** An update: the fields present are set, the others left as they are; tool policies are merged. */
 export type AgentUpdate = {
@@ -42,8 +42,8 @@ export type AgentUpdate = {
   model?: string;
   systemPrompt?: string;
   toolPermissions?: Readonly<Record<string, string>>;
-  /** Merged by name; an entry with an empty inputSchema removes its tool. */
-  clientTools?: readonly ClientToolInput[];
+  /** MCP servers; on update merged by name (an empty url removes one). */
+  mcpServers?: readonly McpServerInput[];
 };
 
 /** The outcome of answering a paused run's calls. */
@@ -69,6 +69,8 @@ export class AgentsDomain {
     private readonly followers: EventFeed,
     private readonly sandboxes: Sandboxes,
     private readonly models: Models,
+    /** Seals MCP servers' header values; without a key, servers with headers are refused. */
+    private readonly secrets: HeaderSecrets = new HeaderSecrets(undefined),
   ) {}
 
   async createAgent(auth: AuthContext, input: AgentInput): Promise<Agent> {
@@ -79,15 +81,15 @@ export class AgentsDomain {
     if (input.systemPrompt.length > SYSTEM_PROMPT_MAX)
       throw PlatformError.invalidArgument(`systemPrompt is longer than ${SYSTEM_PROMPT_MAX} characters`);
     const toolPermissions = validateToolPermissions(input.toolPermissions ?? {});
-    const clientTools = validateClientTools(input.clientTools ?? []);
+    const mcpServers = validateMcpServers(input.mcpServers ?? [], auth.orgId, this.secrets);
     return this.store.createAgent({
       orgId: auth.orgId,
       name,
       slug,
       model,
       systemPrompt: input.systemPrompt,
+      mcpServers,
       toolPermissions,
-      clientTools,
     });
   }
 
@@ -126,10 +128,10 @@ export class AgentsDomain {
           `toolPermissions would have more than ${MAX_TOOL_PERMISSIONS} entries; set "allow" on tools already named instead of naming new ones`,
         );
     }
-    if (update.clientTools !== undefined && update.clientTools.length > 0) {
+    if (update.mcpServers !== undefined && update.mcpServers.length > 0) {
       const current = await this.store.getAgent(auth.orgId, agentId);
       if (!current) throw PlatformError.notFound("agent not found");
-      changes.clientTools = mergeClientTools(current.clientTools, update.clientTools);
+      changes.mcpServers = mergeMcpServers(current.mcpServers, update.mcpServers, auth.orgId, this.secrets);
     }
     const agent =
       Object.keys(changes).length === 0
@@ -243,7 +245,7 @@ export class AgentsDomain {
   async submitToolDecisions(
     auth: AuthContext,
     id: string,
-    input: readonly DecisionInput[],
+    input: readonly { toolUseId: string; decision: string; message: string }[],
     options: { logger?: Logger } = {},
   ): Promise<DecisionsOutcome> {
     const sessionId = requireUuid("id", id);
@@ -263,7 +265,6 @@ export class AgentsDomain {
         );
       if (waiting.decisions.has(d.toolUseId))
         throw conflict("tool_call_already_decided", `tool call ${d.toolUseId} was already answered`);
-      checkAnswerKind(waiting, d);
     }
     const recorded = await this.store.recordDecisions(sessionId, waiting.seq, decisions);
     if (recorded === "duplicate")
@@ -308,21 +309,6 @@ export class AgentsDomain {
     if (!session) throw PlatformError.notFound("session not found");
     return session;
   }
-}
-
-/** A client tool's call is answered with its result (or denied); any other call with allow or deny. */
-function checkAnswerKind(waiting: Waiting, d: ToolDecision): void {
-  const call = waiting.calls.find((c) => c.toolUseId === d.toolUseId);
-  if (call?.kind === "client" && d.decision === "allow")
-    throw conflict(
-      "client_tool_needs_result",
-      `tool call ${d.toolUseId} is a call of the client tool ${call.name}: answer it with its result (result.content, result.isError) or deny it`,
-    );
-  if (call?.kind !== "client" && d.decision === "result")
-    throw conflict(
-      "tool_call_not_client",
-      `tool call ${d.toolUseId} (${call?.name}) waits for allow or deny: a result answers only a client tool's call`,
-    );
 }
 
 function stillPending(waiting: Waiting): PendingCall[] {

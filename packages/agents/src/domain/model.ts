@@ -20,35 +20,27 @@ export type Agent = {
   systemPrompt: string;
   /** Tool name → policy; a tool not named is `allow`. */
   toolPermissions: ToolPermissions;
-  /** Tools the client runs: a call pauses the run until the client posts the result. */
-  clientTools: readonly ClientTool[];
+  /** Remote MCP servers whose tools the model is offered as `<server>__<tool>`. */
+  mcpServers: readonly McpServer[];
   createdAt: Date;
   updatedAt: Date;
 };
+
+/**
+ * A remote MCP server of an agent (Streamable HTTP). `sealedHeaders`: its
+ * header values, encrypted (tools/mcp/secrets.ts); never returned by the API.
+ */
+export type McpServer = { name: string; url: string; headerNames: string[]; sealedHeaders?: string };
 
 /** `allow`: the tool's calls run as the model makes them; `ask`: each waits for a person's answer. */
 export type ToolPolicy = "allow" | "ask";
 export type ToolPermissions = Readonly<Record<string, ToolPolicy>>;
 
-/** A tool the client runs itself; its input schema is a JSON Schema object (checked with Ajv when set). */
-export type ClientTool = { name: string; description: string; inputSchema: Record<string, unknown> };
+/** A tool call waiting for an answer: named by a `requires_action` event. */
+export type PendingCall = { toolUseId: string; name: string; input: Record<string, unknown> };
 
-/**
- * A tool call waiting for an answer: named by a `requires_action` event.
- * `kind` `client`: a client tool's call, answered with its result.
- */
-export type PendingCall = { toolUseId: string; name: string; input: Record<string, unknown>; kind?: "client" };
-
-/**
- * A person's answer to one pending call: allow or deny; or, for a client
- * tool's call, `result` with what the tool returned (`content`, `isError`).
- */
-export type ToolDecision = {
-  toolUseId: string;
-  decision: "allow" | "deny" | "result";
-  message: string;
-  result?: { content: string; isError: boolean };
-};
+/** A person's answer to one pending call. */
+export type ToolDecision = { toolUseId: string; decision: "allow" | "deny"; message: string };
 
 /**
  * A session whose last run paused on tool calls: its log ends with the

@@ -1,28 +1,19 @@
-import type {
-  Agent,
-  ClientTool,
-  NewEvent,
-  Page,
-  Session,
-  SessionEvent,
-  ToolDecision,
-  ToolPermissions,
-  Waiting,
-} from "./model.ts";
+import type { McpServer } from "./model.ts";
+import type { Agent, NewEvent, Page, Session, SessionEvent, ToolDecision, ToolPermissions, Waiting } from "./model.ts";
 
-export type NewAgent = Omit<Agent, "id" | "createdAt" | "updatedAt" | "toolPermissions" | "clientTools"> & {
+export type NewAgent = Omit<Agent, "id" | "createdAt" | "updatedAt" | "toolPermissions" | "mcpServers"> & {
   /** Absent: none (every tool `allow`). */
   toolPermissions?: ToolPermissions;
-  /** Absent: none. */
-  clientTools?: readonly ClientTool[];
+  /** Absent: none. Header values already sealed. */
+  mcpServers?: readonly McpServer[];
 };
 
 /** The fields an update sets; absent ones stay as they are. */
 export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "systemPrompt">> & {
   /** Merged into the agent's policies (each named tool's entry replaced). */
   toolPermissions?: ToolPermissions;
-  /** The agent's client tools from now on (the domain merged them with the current ones). */
-  clientTools?: readonly ClientTool[];
+  /** The agent's MCP servers from now on (the domain merged them with the current ones). */
+  mcpServers?: readonly McpServer[];
 };
 
 /**

@@ -9,7 +9,7 @@ import { SessionSandbox } from "../domain/session-sandbox.ts";
 import type { Store } from "../domain/store.ts";
 import type { ModelEvent, ModelRequest, ToolCall } from "../providers/provider.ts";
 import type { ProviderRegistry } from "../providers/registry.ts";
-import { ClientToolset, clientResult } from "../tools/client-tools.ts";
+import { defaultMcpOptions, type McpOptions, McpTools } from "../tools/mcp/mcp-tools.ts";
 import type { Toolbox, ToolResult } from "../tools/toolbox.ts";
 import { historyOf, openCallsOf, toolUseContent } from "./history.ts";
 import type { EventHub } from "./hub.ts";
@@ -35,6 +35,8 @@ export type RunnerOptions = {
   storePatienceMs?: number;
   /** How long a shutdown waits for runs to store their terminal events before it gives up on them. */
   stopPatienceMs?: number;
+  /** How runs reach their agents' MCP servers (tools/mcp); absent: defaults without a secrets key. */
+  mcp?: McpOptions;
 };
 
 type Active = { runId: string; abort: AbortController; log: RunLog };
@@ -353,8 +355,8 @@ class Run {
   #calls = 0;
   /** The session's sandbox, owned by this run: its pauses, resumes and replacements go to the log. */
   readonly #sandbox: SessionSandbox;
-  /** The agent's client tools: offered to the model, their calls answered by the client. */
-  readonly #clientTools: ClientToolset;
+  /** The agent's MCP servers, connected (and their tools listed) once per run. */
+  readonly #mcp: McpTools;
   /** The model call being read (from call() to the end of #consume): its span. */
   #modelSpan: WorkSpan | undefined;
   /** The tool call running now, named on the sandbox events it causes. */
@@ -380,7 +382,7 @@ class Run {
     this.session = context.session;
     this.runId = context.runId;
     this.abort = context.abort;
-    this.#clientTools = new ClientToolset(this.agent.clientTools);
+    this.#mcp = new McpTools(this.auth.orgId, this.agent.mcpServers, options.mcp ?? defaultMcpOptions(), logger);
     this.#sandbox = new SessionSandbox(store, sandboxes, this.session, {
       observe: true,
       onEvent: ({ type, ...content }) =>
@@ -412,9 +414,10 @@ class Run {
         model,
         system: this.agent.systemPrompt,
         messages: historyOf(log),
-        tools: [...this.toolbox.specs, ...this.#clientTools.specs],
+        tools: this.toolbox.specs,
         maxTokens: this.options.maxTokens,
       };
+      request.tools = [...request.tools, ...(await this.#mcp.specs(this.abort.signal))];
       const stream = await span.run(() => provider.start(request, this.abort.signal));
       this.#modelSpan = span;
       return stream;
@@ -451,13 +454,7 @@ class Run {
             {
               type: "requires_action",
               content: JSON.stringify({
-                calls: pending.map((c) => ({
-                  toolUseId: c.id,
-                  name: c.name,
-                  input: c.input,
-                  // The client answers this one with the tool's result, not allow/deny.
-                  ...(this.#clientTools.has(c.name) ? { kind: "client" } : {}),
-                })),
+                calls: pending.map((c) => ({ toolUseId: c.id, name: c.name, input: c.input })),
               }),
               tokensIn: this.#tokensIn,
               tokensOut: this.#tokensOut,
@@ -492,17 +489,11 @@ class Run {
   async #runCalls(calls: ToolCall[], decisions?: ReadonlyMap<string, ToolDecision>): Promise<ToolCall[]> {
     for (const [i, call] of calls.entries()) {
       this.#checkAbort();
-      if (!decisions && this.#waits(call)) return calls.slice(i).filter((c) => this.#waits(c));
+      if (!decisions && this.agent.toolPermissions[call.name] === "ask")
+        return calls.slice(i).filter((c) => this.agent.toolPermissions[c.name] === "ask");
       const answer = decisions?.get(call.id);
       if (answer?.decision === "deny") {
         this.log.publish([{ type: "tool_result", content: deniedContent(answer), toolUseId: call.id, isError: true }]);
-        continue;
-      }
-      const client = clientResult(this.#clientTools, call, answer);
-      if (client) {
-        this.log.publish([
-          { type: "tool_result", content: client.content, toolUseId: call.id, isError: client.isError },
-        ]);
         continue;
       }
       // A tool's effects outlive a crash; so does the record of its call.
@@ -521,7 +512,9 @@ class Run {
       });
       try {
         result = await span.run(() =>
-          this.toolbox.run(call, this.#sandbox, this.abort.signal, (stream, data) => output.add(stream, data)),
+          this.#mcp.owns(call.name)
+            ? this.#mcp.run(call, this.abort.signal)
+            : this.toolbox.run(call, this.#sandbox, this.abort.signal, (stream, data) => output.add(stream, data)),
         );
         if (result.isError) span.set({ "error.type": "tool_error" });
         this.#checkAbort();
@@ -536,16 +529,6 @@ class Run {
       this.log.publish([{ type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }]);
     }
     return [];
-  }
-
-  /**
-   * Whether `call` waits for an answer: a client tool's call whose input
-   * its schema accepts (an invalid one gets its error result at once), or
-   * a call of an `ask` tool.
-   */
-  #waits(call: ToolCall): boolean {
-    if (this.#clientTools.has(call.name)) return this.#clientTools.check(call) === undefined;
-    return this.agent.toolPermissions[call.name] === "ask";
   }
 
   /** Ends the run with an `error` event (the partial output stays in the log). */
@@ -573,6 +556,7 @@ class Run {
         );
     } finally {
       clearInterval(this.#renewal);
+      void this.#mcp.close();
       this.runner.finished(this.session.id, this.runId);
     }
   }

@@ -23,11 +23,8 @@ export function agentToProto(a: Agent): AgentMsg {
     model: a.model,
     systemPrompt: a.systemPrompt,
     toolPermissions: { ...a.toolPermissions },
-    clientTools: a.clientTools.map((t) => ({
-      name: t.name,
-      description: t.description,
-      inputSchema: JSON.stringify(t.inputSchema),
-    })),
+    // Names and URLs only: header values are write-only secrets.
+    mcpServers: a.mcpServers.map((s) => ({ name: s.name, url: s.url, headerNames: [...s.headerNames] })),
     createdAt: timestampFromDate(a.createdAt),
     updatedAt: timestampFromDate(a.updatedAt),
   });
@@ -69,10 +66,5 @@ export function sessionFileToProto(e: WorkspaceEntry): SessionFileMsg {
 }
 
 export function pendingCallToProto(c: PendingCall): PendingToolCallMsg {
-  return create(PendingToolCallSchema, {
-    toolUseId: c.toolUseId,
-    name: c.name,
-    input: JSON.stringify(c.input),
-    kind: c.kind ?? "",
-  });
+  return create(PendingToolCallSchema, { toolUseId: c.toolUseId, name: c.name, input: JSON.stringify(c.input) });
 }

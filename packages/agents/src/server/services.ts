@@ -29,10 +29,11 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
       return { agent: agentToProto(await domain.getAgent(authOf(ctx), req.id)) };
     },
     async updateAgent(req, ctx) {
-      const { id, name, slug, model, systemPrompt, toolPermissions, clientTools } = req;
+      const { mcpServers } = req;
+      const { id, name, slug, model, systemPrompt, toolPermissions } = req;
       return {
         agent: agentToProto(
-          await domain.updateAgent(authOf(ctx), id, { name, slug, model, systemPrompt, toolPermissions, clientTools }),
+          await domain.updateAgent(authOf(ctx), id, { mcpServers, name, slug, model, systemPrompt, toolPermissions }),
         ),
       };
     },
