@@ -82,6 +82,7 @@ export function platformServices(
         AGENTS_PORT: String(ports.agents),
         AGENTS_GRPC_PORT: String(ports.agentsGrpc),
         AGENTS_DATA_DIR: join(dataDir, "agents"),
+        ...(secrets.agentsSecretsKey ? { AGENTS_SECRETS_KEY: secrets.agentsSecretsKey } : {}),
         IDENTITY_GRPC_URL: endpoints.identityGrpc!,
         COMPUTE_GRPC_URL: endpoints.computeGrpc!,
       },
