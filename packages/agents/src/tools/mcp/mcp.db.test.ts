@@ -401,6 +401,66 @@ describe("MCP tools in a run", () => {
     assert.match(results(next).d1!.content, /MCP server \\?"flaky\\?" is unavailable/);
   });
 
+  test("a server that accepts connections but never answers: its tools are left out after the bounded wait, the run goes on", async () => {
+    const hung = createServer(() => {});
+    await new Promise<void>((resolve) => hung.listen(0, "127.0.0.1", resolve));
+    try {
+      const caller = identity.caller();
+      const agent = await call("POST", "/v1/agents", {
+        token: caller.token,
+        body: {
+          name: "H",
+          slug: `h-${Math.random()}`,
+          model: "scripted/x",
+          mcpServers: [
+            { name: "hung", url: `http://127.0.0.1:${(hung.address() as AddressInfo).port}/mcp` },
+            { name: "tools", url: tools.url, headers: { "X-Api-Key": SECRET } },
+          ],
+        },
+      });
+      assert.equal(agent.status, 201, agent.text);
+      const session = await call("POST", "/v1/sessions", { token: caller.token, body: { agentId: agent.json.id } });
+      scripted.push([use("h1", "hung__anything"), use("h2", "tools__echo", { text: "up" })] as Script, [
+        { type: "text", text: "ok" },
+      ]);
+      const started = Date.now();
+      const frames = await send(caller.token, session.json.id, "hung");
+      assert.equal(frames.at(-1)?.data.type, "done", JSON.stringify(frames));
+      assert.ok(Date.now() - started >= TOOL_TIMEOUT_MS - 100, "waited for the server");
+      const offered = scripted.requests.at(-2)!.tools.map((t) => t.name);
+      assert.ok(!offered.some((n) => n.startsWith("hung__")) && offered.includes("tools__echo"));
+      const r = results(frames);
+      assert.equal(r.h1?.isError, true);
+      assert.match(r.h1!.content, /MCP server \\"hung\\" is unavailable: no answer within 1.5 s/);
+      assert.deepEqual(r.h2, { content: "echo: up", isError: false });
+    } finally {
+      hung.closeAllConnections();
+      hung.close();
+    }
+  });
+
+  test("a cancel during an MCP call ends the run at once, without waiting for the call's timeout", async () => {
+    const { caller, session } = await agentWithServers();
+    scripted.push([use("c1", "tools__slow")] as Script);
+    const res = fetch(`${base}/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${caller.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: "slow" }] }),
+    });
+    const slowCalls = () => tools.seen.calls.filter((c) => c.name === "slow").length;
+    const before = slowCalls();
+    const stream = await res;
+    const text = stream.text();
+    while (slowCalls() === before) await new Promise((resolve) => setTimeout(resolve, 20));
+    const started = Date.now();
+    const cancelled = await call("POST", `/v1/sessions/${session.id}/cancel`, { token: caller.token });
+    assert.equal(cancelled.status, 200, cancelled.text);
+    const frames = parseSse(await text);
+    assert.equal(frames.at(-1)?.data.type, "error");
+    assert.match(frames.at(-1)!.data.content, /cancelled/);
+    assert.ok(Date.now() - started < TOOL_TIMEOUT_MS, "before the call's own timeout");
+  });
+
   test("the header secret is in no log line", () => {
     assert.ok(logs.length > 0);
     assert.ok(!logs.includes(SECRET));
