@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { deadUrl, named, ReplayServer } from "../testing/replay-server.ts";
 import { AnthropicProvider, toAnthropicMessages } from "./anthropic.ts";
-import { baseRequest, modelProviderContract } from "./contract.ts";
+import { baseRequest, clientToolRequest, modelProviderContract, type WireView } from "./contract.ts";
 import type { ModelEvent } from "./provider.ts";
 
 // Frames as the Messages API streams them (event name + JSON data).
@@ -113,8 +113,41 @@ modelProviderContract("anthropic", async (scenario) => {
       return { provider: provider(), request: baseRequest("hi") };
     case "unreachable":
       return { provider: new AnthropicProvider({ apiKey: "k", baseUrl: await deadUrl() }), request: baseRequest("hi") };
+    case "clientTool":
+      server.push({
+        kind: "sse",
+        frames: [
+          messageStart(80),
+          toolStart(0, "toolu_pick", "pick_color"),
+          jsonDelta(0, '{"color"'),
+          jsonDelta(0, ': "green"}'),
+          blockStop(0),
+          messageDelta("tool_use", 20),
+          messageStop,
+        ],
+      });
+      return { provider: provider(), request: clientToolRequest(), wire: () => wireOf(server.requests.at(-1)!.body) };
   }
 });
+
+/** The Messages API's shapes: tools with input_schema, tool_use blocks, tool_result blocks with is_error. */
+// biome-ignore lint/suspicious/noExplicitAny: the recorded request body, read as the API defines it
+function wireOf(body: Record<string, any>): WireView {
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  const blocks = (body.messages as any[]).flatMap((m) => (Array.isArray(m.content) ? m.content : []));
+  return {
+    // biome-ignore lint/suspicious/noExplicitAny: as above
+    tools: (body.tools as any[]).map((t) => ({
+      name: t.name,
+      description: t.description,
+      inputSchema: t.input_schema,
+    })),
+    calls: blocks.filter((b) => b.type === "tool_use").map((b) => ({ id: b.id, name: b.name, input: b.input })),
+    results: blocks
+      .filter((b) => b.type === "tool_result")
+      .map((b) => ({ toolUseId: b.tool_use_id, content: b.content, isError: b.is_error === true })),
+  };
+}
 
 async function drain(stream: AsyncIterable<ModelEvent>) {
   const out: ModelEvent[] = [];

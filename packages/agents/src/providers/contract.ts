@@ -18,12 +18,31 @@ export type Scenario =
   /** Cannot be reached at all. */
   | "unreachable"
   /** Streams slowly enough that aborting mid-way is observable. */
-  | "abort";
+  | "abort"
+  /**
+   * The request is clientToolRequest() (an agent's client tool offered next
+   * to bash, and an earlier call of it answered with the client's error);
+   * replies with one `pick_color` call whose input is {"color": "green"}.
+   */
+  | "clientTool";
+
+/**
+ * What the adapter put on the wire, read back from the recorded request in
+ * the provider's own format (tool definitions, the assistant's tool calls,
+ * the tool results).
+ */
+export type WireView = {
+  tools: { name: string; description: string; inputSchema: unknown }[];
+  calls: { id: string; name: string; input: unknown }[];
+  results: { toolUseId: string; content: string; isError: boolean }[];
+};
 
 export type Arranged = {
   provider: ModelProvider;
   request: ModelRequest;
   expectedText?: string;
+  /** The last request as sent (adapters that speak HTTP). */
+  wire?: () => WireView;
   cleanup?: () => Promise<void>;
 };
 
@@ -44,6 +63,33 @@ export function baseRequest(content: string, model = "test-model"): ModelRequest
     ],
     maxTokens: 256,
   };
+}
+
+/** A client tool as an agent declares it: nested properties, an enum, a required field. */
+export const CLIENT_TOOL = {
+  name: "pick_color",
+  description: "Ask the user to pick a color.",
+  inputSchema: {
+    type: "object",
+    properties: {
+      color: { type: "string", enum: ["red", "green", "blue"] },
+      shade: { type: "object", properties: { level: { type: "integer", minimum: 1 } } },
+    },
+    required: ["color"],
+    additionalProperties: false,
+  },
+};
+
+/** The request of the clientTool scenario: the client tool offered, one earlier call of it failed on the client. */
+export function clientToolRequest(model = "test-model"): ModelRequest {
+  const request = baseRequest("pick a color", model);
+  request.tools.push(CLIENT_TOOL);
+  request.messages.push(
+    { role: "assistant", content: "", toolCalls: [{ id: "call_prev", name: "pick_color", input: { color: "red" } }] },
+    { role: "tool", toolUseId: "call_prev", content: "the dialog was closed", isError: true },
+    { role: "user", content: "try again" },
+  );
+  return request;
 }
 
 async function drain(stream: AsyncIterable<ModelEvent>): Promise<ModelEvent[]> {
@@ -121,6 +167,36 @@ export function modelProviderContract(name: string, arrange: ArrangeScenario): v
       return true;
     });
   });
+
+  run(
+    "clientTool",
+    "a client tool travels in the provider's format: its definition, the model's call of it, the client's error result",
+    async ({ provider, request, wire }) => {
+      const events = await drain(await provider.start(request, new AbortController().signal));
+      const calls = events.filter((e) => e.type === "tool_use");
+      assert.equal(calls.length, 1);
+      const call = (calls[0] as Extract<ModelEvent, { type: "tool_use" }>).call;
+      assert.equal(call.name, "pick_color");
+      assert.deepEqual(call.input, { color: "green" });
+      assert.ok(call.id.length > 0);
+      if (!wire) return;
+      const sent = wire();
+      assert.deepEqual(
+        sent.tools.find((t) => t.name === CLIENT_TOOL.name),
+        CLIENT_TOOL,
+        "the definition with its schema, unchanged",
+      );
+      assert.ok(
+        sent.tools.some((t) => t.name === "bash"),
+        "next to the built-in tools",
+      );
+      assert.deepEqual(sent.calls, [{ id: "call_prev", name: "pick_color", input: { color: "red" } }]);
+      assert.equal(sent.results.length, 1);
+      assert.equal(sent.results[0]!.toolUseId, "call_prev");
+      assert.match(sent.results[0]!.content, /the dialog was closed/);
+      assert.equal(sent.results[0]!.isError, true, "the client's error stays an error");
+    },
+  );
 
   run("abort", "aborting the signal ends the stream", async ({ provider, request }) => {
     const abort = new AbortController();

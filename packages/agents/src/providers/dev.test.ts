@@ -20,6 +20,8 @@ modelProviderContract("dev", async (scenario) => {
       };
     case "unreachable":
       return { skip: "the dev model runs in-process and is always reachable" };
+    case "clientTool":
+      return { skip: "the dev model calls only the built-in tools" };
   }
 });
 

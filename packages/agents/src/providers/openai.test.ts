@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { dataOnly, deadUrl, ReplayServer } from "../testing/replay-server.ts";
-import { baseRequest, modelProviderContract } from "./contract.ts";
+import { baseRequest, clientToolRequest, modelProviderContract, type WireView } from "./contract.ts";
 import { OpenAIProvider, toOpenAIMessages } from "./openai.ts";
 import type { ModelEvent } from "./provider.ts";
 
@@ -80,8 +80,45 @@ modelProviderContract("openai", async (scenario) => {
       return { provider: provider(), request: baseRequest("hi") };
     case "unreachable":
       return { provider: new OpenAIProvider({ baseUrl: await deadUrl() }), request: baseRequest("hi") };
+    case "clientTool":
+      server.push({
+        kind: "sse",
+        frames: [
+          chunk({ role: "assistant", content: null }),
+          toolDelta(0, { id: "call_pick", type: "function", function: { name: "pick_color", arguments: "" } }),
+          toolDelta(0, { function: { arguments: '{"color":' } }),
+          toolDelta(0, { function: { arguments: '"green"}' } }),
+          chunk({}, "tool_calls"),
+          usage(60, 12),
+          done,
+        ],
+      });
+      return { provider: provider(), request: clientToolRequest(), wire: () => wireOf(server.requests.at(-1)!.body) };
   }
 });
+
+/** Chat Completions' shapes: tools as functions, calls in tool_calls, results as role "tool" messages. */
+// biome-ignore lint/suspicious/noExplicitAny: the recorded request body, read as the API defines it
+function wireOf(body: Record<string, any>): WireView {
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  const messages = body.messages as any[];
+  return {
+    // biome-ignore lint/suspicious/noExplicitAny: as above
+    tools: (body.tools as any[]).map((t) => ({
+      name: t.function.name,
+      description: t.function.description,
+      inputSchema: t.function.parameters,
+    })),
+    calls: messages
+      .filter((m) => m.role === "assistant")
+      .flatMap((m) => m.tool_calls ?? [])
+      // biome-ignore lint/suspicious/noExplicitAny: as above
+      .map((c: any) => ({ id: c.id, name: c.function.name, input: JSON.parse(c.function.arguments) })),
+    results: messages
+      .filter((m) => m.role === "tool")
+      .map((m) => ({ toolUseId: m.tool_call_id, content: m.content, isError: /^\{"error":/.test(m.content) })),
+  };
+}
 
 async function drain(stream: AsyncIterable<ModelEvent>) {
   const out: ModelEvent[] = [];
@@ -182,6 +219,21 @@ test("openai: history maps tool calls and tool results to the chat format", () =
         tool_calls: [{ id: "c1", type: "function", function: { name: "bash", arguments: '{"command":"x"}' } }],
       },
       { role: "tool", tool_call_id: "c1", content: "r" },
+    ],
+  );
+});
+
+test("openai: an error result that does not say so is sent as {error}; one that does is sent as it is", () => {
+  assert.deepEqual(
+    toOpenAIMessages("", [
+      { role: "tool", toolUseId: "c1", content: "the dialog was closed", isError: true },
+      { role: "tool", toolUseId: "c2", content: '{"error":"denied"}', isError: true },
+      { role: "tool", toolUseId: "c3", content: "fine", isError: false },
+    ]),
+    [
+      { role: "tool", tool_call_id: "c1", content: '{"error":"the dialog was closed"}' },
+      { role: "tool", tool_call_id: "c2", content: '{"error":"denied"}' },
+      { role: "tool", tool_call_id: "c3", content: "fine" },
     ],
   );
 });

@@ -120,11 +120,31 @@ function toToolCall(call: PendingCall, index: number): ToolCall {
   };
 }
 
+/**
+ * A tool message's content. Chat Completions has no error flag on tool
+ * results: an error whose content does not already say so (a client
+ * tool's own text) is sent as {"error": <content>}, the shape the built-in
+ * tools' errors have.
+ */
+function toolContent(m: Extract<ModelMessage, { role: "tool" }>): string {
+  if (!m.isError || saysError(m.content)) return m.content;
+  return JSON.stringify({ error: m.content });
+}
+
+function saysError(content: string): boolean {
+  try {
+    const parsed = JSON.parse(content) as unknown;
+    return typeof parsed === "object" && parsed !== null && "error" in parsed;
+  } catch {
+    return false;
+  }
+}
+
 export function toOpenAIMessages(system: string, messages: ModelMessage[]): unknown[] {
   const out: unknown[] = system ? [{ role: "system", content: system }] : [];
   for (const m of messages) {
     if (m.role === "user") out.push({ role: "user", content: m.content });
-    else if (m.role === "tool") out.push({ role: "tool", tool_call_id: m.toolUseId, content: m.content });
+    else if (m.role === "tool") out.push({ role: "tool", tool_call_id: m.toolUseId, content: toolContent(m) });
     else {
       out.push({
         role: "assistant",
