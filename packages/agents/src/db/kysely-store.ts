@@ -6,6 +6,7 @@ import { decodeCursor, encodeCursor } from "../domain/cursor.ts";
 import type {
   Agent,
   McpServer,
+  ClientTool,
   EventType,
   NewEvent,
   Page,
@@ -55,6 +56,7 @@ export class KyselyStore implements Store {
           system_prompt: agent.systemPrompt,
           tool_permissions: JSON.stringify(agent.toolPermissions ?? {}),
           mcp_servers: JSON.stringify(agent.mcpServers ?? []),
+          client_tools: clientToolsJson(agent.clientTools ?? []),
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -89,6 +91,7 @@ export class KyselyStore implements Store {
         ? { tool_permissions: sql<string>`tool_permissions || ${JSON.stringify(changes.toolPermissions)}::jsonb` }
         : {}),
       ...(changes.mcpServers !== undefined ? { mcp_servers: JSON.stringify(changes.mcpServers) } : {}),
+      ...(changes.clientTools !== undefined ? { client_tools: clientToolsJson(changes.clientTools) } : {}),
     };
     try {
       const row = await this.db
@@ -438,7 +441,7 @@ export class KyselyStore implements Store {
     if (!event) return undefined;
     const rows = await this.db
       .selectFrom("session_tool_decisions")
-      .select(["tool_use_id", "decision", "message"])
+      .select(["tool_use_id", "decision", "message", "result_content", "result_is_error"])
       .where("session_id", "=", sessionId)
       .where("request_seq", "=", event.seq)
       .execute();
@@ -446,8 +449,9 @@ export class KyselyStore implements Store {
     for (const r of rows)
       decisions.set(r.tool_use_id, {
         toolUseId: r.tool_use_id,
-        decision: r.decision === "allow" ? "allow" : "deny",
+        decision: r.decision === "allow" || r.decision === "result" ? r.decision : "deny",
         message: r.message,
+        ...(r.decision === "result" ? { result: { content: r.result_content, isError: r.result_is_error } } : {}),
       });
     return { seq: Number(event.seq), runId: event.run_id ?? "", calls: pendingCallsOf(event.content), decisions };
   }
@@ -462,10 +466,13 @@ export class KyselyStore implements Store {
     // fails the whole insert), and only while the pause still ends the log.
     try {
       const result = await sql<{ tool_use_id: string }>`
-        insert into session_tool_decisions (session_id, request_seq, tool_use_id, decision, message)
-        select ${sessionId}::uuid, ${requestSeq}::bigint, d.tool_use_id, d.decision, d.message
+        insert into session_tool_decisions
+          (session_id, request_seq, tool_use_id, decision, message, result_content, result_is_error)
+        select ${sessionId}::uuid, ${requestSeq}::bigint, d.tool_use_id, d.decision, d.message, d.content, d.is_error
         from unnest(${decisions.map((d) => d.toolUseId)}::text[], ${decisions.map((d) => d.decision)}::text[],
-          ${decisions.map((d) => d.message)}::text[]) as d(tool_use_id, decision, message)
+          ${decisions.map((d) => d.message)}::text[], ${decisions.map((d) => d.result?.content ?? "")}::text[],
+          ${decisions.map((d) => d.result?.isError ?? false)}::boolean[])
+          as d(tool_use_id, decision, message, content, is_error)
         where exists (select 1 from sessions where id = ${sessionId} and last_seq = ${requestSeq} and active_run_id is null)
         returning tool_use_id`.execute(this.db);
       return result.rows.length === decisions.length ? "recorded" : "moved";
@@ -532,6 +539,7 @@ function toAgent(row: Selectable<AgentsTable>): Agent {
     systemPrompt: row.system_prompt,
     toolPermissions: permissionsOf(row.tool_permissions),
     mcpServers: mcpServersOf(row.mcp_servers),
+    clientTools: clientToolsOf(row.client_tools),
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   };
@@ -544,6 +552,32 @@ function permissionsOf(value: unknown): ToolPermissions {
   if (raw && typeof raw === "object")
     for (const [name, policy] of Object.entries(raw)) if (policy === "allow" || policy === "ask") out[name] = policy;
   return out;
+}
+
+/**
+ * Client tools as stored: each schema as JSON text inside the jsonb, since
+ * jsonb reorders an object's keys and the order of a schema's properties is
+ * what the model is shown.
+ */
+function clientToolsJson(tools: readonly ClientTool[]): string {
+  return JSON.stringify(tools.map((t) => ({ ...t, inputSchema: JSON.stringify(t.inputSchema) })));
+}
+
+/** The stored client tools (their schemas were checked when set). */
+function clientToolsOf(value: unknown): ClientTool[] {
+  const raw = typeof value === "string" ? (JSON.parse(value) as unknown) : value;
+  if (!Array.isArray(raw)) return [];
+  return raw.flatMap((t: { name?: unknown; description?: unknown; inputSchema?: unknown }) =>
+    typeof t?.name === "string" && typeof t.inputSchema === "string"
+      ? [
+          {
+            name: t.name,
+            description: typeof t.description === "string" ? t.description : "",
+            inputSchema: JSON.parse(t.inputSchema) as Record<string, unknown>,
+          },
+        ]
+      : [],
+  );
 }
 
 /** The stored MCP servers (checked when set). */
@@ -569,13 +603,14 @@ function pendingCallsOf(content: string): PendingCall[] {
   try {
     const parsed = JSON.parse(content) as { calls?: unknown };
     if (!Array.isArray(parsed.calls)) return [];
-    return parsed.calls.flatMap((c: { toolUseId?: unknown; name?: unknown; input?: unknown }) =>
+    return parsed.calls.flatMap((c: { toolUseId?: unknown; name?: unknown; input?: unknown; kind?: unknown }) =>
       typeof c?.toolUseId === "string" && typeof c.name === "string"
         ? [
             {
               toolUseId: c.toolUseId,
               name: c.name,
               input: typeof c.input === "object" && c.input !== null ? (c.input as Record<string, unknown>) : {},
+              ...(c.kind === "client" ? { kind: "client" as const } : {}),
             },
           ]
         : [],

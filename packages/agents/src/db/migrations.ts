@@ -98,6 +98,21 @@ create table session_tool_decisions (
 `,
   },
   {
+    // Client tools (name, description, input schema) of an agent, and the
+    // answer a client gives a call of one: a `result` decision carrying the
+    // tool's output for the model.
+    name: "0005_client_tools",
+    sql: `
+alter table agents add column client_tools jsonb not null default '[]'::jsonb;
+
+alter table session_tool_decisions drop constraint session_tool_decisions_decision_check;
+alter table session_tool_decisions add constraint session_tool_decisions_decision_check
+  check (decision in ('allow', 'deny', 'result'));
+alter table session_tool_decisions add column result_content text not null default '';
+alter table session_tool_decisions add column result_is_error boolean not null default false;
+`,
+  },
+  {
     // Remote MCP servers of an agent: [{name, url, headerNames,
     // sealedHeaders}], the header values sealed with AGENTS_SECRETS_KEY
     // (AES-256-GCM, bound to the org and the server's name); the API

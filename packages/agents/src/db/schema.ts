@@ -14,6 +14,8 @@ export interface AgentsTable {
   tool_permissions: ColumnType<Record<string, string>, string | undefined, string>;
   /** [{name, url, headerNames, sealedHeaders?}] (jsonb; written as JSON text). */
   mcp_servers: ColumnType<unknown, string | undefined, string>;
+  /** [{name, description, inputSchema}] (jsonb; written as JSON text). */
+  client_tools: ColumnType<unknown, string | undefined, string>;
   created_at: Timestamp;
   updated_at: Timestamp;
   deleted_at: Generated<Date | null>;
@@ -53,6 +55,9 @@ export interface SessionToolDecisionsTable {
   tool_use_id: string;
   decision: string;
   message: string;
+  /** A `result` decision's content and error flag (a client tool's output). */
+  result_content: Generated<string>;
+  result_is_error: Generated<boolean>;
   created_at: Timestamp;
 }
 

@@ -1,5 +1,6 @@
 import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
+import { type ClientToolInput, mergeClientTools, validateClientTools } from "../tools/client-tools.ts";
 import { HeaderSecrets } from "../tools/mcp/secrets.ts";
 import { type McpServerInput, mergeMcpServers, validateMcpServers } from "../tools/mcp/servers.ts";
 import { readWholeLog } from "./log-pages.ts";
@@ -11,6 +12,7 @@ import type {
   PendingCall,
   Session,
   SessionEvent,
+  ToolDecision,
   ToolPermissions,
   Waiting,
 } from "./model.ts";
@@ -21,6 +23,7 @@ import {
   MAX_TOOL_PERMISSIONS,
   requireText,
   requireUuid,
+  type DecisionInput,
   validateDecisions,
   validateMessages,
   validateToolPermissions,
@@ -34,6 +37,7 @@ export type AgentInput = {
   toolPermissions?: Readonly<Record<string, string>>;
   /** MCP servers; on update merged by name (an empty url removes one). */
   mcpServers?: readonly McpServerInput[];
+  clientTools?: readonly ClientToolInput[];
 };
 /** An update: the fields present are set, the others left as they are; tool policies are merged. */
 export type AgentUpdate = {
@@ -44,6 +48,8 @@ export type AgentUpdate = {
   toolPermissions?: Readonly<Record<string, string>>;
   /** MCP servers; on update merged by name (an empty url removes one). */
   mcpServers?: readonly McpServerInput[];
+  /** Merged by name; an entry with an empty inputSchema removes its tool. */
+  clientTools?: readonly ClientToolInput[];
 };
 
 /** The outcome of answering a paused run's calls. */
@@ -82,6 +88,7 @@ export class AgentsDomain {
       throw PlatformError.invalidArgument(`systemPrompt is longer than ${SYSTEM_PROMPT_MAX} characters`);
     const toolPermissions = validateToolPermissions(input.toolPermissions ?? {});
     const mcpServers = validateMcpServers(input.mcpServers ?? [], auth.orgId, this.secrets);
+    const clientTools = validateClientTools(input.clientTools ?? []);
     return this.store.createAgent({
       orgId: auth.orgId,
       name,
@@ -90,6 +97,7 @@ export class AgentsDomain {
       systemPrompt: input.systemPrompt,
       mcpServers,
       toolPermissions,
+      clientTools,
     });
   }
 
@@ -127,6 +135,11 @@ export class AgentsDomain {
         throw PlatformError.invalidArgument(
           `toolPermissions would have more than ${MAX_TOOL_PERMISSIONS} entries; set "allow" on tools already named instead of naming new ones`,
         );
+    }
+    if (update.clientTools !== undefined && update.clientTools.length > 0) {
+      const current = await this.store.getAgent(auth.orgId, agentId);
+      if (!current) throw PlatformError.notFound("agent not found");
+      changes.clientTools = mergeClientTools(current.clientTools, update.clientTools);
     }
     if (update.mcpServers !== undefined && update.mcpServers.length > 0) {
       const current = await this.store.getAgent(auth.orgId, agentId);
@@ -245,7 +258,7 @@ export class AgentsDomain {
   async submitToolDecisions(
     auth: AuthContext,
     id: string,
-    input: readonly { toolUseId: string; decision: string; message: string }[],
+    input: readonly DecisionInput[],
     options: { logger?: Logger } = {},
   ): Promise<DecisionsOutcome> {
     const sessionId = requireUuid("id", id);
@@ -265,6 +278,7 @@ export class AgentsDomain {
         );
       if (waiting.decisions.has(d.toolUseId))
         throw conflict("tool_call_already_decided", `tool call ${d.toolUseId} was already answered`);
+      checkAnswerKind(waiting, d);
     }
     const recorded = await this.store.recordDecisions(sessionId, waiting.seq, decisions);
     if (recorded === "duplicate")
@@ -309,6 +323,21 @@ export class AgentsDomain {
     if (!session) throw PlatformError.notFound("session not found");
     return session;
   }
+}
+
+/** A client tool's call is answered with its result (or denied); any other call with allow or deny. */
+function checkAnswerKind(waiting: Waiting, d: ToolDecision): void {
+  const call = waiting.calls.find((c) => c.toolUseId === d.toolUseId);
+  if (call?.kind === "client" && d.decision === "allow")
+    throw conflict(
+      "client_tool_needs_result",
+      `tool call ${d.toolUseId} is a call of the client tool ${call.name}: answer it with its result (result.content, result.isError) or deny it`,
+    );
+  if (call?.kind !== "client" && d.decision === "result")
+    throw conflict(
+      "tool_call_not_client",
+      `tool call ${d.toolUseId} (${call?.name}) waits for allow or deny: a result answers only a client tool's call`,
+    );
 }
 
 function stillPending(waiting: Waiting): PendingCall[] {

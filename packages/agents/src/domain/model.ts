@@ -22,6 +22,8 @@ export type Agent = {
   toolPermissions: ToolPermissions;
   /** Remote MCP servers whose tools the model is offered as `<server>__<tool>`. */
   mcpServers: readonly McpServer[];
+  /** Tools the client runs: a call pauses the run until the client posts the result. */
+  clientTools: readonly ClientTool[];
   createdAt: Date;
   updatedAt: Date;
 };
@@ -36,11 +38,25 @@ export type McpServer = { name: string; url: string; headerNames: string[]; seal
 export type ToolPolicy = "allow" | "ask";
 export type ToolPermissions = Readonly<Record<string, ToolPolicy>>;
 
-/** A tool call waiting for an answer: named by a `requires_action` event. */
-export type PendingCall = { toolUseId: string; name: string; input: Record<string, unknown> };
+/** A tool the client runs itself; its input schema is a JSON Schema object (checked with Ajv when set). */
+export type ClientTool = { name: string; description: string; inputSchema: Record<string, unknown> };
 
-/** A person's answer to one pending call. */
-export type ToolDecision = { toolUseId: string; decision: "allow" | "deny"; message: string };
+/**
+ * A tool call waiting for an answer: named by a `requires_action` event.
+ * `kind` `client`: a client tool's call, answered with its result.
+ */
+export type PendingCall = { toolUseId: string; name: string; input: Record<string, unknown>; kind?: "client" };
+
+/**
+ * A person's answer to one pending call: allow or deny; or, for a client
+ * tool's call, `result` with what the tool returned (`content`, `isError`).
+ */
+export type ToolDecision = {
+  toolUseId: string;
+  decision: "allow" | "deny" | "result";
+  message: string;
+  result?: { content: string; isError: boolean };
+};
 
 /**
  * A session whose last run paused on tool calls: its log ends with the

@@ -1,11 +1,26 @@
 import type { McpServer } from "./model.ts";
-import type { Agent, NewEvent, Page, Session, SessionEvent, ToolDecision, ToolPermissions, Waiting } from "./model.ts";
+import type {
+  Agent,
+  ClientTool,
+  NewEvent,
+  Page,
+  Session,
+  SessionEvent,
+  ToolDecision,
+  ToolPermissions,
+  Waiting,
+} from "./model.ts";
 
-export type NewAgent = Omit<Agent, "id" | "createdAt" | "updatedAt" | "toolPermissions" | "mcpServers"> & {
+export type NewAgent = Omit<
+  Agent,
+  "id" | "createdAt" | "updatedAt" | "toolPermissions" | "mcpServers" | "clientTools"
+> & {
   /** Absent: none (every tool `allow`). */
   toolPermissions?: ToolPermissions;
   /** Absent: none. Header values already sealed. */
   mcpServers?: readonly McpServer[];
+  /** Absent: none. */
+  clientTools?: readonly ClientTool[];
 };
 
 /** The fields an update sets; absent ones stay as they are. */
@@ -14,6 +29,8 @@ export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "syst
   toolPermissions?: ToolPermissions;
   /** The agent's MCP servers from now on (the domain merged them with the current ones). */
   mcpServers?: readonly McpServer[];
+  /** The agent's client tools from now on (the domain merged them with the current ones). */
+  clientTools?: readonly ClientTool[];
 };
 
 /**

@@ -9,6 +9,7 @@ import { SessionSandbox } from "../domain/session-sandbox.ts";
 import type { Store } from "../domain/store.ts";
 import type { ModelEvent, ModelRequest, ToolCall } from "../providers/provider.ts";
 import type { ProviderRegistry } from "../providers/registry.ts";
+import { ClientToolset, clientResult } from "../tools/client-tools.ts";
 import { defaultMcpOptions, type McpOptions, McpTools } from "../tools/mcp/mcp-tools.ts";
 import type { Toolbox, ToolResult } from "../tools/toolbox.ts";
 import { historyOf, openCallsOf, toolUseContent } from "./history.ts";
@@ -357,6 +358,8 @@ class Run {
   readonly #sandbox: SessionSandbox;
   /** The agent's MCP servers, connected (and their tools listed) once per run. */
   readonly #mcp: McpTools;
+  /** The agent's client tools: offered to the model, their calls answered by the client. */
+  readonly #clientTools: ClientToolset;
   /** The model call being read (from call() to the end of #consume): its span. */
   #modelSpan: WorkSpan | undefined;
   /** The tool call running now, named on the sandbox events it causes. */
@@ -383,6 +386,7 @@ class Run {
     this.runId = context.runId;
     this.abort = context.abort;
     this.#mcp = new McpTools(this.auth.orgId, this.agent.mcpServers, options.mcp ?? defaultMcpOptions(), logger);
+    this.#clientTools = new ClientToolset(this.agent.clientTools);
     this.#sandbox = new SessionSandbox(store, sandboxes, this.session, {
       observe: true,
       onEvent: ({ type, ...content }) =>
@@ -414,7 +418,7 @@ class Run {
         model,
         system: this.agent.systemPrompt,
         messages: historyOf(log),
-        tools: this.toolbox.specs,
+        tools: [...this.toolbox.specs, ...this.#clientTools.specs],
         maxTokens: this.options.maxTokens,
       };
       request.tools = [...request.tools, ...(await this.#mcp.specs(this.abort.signal))];
@@ -454,7 +458,13 @@ class Run {
             {
               type: "requires_action",
               content: JSON.stringify({
-                calls: pending.map((c) => ({ toolUseId: c.id, name: c.name, input: c.input })),
+                calls: pending.map((c) => ({
+                  toolUseId: c.id,
+                  name: c.name,
+                  input: c.input,
+                  // The client answers this one with the tool's result, not allow/deny.
+                  ...(this.#clientTools.has(c.name) ? { kind: "client" } : {}),
+                })),
               }),
               tokensIn: this.#tokensIn,
               tokensOut: this.#tokensOut,
@@ -489,11 +499,17 @@ class Run {
   async #runCalls(calls: ToolCall[], decisions?: ReadonlyMap<string, ToolDecision>): Promise<ToolCall[]> {
     for (const [i, call] of calls.entries()) {
       this.#checkAbort();
-      if (!decisions && this.agent.toolPermissions[call.name] === "ask")
-        return calls.slice(i).filter((c) => this.agent.toolPermissions[c.name] === "ask");
+      if (!decisions && this.#waits(call)) return calls.slice(i).filter((c) => this.#waits(c));
       const answer = decisions?.get(call.id);
       if (answer?.decision === "deny") {
         this.log.publish([{ type: "tool_result", content: deniedContent(answer), toolUseId: call.id, isError: true }]);
+        continue;
+      }
+      const client = clientResult(this.#clientTools, call, answer);
+      if (client) {
+        this.log.publish([
+          { type: "tool_result", content: client.content, toolUseId: call.id, isError: client.isError },
+        ]);
         continue;
       }
       // A tool's effects outlive a crash; so does the record of its call.
@@ -529,6 +545,16 @@ class Run {
       this.log.publish([{ type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }]);
     }
     return [];
+  }
+
+  /**
+   * Whether `call` waits for an answer: a client tool's call whose input
+   * its schema accepts (an invalid one gets its error result at once), or
+   * a call of an `ask` tool.
+   */
+  #waits(call: ToolCall): boolean {
+    if (this.#clientTools.has(call.name)) return this.#clientTools.check(call) === undefined;
+    return this.agent.toolPermissions[call.name] === "ask";
   }
 
   /** Ends the run with an `error` event (the partial output stays in the log). */

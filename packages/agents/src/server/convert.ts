@@ -25,6 +25,11 @@ export function agentToProto(a: Agent): AgentMsg {
     toolPermissions: { ...a.toolPermissions },
     // Names and URLs only: header values are write-only secrets.
     mcpServers: a.mcpServers.map((s) => ({ name: s.name, url: s.url, headerNames: [...s.headerNames] })),
+    clientTools: a.clientTools.map((t) => ({
+      name: t.name,
+      description: t.description,
+      inputSchema: JSON.stringify(t.inputSchema),
+    })),
     createdAt: timestampFromDate(a.createdAt),
     updatedAt: timestampFromDate(a.updatedAt),
   });
@@ -66,5 +71,10 @@ export function sessionFileToProto(e: WorkspaceEntry): SessionFileMsg {
 }
 
 export function pendingCallToProto(c: PendingCall): PendingToolCallMsg {
-  return create(PendingToolCallSchema, { toolUseId: c.toolUseId, name: c.name, input: JSON.stringify(c.input) });
+  return create(PendingToolCallSchema, {
+    toolUseId: c.toolUseId,
+    name: c.name,
+    input: JSON.stringify(c.input),
+    kind: c.kind ?? "",
+  });
 }

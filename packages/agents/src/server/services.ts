@@ -30,10 +30,18 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
     },
     async updateAgent(req, ctx) {
       const { mcpServers } = req;
-      const { id, name, slug, model, systemPrompt, toolPermissions } = req;
+      const { id, name, slug, model, systemPrompt, toolPermissions, clientTools } = req;
       return {
         agent: agentToProto(
-          await domain.updateAgent(authOf(ctx), id, { mcpServers, name, slug, model, systemPrompt, toolPermissions }),
+          await domain.updateAgent(authOf(ctx), id, {
+            mcpServers,
+            name,
+            slug,
+            model,
+            systemPrompt,
+            toolPermissions,
+            clientTools,
+          }),
         ),
       };
     },
