@@ -1,6 +1,6 @@
 import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import { type ClientToolInput, mergeClientTools, validateClientTools } from "../tools/client-tools.ts";
+import { type ClientToolInput, mergeClientTools, validateClientTools } from "./client-tools.ts";
 import { HeaderSecrets } from "../tools/mcp/secrets.ts";
 import { type McpServerInput, mergeMcpServers, validateMcpServers } from "../tools/mcp/servers.ts";
 import { readWholeLog } from "./log-pages.ts";

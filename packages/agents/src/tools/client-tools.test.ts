@@ -1,15 +1,23 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
-  ClientToolset,
-  clientResult,
+  BUILT_IN_TOOL_NAMES,
   MAX_CLIENT_TOOLS,
   mergeClientTools,
   validateClientTools,
-} from "./client-tools.ts";
+} from "../domain/client-tools.ts";
+import { ClientToolset, clientResult } from "./client-tools.ts";
+import { TOOL_SPECS } from "./toolbox.ts";
 
 const schema = (extra: Record<string, unknown> = {}) => JSON.stringify({ type: "object", ...extra });
 const tool = (name: string, inputSchema = schema()) => ({ name, description: `${name} tool`, inputSchema });
+
+test("client tools: the domain's list of built-in names is the toolbox's", () => {
+  assert.deepEqual(
+    BUILT_IN_TOOL_NAMES,
+    TOOL_SPECS.map((t) => t.name),
+  );
+});
 
 test("client tools: names, built-ins, duplicates, sizes and the count are checked, naming the tool", () => {
   const refused = (input: Parameters<typeof validateClientTools>[0], message: RegExp) =>
