@@ -406,6 +406,84 @@ describe("a client tool's call", () => {
     assert.match(rest[0]!.data.content, /denied.*not now/);
   });
 
+  test("two client calls in one turn, answered in two requests in reverse order: results in the model's order", async () => {
+    const { caller, session } = await agentAndSession();
+    const requests = scripted.requests.length;
+    scripted.push(
+      [colorCall("call_one", { color: "red" }), colorCall("call_two", { color: "blue" })],
+      [{ type: "text", text: "both" }],
+    );
+    const paused = (await send(caller.token, session.id, "two")).at(-1)!;
+    assert.deepEqual(
+      JSON.parse(paused.data.content).calls.map((c: Json) => [c.toolUseId, c.kind]),
+      [
+        ["call_one", "client"],
+        ["call_two", "client"],
+      ],
+    );
+    const two = await decide(caller.token, session.id, [{ toolUseId: "call_two", result: { content: "second" } }]);
+    assert.equal(two.json.resumed, false, two.text);
+    assert.deepEqual(
+      two.json.pending.map((p: Json) => [p.toolUseId, p.kind]),
+      [["call_one", "client"]],
+    );
+    const again = await decide(caller.token, session.id, [{ toolUseId: "call_two", result: { content: "x" } }]);
+    assert.equal(again.status, 409, again.text);
+    assert.match(again.json.error.message, /already answered/);
+    const one = await decide(caller.token, session.id, [{ toolUseId: "call_one", result: { content: "first" } }]);
+    assert.equal(one.json.resumed, true, one.text);
+    const rest = core(await rejoin(caller.token, session.id, paused.id));
+    assert.deepEqual(
+      rest.map((f) => [f.data.type, f.data.toolUseId ?? "", f.data.content ?? ""]),
+      [
+        ["tool_result", "call_one", "first"],
+        ["tool_result", "call_two", "second"],
+        ["text", "", "both"],
+        ["done", "", ""],
+      ],
+    );
+    const next = scripted.requests[requests + 1]!.messages.filter((m) => m.role === "tool");
+    assert.deepEqual(
+      next.map((m) => m.role === "tool" && [m.toolUseId, m.content]),
+      [
+        ["call_one", "first"],
+        ["call_two", "second"],
+      ],
+    );
+  });
+
+  test("a result recorded but not resumed (the server stopped in between): an empty request resumes with it", async () => {
+    const { caller, session } = await agentAndSession();
+    const requests = scripted.requests.length;
+    scripted.push([colorCall("call_late", { color: "green" })], [{ type: "text", text: "late" }]);
+    const paused = (await send(caller.token, session.id, "pick")).at(-1)!;
+    // The answer as a request cut off after recording it left it.
+    await database.db
+      .insertInto("session_tool_decisions")
+      .values({
+        session_id: session.id,
+        request_seq: paused.id,
+        tool_use_id: "call_late",
+        decision: "result",
+        message: "",
+        result_content: "recorded before the stop",
+        result_is_error: true,
+      })
+      .execute();
+    const nudge = await decide(caller.token, session.id, []);
+    assert.equal(nudge.json.resumed, true, nudge.text);
+    const rest = core(await rejoin(caller.token, session.id, paused.id));
+    assert.deepEqual(
+      rest.map((f) => [f.data.type, f.data.content ?? "", f.data.isError ?? false]),
+      [
+        ["tool_result", "recorded before the stop", true],
+        ["text", "late", false],
+        ["done", "", false],
+      ],
+    );
+    assert.equal(toolMessage(requests + 1, "call_late").isError, true);
+  });
+
   test("over gRPC: the stream ends with requires_action, a result resumes, a wrong kind is ABORTED", async () => {
     const { caller, session } = await agentAndSession();
     const requests = scripted.requests.length;
