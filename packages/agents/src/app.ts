@@ -130,7 +130,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
     new Followers(store, hub, options.pollMs ?? 1000, reaper),
     options.sandboxes,
     options.providers,
-    secrets,
+    options.secretsKey ? secrets : undefined,
   );
   const interceptors: Interceptor[] = [authInterceptor(options.authenticator)];
   const idleSandboxes = options.sandboxIdleMs

@@ -1,9 +1,8 @@
 import { Code, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import { type ClientToolInput, mergeClientTools, validateClientTools } from "./client-tools.ts";
-import { HeaderSecrets } from "../tools/mcp/secrets.ts";
-import { type McpServerInput, mergeMcpServers, validateMcpServers } from "../tools/mcp/servers.ts";
 import { readWholeLog } from "./log-pages.ts";
+import { type HeaderSealer, type McpServerInput, mergeMcpServers, validateMcpServers } from "./mcp-servers.ts";
 import type {
   Agent,
   AuthContext,
@@ -75,8 +74,8 @@ export class AgentsDomain {
     private readonly followers: EventFeed,
     private readonly sandboxes: Sandboxes,
     private readonly models: Models,
-    /** Seals MCP servers' header values; without a key, servers with headers are refused. */
-    private readonly secrets: HeaderSecrets = new HeaderSecrets(undefined),
+    /** Seals MCP servers' header values; absent (no AGENTS_SECRETS_KEY), servers with headers are refused. */
+    private readonly secrets?: HeaderSealer,
   ) {}
 
   async createAgent(auth: AuthContext, input: AgentInput): Promise<Agent> {

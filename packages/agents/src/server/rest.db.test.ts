@@ -164,6 +164,7 @@ describe("REST: agents", () => {
       "clientTools",
       "createdAt",
       "id",
+      "mcpServers",
       "model",
       "name",
       "slug",
@@ -174,6 +175,7 @@ describe("REST: agents", () => {
     assert.equal(res.json.systemPrompt, "You code.");
     assert.deepEqual(res.json.toolPermissions, {}, "every tool allowed, as before the field existed");
     assert.deepEqual(res.json.clientTools, [], "no client tools unless declared");
+    assert.deepEqual(res.json.mcpServers, [], "no MCP servers unless declared");
     assert.ok(!Number.isNaN(Date.parse(res.json.createdAt)));
     const got = await call("GET", `/v1/agents/${res.json.id}`, { token });
     assert.equal(got.status, 200);

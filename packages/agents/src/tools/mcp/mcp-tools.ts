@@ -5,7 +5,8 @@ import type { McpServer } from "../../domain/model.ts";
 import type { ToolCall, ToolSpec } from "../../providers/provider.ts";
 import { clip, type ToolResult } from "../toolbox.ts";
 import { modelToolName, serverOf } from "./names.ts";
-import { HeaderSecrets, headersAad } from "./secrets.ts";
+import { headersAad } from "../../domain/mcp-servers.ts";
+import { HeaderSecrets } from "./secrets.ts";
 
 export type McpOptions = {
   secrets: HeaderSecrets;
@@ -133,7 +134,9 @@ export class McpTools {
       return { ok: true, listed: { client, tools }, specs };
     } catch (err) {
       await client.close().catch(() => {});
-      const reason = both.aborted && !signal.aborted ? `no answer within ${seconds(timeout)} s` : messageOf(err);
+      // The SDK's own request timeout and ours are the same length: either may fire first.
+      const reason =
+        !signal.aborted && (both.aborted || isTimeout(err)) ? `no answer within ${seconds(timeout)} s` : messageOf(err);
       this.logger.warn({ server: name, reason }, "MCP server unavailable for this run");
       return { ok: false, reason };
     }

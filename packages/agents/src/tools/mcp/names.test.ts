@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { test } from "node:test";
 import { modelToolName, serverOf } from "./names.ts";
-import { HeaderSecrets, headersAad } from "./secrets.ts";
+import { headersAad } from "../../domain/mcp-servers.ts";
+import { HeaderSecrets } from "./secrets.ts";
 
 const PROVIDER_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 

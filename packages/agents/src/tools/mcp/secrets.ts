@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { PlatformError } from "@platform/errors";
+import type { HeaderSealer } from "../../domain/mcp-servers.ts";
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -10,7 +11,7 @@ const TAG_BYTES = 16;
  * additional data names the org and the server, so a sealed value copied
  * onto another org's or another server's row does not open.
  */
-export class HeaderSecrets {
+export class HeaderSecrets implements HeaderSealer {
   constructor(private readonly key: Buffer | undefined) {
     if (key && key.length !== 32) throw new Error("AGENTS_SECRETS_KEY must be 32 bytes");
   }
@@ -48,9 +49,4 @@ export class HeaderSecrets {
       );
     }
   }
-}
-
-/** What binds a server's sealed headers to their place. */
-export function headersAad(orgId: string, server: string): string {
-  return `agents.mcp_headers:${orgId}:${server}`;
 }

@@ -1,6 +1,18 @@
 import { PlatformError } from "@platform/errors";
-import type { McpServer } from "../../domain/model.ts";
-import { type HeaderSecrets, headersAad } from "./secrets.ts";
+import type { McpServer } from "./model.ts";
+
+/**
+ * Seals an MCP server's header values for storage (tools/mcp/secrets.ts:
+ * AES-256-GCM under AGENTS_SECRETS_KEY); `aad` binds them to their place.
+ */
+export interface HeaderSealer {
+  seal(headers: Readonly<Record<string, string>>, aad: string): string;
+}
+
+/** What binds a server's sealed headers to their org and server. */
+export function headersAad(orgId: string, server: string): string {
+  return `agents.mcp_headers:${orgId}:${server}`;
+}
 
 /** An MCP server as a create or update gives it (header values in the clear, once). */
 export type McpServerInput = { name: string; url: string; headers?: Readonly<Record<string, string>> };
@@ -29,7 +41,7 @@ const RESERVED_HEADERS = new Set([
  * Checks one server and seals its headers; INVALID_ARGUMENT names the
  * entry (never a header's value).
  */
-function checked(input: McpServerInput, i: number, orgId: string, secrets: HeaderSecrets): McpServer {
+function checked(input: McpServerInput, i: number, orgId: string, sealer: HeaderSealer | undefined): McpServer {
   const at = `mcpServers[${i}]`;
   if (!SERVER_NAME.test(input.name) || input.name.includes("__") || input.name.endsWith("_"))
     throw PlatformError.invalidArgument(
@@ -63,12 +75,16 @@ function checked(input: McpServerInput, i: number, orgId: string, secrets: Heade
         `${at}.headers["${name}"]: a value is at most ${MAX_HEADER_VALUE} characters without CR, LF or NUL`,
       );
   }
+  if (headers.length > 0 && !sealer)
+    throw PlatformError.failedPrecondition(
+      "MCP server headers are stored encrypted and this service has no AGENTS_SECRETS_KEY: set it, or give the server no headers",
+    );
   return {
     name: input.name,
     url: input.url,
     headerNames: headers.map(([name]) => name),
-    ...(headers.length > 0
-      ? { sealedHeaders: secrets.seal(Object.fromEntries(headers), headersAad(orgId, input.name)) }
+    ...(headers.length > 0 && sealer
+      ? { sealedHeaders: sealer.seal(Object.fromEntries(headers), headersAad(orgId, input.name)) }
       : {}),
   };
 }
@@ -77,11 +93,11 @@ function checked(input: McpServerInput, i: number, orgId: string, secrets: Heade
 export function validateMcpServers(
   inputs: readonly McpServerInput[],
   orgId: string,
-  secrets: HeaderSecrets,
+  sealer: HeaderSealer | undefined,
 ): McpServer[] {
   if (inputs.length > MAX_MCP_SERVERS)
     throw PlatformError.invalidArgument(`mcpServers has more than ${MAX_MCP_SERVERS} entries`);
-  const servers = inputs.map((s, i) => checked(s, i, orgId, secrets));
+  const servers = inputs.map((s, i) => checked(s, i, orgId, sealer));
   unique(servers.map((s) => s.name));
   return servers;
 }
@@ -95,7 +111,7 @@ export function mergeMcpServers(
   current: readonly McpServer[],
   inputs: readonly McpServerInput[],
   orgId: string,
-  secrets: HeaderSecrets,
+  sealer: HeaderSealer | undefined,
 ): McpServer[] {
   unique(inputs.map((s) => s.name));
   const merged = new Map(current.map((s) => [s.name, s]));
@@ -105,7 +121,7 @@ export function mergeMcpServers(
         throw PlatformError.invalidArgument(
           `mcpServers[${i}]: the agent has no MCP server "${input.name.slice(0, 40)}" to remove`,
         );
-    } else merged.set(input.name, checked(input, i, orgId, secrets));
+    } else merged.set(input.name, checked(input, i, orgId, sealer));
   });
   if (merged.size > MAX_MCP_SERVERS)
     throw PlatformError.invalidArgument(`the agent would have more than ${MAX_MCP_SERVERS} MCP servers`);
