@@ -1,5 +1,7 @@
 import { PlatformError } from "@platform/errors";
+import { setFlagsFromString } from "node:v8";
 import { Ajv, type ValidateFunction } from "ajv";
+import type { RegExpEngine } from "ajv/dist/types/index.js";
 import type { ClientTool } from "./model.ts";
 
 // Client tools (issue 20 item 4): tools an agent declares with a JSON Schema
@@ -16,14 +18,35 @@ export const MAX_CLIENT_TOOL_SCHEMA_BYTES = 32 * 1024;
 /** Providers' tool-name rule (Anthropic's and OpenAI's); `__` is the MCP tools' `<server>__<tool>` separator. */
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
+// Patterns (`pattern`, `patternProperties`) come from API callers and run
+// on model output in a process every tenant shares: a backtracking pattern
+// such as ^(a+)+$ could hold the event loop for minutes. V8's linear-time
+// engine (the `l` flag, behind this flag) runs them in time linear in the
+// input; a pattern it cannot run (backreferences, lookaround, `u` mode
+// classes) fails to compile, so its schema is refused when it is set.
+setFlagsFromString("--enable-experimental-regexp-engine");
+const linearRegExp: RegExpEngine = Object.assign((pattern: string) => new RegExp(pattern, "l"), {
+  code: "linearRegExp",
+});
+
 /**
  * One Ajv for the process. `addUsedSchema: false`: a schema's `$id` stays
  * its own (two agents may use the same id for different schemas); no
  * `loadSchema`: a remote `$ref` is a compile error, nothing is fetched.
  * `strict: false`: keywords Ajv does not know are annotations, as in the
- * specification, so schemas written for other validators still compile.
+ * specification, so schemas written for other validators still compile
+ * (`format` too: no format is checked). `unicodeRegExp: false`: the linear
+ * engine has no `u` mode. `allErrors: false`: validation stops at the first
+ * error (the model gets that one).
  */
-export const ajv = new Ajv({ strict: false, addUsedSchema: false, allErrors: false });
+export const ajv = new Ajv({
+  strict: false,
+  addUsedSchema: false,
+  allErrors: false,
+  unicodeRegExp: false,
+  logger: false,
+  code: { regExp: linearRegExp },
+});
 
 /** Compiled validators by schema text; bounded (Ajv keeps each compiled schema until removed). */
 const compiled = new Map<string, ValidateFunction>();

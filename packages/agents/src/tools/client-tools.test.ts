@@ -111,3 +111,27 @@ test("client tools: a call's input is checked against its schema; the error name
   assert.match(clientResult(tools, { ...call, input: {} }, undefined)!.content, /required property/);
   assert.equal(clientResult(tools, { id: "2", name: "bash", input: {} }, undefined), undefined, "not a client call");
 });
+
+test("client tools: patterns run in linear time; one that needs backtracking is refused when set", () => {
+  for (const pattern of ["^(a)\\1$", "^(?=a)a$", "^(?<!b)a$"])
+    assert.throws(
+      () => validateClientTools([tool("r", schema({ properties: { s: { type: "string", pattern } } }))]),
+      /\("r"\): inputSchema is not a valid JSON Schema: .*linear time/,
+      pattern,
+    );
+  const tools = new ClientToolset(
+    validateClientTools([
+      tool("p", schema({ properties: { s: { type: "string", pattern: "^(a+)+$" } } })),
+      tool("q", schema({ patternProperties: { "^(x+)+$": { type: "number" } } })),
+    ]),
+  );
+  // With a backtracking engine, ^(a+)+$ on 40 a's and a b takes hours; the linear one, milliseconds.
+  const started = performance.now();
+  assert.match(
+    tools.check({ id: "1", name: "p", input: { s: `${"a".repeat(100_000)}b` } })!.content,
+    /must match pattern/,
+  );
+  assert.equal(tools.check({ id: "1", name: "p", input: { s: "aaa" } }), undefined);
+  assert.ok(tools.check({ id: "2", name: "q", input: { [`${"x".repeat(100_000)}y`]: "s", xx: "not a number" } }));
+  assert.ok(performance.now() - started < 5000, `${performance.now() - started} ms`);
+});
