@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { deadUrl, named, ReplayServer } from "../testing/replay-server.ts";
 import { AnthropicProvider, toAnthropicMessages } from "./anthropic.ts";
-import { baseRequest, clientToolRequest, modelProviderContract, type WireView } from "./contract.ts";
+import { baseRequest, clientToolRequest, mcpToolRequest, modelProviderContract, type WireView } from "./contract.ts";
 import type { ModelEvent } from "./provider.ts";
 
 // Frames as the Messages API streams them (event name + JSON data).
@@ -127,6 +127,20 @@ modelProviderContract("anthropic", async (scenario) => {
         ],
       });
       return { provider: provider(), request: clientToolRequest(), wire: () => wireOf(server.requests.at(-1)!.body) };
+    case "mcpTool":
+      server.push({
+        kind: "sse",
+        frames: [
+          messageStart(90),
+          toolStart(0, "toolu_mcp", "github__create_issue"),
+          jsonDelta(0, '{"title": "Crash on start",'),
+          jsonDelta(0, ' "labels": ["bug"]}'),
+          blockStop(0),
+          messageDelta("tool_use", 25),
+          messageStop,
+        ],
+      });
+      return { provider: provider(), request: mcpToolRequest(), wire: () => wireOf(server.requests.at(-1)!.body) };
   }
 });
 

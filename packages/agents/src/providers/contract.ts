@@ -24,7 +24,14 @@ export type Scenario =
    * to bash, and an earlier call of it answered with the client's error);
    * replies with one `pick_color` call whose input is {"color": "green"}.
    */
-  | "clientTool";
+  | "clientTool"
+  /**
+   * The request is mcpToolRequest() (an MCP server's tool offered as
+   * `<server>__<tool>`, an earlier call of it answered with the server's
+   * isError result); replies with one `github__create_issue` call whose input
+   * is {"title": "Crash on start", "labels": ["bug"]}.
+   */
+  | "mcpTool";
 
 /**
  * What the adapter put on the wire, read back from the recorded request in
@@ -87,6 +94,33 @@ export function clientToolRequest(model = "test-model"): ModelRequest {
   request.messages.push(
     { role: "assistant", content: "", toolCalls: [{ id: "call_prev", name: "pick_color", input: { color: "red" } }] },
     { role: "tool", toolUseId: "call_prev", content: "the dialog was closed", isError: true },
+    { role: "user", content: "try again" },
+  );
+  return request;
+}
+
+/** An MCP server's tool as a run offers it: `<server>__<tool>`, the schema as the server listed it. */
+export const MCP_TOOL = {
+  name: "github__create_issue",
+  description: "Create an issue in the repository.",
+  inputSchema: {
+    type: "object",
+    properties: {
+      title: { type: "string", minLength: 3 },
+      labels: { type: "array", items: { type: "string" } },
+    },
+    required: ["title"],
+    additionalProperties: false,
+  },
+};
+
+/** The request of the mcpTool scenario: the MCP tool offered, one earlier call of it failed on the server. */
+export function mcpToolRequest(model = "test-model"): ModelRequest {
+  const request = baseRequest("file the bug", model);
+  request.tools.push(MCP_TOOL);
+  request.messages.push(
+    { role: "assistant", content: "", toolCalls: [{ id: "call_mcp", name: MCP_TOOL.name, input: { title: "x" } }] },
+    { role: "tool", toolUseId: "call_mcp", content: "title is too short", isError: true },
     { role: "user", content: "try again" },
   );
   return request;
@@ -195,6 +229,31 @@ export function modelProviderContract(name: string, arrange: ArrangeScenario): v
       assert.equal(sent.results[0]!.toolUseId, "call_prev");
       assert.match(sent.results[0]!.content, /the dialog was closed/);
       assert.equal(sent.results[0]!.isError, true, "the client's error stays an error");
+    },
+  );
+
+  run(
+    "mcpTool",
+    "an MCP tool travels in the provider's format: its prefixed name and schema, the model's call of it, the server's error result",
+    async ({ provider, request, wire }) => {
+      const events = await drain(await provider.start(request, new AbortController().signal));
+      const calls = events.filter((e) => e.type === "tool_use");
+      assert.equal(calls.length, 1);
+      const call = (calls[0] as Extract<ModelEvent, { type: "tool_use" }>).call;
+      assert.equal(call.name, MCP_TOOL.name);
+      assert.deepEqual(call.input, { title: "Crash on start", labels: ["bug"] });
+      if (!wire) return;
+      const sent = wire();
+      assert.deepEqual(
+        sent.tools.find((t) => t.name === MCP_TOOL.name),
+        MCP_TOOL,
+        "the definition with its schema, unchanged",
+      );
+      assert.deepEqual(sent.calls, [{ id: "call_mcp", name: MCP_TOOL.name, input: { title: "x" } }]);
+      assert.equal(sent.results.length, 1);
+      assert.equal(sent.results[0]!.toolUseId, "call_mcp");
+      assert.match(sent.results[0]!.content, /title is too short/);
+      assert.equal(sent.results[0]!.isError, true, "the server's isError stays an error");
     },
   );
 

@@ -21,6 +21,7 @@ modelProviderContract("dev", async (scenario) => {
     case "unreachable":
       return { skip: "the dev model runs in-process and is always reachable" };
     case "clientTool":
+    case "mcpTool":
       return { skip: "the dev model calls only the built-in tools" };
   }
 });

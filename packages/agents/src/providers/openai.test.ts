@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { dataOnly, deadUrl, ReplayServer } from "../testing/replay-server.ts";
-import { baseRequest, clientToolRequest, modelProviderContract, type WireView } from "./contract.ts";
+import { baseRequest, clientToolRequest, mcpToolRequest, modelProviderContract, type WireView } from "./contract.ts";
 import { OpenAIProvider, toOpenAIMessages } from "./openai.ts";
 import type { ModelEvent } from "./provider.ts";
 
@@ -94,6 +94,20 @@ modelProviderContract("openai", async (scenario) => {
         ],
       });
       return { provider: provider(), request: clientToolRequest(), wire: () => wireOf(server.requests.at(-1)!.body) };
+    case "mcpTool":
+      server.push({
+        kind: "sse",
+        frames: [
+          chunk({ role: "assistant", content: null }),
+          toolDelta(0, { id: "call_new", type: "function", function: { name: "github__create_issue", arguments: "" } }),
+          toolDelta(0, { function: { arguments: '{"title":"Crash on start",' } }),
+          toolDelta(0, { function: { arguments: '"labels":["bug"]}' } }),
+          chunk({}, "tool_calls"),
+          usage(70, 14),
+          done,
+        ],
+      });
+      return { provider: provider(), request: mcpToolRequest(), wire: () => wireOf(server.requests.at(-1)!.body) };
   }
 });
 
