@@ -318,10 +318,13 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
    * "truncated"?} and `tool_use_id` names the call; clients that do not
    * know the type ignore it.
    * requires_action (additive) ends a run that paused on tool calls whose
-   * policy is `ask`: `content` is a JSON object {"calls": [{"toolUseId",
-   * "name", "input"}]} naming every pending call, with the run's tokens as
-   * on `done`; the stream closes after it with the session idle, and the
-   * run goes on once SubmitToolDecisions answered every call.
+   * policy is `ask`, or on calls of the agent's client tools: `content` is
+   * a JSON object {"calls": [{"toolUseId", "name", "input", "kind"?}]}
+   * naming every pending call (`"kind": "client"` on a client tool's call,
+   * answered with its result; absent on a call that waits for allow or
+   * deny), with the run's tokens as on `done`; the stream closes after it
+   * with the session idle, and the run goes on once SubmitToolDecisions
+   * answered every call.
    * sandbox_paused, sandbox_resumed, sandbox_replaced (additive) tell what
    * happened to the session's sandbox before a tool call, `tool_use_id`
    * naming that call: the run found it PAUSED (content {"sandboxId"}), then
