@@ -21,6 +21,8 @@ export type McpOptions = {
 /** Tools listed per server: a server cannot flood the model's request. */
 const MAX_TOOLS_PER_SERVER = 128;
 const MAX_DESCRIPTION = 4096;
+/** A tool whose input schema is larger is left out (as client tools' limit): it would crowd the model's request. */
+const MAX_SCHEMA_BYTES = 32 * 1024;
 
 type Listed = { client: Client; tools: Map<string, string> };
 type Connection = { ok: true; listed: Listed; specs: ToolSpec[] } | { ok: false; reason: string };
@@ -121,6 +123,13 @@ export class McpTools {
           if (tools.size >= MAX_TOOLS_PER_SERVER) break;
           const modelName = modelToolName(name, tool.name);
           if (tools.has(modelName)) continue;
+          if (Buffer.byteLength(JSON.stringify(tool.inputSchema)) > MAX_SCHEMA_BYTES) {
+            this.logger.warn(
+              { server: name, tool: tool.name.slice(0, 128) },
+              "MCP tool left out: input schema over 32 KiB",
+            );
+            continue;
+          }
           tools.set(modelName, tool.name);
           specs.push({
             name: modelName,

@@ -66,6 +66,16 @@ async function startMcpServer(): Promise<{ url: string; seen: Seen; http: Server
         { name: "fail", description: "Always fails", inputSchema: { type: "object", properties: {} } },
         { name: "vanish", description: "Takes the server down", inputSchema: { type: "object", properties: {} } },
         { name: "dotted.name/v2", description: "A name providers refuse", inputSchema: { type: "object" } },
+        {
+          name: "huge",
+          description: "A schema over 32 KiB",
+          inputSchema: {
+            type: "object",
+            properties: Object.fromEntries(
+              Array.from({ length: 1000 }, (_, i) => [`p${i}`, { type: "string", description: "padding ".repeat(5) }]),
+            ),
+          },
+        },
       ],
     }));
     server.server.setRequestHandler(CallToolRequestSchema, async (request) => {
@@ -321,6 +331,7 @@ describe("MCP tools in a run", () => {
       names.every((n) => /^[a-zA-Z0-9_-]{1,64}$/.test(n)),
       "every name fits the providers' rule",
     );
+    assert.ok(!names.includes("tools__huge"), "a schema over 32 KiB is left out");
     assert.deepEqual(request.tools.find((t) => t.name === "tools__add")?.inputSchema, {
       type: "object",
       properties: { a: { type: "number" }, b: { type: "number" } },
