@@ -172,6 +172,7 @@ test("the session service's streams and GetSession hand the loop a turn at least
       },
       events,
     }),
+    pendingToolCalls: async () => [],
   } as unknown as AgentsDomain;
   const service = sessionService(domain);
   const values = createContextValues().set(authKey, { userId: "u", orgId: "o", method: "test" });
@@ -194,10 +195,14 @@ test("the session service's streams and GetSession hand the loop a turn at least
       if (counting) setImmediate(tick);
     };
     setImmediate(tick);
-    await drain(() => {
-      most = Math.max(most, ++since);
-    });
-    counting = false;
+    try {
+      await drain(() => {
+        most = Math.max(most, ++since);
+      });
+    } finally {
+      // A failing drain must not leave the ticking loop (the test would then never end).
+      counting = false;
+    }
     return most;
   };
   for (const method of ["streamEvents", "sendMessages"] as const) {
