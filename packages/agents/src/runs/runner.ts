@@ -490,11 +490,12 @@ class Run {
 
   /**
    * Runs the calls in order. Without `decisions` (a fresh model turn), the
-   * first call of an `ask` tool stops it: that call and every later `ask`
-   * call are returned as pending (the `allow` calls after it wait with
-   * them, so the calls still run in the model's order). With `decisions`
-   * (a resumed run), a denied call gets an error result with the message
-   * and every other call runs.
+   * first call that waits (an `ask` tool's, or a client tool's with valid
+   * input) stops it: that call and every later waiting call are returned
+   * as pending (the `allow` calls after it wait with them, so the calls
+   * still run in the model's order). With `decisions` (a resumed run), a
+   * denied call gets an error result with the message, a client call the
+   * client's result, and every other call runs.
    */
   async #runCalls(calls: ToolCall[], decisions?: ReadonlyMap<string, ToolDecision>): Promise<ToolCall[]> {
     for (const [i, call] of calls.entries()) {
