@@ -93,22 +93,34 @@ export const clientTraceInterceptor: Interceptor = (next) => async (req) => {
     end();
     return res;
   }
-  const source = res.message;
-  return {
-    ...res,
-    message: (async function* () {
-      try {
-        yield* source;
-        end();
-      } catch (e) {
-        end(e);
-        throw e;
-      } finally {
-        end();
-      }
-    })(),
-  };
+  return { ...res, message: readAhead(res.message, end) };
 };
+
+/**
+ * The stream with one message read ahead, so `end` runs when the stream
+ * does. Connect's client iterators have no return(): a reader that stops at
+ * a terminal message (turn_done, an exec's completed) never pulls the end of
+ * the stream, and without the read-ahead the span would stay open (and the
+ * HTTP/2 stream half-closed) until the call is aborted, if ever.
+ */
+async function* readAhead<T>(source: AsyncIterable<T>, end: (e?: unknown) => void): AsyncGenerator<T> {
+  const it = source[Symbol.asyncIterator]();
+  const pull = () => {
+    const next = it.next();
+    next.then(
+      (r) => r.done && end(),
+      (e) => end(e),
+    );
+    return next;
+  };
+  let pending = pull();
+  for (;;) {
+    const r = await pending;
+    if (r.done) return;
+    pending = pull();
+    yield r.value;
+  }
+}
 
 function endClient(span: Span, e?: unknown): void {
   const code = e === undefined ? 0 : ConnectError.from(e).code;

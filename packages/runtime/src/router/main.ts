@@ -36,6 +36,9 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
         AGENTS_GRPC_URL: c.agentsUrl,
         LOG_LEVEL: c.logLevel,
         ...(c.tls ? {} : { INTERNAL_TLS: "off" }),
+        // The OpenTelemetry SDK's own settings (OTEL_BSP_* and the like, read by the SDK) reach the workers
+        // as they reach the router; the endpoint as the router read it.
+        ...Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith("OTEL_") && v)),
         ...(c.otelEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: c.otelEndpoint } : {}),
         ...(c.metricsToken ? { METRICS_TOKEN: c.metricsToken } : {}),
       },
