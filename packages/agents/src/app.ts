@@ -40,6 +40,8 @@ export type AgentsAppOptions = {
   maxTokens?: number;
   /** AGENTS_SECRETS_KEY (32 bytes): seals MCP servers' header values; absent: servers with headers are refused. */
   secretsKey?: Buffer;
+  /** AGENTS_MCP_ALLOW_PRIVATE_TARGETS: MCP servers on loopback and private addresses may be called. */
+  mcpAllowPrivateTargets?: boolean;
   runLeaseMs?: number;
   /** How often a followed session's state is re-read while another replica runs it (one read per session). */
   pollMs?: number;
@@ -111,6 +113,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
         callTimeoutMs: options.toolTimeoutMs ?? 120_000,
         connectTimeoutMs: Math.min(options.toolTimeoutMs ?? 120_000, 10_000),
         outputLimitBytes: options.toolOutputLimitBytes ?? 16 * 1024,
+        allowPrivateTargets: options.mcpAllowPrivateTargets ?? false,
       },
     },
     options.logger,

@@ -1,4 +1,5 @@
 import {
+  bool,
   ConfigError,
   custom,
   type Env,
@@ -53,6 +54,8 @@ export type AgentsConfig = {
   metricsToken?: string;
   /** AGENTS_SECRETS_KEY: seals MCP servers' header values at rest; unset: servers with headers are refused. */
   secretsKey?: Buffer;
+  /** AGENTS_MCP_ALLOW_PRIVATE_TARGETS: MCP servers on loopback and private addresses may be called. */
+  mcpAllowPrivateTargets?: boolean;
 };
 
 const HTTP = ["http:", "https:"] as const;
@@ -137,6 +140,10 @@ export const AGENTS_SETTINGS = {
       return Buffer.from(hex, "hex");
     },
   }),
+  mcpAllowPrivateTargets: bool("AGENTS_MCP_ALLOW_PRIVATE_TARGETS", {
+    default: false,
+    doc: "agents' MCP servers may be on loopback, private, link-local or other non-public addresses (checked on every request, redirects not followed); off: such a server's tools are unavailable to the run, which the model is told",
+  }),
   logLevel: logLevel(),
   otelEndpoint: otelEndpointSetting(),
 };
@@ -166,5 +173,6 @@ export function loadConfig(env: Env = process.env): AgentsConfig {
     corsAllowedOrigins: s.corsAllowedOrigins,
     metricsToken: s.metricsToken,
     secretsKey: s.secretsKey,
+    mcpAllowPrivateTargets: s.mcpAllowPrivateTargets,
   };
 }

@@ -88,6 +88,7 @@ export async function createAgentsServer(
     maxModelCalls: config.maxModelCalls,
     maxTokens: config.maxTokens,
     secretsKey: config.secretsKey,
+    mcpAllowPrivateTargets: config.mcpAllowPrivateTargets,
     runLeaseMs: config.runLeaseMs,
     sandboxIdleMs: config.sandboxIdleMs,
     pollMs: overrides.pollMs,

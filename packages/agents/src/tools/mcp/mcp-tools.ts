@@ -6,6 +6,7 @@ import type { ToolCall, ToolSpec } from "../../providers/provider.ts";
 import { clip, type ToolResult } from "../toolbox.ts";
 import { modelToolName, serverOf } from "./names.ts";
 import { headersAad } from "../../domain/mcp-servers.ts";
+import { publicOnlyFetch } from "./public-target.ts";
 import { HeaderSecrets } from "./secrets.ts";
 
 export type McpOptions = {
@@ -16,6 +17,8 @@ export type McpOptions = {
   connectTimeoutMs: number;
   /** Bytes of a result given to the model. */
   outputLimitBytes: number;
+  /** AGENTS_MCP_ALLOW_PRIVATE_TARGETS: servers on loopback and private addresses may be called. */
+  allowPrivateTargets?: boolean;
 };
 
 /** Tools listed per server: a server cannot flood the model's request. */
@@ -112,7 +115,10 @@ export class McpTools {
       const headers = server.sealedHeaders
         ? this.options.secrets.open(server.sealedHeaders, headersAad(this.orgId, name))
         : {};
-      const transport = new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers } });
+      const transport = new StreamableHTTPClientTransport(new URL(server.url), {
+        requestInit: { headers },
+        ...(!this.options.allowPrivateTargets && { fetch: publicOnlyFetch }),
+      });
       await client.connect(transport, { signal: both, timeout });
       const tools = new Map<string, string>();
       const specs: ToolSpec[] = [];

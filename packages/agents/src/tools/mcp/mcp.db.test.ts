@@ -132,7 +132,7 @@ before(async () => {
   flaky = await startMcpServer();
   const config = testAgentsConfig(
     { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
-    { toolTimeoutMs: TOOL_TIMEOUT_MS, secretsKey: randomBytes(32) },
+    { toolTimeoutMs: TOOL_TIMEOUT_MS, secretsKey: randomBytes(32), mcpAllowPrivateTargets: true },
   );
   // Every log line of the service, at the most verbose level: the secret must be in none.
   const sink = new Writable({
