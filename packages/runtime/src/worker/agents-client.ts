@@ -42,7 +42,12 @@ export class ConnectAgentsClient implements AgentsPort {
     if (session?.status !== "running") {
       // Idle, its run paused on tool calls that still wait for answers: that is what the caller rejoins.
       if (pendingToolCalls.length > 0) {
-        const calls = pendingToolCalls.map((c) => ({ toolUseId: c.toolUseId, name: c.name, input: c.input }));
+        const calls = pendingToolCalls.map((c) => ({
+          toolUseId: c.toolUseId,
+          name: c.name,
+          input: c.input,
+          kind: c.kind,
+        }));
         yield { type: "requires_action", content: JSON.stringify({ calls }) };
       }
       return;

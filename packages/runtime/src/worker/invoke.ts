@@ -129,9 +129,11 @@ function pendingCalls(content: string): PendingToolCallInit[] {
     return [];
   }
   if (!Array.isArray(calls)) return [];
-  return calls.map((c: { toolUseId?: unknown; name?: unknown; input?: unknown }) => ({
+  return calls.map((c: { toolUseId?: unknown; name?: unknown; input?: unknown; kind?: unknown }) => ({
     toolUseId: String(c.toolUseId ?? ""),
     name: String(c.name ?? ""),
     input: typeof c.input === "string" ? c.input : JSON.stringify(c.input ?? {}),
+    // `client`: the caller runs the tool and answers with its result (not allow/deny).
+    ...(typeof c.kind === "string" && { kind: c.kind }),
   }));
 }

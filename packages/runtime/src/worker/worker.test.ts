@@ -113,7 +113,12 @@ describe("tenant worker", () => {
       { type: "text", content: "let me check" },
       {
         type: "requires_action",
-        content: JSON.stringify({ calls: [{ toolUseId: "t1", name: "bash", input: { command: "ls" } }] }),
+        content: JSON.stringify({
+          calls: [
+            { toolUseId: "t1", name: "bash", input: { command: "ls" } },
+            { toolUseId: "t2", name: "pick_color", input: { hue: 1 }, kind: "client" },
+          ],
+        }),
       },
       { type: "text", content: "never" },
     ];
@@ -122,10 +127,15 @@ describe("tenant worker", () => {
       events.map((e) => e.case),
       ["textChunk", "requiresAction"],
     );
-    const calls = (events[1] as unknown as { calls: Array<{ toolUseId: string; name: string; input: string }> }).calls;
+    const calls = (
+      events[1] as unknown as { calls: Array<{ toolUseId: string; name: string; input: string; kind: string }> }
+    ).calls;
     assert.deepEqual(
-      calls.map((c) => [c.toolUseId, c.name, JSON.parse(c.input)]),
-      [["t1", "bash", { command: "ls" }]],
+      calls.map((c) => [c.toolUseId, c.name, JSON.parse(c.input), c.kind]),
+      [
+        ["t1", "bash", { command: "ls" }, ""],
+        ["t2", "pick_color", { hue: 1 }, "client"],
+      ],
     );
   });
 
