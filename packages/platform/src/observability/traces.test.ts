@@ -107,15 +107,22 @@ test("one chat with a tool call through the router makes one connected trace acr
       orphansOf(t, callerSpanId).length === 0
     );
   };
-  await receiver.until(want, 120_000).catch((err) => {
+  const failure = (err: unknown) => {
     const seen = receiver.trace(traceId).map((s) => `${s.service}: ${s.name} ${s.spanId}/${s.parentSpanId}`);
-    const others = receiver.spans
-      .filter((s) => s.traceId !== traceId)
-      .map((s) => `${s.service}: ${s.name} ${s.traceId}/${s.parentSpanId}`);
-    throw new Error(
-      `${(err as Error).message}\nspans of the trace: ${seen.join(", ")}\nothers: ${others.join(", ")}\n${stack.logs()}`,
-    );
-  });
+    return new Error(`${(err as Error).message}\nspans of the trace: ${seen.join(", ")}\n${stack.logs()}`);
+  };
+  // Spans leave in batches; a service that has not sent its batch yet does at its graceful stop (the
+  // tenant worker sometimes held its batch past two minutes on this loaded machine, cause not found).
+  const arrived = await receiver.until(want, 60_000).then(
+    () => true,
+    () => false,
+  );
+  if (!arrived) {
+    await stack.stop();
+    await receiver.until(want, 30_000).catch((err) => {
+      throw failure(err);
+    });
+  }
   const spans = receiver.trace(traceId);
   assertConnected(spans, callerSpanId);
 
