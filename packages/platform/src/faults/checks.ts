@@ -236,7 +236,8 @@ export async function agentsDbProblems(database: Database<unknown>): Promise<str
     `select e.session_id::text as session, e.run_id::text as run from session_events e where e.run_id is not null
      group by e.session_id, e.run_id having count(*) filter (where e.type in ('done', 'error', 'requires_action')) = 0`,
   );
-  for (const r of open) problems.push(`run ${r.run} of session ${r.session} has no done, error or requires_action event`);
+  for (const r of open)
+    problems.push(`run ${r.run} of session ${r.session} has no done, error or requires_action event`);
   const held = await rows(
     database,
     "select id::text as id, active_run_id::text as run from sessions where active_run_id is not null",
