@@ -136,6 +136,15 @@ describe("trace propagation across createServer and createServiceTransport", () 
     assert.equal(receiver.spans.length, before);
   });
 
+  test("a call made outside any trace starts none, here or at the callee (its traceparent is not sampled)", async () => {
+    const before = receiver.spans.length;
+    const client = createClient(LibraryService, createServiceTransport({ baseUrl: backUrl }));
+    await client.echo({ text: "background" });
+    assert.match(seenByBack.at(-1) ?? "", /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+    await flushTracing();
+    assert.equal(receiver.spans.length, before);
+  });
+
   test("with export off, a traceparent still passes through to the next service", async () => {
     await tracing.shutdown();
     const traceId = "11111111111111111111111111111111";

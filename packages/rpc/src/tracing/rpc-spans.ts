@@ -1,5 +1,6 @@
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
-import { context, type Span, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import { randomBytes } from "node:crypto";
+import { context, type Span, type SpanContext, SpanKind, SpanStatusCode, TraceFlags, trace } from "@opentelemetry/api";
 import { currentRequest } from "../context.ts";
 import { TRACER_NAME, w3c } from "./request-trace.ts";
 import { tracingEnabled } from "./start.ts";
@@ -53,14 +54,20 @@ export const serverTraceInterceptor: Interceptor = (next) => async (req) => {
  * process exports and the call is made for a traced operation) and the W3C
  * `traceparent` header naming it, so the callee's server span is its child.
  * A process that does not export passes on the traceparent it received.
- * Calls made outside any trace (probes, background sweeps) start none.
+ * Calls made outside any trace (probes, background sweeps) start none and
+ * carry a traceparent that is not sampled.
  */
 export const clientTraceInterceptor: Interceptor = (next) => async (req) => {
   if (req.header.has("traceparent")) return next(req);
   const active = context.active();
   const parent = trace.getSpanContext(active) ?? currentRequest()?.traceParent;
-  if (!parent) return next(req);
   const setter = { set: (h: Headers, k: string, v: string) => h.set(k, v) };
+  if (!parent) {
+    // Not sampled: the callee records nothing for it either (a readiness probe's call to identity
+    // would otherwise start a trace there every few seconds).
+    if (tracingEnabled()) w3c.inject(trace.setSpanContext(active, unsampled()), req.header, setter);
+    return next(req);
+  }
   if (!tracingEnabled()) {
     w3c.inject(trace.setSpanContext(active, parent), req.header, setter);
     return next(req);
@@ -120,6 +127,14 @@ async function* readAhead<T>(source: AsyncIterable<T>, end: (e?: unknown) => voi
     pending = pull();
     yield r.value;
   }
+}
+
+function unsampled(): SpanContext {
+  return {
+    traceId: randomBytes(16).toString("hex"),
+    spanId: randomBytes(8).toString("hex"),
+    traceFlags: TraceFlags.NONE,
+  };
 }
 
 function endClient(span: Span, e?: unknown): void {
