@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Code, PlatformError } from "@platform/errors";
-import { startWorkSpan, type WorkSpan } from "@platform/rpc";
+import { inWorkSpan, startWorkSpan, type WorkSpan } from "@platform/rpc";
 import type { Logger } from "pino";
 import { readWholeLog } from "../domain/log-pages.ts";
 import type { Agent, AuthContext, MessageInput, NewEvent, Session, ToolDecision, Waiting } from "../domain/model.ts";
@@ -411,9 +411,19 @@ class Run {
       "platform.session_id": this.session.id,
     });
     try {
-      await this.log.flush(this.abort.signal, storePatienceMs);
+      // The database statement groups of a model call, each a span under it.
+      await span.run(() =>
+        inWorkSpan("db store events", { "db.operation.name": "INSERT" }, () =>
+          this.log.flush(this.abort.signal, storePatienceMs),
+        ),
+      );
       // In pages: the whole log is read for every model call.
-      const log = (await readWholeLog(this.store, this.auth.orgId, this.session.id))?.events ?? [];
+      const page = await span.run(() =>
+        inWorkSpan("db read session log", { "db.operation.name": "SELECT" }, () =>
+          readWholeLog(this.store, this.auth.orgId, this.session.id),
+        ),
+      );
+      const log = page?.events ?? [];
       const request: ModelRequest = {
         model,
         system: this.agent.systemPrompt,

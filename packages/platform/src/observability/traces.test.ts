@@ -102,6 +102,7 @@ test("one chat with a tool call through the router makes one connected trace acr
       t.some((s) => s.service === "agents" && s.name.startsWith("execute_tool ")) &&
       t.some((s) => s.service === "agents" && s.name === "chat echo" && "gen_ai.usage.output_tokens" in s.attributes) &&
       t.some((s) => s.service === "runtime-worker" && s.kind === SERVER) &&
+      t.some((s) => s.service === "agents" && s.name === "db read session log") &&
       t.filter((s) => s.service === "agents" && s.name.startsWith("chat ")).length >= 2 &&
       // A parent's span may come in a later batch than its child's (it ends later).
       orphansOf(t, callerSpanId).length === 0
