@@ -141,7 +141,12 @@ test("agents JSON names are camelCase", () => {
   assert.equal(fields(agents.MessageSchema).is_error, "isError");
   assert.equal(fields(agents.SessionEventSchema).tokens_in, "tokensIn");
   assert.equal(fields(agents.SessionEventSchema).tokens_out, "tokensOut");
-  assert.deepEqual(names(agents.CreateAgentRequestSchema), ["name", "slug", "model", "system_prompt"]);
+  // The specification's fields with their numbers; additions (issue 20) only from 20 on, the v1 extension range.
+  assert.deepEqual(names(agents.CreateAgentRequestSchema).slice(0, 4), ["name", "slug", "model", "system_prompt"]);
+  for (const schema of [agents.CreateAgentRequestSchema, agents.UpdateAgentRequestSchema, agents.AgentSchema])
+    for (const f of schema.fields.slice(schema === agents.CreateAgentRequestSchema ? 4 : 0))
+      if (!["name", "slug", "model", "system_prompt", "id", "created_at", "updated_at", "update_mask"].includes(f.name))
+        assert.ok(f.number >= 20, `${schema.typeName}.${f.name} is an addition numbered ${f.number}`);
   assert.deepEqual(names(agents.ListAgentsResponseSchema), ["items", "next"]);
   assert.ok(
     agents.ListAgentsRequestSchema.fields.find((f) => f.name === "limit")?.proto.proto3Optional,
@@ -151,9 +156,17 @@ test("agents JSON names are camelCase", () => {
 
 test("runtime messages and the health protocol", () => {
   assert.deepEqual(names(runtime.InvokeRequestSchema).slice(0, 3), ["session_id", "request_id", "trace_id"]);
+  // The specification's three events as numbered; requires_action (issue 20) is an addition after them.
   assert.deepEqual(
-    runtime.InvokeEventSchema.oneofs.map((o) => o.fields.map((f) => f.name)),
-    [["text_chunk", "turn_done", "error"]],
+    runtime.InvokeEventSchema.oneofs.map((o) => o.fields.map((f) => [f.name, f.number])),
+    [
+      [
+        ["text_chunk", 1],
+        ["turn_done", 2],
+        ["error", 3],
+        ["requires_action", 4],
+      ],
+    ],
   );
   assert.deepEqual(names(runtime.TextChunkEventSchema), ["content"]);
   assert.deepEqual(names(runtime.ErrorEventSchema), ["message"]);

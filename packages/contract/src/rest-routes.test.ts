@@ -36,6 +36,8 @@ const agentsTable = [
   ["GET", "/v1/sessions/{id}/files", "", 200, false],
   ["GET", "/v1/sessions/{id}/files:read", "", 200, false],
   ["POST", "/v1/sessions/{id}/files:write", "*", 200, false],
+  // Issue 20: answers to the tool calls a run paused on (additive).
+  ["POST", "/v1/sessions/{id}/tool-decisions", "*", 200, false],
 ] as const;
 
 test("every identity REST row is annotated with its method, path, body and status", () => {

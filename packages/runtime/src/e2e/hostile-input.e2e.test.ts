@@ -31,7 +31,8 @@ import { stringSlots } from "./hostile/string-slots.ts";
 
 const genRoot = new URL("../../../../gen/", import.meta.url).pathname;
 /** gen/ directories that are not platform services (third-party protos, the rpc package's test contract). */
-const NOT_PLATFORM = new Set(["google", "grpc", "platform", "rpctest", "node_modules"]);
+// openapi: the OpenAPI documents generated from the same protos (JSON, no code).
+const NOT_PLATFORM = new Set(["google", "grpc", "platform", "rpctest", "node_modules", "openapi"]);
 
 /** Every service in the generated code of the platform's proto packages. */
 async function platformServices(): Promise<DescService[]> {
@@ -121,6 +122,10 @@ function baselines(ids: Ids): Record<string, () => MessageInitShape<never>> {
     "agents.v1.SessionService/SendMessages": () => ({ id: ids.sessionId, messages: msgs() }),
     "agents.v1.SessionService/StreamEvents": () => ({ id: ids.sessionId }),
     "agents.v1.SessionService/CancelRun": () => ({ id: ids.sessionId }),
+    "agents.v1.SessionService/SubmitToolDecisions": () => ({
+      id: ids.sessionId,
+      decisions: [{ toolUseId: "toolu_1", decision: "deny", message: "no" }],
+    }),
     // Issue 18: a session's workspace files; the path is checked before compute is asked.
     "agents.v1.SessionService/ListSessionFiles": () => ({ id: ids.sessionId, path: "." }),
     "agents.v1.SessionService/ReadSessionFile": () => ({ id: ids.sessionId, path: "f.txt" }),
