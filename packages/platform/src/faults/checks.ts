@@ -33,8 +33,32 @@ export class SeenProcesses {
   get size(): number {
     return this.#seen.size;
   }
+  /** The ones still there, with their state and parent (a zombie waits for its reaper; a T/frozen one for a thaw). */
   alive(): string[] {
-    return [...this.#seen].filter(([pid, p]) => startTime(pid) === p.start).map(([pid, p]) => `${pid} ${p.what}`);
+    return [...this.#seen]
+      .filter(([pid, p]) => startTime(pid) === p.start)
+      .map(([pid, p]) => `${pid} [${processState(pid)}] ${p.what}`);
+  }
+}
+
+/** `state S, ppid N, freezer F` of a process, for a leftover's report. */
+function processState(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const freezer = readFileSync(`/proc/${pid}/cgroup`, "utf8")
+      .split("\n")
+      .find((l) => l.includes(":freezer:"))
+      ?.split(":")[2];
+    let frozen = "";
+    try {
+      if (freezer) frozen = readFileSync(join("/sys/fs/cgroup/freezer", freezer, "freezer.state"), "utf8").trim();
+    } catch {
+      // no v1 freezer
+    }
+    return `state ${state}, ppid ${ppid}${frozen ? `, freezer ${frozen}` : ""}`;
+  } catch {
+    return "gone";
   }
 }
 

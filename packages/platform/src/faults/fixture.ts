@@ -45,6 +45,21 @@ export class Fixture {
     for (const name of sandboxNames(this.platform.dataDir)) this.sandboxes.add(name);
   }
 
+  /**
+   * leftovers(), asked again for up to `ms` while anything is left: a
+   * killed sandbox's processes may take a moment to be reaped on a loaded
+   * machine; what is still there after it is reported.
+   */
+  async leftoversAfter(ms = 10_000): Promise<string[]> {
+    const until = Date.now() + ms;
+    let left = this.leftovers();
+    while (left.length > 0 && Date.now() < until) {
+      await sleep(250);
+      left = this.leftovers();
+    }
+    return left;
+  }
+
   /** What a stopped platform must not leave behind: processes, cgroups, mounts and loop devices, exec helper directories. */
   leftovers(): string[] {
     const dataDir = this.platform.dataDir;

@@ -315,8 +315,7 @@ test("5. 200 clients going away at random points of streams and execs: nothing s
   fx.remember();
   const stopped = await fx.platform.stop();
   if (stopped !== 0) problems.push(`the platform's stop ended with ${stopped}`);
-  await sleep(1000);
-  problems.push(...fx.leftovers());
+  problems.push(...(await fx.leftoversAfter()));
   const events = sessions.reduce((n, s) => n + fx.streamsOf(s).flat().length, 0);
   t.diagnostic(
     `${SESSIONS * (FOLLOWERS + 1)} clients (${cancels} runs also cancelled) received ${events} events; every session settled ${settledMs} ms after the start`,
