@@ -76,7 +76,7 @@ export interface LocalDriverOptions {
    * then a new start on the same workspace). Default 60 s; 0: at once.
    */
   releasePausedAfterMs?: number;
-  /** Mount a hierarchy with favordynmods so cgroup migrations skip an RCU grace period (dynmods.ts); default on. */
+  /** Mount a hierarchy with favordynmods so cgroup migrations skip an RCU grace period (dynmods.ts); default off. */
   favorDynamicCgroupMods?: boolean;
 }
 
@@ -172,7 +172,7 @@ export class LocalDriver implements SandboxDriver {
     this.log = options.logger;
     fs.mkdirSync(join(options.dataDir, "sandboxes"), { recursive: true, mode: 0o711 });
     this.root = detectCgroups(options.cgroupPrefix ?? "platform-compute");
-    if (options.favorDynamicCgroupMods ?? true) {
+    if (options.favorDynamicCgroupMods ?? false) {
       const dynmods = favorDynamicCgroupMods();
       if (typeof dynmods === "object")
         this.log?.info(
