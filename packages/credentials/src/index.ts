@@ -11,3 +11,4 @@ export {
   isCompactJws,
   MAX_CREDENTIAL_CHARS,
 } from "./credential-shape.ts";
+export { open, seal } from "./seal.ts";

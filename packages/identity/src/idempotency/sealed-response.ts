@@ -1,5 +1,5 @@
 import { createHash, hkdfSync } from "node:crypto";
-import { open, seal } from "../crypto/kek.ts";
+import { open, seal } from "@platform/credentials";
 
 /**
  * How an Idempotency-Key record is kept at rest. A stored response may hold

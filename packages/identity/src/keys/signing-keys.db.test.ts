@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { after, before, test } from "node:test";
 import { isUniqueViolation } from "@platform/db";
 import { AuthCaches } from "../cache/auth-caches.ts";
-import { open } from "../crypto/kek.ts";
+import { open } from "@platform/credentials";
 import { createFixture, type Fixture } from "../testing/fixture.ts";
 import { SigningKeys } from "./signing-keys.ts";
 

@@ -6,7 +6,7 @@ import type { Kysely } from "kysely";
 import { recordAudit } from "../audit/audit-log.ts";
 import type { AuthCaches } from "../cache/auth-caches.ts";
 import type { CoherentCache } from "../cache/coherent-cache.ts";
-import { open, seal } from "../crypto/kek.ts";
+import { open, seal } from "@platform/credentials";
 import type { IdentityDB } from "../db/schema.ts";
 
 const generate = promisify(generateKeyPair);

@@ -1,9 +1,6 @@
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { open, seal } from "@platform/credentials";
 import { PlatformError } from "@platform/errors";
 import type { HeaderSealer } from "../../domain/mcp-servers.ts";
-
-const IV_BYTES = 12;
-const TAG_BYTES = 16;
 
 /**
  * Seals and opens an MCP server's header values (AES-256-GCM under
@@ -25,24 +22,15 @@ export class HeaderSecrets implements HeaderSealer {
       throw PlatformError.failedPrecondition(
         "MCP server headers are stored encrypted and this service has no AGENTS_SECRETS_KEY: set it, or give the server no headers",
       );
-    const iv = randomBytes(IV_BYTES);
-    const cipher = createCipheriv("aes-256-gcm", this.key, iv);
-    cipher.setAAD(Buffer.from(aad, "utf8"));
-    const body = Buffer.concat([cipher.update(JSON.stringify(headers), "utf8"), cipher.final()]);
-    return Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64");
+    return seal(this.key, Buffer.from(JSON.stringify(headers), "utf8"), aad).toString("base64");
   }
 
   /** The headers, or an error naming why they cannot be read (never their values). */
   open(sealed: string, aad: string): Record<string, string> {
     if (!this.key)
       throw PlatformError.failedPrecondition("the server's headers need AGENTS_SECRETS_KEY, which is not set");
-    const buf = Buffer.from(sealed, "base64");
     try {
-      const decipher = createDecipheriv("aes-256-gcm", this.key, buf.subarray(0, IV_BYTES));
-      decipher.setAAD(Buffer.from(aad, "utf8"));
-      decipher.setAuthTag(buf.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
-      const plain = Buffer.concat([decipher.update(buf.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]);
-      return JSON.parse(plain.toString("utf8")) as Record<string, string>;
+      return JSON.parse(open(this.key, Buffer.from(sealed, "base64"), aad).toString("utf8")) as Record<string, string>;
     } catch {
       throw PlatformError.failedPrecondition(
         "the server's stored headers do not open with this AGENTS_SECRETS_KEY (was the key changed?)",
