@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compute/v1/compute.proto.
  */
 export const file_compute_v1_compute: GenFile = /*@__PURE__*/
-  fileDesc("Chhjb21wdXRlL3YxL2NvbXB1dGUucHJvdG8SCmNvbXB1dGUudjEiSAoNV29ya3NwYWNlU3BlYxIVCg1zdG9yYWdlX2NsYXNzGAEgASgJEgwKBHNpemUYAiABKAkSEgoKbW91bnRfcGF0aBgDIAEoCSJqCg5SZXNvdXJjZUxpbWl0cxISCgpjcHVfbWlsbGlzGAEgASgNEhQKDG1lbW9yeV9ieXRlcxgCIAEoBBIuCgttYXhfcnVudGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLDAQoMVXNhZ2VNZXRyaWNzEg4KBmNwdV9tcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIYChBtZW1vcnlfYXZnX2J5dGVzGAMgASgEEhcKD2Rpc2tfcmVhZF9ieXRlcxgEIAEoBBIYChBkaXNrX3dyaXRlX2J5dGVzGAUgASgEEhwKFG5ldHdvcmtfZWdyZXNzX2J5dGVzGAYgASgEEh0KFW5ldHdvcmtfaW5ncmVzc19ieXRlcxgHIAEoBCJ2CglGaWxlRW50cnkSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLXAQoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFaW1hZ2UYAyABKAkSLAoJd29ya3NwYWNlGAQgASgLMhkuY29tcHV0ZS52MS5Xb3Jrc3BhY2VTcGVjEioKBmxpbWl0cxgFIAEoCzIaLmNvbXB1dGUudjEuUmVzb3VyY2VMaW1pdHMSLwoMaWRsZV90aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIoYBChVDcmVhdGVTYW5kYm94UmVzcG9uc2USEgoKc2FuZGJveF9pZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5jb21wdXRlLnYxLlNhbmRib3hTdGF0dXMSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLAoWRGVzY3JpYmVTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIuwBChdEZXNjcmliZVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmNvbXB1dGUudjEuU2FuZGJveFN0YXR1cxIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg5jdXJyZW50X3VwdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCg1jdXJyZW50X3VzYWdlGAUgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3MiKwoVRGVzdHJveVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiWwoWRGVzdHJveVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEi0KC3RvdGFsX3VzYWdlGAIgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3Mi6gEKEkV4ZWNDb21tYW5kUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg8KB2NvbW1hbmQYAiABKAkSDAoEYXJncxgDIAMoCRI0CgNlbnYYBCADKAsyJy5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdC5FbnZFbnRyeRITCgt3b3JraW5nX2RpchgFIAEoCRIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiGgoKU3Rkb3V0TGluZRIMCgRkYXRhGAEgASgMIhoKClN0ZGVyckxpbmUSDAoEZGF0YRgBIAEoDCKMAQoNRXhlY0NvbXBsZXRlZBIRCglleGl0X2NvZGUYASABKAUSLAoJd2FsbF90aW1lGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWNhbmNlbGxlZBgDIAEoCBInCgV1c2FnZRgEIAEoCzIYLmNvbXB1dGUudjEuVXNhZ2VNZXRyaWNzIsgBCglFeGVjRXZlbnQSLgoKZW1pdHRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoGc3Rkb3V0GAIgASgLMhYuY29tcHV0ZS52MS5TdGRvdXRMaW5lSAASKAoGc3RkZXJyGAMgASgLMhYuY29tcHV0ZS52MS5TdGRlcnJMaW5lSAASLgoJY29tcGxldGVkGAQgASgLMhkuY29tcHV0ZS52MS5FeGVjQ29tcGxldGVkSABCBwoFZXZlbnQiVgoPUmVhZEZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkEKEFJlYWRGaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJgChBXcml0ZUZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIioKEVdyaXRlRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMiXAoQTGlzdEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEhMKC21heF9lbnRyaWVzGAQgASgNIk4KEUxpc3RGaWxlc1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5jb21wdXRlLnYxLkZpbGVFbnRyeRIRCgl0cnVuY2F0ZWQYAiABKAgiKQoTUGF1c2VTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIlUKFFBhdXNlU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzIioKFFJlc3VtZVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiVgoVUmVzdW1lU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzKroBCg1TYW5kYm94U3RhdHVzEh4KGlNBTkRCT1hfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXU0FOREJPWF9TVEFUVVNfU1RBUlRJTkcQARIYChRTQU5EQk9YX1NUQVRVU19SRUFEWRACEhkKFVNBTkRCT1hfU1RBVFVTX0ZBSUxFRBADEhwKGFNBTkRCT1hfU1RBVFVTX0RFU1RST1lFRBAEEhkKFVNBTkRCT1hfU1RBVFVTX1BBVVNFRBAFMucFCg5Db21wdXRlU2VydmljZRJUCg1DcmVhdGVTYW5kYm94EiAuY29tcHV0ZS52MS5DcmVhdGVTYW5kYm94UmVxdWVzdBohLmNvbXB1dGUudjEuQ3JlYXRlU2FuZGJveFJlc3BvbnNlEloKD0Rlc2NyaWJlU2FuZGJveBIiLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVxdWVzdBojLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVzcG9uc2USVwoORGVzdHJveVNhbmRib3gSIS5jb21wdXRlLnYxLkRlc3Ryb3lTYW5kYm94UmVxdWVzdBoiLmNvbXB1dGUudjEuRGVzdHJveVNhbmRib3hSZXNwb25zZRJGCgtFeGVjQ29tbWFuZBIeLmNvbXB1dGUudjEuRXhlY0NvbW1hbmRSZXF1ZXN0GhUuY29tcHV0ZS52MS5FeGVjRXZlbnQwARJFCghSZWFkRmlsZRIbLmNvbXB1dGUudjEuUmVhZEZpbGVSZXF1ZXN0GhwuY29tcHV0ZS52MS5SZWFkRmlsZVJlc3BvbnNlEkgKCVdyaXRlRmlsZRIcLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVxdWVzdBodLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVzcG9uc2USSAoJTGlzdEZpbGVzEhwuY29tcHV0ZS52MS5MaXN0RmlsZXNSZXF1ZXN0Gh0uY29tcHV0ZS52MS5MaXN0RmlsZXNSZXNwb25zZRJRCgxQYXVzZVNhbmRib3gSHy5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlcXVlc3QaIC5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlc3BvbnNlElQKDVJlc3VtZVNhbmRib3gSIC5jb21wdXRlLnYxLlJlc3VtZVNhbmRib3hSZXF1ZXN0GiEuY29tcHV0ZS52MS5SZXN1bWVTYW5kYm94UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chhjb21wdXRlL3YxL2NvbXB1dGUucHJvdG8SCmNvbXB1dGUudjEiSAoNV29ya3NwYWNlU3BlYxIVCg1zdG9yYWdlX2NsYXNzGAEgASgJEgwKBHNpemUYAiABKAkSEgoKbW91bnRfcGF0aBgDIAEoCSJqCg5SZXNvdXJjZUxpbWl0cxISCgpjcHVfbWlsbGlzGAEgASgNEhQKDG1lbW9yeV9ieXRlcxgCIAEoBBIuCgttYXhfcnVudGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLDAQoMVXNhZ2VNZXRyaWNzEg4KBmNwdV9tcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIYChBtZW1vcnlfYXZnX2J5dGVzGAMgASgEEhcKD2Rpc2tfcmVhZF9ieXRlcxgEIAEoBBIYChBkaXNrX3dyaXRlX2J5dGVzGAUgASgEEhwKFG5ldHdvcmtfZWdyZXNzX2J5dGVzGAYgASgEEh0KFW5ldHdvcmtfaW5ncmVzc19ieXRlcxgHIAEoBCJ2CglGaWxlRW50cnkSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKKAgoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFaW1hZ2UYAyABKAkSLAoJd29ya3NwYWNlGAQgASgLMhkuY29tcHV0ZS52MS5Xb3Jrc3BhY2VTcGVjEioKBmxpbWl0cxgFIAEoCzIaLmNvbXB1dGUudjEuUmVzb3VyY2VMaW1pdHMSLwoMaWRsZV90aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDm5ldHdvcmtfcG9saWN5GBQgASgLMhkuY29tcHV0ZS52MS5OZXR3b3JrUG9saWN5IoYBChVDcmVhdGVTYW5kYm94UmVzcG9uc2USEgoKc2FuZGJveF9pZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5jb21wdXRlLnYxLlNhbmRib3hTdGF0dXMSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLAoWRGVzY3JpYmVTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIp8CChdEZXNjcmliZVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmNvbXB1dGUudjEuU2FuZGJveFN0YXR1cxIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg5jdXJyZW50X3VwdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCg1jdXJyZW50X3VzYWdlGAUgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3MSMQoObmV0d29ya19wb2xpY3kYFCABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiKwoVRGVzdHJveVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiWwoWRGVzdHJveVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEi0KC3RvdGFsX3VzYWdlGAIgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3Mi6gEKEkV4ZWNDb21tYW5kUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg8KB2NvbW1hbmQYAiABKAkSDAoEYXJncxgDIAMoCRI0CgNlbnYYBCADKAsyJy5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdC5FbnZFbnRyeRITCgt3b3JraW5nX2RpchgFIAEoCRIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiGgoKU3Rkb3V0TGluZRIMCgRkYXRhGAEgASgMIhoKClN0ZGVyckxpbmUSDAoEZGF0YRgBIAEoDCKMAQoNRXhlY0NvbXBsZXRlZBIRCglleGl0X2NvZGUYASABKAUSLAoJd2FsbF90aW1lGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWNhbmNlbGxlZBgDIAEoCBInCgV1c2FnZRgEIAEoCzIYLmNvbXB1dGUudjEuVXNhZ2VNZXRyaWNzIsgBCglFeGVjRXZlbnQSLgoKZW1pdHRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoGc3Rkb3V0GAIgASgLMhYuY29tcHV0ZS52MS5TdGRvdXRMaW5lSAASKAoGc3RkZXJyGAMgASgLMhYuY29tcHV0ZS52MS5TdGRlcnJMaW5lSAASLgoJY29tcGxldGVkGAQgASgLMhkuY29tcHV0ZS52MS5FeGVjQ29tcGxldGVkSABCBwoFZXZlbnQiVgoPUmVhZEZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkEKEFJlYWRGaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJgChBXcml0ZUZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIioKEVdyaXRlRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMiXAoQTGlzdEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEhMKC21heF9lbnRyaWVzGAQgASgNIk4KEUxpc3RGaWxlc1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5jb21wdXRlLnYxLkZpbGVFbnRyeRIRCgl0cnVuY2F0ZWQYAiABKAgiKQoTUGF1c2VTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIlUKFFBhdXNlU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzIioKFFJlc3VtZVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiVgoVUmVzdW1lU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzImgKDU5ldHdvcmtQb2xpY3kSEQoJYWxsb3dfYWxsGAEgASgIEhcKD2FsbG93ZWRfZG9tYWlucxgCIAMoCRIrCg1hbGxvd2VkX2NpZHJzGAMgAygLMhQuY29tcHV0ZS52MS5DaWRyUnVsZSInCghDaWRyUnVsZRIMCgRjaWRyGAEgASgJEg0KBXBvcnRzGAIgAygNImMKGlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiZAobVXBkYXRlTmV0d29ya1BvbGljeVJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kihAIKDE5ldHdvcmtFdmVudBIQCghzZXF1ZW5jZRgBIAEoBBIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRob3N0GAMgASgJEgwKBHBvcnQYBCABKA0SDwoHYWRkcmVzcxgFIAEoCRIPCgdhbGxvd2VkGAYgASgIEg4KBnJlYXNvbhgHIAEoCRIQCghwcm90b2NvbBgIIAEoCRIUCgxlZ3Jlc3NfYnl0ZXMYCSABKAQSFQoNaW5ncmVzc19ieXRlcxgKIAEoBBIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJVChhMaXN0TmV0d29ya0V2ZW50c1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJeChlMaXN0TmV0d29ya0V2ZW50c1Jlc3BvbnNlEigKBmV2ZW50cxgBIAMoCzIYLmNvbXB1dGUudjEuTmV0d29ya0V2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSq6AQoNU2FuZGJveFN0YXR1cxIeChpTQU5EQk9YX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1NBTkRCT1hfU1RBVFVTX1NUQVJUSU5HEAESGAoUU0FOREJPWF9TVEFUVVNfUkVBRFkQAhIZChVTQU5EQk9YX1NUQVRVU19GQUlMRUQQAxIcChhTQU5EQk9YX1NUQVRVU19ERVNUUk9ZRUQQBBIZChVTQU5EQk9YX1NUQVRVU19QQVVTRUQQBTKxBwoOQ29tcHV0ZVNlcnZpY2USVAoNQ3JlYXRlU2FuZGJveBIgLmNvbXB1dGUudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QaIS5jb21wdXRlLnYxLkNyZWF0ZVNhbmRib3hSZXNwb25zZRJaCg9EZXNjcmliZVNhbmRib3gSIi5jb21wdXRlLnYxLkRlc2NyaWJlU2FuZGJveFJlcXVlc3QaIy5jb21wdXRlLnYxLkRlc2NyaWJlU2FuZGJveFJlc3BvbnNlElcKDkRlc3Ryb3lTYW5kYm94EiEuY29tcHV0ZS52MS5EZXN0cm95U2FuZGJveFJlcXVlc3QaIi5jb21wdXRlLnYxLkRlc3Ryb3lTYW5kYm94UmVzcG9uc2USRgoLRXhlY0NvbW1hbmQSHi5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdBoVLmNvbXB1dGUudjEuRXhlY0V2ZW50MAESRQoIUmVhZEZpbGUSGy5jb21wdXRlLnYxLlJlYWRGaWxlUmVxdWVzdBocLmNvbXB1dGUudjEuUmVhZEZpbGVSZXNwb25zZRJICglXcml0ZUZpbGUSHC5jb21wdXRlLnYxLldyaXRlRmlsZVJlcXVlc3QaHS5jb21wdXRlLnYxLldyaXRlRmlsZVJlc3BvbnNlEkgKCUxpc3RGaWxlcxIcLmNvbXB1dGUudjEuTGlzdEZpbGVzUmVxdWVzdBodLmNvbXB1dGUudjEuTGlzdEZpbGVzUmVzcG9uc2USUQoMUGF1c2VTYW5kYm94Eh8uY29tcHV0ZS52MS5QYXVzZVNhbmRib3hSZXF1ZXN0GiAuY29tcHV0ZS52MS5QYXVzZVNhbmRib3hSZXNwb25zZRJUCg1SZXN1bWVTYW5kYm94EiAuY29tcHV0ZS52MS5SZXN1bWVTYW5kYm94UmVxdWVzdBohLmNvbXB1dGUudjEuUmVzdW1lU2FuZGJveFJlc3BvbnNlEmYKE1VwZGF0ZU5ldHdvcmtQb2xpY3kSJi5jb21wdXRlLnYxLlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXF1ZXN0GicuY29tcHV0ZS52MS5VcGRhdGVOZXR3b3JrUG9saWN5UmVzcG9uc2USYAoRTGlzdE5ldHdvcmtFdmVudHMSJC5jb21wdXRlLnYxLkxpc3ROZXR3b3JrRXZlbnRzUmVxdWVzdBolLmNvbXB1dGUudjEuTGlzdE5ldHdvcmtFdmVudHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message compute.v1.WorkspaceSpec
@@ -231,6 +231,13 @@ export type CreateSandboxRequest = Message<"compute.v1.CreateSandboxRequest"> & 
    * @generated from field: google.protobuf.Duration idle_timeout = 6;
    */
   idleTimeout?: Duration | undefined;
+
+  /**
+   * Outbound network. Unset: no network at all (default deny).
+   *
+   * @generated from field: compute.v1.NetworkPolicy network_policy = 20;
+   */
+  networkPolicy?: NetworkPolicy | undefined;
 };
 
 /**
@@ -318,6 +325,13 @@ export type DescribeSandboxResponse = Message<"compute.v1.DescribeSandboxRespons
    * @generated from field: compute.v1.UsageMetrics current_usage = 5;
    */
   currentUsage?: UsageMetrics | undefined;
+
+  /**
+   * The sandbox's network policy; unset: no network.
+   *
+   * @generated from field: compute.v1.NetworkPolicy network_policy = 20;
+   */
+  networkPolicy?: NetworkPolicy | undefined;
 };
 
 /**
@@ -800,6 +814,257 @@ export const ResumeSandboxResponseSchema: GenMessage<ResumeSandboxResponse> = /*
   messageDesc(file_compute_v1_compute, 24);
 
 /**
+ * Outbound network of a sandbox, enforced by an egress proxy outside it (the
+ * sandbox's only way out; HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point to it).
+ * Nothing is allowed unless listed. At most 256 domains and 256 CIDRs.
+ *
+ * @generated from message compute.v1.NetworkPolicy
+ */
+export type NetworkPolicy = Message<"compute.v1.NetworkPolicy"> & {
+  /**
+   * Every destination, except the host's own services and (unless listed in
+   * allowed_cidrs) loopback, private and link-local addresses.
+   *
+   * @generated from field: bool allow_all = 1;
+   */
+  allowAll: boolean;
+
+  /**
+   * Exact names ("pypi.org") or one leading wildcard label ("*.github.com":
+   * any name below github.com, not github.com itself). Case-insensitive.
+   *
+   * @generated from field: repeated string allowed_domains = 2;
+   */
+  allowedDomains: string[];
+
+  /**
+   * Address ranges a destination may resolve to (or be given as), e.g.
+   * "203.0.113.0/24", "2001:db8::/32", "198.51.100.7" (a single address).
+   *
+   * @generated from field: repeated compute.v1.CidrRule allowed_cidrs = 3;
+   */
+  allowedCidrs: CidrRule[];
+};
+
+/**
+ * Describes the message compute.v1.NetworkPolicy.
+ * Use `create(NetworkPolicySchema)` to create a new message.
+ */
+export const NetworkPolicySchema: GenMessage<NetworkPolicy> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 25);
+
+/**
+ * @generated from message compute.v1.CidrRule
+ */
+export type CidrRule = Message<"compute.v1.CidrRule"> & {
+  /**
+   * @generated from field: string cidr = 1;
+   */
+  cidr: string;
+
+  /**
+   * Destination ports allowed; empty: every port.
+   *
+   * @generated from field: repeated uint32 ports = 2;
+   */
+  ports: number[];
+};
+
+/**
+ * Describes the message compute.v1.CidrRule.
+ * Use `create(CidrRuleSchema)` to create a new message.
+ */
+export const CidrRuleSchema: GenMessage<CidrRule> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 26);
+
+/**
+ * @generated from message compute.v1.UpdateNetworkPolicyRequest
+ */
+export type UpdateNetworkPolicyRequest = Message<"compute.v1.UpdateNetworkPolicyRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * The new policy; unset: no network.
+   *
+   * @generated from field: compute.v1.NetworkPolicy network_policy = 2;
+   */
+  networkPolicy?: NetworkPolicy | undefined;
+};
+
+/**
+ * Describes the message compute.v1.UpdateNetworkPolicyRequest.
+ * Use `create(UpdateNetworkPolicyRequestSchema)` to create a new message.
+ */
+export const UpdateNetworkPolicyRequestSchema: GenMessage<UpdateNetworkPolicyRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 27);
+
+/**
+ * @generated from message compute.v1.UpdateNetworkPolicyResponse
+ */
+export type UpdateNetworkPolicyResponse = Message<"compute.v1.UpdateNetworkPolicyResponse"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * @generated from field: compute.v1.NetworkPolicy network_policy = 2;
+   */
+  networkPolicy?: NetworkPolicy | undefined;
+};
+
+/**
+ * Describes the message compute.v1.UpdateNetworkPolicyResponse.
+ * Use `create(UpdateNetworkPolicyResponseSchema)` to create a new message.
+ */
+export const UpdateNetworkPolicyResponseSchema: GenMessage<UpdateNetworkPolicyResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 28);
+
+/**
+ * @generated from message compute.v1.NetworkEvent
+ */
+export type NetworkEvent = Message<"compute.v1.NetworkEvent"> & {
+  /**
+   * Ascending within a sandbox.
+   *
+   * @generated from field: uint64 sequence = 1;
+   */
+  sequence: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 2;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * The name (or address) the sandbox asked for.
+   *
+   * @generated from field: string host = 3;
+   */
+  host: string;
+
+  /**
+   * @generated from field: uint32 port = 4;
+   */
+  port: number;
+
+  /**
+   * The address connected to (or refused); empty when the name did not resolve.
+   *
+   * @generated from field: string address = 5;
+   */
+  address: string;
+
+  /**
+   * @generated from field: bool allowed = 6;
+   */
+  allowed: boolean;
+
+  /**
+   * Why it was denied (empty when allowed): not_allowed, private_address,
+   * host_service, resolve_failed, connect_failed, bad_request.
+   *
+   * @generated from field: string reason = 7;
+   */
+  reason: string;
+
+  /**
+   * "http", "connect" or "socks5".
+   *
+   * @generated from field: string protocol = 8;
+   */
+  protocol: string;
+
+  /**
+   * Sandbox to destination.
+   *
+   * @generated from field: uint64 egress_bytes = 9;
+   */
+  egressBytes: bigint;
+
+  /**
+   * Destination to sandbox.
+   *
+   * @generated from field: uint64 ingress_bytes = 10;
+   */
+  ingressBytes: bigint;
+
+  /**
+   * From the request to the connection's end (or its refusal).
+   *
+   * @generated from field: google.protobuf.Duration duration = 11;
+   */
+  duration?: Duration | undefined;
+};
+
+/**
+ * Describes the message compute.v1.NetworkEvent.
+ * Use `create(NetworkEventSchema)` to create a new message.
+ */
+export const NetworkEventSchema: GenMessage<NetworkEvent> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 29);
+
+/**
+ * @generated from message compute.v1.ListNetworkEventsRequest
+ */
+export type ListNetworkEventsRequest = Message<"compute.v1.ListNetworkEventsRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * 0 means 100; at most 1000.
+   *
+   * @generated from field: uint32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * next_page_token of the previous page; empty: from the first event.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message compute.v1.ListNetworkEventsRequest.
+ * Use `create(ListNetworkEventsRequestSchema)` to create a new message.
+ */
+export const ListNetworkEventsRequestSchema: GenMessage<ListNetworkEventsRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 30);
+
+/**
+ * @generated from message compute.v1.ListNetworkEventsResponse
+ */
+export type ListNetworkEventsResponse = Message<"compute.v1.ListNetworkEventsResponse"> & {
+  /**
+   * @generated from field: repeated compute.v1.NetworkEvent events = 1;
+   */
+  events: NetworkEvent[];
+
+  /**
+   * The position after this page: passed back, it returns the events that
+   * came after (a page shorter than page_size held all there were then; events
+   * are recorded as connections end or are refused).
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message compute.v1.ListNetworkEventsResponse.
+ * Use `create(ListNetworkEventsResponseSchema)` to create a new message.
+ */
+export const ListNetworkEventsResponseSchema: GenMessage<ListNetworkEventsResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 31);
+
+/**
  * @generated from enum compute.v1.SandboxStatus
  */
 export enum SandboxStatus {
@@ -943,6 +1208,30 @@ export const ComputeService: GenService<{
     methodKind: "unary";
     input: typeof ResumeSandboxRequestSchema;
     output: typeof ResumeSandboxResponseSchema;
+  },
+  /**
+   * Replaces a sandbox's network policy; new connections follow it at once
+   * (connections already open are left alone). INVALID_ARGUMENT naming the
+   * offending entry for a malformed domain or CIDR, or a policy over its size
+   * limit.
+   *
+   * @generated from rpc compute.v1.ComputeService.UpdateNetworkPolicy
+   */
+  updateNetworkPolicy: {
+    methodKind: "unary";
+    input: typeof UpdateNetworkPolicyRequestSchema;
+    output: typeof UpdateNetworkPolicyResponseSchema;
+  },
+  /**
+   * The sandbox's connection attempts through its egress proxy, oldest first,
+   * one page at a time.
+   *
+   * @generated from rpc compute.v1.ComputeService.ListNetworkEvents
+   */
+  listNetworkEvents: {
+    methodKind: "unary";
+    input: typeof ListNetworkEventsRequestSchema;
+    output: typeof ListNetworkEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_compute_v1_compute, 0);

@@ -22,6 +22,8 @@
  * a sandbox that is not running). Anything else becomes INTERNAL.
  */
 
+import type { NetworkPolicy } from "./egress/policy.ts";
+
 /** Everything needed to run one sandbox, all defaults resolved. */
 export interface SandboxSpec {
   sandboxId: string;
@@ -51,6 +53,8 @@ export interface SandboxSpec {
   pausedMs?: number;
   /** recover only: the record says the sandbox is paused since then. */
   pausedAt?: Date;
+  /** Outbound network, validated; absent: none at all (default deny, no way out). */
+  networkPolicy?: NetworkPolicy;
 }
 
 /**
@@ -244,6 +248,13 @@ export interface SandboxDriver {
    * carry their own lifecycle (Kubernetes) has nothing to reconcile.
    */
   reconcile?(): Promise<string[]>;
+
+  /**
+   * Replaces a sandbox's network policy (undefined: none); new connections
+   * follow it at once. Optional: a driver without it refuses network
+   * policies (the domain answers FAILED_PRECONDITION).
+   */
+  setNetworkPolicy?(sandboxId: string, policy: NetworkPolicy | undefined): Promise<void>;
 
   /** Stops watching (timers, watchers). Running sandboxes are left alone. */
   close(): Promise<void>;

@@ -6,12 +6,16 @@ import {
   type ExecEvent as ExecEventMessage,
   ExecEventSchema,
   FileEntrySchema,
+  type NetworkPolicy as NetworkPolicyMessage,
+  NetworkEventSchema,
+  NetworkPolicySchema,
   SandboxStatus,
   type UsageMetrics,
   UsageMetricsSchema,
 } from "@platform/gen/compute/v1/compute_pb";
 import type { Usage } from "./driver.ts";
-import type { ComputeDomain } from "./service/compute-domain.ts";
+import type { NetworkPolicy } from "./egress/policy.ts";
+import type { ComputeDomain, NetworkPolicyInput } from "./service/compute-domain.ts";
 import type { SandboxState } from "./store/sandbox-store.ts";
 
 /**
@@ -37,6 +41,7 @@ export function computeServiceImpl(domain: ComputeDomain): ServiceImpl<typeof Co
             }
           : undefined,
         idleTimeoutMs: durationMs(req.idleTimeout),
+        networkPolicy: policyInput(req.networkPolicy),
       });
       return { sandboxId: created.sandboxId, status: statusOf(created.status), createdAt: ts(created.createdAt) };
     },
@@ -49,6 +54,34 @@ export function computeServiceImpl(domain: ComputeDomain): ServiceImpl<typeof Co
         createdAt: ts(view.createdAt),
         currentUptime: durationFromMs(view.uptimeMs),
         currentUsage: usageOf(view.usage),
+        networkPolicy: policyMessage(view.networkPolicy),
+      };
+    },
+
+    async updateNetworkPolicy(req) {
+      const r = await domain.updateNetworkPolicy(req.sandboxId, policyInput(req.networkPolicy));
+      return { sandboxId: req.sandboxId, networkPolicy: policyMessage(r.networkPolicy) };
+    },
+
+    async listNetworkEvents(req) {
+      const r = await domain.listNetworkEvents(req.sandboxId, req.pageSize, req.pageToken);
+      return {
+        nextPageToken: r.nextPageToken,
+        events: r.events.map((e) =>
+          create(NetworkEventSchema, {
+            sequence: BigInt(e.seq),
+            time: ts(e.at),
+            host: e.host,
+            port: e.port,
+            address: e.address,
+            allowed: e.allowed,
+            reason: e.reason,
+            protocol: e.protocol,
+            egressBytes: BigInt(e.egressBytes),
+            ingressBytes: BigInt(e.ingressBytes),
+            duration: durationFromMs(Math.round(e.durationMs)),
+          }),
+        ),
       };
     },
 
@@ -159,6 +192,19 @@ export function usageOf(u: Usage): UsageMetrics {
     networkEgressBytes: n(u.networkEgressBytes),
     networkIngressBytes: n(u.networkIngressBytes),
   });
+}
+
+function policyInput(p: NetworkPolicyMessage | undefined): NetworkPolicyInput | undefined {
+  if (!p) return undefined;
+  return {
+    allowAll: p.allowAll,
+    allowedDomains: p.allowedDomains,
+    allowedCidrs: p.allowedCidrs.map((c) => ({ cidr: c.cidr, ports: c.ports })),
+  };
+}
+
+function policyMessage(p: NetworkPolicy | undefined): NetworkPolicyMessage | undefined {
+  return p ? create(NetworkPolicySchema, p) : undefined;
 }
 
 function ts(d: Date): Timestamp {

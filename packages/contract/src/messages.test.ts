@@ -51,7 +51,12 @@ test("compute messages carry every field the specification names", () => {
     "workspace",
     "limits",
     "idle_timeout",
+    // Additive (issue 21), numbered from 20.
+    "network_policy",
   ]);
+  assert.equal(compute.CreateSandboxRequestSchema.field.networkPolicy?.number, 20);
+  assert.deepEqual(names(compute.NetworkPolicySchema), ["allow_all", "allowed_domains", "allowed_cidrs"]);
+  assert.deepEqual(names(compute.CidrRuleSchema), ["cidr", "ports"]);
   assert.deepEqual(names(compute.CreateSandboxResponseSchema), ["sandbox_id", "status", "created_at"]);
   assert.deepEqual(names(compute.DescribeSandboxResponseSchema), [
     "sandbox_id",
@@ -59,7 +64,9 @@ test("compute messages carry every field the specification names", () => {
     "created_at",
     "current_uptime",
     "current_usage",
+    "network_policy",
   ]);
+  assert.equal(compute.DescribeSandboxResponseSchema.field.networkPolicy?.number, 20);
   assert.deepEqual(names(compute.DestroySandboxResponseSchema), ["sandbox_id", "total_usage"]);
   assert.deepEqual(names(compute.ExecCommandRequestSchema), [
     "sandbox_id",

@@ -103,6 +103,9 @@ test("compute is gRPC only, with the seven v1 RPCs (and issue 18's additive paus
       // Additive (issue 18): explicit control of the idle pause.
       ["PauseSandbox", "unary"],
       ["ResumeSandbox", "unary"],
+      // Additive (issue 21): sandbox network policy and its log.
+      ["UpdateNetworkPolicy", "unary"],
+      ["ListNetworkEvents", "unary"],
     ],
   );
   assert.deepEqual(routesOf([compute]), []);

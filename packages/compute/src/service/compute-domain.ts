@@ -17,6 +17,12 @@ import { checkPathLimits, inSandboxView } from "../path-limits.ts";
 import { cleanMountPath, cleanWorkspacePath } from "../paths.ts";
 import { KeyedLock } from "../keyed-lock.ts";
 import type { SandboxRecord, SandboxState, SandboxStore } from "../store/sandbox-store.ts";
+import { type NetworkPolicy, validateNetworkPolicy } from "../egress/policy.ts";
+import {
+  MemoryNetworkEventStore,
+  type NetworkEventRecord,
+  type NetworkEventStore,
+} from "../store/network-event-store.ts";
 import { checkCommandLine } from "./exec-args.ts";
 import { LIMITS } from "./limits.ts";
 import { checkSandboxStrings } from "./sandbox-strings.ts";
@@ -43,7 +49,16 @@ export interface ComputeDomainOptions {
    * 0 = never. Default 5 minutes.
    */
   idlePauseMs?: number;
+  /** The egress proxy's record of connection attempts (ListNetworkEvents); default in memory. */
+  networkEvents?: NetworkEventStore;
   logger?: Logger;
+}
+
+/** A network policy as a caller sends it (compute.v1.NetworkPolicy), before validation. */
+export interface NetworkPolicyInput {
+  allowAll?: boolean;
+  allowedDomains?: string[];
+  allowedCidrs?: { cidr: string; ports?: number[] }[];
 }
 
 export interface CreateSandboxInput {
@@ -54,6 +69,8 @@ export interface CreateSandboxInput {
   limits?: { cpuMillis?: number; memoryBytes?: number; maxRuntimeMs?: number };
   /** Undefined or 0: the service's idle period. */
   idleTimeoutMs?: number;
+  /** Undefined: no network (default deny). */
+  networkPolicy?: NetworkPolicyInput;
 }
 
 export interface ExecInput {
@@ -73,6 +90,7 @@ export interface SandboxView {
   createdAt: Date;
   uptimeMs: number;
   usage: Usage;
+  networkPolicy?: NetworkPolicy;
 }
 
 const STATE_OF_PHASE = {
@@ -115,8 +133,10 @@ export class ComputeDomain {
   private readonly activity = new Map<string, Activity>();
   /** Pause, resume and destroy of one sandbox run one at a time. */
   private readonly ops = new KeyedLock();
+  private readonly networkEvents: NetworkEventStore;
 
   constructor(options: ComputeDomainOptions) {
+    this.networkEvents = options.networkEvents ?? new MemoryNetworkEventStore();
     this.driver = options.driver;
     this.store = options.store;
     this.defaults = options.defaults;
@@ -196,6 +216,8 @@ export class ComputeDomain {
     const mountPath = cleanMountPath(input.workspace?.mountPath || LIMITS.defaultMountPath);
     const workspaceSize = input.workspace?.size || this.defaults.workspaceSize;
     workspaceSizeBytes(workspaceSize);
+    const networkPolicy = input.networkPolicy ? validateNetworkPolicy(input.networkPolicy) : null;
+    if (networkPolicy && !this.driver.setNetworkPolicy) throw noNetwork(this.driver.name);
     const now = new Date();
     const record: SandboxRecord = {
       id: randomUUID(),
@@ -218,6 +240,7 @@ export class ComputeDomain {
       updatedAt: now,
       destroyedAt: null,
       totalUsage: null,
+      networkPolicy,
     };
     span.set({ "sandbox.id": record.id });
     await this.store.insert(record);
@@ -247,7 +270,47 @@ export class ComputeDomain {
       createdAt: record.createdAt,
       uptimeMs: Math.max(0, Date.now() - record.createdAt.getTime()),
       usage,
+      ...(record.networkPolicy ? { networkPolicy: record.networkPolicy } : {}),
     };
+  }
+
+  /**
+   * UpdateNetworkPolicy: validates and stores the policy, and hands it to the
+   * driver, whose proxy applies it to the next connection. A FAILED or
+   * DESTROYED sandbox is FAILED_PRECONDITION.
+   */
+  async updateNetworkPolicy(
+    sandboxId: string,
+    input: NetworkPolicyInput | undefined,
+  ): Promise<{ sandboxId: string; networkPolicy?: NetworkPolicy }> {
+    requireUuid("sandbox_id", sandboxId, ComputeReason.invalidArgument);
+    const policy = input ? validateNetworkPolicy(input) : undefined;
+    const setPolicy = this.driver.setNetworkPolicy?.bind(this.driver);
+    if (!setPolicy) throw noNetwork(this.driver.name);
+    const id = (await this.record(sandboxId)).id;
+    return this.ops.run(id, async () => {
+      const record = await this.reconcile(await this.record(id));
+      if (record.status === "FAILED" || record.status === "DESTROYED") throw notRunnable(record);
+      await this.store.setNetworkPolicy(id, policy ?? null);
+      await setPolicy(id, policy);
+      return { sandboxId, ...(policy ? { networkPolicy: policy } : {}) };
+    });
+  }
+
+  /** ListNetworkEvents: the sandbox's connection attempts after the token's position, oldest first. */
+  async listNetworkEvents(
+    sandboxId: string,
+    pageSize = 0,
+    pageToken = "",
+  ): Promise<{ events: NetworkEventRecord[]; nextPageToken: string }> {
+    requireUuid("sandbox_id", sandboxId, ComputeReason.invalidArgument);
+    if (pageSize < 0) throw invalid("page_size must not be negative");
+    const limit = pageSize === 0 ? 100 : Math.min(pageSize, 1000);
+    const after = parseEventToken(pageToken);
+    const id = (await this.record(sandboxId)).id;
+    const events = await this.networkEvents.list(id, after, limit);
+    const last = events.at(-1)?.seq ?? after;
+    return { events, nextPageToken: eventToken(last) };
   }
 
   async destroySandbox(sandboxId: string): Promise<{ sandboxId: string; usage: Usage }> {
@@ -691,7 +754,23 @@ export function specOf(record: SandboxRecord): SandboxSpec {
     createdAt: record.createdAt,
     pausedMs: record.pausedMs,
     ...(record.status === "PAUSED" && record.pausedAt ? { pausedAt: record.pausedAt } : {}),
+    ...(record.networkPolicy ? { networkPolicy: record.networkPolicy } : {}),
   };
+}
+
+function eventToken(seq: number): string {
+  return Buffer.from(`ne1:${seq}`).toString("base64url");
+}
+
+function parseEventToken(token: string): number {
+  if (token === "") return 0;
+  const m = /^ne1:(\d{1,15})$/.exec(Buffer.from(token, "base64url").toString("latin1"));
+  if (!m || token.length > 64) throw invalid("page_token is not a token of ListNetworkEvents");
+  return Number(m[1]);
+}
+
+function noNetwork(driver: string): PlatformError {
+  return PlatformError.failedPrecondition(`the ${driver} driver cannot give sandboxes a network`);
 }
 
 function notRunnable(record: SandboxRecord): PlatformError {

@@ -1,6 +1,8 @@
 import type { Database } from "@platform/db";
 import type { Insertable, Kysely, Selectable } from "kysely";
 import type { Usage } from "../driver.ts";
+import { type NetworkPolicy, policyFromJson, policyToJson } from "../egress/policy.ts";
+import type { NetworkEventsTable } from "./kysely-network-event-store.ts";
 import {
   type SandboxRecord,
   type SandboxState,
@@ -30,10 +32,12 @@ interface SandboxesTable {
   updated_at: Date;
   destroyed_at: Date | null;
   total_usage: Usage | null;
+  network_policy: NetworkPolicy | string | null;
 }
 
 export interface ComputeDB {
   compute_sandboxes: SandboxesTable;
+  compute_network_events: NetworkEventsTable;
 }
 
 type Row = Selectable<SandboxesTable>;
@@ -60,6 +64,7 @@ function fromRow(r: Row): SandboxRecord {
     updatedAt: new Date(r.updated_at),
     destroyedAt: r.destroyed_at ? new Date(r.destroyed_at) : null,
     totalUsage: typeof r.total_usage === "string" ? (JSON.parse(r.total_usage) as Usage) : r.total_usage,
+    networkPolicy: policyFromJson(r.network_policy) ?? null,
   };
 }
 
@@ -91,6 +96,7 @@ export class KyselySandboxStore implements SandboxStore {
       updated_at: r.updatedAt,
       destroyed_at: r.destroyedAt,
       total_usage: r.totalUsage ? (JSON.stringify(r.totalUsage) as never) : null,
+      network_policy: policyToJson(r.networkPolicy ?? undefined),
     };
     await this.db.insertInto("compute_sandboxes").values(row).execute();
   }
@@ -116,6 +122,16 @@ export class KyselySandboxStore implements SandboxStore {
       .returningAll()
       .executeTakeFirst();
     return updated ? fromRow(updated) : this.get(id);
+  }
+
+  async setNetworkPolicy(id: string, policy: NetworkPolicy | null): Promise<SandboxRecord | undefined> {
+    const updated = await this.db
+      .updateTable("compute_sandboxes")
+      .set({ network_policy: policyToJson(policy ?? undefined), updated_at: new Date() } as never)
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirst();
+    return updated ? fromRow(updated) : undefined;
   }
 
   async listLive(): Promise<SandboxRecord[]> {

@@ -44,4 +44,27 @@ drop index compute_sandboxes_live;
 create index compute_sandboxes_live on compute_sandboxes (status) where status in ('STARTING', 'READY', 'PAUSED');
 `,
   },
+  {
+    // Sandbox network (issue 21): the policy each sandbox runs under (null:
+    // no network), and every connection attempt through its egress proxy.
+    name: "0003_network",
+    sql: `
+alter table compute_sandboxes add column network_policy jsonb;
+create table compute_network_events (
+  sandbox_id uuid not null,
+  seq bigint not null,
+  at timestamptz not null,
+  host text not null,
+  port integer not null,
+  address text not null,
+  allowed boolean not null,
+  reason text not null,
+  protocol text not null,
+  egress_bytes bigint not null,
+  ingress_bytes bigint not null,
+  duration_ms integer not null,
+  primary key (sandbox_id, seq)
+);
+`,
+  },
 ];

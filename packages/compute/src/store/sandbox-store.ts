@@ -1,4 +1,5 @@
 import type { Usage } from "../driver.ts";
+import type { NetworkPolicy } from "../egress/policy.ts";
 
 export type SandboxState = "STARTING" | "READY" | "PAUSED" | "FAILED" | "DESTROYED";
 
@@ -26,6 +27,8 @@ export interface SandboxRecord {
   updatedAt: Date;
   destroyedAt: Date | null;
   totalUsage: Usage | null;
+  /** Outbound network; null: none (default deny). */
+  networkPolicy: NetworkPolicy | null;
 }
 
 /** Which moves of the state table a status update may make. */
@@ -65,6 +68,8 @@ export interface SandboxStore {
   transition(id: string, to: SandboxState, extra?: TransitionExtra): Promise<SandboxRecord | undefined>;
   /** Records in STARTING, READY or PAUSED (to re-attach after a restart). */
   listLive(): Promise<SandboxRecord[]>;
+  /** Replaces the network policy; the record after, undefined for an unknown id. */
+  setNetworkPolicy(id: string, policy: NetworkPolicy | null): Promise<SandboxRecord | undefined>;
 }
 
 /** In-process store for tests that do not need a database. */
@@ -89,6 +94,13 @@ export class MemorySandboxStore implements SandboxStore {
       if (extra.pausedMs !== undefined) r.pausedMs = extra.pausedMs;
       if (extra.pausedAt !== undefined) r.pausedAt = extra.pausedAt;
     }
+    return { ...r };
+  }
+  async setNetworkPolicy(id: string, policy: NetworkPolicy | null): Promise<SandboxRecord | undefined> {
+    const r = this.rows.get(id);
+    if (!r) return undefined;
+    r.networkPolicy = policy;
+    r.updatedAt = new Date();
     return { ...r };
   }
   async listLive(): Promise<SandboxRecord[]> {

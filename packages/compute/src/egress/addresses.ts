@@ -1,0 +1,84 @@
+import { BlockList, isIP } from "node:net";
+import { networkInterfaces } from "node:os";
+import { type NetworkPolicy, parseCidr } from "./policy.ts";
+
+/**
+ * Address ranges a sandbox never reaches unless its policy lists a CIDR
+ * inside that range: "this" network, private (RFC 1918, unique local),
+ * shared (CGNAT), loopback, link-local, IETF protocol assignments,
+ * multicast and reserved. A wide rule (0.0.0.0/0) does not open them.
+ */
+const SPECIAL = [
+  "0.0.0.0/8",
+  "10.0.0.0/8",
+  "100.64.0.0/10",
+  "127.0.0.0/8",
+  "169.254.0.0/16",
+  "172.16.0.0/12",
+  "192.0.0.0/24",
+  "192.168.0.0/16",
+  "224.0.0.0/4",
+  "240.0.0.0/4",
+  "::/128",
+  "::1/128",
+  "fc00::/7",
+  "fe80::/10",
+  "ff00::/8",
+].map((c) => parseCidr(c) as NonNullable<ReturnType<typeof parseCidr>>);
+
+/** "::ffff:10.0.0.1" is 10.0.0.1 to the kernel: checked as such. */
+export function canonicalAddress(address: string): string {
+  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  return m?.[1] ?? address.toLowerCase();
+}
+
+function within(address: string, cidr: { address: string; prefix: number; family: "ipv4" | "ipv6" }): boolean {
+  const version = isIP(address);
+  if ((version === 4) !== (cidr.family === "ipv4")) return false;
+  const list = new BlockList();
+  list.addSubnet(cidr.address, cidr.prefix, cidr.family);
+  return list.check(address, cidr.family);
+}
+
+/** The special range holding address, if any. */
+export function specialRange(address: string): string | undefined {
+  const a = canonicalAddress(address);
+  const hit = SPECIAL.find((r) => within(a, r));
+  return hit ? `${hit.address}/${hit.prefix}` : undefined;
+}
+
+/**
+ * Is address (special) opened by a CIDR rule of the policy that lies inside
+ * its special range and allows the port?
+ */
+export function explicitlyAllowed(policy: NetworkPolicy, address: string, port: number): boolean {
+  const a = canonicalAddress(address);
+  const range = SPECIAL.find((r) => within(a, r));
+  for (const rule of policy.allowedCidrs) {
+    if (rule.ports.length > 0 && !rule.ports.includes(port)) continue;
+    const c = parseCidr(rule.cidr);
+    if (!c || !within(a, c)) continue;
+    if (!range || (c.prefix >= range.prefix && within(c.address, range))) return true;
+  }
+  return false;
+}
+
+let cached: { at: number; addresses: Set<string> } | undefined;
+
+/** The host's own addresses (every interface), refreshed every few seconds. */
+export function hostAddresses(): Set<string> {
+  if (cached && Date.now() - cached.at < 5000) return cached.addresses;
+  const addresses = new Set<string>(["0.0.0.0", "::"]);
+  for (const list of Object.values(networkInterfaces())) {
+    for (const i of list ?? []) addresses.add(canonicalAddress(i.address.replace(/%.*$/, "")));
+  }
+  cached = { at: Date.now(), addresses };
+  return addresses;
+}
+
+/** An address of this host (loopback included): where identity, compute and PostgreSQL listen. */
+export function isHostAddress(address: string): boolean {
+  const a = canonicalAddress(address);
+  if (specialRange(a) === "127.0.0.0/8" || a === "::1") return true;
+  return hostAddresses().has(a);
+}
