@@ -1,0 +1,196 @@
+// test-timeout: 240000
+// The official e2b SDK (2.51.0, unchanged) against the platform on 127.0.0.1,
+// set up only with its documented settings for a self-hosted deployment
+// (E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY): the real compute domain with
+// the local driver behind the E2B listener, identity's double verifying the
+// platform API key.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { CommandExitError, NotFoundError, Sandbox, SandboxError } from "e2b";
+import { type E2bStack, startE2bStack } from "./testing/e2b-stack.ts";
+
+let stack: E2bStack;
+let key: { token: string; orgId: string };
+
+before(async () => {
+  stack = await startE2bStack("sdk");
+  key = stack.identity.apiKey(["read", "sessions:run"]);
+  process.env.E2B_API_URL = stack.compat.url;
+  process.env.E2B_SANDBOX_URL = stack.compat.url;
+  process.env.E2B_API_KEY = key.token;
+});
+
+after(async () => {
+  await stack?.close();
+});
+
+describe("the e2b SDK on our sandboxes", () => {
+  let sbx: Sandbox;
+
+  test("Sandbox.create makes an ordinary compute sandbox of the caller's organization", async () => {
+    const t0 = performance.now();
+    sbx = await Sandbox.create({ timeoutMs: 120_000, metadata: { purpose: "sdk-test" } });
+    console.log(`create: ${(performance.now() - t0).toFixed(0)} ms`);
+    const record = await stack.store.get(sbx.sandboxId);
+    assert.equal(record?.tenantId, key.orgId, "the sandbox belongs to the API key's organization");
+    assert.equal(record?.mountPath, "/home/user");
+    const view = await stack.domain.describeSandbox(sbx.sandboxId);
+    assert.ok(["STARTING", "READY"].includes(view.status), view.status);
+    const info = await sbx.getInfo();
+    assert.equal(info.sandboxId, sbx.sandboxId);
+    assert.deepEqual(info.metadata, { purpose: "sdk-test" });
+    assert.equal(info.state, "running");
+  });
+
+  test("commands.run streams stdout and stderr and reports the exit code", async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const t0 = performance.now();
+    const r = await sbx.commands.run("echo one; echo two >&2; echo three; pwd", {
+      onStdout: (d) => out.push(d),
+      onStderr: (d) => err.push(d),
+    });
+    console.log(`commands.run: ${(performance.now() - t0).toFixed(0)} ms`);
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, "one\nthree\n/home/user\n");
+    assert.equal(r.stderr, "two\n");
+    assert.equal(out.join(""), r.stdout, "onStdout saw the streamed output");
+    assert.equal(err.join(""), "two\n");
+    const envs = await sbx.commands.run("echo $GREETING", { envs: { GREETING: "hi" }, cwd: "/home/user" });
+    assert.equal(envs.stdout, "hi\n");
+  });
+
+  test("a non-zero exit and a command not found are CommandExitError with the code and stderr", async () => {
+    await assert.rejects(sbx.commands.run("echo bad >&2; exit 3"), (e: unknown) => {
+      assert.ok(e instanceof CommandExitError, String(e));
+      assert.equal(e.exitCode, 3);
+      assert.equal(e.stderr, "bad\n");
+      return true;
+    });
+    await assert.rejects(sbx.commands.run("no-such-command-xyz"), (e: unknown) => {
+      assert.ok(e instanceof CommandExitError, String(e));
+      assert.equal(e.exitCode, 127);
+      assert.match(e.stderr, /no-such-command-xyz: command not found/);
+      return true;
+    });
+  });
+
+  test("a background command: listed, connected to from a second handle, killed", async () => {
+    const h = await sbx.commands.run("for i in 1 2 3; do echo tick $i; sleep 0.3; done; echo done", {
+      background: true,
+    });
+    const listed = await sbx.commands.list();
+    assert.ok(
+      listed.some((p) => p.pid === h.pid),
+      `pid ${h.pid} in ${JSON.stringify(listed)}`,
+    );
+    const seen: string[] = [];
+    const again = await sbx.commands.connect(h.pid, { onStdout: (d) => seen.push(d) });
+    const result = await again.wait();
+    assert.equal(result.exitCode, 0);
+    assert.match(seen.join(""), /done\n$/, "the connected handle streams the output after connecting");
+    assert.equal((await h.wait()).exitCode, 0);
+
+    const long = await sbx.commands.run("sleep 60", { background: true });
+    assert.equal(await sbx.commands.kill(long.pid), true);
+    await assert.rejects(long.wait(), (e: unknown) => e instanceof CommandExitError);
+    assert.equal(await sbx.commands.kill(long.pid), false, "a finished command is not found");
+  });
+
+  test("files: write, read, list, exists, makeDir, rename, remove; a missing file is NotFoundError", async () => {
+    const info = await sbx.files.write("/home/user/notes/hello.txt", "hello from the SDK\n");
+    assert.equal(info.path, "/home/user/notes/hello.txt");
+    assert.equal(await sbx.files.read("notes/hello.txt"), "hello from the SDK\n");
+    const seen = (await sbx.commands.run("cat /home/user/notes/hello.txt")).stdout;
+    assert.equal(seen, "hello from the SDK\n", "the command sees the written file");
+    const bytes = await sbx.files.read("/home/user/notes/hello.txt", { format: "bytes" });
+    assert.equal(bytes.length, 19);
+    const entries = await sbx.files.list("/home/user/notes");
+    assert.deepEqual(
+      entries.map((e) => [e.name, e.type, e.path]),
+      [["hello.txt", "file", "/home/user/notes/hello.txt"]],
+    );
+    assert.equal(await sbx.files.exists("/home/user/notes/hello.txt"), true);
+    assert.equal(await sbx.files.makeDir("/home/user/sub/dir"), true);
+    assert.equal(await sbx.files.makeDir("/home/user/sub/dir"), false, "an existing directory");
+    const moved = await sbx.files.rename("/home/user/notes/hello.txt", "/home/user/sub/dir/moved.txt");
+    assert.equal(moved.path, "/home/user/sub/dir/moved.txt");
+    assert.equal(await sbx.files.exists("/home/user/notes/hello.txt"), false);
+    await sbx.files.remove("/home/user/sub");
+    assert.equal(await sbx.files.exists("/home/user/sub/dir/moved.txt"), false);
+    await assert.rejects(sbx.files.read("/home/user/missing.txt"), (e: unknown) => {
+      assert.ok(e instanceof NotFoundError, `${(e as Error).name}: ${(e as Error).message}`);
+      return true;
+    });
+    await assert.rejects(sbx.files.read("/etc/passwd"), (e: unknown) => e instanceof SandboxError);
+  });
+
+  test("Sandbox.list shows the organization's sandboxes; another organization's key sees none of them", async () => {
+    const mine = await Sandbox.list({ query: { metadata: { purpose: "sdk-test" } } }).nextItems();
+    assert.deepEqual(
+      mine.map((s) => s.sandboxId),
+      [sbx.sandboxId],
+    );
+    const other = stack.identity.apiKey(["sessions:run"]);
+    const theirs = await Sandbox.list({ apiKey: other.token }).nextItems();
+    assert.deepEqual(theirs, []);
+    await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: other.token }), (e: unknown) => {
+      assert.ok(e instanceof NotFoundError, String(e));
+      return true;
+    });
+  });
+
+  test("pause and connect map onto compute's PauseSandbox and ResumeSandbox", async () => {
+    await sbx.files.write("/home/user/kept.txt", "kept");
+    assert.equal(await sbx.pause(), true);
+    assert.equal((await stack.domain.describeSandbox(sbx.sandboxId)).status, "PAUSED");
+    const resumed = await Sandbox.connect(sbx.sandboxId);
+    assert.equal((await stack.domain.describeSandbox(sbx.sandboxId)).status, "READY");
+    assert.equal(await resumed.files.read("/home/user/kept.txt"), "kept");
+  });
+
+  test("kill: the sandbox is destroyed in compute and the SDK reports it gone", async () => {
+    await sbx.setTimeout(300_000);
+    assert.equal(await sbx.kill(), true);
+    assert.equal((await stack.domain.describeSandbox(sbx.sandboxId)).status, "DESTROYED");
+    assert.equal(await Sandbox.kill(sbx.sandboxId), false, "a second kill finds nothing");
+    await assert.rejects(Sandbox.getInfo(sbx.sandboxId), (e: unknown) => {
+      assert.ok(e instanceof NotFoundError, String(e));
+      return true;
+    });
+    await assert.rejects(sbx.commands.run("echo hi"), (e: unknown) => {
+      assert.ok(e instanceof SandboxError, String(e));
+      assert.match((e as Error).message, /not running/);
+      return true;
+    });
+    await assert.rejects(sbx.files.read("/home/user/kept.txt"), (e: unknown) => {
+      assert.match((e as Error).message, /not running/);
+      return true;
+    });
+  });
+});
+
+describe("what the SDK is refused, in its own errors", () => {
+  test("no API key, an unknown key, a key without sessions:run", async () => {
+    await assert.rejects(Sandbox.create({ apiKey: "sk_test_unknown" }), (e: unknown) => {
+      assert.equal((e as Error).name, "AuthenticationError");
+      return true;
+    });
+    const readOnly = stack.identity.apiKey(["read"]);
+    await assert.rejects(Sandbox.create({ apiKey: readOnly.token }), /403: this API key lacks the sessions:run scope/);
+  });
+
+  test("a template other than base, template builds, stdin: a clear message", async () => {
+    await assert.rejects(Sandbox.create("my-dockerfile-template"), /template "my-dockerfile-template" is not served/);
+    const sbx = await Sandbox.create({ timeoutMs: 60_000 });
+    try {
+      await assert.rejects(sbx.commands.run("cat", { stdin: true }), /stdin is not served by this platform/);
+      await assert.rejects(
+        sbx.files.watchDir("/home/user", () => {}),
+        /watching directories is not served/,
+      );
+    } finally {
+      await sbx.kill();
+    }
+  });
+});
