@@ -241,13 +241,14 @@ export class LocalDriver implements SandboxDriver {
         live.layout.prepare(spec, live.uid);
         ws.prepare(live.uid);
         await this.provisionWorkspace(live, ws.image, sizeBytes);
+        this.refuseIfClosed();
         this.createCgroup(live);
       } catch (err) {
         this.sandboxes.delete(spec.sandboxId);
         // It never ran: nothing of it is kept (no mount, no loop device, no image).
         await this.removeSandboxDir(live.layout);
         await this.removeWorkspaceDir(ws.dir);
-        throw PlatformError.internal("sandbox provisioning failed", err);
+        throw err instanceof PlatformError ? err : PlatformError.internal("sandbox provisioning failed", err);
       }
       this.armDeadline(live);
       this.start(live);
@@ -272,13 +273,14 @@ export class LocalDriver implements SandboxDriver {
     live.workspaceDir = dir;
     this.sandboxes.set(spec.sandboxId, live);
     try {
+      this.refuseIfClosed();
       live.layout.prepare(spec, live.uid);
       this.createCgroup(live);
     } catch (err) {
       this.sandboxes.delete(spec.sandboxId);
       await this.removeSandboxDir(live.layout);
       await this.releaseWorkspaceLocked(live);
-      throw PlatformError.internal("sandbox provisioning failed", err);
+      throw err instanceof PlatformError ? err : PlatformError.internal("sandbox provisioning failed", err);
     }
     this.armDeadline(live);
     this.start(live);
@@ -548,6 +550,7 @@ export class LocalDriver implements SandboxDriver {
     live.released = false;
     // No phase event: the record stays PAUSED until the domain stores READY (or the start's failure).
     live.observation = { phase: "starting" };
+    this.refuseIfClosed();
     this.createCgroup(live); // as it was, unless something removed it meanwhile
     this.start(live, true);
     const settled = await this.waitSettled(live.spec.sandboxId, signal);
@@ -712,7 +715,36 @@ export class LocalDriver implements SandboxDriver {
         await Promise.all(lives.slice(i, i + 8).map((live) => this.endWithService(live)));
     }
     await this.helper.close();
+    if (this.options.dieWithService) await this.killUnwatched();
     this.root.removeIfEmpty();
+  }
+
+  /**
+   * A create that was provisioning when close() began, or a launch this
+   * process lost track of, can leave processes in a cgroup of one of this
+   * data directory's sandboxes that no Live ends. They would outlive the
+   * service (the launch chain has no parent-death signal of bwrap's own
+   * until bwrap runs), so every such cgroup is emptied before the exit.
+   */
+  private async killUnwatched(): Promise<void> {
+    let names: string[] = [];
+    try {
+      names = fs.readdirSync(join(this.options.dataDir, "sandboxes"));
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const cgroup = this.root.child(name);
+      if (cgroup.isEmpty()) continue;
+      this.log?.warn({ sandboxId: name }, "ending the processes of a sandbox no longer watched before the exit");
+      await cgroup.killAll(2000);
+      cgroup.removeTreeSync();
+    }
+  }
+
+  /** A sandbox is never started once close() began: nothing would end it. */
+  private refuseIfClosed(): void {
+    if (this.closed) throw PlatformError.unavailable("the compute service is stopping; try again");
   }
 
   /**
@@ -1054,10 +1086,11 @@ export class LocalDriver implements SandboxDriver {
   private start(live: Live, again = false): void {
     const { spec, layout } = live;
     if (!live.warm && !again) this.attachIo(live, true);
+    // Never outside its cgroup (no limits there, and nothing would find it to end it).
     const procs = live.cgroup
       .procsFiles()
       .map((f) => `echo $$ > ${f}`)
-      .join("; ");
+      .join(" && ");
     // bwrap runs as the sandbox uid, which may not traverse the data
     // directory's parents (a clone under /root, a 0700 temp dir). So, still
     // as root, the sandbox directory is bound at a fixed traversable stage in
@@ -1076,13 +1109,20 @@ export class LocalDriver implements SandboxDriver {
     if (this.options.dieWithService) args.unshift("--die-with-parent");
     // As root: join the sandbox cgroup and shield the init from the OOM killer,
     // then drop to the sandbox uid for good and let bwrap build the namespaces.
-    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && umount -l ${MOUNTS_ROOT} && shift 2 && exec ${SETPRIV} --reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
+    // Ending with the service: the parent-death signal is set by the first
+    // process of the chain and kept through the uid change (which clears it),
+    // so a service killed while a sandbox starts takes the launch with it,
+    // not only a sandbox whose bwrap got as far as setting its own.
+    const keepDeathSignal = this.options.dieWithService ? "--pdeathsig keep " : "";
+    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && umount -l ${MOUNTS_ROOT} && shift 2 && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
     fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
-    const script = `${procs}; echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
+    const script = `${procs} || exit 125; echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
     if (!this.seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
+    const launcher = this.options.dieWithService ? [SETPRIV, "--pdeathsig", "KILL", "--", "/bin/sh"] : ["/bin/sh"];
     const child = spawn(
-      "/bin/sh",
+      launcher[0] as string,
       [
+        ...launcher.slice(1),
         "-c",
         script,
         "sh",
