@@ -18,6 +18,7 @@ import {
 import { metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
 import { LIMITS } from "./service/limits.ts";
 import { workspaceSizeBytes } from "./service/workspace-size.ts";
+import { parseHostsSetting } from "./egress/resolver.ts";
 
 export { ConfigError };
 
@@ -52,6 +53,14 @@ export interface ComputeConfig {
   kubernetesNamespace?: string;
   /** Kubernetes driver: SANDBOX_RUN_AS_USER, the sandboxes' uid; absent: the driver's 1000 (never root). */
   sandboxRunAsUser?: number;
+  /** COMPUTE_EGRESS_SOCKET_DIR: the egress proxy's per-sandbox unix sockets. */
+  egressSocketDir: string;
+  /** COMPUTE_EGRESS_HOSTS: fixed answers of the proxy's resolver (name → addresses). */
+  egressHosts: Map<string, string[]>;
+  /** COMPUTE_EGRESS_DNS_SERVERS: the servers the proxy asks; empty: the host's resolver. */
+  egressDnsServers: string[];
+  /** COMPUTE_EGRESS_PROTECTED_PORTS: never reachable on the host's own addresses. */
+  egressProtectedPorts: number[];
   /** METRICS_TOKEN: the bearer token of GET /metrics; unset: not served. */
   metricsToken?: string;
   logLevel: string;
@@ -138,6 +147,53 @@ export const COMPUTE_SETTINGS = {
     shown: "1000",
     doc: "kubernetes driver: the sandboxes' uid and gid (restricted Pod Security forbids root)",
   }),
+  egressSocketDir: text("COMPUTE_EGRESS_SOCKET_DIR", {
+    default: "/run/platform-compute-egress",
+    doc: "local driver: the egress proxy's unix sockets, one per sandbox with a network policy (a path of at most ~60 bytes: a socket's name holds 107)",
+  }),
+  egressHosts: custom("COMPUTE_EGRESS_HOSTS", {
+    shown: "unset",
+    doc: "fixed answers of the egress proxy's resolver, `name=address,...` (a name may repeat), asked before DNS: tests and air-gapped sites. The policy still applies to the name and to the address",
+    read: (env) => {
+      try {
+        return parseHostsSetting(raw(env, "COMPUTE_EGRESS_HOSTS") ?? "");
+      } catch (err) {
+        throw new ConfigError("COMPUTE_EGRESS_HOSTS", `COMPUTE_EGRESS_HOSTS: ${(err as Error).message}`);
+      }
+    },
+  }),
+  egressDnsServers: custom("COMPUTE_EGRESS_DNS_SERVERS", {
+    shown: "unset",
+    doc: "DNS servers the egress proxy asks, `address[:port],...`; unset: the host's resolver (getaddrinfo)",
+    read: (env) => {
+      const list = (raw(env, "COMPUTE_EGRESS_DNS_SERVERS") ?? "")
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
+      for (const s of list)
+        if (!/^[0-9a-fA-F.:[\]]+$/.test(s))
+          throw new ConfigError("COMPUTE_EGRESS_DNS_SERVERS", `COMPUTE_EGRESS_DNS_SERVERS: "${s}" is not an address`);
+      return list;
+    },
+  }),
+  egressProtectedPorts: custom("COMPUTE_EGRESS_PROTECTED_PORTS", {
+    shown: "`5432,8080,8081,8082,50051,50052,50053` and `COMPUTE_PORT`",
+    doc: "ports no sandbox reaches on any address of the host (loopback included), whatever its policy: PostgreSQL and the platform's services. Loopback, private and link-local addresses are refused anyway unless a policy lists a CIDR inside them",
+    read: (env) => {
+      const v = raw(env, "COMPUTE_EGRESS_PROTECTED_PORTS") ?? "5432,8080,8081,8082,50051,50052,50053";
+      const ports = v
+        .split(",")
+        .map((p) => p.trim())
+        .filter(Boolean)
+        .map(Number);
+      if (ports.some((p) => !Number.isInteger(p) || p < 1 || p > 65535))
+        throw new ConfigError(
+          "COMPUTE_EGRESS_PROTECTED_PORTS",
+          `COMPUTE_EGRESS_PROTECTED_PORTS: "${v}" is not a list of ports`,
+        );
+      return ports;
+    },
+  }),
   metricsToken: metricsTokenSetting(
     "bearer token a scraper must present for `GET /metrics` (Prometheus text format) on `COMPUTE_PORT`, which also asks for a client certificate of the platform CA (any service's, e.g. `operator`); at least 32 characters; unset: `/metrics` is not served (404)",
   ),
@@ -165,6 +221,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     favorDynamicCgroupMods: s.favorDynamicCgroupMods,
     kubernetesNamespace: s.kubernetesNamespace,
     sandboxRunAsUser: s.sandboxRunAsUser,
+    egressSocketDir: resolve(s.egressSocketDir),
+    egressHosts: s.egressHosts,
+    egressDnsServers: s.egressDnsServers,
+    egressProtectedPorts: [...new Set([...s.egressProtectedPorts, s.port].filter((p) => p > 0))],
     metricsToken: s.metricsToken,
     logLevel: s.logLevel,
     otelEndpoint: s.otelEndpoint,

@@ -1,0 +1,530 @@
+import * as fs from "node:fs";
+import { connect, createServer, isIP, type Server, type Socket } from "node:net";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import type { NetworkEventRecord, NetworkEventStore } from "../store/network-event-store.ts";
+import { canonicalAddress, explicitlyAllowed, isHostAddress, specialRange } from "./addresses.ts";
+import { cidrAllows, domainAllowed, type NetworkPolicy } from "./policy.ts";
+import type { EgressResolver } from "./resolver.ts";
+import { StreamReader } from "./stream-reader.ts";
+
+/** Why a connection was refused (NetworkEvent.reason). */
+export type DenyReason =
+  | "not_allowed"
+  | "private_address"
+  | "host_service"
+  | "resolve_failed"
+  | "connect_failed"
+  | "bad_request";
+
+export type Decision = { allowed: true; address: string } | { allowed: false; reason: DenyReason; address: string };
+
+export interface EgressProxyOptions {
+  /** Where the per-sandbox unix sockets are made (short: sun_path holds 107 bytes). */
+  socketDir: string;
+  resolver: EgressResolver;
+  /** Ports of the host's own services, never reachable on any address of the host, whatever the policy. */
+  protectedPorts: number[];
+  events: NetworkEventStore;
+  connectTimeoutMs?: number;
+  logger?: Logger;
+}
+
+interface Attached {
+  server?: Server;
+  policy?: NetworkPolicy;
+  egressBytes: number;
+  ingressBytes: number;
+  seq: number;
+  open: Set<Socket>;
+  /** Events decided but not yet stored. */
+  recording: number;
+  /** Loaded from the store (totals, last seq) before the first event is written. */
+  ready: Promise<void>;
+}
+
+const HEAD_MAX = 64 * 1024;
+
+/**
+ * The egress proxy: one unix socket per sandbox with a policy, each
+ * speaking HTTP (CONNECT and absolute-URI forwarding) and SOCKS5 (told
+ * apart by the first byte). It resolves names itself, checks the name and
+ * the address it will connect to against the sandbox's policy, connects to
+ * exactly that address (no second lookup a rebinding answer could change),
+ * counts the bytes each way and records every attempt.
+ */
+export class EgressProxy {
+  private readonly sandboxes = new Map<string, Attached>();
+  private readonly log?: Logger;
+  private readonly listeners = new Set<(event: NetworkEventRecord) => void>();
+
+  constructor(private readonly options: EgressProxyOptions) {
+    this.log = options.logger;
+    fs.mkdirSync(options.socketDir, { recursive: true, mode: 0o700 });
+  }
+
+  socketPath(sandboxId: string): string {
+    return join(this.options.socketDir, `${sandboxId}.sock`);
+  }
+
+  /** Starts serving the sandbox's socket (at once if it is served); the policy applies to the next connection. */
+  async attach(sandboxId: string, policy: NetworkPolicy | undefined): Promise<string> {
+    const entry = this.entry(sandboxId);
+    entry.policy = policy;
+    await entry.ready;
+    if (!entry.server) {
+      const path = this.socketPath(sandboxId);
+      fs.rmSync(path, { force: true });
+      const server = createServer({ pauseOnConnect: false }, (socket) => this.serve(sandboxId, entry, socket));
+      entry.server = server;
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(path, () => {
+          server.off("error", reject);
+          resolve();
+        });
+      });
+      fs.chmodSync(path, 0o600);
+    }
+    return this.socketPath(sandboxId);
+  }
+
+  /** Replaces the policy of a sandbox (served or not); the next connection follows it. */
+  setPolicy(sandboxId: string, policy: NetworkPolicy | undefined): void {
+    this.entry(sandboxId).policy = policy;
+  }
+
+  /** Stops serving the sandbox: its socket goes and its open connections are closed. Counters stay readable. */
+  async detach(sandboxId: string): Promise<void> {
+    const entry = this.sandboxes.get(sandboxId);
+    if (!entry?.server) return;
+    const server = entry.server;
+    entry.server = undefined;
+    for (const s of entry.open) s.destroy();
+    await new Promise<void>((r) => server.close(() => r()));
+    fs.rmSync(this.socketPath(sandboxId), { force: true });
+  }
+
+  /** Forgets a sandbox (after its destroy). */
+  async forget(sandboxId: string): Promise<void> {
+    await this.detach(sandboxId);
+    this.sandboxes.delete(sandboxId);
+  }
+
+  /** Bytes since the sandbox was created (open connections included, as they flow). */
+  counters(sandboxId: string): { egressBytes: number; ingressBytes: number } {
+    const e = this.sandboxes.get(sandboxId);
+    return { egressBytes: e?.egressBytes ?? 0, ingressBytes: e?.ingressBytes ?? 0 };
+  }
+
+  /** Waits until the sandbox's totals from before a restart are loaded. */
+  async loaded(sandboxId: string): Promise<void> {
+    await this.entry(sandboxId).ready;
+  }
+
+  /** Resolves once the sandbox has no open connection and every event is stored (tests, accounting at an exec's end). */
+  async settled(sandboxId: string, timeoutMs = 5000): Promise<void> {
+    const entry = this.sandboxes.get(sandboxId);
+    const until = Date.now() + timeoutMs;
+    while (entry && (entry.open.size > 0 || entry.recording > 0) && Date.now() < until)
+      await new Promise((r) => setTimeout(r, 5));
+  }
+
+  onEvent(listener: (event: NetworkEventRecord) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.sandboxes.keys()].map((id) => this.detach(id)));
+  }
+
+  /** The policy decision for one destination: the name, then each resolved address in turn. */
+  async decide(policy: NetworkPolicy | undefined, host: string, port: number): Promise<Decision> {
+    if (!policy || !(port >= 1 && port <= 65535)) return { allowed: false, reason: "not_allowed", address: "" };
+    const literal = isIP(host) !== 0;
+    const nameAllowed = !literal && (policy.allowAll || domainAllowed(policy, host));
+    // A name the policy does not list is not looked up (a lookup is itself a message out), unless CIDRs may admit it.
+    if (!literal && !nameAllowed && policy.allowedCidrs.length === 0)
+      return { allowed: false, reason: "not_allowed", address: "" };
+    let addresses: string[];
+    try {
+      addresses = literal ? [host] : await this.options.resolver(host);
+    } catch {
+      addresses = [];
+    }
+    if (addresses.length === 0) return { allowed: false, reason: "resolve_failed", address: "" };
+    let first: Decision | undefined;
+    for (const raw of addresses) {
+      const address = canonicalAddress(raw);
+      const d = this.decideAddress(policy, address, port, nameAllowed || (literal && policy.allowAll));
+      if (d.allowed) return d;
+      first ??= d;
+    }
+    return first as Decision;
+  }
+
+  private decideAddress(policy: NetworkPolicy, address: string, port: number, nameAllowed: boolean): Decision {
+    if (isHostAddress(address) && this.options.protectedPorts.includes(port))
+      return { allowed: false, reason: "host_service", address };
+    if (specialRange(address) || isHostAddress(address)) {
+      return explicitlyAllowed(policy, address, port)
+        ? { allowed: true, address }
+        : { allowed: false, reason: "private_address", address };
+    }
+    if (nameAllowed || cidrAllows(policy, address, port)) return { allowed: true, address };
+    return { allowed: false, reason: "not_allowed", address };
+  }
+
+  private entry(sandboxId: string): Attached {
+    let e = this.sandboxes.get(sandboxId);
+    if (!e) {
+      const created: Attached = {
+        egressBytes: 0,
+        ingressBytes: 0,
+        seq: 0,
+        open: new Set(),
+        recording: 0,
+        ready: Promise.resolve(),
+      };
+      created.ready = this.options.events.totals(sandboxId).then(
+        (t) => {
+          created.seq = Math.max(created.seq, t.lastSeq);
+          created.egressBytes += t.egressBytes;
+          created.ingressBytes += t.ingressBytes;
+        },
+        (err) => this.log?.error({ err, sandboxId }, "reading a sandbox's network totals failed"),
+      );
+      e = created;
+      this.sandboxes.set(sandboxId, e);
+    }
+    return e;
+  }
+
+  private serve(sandboxId: string, entry: Attached, client: Socket): void {
+    entry.open.add(client);
+    client.on("close", () => entry.open.delete(client));
+    client.on("error", () => {});
+    client.setNoDelay(true);
+    const reader = new StreamReader(client);
+    void this.handshake(sandboxId, entry, client, reader).catch((err) => {
+      this.log?.debug({ err, sandboxId }, "egress handshake failed");
+      client.destroy();
+    });
+  }
+
+  private async handshake(sandboxId: string, entry: Attached, client: Socket, reader: StreamReader): Promise<void> {
+    const started = performance.now();
+    if ((await reader.peek()) === 5) return this.socks5(sandboxId, entry, client, reader, started);
+    const head = (await reader.readUntil("\r\n\r\n", HEAD_MAX)).toString("latin1");
+    const lines = head.split("\r\n");
+    const [method = "", target = "", version = ""] = (lines[0] ?? "").split(" ");
+    if (method.toUpperCase() === "CONNECT") {
+      const m = /^\[?([^\]]*?)\]?:(\d{1,5})$/.exec(target);
+      if (!m) return this.refuseHttp(sandboxId, entry, client, "connect", target, 0, "bad_request", "", started);
+      const host = m[1] as string;
+      const port = Number(m[2]);
+      const decision = await this.decide(entry.policy, host, port);
+      if (!decision.allowed)
+        return this.refuseHttp(
+          sandboxId,
+          entry,
+          client,
+          "connect",
+          host,
+          port,
+          decision.reason,
+          decision.address,
+          started,
+        );
+      const upstream = await this.open(decision.address, port);
+      if (!upstream)
+        return this.refuseHttp(
+          sandboxId,
+          entry,
+          client,
+          "connect",
+          host,
+          port,
+          "connect_failed",
+          decision.address,
+          started,
+          502,
+        );
+      client.write(`${version || "HTTP/1.1"} 200 Connection Established\r\n\r\n`);
+      return this.relay(
+        sandboxId,
+        entry,
+        client,
+        upstream,
+        reader.rest(),
+        "connect",
+        host,
+        port,
+        decision.address,
+        started,
+      );
+    }
+    let url: URL;
+    try {
+      url = new URL(target);
+    } catch {
+      return this.refuseHttp(sandboxId, entry, client, "http", target.slice(0, 253), 0, "bad_request", "", started);
+    }
+    if (url.protocol !== "http:")
+      return this.refuseHttp(sandboxId, entry, client, "http", url.hostname, 0, "bad_request", "", started);
+    const host = url.hostname.replace(/^\[|\]$/g, "");
+    const port = url.port ? Number(url.port) : 80;
+    const decision = await this.decide(entry.policy, host, port);
+    if (!decision.allowed)
+      return this.refuseHttp(sandboxId, entry, client, "http", host, port, decision.reason, decision.address, started);
+    const upstream = await this.open(decision.address, port);
+    if (!upstream)
+      return this.refuseHttp(
+        sandboxId,
+        entry,
+        client,
+        "http",
+        host,
+        port,
+        "connect_failed",
+        decision.address,
+        started,
+        502,
+      );
+    // Origin-form to the server; proxy-only headers dropped; one request per connection (the next may name another host).
+    const kept = lines
+      .slice(1)
+      .filter((l) => l !== "" && !/^(proxy-connection|proxy-authorization|connection|keep-alive)\s*:/i.test(l));
+    const rewritten = [`${method} ${url.pathname}${url.search} ${version}`, ...kept, "Connection: close", "", ""].join(
+      "\r\n",
+    );
+    const first = Buffer.concat([Buffer.from(rewritten, "latin1"), reader.rest()]);
+    return this.relay(sandboxId, entry, client, upstream, first, "http", host, port, decision.address, started);
+  }
+
+  private async socks5(
+    sandboxId: string,
+    entry: Attached,
+    client: Socket,
+    reader: StreamReader,
+    started: number,
+  ): Promise<void> {
+    const [, nMethods = 0] = await reader.read(2);
+    const methods = await reader.read(nMethods);
+    if (!methods.includes(0)) {
+      client.end(Buffer.from([5, 0xff]));
+      return;
+    }
+    client.write(Buffer.from([5, 0]));
+    const [ver, cmd, , atyp] = await reader.read(4);
+    let host: string;
+    if (atyp === 1) host = [...(await reader.read(4))].join(".");
+    else if (atyp === 4) {
+      const b = await reader.read(16);
+      host = canonicalAddress(Array.from({ length: 8 }, (_, i) => b.readUInt16BE(i * 2).toString(16)).join(":"));
+    } else if (atyp === 3) {
+      const [len = 0] = await reader.read(1);
+      host = (await reader.read(len)).toString("latin1");
+    } else {
+      client.end(socksReply(8));
+      return;
+    }
+    const port = (await reader.read(2)).readUInt16BE(0);
+    if (ver !== 5 || cmd !== 1) {
+      this.record(sandboxId, entry, {
+        host,
+        port,
+        address: "",
+        allowed: false,
+        reason: "bad_request",
+        protocol: "socks5",
+        started,
+      });
+      client.end(socksReply(7));
+      return;
+    }
+    const decision = await this.decide(entry.policy, host, port);
+    if (!decision.allowed) {
+      this.record(sandboxId, entry, {
+        host,
+        port,
+        address: decision.address,
+        allowed: false,
+        reason: decision.reason,
+        protocol: "socks5",
+        started,
+      });
+      client.end(socksReply(decision.reason === "resolve_failed" ? 4 : 2));
+      return;
+    }
+    const upstream = await this.open(decision.address, port);
+    if (!upstream) {
+      this.record(sandboxId, entry, {
+        host,
+        port,
+        address: decision.address,
+        allowed: false,
+        reason: "connect_failed",
+        protocol: "socks5",
+        started,
+      });
+      client.end(socksReply(5));
+      return;
+    }
+    client.write(socksReply(0));
+    return this.relay(
+      sandboxId,
+      entry,
+      client,
+      upstream,
+      reader.rest(),
+      "socks5",
+      host,
+      port,
+      decision.address,
+      started,
+    );
+  }
+
+  private open(address: string, port: number): Promise<Socket | undefined> {
+    return new Promise((resolve) => {
+      const socket = connect({ host: address, port, timeout: this.options.connectTimeoutMs ?? 10_000 });
+      const fail = () => {
+        socket.destroy();
+        resolve(undefined);
+      };
+      socket.once("error", fail);
+      socket.once("timeout", fail);
+      socket.once("connect", () => {
+        socket.off("error", fail);
+        socket.off("timeout", fail);
+        socket.setTimeout(0);
+        socket.setNoDelay(true);
+        resolve(socket);
+      });
+    });
+  }
+
+  private relay(
+    sandboxId: string,
+    entry: Attached,
+    client: Socket,
+    upstream: Socket,
+    first: Buffer,
+    protocol: NetworkEventRecord["protocol"],
+    host: string,
+    port: number,
+    address: string,
+    started: number,
+  ): void {
+    entry.open.add(upstream);
+    let egress = 0;
+    let ingress = 0;
+    upstream.on("error", () => client.destroy());
+    client.on("error", () => upstream.destroy());
+    if (first.length > 0) {
+      egress += first.length;
+      entry.egressBytes += first.length;
+      upstream.write(first);
+    }
+    client.on("data", (d: Buffer) => {
+      egress += d.length;
+      entry.egressBytes += d.length;
+    });
+    upstream.on("data", (d: Buffer) => {
+      ingress += d.length;
+      entry.ingressBytes += d.length;
+    });
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.resume();
+    let closed = 0;
+    const onClose = () => {
+      if (++closed < 2) return;
+      entry.open.delete(upstream);
+      this.record(sandboxId, entry, {
+        host,
+        port,
+        address,
+        allowed: true,
+        reason: "",
+        protocol,
+        started,
+        egressBytes: egress,
+        ingressBytes: ingress,
+      });
+    };
+    client.on("close", () => {
+      upstream.destroySoon();
+      onClose();
+    });
+    upstream.on("close", () => {
+      client.destroySoon();
+      onClose();
+    });
+  }
+
+  private refuseHttp(
+    sandboxId: string,
+    entry: Attached,
+    client: Socket,
+    protocol: NetworkEventRecord["protocol"],
+    host: string,
+    port: number,
+    reason: DenyReason,
+    address: string,
+    started: number,
+    status = 403,
+  ): void {
+    this.record(sandboxId, entry, { host, port, address, allowed: false, reason, protocol, started });
+    const body = `egress denied: ${reason} (${host}:${port})\n`;
+    client.end(
+      `HTTP/1.1 ${status} ${status === 403 ? "Forbidden" : "Bad Gateway"}\r\nX-Egress-Denied: ${reason}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+
+  private record(
+    sandboxId: string,
+    entry: Attached,
+    e: {
+      host: string;
+      port: number;
+      address: string;
+      allowed: boolean;
+      reason: string;
+      protocol: NetworkEventRecord["protocol"];
+      started: number;
+      egressBytes?: number;
+      ingressBytes?: number;
+    },
+  ): void {
+    entry.recording++;
+    void entry.ready.then(() => {
+      const event: NetworkEventRecord = {
+        sandboxId,
+        seq: ++entry.seq,
+        at: new Date(Date.now() - (performance.now() - e.started)),
+        host: e.host.slice(0, 253),
+        port: e.port,
+        address: e.address,
+        allowed: e.allowed,
+        reason: e.reason,
+        protocol: e.protocol,
+        egressBytes: e.egressBytes ?? 0,
+        ingressBytes: e.ingressBytes ?? 0,
+        durationMs: Math.max(0, performance.now() - e.started),
+      };
+      if (!e.allowed) this.log?.info({ sandboxId, host: event.host, port: e.port, reason: e.reason }, "egress denied");
+      for (const l of this.listeners) l(event);
+      this.options.events
+        .append(event)
+        .catch((err) => this.log?.error({ err, sandboxId }, "recording a network event failed"))
+        .finally(() => entry.recording--);
+    });
+  }
+}
+
+function socksReply(code: number): Buffer {
+  return Buffer.from([5, code, 0, 1, 0, 0, 0, 0, 0, 0]);
+}
