@@ -68,8 +68,40 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     assert.equal(objects.filter((o) => o.kind === "Secret").length, 0, "no Secret objects are shipped");
     for (const o of objects.filter((x) => x.kind === "ConfigMap")) {
       for (const k of Object.keys(o.data ?? {}))
-        assert.ok(!/KEK|PASSWORD|DATABASE_URL|API_KEY/.test(k), `ConfigMap ${o.metadata.name} holds ${k}`);
+        assert.ok(!/KEK|PASSWORD|DATABASE_URL|API_KEY|TOKEN|SECRET/.test(k), `ConfigMap ${o.metadata.name} holds ${k}`);
     }
+  });
+
+  test("operators' settings: every service reads METRICS_TOKEN from platform-secrets and has an OTLP endpoint setting; workers get both", () => {
+    const deployments: [string, string][] = [
+      ["identity", "identity-config"],
+      ["agents", "agents-config"],
+      ["compute", "compute-config"],
+      ["runtime-router", "runtime-router-config"],
+    ];
+    for (const [name, config] of deployments) {
+      const container = podSpecOf(find("Deployment", name)).containers[0];
+      const token = (container.env as KubeObject[]).find((e) => e.name === "METRICS_TOKEN");
+      assert.deepEqual(
+        token?.valueFrom?.secretKeyRef,
+        { name: "platform-secrets", key: "METRICS_TOKEN", optional: true },
+        `${name}: METRICS_TOKEN from the Secret, optional (unset: /metrics not served)`,
+      );
+      assert.ok(
+        (container.envFrom as KubeObject[]).some((e) => e.configMapRef?.name === config),
+        `${name} reads ${config}`,
+      );
+      assert.equal(find("ConfigMap", config).data.OTEL_EXPORTER_OTLP_ENDPOINT, "", `${config}: empty exports nothing`);
+    }
+    const agents = podSpecOf(find("Deployment", "agents")).containers[0].env as KubeObject[];
+    assert.deepEqual(agents.find((e) => e.name === "AGENTS_SECRETS_KEY")?.valueFrom?.secretKeyRef, {
+      name: "platform-secrets",
+      key: "AGENTS_SECRETS_KEY",
+      optional: true,
+    });
+    const t = JSON.parse(find("ConfigMap", "runtime-worker-template").data["worker-template.json"]);
+    assert.deepEqual(t.secretEnv.METRICS_TOKEN, { secret: "platform-secrets", key: "METRICS_TOKEN" });
+    assert.equal(t.env.METRICS_TOKEN, undefined, "never a value in the template");
   });
 
   test("a migrations Job and the compute GC CronJob exist", () => {

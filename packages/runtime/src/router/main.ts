@@ -27,6 +27,19 @@ try {
 const logger = pino({ name: "runtime-router", level: config.logLevel, mixin: requestIdsMixin });
 await startTracing({ serviceName: "runtime-router", endpoint: config.otelEndpoint });
 
+/**
+ * The OpenTelemetry SDK's own settings (OTEL_BSP_* and the like, read by the
+ * SDK) reach the workers as they reach the router; the endpoint as the router read it.
+ */
+function tracingEnv(c: RouterConfig): Record<string, string> {
+  return {
+    ...Object.fromEntries(
+      Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith("OTEL_") && !!e[1]),
+    ),
+    ...(c.otelEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: c.otelEndpoint } : {}),
+  };
+}
+
 async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
   if (c.orchestrator === "local") {
     return LocalOrchestrator.open({
@@ -36,10 +49,7 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
         AGENTS_GRPC_URL: c.agentsUrl,
         LOG_LEVEL: c.logLevel,
         ...(c.tls ? {} : { INTERNAL_TLS: "off" }),
-        // The OpenTelemetry SDK's own settings (OTEL_BSP_* and the like, read by the SDK) reach the workers
-        // as they reach the router; the endpoint as the router read it.
-        ...Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith("OTEL_") && v)),
-        ...(c.otelEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: c.otelEndpoint } : {}),
+        ...tracingEnv(c),
         ...(c.metricsToken ? { METRICS_TOKEN: c.metricsToken } : {}),
       },
       tls: c.tls && c.workerTlsFiles && { client: c.tls, workerFiles: c.workerTlsFiles },
@@ -60,6 +70,8 @@ async function orchestrator(c: RouterConfig): Promise<Orchestrator> {
     namespace: c.namespace,
     template: k8s.loadWorkerTemplate(c.workerTemplatePath),
     internalTls: c.tls !== undefined,
+    // METRICS_TOKEN reaches cluster workers from a Secret (the template's secretEnv), not as a value in their Deployments.
+    workerEnv: tracingEnv(c),
   });
 }
 
@@ -79,6 +91,8 @@ const router = await startRouter({
   readiness: () => auth.reachable(),
   corsAllowedOrigins: config.corsAllowedOrigins,
   metricsToken: config.metricsToken,
+  passThrough: { identity: config.identityRestUrl, agents: config.agentsRestUrl },
+  consoleDir: resolve(config.consoleDir),
 });
 logger.info({ url: router.url, orchestrator: config.orchestrator }, "runtime router ready");
 

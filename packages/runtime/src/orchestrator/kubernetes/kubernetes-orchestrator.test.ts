@@ -173,6 +173,56 @@ describe("kubernetes orchestrator: worker TLS", () => {
     await plain.deleteDeployment("runtime-t-plain");
   });
 
+  test("operators' settings: the router's OTEL_* env reaches the worker over the template's; secretEnv is a secretKeyRef, never a value", async () => {
+    const d = buildDeployment(
+      spec,
+      {
+        ...template,
+        env: { ...template.env, OTEL_EXPORTER_OTLP_ENDPOINT: "http://template:4318" },
+        secretEnv: { METRICS_TOKEN: { secret: "platform-secrets", key: "METRICS_TOKEN" } },
+      },
+      { env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" } },
+    );
+    const env = d.spec?.template.spec?.containers[0]?.env ?? [];
+    assert.equal(envOf(d).OTEL_EXPORTER_OTLP_ENDPOINT, "http://collector:4318", "the router's endpoint wins");
+    const token = env.find((e) => e.name === "METRICS_TOKEN");
+    assert.equal(token?.value, undefined);
+    assert.deepEqual(token?.valueFrom?.secretKeyRef, {
+      name: "platform-secrets",
+      key: "METRICS_TOKEN",
+      optional: true,
+    });
+    // Through the orchestrator: what the API server receives.
+    const orchestrator = new KubernetesOrchestrator({
+      kubeConfig: double.kubeConfig("platform"),
+      namespace: "platform",
+      template: { ...template, secretEnv: { METRICS_TOKEN: { secret: "platform-secrets", key: "METRICS_TOKEN" } } },
+      workerEnv: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" },
+    });
+    await orchestrator.createDeployment({ ...spec, name: "runtime-t-otel" });
+    try {
+      const stored = double.get("deployments", "platform", "runtime-t-otel") as unknown as ReturnType<
+        typeof buildDeployment
+      >;
+      const storedEnv = stored.spec?.template.spec?.containers[0]?.env ?? [];
+      assert.equal(storedEnv.find((e) => e.name === "OTEL_EXPORTER_OTLP_ENDPOINT")?.value, "http://collector:4318");
+      assert.equal(storedEnv.find((e) => e.name === "METRICS_TOKEN")?.valueFrom?.secretKeyRef?.key, "METRICS_TOKEN");
+    } finally {
+      await orchestrator.deleteDeployment("runtime-t-otel");
+    }
+  });
+
+  test("a worker template file with a malformed secretEnv entry is refused", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "worker-template-"));
+    try {
+      const path = join(dir, "t.json");
+      await writeFile(path, JSON.stringify({ ...template, secretEnv: { METRICS_TOKEN: { secret: "" } } }));
+      assert.throws(() => loadWorkerTemplate(path), /secretEnv\.METRICS_TOKEN/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a worker template file with an empty tlsSecretName is refused", async () => {
     const dir = await mkdtemp(join(tmpdir(), "worker-template-"));
     try {

@@ -26,6 +26,8 @@ export interface KubernetesOrchestratorOptions {
    * https (default); false (INTERNAL_TLS=off) is for development clusters.
    */
   internalTls?: boolean;
+  /** Environment the router gives every worker (its OTEL_* settings), over the template's. */
+  workerEnv?: Record<string, string>;
 }
 
 const strategic = setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch);
@@ -40,6 +42,11 @@ export function loadWorkerTemplate(path: string): WorkerTemplate {
   }
   if (t.tlsSecretName !== undefined && (typeof t.tlsSecretName !== "string" || t.tlsSecretName === "")) {
     throw new Error(`${path}: "tlsSecretName" must be a Secret name`);
+  }
+  for (const [name, ref] of Object.entries(t.secretEnv ?? {})) {
+    if (typeof ref?.secret !== "string" || ref.secret === "" || typeof ref.key !== "string" || ref.key === "") {
+      throw new Error(`${path}: "secretEnv.${name}" must be {"secret": <Secret name>, "key": <key>}`);
+    }
   }
   return t;
 }
@@ -89,7 +96,10 @@ export class KubernetesOrchestrator implements Orchestrator {
       return toDeployment(
         await this.apps.createNamespacedDeployment({
           namespace: this.namespace,
-          body: buildDeployment(spec, this.options.template, { internalTls: this.options.internalTls }),
+          body: buildDeployment(spec, this.options.template, {
+            internalTls: this.options.internalTls,
+            env: this.options.workerEnv,
+          }),
         }),
       );
     } catch (err) {

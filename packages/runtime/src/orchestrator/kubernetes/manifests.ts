@@ -17,6 +17,11 @@ export interface WorkerTemplate {
   resources?: V1ResourceRequirements;
   /** Extra environment (e.g. AGENTS_GRPC_URL) on top of TENANT_ID and ORG_ID. */
   env?: Record<string, string>;
+  /**
+   * Environment read from Secrets (e.g. METRICS_TOKEN), rendered as optional
+   * secretKeyRefs: the value never appears in the Deployment object.
+   */
+  secretEnv?: Record<string, { secret: string; key: string }>;
   serviceAccountName?: string;
   /** Extra pod labels (e.g. for NetworkPolicy selectors). */
   podLabels?: Record<string, string>;
@@ -45,6 +50,8 @@ export interface DeploymentOptions {
    * (default). false is INTERNAL_TLS=off: development clusters only.
    */
   internalTls?: boolean;
+  /** The router's own settings for its workers (OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_*): over the template's env. */
+  env?: Record<string, string>;
 }
 
 export function podLabels(name: string, template: WorkerTemplate): Record<string, string> {
@@ -63,10 +70,14 @@ export function buildDeployment(
   const env: Record<string, string> = {
     HOST: "0.0.0.0",
     ...(template.env ?? {}),
+    ...(options.env ?? {}),
     ...spec.env,
     ...(tls ? TLS_ENV : { INTERNAL_TLS: "off" }),
   };
   if (tls) delete env.INTERNAL_TLS;
+  const fromSecrets = Object.entries(template.secretEnv ?? {})
+    .filter(([name]) => !(name in env))
+    .map(([name, ref]) => ({ name, valueFrom: { secretKeyRef: { name: ref.secret, key: ref.key, optional: true } } }));
   // The kubelet's gRPC probe cannot present a client certificate, and a TLS
   // worker answers nothing without one: with TLS the probes check that the
   // port is bound (the worker binds it once it serves); the router itself
@@ -111,7 +122,7 @@ export function buildDeployment(
               command: template.command,
               imagePullPolicy: template.imagePullPolicy,
               ports: [{ name: "grpc", containerPort: WORKER_PORT, protocol: "TCP" }],
-              env: Object.entries(env).map(([name, value]) => ({ name, value })),
+              env: [...Object.entries(env).map(([name, value]) => ({ name, value })), ...fromSecrets],
               readinessProbe,
               livenessProbe,
               resources: template.resources,
