@@ -11,6 +11,8 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Budgets, BudgetsInput, Usage } from "./usage_pb.js";
+import { file_agents_v1_usage } from "./usage_pb.js";
 import { file_platform_api_v1_options } from "../../platform/api/v1/options_pb.js";
 import type { Message as Message$1 } from "@bufbuild/protobuf";
 
@@ -18,7 +20,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file agents/v1/agents.proto.
  */
 export const file_agents_v1_agents: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEihgMKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj8KEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyJS5hZ2VudHMudjEuQWdlbnQuVG9vbFBlcm1pc3Npb25zRW50cnkSKwoMY2xpZW50X3Rvb2xzGBUgAygLMhUuYWdlbnRzLnYxLkNsaWVudFRvb2wSKQoLbWNwX3NlcnZlcnMYFiADKAsyFC5hZ2VudHMudjEuTWNwU2VydmVyGjYKFFRvb2xQZXJtaXNzaW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSCwoDdXJsGAIgASgJEhQKDGhlYWRlcl9uYW1lcxgDIAMoCSKUAQoOTWNwU2VydmVySW5wdXQSDAoEbmFtZRgBIAEoCRILCgN1cmwYAiABKAkSNwoHaGVhZGVycxgDIAMoCzImLmFnZW50cy52MS5NY3BTZXJ2ZXJJbnB1dC5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRQoKQ2xpZW50VG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhQKDGlucHV0X3NjaGVtYRgDIAEoCSJPChRDbGllbnRUb29sRGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhQKDGlucHV0X3NjaGVtYRgDIAEoCSK9AQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEAoIbGFzdF9zZXEYBCABKAQSEgoKc2FuZGJveF9pZBgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK4AQoMU2Vzc2lvbkV2ZW50EgsKA3NlcRgBIAEoBBIMCgR0eXBlGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSEQoJdG9rZW5zX2luGAQgASgDEhIKCnRva2Vuc19vdXQYBSABKAMSEwoLdG9vbF91c2VfaWQYBiABKAkSEAoIaXNfZXJyb3IYByABKAgSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiTwoHTWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEwoLdG9vbF91c2VfaWQYAyABKAkSEAoIaXNfZXJyb3IYBCABKAgiwwIKEkNyZWF0ZUFnZW50UmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHNsdWcYAiABKAkSDQoFbW9kZWwYAyABKAkSFQoNc3lzdGVtX3Byb21wdBgEIAEoCRJMChB0b29sX3Blcm1pc3Npb25zGBQgAygLMjIuYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVxdWVzdC5Ub29sUGVybWlzc2lvbnNFbnRyeRI1CgxjbGllbnRfdG9vbHMYFSADKAsyHy5hZ2VudHMudjEuQ2xpZW50VG9vbERlZmluaXRpb24SLgoLbWNwX3NlcnZlcnMYFiADKAsyGS5hZ2VudHMudjEuTWNwU2VydmVySW5wdXQaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI2ChNDcmVhdGVBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IkAKEUxpc3RBZ2VudHNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAlCCAoGX2xpbWl0IlEKEkxpc3RBZ2VudHNSZXNwb25zZRIfCgVpdGVtcxgBIAMoCzIQLmFnZW50cy52MS5BZ2VudBIRCgRuZXh0GAIgASgJSACIAQFCBwoFX25leHQiHQoPR2V0QWdlbnRSZXF1ZXN0EgoKAmlkGAEgASgJIjMKEEdldEFnZW50UmVzcG9uc2USHwoFYWdlbnQYASABKAsyEC5hZ2VudHMudjEuQWdlbnQikQMKElVwZGF0ZUFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCRIRCgRuYW1lGAIgASgJSACIAQESEQoEc2x1ZxgDIAEoCUgBiAEBEhIKBW1vZGVsGAQgASgJSAKIAQESGgoNc3lzdGVtX3Byb21wdBgFIAEoCUgDiAEBEkwKEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyMi5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXF1ZXN0LlRvb2xQZXJtaXNzaW9uc0VudHJ5EjUKDGNsaWVudF90b29scxgVIAMoCzIfLmFnZW50cy52MS5DbGllbnRUb29sRGVmaW5pdGlvbhIuCgttY3Bfc2VydmVycxgWIAMoCzIZLmFnZW50cy52MS5NY3BTZXJ2ZXJJbnB1dBo2ChRUb29sUGVybWlzc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgcKBV9uYW1lQgcKBV9zbHVnQggKBl9tb2RlbEIQCg5fc3lzdGVtX3Byb21wdCI2ChNVcGRhdGVBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IiAKEkRlbGV0ZUFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIVChNEZWxldGVBZ2VudFJlc3BvbnNlIlQKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARINCgVhZnRlchgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCUIICgZfbGltaXQiVQoUTGlzdFNlc3Npb25zUmVzcG9uc2USIQoFaXRlbXMYASADKAsyEi5hZ2VudHMudjEuU2Vzc2lvbhIRCgRuZXh0GAIgASgJSACIAQFCBwoFX25leHQiIgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSCgoCaWQYASABKAkiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlIigKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIjwKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRzLnYxLlNlc3Npb24iHwoRR2V0U2Vzc2lvblJlcXVlc3QSCgoCaWQYASABKAkimgEKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRzLnYxLlNlc3Npb24SJwoGZXZlbnRzGAIgAygLMhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudBI2ChJwZW5kaW5nX3Rvb2xfY2FsbHMYFCADKAsyGi5hZ2VudHMudjEuUGVuZGluZ1Rvb2xDYWxsIkcKE1NlbmRNZXNzYWdlc1JlcXVlc3QSCgoCaWQYASABKAkSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudHMudjEuTWVzc2FnZSIwChNTdHJlYW1FdmVudHNSZXF1ZXN0EgoKAmlkGAEgASgJEg0KBWFmdGVyGAIgASgEIh4KEENhbmNlbFJ1blJlcXVlc3QSCgoCaWQYASABKAkiJgoRQ2FuY2VsUnVuUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIIlEKD1BlbmRpbmdUb29sQ2FsbBITCgt0b29sX3VzZV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWlucHV0GAMgASgJEgwKBGtpbmQYBCABKAkicwoMVG9vbERlY2lzaW9uEhMKC3Rvb2xfdXNlX2lkGAEgASgJEhAKCGRlY2lzaW9uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSKwoGcmVzdWx0GAQgASgLMhsuYWdlbnRzLnYxLkNsaWVudFRvb2xSZXN1bHQiNQoQQ2xpZW50VG9vbFJlc3VsdBIPCgdjb250ZW50GAEgASgJEhAKCGlzX2Vycm9yGAIgASgIIlQKGlN1Ym1pdFRvb2xEZWNpc2lvbnNSZXF1ZXN0EgoKAmlkGAEgASgJEioKCWRlY2lzaW9ucxgCIAMoCzIXLmFnZW50cy52MS5Ub29sRGVjaXNpb24iagobU3VibWl0VG9vbERlY2lzaW9uc1Jlc3BvbnNlEisKB3BlbmRpbmcYASADKAsyGi5hZ2VudHMudjEuUGVuZGluZ1Rvb2xDYWxsEg8KB3Jlc3VtZWQYAiABKAgSDQoFYWZ0ZXIYAyABKAQieAoLU2Vzc2lvbkZpbGUSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJVChdMaXN0U2Vzc2lvbkZpbGVzUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEhEKCXJlY3Vyc2l2ZRgDIAEoCBINCgVsaW1pdBgEIAEoDSJUChhMaXN0U2Vzc2lvbkZpbGVzUmVzcG9uc2USJQoFaXRlbXMYASADKAsyFi5hZ2VudHMudjEuU2Vzc2lvbkZpbGUSEQoJdHJ1bmNhdGVkGAIgASgIIlUKFlJlYWRTZXNzaW9uRmlsZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkgKF1JlYWRTZXNzaW9uRmlsZVJlc3BvbnNlEgwKBGRhdGEYASABKAwSEgoKdG90YWxfc2l6ZRgCIAEoAxILCgNlb2YYAyABKAgiXwoXV3JpdGVTZXNzaW9uRmlsZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIjEKGFdyaXRlU2Vzc2lvbkZpbGVSZXNwb25zZRIVCg1ieXRlc193cml0dGVuGAEgASgDMqAECgxBZ2VudFNlcnZpY2USbwoLQ3JlYXRlQWdlbnQSHS5hZ2VudHMudjEuQ3JlYXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVzcG9uc2UiIcjzGMkBgtPkkwIWOgEqYgVhZ2VudCIKL3YxL2FnZW50cxJdCgpMaXN0QWdlbnRzEhwuYWdlbnRzLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh0uYWdlbnRzLnYxLkxpc3RBZ2VudHNSZXNwb25zZSISgtPkkwIMEgovdjEvYWdlbnRzEmMKCEdldEFnZW50EhouYWdlbnRzLnYxLkdldEFnZW50UmVxdWVzdBobLmFnZW50cy52MS5HZXRBZ2VudFJlc3BvbnNlIh6C0+STAhhiBWFnZW50Eg8vdjEvYWdlbnRzL3tpZH0SbwoLVXBkYXRlQWdlbnQSHS5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLlVwZGF0ZUFnZW50UmVzcG9uc2UiIYLT5JMCGzoBKmIFYWdlbnQyDy92MS9hZ2VudHMve2lkfRJqCgtEZWxldGVBZ2VudBIdLmFnZW50cy52MS5EZWxldGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuRGVsZXRlQWdlbnRSZXNwb25zZSIcyPMYzAGC0+STAhEqDy92MS9hZ2VudHMve2lkfTLyCwoOU2Vzc2lvblNlcnZpY2USeQoNQ3JlYXRlU2Vzc2lvbhIfLmFnZW50cy52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBogLmFnZW50cy52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2UiJcjzGMkBgtPkkwIaOgEqYgdzZXNzaW9uIgwvdjEvc2Vzc2lvbnMShwEKDExpc3RTZXNzaW9ucxIeLmFnZW50cy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8uYWdlbnRzLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIjaC0+STAjBaIBIeL3YxL2FnZW50cy97YWdlbnRfaWR9L3Nlc3Npb25zEgwvdjEvc2Vzc2lvbnMScgoNRGVsZXRlU2Vzc2lvbhIfLmFnZW50cy52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBogLmFnZW50cy52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2UiHsjzGMwBgtPkkwITKhEvdjEvc2Vzc2lvbnMve2lkfRJkCgpHZXRTZXNzaW9uEhwuYWdlbnRzLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh0uYWdlbnRzLnYxLkdldFNlc3Npb25SZXNwb25zZSIZgtPkkwITEhEvdjEvc2Vzc2lvbnMve2lkfRK4AQoMU2VuZE1lc3NhZ2VzEh4uYWdlbnRzLnYxLlNlbmRNZXNzYWdlc1JlcXVlc3QaFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50Im3S8xhECgNzZXEgASoEdHlwZSoHY29udGVudCoJdG9rZW5zX2luKgp0b2tlbnNfb3V0Kgt0b29sX3VzZV9pZCoIaXNfZXJyb3KC0+STAh86ASoiGi92MS9zZXNzaW9ucy97aWR9L21lc3NhZ2VzMAESugEKDFN0cmVhbUV2ZW50cxIeLmFnZW50cy52MS5TdHJlYW1FdmVudHNSZXF1ZXN0GhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJv0vMYSwoDc2VxEgVhZnRlciABKgR0eXBlKgdjb250ZW50Kgl0b2tlbnNfaW4qCnRva2Vuc19vdXQqC3Rvb2xfdXNlX2lkKghpc19lcnJvcoLT5JMCGhIYL3YxL3Nlc3Npb25zL3tpZH0vZXZlbnRzMAESaAoJQ2FuY2VsUnVuEhsuYWdlbnRzLnYxLkNhbmNlbFJ1blJlcXVlc3QaHC5hZ2VudHMudjEuQ2FuY2VsUnVuUmVzcG9uc2UiIILT5JMCGiIYL3YxL3Nlc3Npb25zL3tpZH0vY2FuY2VsEpEBChNTdWJtaXRUb29sRGVjaXNpb25zEiUuYWdlbnRzLnYxLlN1Ym1pdFRvb2xEZWNpc2lvbnNSZXF1ZXN0GiYuYWdlbnRzLnYxLlN1Ym1pdFRvb2xEZWNpc2lvbnNSZXNwb25zZSIrgtPkkwIlOgEqIiAvdjEvc2Vzc2lvbnMve2lkfS90b29sLWRlY2lzaW9ucxJ8ChBMaXN0U2Vzc2lvbkZpbGVzEiIuYWdlbnRzLnYxLkxpc3RTZXNzaW9uRmlsZXNSZXF1ZXN0GiMuYWdlbnRzLnYxLkxpc3RTZXNzaW9uRmlsZXNSZXNwb25zZSIfgtPkkwIZEhcvdjEvc2Vzc2lvbnMve2lkfS9maWxlcxJ+Cg9SZWFkU2Vzc2lvbkZpbGUSIS5hZ2VudHMudjEuUmVhZFNlc3Npb25GaWxlUmVxdWVzdBoiLmFnZW50cy52MS5SZWFkU2Vzc2lvbkZpbGVSZXNwb25zZSIkgtPkkwIeEhwvdjEvc2Vzc2lvbnMve2lkfS9maWxlczpyZWFkEowBChBXcml0ZVNlc3Npb25GaWxlEiIuYWdlbnRzLnYxLldyaXRlU2Vzc2lvbkZpbGVSZXF1ZXN0GiMuYWdlbnRzLnYxLldyaXRlU2Vzc2lvbkZpbGVSZXNwb25zZSIv4PMYgICAC4LT5JMCIjoBKiIdL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXM6d3JpdGViBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_platform_api_v1_options]);
+  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEiqwMKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj8KEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyJS5hZ2VudHMudjEuQWdlbnQuVG9vbFBlcm1pc3Npb25zRW50cnkSKwoMY2xpZW50X3Rvb2xzGBUgAygLMhUuYWdlbnRzLnYxLkNsaWVudFRvb2wSKQoLbWNwX3NlcnZlcnMYFiADKAsyFC5hZ2VudHMudjEuTWNwU2VydmVyEiMKB2J1ZGdldHMYFyABKAsyEi5hZ2VudHMudjEuQnVkZ2V0cxo2ChRUb29sUGVybWlzc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRIUCgxoZWFkZXJfbmFtZXMYAyADKAkilAEKDk1jcFNlcnZlcklucHV0EgwKBG5hbWUYASABKAkSCwoDdXJsGAIgASgJEjcKB2hlYWRlcnMYAyADKAsyJi5hZ2VudHMudjEuTWNwU2VydmVySW5wdXQuSGVhZGVyc0VudHJ5Gi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkUKCkNsaWVudFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAkiTwoUQ2xpZW50VG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAki4gEKB1Nlc3Npb24SCgoCaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEhAKCGxhc3Rfc2VxGAQgASgEEhIKCnNhbmRib3hfaWQYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIwoHYnVkZ2V0cxgXIAEoCzISLmFnZW50cy52MS5CdWRnZXRzIswBCgxTZXNzaW9uRXZlbnQSCwoDc2VxGAEgASgEEgwKBHR5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIRCgl0b2tlbnNfaW4YBCABKAMSEgoKdG9rZW5zX291dBgFIAEoAxITCgt0b29sX3VzZV9pZBgGIAEoCRIQCghpc19lcnJvchgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpxdWV1ZWRfc2VxGBQgASgEIk8KB01lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhMKC3Rvb2xfdXNlX2lkGAMgASgJEhAKCGlzX2Vycm9yGAQgASgIIu0CChJDcmVhdGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzbHVnGAIgASgJEg0KBW1vZGVsGAMgASgJEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkSTAoQdG9vbF9wZXJtaXNzaW9ucxgUIAMoCzIyLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlcXVlc3QuVG9vbFBlcm1pc3Npb25zRW50cnkSNQoMY2xpZW50X3Rvb2xzGBUgAygLMh8uYWdlbnRzLnYxLkNsaWVudFRvb2xEZWZpbml0aW9uEi4KC21jcF9zZXJ2ZXJzGBYgAygLMhkuYWdlbnRzLnYxLk1jcFNlcnZlcklucHV0EigKB2J1ZGdldHMYFyABKAsyFy5hZ2VudHMudjEuQnVkZ2V0c0lucHV0GjYKFFRvb2xQZXJtaXNzaW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiNgoTQ3JlYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCJAChFMaXN0QWdlbnRzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg0KBWFmdGVyGAIgASgJQggKBl9saW1pdCJRChJMaXN0QWdlbnRzUmVzcG9uc2USHwoFaXRlbXMYASADKAsyEC5hZ2VudHMudjEuQWdlbnQSEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0Ih0KD0dldEFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIzChBHZXRBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IrsDChJVcGRhdGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEhEKBHNsdWcYAyABKAlIAYgBARISCgVtb2RlbBgEIAEoCUgCiAEBEhoKDXN5c3RlbV9wcm9tcHQYBSABKAlIA4gBARJMChB0b29sX3Blcm1pc3Npb25zGBQgAygLMjIuYWdlbnRzLnYxLlVwZGF0ZUFnZW50UmVxdWVzdC5Ub29sUGVybWlzc2lvbnNFbnRyeRI1CgxjbGllbnRfdG9vbHMYFSADKAsyHy5hZ2VudHMudjEuQ2xpZW50VG9vbERlZmluaXRpb24SLgoLbWNwX3NlcnZlcnMYFiADKAsyGS5hZ2VudHMudjEuTWNwU2VydmVySW5wdXQSKAoHYnVkZ2V0cxgXIAEoCzIXLmFnZW50cy52MS5CdWRnZXRzSW5wdXQaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIHCgVfbmFtZUIHCgVfc2x1Z0IICgZfbW9kZWxCEAoOX3N5c3RlbV9wcm9tcHQiNgoTVXBkYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCIgChJEZWxldGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiFQoTRGVsZXRlQWdlbnRSZXNwb25zZSJUChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAkSEAoIYWdlbnRfaWQYAyABKAlCCAoGX2xpbWl0IlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiEKBWl0ZW1zGAEgAygLMhIuYWdlbnRzLnYxLlNlc3Npb24SEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0IiIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSJSChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIoCgdidWRnZXRzGBQgASgLMhcuYWdlbnRzLnYxLkJ1ZGdldHNJbnB1dCI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uIh8KEUdldFNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIoACChJHZXRTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uEicKBmV2ZW50cxgCIAMoCzIXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQSNgoScGVuZGluZ190b29sX2NhbGxzGBQgAygLMhouYWdlbnRzLnYxLlBlbmRpbmdUb29sQ2FsbBIUCgxxdWV1ZWRfc2VuZHMYFSADKAQSHwoFdXNhZ2UYGCABKAsyEC5hZ2VudHMudjEuVXNhZ2USLQoRZWZmZWN0aXZlX2J1ZGdldHMYGSABKAsyEi5hZ2VudHMudjEuQnVkZ2V0cyJVChNTZW5kTWVzc2FnZXNSZXF1ZXN0EgoKAmlkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRzLnYxLk1lc3NhZ2USDAoEbW9kZRgUIAEoCSIwChNTdHJlYW1FdmVudHNSZXF1ZXN0EgoKAmlkGAEgASgJEg0KBWFmdGVyGAIgASgEIh4KEENhbmNlbFJ1blJlcXVlc3QSCgoCaWQYASABKAkiJgoRQ2FuY2VsUnVuUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIIlEKD1BlbmRpbmdUb29sQ2FsbBITCgt0b29sX3VzZV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWlucHV0GAMgASgJEgwKBGtpbmQYBCABKAkicwoMVG9vbERlY2lzaW9uEhMKC3Rvb2xfdXNlX2lkGAEgASgJEhAKCGRlY2lzaW9uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSKwoGcmVzdWx0GAQgASgLMhsuYWdlbnRzLnYxLkNsaWVudFRvb2xSZXN1bHQiNQoQQ2xpZW50VG9vbFJlc3VsdBIPCgdjb250ZW50GAEgASgJEhAKCGlzX2Vycm9yGAIgASgIIlQKGlN1Ym1pdFRvb2xEZWNpc2lvbnNSZXF1ZXN0EgoKAmlkGAEgASgJEioKCWRlY2lzaW9ucxgCIAMoCzIXLmFnZW50cy52MS5Ub29sRGVjaXNpb24iagobU3VibWl0VG9vbERlY2lzaW9uc1Jlc3BvbnNlEisKB3BlbmRpbmcYASADKAsyGi5hZ2VudHMudjEuUGVuZGluZ1Rvb2xDYWxsEg8KB3Jlc3VtZWQYAiABKAgSDQoFYWZ0ZXIYAyABKAQieAoLU2Vzc2lvbkZpbGUSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJVChdMaXN0U2Vzc2lvbkZpbGVzUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEhEKCXJlY3Vyc2l2ZRgDIAEoCBINCgVsaW1pdBgEIAEoDSJUChhMaXN0U2Vzc2lvbkZpbGVzUmVzcG9uc2USJQoFaXRlbXMYASADKAsyFi5hZ2VudHMudjEuU2Vzc2lvbkZpbGUSEQoJdHJ1bmNhdGVkGAIgASgIIlUKFlJlYWRTZXNzaW9uRmlsZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkgKF1JlYWRTZXNzaW9uRmlsZVJlc3BvbnNlEgwKBGRhdGEYASABKAwSEgoKdG90YWxfc2l6ZRgCIAEoAxILCgNlb2YYAyABKAgiXwoXV3JpdGVTZXNzaW9uRmlsZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIjEKGFdyaXRlU2Vzc2lvbkZpbGVSZXNwb25zZRIVCg1ieXRlc193cml0dGVuGAEgASgDMqAECgxBZ2VudFNlcnZpY2USbwoLQ3JlYXRlQWdlbnQSHS5hZ2VudHMudjEuQ3JlYXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVzcG9uc2UiIcjzGMkBgtPkkwIWOgEqYgVhZ2VudCIKL3YxL2FnZW50cxJdCgpMaXN0QWdlbnRzEhwuYWdlbnRzLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh0uYWdlbnRzLnYxLkxpc3RBZ2VudHNSZXNwb25zZSISgtPkkwIMEgovdjEvYWdlbnRzEmMKCEdldEFnZW50EhouYWdlbnRzLnYxLkdldEFnZW50UmVxdWVzdBobLmFnZW50cy52MS5HZXRBZ2VudFJlc3BvbnNlIh6C0+STAhhiBWFnZW50Eg8vdjEvYWdlbnRzL3tpZH0SbwoLVXBkYXRlQWdlbnQSHS5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLlVwZGF0ZUFnZW50UmVzcG9uc2UiIYLT5JMCGzoBKmIFYWdlbnQyDy92MS9hZ2VudHMve2lkfRJqCgtEZWxldGVBZ2VudBIdLmFnZW50cy52MS5EZWxldGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuRGVsZXRlQWdlbnRSZXNwb25zZSIcyPMYzAGC0+STAhEqDy92MS9hZ2VudHMve2lkfTKKDAoOU2Vzc2lvblNlcnZpY2USeQoNQ3JlYXRlU2Vzc2lvbhIfLmFnZW50cy52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBogLmFnZW50cy52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2UiJcjzGMkBgtPkkwIaOgEqYgdzZXNzaW9uIgwvdjEvc2Vzc2lvbnMShwEKDExpc3RTZXNzaW9ucxIeLmFnZW50cy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8uYWdlbnRzLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIjaC0+STAjBaIBIeL3YxL2FnZW50cy97YWdlbnRfaWR9L3Nlc3Npb25zEgwvdjEvc2Vzc2lvbnMScgoNRGVsZXRlU2Vzc2lvbhIfLmFnZW50cy52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBogLmFnZW50cy52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2UiHsjzGMwBgtPkkwITKhEvdjEvc2Vzc2lvbnMve2lkfRJkCgpHZXRTZXNzaW9uEhwuYWdlbnRzLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh0uYWdlbnRzLnYxLkdldFNlc3Npb25SZXNwb25zZSIZgtPkkwITEhEvdjEvc2Vzc2lvbnMve2lkfRLEAQoMU2VuZE1lc3NhZ2VzEh4uYWdlbnRzLnYxLlNlbmRNZXNzYWdlc1JlcXVlc3QaFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50InnS8xhQCgNzZXEgASoEdHlwZSoHY29udGVudCoJdG9rZW5zX2luKgp0b2tlbnNfb3V0Kgt0b29sX3VzZV9pZCoIaXNfZXJyb3IqCnF1ZXVlZF9zZXGC0+STAh86ASoiGi92MS9zZXNzaW9ucy97aWR9L21lc3NhZ2VzMAESxgEKDFN0cmVhbUV2ZW50cxIeLmFnZW50cy52MS5TdHJlYW1FdmVudHNSZXF1ZXN0GhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJ70vMYVwoDc2VxEgVhZnRlciABKgR0eXBlKgdjb250ZW50Kgl0b2tlbnNfaW4qCnRva2Vuc19vdXQqC3Rvb2xfdXNlX2lkKghpc19lcnJvcioKcXVldWVkX3NlcYLT5JMCGhIYL3YxL3Nlc3Npb25zL3tpZH0vZXZlbnRzMAESaAoJQ2FuY2VsUnVuEhsuYWdlbnRzLnYxLkNhbmNlbFJ1blJlcXVlc3QaHC5hZ2VudHMudjEuQ2FuY2VsUnVuUmVzcG9uc2UiIILT5JMCGiIYL3YxL3Nlc3Npb25zL3tpZH0vY2FuY2VsEpEBChNTdWJtaXRUb29sRGVjaXNpb25zEiUuYWdlbnRzLnYxLlN1Ym1pdFRvb2xEZWNpc2lvbnNSZXF1ZXN0GiYuYWdlbnRzLnYxLlN1Ym1pdFRvb2xEZWNpc2lvbnNSZXNwb25zZSIrgtPkkwIlOgEqIiAvdjEvc2Vzc2lvbnMve2lkfS90b29sLWRlY2lzaW9ucxJ8ChBMaXN0U2Vzc2lvbkZpbGVzEiIuYWdlbnRzLnYxLkxpc3RTZXNzaW9uRmlsZXNSZXF1ZXN0GiMuYWdlbnRzLnYxLkxpc3RTZXNzaW9uRmlsZXNSZXNwb25zZSIfgtPkkwIZEhcvdjEvc2Vzc2lvbnMve2lkfS9maWxlcxJ+Cg9SZWFkU2Vzc2lvbkZpbGUSIS5hZ2VudHMudjEuUmVhZFNlc3Npb25GaWxlUmVxdWVzdBoiLmFnZW50cy52MS5SZWFkU2Vzc2lvbkZpbGVSZXNwb25zZSIkgtPkkwIeEhwvdjEvc2Vzc2lvbnMve2lkfS9maWxlczpyZWFkEowBChBXcml0ZVNlc3Npb25GaWxlEiIuYWdlbnRzLnYxLldyaXRlU2Vzc2lvbkZpbGVSZXF1ZXN0GiMuYWdlbnRzLnYxLldyaXRlU2Vzc2lvbkZpbGVSZXNwb25zZSIv4PMYgICAC4LT5JMCIjoBKiIdL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXM6d3JpdGViBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_agents_v1_usage, file_platform_api_v1_options]);
 
 /**
  * @generated from message agents.v1.Agent
@@ -91,6 +93,13 @@ export type Agent = Message$1<"agents.v1.Agent"> & {
    * @generated from field: repeated agents.v1.McpServer mcp_servers = 22;
    */
   mcpServers: McpServer[];
+
+  /**
+   * Limits on each of its sessions' usage (additive; see usage.proto).
+   *
+   * @generated from field: agents.v1.Budgets budgets = 23;
+   */
+  budgets?: Budgets | undefined;
 };
 
 /**
@@ -288,6 +297,14 @@ export type Session = Message$1<"agents.v1.Session"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 7;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * The session's own budgets (additive): they replace its agent's field by
+   * field (see usage.proto).
+   *
+   * @generated from field: agents.v1.Budgets budgets = 23;
+   */
+  budgets?: Budgets | undefined;
 };
 
 /**
@@ -317,6 +334,14 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
    * `content` is a JSON object {"stdout"?, "stderr"?, "droppedBytes"?,
    * "truncated"?} and `tool_use_id` names the call; clients that do not
    * know the type ignore it.
+   * message_queued (additive) is a send made while a run held the session,
+   * in the log at once: `content` is a JSON object {"messages": [{"role",
+   * "content", "toolUseId"?, "isError"?}], "mode": "enqueue" | "interrupt"};
+   * the run that takes it later logs the messages again as user/assistant/
+   * tool events with `queued_seq` naming this event. The model sees only
+   * those. A run a send interrupted ends with `error` "the run was
+   * interrupted by a new message" (a tool call it stopped gets an isError
+   * tool_result first).
    * requires_action (additive) ends a run that paused on tool calls whose
    * policy is `ask`, or on calls of the agent's client tools: `content` is
    * a JSON object {"calls": [{"toolUseId", "name", "input", "kind"?}]}
@@ -332,6 +357,10 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
    * workspace took its place ({"previousSandboxId", "sandboxId", "reason":
    * "failed" | "destroyed" | "not_found"}). The model never sees them;
    * clients that do not know the types ignore them.
+   * budget_reached (additive) ends a run that reached one of the session's
+   * budgets (see usage.proto): `content` is a JSON object {"budget":
+   * "tokens" | "tool_calls" | "cpu_seconds", "limit", "used"}, with the
+   * run's tokens as on `done`; the stream closes with the session idle.
    *
    * @generated from field: string type = 2;
    */
@@ -373,6 +402,14 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 8;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * On a user, assistant or tool event that a run took from the queue
+   * (additive): the seq of the send's `message_queued` event.
+   *
+   * @generated from field: uint64 queued_seq = 20;
+   */
+  queuedSeq: bigint;
 };
 
 /**
@@ -465,6 +502,13 @@ export type CreateAgentRequest = Message$1<"agents.v1.CreateAgentRequest"> & {
    * @generated from field: repeated agents.v1.McpServerInput mcp_servers = 22;
    */
   mcpServers: McpServerInput[];
+
+  /**
+   * Absent or 0 fields: no limit.
+   *
+   * @generated from field: agents.v1.BudgetsInput budgets = 23;
+   */
+  budgets?: BudgetsInput | undefined;
 };
 
 /**
@@ -630,6 +674,13 @@ export type UpdateAgentRequest = Message$1<"agents.v1.UpdateAgentRequest"> & {
    * @generated from field: repeated agents.v1.McpServerInput mcp_servers = 22;
    */
   mcpServers: McpServerInput[];
+
+  /**
+   * Each field present is set (0 removes that limit); absent ones stay.
+   *
+   * @generated from field: agents.v1.BudgetsInput budgets = 23;
+   */
+  budgets?: BudgetsInput | undefined;
 };
 
 /**
@@ -781,6 +832,13 @@ export type CreateSessionRequest = Message$1<"agents.v1.CreateSessionRequest"> &
    * @generated from field: string agent_id = 1;
    */
   agentId: string;
+
+  /**
+   * The session's own budgets (additive); absent or 0 fields: the agent's.
+   *
+   * @generated from field: agents.v1.BudgetsInput budgets = 20;
+   */
+  budgets?: BudgetsInput | undefined;
 };
 
 /**
@@ -845,6 +903,28 @@ export type GetSessionResponse = Message$1<"agents.v1.GetSessionResponse"> & {
    * @generated from field: repeated agents.v1.PendingToolCall pending_tool_calls = 20;
    */
   pendingToolCalls: PendingToolCall[];
+
+  /**
+   * The seqs of the `message_queued` events of the sends no run has taken
+   * yet, in the order they will run (additive).
+   *
+   * @generated from field: repeated uint64 queued_sends = 21;
+   */
+  queuedSends: bigint[];
+
+  /**
+   * The session's usage record (additive; see usage.proto).
+   *
+   * @generated from field: agents.v1.Usage usage = 24;
+   */
+  usage?: Usage | undefined;
+
+  /**
+   * The limits in force: the session's budgets, else its agent's.
+   *
+   * @generated from field: agents.v1.Budgets effective_budgets = 25;
+   */
+  effectiveBudgets?: Budgets | undefined;
 };
 
 /**
@@ -869,6 +949,20 @@ export type SendMessagesRequest = Message$1<"agents.v1.SendMessagesRequest"> & {
    * @generated from field: repeated agents.v1.Message messages = 2;
    */
   messages: Message[];
+
+  /**
+   * What the send does while a run holds the session (additive): `enqueue`
+   * (empty means enqueue) queues it, in the log at once as a
+   * `message_queued` event, and a run takes it after the runs before it;
+   * `reject` answers ABORTED (409) as before queues existed; `interrupt`
+   * stops the active run (its model call or tool call; the log keeps what
+   * it wrote, the run ends with an `error` event) and is taken next. Any
+   * other value is INVALID_ARGUMENT (400). A session whose run waits on
+   * tool calls refuses every mode with ABORTED (tool_calls_pending).
+   *
+   * @generated from field: string mode = 20;
+   */
+  mode: string;
 };
 
 /**
@@ -1456,7 +1550,10 @@ export const SessionService: GenService<{
   },
   /**
    * Appends the messages and streams the model's reply. Every event is in
-   * the session's log before it is sent; its seq is the SSE id.
+   * the session's log before it is sent; its seq is the SSE id. While a
+   * run holds the session, `mode` decides (see SendMessagesRequest): by
+   * default the send is queued and its stream is its `message_queued`
+   * event, then the events of the run that takes it, to that run's end.
    *
    * @generated from rpc agents.v1.SessionService.SendMessages
    */

@@ -5,24 +5,33 @@ import type { Database } from "@platform/db";
 import { migrate } from "@platform/db";
 import { Code, PlatformError } from "@platform/errors";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
+import { UsageService } from "@platform/gen/agents/v1/usage_pb";
+import { ScheduleService } from "@platform/gen/agents/v1/schedules_pb";
 import type { Logger } from "pino";
 import { PgEventListener } from "./adapters/pg-listener.ts";
 import { KyselyIdleSandboxStore } from "./db/idle-sandbox-store.ts";
 import { KyselyStore } from "./db/kysely-store.ts";
+import { KyselyScheduleStore } from "./db/schedule-store.ts";
 import { MIGRATIONS_TABLE, migrations } from "./db/migrations.ts";
 import type { AgentsDB } from "./db/schema.ts";
+import { KyselyUsageStore } from "./db/usage-store.ts";
 import { AgentsDomain } from "./domain/agents.ts";
 import { IdleSandboxSweeper } from "./domain/idle-sandboxes.ts";
 import type { Authenticator, Sandboxes, WorkspaceFiles } from "./domain/ports.ts";
+import { Scheduler } from "./domain/scheduler.ts";
+import { Schedules } from "./domain/schedules.ts";
 import { SessionFiles } from "./domain/session-files.ts";
 import type { Store } from "./domain/store.ts";
+import { UsageDomain } from "./domain/usage.ts";
 import type { ProviderRegistry } from "./providers/registry.ts";
 import { Followers } from "./runs/follow.ts";
 import { EventHub } from "./runs/hub.ts";
 import { Reaper } from "./runs/reaper.ts";
 import { Runner } from "./runs/runner.ts";
 import { authInterceptor } from "./server/auth.ts";
+import { scheduleService } from "./server/schedules.ts";
 import { agentService, sessionService } from "./server/services.ts";
+import { usageService } from "./server/usage-service.ts";
 import { HeaderSecrets } from "./tools/mcp/secrets.ts";
 import { Toolbox } from "./tools/toolbox.ts";
 
@@ -70,6 +79,12 @@ export type AgentsAppOptions = {
    * (domain/idle-sandboxes.ts); absent or 0: sandboxes are kept.
    */
   sandboxIdleMs?: number;
+  /** The schedules' clock (tests move it); default the system clock. */
+  clock?: () => Date;
+  /** How often the schedule ticker looks for due slots; default 1000; 0: only on `scheduler.tick()` (tests). */
+  scheduleTickMs?: number;
+  /** How late a slot may fire as on time (older: missed, see catch_up); default 60000. */
+  scheduleGraceMs?: number;
 };
 
 /**
@@ -96,6 +111,8 @@ export async function createAgentsApp(options: AgentsAppOptions) {
   const replicaName = (options.replicaName ?? hostname()).replaceAll("#", "_");
   const owner = `${replicaName}#${randomUUID()}`;
   const leaseMs = options.runLeaseMs ?? 30_000;
+  const usageStore = new KyselyUsageStore(options.database.db);
+  const usage = new UsageDomain(usageStore);
   const runner = new Runner(
     store,
     hub,
@@ -115,22 +132,30 @@ export async function createAgentsApp(options: AgentsAppOptions) {
         outputLimitBytes: options.toolOutputLimitBytes ?? 16 * 1024,
         allowPrivateTargets: options.mcpAllowPrivateTargets ?? false,
       },
+      usage: usageStore,
     },
     options.logger,
   );
+  const sweepMs = options.sweepMs ?? Math.min(5000, Math.max(50, Math.floor(leaseMs / 6)));
   const reaper = new Reaper(
     store,
     hub,
     (runId) => runner.isLocal(runId),
-    { intervalMs: options.sweepMs ?? Math.min(5000, Math.max(50, Math.floor(leaseMs / 6))) },
+    // A dead run's session is free once it is ended: its queued sends go on.
+    { intervalMs: sweepMs, onEnded: (run) => void runner.dispatch(run.orgId, run.sessionId) },
     options.logger,
   );
   runner.useReaper(reaper);
   reaper.start();
+  // Queued sends whose dispatch was lost (a crash between a run's end and the next start).
+  const queueSweep = setInterval(() => {
+    runner.dispatchIdle().catch((err) => options.logger.warn({ err }, "could not sweep the queued sends"));
+  }, sweepMs);
+  queueSweep.unref();
   const domain = new AgentsDomain(
     store,
     runner,
-    new Followers(store, hub, options.pollMs ?? 1000, reaper),
+    new Followers(store, hub, options.pollMs ?? 1000, reaper, (orgId, sessionId) => runner.dispatch(orgId, sessionId)),
     options.sandboxes,
     options.providers,
     options.secretsKey ? secrets : undefined,
@@ -145,10 +170,23 @@ export async function createAgentsApp(options: AgentsAppOptions) {
       )
     : undefined;
   idleSandboxes?.start();
+  const clock = options.clock ?? (() => new Date());
+  const scheduleStore = new KyselyScheduleStore(options.database.db);
+  const schedules = new Schedules(scheduleStore, store, clock);
+  const scheduler = new Scheduler(
+    scheduleStore,
+    store,
+    runner,
+    clock,
+    { intervalMs: options.scheduleTickMs ?? 1000, graceMs: options.scheduleGraceMs ?? 60_000, batch: 20 },
+    options.logger.child({ component: "scheduler" }),
+  );
+  scheduler.start();
   return {
     store,
     runner,
     domain,
+    scheduler,
     interceptors,
     services: [
       { service: AgentService, impl: agentService(domain) },
@@ -157,8 +195,11 @@ export async function createAgentsApp(options: AgentsAppOptions) {
         impl: sessionService(
           domain,
           new SessionFiles(store, options.sandboxes, options.workspaceFiles ?? noWorkspaceFiles),
+          usage,
         ),
       },
+      { service: UsageService, impl: usageService(usage) },
+      { service: ScheduleService, impl: scheduleService(schedules) },
     ],
     /** Ready when the database answers and identity's gRPC is reachable. */
     async ready(): Promise<boolean> {
@@ -178,17 +219,22 @@ export async function createAgentsApp(options: AgentsAppOptions) {
      * Returns how many it ended.
      */
     async recover(): Promise<number> {
-      return reaper.sweep(
+      const ended = await reaper.sweep(
         options.soleProcess
           ? { sole: true, self: owner }
           : options.replicaName
             ? { replica: replicaName, self: owner }
             : { lapsed: true },
       );
+      // Sends queued before the restart start now (their sessions are free).
+      await runner.dispatchIdle().catch((err) => options.logger.warn({ err }, "could not start the queued sends"));
+      return ended;
     },
     /** Ends local runs (each gets its terminal event) before the database closes. */
     async stop(): Promise<void> {
+      await scheduler.stop();
       await idleSandboxes?.stop();
+      clearInterval(queueSweep);
       reaper.stop();
       await runner.stop();
       await listener?.stop();

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { DescEnum, DescMessage } from "@bufbuild/protobuf";
 import * as agents from "@platform/gen/agents/v1/agents_pb";
+import * as schedules from "@platform/gen/agents/v1/schedules_pb";
+import * as usage from "@platform/gen/agents/v1/usage_pb";
 import * as compute from "@platform/gen/compute/v1/compute_pb";
 import * as health from "@platform/gen/grpc/health/v1/health_pb";
 import * as auth from "@platform/gen/identity/v1/auth_pb";
@@ -159,6 +161,55 @@ test("agents JSON names are camelCase", () => {
     agents.ListAgentsRequestSchema.fields.find((f) => f.name === "limit")?.proto.proto3Optional,
     "limit 0 is distinguishable",
   );
+});
+
+test("agents usage and budgets (issue 20): additions numbered as given, optional limits, camelCase", () => {
+  const number = (schema: DescMessage, name: string) => schema.fields.find((f) => f.name === name)?.number;
+  for (const schema of [agents.AgentSchema, agents.CreateAgentRequestSchema, agents.UpdateAgentRequestSchema])
+    assert.equal(number(schema, "budgets"), 23, `${schema.typeName}.budgets`);
+  assert.equal(number(agents.SessionSchema, "budgets"), 23);
+  assert.equal(number(agents.CreateSessionRequestSchema, "budgets"), 20);
+  assert.equal(number(agents.GetSessionResponseSchema, "usage"), 24);
+  assert.equal(number(agents.GetSessionResponseSchema, "effective_budgets"), 25);
+  for (const schema of [usage.BudgetsSchema, usage.BudgetsInputSchema]) {
+    assert.deepEqual(names(schema), ["max_tokens", "max_tool_calls", "max_cpu_seconds"]);
+    for (const f of schema.fields) assert.ok(f.proto.proto3Optional, `${schema.typeName}.${f.name}: absent ≠ 0`);
+  }
+  assert.equal(fields(usage.UsageSchema).sandbox_cpu_ms, "sandboxCpuMs");
+  assert.deepEqual(
+    usage.UsageService.methods.map((m) => m.name),
+    ["GetSessionUsage", "GetUsage", "UpdateSessionBudgets"],
+  );
+});
+
+test("agents schedules (issue 25): a service of its own, camelCase, optional update fields", () => {
+  assert.deepEqual(
+    schedules.ScheduleService.methods.map((m) => m.name),
+    ["CreateSchedule", "ListSchedules", "GetSchedule", "UpdateSchedule", "DeleteSchedule", "ListScheduleFirings"],
+  );
+  assert.deepEqual(names(schedules.ScheduleSchema), [
+    "id",
+    "agent_id",
+    "cron",
+    "time_zone",
+    "message",
+    "target",
+    "session_id",
+    "catch_up",
+    "enabled",
+    "next_runs",
+    "created_by",
+    "created_at",
+    "updated_at",
+  ]);
+  assert.equal(fields(schedules.ScheduleSchema).time_zone, "timeZone");
+  assert.equal(fields(schedules.ScheduleSchema).next_runs, "nextRuns");
+  assert.equal(fields(schedules.ScheduleSchema).catch_up, "catchUp");
+  assert.equal(fields(schedules.ScheduleFiringSchema).slot_time, "slotTime");
+  for (const f of schedules.UpdateScheduleRequestSchema.fields.slice(1))
+    assert.ok(f.proto.proto3Optional, `UpdateScheduleRequest.${f.name}: absent leaves it as it is`);
+  assert.deepEqual(names(schedules.ListSchedulesResponseSchema), ["items", "next"]);
+  assert.deepEqual(names(schedules.ListScheduleFiringsResponseSchema), ["items", "next"]);
 });
 
 test("runtime messages and the health protocol", () => {

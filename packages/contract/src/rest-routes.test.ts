@@ -38,6 +38,17 @@ const agentsTable = [
   ["POST", "/v1/sessions/{id}/files:write", "*", 200, false],
   // Issue 20: answers to the tool calls a run paused on (additive).
   ["POST", "/v1/sessions/{id}/tool-decisions", "*", 200, false],
+  // Issue 20: usage and budgets (agents.v1.UsageService, additive).
+  ["GET", "/v1/sessions/{id}/usage", "", 200, false],
+  ["GET", "/v1/usage", "", 200, false],
+  ["PATCH", "/v1/sessions/{id}/budgets", "budgets", 200, false],
+  // Issue 25: schedules of an agent (agents.v1.ScheduleService, additive).
+  ["POST", "/v1/agents/{agent_id}/schedules", "*", 201, false],
+  ["GET", "/v1/agents/{agent_id}/schedules", "", 200, false],
+  ["GET", "/v1/schedules/{id}", "", 200, false],
+  ["PATCH", "/v1/schedules/{id}", "*", 200, false],
+  ["DELETE", "/v1/schedules/{id}", "", 204, false],
+  ["GET", "/v1/schedules/{id}/firings", "", 200, false],
 ] as const;
 
 test("every identity REST row is annotated with its method, path, body and status", () => {

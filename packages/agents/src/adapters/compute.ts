@@ -98,6 +98,10 @@ export class ComputeSandboxes implements Sandboxes {
               stderr: stderr.text(),
               stdoutBytes: stdout.total,
               stderrBytes: stderr.total,
+              usage: {
+                cpuMs: Number(c.usage?.cpuMs ?? 0n),
+                wallMs: c.wallTime ? Number(c.wallTime.seconds) * 1000 + Math.round(c.wallTime.nanos / 1e6) : 0,
+              },
             };
           }
         }

@@ -9,8 +9,10 @@ import type {
   ClientTool,
   EventType,
   NewEvent,
+  MessageInput,
   Page,
   PendingCall,
+  QueuedSend,
   Session,
   SessionEvent,
   ToolDecision,
@@ -27,7 +29,9 @@ import type {
   RecordDecisionsResult,
   Store,
 } from "../domain/store.ts";
+import type { Budgets } from "../domain/usage.ts";
 import type { AgentsDB, AgentsTable, SessionEventsTable, SessionsTable } from "./schema.ts";
+import { budgetsOf } from "./usage-store.ts";
 
 /** Channel of the per-append notifications; payload `<origin>:<sessionId>`. */
 export const EVENTS_CHANNEL = "agents_session_events";
@@ -57,6 +61,7 @@ export class KyselyStore implements Store {
           tool_permissions: JSON.stringify(agent.toolPermissions ?? {}),
           mcp_servers: JSON.stringify(agent.mcpServers ?? []),
           client_tools: clientToolsJson(agent.clientTools ?? []),
+          budgets: JSON.stringify(agent.budgets ?? {}),
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -92,6 +97,7 @@ export class KyselyStore implements Store {
         : {}),
       ...(changes.mcpServers !== undefined ? { mcp_servers: JSON.stringify(changes.mcpServers) } : {}),
       ...(changes.clientTools !== undefined ? { client_tools: clientToolsJson(changes.clientTools) } : {}),
+      ...(changes.budgets !== undefined ? { budgets: JSON.stringify(changes.budgets) } : {}),
     };
     try {
       const row = await this.db
@@ -133,7 +139,7 @@ export class KyselyStore implements Store {
     return pageOf(rows, limit, toAgent);
   }
 
-  async createSession(orgId: string, agentId: string): Promise<Session> {
+  async createSession(orgId: string, agentId: string, budgets?: Budgets): Promise<Session> {
     const row = await this.db
       .insertInto("sessions")
       .values({
@@ -143,6 +149,7 @@ export class KyselyStore implements Store {
         sandbox_id: null,
         active_run_id: null,
         run_lease_until: null,
+        budgets: JSON.stringify(budgets ?? {}),
       })
       .returningAll()
       .executeTakeFirstOrThrow();
@@ -251,6 +258,7 @@ export class KyselyStore implements Store {
         run_lease_until: sql`now() + make_interval(secs => ${leaseMs / 1000})`,
         run_owner: owner ?? null,
         cancel_requested: false,
+        cancel_reason: null,
         updated_at: sql`now()`,
       })
       .where("org_id", "=", orgId)
@@ -275,33 +283,48 @@ export class KyselyStore implements Store {
     sessionId: string,
     runId: string,
     leaseMs: number,
-  ): Promise<{ held: boolean; cancelRequested: boolean }> {
+  ): Promise<{ held: boolean; cancelRequested: boolean; cancelReason?: string }> {
     const row = await this.db
       .updateTable("sessions")
       .set({ run_lease_until: sql`now() + make_interval(secs => ${leaseMs / 1000})` })
       .where("id", "=", sessionId)
       .where("active_run_id", "=", runId)
-      .returning("cancel_requested")
+      .returning(["cancel_requested", "cancel_reason"])
       .executeTakeFirst();
-    return { held: row !== undefined, cancelRequested: row?.cancel_requested ?? false };
+    return {
+      held: row !== undefined,
+      cancelRequested: row?.cancel_requested ?? false,
+      ...(row?.cancel_reason ? { cancelReason: row.cancel_reason } : {}),
+    };
   }
 
   async releaseRun(sessionId: string, runId: string): Promise<void> {
     await this.db
       .updateTable("sessions")
-      .set({ active_run_id: null, run_lease_until: null, cancel_requested: false, updated_at: sql`now()` })
+      .set({
+        active_run_id: null,
+        run_lease_until: null,
+        cancel_requested: false,
+        cancel_reason: null,
+        updated_at: sql`now()`,
+      })
       .where("id", "=", sessionId)
       .where("active_run_id", "=", runId)
       .execute();
   }
 
-  async requestCancel(orgId: string, sessionId: string): Promise<string | undefined> {
+  async requestCancel(
+    orgId: string,
+    sessionId: string,
+    reason?: "interrupt",
+    runId?: string,
+  ): Promise<string | undefined> {
     const row = await this.db
       .updateTable("sessions")
-      .set({ cancel_requested: true })
+      .set({ cancel_requested: true, cancel_reason: reason ?? null })
       .where("org_id", "=", orgId)
       .where("id", "=", sessionId)
-      .where("active_run_id", "is not", null)
+      .where("active_run_id", runId === undefined ? "is not" : "=", runId ?? null)
       .where("run_lease_until", ">=", sql<Date>`now()`)
       .returning("active_run_id")
       .executeTakeFirst();
@@ -387,6 +410,8 @@ export class KyselyStore implements Store {
     const first = events[0]!.seq;
     const last = events.at(-1)!.seq;
     if (last - first + 1 !== events.length) throw PlatformError.internal("events to store must have consecutive seqs");
+    // Queued sends this batch takes (their messages name them): off the queue in the same statement.
+    const taken = [...new Set(events.flatMap((e) => (e.queuedSeq === undefined ? [] : [e.queuedSeq])))];
     // The conditions are the whole concurrency control: the update's row
     // lock orders writers, and only the holding run whose events follow the
     // log's end matches.
@@ -396,11 +421,15 @@ export class KyselyStore implements Store {
         where id = ${sessionId} and active_run_id = ${runId}::uuid and last_seq = ${first - 1} and ${options.ifDead ? deadSql(options.ifDead) : sql`true`}
         returning id
       ), ins as (
-        insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at)
-        select s.id, e.seq, ${runId}::uuid, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error, e.created_at
-        from s, unnest(${events.map((e) => e.seq)}::bigint[], ${eventArrays(events)}, ${events.map((e) => e.createdAt.toISOString())}::timestamptz[])
-          as e(seq, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at)
+        insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq)
+        select s.id, e.seq, ${runId}::uuid, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error, e.created_at, e.queued_seq
+        from s, unnest(${events.map((e) => e.seq)}::bigint[], ${eventArrays(events)}, ${events.map((e) => e.createdAt.toISOString())}::timestamptz[],
+          ${events.map((e) => e.queuedSeq ?? null)}::bigint[])
+          as e(seq, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq)
         returning 1
+      ), taken as (
+        delete from session_queue q using s
+        where q.session_id = s.id and q.seq = any(${taken}::bigint[])
       ), n as (
         select pg_notify(${EVENTS_CHANNEL}, ${`${this.origin}:${sessionId}`}) from s
       )
@@ -420,11 +449,79 @@ export class KyselyStore implements Store {
       .where("created_at", "=", tail.createdAt)
       .executeTakeFirst();
     if (already && !options.ifDead) return;
+    if (!options.ifDead) {
+      // Still the holder: a queued send (the one writer besides the holder) moved the log's end.
+      const holder = await this.db
+        .selectFrom("sessions")
+        .select("last_seq")
+        .where("id", "=", sessionId)
+        .where("active_run_id", "=", runId)
+        .executeTakeFirst();
+      if (holder && Number(holder.last_seq) >= first)
+        throw new PlatformError(Code.Aborted, "log_moved", `a queued send moved session ${sessionId}'s log`, {
+          lastSeq: String(holder.last_seq),
+        });
+    }
     throw new PlatformError(
       Code.Aborted,
       "aborted",
       `the run ${runId} lost its hold on session ${sessionId}: its log moved on`,
     );
+  }
+
+  async enqueue(
+    orgId: string,
+    sessionId: string,
+    event: NewEvent,
+    options: { interrupt: boolean; whileHeld: boolean },
+  ): Promise<{ event: SessionEvent; heldBy?: string } | undefined> {
+    // One statement, as appendEvents: the next seq under the session's row
+    // lock, the queue row with it. A holding run's next store finds the
+    // log's end moved and numbers its events after this one (storeEvents).
+    const result = await sql<Selectable<SessionEventsTable> & { held_by: string | null }>`
+      with s as (
+        update sessions set last_seq = last_seq + 1, updated_at = now()
+        where id = ${sessionId} and org_id = ${orgId} and (${!options.whileHeld} or active_run_id is not null)
+        returning id, last_seq, active_run_id
+      ), ins as (
+        insert into session_events (session_id, seq, type, content)
+        select s.id, s.last_seq, ${event.type}, ${event.content ?? ""} from s
+        returning *
+      ), q as (
+        insert into session_queue (session_id, seq, interrupt)
+        select s.id, s.last_seq, ${options.interrupt} from s
+      ), n as (
+        select pg_notify(${EVENTS_CHANNEL}, ${`${this.origin}:${sessionId}`}) from s
+      )
+      select ins.*, s.active_run_id as held_by from ins join s on true left join n on true`.execute(this.db);
+    const row = result.rows[0];
+    return row ? { event: toEvent(row), ...(row.held_by ? { heldBy: row.held_by } : {}) } : undefined;
+  }
+
+  async queuedSends(sessionId: string): Promise<QueuedSend[]> {
+    const rows = await this.db
+      .selectFrom("session_queue as q")
+      .innerJoin("session_events as e", (join) =>
+        join.onRef("e.session_id", "=", "q.session_id").onRef("e.seq", "=", "q.seq"),
+      )
+      .select(["q.seq", "q.interrupt", "e.content"])
+      .where("q.session_id", "=", sessionId)
+      .orderBy("q.interrupt", "desc")
+      .orderBy("q.seq")
+      .execute();
+    return rows.map((r) => ({ seq: Number(r.seq), interrupt: r.interrupt, messages: queuedMessagesOf(r.content) }));
+  }
+
+  async idleQueues(limit: number): Promise<Array<{ orgId: string; sessionId: string }>> {
+    const rows = await this.db
+      .selectFrom("session_queue as q")
+      .innerJoin("sessions as s", "s.id", "q.session_id")
+      .select(["s.org_id", "s.id"])
+      .distinct()
+      .where("s.active_run_id", "is", null)
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({ orgId: r.org_id, sessionId: r.id }));
   }
 
   async waiting(orgId: string, sessionId: string): Promise<Waiting | undefined> {
@@ -540,6 +637,7 @@ function toAgent(row: Selectable<AgentsTable>): Agent {
     toolPermissions: permissionsOf(row.tool_permissions),
     mcpServers: mcpServersOf(row.mcp_servers),
     clientTools: clientToolsOf(row.client_tools),
+    budgets: budgetsOf(row.budgets),
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   };
@@ -632,6 +730,8 @@ function toSession(row: Selectable<SessionsTable>, now: Date): Session {
     ...(lapsed ? { lapsedRunId: row.active_run_id ?? undefined } : {}),
     lastSeq: Number(row.last_seq),
     sandboxId: row.sandbox_id ?? undefined,
+    // Absent from reads that name their columns (readLog).
+    ...("budgets" in row ? { budgets: budgetsOf(row.budgets) } : {}),
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   };
@@ -648,5 +748,29 @@ function toEvent(row: Selectable<SessionEventsTable>): SessionEvent {
     isError: row.is_error,
     createdAt: new Date(row.created_at),
     runId: row.run_id ?? undefined,
+    ...(row.queued_seq !== null && row.queued_seq !== undefined ? { queuedSeq: Number(row.queued_seq) } : {}),
   };
+}
+
+/** The messages of a `message_queued` event's content (`{"messages": [...], "mode"}`). */
+function queuedMessagesOf(content: string): MessageInput[] {
+  try {
+    const parsed = JSON.parse(content) as { messages?: unknown };
+    if (!Array.isArray(parsed.messages)) return [];
+    return parsed.messages.flatMap(
+      (m: { role?: unknown; content?: unknown; toolUseId?: unknown; isError?: unknown }) =>
+        typeof m?.role === "string" && typeof m.content === "string"
+          ? [
+              {
+                role: m.role,
+                content: m.content,
+                toolUseId: typeof m.toolUseId === "string" ? m.toolUseId : "",
+                isError: m.isError === true,
+              },
+            ]
+          : [],
+    );
+  } catch {
+    return [];
+  }
 }

@@ -122,4 +122,100 @@ alter table session_tool_decisions add column result_is_error boolean not null d
 alter table agents add column mcp_servers jsonb not null default '[]'::jsonb;
 `,
   },
+  {
+    // Usage and budgets (issue 20 item 6): one row per model call and per
+    // tool call, with its time, summed for any range; no foreign key, so a
+    // deleted session's usage still counts for its agent and org. Budgets of
+    // agents and of sessions: {maxTokens?, maxToolCalls?, maxCpuSeconds?}.
+    // Numbered 0008: 0007 belongs to another change (the migrator applies
+    // what is missing by name, so either may land first).
+    name: "0008_usage_budgets",
+    sql: `
+alter table agents add column budgets jsonb not null default '{}'::jsonb;
+alter table sessions add column budgets jsonb not null default '{}'::jsonb;
+
+create table usage_records (
+  id bigint generated always as identity primary key,
+  org_id uuid not null,
+  agent_id uuid not null,
+  session_id uuid not null,
+  run_id uuid,
+  kind text not null check (kind in ('model', 'tool')),
+  model text not null default '',
+  tool text not null default '',
+  input_tokens bigint not null default 0,
+  output_tokens bigint not null default 0,
+  cpu_ms bigint not null default 0,
+  wall_ms bigint not null default 0,
+  at timestamptz not null
+);
+create index usage_records_session on usage_records (session_id, at);
+create index usage_records_org_at on usage_records (org_id, at);
+create index usage_records_org_agent_at on usage_records (org_id, agent_id, at);
+`,
+  },
+  {
+    // Messages sent while a run holds the session (issue 20 items 2 and 3):
+    // each such send is a `message_queued` event in the log at once, and a
+    // row of session_queue until a run takes it; that run's message events
+    // name it (queued_seq) and are stored in the statement that deletes the
+    // row, so a queued send is taken exactly once, across crashes. The
+    // cancel flag gains a reason: an interrupt ends the run differently.
+    name: "0007_message_queue",
+    sql: `
+alter table session_events add column queued_seq bigint;
+alter table sessions add column cancel_reason text;
+
+create table session_queue (
+  session_id uuid not null references sessions (id) on delete cascade,
+  seq bigint not null,
+  interrupt boolean not null default false,
+  created_at timestamptz not null default now(),
+  primary key (session_id, seq)
+);
+`,
+  },
+  {
+    // Schedules of an agent (issue 25) and their firings. A firing row is
+    // unique per (schedule, slot): whichever replica inserts it fires the
+    // slot, so a slot fires at most once across replicas and restarts;
+    // replicas claim due schedules with FOR UPDATE SKIP LOCKED so they do
+    // not queue on each other. `next_run_at` is null while paused.
+    name: "0009_schedules",
+    sql: `
+create table agent_schedules (
+  id uuid primary key,
+  pos bigint generated always as identity unique,
+  org_id uuid not null,
+  agent_id uuid not null references agents (id),
+  created_by text not null,
+  cron text not null,
+  time_zone text not null,
+  message text not null,
+  target text not null check (target in ('new_session', 'session')),
+  session_id uuid,
+  catch_up text not null check (catch_up in ('skip', 'one')),
+  enabled boolean not null default true,
+  next_run_at timestamptz,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now()
+);
+create index agent_schedules_org_agent_pos on agent_schedules (org_id, agent_id, pos desc);
+create index agent_schedules_due on agent_schedules (next_run_at) where enabled;
+
+create table schedule_firings (
+  id uuid primary key,
+  pos bigint generated always as identity unique,
+  schedule_id uuid not null references agent_schedules (id) on delete cascade,
+  slot_time timestamptz not null,
+  fired_at timestamptz not null,
+  status text not null check (status in ('claimed', 'started', 'queued', 'skipped', 'failed')),
+  reason text not null default '',
+  session_id uuid,
+  run_id uuid,
+  unique (schedule_id, slot_time)
+);
+create index schedule_firings_schedule_pos on schedule_firings (schedule_id, pos desc);
+`,
+  },
 ];

@@ -17,6 +17,7 @@ import type {
 } from "./model.ts";
 import type { EventFeed, Models, Runs, Sandboxes } from "./ports.ts";
 import type { AgentChanges, Store } from "./store.ts";
+import { type BudgetsInput, mergeBudgets, validateBudgets } from "./usage.ts";
 import {
   listLimit,
   MAX_TOOL_PERMISSIONS,
@@ -25,6 +26,7 @@ import {
   type DecisionInput,
   validateDecisions,
   validateMessages,
+  validateSendMode,
   validateToolPermissions,
 } from "./validate.ts";
 
@@ -37,6 +39,8 @@ export type AgentInput = {
   /** MCP servers; on update merged by name (an empty url removes one). */
   mcpServers?: readonly McpServerInput[];
   clientTools?: readonly ClientToolInput[];
+  /** Budgets (domain/usage.ts): on create absent or 0 is no limit; on update merged, 0 removing a limit. */
+  budgets?: BudgetsInput;
 };
 /** An update: the fields present are set, the others left as they are; tool policies are merged. */
 export type AgentUpdate = {
@@ -49,6 +53,8 @@ export type AgentUpdate = {
   mcpServers?: readonly McpServerInput[];
   /** Merged by name; an entry with an empty inputSchema removes its tool. */
   clientTools?: readonly ClientToolInput[];
+  /** Budgets (domain/usage.ts): on create absent or 0 is no limit; on update merged, 0 removing a limit. */
+  budgets?: BudgetsInput;
 };
 
 /** The outcome of answering a paused run's calls. */
@@ -88,7 +94,9 @@ export class AgentsDomain {
     const toolPermissions = validateToolPermissions(input.toolPermissions ?? {});
     const mcpServers = validateMcpServers(input.mcpServers ?? [], auth.orgId, this.secrets);
     const clientTools = validateClientTools(input.clientTools ?? []);
+    const budgets = mergeBudgets({}, validateBudgets(input.budgets));
     return this.store.createAgent({
+      budgets,
       orgId: auth.orgId,
       name,
       slug,
@@ -144,6 +152,14 @@ export class AgentsDomain {
       const current = await this.store.getAgent(auth.orgId, agentId);
       if (!current) throw PlatformError.notFound("agent not found");
       changes.mcpServers = mergeMcpServers(current.mcpServers, update.mcpServers, auth.orgId, this.secrets);
+    }
+    if (update.budgets !== undefined) {
+      const given = validateBudgets(update.budgets);
+      if (Object.keys(given).length > 0) {
+        const current = await this.store.getAgent(auth.orgId, agentId);
+        if (!current) throw PlatformError.notFound("agent not found");
+        changes.budgets = mergeBudgets(current.budgets, given);
+      }
     }
     const agent =
       Object.keys(changes).length === 0
@@ -210,10 +226,11 @@ export class AgentsDomain {
     }
   }
 
-  async createSession(auth: AuthContext, agentId: string): Promise<Session> {
+  async createSession(auth: AuthContext, agentId: string, budgets?: BudgetsInput): Promise<Session> {
+    const own = mergeBudgets({}, validateBudgets(budgets));
     const agent = await this.store.getAgent(auth.orgId, requireUuid("agentId", agentId));
     if (!agent) throw PlatformError.notFound("agent not found");
-    return this.store.createSession(auth.orgId, agent.id);
+    return this.store.createSession(auth.orgId, agent.id, own);
   }
 
   async getSession(auth: AuthContext, id: string): Promise<{ session: Session; events: SessionEvent[] }> {
@@ -232,18 +249,32 @@ export class AgentsDomain {
     auth: AuthContext,
     id: string,
     messages: MessageInput[],
-    options: { signal?: AbortSignal; logger?: Logger } = {},
+    options: { signal?: AbortSignal; logger?: Logger; mode?: string } = {},
   ): Promise<AsyncIterable<SessionEvent>> {
     const sessionId = requireUuid("id", id);
     validateMessages(messages);
+    const mode = validateSendMode(options.mode ?? "");
     const session = await this.#session(auth, sessionId);
     const agent = await this.store.getAgent(auth.orgId, session.agentId);
     if (!agent) throw PlatformError.notFound("agent not found");
-    const started = await this.runner.start(auth, agent, session.id, messages, options.logger);
+    const outcome = await this.runner.send(auth, agent, session.id, messages, mode, options.logger);
+    if ("queued" in outcome)
+      // Its own `message_queued` event first, then the run that takes it (see the README).
+      return this.followers.follow(auth.orgId, session.id, outcome.queued.seq - 1, {
+        signal: options.signal,
+        queuedSeq: outcome.queued.seq,
+      });
+    const started = outcome.started;
     return this.followers.follow(auth.orgId, session.id, started.lastMessageSeq, {
       signal: options.signal,
       runId: started.runId,
     });
+  }
+
+  /** The seqs of the session's queued sends no run has taken yet, the next first. */
+  async queuedSends(auth: AuthContext, id: string): Promise<number[]> {
+    const session = await this.#session(auth, id);
+    return (await this.store.queuedSends(session.id)).map((q) => q.seq);
   }
 
   /**

@@ -1,5 +1,6 @@
 // The agents domain's own shapes. The server maps them to the generated
 // proto messages; nothing here knows a transport.
+import type { Budgets } from "./usage.ts";
 
 /** Who is calling, as resolved by identity. Every query is scoped to orgId. */
 export type AuthContext = {
@@ -24,6 +25,8 @@ export type Agent = {
   mcpServers: readonly McpServer[];
   /** Tools the client runs: a call pauses the run until the client posts the result. */
   clientTools: readonly ClientTool[];
+  /** Limits on each of its sessions' usage (domain/usage.ts); empty: none. */
+  budgets: Budgets;
   createdAt: Date;
   updatedAt: Date;
 };
@@ -87,6 +90,8 @@ export type Session = {
   lapsedRunId?: string;
   lastSeq: number;
   sandboxId?: string;
+  /** The session's own budgets, when the read had them (they replace the agent's field by field). */
+  budgets?: Budgets;
   createdAt: Date;
   updatedAt: Date;
 };
@@ -108,7 +113,9 @@ export type StreamEventType =
   | "sandbox_paused"
   | "sandbox_resumed"
   | "sandbox_replaced"
-  | "requires_action";
+  | "requires_action"
+  | "message_queued"
+  | "budget_reached";
 /** Types of log entries written from the client's messages. */
 export type MessageRole = "user" | "assistant" | "tool";
 export type EventType = StreamEventType | MessageRole;
@@ -116,9 +123,10 @@ export type EventType = StreamEventType | MessageRole;
 /**
  * The events that end a run (and free the session). `requires_action` ends
  * a run that paused on tool calls a person must answer: the run that
- * resumes it after the answers is a new one.
+ * resumes it after the answers is a new one. `budget_reached` ends a run
+ * that reached one of the session's budgets (domain/usage.ts).
  */
-export const TERMINAL_TYPES: ReadonlySet<string> = new Set(["done", "error", "requires_action"]);
+export const TERMINAL_TYPES: ReadonlySet<string> = new Set(["done", "error", "requires_action", "budget_reached"]);
 
 /** One element of a session's event log. */
 export type SessionEvent = {
@@ -132,6 +140,8 @@ export type SessionEvent = {
   createdAt: Date;
   /** The run that wrote it (internal: not part of the API). */
   runId?: string;
+  /** On a message a run took from the queue: the seq of its `message_queued` event. */
+  queuedSeq?: number;
 };
 
 /** An event before the log gave it a seq and a time. */
@@ -142,6 +152,8 @@ export type NewEvent = {
   tokensOut?: number;
   toolUseId?: string;
   isError?: boolean;
+  /** On a message taken from the queue: the seq of its `message_queued` event. */
+  queuedSeq?: number;
 };
 
 export type MessageInput = {
@@ -152,6 +164,16 @@ export type MessageInput = {
 };
 
 export type Page<T> = { items: T[]; next?: string };
+
+/**
+ * What a send does while a run holds the session: `enqueue` (the default)
+ * queues it for after that run, `reject` answers 409 as before queues
+ * existed, `interrupt` stops that run and is taken next.
+ */
+export type SendMode = "enqueue" | "reject" | "interrupt";
+
+/** A queued send no run has taken yet: its `message_queued` event's seq and its messages. */
+export type QueuedSend = { seq: number; interrupt: boolean; messages: MessageInput[] };
 
 export function isTerminal(event: { type: string }): boolean {
   return TERMINAL_TYPES.has(event.type);

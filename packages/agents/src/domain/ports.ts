@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { Agent, AuthContext, MessageInput, Session, SessionEvent, Waiting } from "./model.ts";
+import type { Agent, AuthContext, MessageInput, SendMode, Session, SessionEvent, Waiting } from "./model.ts";
 
 /** Resolves a bearer credential (JWT or API key). Adapter: identity's gRPC VerifyToken. */
 export interface Authenticator {
@@ -21,6 +21,8 @@ export type ExecResult = {
   stdoutBytes: number;
   stderrBytes: number;
   cancelled: boolean;
+  /** What compute measured of this exec (ExecCompleted.usage.cpu_ms, wall_time); absent when it said nothing. */
+  usage?: { cpuMs: number; wallMs: number };
 };
 
 export type ExecOptions = {
@@ -134,10 +136,31 @@ export interface WorkspaceFiles {
 /** A run just started: its id, the session it holds, the seq of the last client message it logged. */
 export type StartedRun = { runId: string; session: Session; lastMessageSeq: number };
 
+/**
+ * What a send became: a run it started (the session was free), or a queued
+ * send (`message_queued` event) that a run takes once the runs before it
+ * ended.
+ */
+export type SendOutcome = { started: StartedRun } | { queued: SessionEvent };
+
 /** The tool loop's runs, one per session at a time. Adapter: runs/runner.ts. */
 export interface Runs {
   /** How long a run whose process died can hold its session. */
   readonly leaseMs: number;
+  /**
+   * A send by its mode: `reject` is start(); `enqueue` starts a run when the
+   * session is free and nothing is queued, else queues the messages;
+   * `interrupt` queues them ahead of the others and stops the active run
+   * (here, or through the database on another replica).
+   */
+  send(
+    auth: AuthContext,
+    agent: Agent,
+    sessionId: string,
+    messages: readonly MessageInput[],
+    mode: SendMode,
+    logger?: Logger,
+  ): Promise<SendOutcome>;
   /**
    * Logs the messages and starts a run: `aborted` while another run holds
    * the session, `unavailable` when the model cannot be reached.
@@ -171,13 +194,15 @@ export interface Runs {
 /**
  * A session's log as a stream: the stored events after `after`, then live
  * ones until the terminal event of `runId` (or of the active run; with
- * none, it replays and ends). Adapter: runs/follow.ts.
+ * none, it replays and ends). With `queuedSeq` (a queued send's
+ * `message_queued` seq): that event, then only the events of the run that
+ * takes the send, to its terminal event. Adapter: runs/follow.ts.
  */
 export interface EventFeed {
   follow(
     orgId: string,
     sessionId: string,
     after: number,
-    options: { signal?: AbortSignal; runId?: string },
+    options: { signal?: AbortSignal; runId?: string; queuedSeq?: number },
   ): AsyncIterable<SessionEvent>;
 }

@@ -1,9 +1,11 @@
 import type { McpServer } from "./model.ts";
+import type { Budgets } from "./usage.ts";
 import type {
   Agent,
   ClientTool,
   NewEvent,
   Page,
+  QueuedSend,
   Session,
   SessionEvent,
   ToolDecision,
@@ -13,7 +15,7 @@ import type {
 
 export type NewAgent = Omit<
   Agent,
-  "id" | "createdAt" | "updatedAt" | "toolPermissions" | "mcpServers" | "clientTools"
+  "id" | "createdAt" | "updatedAt" | "toolPermissions" | "mcpServers" | "clientTools" | "budgets"
 > & {
   /** Absent: none (every tool `allow`). */
   toolPermissions?: ToolPermissions;
@@ -21,6 +23,8 @@ export type NewAgent = Omit<
   mcpServers?: readonly McpServer[];
   /** Absent: none. */
   clientTools?: readonly ClientTool[];
+  /** Absent: no limits. */
+  budgets?: Budgets;
 };
 
 /** The fields an update sets; absent ones stay as they are. */
@@ -31,6 +35,8 @@ export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "syst
   mcpServers?: readonly McpServer[];
   /** The agent's client tools from now on (the domain merged them with the current ones). */
   clientTools?: readonly ClientTool[];
+  /** The agent's budgets from now on (the domain merged them with the current ones). */
+  budgets?: Budgets;
 };
 
 /**
@@ -80,7 +86,8 @@ export interface Store {
   /** Marks the agent deleted (its sessions stay); false when missing or already deleted. */
   deleteAgent(orgId: string, id: string): Promise<boolean>;
 
-  createSession(orgId: string, agentId: string): Promise<Session>;
+  /** `budgets`: the session's own (absent: none, its agent's apply). */
+  createSession(orgId: string, agentId: string, budgets?: Budgets): Promise<Session>;
   getSession(orgId: string, id: string): Promise<Session | undefined>;
   /** Newest first, of the org or of one of its agents; `after` as in listAgents. */
   listSessions(orgId: string, limit: number, options?: { after?: string; agentId?: string }): Promise<Page<Session>>;
@@ -101,11 +108,37 @@ export interface Store {
    * another run holds it; a holder whose lease lapsed must be ended first.
    */
   acquireRun(orgId: string, sessionId: string, runId: string, leaseMs: number, owner?: string): Promise<AcquireResult>;
-  /** Extends the lease; returns whether a cancel was requested for the run. */
-  renewRun(sessionId: string, runId: string, leaseMs: number): Promise<{ held: boolean; cancelRequested: boolean }>;
+  /**
+   * Extends the lease; returns whether a cancel was requested for the run
+   * (and why: `interrupt` when a send interrupted it).
+   */
+  renewRun(
+    sessionId: string,
+    runId: string,
+    leaseMs: number,
+  ): Promise<{ held: boolean; cancelRequested: boolean; cancelReason?: string }>;
   releaseRun(sessionId: string, runId: string): Promise<void>;
-  /** Flags the session's active run for cancellation; returns its id, if any. */
-  requestCancel(orgId: string, sessionId: string): Promise<string | undefined>;
+  /**
+   * Flags the session's active run for cancellation (`reason` `interrupt`
+   * for a send that interrupts; `runId`: only that run); returns its id, if any.
+   */
+  requestCancel(orgId: string, sessionId: string, reason?: "interrupt", runId?: string): Promise<string | undefined>;
+  /**
+   * Queues a send: appends its `message_queued` event (next seq, as
+   * appendEvents) and its queue row in one statement. With `whileHeld`,
+   * only while a run holds the session (undefined otherwise: the caller
+   * may take the session itself).
+   */
+  enqueue(
+    orgId: string,
+    sessionId: string,
+    event: NewEvent,
+    options: { interrupt: boolean; whileHeld: boolean },
+  ): Promise<{ event: SessionEvent; heldBy?: string } | undefined>;
+  /** The session's queued sends no run has taken, the next first (interrupts first, then by seq). */
+  queuedSends(sessionId: string): Promise<QueuedSend[]>;
+  /** Up to `limit` sessions that have queued sends and no run holding them (a lost dispatch; the sweep starts them). */
+  idleQueues(limit: number): Promise<Array<{ orgId: string; sessionId: string }>>;
   /** Up to `limit` runs that hold a session (or `sessionId`) although they are dead (`by`), longest lapsed first. */
   deadRuns(by: DeadRunsBy, limit: number, sessionId?: string): Promise<DeadRun[]>;
   /** The tool calls of `runId` in the session's log that have no result. */
@@ -131,6 +164,11 @@ export interface Store {
    * write between another run's events.
    * `release` as in appendEvents. With `ifDead`, only while `runId` is dead
    * that way (a takeover: the dead run's closing events, written by another).
+   * A message event carrying `queuedSeq` takes that queued send off the
+   * queue in the same statement. While the run still holds the session but
+   * a queued send moved the log's end, `aborted` with reason `log_moved`
+   * and the log's end in `extra.lastSeq`: the run numbers its unpublished
+   * events again from there.
    */
   storeEvents(
     sessionId: string,

@@ -59,6 +59,7 @@ export function historyOf(events: readonly SessionEvent[]): ModelMessage[] {
         break;
       case "done":
       case "error":
+      case "budget_reached":
         settle();
         open = undefined;
         break;

@@ -3,10 +3,20 @@ import { Code, PlatformError } from "@platform/errors";
 import { inWorkSpan, startWorkSpan, type WorkSpan } from "@platform/rpc";
 import type { Logger } from "pino";
 import { readWholeLog } from "../domain/log-pages.ts";
-import type { Agent, AuthContext, MessageInput, NewEvent, Session, ToolDecision, Waiting } from "../domain/model.ts";
-import type { Runs, Sandboxes, StartedRun } from "../domain/ports.ts";
+import type {
+  Agent,
+  AuthContext,
+  MessageInput,
+  NewEvent,
+  SendMode,
+  Session,
+  ToolDecision,
+  Waiting,
+} from "../domain/model.ts";
+import type { Runs, Sandboxes, SendOutcome, StartedRun } from "../domain/ports.ts";
 import { SessionSandbox } from "../domain/session-sandbox.ts";
 import type { Store } from "../domain/store.ts";
+import { type BudgetHit, budgetExhausted, type UsageStore } from "../domain/usage.ts";
 import type { ModelEvent, ModelRequest, ToolCall } from "../providers/provider.ts";
 import type { ProviderRegistry } from "../providers/registry.ts";
 import { ClientToolset, clientResult } from "../tools/client-tools.ts";
@@ -17,6 +27,7 @@ import type { EventHub } from "./hub.ts";
 import type { Reaper } from "./reaper.ts";
 import { type LogFailure, RunLog } from "./run-log.ts";
 import { ToolOutput } from "./tool-output.ts";
+import { UsageMeter } from "./usage-meter.ts";
 
 export type RunnerOptions = {
   /** A run's hold on its session; renewed while it runs, so a crashed replica's run lapses. */
@@ -38,6 +49,8 @@ export type RunnerOptions = {
   stopPatienceMs?: number;
   /** How runs reach their agents' MCP servers (tools/mcp); absent: defaults without a secrets key. */
   mcp?: McpOptions;
+  /** Where runs record their usage and read the session's so far (budgets); absent: nothing is metered. */
+  usage?: UsageStore;
 };
 
 type Active = { runId: string; abort: AbortController; log: RunLog };
@@ -89,6 +102,8 @@ export class Runner implements Runs {
     sessionId: string,
     messages: readonly MessageInput[],
     requestLogger?: Logger,
+    /** The queued send these messages come from: its `message_queued` seq (the run takes it off the queue). */
+    queuedSeq?: number,
   ): Promise<StartedRun> {
     if (this.#stopping) throw PlatformError.unavailable("the service is shutting down; retry on another replica");
     const runId = randomUUID();
@@ -131,6 +146,17 @@ export class Runner implements Runs {
         { pendingToolCalls: open.join(",") },
       );
     }
+    // Usage and budgets: a session past one takes no message until it is raised.
+    const usage = await this.#whileHolding(
+      sessionId,
+      runId,
+      UsageMeter.load(this.options.usage, agent, taken.session, runId, logger),
+    );
+    const over = usage.reached();
+    if (over) {
+      await this.store.releaseRun(sessionId, runId);
+      throw budgetExhausted(sessionId, over);
+    }
     const abort = new AbortController();
     const run = new Run(
       this,
@@ -147,6 +173,7 @@ export class Runner implements Runs {
         session: taken.session,
         runId,
         abort,
+        usage,
       },
     );
     this.#active.set(sessionId, { runId, abort, log: run.log });
@@ -156,6 +183,7 @@ export class Runner implements Runs {
         content: m.content,
         toolUseId: m.toolUseId,
         isError: m.isError,
+        ...(queuedSeq !== undefined ? { queuedSeq } : {}),
       })),
     );
     const lastMessageSeq = taken.session.lastSeq + messages.length;
@@ -178,6 +206,129 @@ export class Runner implements Runs {
     this.#track(run.continue(first));
     logger.info({ agentId: agent.id, model: agent.model }, "run started");
     return { runId, session: taken.session, lastMessageSeq };
+  }
+
+  /**
+   * A send by its mode (see Runs.send). The queue is the log itself: a
+   * queued send is a `message_queued` event plus a row of session_queue,
+   * written in one statement while a run holds the session (so that run,
+   * or whoever ends it, takes the queue next: dispatch). A send finding
+   * the session free starts its run unless sends are queued before it.
+   */
+  async send(
+    auth: AuthContext,
+    agent: Agent,
+    sessionId: string,
+    messages: readonly MessageInput[],
+    mode: SendMode,
+    requestLogger?: Logger,
+  ): Promise<SendOutcome> {
+    if (this.#stopping) throw PlatformError.unavailable("the service is shutting down; retry on another replica");
+    const interrupt = mode === "interrupt";
+    const event: NewEvent = { type: "message_queued", content: queuedContent(messages, mode) };
+    // Each round either queues, starts, or lost a race with a run that
+    // started or ended in between (then the next round sees it).
+    for (let round = 0; round < 5; round++) {
+      if (mode !== "reject") {
+        const held = await this.store.enqueue(auth.orgId, sessionId, event, { interrupt, whileHeld: true });
+        if (held) {
+          this.hub.changed(sessionId);
+          if (interrupt && held.heldBy) await this.#interrupt(auth.orgId, sessionId, held.heldBy);
+          return { queued: held.event };
+        }
+      }
+      const queued = await this.store.queuedSends(sessionId);
+      if (queued.length > 0 && !interrupt) {
+        if (mode === "reject")
+          throw new PlatformError(
+            Code.Aborted,
+            "aborted",
+            `session ${sessionId} has ${queued.length} queued send(s) waiting for a run; send with mode "enqueue" to queue behind them`,
+          );
+        // Sends queued before this one go first: queue it behind them and hand the queue to a run.
+        const behind = await this.store.enqueue(auth.orgId, sessionId, event, { interrupt, whileHeld: false });
+        if (!behind) throw PlatformError.notFound("session not found");
+        this.hub.changed(sessionId);
+        void this.dispatch(auth.orgId, sessionId);
+        return { queued: behind.event };
+      }
+      try {
+        return { started: await this.start(auth, agent, sessionId, messages, requestLogger) };
+      } catch (err) {
+        // Taken by a run meanwhile: queue behind it (next round).
+        if (mode === "reject" || !(err instanceof PlatformError) || err.reason !== "aborted") throw err;
+      }
+    }
+    throw new PlatformError(Code.Aborted, "aborted", `session ${sessionId} is busy; send again`);
+  }
+
+  /** Stops `runId` for an interrupting send: here at once, elsewhere through the database. */
+  async #interrupt(orgId: string, sessionId: string, runId: string): Promise<void> {
+    const flagged = await this.store.requestCancel(orgId, sessionId, "interrupt", runId);
+    const local = this.#active.get(sessionId);
+    if (flagged && local?.runId === flagged) local.abort.abort(new RunInterrupted());
+  }
+
+  /**
+   * Hands the session's queue to a run: when no run holds the session and
+   * it does not wait on tool calls, the next queued send (interrupts first,
+   * then in order) starts a run. Called when a run of this process ends,
+   * when a dead run was ended, by the periodic sweep and by followers of a
+   * queued send; several callers at once are fine (one takes the session).
+   * Never throws.
+   */
+  async dispatch(orgId: string, sessionId: string): Promise<void> {
+    if (this.#stopping) return;
+    try {
+      const [next] = await this.store.queuedSends(sessionId);
+      if (!next) return;
+      const session = await this.store.getSession(orgId, sessionId);
+      if (!session || session.activeRunId || session.lapsedRunId) return;
+      const auth: AuthContext = { userId: "", orgId, method: "queue" };
+      const agent = await this.store.getAgent(orgId, session.agentId);
+      if (!agent) {
+        await this.#refuseQueued(orgId, sessionId, next.seq, next.messages, "agent not found");
+        return;
+      }
+      await this.start(auth, agent, sessionId, next.messages, undefined, next.seq);
+    } catch (err) {
+      // Taken by someone else, waiting on tool calls, a budget reached, or the model
+      // down (that run stored the messages and its error): nothing more to do here.
+      if (err instanceof PlatformError && err.code !== Code.Internal) return;
+      this.logger.warn({ err, sessionId }, "could not start a queued send");
+    }
+  }
+
+  /** Takes a queued send that cannot run: its messages and an `error` event go to the log. */
+  async #refuseQueued(
+    orgId: string,
+    sessionId: string,
+    seq: number,
+    messages: readonly MessageInput[],
+    why: string,
+  ): Promise<void> {
+    const runId = randomUUID();
+    const taken = await this.store.acquireRun(orgId, sessionId, runId, this.options.leaseMs, this.options.owner);
+    if (!taken.ok) return;
+    const log = new RunLog(this.store, this.hub, sessionId, runId, taken.session.lastSeq, this.logger);
+    log.publish(
+      messages.map((m) => ({
+        type: m.role as NewEvent["type"],
+        content: m.content,
+        toolUseId: m.toolUseId,
+        isError: m.isError,
+        queuedSeq: seq,
+      })),
+    );
+    if (!(await log.finish([{ type: "error", content: why }]))) await this.store.releaseRun(sessionId, runId);
+  }
+
+  /** Starts the queued sends of sessions no run holds (a dispatch lost to a crash); returns how many it tried. */
+  async dispatchIdle(limit = 100): Promise<number> {
+    if (this.#stopping) return 0;
+    const idle = await this.store.idleQueues(limit);
+    for (const { orgId, sessionId } of idle) await this.dispatch(orgId, sessionId);
+    return idle.length;
   }
 
   /**
@@ -214,6 +365,11 @@ export class Runner implements Runs {
       return undefined;
     }
     const calls = openCallsOf(log.events, waiting.runId);
+    const usage = await this.#whileHolding(
+      sessionId,
+      runId,
+      UsageMeter.load(this.options.usage, agent, taken.session, runId, logger),
+    );
     const abort = new AbortController();
     const run = new Run(
       this,
@@ -224,7 +380,7 @@ export class Runner implements Runs {
       this.sandboxes,
       this.options,
       logger,
-      { auth, agent, session: taken.session, runId, abort },
+      { auth, agent, session: taken.session, runId, abort, usage },
     );
     this.#active.set(sessionId, { runId, abort, log: run.log });
     this.#track(run.continue(undefined, { calls, decisions: now.decisions }));
@@ -281,6 +437,7 @@ export class Runner implements Runs {
     await this.#whileHolding(sessionId, runId, this.store.appendEvents(sessionId, runId, closing, { release: true }));
     // Followers here learn of it now (this process's own notification is skipped).
     this.hub.changed(sessionId);
+    void this.dispatch(orgId, sessionId);
     return true;
   }
 
@@ -339,10 +496,45 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
+/** Thrown at a budget check: the run ends with `budget_reached` (see Run.#budgetEnd). */
+class BudgetStop extends Error {
+  constructor(
+    readonly hit: BudgetHit,
+    readonly open: readonly ToolCall[],
+  ) {
+    super(`the session reached its ${hit.budget} budget`);
+  }
+}
+
 class RunCancelled extends Error {
   constructor(message = "the run was cancelled") {
     super(message);
   }
+}
+
+/** The `error` that ends a run a send with mode `interrupt` stopped. */
+export const RUN_INTERRUPTED_BY_SEND = "the run was interrupted by a new message";
+/** The result of the tool call an interrupt stopped. */
+export const TOOL_INTERRUPTED_BY_SEND = JSON.stringify({ error: "the tool call was interrupted by a new message" });
+
+/** A send with mode `interrupt` stopped the run: it ends, its queue goes on with that send. */
+class RunInterrupted extends RunCancelled {
+  constructor() {
+    super(RUN_INTERRUPTED_BY_SEND);
+  }
+}
+
+/** A queued send's `message_queued` content: its messages and mode. */
+function queuedContent(messages: readonly MessageInput[], mode: SendMode): string {
+  return JSON.stringify({
+    messages: messages.map((m) => ({
+      role: m.role,
+      content: m.content,
+      ...(m.toolUseId ? { toolUseId: m.toolUseId } : {}),
+      ...(m.isError ? { isError: true } : {}),
+    })),
+    mode,
+  });
 }
 
 class Run {
@@ -360,6 +552,8 @@ class Run {
   readonly #mcp: McpTools;
   /** The agent's client tools: offered to the model, their calls answered by the client. */
   readonly #clientTools: ClientToolset;
+  /** The session's usage and budgets, checked before each model call and each tool call. */
+  readonly #usage: UsageMeter;
   /** The model call being read (from call() to the end of #consume): its span. */
   #modelSpan: WorkSpan | undefined;
   /** The tool call running now, named on the sandbox events it causes. */
@@ -378,16 +572,24 @@ class Run {
     sandboxes: Sandboxes,
     private readonly options: RunnerOptions,
     private readonly logger: Logger,
-    context: { auth: AuthContext; agent: Agent; session: Session; runId: string; abort: AbortController },
+    context: {
+      auth: AuthContext;
+      agent: Agent;
+      session: Session;
+      runId: string;
+      abort: AbortController;
+      usage: UsageMeter;
+    },
   ) {
     this.auth = context.auth;
     this.agent = context.agent;
     this.session = context.session;
     this.runId = context.runId;
     this.abort = context.abort;
+    this.#usage = context.usage;
     this.#mcp = new McpTools(this.auth.orgId, this.agent.mcpServers, options.mcp ?? defaultMcpOptions(), logger);
     this.#clientTools = new ClientToolset(this.agent.clientTools);
-    this.#sandbox = new SessionSandbox(store, sandboxes, this.session, {
+    this.#sandbox = new SessionSandbox(store, this.#usage.sandboxes(sandboxes), this.session, {
       observe: true,
       onEvent: ({ type, ...content }) =>
         this.log.publish([{ type, content: JSON.stringify(content), toolUseId: this.#toolUseId }]),
@@ -489,13 +691,48 @@ class Run {
           );
         }
         this.#checkAbort();
+        this.#checkBudgets([]);
         stream = await this.call();
       }
       this.#checkAbort();
       await this.#finish([{ type: "done", tokensIn: this.#tokensIn, tokensOut: this.#tokensOut }]);
     } catch (err) {
-      await this.fail(err);
+      if (err instanceof BudgetStop) await this.#budgetEnd(err);
+      else await this.fail(err);
     }
+  }
+
+  /** Ends the turn when the session reached a budget: the calls `open` (not run) get error results. */
+  #checkBudgets(open: readonly ToolCall[]): void {
+    const hit = this.#usage.reached();
+    if (hit) throw new BudgetStop(hit, open);
+  }
+
+  /**
+   * The run's end at a budget, between two events: each call of the turn
+   * that did not run gets an `isError` result (so the model's history stays
+   * whole), then `budget_reached` {budget, limit, used} as the terminal event.
+   */
+  async #budgetEnd(stop: BudgetStop): Promise<void> {
+    this.log.publish(
+      stop.open.map((call) => ({
+        type: "tool_result" as const,
+        content: JSON.stringify({
+          error: `the tool call was not run: the session reached its ${stop.hit.budget} budget`,
+        }),
+        toolUseId: call.id,
+        isError: true,
+      })),
+    );
+    this.logger.info(stop.hit, "run ended at a budget");
+    await this.#finish([
+      {
+        type: "budget_reached",
+        content: JSON.stringify(stop.hit),
+        tokensIn: this.#tokensIn,
+        tokensOut: this.#tokensOut,
+      },
+    ]);
   }
 
   /**
@@ -523,13 +760,14 @@ class Run {
         ]);
         continue;
       }
+      this.#checkBudgets(calls.slice(i));
       // A tool's effects outlive a crash; so does the record of its call.
       await this.log.flush(this.abort.signal);
       // Live output as tool_output events; the model still gets only the capped result.
       const output = new ToolOutput((content) =>
         this.log.publish([{ type: "tool_output", content, toolUseId: call.id }]),
       );
-      let result: ToolResult;
+      let result: ToolResult | undefined;
       this.#toolUseId = call.id;
       // Its sandbox calls (create, exec, files) are the span's children.
       const span = startWorkSpan(`execute_tool ${call.name}`, {
@@ -548,11 +786,22 @@ class Run {
         output.end();
       } catch (err) {
         span.fail(err);
+        if (this.abort.signal.reason instanceof RunInterrupted) {
+          // The call stops (compute's exec cancel: SIGTERM, then SIGKILL after its grace); its
+          // output so far stays, and the model is told why the result is missing.
+          output.end();
+          this.log.publish([
+            result
+              ? { type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }
+              : { type: "tool_result", content: TOOL_INTERRUPTED_BY_SEND, toolUseId: call.id, isError: true },
+          ]);
+        }
         throw err;
       } finally {
         span.end();
         output.close();
       }
+      this.#usage.tool(call.name);
       this.log.publish([{ type: "tool_result", content: result.content, toolUseId: call.id, isError: result.isError }]);
     }
     return [];
@@ -586,8 +835,12 @@ class Run {
    * or a shutdown gave up on it), the session's end is the reaper's to write.
    */
   async #finish(events: NewEvent[]): Promise<void> {
+    let stored = false;
     try {
-      if (!(await this.log.finish(events)))
+      // Whoever sees the terminal event reads the run's whole usage.
+      await this.#usage.flush();
+      stored = await this.log.finish(events);
+      if (!stored)
         this.logger.warn(
           "the run ended without storing its terminal event; it is ended by whoever takes the session over",
         );
@@ -596,6 +849,9 @@ class Run {
       void this.#mcp.close();
       this.runner.finished(this.session.id, this.runId);
     }
+    // The session is free: the next queued send, if any (a paused session keeps its queue for after the pause).
+    if (stored && events.at(-1)?.type !== "requires_action")
+      await this.runner.dispatch(this.auth.orgId, this.session.id);
   }
 
   async #consume(stream: AsyncIterable<ModelEvent>): Promise<ToolCall[]> {
@@ -636,6 +892,7 @@ class Run {
     } finally {
       this.#tokensIn += callIn;
       this.#tokensOut += callOut;
+      this.#usage.model(this.agent.model, callIn, callOut);
       span?.set({ "gen_ai.usage.input_tokens": callIn, "gen_ai.usage.output_tokens": callOut });
       span?.end();
     }
@@ -648,10 +905,15 @@ class Run {
 
   async #renew(): Promise<void> {
     try {
-      const { held, cancelRequested } = await this.store.renewRun(this.session.id, this.runId, this.options.leaseMs);
+      const { held, cancelRequested, cancelReason } = await this.store.renewRun(
+        this.session.id,
+        this.runId,
+        this.options.leaseMs,
+      );
       if (held) this.#renewedAt = Date.now();
       if (!held) this.abort.abort(new RunCancelled("the run lost its hold on the session"));
-      else if (cancelRequested) this.abort.abort(new RunCancelled());
+      else if (cancelRequested)
+        this.abort.abort(cancelReason === "interrupt" ? new RunInterrupted() : new RunCancelled());
     } catch (err) {
       this.logger.warn({ err }, "could not renew the run lease");
       // Past its lease the run may be taken over at any moment: it stops and

@@ -12,7 +12,14 @@ import {
   SessionFileSchema,
   SessionSchema,
 } from "@platform/gen/agents/v1/agents_pb";
+import {
+  type Budgets as BudgetsMsg,
+  BudgetsSchema,
+  type Usage as UsageMsg,
+  UsageSchema,
+} from "@platform/gen/agents/v1/usage_pb";
 import type { Agent, PendingCall, Session, SessionEvent } from "../domain/model.ts";
+import type { Budgets, UsageTotals } from "../domain/usage.ts";
 import type { WorkspaceEntry } from "../domain/ports.ts";
 
 export function agentToProto(a: Agent): AgentMsg {
@@ -30,8 +37,35 @@ export function agentToProto(a: Agent): AgentMsg {
       description: t.description,
       inputSchema: JSON.stringify(t.inputSchema),
     })),
+    budgets: budgetsToProto(a.budgets),
     createdAt: timestampFromDate(a.createdAt),
     updatedAt: timestampFromDate(a.updatedAt),
+  });
+}
+
+/** Budgets with only the limits set (absent: no limit). */
+export function budgetsToProto(b: Budgets): BudgetsMsg {
+  return create(BudgetsSchema, {
+    ...(b.maxTokens !== undefined ? { maxTokens: BigInt(b.maxTokens) } : {}),
+    ...(b.maxToolCalls !== undefined ? { maxToolCalls: BigInt(b.maxToolCalls) } : {}),
+    ...(b.maxCpuSeconds !== undefined ? { maxCpuSeconds: BigInt(b.maxCpuSeconds) } : {}),
+  });
+}
+
+export function usageToProto(u: UsageTotals): UsageMsg {
+  return create(UsageSchema, {
+    inputTokens: BigInt(u.inputTokens),
+    outputTokens: BigInt(u.outputTokens),
+    modelCalls: BigInt(u.modelCalls),
+    toolCalls: BigInt(u.toolCalls),
+    sandboxCpuMs: BigInt(u.cpuMs),
+    sandboxWallMs: BigInt(u.wallMs),
+    models: u.models.map((m) => ({
+      model: m.model,
+      inputTokens: BigInt(m.inputTokens),
+      outputTokens: BigInt(m.outputTokens),
+      calls: BigInt(m.calls),
+    })),
   });
 }
 
@@ -42,6 +76,7 @@ export function sessionToProto(s: Session): SessionMsg {
     status: s.status,
     lastSeq: BigInt(s.lastSeq),
     sandboxId: s.sandboxId ?? "",
+    budgets: s.budgets ? budgetsToProto(s.budgets) : undefined,
     createdAt: timestampFromDate(s.createdAt),
     updatedAt: timestampFromDate(s.updatedAt),
   });
@@ -57,6 +92,7 @@ export function eventToProto(e: SessionEvent): SessionEventMsg {
     toolUseId: e.toolUseId,
     isError: e.isError,
     createdAt: timestampFromDate(e.createdAt),
+    queuedSeq: BigInt(e.queuedSeq ?? 0),
   });
 }
 

@@ -1,4 +1,6 @@
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
+import { ScheduleService } from "@platform/gen/agents/v1/schedules_pb";
+import { UsageService } from "@platform/gen/agents/v1/usage_pb";
 
 /**
  * The API key scope (identity's api-keys/scopes.ts) each agents RPC needs:
@@ -27,6 +29,19 @@ const scopes: Record<string, string> = {
   [`${SessionService.typeName}/ListSessionFiles`]: "read",
   [`${SessionService.typeName}/ReadSessionFile`]: "read",
   [`${SessionService.typeName}/WriteSessionFile`]: "sessions:run",
+  // Usage is read like the rows it sums; a session's budgets limit what
+  // running it may cost, so setting them is for who may change agents.
+  [`${UsageService.typeName}/GetSessionUsage`]: "read",
+  [`${UsageService.typeName}/GetUsage`]: "read",
+  [`${UsageService.typeName}/UpdateSessionBudgets`]: "agents:write",
+  // A schedule's firings start runs in the org's name: creating, changing
+  // and deleting one is driving sessions; reading them is `read`.
+  [`${ScheduleService.typeName}/CreateSchedule`]: "sessions:run",
+  [`${ScheduleService.typeName}/ListSchedules`]: "read",
+  [`${ScheduleService.typeName}/GetSchedule`]: "read",
+  [`${ScheduleService.typeName}/UpdateSchedule`]: "sessions:run",
+  [`${ScheduleService.typeName}/DeleteSchedule`]: "sessions:run",
+  [`${ScheduleService.typeName}/ListScheduleFirings`]: "read",
 };
 
 export const NO_KEY_SCOPE = "none";

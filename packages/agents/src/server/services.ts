@@ -4,8 +4,17 @@ import { Code, PlatformError } from "@platform/errors";
 import { openStream, requestInfo } from "@platform/rpc";
 import type { AgentsDomain } from "../domain/agents.ts";
 import type { SessionFiles } from "../domain/session-files.ts";
+import type { UsageDomain } from "../domain/usage.ts";
 import { authOf } from "./auth.ts";
-import { agentToProto, eventToProto, pendingCallToProto, sessionFileToProto, sessionToProto } from "./convert.ts";
+import {
+  agentToProto,
+  budgetsToProto,
+  eventToProto,
+  pendingCallToProto,
+  sessionFileToProto,
+  sessionToProto,
+  usageToProto,
+} from "./convert.ts";
 import { mapInTurns, withLoopTurns } from "./loop-turns.ts";
 
 /** Last-Event-ID, the SSE reconnection header, when the query has no `after`. */
@@ -30,7 +39,7 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
     },
     async updateAgent(req, ctx) {
       const { mcpServers } = req;
-      const { id, name, slug, model, systemPrompt, toolPermissions, clientTools } = req;
+      const { id, name, slug, model, systemPrompt, toolPermissions, clientTools, budgets } = req;
       return {
         agent: agentToProto(
           await domain.updateAgent(authOf(ctx), id, {
@@ -41,6 +50,7 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
             systemPrompt,
             toolPermissions,
             clientTools,
+            budgets,
           }),
         ),
       };
@@ -53,10 +63,14 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
 }
 
 /** `files`: the workspace file RPCs; absent (tests of the other RPCs), they answer unimplemented. */
-export function sessionService(domain: AgentsDomain, files?: SessionFiles): ServiceImpl<typeof SessionService> {
+export function sessionService(
+  domain: AgentsDomain,
+  files?: SessionFiles,
+  usage?: UsageDomain,
+): ServiceImpl<typeof SessionService> {
   return {
     async createSession(req, ctx) {
-      return { session: sessionToProto(await domain.createSession(authOf(ctx), req.agentId)) };
+      return { session: sessionToProto(await domain.createSession(authOf(ctx), req.agentId, req.budgets)) };
     },
     async listSessions(req, ctx) {
       const page = await domain.listSessions(authOf(ctx), req.limit, req.after, req.agentId);
@@ -70,16 +84,22 @@ export function sessionService(domain: AgentsDomain, files?: SessionFiles): Serv
       const auth = authOf(ctx);
       const { session, events } = await domain.getSession(auth, req.id);
       const pending = await domain.pendingToolCalls(auth, session.id);
+      // The usage record and budgets (absent from the log's read of the session).
+      const metered = await usage?.sessionUsage(auth, session.id);
       return {
-        session: sessionToProto(session),
+        session: sessionToProto(metered ? { ...session, budgets: metered.own } : session),
+        usage: metered ? usageToProto(metered.usage) : undefined,
+        effectiveBudgets: metered ? budgetsToProto(metered.effective) : undefined,
         events: await mapInTurns(events, eventToProto),
         pendingToolCalls: pending.map(pendingCallToProto),
+        queuedSends: (await domain.queuedSends(auth, session.id)).map(BigInt),
       };
     },
     async *sendMessages(req, ctx) {
       const stream = await domain.sendMessages(authOf(ctx), req.id, req.messages, {
         signal: ctx.signal,
         logger: requestInfo(ctx)?.logger,
+        mode: req.mode,
       });
       // The run started: headers now (SSE 200, gRPC HEADERS), not with the
       // first event, which may come after a long model or tool call.

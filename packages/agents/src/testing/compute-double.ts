@@ -15,10 +15,18 @@ import { type Served, serveH2c } from "./serve.ts";
  *   `cat <path>` → the file;  `ticks <n> <ms>` → `tick <i>\n` on stdout n times, <ms> apart;
  *   anything else → stderr "command not found", exit 127.
  */
+/** CPU and wall time the double reports for every exec (ExecCompleted.usage.cpu_ms, wall_time). */
+export const EXEC_CPU_MS = 7;
+export const EXEC_WALL_MS = 12;
+
 export class ComputeDouble {
   readonly createCalls: Array<{ tenantId: string; sessionId: string }> = [];
   readonly destroyCalls: string[] = [];
   readonly execCalls: Array<{ sandboxId: string; command: string; args: string[] }> = [];
+  /** `hang` execs whose call the client cancelled (compute would SIGTERM them, then SIGKILL after its grace). */
+  readonly cancelledExecs: string[] = [];
+  /** The CPU time every exec reports (tests of CPU budgets raise it). */
+  execCpuMs = EXEC_CPU_MS;
   readonly files = new Map<string, Map<string, Uint8Array>>();
   /** Sandboxes reported FAILED by DescribeSandbox (see fail()). */
   readonly failed = new Set<string>();
@@ -133,8 +141,17 @@ export class ComputeDouble {
     const out = (s: string | Uint8Array) => ({
       event: { case: "stdout" as const, value: { data: typeof s === "string" ? Buffer.from(s) : s } },
     });
+    // Usage as compute reports it: CPU and wall time of each exec (fixed here, so sums can be checked).
     const done = (exitCode: number, cancelled = false) => ({
-      event: { case: "completed" as const, value: { exitCode, cancelled } },
+      event: {
+        case: "completed" as const,
+        value: {
+          exitCode,
+          cancelled,
+          wallTime: { seconds: 0n, nanos: EXEC_WALL_MS * 1_000_000 },
+          usage: { cpuMs: BigInt(this.execCpuMs) },
+        },
+      },
     });
     let m: RegExpExecArray | null;
     if ((m = /^echo (.*)$/s.exec(script))) {
@@ -158,6 +175,7 @@ export class ComputeDouble {
       yield done(0);
     } else if (script === "hang") {
       await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+      this.cancelledExecs.push(req.sandboxId);
       yield done(-1, true);
     } else {
       yield {

@@ -1,5 +1,7 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { AgentService, SessionService as AgentsSessionService } from "@platform/gen/agents/v1/agents_pb";
+import { ScheduleService } from "@platform/gen/agents/v1/schedules_pb";
+import { UsageService } from "@platform/gen/agents/v1/usage_pb";
 import { KeyPublicationService } from "@platform/gen/identity/v1/keys_pb";
 import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
 import {
@@ -72,7 +74,7 @@ export function agentsSurface(scopeOf: AgentsScope): Surface {
       "included) except in SSE events, which omit zero and empty fields. Errors are " +
       "`{error: {code, message}}` with the Connect code name as `code`.",
     defaultPort: 8082,
-    services: [AgentService, AgentsSessionService],
+    services: [AgentService, AgentsSessionService, UsageService, ScheduleService],
     style: { alwaysEmitImplicit: true, emitNulls: true },
     envelope: "code-name",
     strictBody: false,

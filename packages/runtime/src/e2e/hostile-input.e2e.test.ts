@@ -59,6 +59,8 @@ const LONG = "L".repeat(100_000);
 const LONG_ALLOWED = new Set([
   // agents: a message's content is bounded at 512 KiB (MAX_MESSAGE_BYTES); the dev model echoes it.
   "agents.session_events.content",
+  // agents: a schedule's message has the same bound (issue 25).
+  "agents.agent_schedules.message",
 ]);
 const HOSTILE: Array<[string, string]> = [
   ["U+0000", NUL],
@@ -74,6 +76,7 @@ interface Ids {
   sessionId: string;
   sandboxId: string;
   apiKeyId: string;
+  scheduleId: string;
 }
 
 /**
@@ -126,6 +129,17 @@ function baselines(ids: Ids): Record<string, () => MessageInitShape<never>> {
       id: ids.sessionId,
       decisions: [{ toolUseId: "toolu_1", decision: "deny", message: "no" }],
     }),
+    // Issue 20: usage and budgets.
+    "agents.v1.UsageService/GetSessionUsage": () => ({ id: ids.sessionId }),
+    "agents.v1.UsageService/GetUsage": () => ({ agentId: ids.agentId }),
+    "agents.v1.UsageService/UpdateSessionBudgets": () => ({ id: ids.sessionId, budgets: { maxTokens: 100n } }),
+    // Issue 25: schedules (a cron that does not fire during the test).
+    "agents.v1.ScheduleService/CreateSchedule": () => ({ agentId: ids.agentId, cron: "0 0 1 1 *", message: "hi" }),
+    "agents.v1.ScheduleService/ListSchedules": () => ({ agentId: ids.agentId }),
+    "agents.v1.ScheduleService/GetSchedule": () => ({ id: ids.scheduleId }),
+    "agents.v1.ScheduleService/UpdateSchedule": () => ({ id: ids.scheduleId }),
+    "agents.v1.ScheduleService/DeleteSchedule": () => ({ id: ids.scheduleId }),
+    "agents.v1.ScheduleService/ListScheduleFirings": () => ({ id: ids.scheduleId }),
     // Issue 18: a session's workspace files; the path is checked before compute is asked.
     "agents.v1.SessionService/ListSessionFiles": () => ({ id: ids.sessionId, path: "." }),
     "agents.v1.SessionService/ReadSessionFile": () => ({ id: ids.sessionId, path: "f.txt" }),
@@ -275,6 +289,7 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
     };
     const agent = await agentsJson("/v1/agents", { name: "baseline", slug: "baseline", model: "dev/echo" });
     const session = await agentsJson("/v1/sessions", { agentId: agent.id });
+    const schedule = await agentsJson(`/v1/agents/${agent.id}/schedules`, { cron: "0 0 1 1 *", message: "baseline" });
     // A live sandbox for the exec and file RPCs; a first invoke wakes the tenant's worker.
     const compute = stack.transport(stack.computeUrl, true);
     const { ComputeService } = await import("@platform/gen/compute/v1/compute_pb");
@@ -301,6 +316,7 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
       sessionId: session.id,
       sandboxId: created.message.sandboxId,
       apiKeyId: (key.json as { id: string }).id,
+      scheduleId: schedule.id,
     };
     const [deployment] = await stack.orchestrator.listDeployments({});
     const workerUrl = deployment ? await stack.orchestrator.endpoint(deployment.name) : undefined;
