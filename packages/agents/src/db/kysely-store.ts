@@ -231,7 +231,7 @@ export class KyselyStore implements Store {
       Selectable<SessionEventsTable> &
         Omit<Selectable<SessionsTable>, "created_at"> & { session_created_at: Date; now: Date }
     >`
-      select e.*, s.id, s.org_id, s.agent_id, s.last_seq, s.sandbox_id, s.active_run_id, s.run_lease_until, s.cancel_requested, s.updated_at,
+      select e.*, s.id, s.org_id, s.agent_id, s.last_seq, s.sandbox_id, s.active_run_id, s.run_lease_until, s.cancel_requested, s.budgets, s.updated_at,
         s.created_at as session_created_at, now() as now
       from sessions s left join session_events e on e.session_id = s.id and e.seq > ${after}
       where s.org_id = ${orgId} and s.id = ${sessionId}

@@ -141,6 +141,8 @@ describe("list sessions", () => {
     assert.deepEqual(Object.keys(page.json).sort(), ["items", "next"]);
     assert.deepEqual(Object.keys(page.json.items[0]).sort(), [
       "agentId",
+      // The session's own budgets (issue 20, additive).
+      "budgets",
       "createdAt",
       "id",
       "lastSeq",
