@@ -17,6 +17,10 @@ need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v cc >/dev/null 2>&1 && [[ -e /usr/include/stdio.h ]] || need+=(gcc libc6-dev)
 [[ -e /usr/include/seccomp.h ]] || need+=(libseccomp-dev)
+# The forwarder into a sandbox's network namespace (compute's egress proxy, issue 21); curl and openssl for its tests.
+[[ -x /usr/bin/socat ]] || need+=(socat)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 python3 -c 'import grpc' >/dev/null 2>&1 || /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 || need+=(python3-grpcio)
 command -v zsh >/dev/null 2>&1 || need+=(zsh)
 # The CORS test drives Debian's Chromium with playwright-core (no browser download).

@@ -18,6 +18,9 @@ import { registerComputeMetrics } from "./metrics.ts";
 import { computeServiceImpl } from "./server.ts";
 import { ComputeDomain } from "./service/compute-domain.ts";
 import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
+import { KyselyNetworkEventStore } from "./store/kysely-network-event-store.ts";
+import { EgressProxy } from "./egress/proxy.ts";
+import { createResolver } from "./egress/resolver.ts";
 import { MIGRATIONS_TABLE, migrations } from "./store/migrations.ts";
 
 export interface ComputeApp {
@@ -34,7 +37,11 @@ export async function runMigrations(database: Database<unknown>): Promise<string
 }
 
 /** Builds the driver named by the config. The Kubernetes one is loaded only when asked for. */
-export async function createDriver(config: ComputeConfig, logger: Logger): Promise<SandboxDriver> {
+export async function createDriver(
+  config: ComputeConfig,
+  logger: Logger,
+  egress?: EgressProxy,
+): Promise<SandboxDriver> {
   if (config.driver === "local") {
     return new LocalDriver({
       dataDir: config.dataDir,
@@ -44,6 +51,7 @@ export async function createDriver(config: ComputeConfig, logger: Logger): Promi
       defaultWorkspaceSize: config.pvcWorkspaceSize,
       releasePausedAfterMs: config.pauseReleaseMs,
       favorDynamicCgroupMods: config.favorDynamicCgroupMods,
+      egress,
     });
   }
   const path = "./drivers/kubernetes/index.ts";
@@ -55,11 +63,13 @@ export async function createDriver(config: ComputeConfig, logger: Logger): Promi
 }
 
 /**
- * Only the agents service runs tool calls in sandboxes. The operator (buf
- * curl at the console) may list the methods by reflection and ask health,
- * which any certificate of the CA may, but not exec in a tenant's sandbox.
+ * The agents service runs tool calls in sandboxes; the e2b service (E2B's API
+ * over compute, issue 27) runs the e2b SDK's sandboxes for the organization
+ * whose API key identity verified. The operator (buf curl at the console) may
+ * list the methods by reflection and ask health, which any certificate of the
+ * CA may, but not exec in a tenant's sandbox.
  */
-export const COMPUTE_CALLERS: CallerPolicy = { "compute.v1.ComputeService": ["agents"] };
+export const COMPUTE_CALLERS: CallerPolicy = { "compute.v1.ComputeService": ["agents", "e2b"] };
 
 /**
  * Wires store, driver, domain and the Connect server; does not listen.
@@ -78,7 +88,19 @@ export async function createComputeApp(
       config.databaseUrl ? { url: config.databaseUrl } : { dataDir: join(config.dataDir, "pglite") },
     ));
   await runMigrations(database);
-  const driver = overrides.driver ?? (await createDriver(config, logger));
+  const networkEvents = new KyselyNetworkEventStore(database);
+  // The egress proxy runs here, beside the local driver that wires sandboxes to it (a test's own driver brings its own).
+  const egress =
+    !overrides.driver && config.driver === "local"
+      ? new EgressProxy({
+          socketDir: config.egressSocketDir,
+          resolver: createResolver({ hosts: config.egressHosts, servers: config.egressDnsServers }),
+          protectedPorts: config.egressProtectedPorts,
+          events: networkEvents,
+          logger,
+        })
+      : undefined;
+  const driver = overrides.driver ?? (await createDriver(config, logger, egress));
   const domain = new ComputeDomain({
     driver,
     store: new KyselySandboxStore(database),
@@ -88,6 +110,7 @@ export async function createComputeApp(
       workspaceSize: config.pvcWorkspaceSize,
     },
     idlePauseMs: config.idlePauseMs,
+    networkEvents,
     logger,
   });
   await domain.start();
@@ -124,6 +147,7 @@ export async function createComputeApp(
       await server.close();
       await domain.stop();
       await driver.close();
+      await egress?.close();
       if (!overrides.database) await database.close();
     },
   };

@@ -9,6 +9,7 @@ import { OutputQueue } from "./output-queue.ts";
 import { processStartTime } from "./sandbox-layout.ts";
 import { type MemorySamples, type UsageSources, usageOf, workspaceIo } from "./usage.ts";
 import { ioSince } from "./workspace-io.ts";
+import type { SandboxNetwork } from "./sandbox-network.ts";
 
 /** One exec in flight: its cgroup, the helper child placed in it ahead (if any), its memory samples. */
 export interface RunningExec extends MemorySamples {
@@ -29,6 +30,8 @@ export interface ExecTarget extends Pick<UsageSources, "io" | "ioBase"> {
 
 export interface ExecDeps {
   helper: ExecHelper;
+  /** The sandboxes' way out through the egress proxy (absent: no sandbox has a network). */
+  network?: SandboxNetwork;
   /** SIGTERM → SIGKILL grace on cancel. */
   killGraceMs: number;
 }
@@ -45,12 +48,21 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
     yield { type: "completed", exitCode: -1, wallTimeMs: 0, cancelled: true, usage: zeroUsage() };
     return;
   }
+  const sandboxId = target.spec.sandboxId;
+  // The forwarder of a sandbox with a policy runs before its command does (started here the first time).
+  let networkEnv: Record<string, string>;
+  try {
+    networkEnv = (await deps.network?.prepare(sandboxId, target.initPid as number)) ?? {};
+  } catch (err) {
+    throw PlatformError.internal("exec transport failure", err);
+  }
   const run: RunningExec = { ...(await target.slots.take()), memSampleSum: 0, memSamples: 0 };
   const ioStart = workspaceIo(target);
+  const netStart = deps.network?.counters(sandboxId);
   target.execs.add(run);
   let proc: Launched;
   try {
-    proc = await launch(target, run, request, deps.helper);
+    proc = await launch(target, run, request, deps.helper, networkEnv);
   } catch (err) {
     await endExec(target, run);
     throw PlatformError.internal("exec transport failure", err);
@@ -127,6 +139,13 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
     usage.diskReadBytes = done.read;
     usage.diskWriteBytes = done.write;
   }
+  if (deps.network && netStart && Object.keys(networkEnv).length > 0) {
+    // Its connections end with its processes; their last bytes are counted once the proxy sees them end (bounded).
+    await deps.network.settled(sandboxId, 500);
+    const netEnd = deps.network.counters(sandboxId);
+    usage.networkEgressBytes = netEnd.egressBytes - netStart.egressBytes;
+    usage.networkIngressBytes = netEnd.ingressBytes - netStart.ingressBytes;
+  }
   const code = cancelled ? -1 : exitSignal ? 128 + signalNumber(exitSignal) : (exitCode ?? -1);
   yield {
     type: "completed",
@@ -151,7 +170,13 @@ async function endExec(target: ExecTarget, run: RunningExec): Promise<void> {
 }
 
 /** Starts the command in the sandbox's namespaces, as its uid, inside the exec's cgroup. */
-function launch(target: ExecTarget, run: RunningExec, request: ExecRequest, helper: ExecHelper): Promise<Launched> {
+function launch(
+  target: ExecTarget,
+  run: RunningExec,
+  request: ExecRequest,
+  helper: ExecHelper,
+  networkEnv: Record<string, string>,
+): Promise<Launched> {
   const initPid = target.initPid as number;
   return helper.launch(
     {
@@ -162,7 +187,7 @@ function launch(target: ExecTarget, run: RunningExec, request: ExecRequest, help
       cgroupProcs: run.cgroup.procsFiles(),
       command: request.command,
       args: request.args,
-      env: { ...baseEnv(target.spec.workspace.mountPath), ...request.env },
+      env: { ...baseEnv(target.spec.workspace.mountPath), ...networkEnv, ...request.env },
     },
     run.placed,
   );

@@ -39,6 +39,9 @@ import { favorDynamicCgroupMods } from "./dynmods.ts";
 import { WorkspaceFs } from "./workspace-fs.ts";
 import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 import { flushWorkspace, WorkspaceIo } from "./workspace-io.ts";
+import type { NetworkPolicy } from "../../egress/policy.ts";
+import type { EgressProxy } from "../../egress/proxy.ts";
+import { SandboxNetwork } from "./sandbox-network.ts";
 
 export interface LocalDriverOptions {
   /** Root of sandbox directories (`<dataDir>/sandboxes/<id>`). */
@@ -78,6 +81,11 @@ export interface LocalDriverOptions {
   releasePausedAfterMs?: number;
   /** Mount a hierarchy with favordynmods so cgroup migrations skip an RCU grace period (dynmods.ts); default off. */
   favorDynamicCgroupMods?: boolean;
+  /**
+   * The egress proxy sandboxes with a network policy reach the outside
+   * through (sandbox-network.ts). Without it the driver refuses policies.
+   */
+  egress?: EgressProxy;
 }
 
 interface Live extends UsageSources, ExecTarget {
@@ -165,8 +173,21 @@ export class LocalDriver implements SandboxDriver {
   private closed = false;
   /** Pause, resume and destroy of one sandbox run one at a time. */
   private readonly ops = new KeyedLock();
+  /** Present with an egress proxy: sandboxes may then have a network policy. */
+  private readonly network?: SandboxNetwork;
+  setNetworkPolicy?: (sandboxId: string, policy: NetworkPolicy | undefined) => Promise<void>;
 
   constructor(private readonly options: LocalDriverOptions) {
+    if (options.egress) {
+      const network = new SandboxNetwork(options.egress, options.logger);
+      this.network = network;
+      this.setNetworkPolicy = async (sandboxId, policy) => {
+        const live = this.get(sandboxId);
+        if (live.destroyed)
+          throw PlatformError.failedPrecondition("sandbox is destroyed", ComputeReason.sandboxNotRunnable);
+        network.setPolicy(sandboxId, policy);
+      };
+    }
     this.killGraceMs = options.killGraceMs ?? KILL_GRACE_MS;
     this.pidsMax = options.pidsMax ?? 512;
     this.log = options.logger;
@@ -223,6 +244,7 @@ export class LocalDriver implements SandboxDriver {
       throw PlatformError.internal(`sandbox provisioning failed: ${(err as Error).message}`, err);
     }
     const sizeBytes = this.workspaceBytes(spec);
+    this.wireNetwork(spec);
     if (this.sandboxes.has(spec.sandboxId)) {
       throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
     }
@@ -291,6 +313,7 @@ export class LocalDriver implements SandboxDriver {
     if (existing) return existing.observation;
     const live = this.newLive(spec);
     this.sandboxes.set(spec.sandboxId, live);
+    if (this.network && spec.networkPolicy) this.network.setPolicy(spec.sandboxId, spec.networkPolicy);
     const annotations = live.layout.readAnnotations();
     this.locateWorkspace(live, annotations?.[DELETE_AFTER_KEY] === undefined);
     const failed = failedMark(annotations);
@@ -410,7 +433,7 @@ export class LocalDriver implements SandboxDriver {
     if (live.observation.phase !== "ready" || !live.initPid) {
       throw PlatformError.failedPrecondition(`sandbox is ${live.observation.phase}`, ComputeReason.sandboxNotRunnable);
     }
-    yield* runExec(live, request, { helper: this.helper, killGraceMs: this.killGraceMs });
+    yield* runExec(live, request, { helper: this.helper, killGraceMs: this.killGraceMs, network: this.network });
   }
 
   async readFile(sandboxId: string, path: string, offset: number, maxBytes: number): Promise<ReadResult> {
@@ -435,7 +458,25 @@ export class LocalDriver implements SandboxDriver {
     const live = this.get(sandboxId);
     // No flush here: DescribeSandbox is on the agents' path before each tool call, and
     // forcing a command's buffered writes out would make it wait for them.
-    return live.destroyed ?? live.finalUsage ?? currentUsage(live);
+    if (live.destroyed) return live.destroyed;
+    return this.withNetwork(sandboxId, live.finalUsage ?? currentUsage(live));
+  }
+
+  /** Usage with the network totals of the egress proxy (0 for a sandbox that never had a policy). */
+  private withNetwork(sandboxId: string, usage: Usage): Usage {
+    if (!this.network) return usage;
+    const n = this.network.counters(sandboxId);
+    return { ...usage, networkEgressBytes: n.egressBytes, networkIngressBytes: n.ingressBytes };
+  }
+
+  /** A policy asked for at create: the driver needs its egress proxy. */
+  private wireNetwork(spec: SandboxSpec): void {
+    if (!spec.networkPolicy) return;
+    if (!this.network)
+      throw PlatformError.failedPrecondition(
+        "this compute service has no egress proxy: sandboxes cannot have a network",
+      );
+    this.network.setPolicy(spec.sandboxId, spec.networkPolicy);
   }
 
   /**
@@ -512,6 +553,7 @@ export class LocalDriver implements SandboxDriver {
       live.initPid = undefined;
       live.initStartTime = undefined;
       live.released = true;
+      await this.network?.stop(live.spec.sandboxId);
       live.cgroup.reclaimMemory();
     } finally {
       live.stopping = undefined;
@@ -588,7 +630,8 @@ export class LocalDriver implements SandboxDriver {
         });
       });
     }
-    const total = live.finalUsage ?? usageBefore;
+    const total = this.withNetwork(sandboxId, live.finalUsage ?? usageBefore);
+    await this.network?.forget(sandboxId);
     if (running && live.io) {
       // Its buffered writes count too: flushed before the last reading (its exit's usage was taken without).
       await this.flushIo(live);
@@ -714,6 +757,7 @@ export class LocalDriver implements SandboxDriver {
       for (let i = 0; i < lives.length; i += 8)
         await Promise.all(lives.slice(i, i + 8).map((live) => this.endWithService(live)));
     }
+    await this.network?.close();
     await this.helper.close();
     if (this.options.dieWithService) await this.killUnwatched();
     this.root.removeIfEmpty();
@@ -1207,6 +1251,7 @@ export class LocalDriver implements SandboxDriver {
     }
     clearTimeout(live.deadlineTimer);
     clearInterval(live.livenessTimer);
+    void this.network?.stop(live.spec.sandboxId);
     // Ended by a release (a paused sandbox giving its memory back): it stays paused.
     if (live.stopping === "release") return;
     // A closed driver watches nothing: the next one finds how the sandbox ended (recover).

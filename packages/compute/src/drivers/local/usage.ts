@@ -33,7 +33,7 @@ export function usageOf(stats: CgroupStats, samples: MemorySamples): Usage {
       memSamples > 0 ? Math.min(peak || Number.POSITIVE_INFINITY, Math.round(memSampleSum / memSamples)) : peak,
     diskReadBytes: stats.ioReadBytes,
     diskWriteBytes: stats.ioWriteBytes,
-    // No network namespace wiring: a local sandbox has no external network, so 0 is the true figure.
+    // The cgroup knows nothing of the network: the driver sets these from the egress proxy (0 without a policy).
     networkEgressBytes: 0,
     networkIngressBytes: 0,
   };
