@@ -169,6 +169,7 @@ export class PlatformClient {
   }
 }
 
+/** Agents of the signed-in organization: create, list, get, update, delete. */
 export class AgentsApi {
   constructor(private readonly rpc: Client<typeof AgentService>) {}
 
@@ -207,6 +208,7 @@ export class AgentsApi {
   }
 }
 
+/** Sessions and their runs: create, get, list, delete, cancel; send messages and rejoin streams as typed events; invoke through the router. */
 export class SessionsApi {
   constructor(
     private readonly rpc: Client<typeof SessionService>,
@@ -315,6 +317,7 @@ export class SessionsApi {
   }
 }
 
+/** The signed-in user's API keys: create (raw key once), list, revoke. */
 export class ApiKeysApi {
   constructor(private readonly rpc: Client<typeof UserService>) {}
 

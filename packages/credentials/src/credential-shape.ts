@@ -29,6 +29,7 @@ export function isCompactJws(token: string): boolean {
   return parts.length === 3 && parts.every(isCanonicalBase64url);
 }
 
+/** Whether `token` has the exact shape of a platform API key (prefix, length, alphabet); says nothing of its validity. */
 export function isApiKeyFormat(token: string): boolean {
   return API_KEY.test(token);
 }

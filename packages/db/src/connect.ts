@@ -31,6 +31,7 @@ export type Database<DB> = {
   close(): Promise<void>;
 };
 
+/** Opens PostgreSQL (`url`) or embedded PGlite (`dataDir`, or in memory) behind one Kysely interface, with bounded pool waits. */
 export async function openDatabase<DB>(options: DatabaseOptions = {}): Promise<Database<DB>> {
   const bounds = { ...POOL_BOUNDS_DEFAULTS, ...options.poolBounds };
   if (options.url) {

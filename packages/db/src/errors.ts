@@ -6,7 +6,9 @@ export function sqlState(err: unknown): string | undefined {
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
+/** A unique constraint refused the write (SQLSTATE 23505), on PostgreSQL and PGlite alike. */
 export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === "23505";
+/** A serializable transaction lost a conflict and may be retried (SQLSTATE 40001). */
 export const isSerializationFailure = (err: unknown): boolean => sqlState(err) === "40001";
 
 // Socket-level failures of reaching the server (node's error codes).

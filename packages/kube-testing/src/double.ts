@@ -62,6 +62,7 @@ type Target = {
 
 const CORE = "/api/v1";
 
+/** An API-server double on 127.0.0.1 for the Kubernetes adapters' tests: the REST verbs (no watch: adapters poll with list), pods/exec and optionally real pods in bubblewrap. */
 export class KubeDouble {
   readonly store: Store;
   /** Every request, for tests that assert which verb and patch type an adapter used. */

@@ -54,6 +54,7 @@ function frame(channel: number, data: Buffer): Buffer {
   return Buffer.concat([Buffer.from([channel]), data]);
 }
 
+/** Serves pods/exec over WebSocket (the v5 channel protocol) into a pod the double runs. */
 export function handleExecUpgrade(double: KubeDouble, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   start(double, req, socket, head).catch((err) => {
     reject(socket, err instanceof StatusError ? err : statusErrors.internal(String(err)));

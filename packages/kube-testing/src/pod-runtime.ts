@@ -126,6 +126,7 @@ export function stopPodSandbox(pod: PodSandbox): void {
   for (const e of pod.execs) e.kill("SIGKILL");
 }
 
+/** Removes a pod's directory tree, ignoring what is already gone. */
 export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }

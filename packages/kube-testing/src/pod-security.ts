@@ -15,6 +15,7 @@ const ALLOWED_VOLUME_TYPES = new Set([
   "image",
 ]);
 
+/** What in a pod spec breaks the `restricted` Pod Security Standard (as admission would report it). */
 export function restrictedViolations(spec: KubeObject | undefined): string[] {
   if (!spec) return ["no pod spec"];
   const out: string[] = [];

@@ -328,10 +328,12 @@ const deployments: ResourceDef = {
 
 export const RESOURCES: ResourceDef[] = [pods, persistentVolumeClaims, services, configMaps, deployments];
 
+/** The resource the double serves at group/version/plural, if any. */
 export function findResource(group: string, version: string, plural: string): ResourceDef | undefined {
   return RESOURCES.find((r) => r.group === group && r.version === version && r.plural === plural);
 }
 
+/** `group/version`, or just the version for the core group. */
 export function apiVersionOf(def: ResourceDef): string {
   return def.group ? `${def.group}/${def.version}` : def.version;
 }

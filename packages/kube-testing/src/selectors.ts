@@ -42,6 +42,7 @@ function parseRequirement(raw: string): Requirement {
   throw statusErrors.badRequest(`unable to parse requirement: ${JSON.stringify(raw)}`);
 }
 
+/** A predicate for a label selector string (=, ==, !=, in, notin, exists, !key); malformed is 400 as the API server says. */
 export function parseLabelSelector(selector: string | undefined | null): LabelSelector {
   if (!selector) return () => true;
   const reqs = splitTop(selector).map(parseRequirement);

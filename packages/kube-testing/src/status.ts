@@ -86,6 +86,7 @@ export const statusErrors = {
   internal: (message: string) => failure(500, "InternalError", message),
 };
 
+/** The Status object the API server answers a successful delete with. */
 export function successStatus(details?: StatusDetails): KubeStatus {
   return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", details, code: 200 };
 }

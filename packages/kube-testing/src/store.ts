@@ -9,6 +9,7 @@ import { annotations, labels } from "./validation.ts";
 const key = (ns: string, name: string) => `${ns}/${name}`;
 const GENERATE_SUFFIX = "bcdfghjklmnpqrstvwxz2456789";
 
+/** The double's object store: resourceVersions, generateName and change callbacks. */
 export class Store {
   private rv = 1000;
   private readonly objects = new Map<ResourceDef, Map<string, KubeObject>>();

@@ -7,6 +7,7 @@ const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[
 const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 
+/** The API server's DNS-1123 label rule (names of most objects): the causes of a violation, or none. */
 export function dns1123Label(field: string, v: unknown): Cause[] {
   if (typeof v !== "string" || v.length > 63 || !DNS1123_LABEL.test(v)) {
     return [
@@ -19,6 +20,7 @@ export function dns1123Label(field: string, v: unknown): Cause[] {
   return [];
 }
 
+/** The API server's DNS-1123 subdomain rule (e.g. ConfigMap names): the causes of a violation, or none. */
 export function dns1123Subdomain(field: string, v: unknown): Cause[] {
   if (typeof v !== "string" || v.length > 253 || !DNS1123_SUBDOMAIN.test(v)) {
     return [
@@ -31,6 +33,7 @@ export function dns1123Subdomain(field: string, v: unknown): Cause[] {
   return [];
 }
 
+/** The API server's DNS-1035 label rule (Service names): the causes of a violation, or none. */
 export function dns1035Label(field: string, v: unknown): Cause[] {
   if (typeof v !== "string" || v.length > 63 || !DNS1035_LABEL.test(v)) {
     return [
@@ -64,6 +67,7 @@ function qualifiedName(field: string, key: string): Cause[] {
   return causes;
 }
 
+/** The API server's rules for a labels map (qualified keys, ≤ 63-character values). */
 export function labels(field: string, v: unknown): Cause[] {
   if (v === undefined || v === null) return [];
   if (typeof v !== "object") return [{ field, message: "Invalid value: labels must be an object" }];
@@ -80,6 +84,7 @@ export function labels(field: string, v: unknown): Cause[] {
   return causes;
 }
 
+/** The API server's rules for an annotations map (qualified keys, 256 KiB in total). */
 export function annotations(field: string, v: unknown): Cause[] {
   if (v === undefined || v === null) return [];
   if (typeof v !== "object") return [{ field, message: "Invalid value: annotations must be an object" }];

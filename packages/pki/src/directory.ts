@@ -16,6 +16,7 @@ export interface ServiceTlsFiles {
   keyFile: string;
 }
 
+/** Where the launcher's PKI directory keeps the CA and `name`'s certificate and key. */
 export function serviceTlsFiles(dir: string, name: string): ServiceTlsFiles {
   return { caFile: join(dir, "ca.crt"), certFile: join(dir, `${name}.crt`), keyFile: join(dir, `${name}.key`) };
 }

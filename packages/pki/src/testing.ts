@@ -18,6 +18,7 @@ export interface TestPki {
   remove(): void;
 }
 
+/** A throwaway CA and one certificate per service name in a temp directory, for tests of mutual TLS. */
 export async function makeTestPki(names: readonly string[] = SERVICE_NAMES): Promise<TestPki> {
   const dir = fs.mkdtempSync(join(tmpdir(), "platform-pki-"));
   await ensurePki(dir, { names });

@@ -41,6 +41,7 @@ export function requestInfo(ctx?: HandlerContext): RequestInfo | undefined {
   return ctx?.values.get(requestInfoKey) ?? store.getStore();
 }
 
+/** Runs `fn` with `info` as the current request (its ids reach log lines and outgoing calls). */
 export function runWithRequest<T>(info: RequestInfo, fn: () => T): T {
   return store.run(info, fn);
 }
@@ -60,10 +61,12 @@ export function acceptedId(value: string | null | undefined): string | undefined
   return value && idPattern.test(value) ? value : undefined;
 }
 
+/** The client's x-request-id when it is well-formed, else a new UUID. */
 export function acceptOrGenerateRequestId(value: string | null | undefined): string {
   return acceptedId(value) ?? randomUUID();
 }
 
+/** The client's x-trace-id when it is well-formed, else a new 128-bit hex id. */
 export function acceptOrGenerateTraceId(value: string | null | undefined): string {
   return acceptedId(value) ?? randomBytes(16).toString("hex");
 }

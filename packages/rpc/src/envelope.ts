@@ -38,6 +38,7 @@ const faultCodes: Record<TransportFault, [Code, number]> = {
 // the same way (issue 16: one status and one code on every public port).
 const edgeCodes = new Set<string>(Object.values(EdgeCode));
 
+/** The HTTP status of a platform error: its own when it carries one, else its code's. */
 export function statusOf(err: PlatformError): number {
   return err.httpStatus ?? httpStatusOf(err.code);
 }

@@ -2,6 +2,8 @@ import type * as http2 from "node:http2";
 import type { GrpcTransportOptions } from "@connectrpc/connect-node";
 import { widenConnectionWindow } from "./http2-windows.ts";
 
+type NodeHttp2ClientSessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
+
 /**
  * Works around connectrpc/connect-es#1768 (open): when a server sends GOAWAY
  * on an idle connection (identity or compute restarting) and a new request
@@ -11,8 +13,6 @@ import { widenConnectionWindow } from "./http2-windows.ts";
  * manager's own listeners still handle errors while it tracks the session.
  * Seeing each new session first, it also widens its connection window.
  */
-type NodeHttp2ClientSessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
-
 export class GoawayGuardedSessions implements NodeHttp2ClientSessionManager {
   readonly #guarded = new WeakSet<http2.ClientHttp2Session>();
   constructor(private readonly inner: NodeHttp2ClientSessionManager) {}

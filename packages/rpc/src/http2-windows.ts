@@ -8,6 +8,7 @@ import type * as http2 from "node:http2";
 export const HTTP2_STREAM_WINDOW = 1 << 20;
 export const HTTP2_CONNECTION_WINDOW = 8 << 20;
 
+/** Raises an HTTP/2 session's connection window so one stream's unread data cannot stall the others. */
 export function widenConnectionWindow(session: http2.Http2Session): void {
   const apply = () => session.setLocalWindowSize(HTTP2_CONNECTION_WINDOW);
   if (session.connecting) session.once("connect", apply);

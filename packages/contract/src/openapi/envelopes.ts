@@ -71,6 +71,7 @@ function codeNameEnvelope(): Schema {
   };
 }
 
+/** The JSON Schema of a service's error body: identity's reason envelope (`code` is the reason) or the others' code-name envelope. */
 export function envelopeSchema(kind: EnvelopeKind): Schema {
   return kind === "reason" ? reasonEnvelope() : codeNameEnvelope();
 }

@@ -47,6 +47,7 @@ export function loadProtoComments(root: string): ProtoComments {
   }
 }
 
+/** The leading comments of every message, field and method of a descriptor set, by full name (for OpenAPI descriptions). */
 export function commentsOf(bytes: Uint8Array): ProtoComments {
   const set = fromBinary(FileDescriptorSetSchema, bytes);
   const out = new Map<string, string>();

@@ -49,6 +49,7 @@ export class HealthRegistry {
   }
 }
 
+/** grpc.health.v1.Health over a registry of per-service statuses. */
 export function healthService(registry: HealthRegistry): ServiceImpl<typeof Health> {
   return {
     check(req) {

@@ -133,6 +133,7 @@ function closure(roots: DescFile[]): DescFile[] {
   return out;
 }
 
+/** gRPC server reflection (v1) over the served descriptors, for grpcurl and buf curl. */
 export function reflectionV1(r: Reflector): ServiceImpl<typeof v1.ServerReflection> {
   return {
     async *serverReflectionInfo(requests) {
@@ -141,6 +142,7 @@ export function reflectionV1(r: Reflector): ServiceImpl<typeof v1.ServerReflecti
   };
 }
 
+/** gRPC server reflection (v1alpha), for clients that know only the older name. */
 export function reflectionV1alpha(r: Reflector): ServiceImpl<typeof v1alpha.ServerReflection> {
   return {
     async *serverReflectionInfo(requests) {

@@ -29,6 +29,7 @@ export interface Probe {
 
 const waiters = new WeakMap<Probe, ((s: string) => void)[]>();
 
+/** What the test services saw: calls per method and the aborts of cancelled streams, awaitable. */
 export function createProbe(): Probe {
   const probe: Probe = {
     aborted: new Set(),
@@ -54,6 +55,7 @@ const codeByName = new Map(
     .map(([k, v]) => [k.replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase(), v as Code]),
 );
 
+/** The rpctest LibraryService: REST-mapped unary methods that echo, fail with a requested code, or sleep until aborted. */
 export function libraryImpl(probe: Probe): ServiceImpl<typeof LibraryService> {
   return {
     getShelf(req) {
@@ -120,6 +122,7 @@ export function libraryImpl(probe: Probe): ServiceImpl<typeof LibraryService> {
   };
 }
 
+/** The rpctest StreamService: server streams (Tick, Chat) that can wait, fail first or midway, and record aborts. */
 export function streamImpl(probe: Probe): ServiceImpl<typeof StreamService> {
   return {
     async *tick(req, ctx) {
@@ -178,6 +181,7 @@ export const identityLikeEnvelope = reasonEnvelope("identity", {
   internal: IdentityRestCode.internal,
 });
 
+/** createServer with both test services (agents' envelope unless overridden) and its probe, for in-process request tests. */
 export function testServer(overrides: Partial<ServerOptions> = {}, probe = createProbe()) {
   const server = createServer({
     name: "rpctest",

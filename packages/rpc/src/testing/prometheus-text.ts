@@ -21,6 +21,7 @@ export interface Family {
   samples: Sample[];
 }
 
+/** A scrape that breaks the Prometheus text exposition format. */
 export class ExpositionError extends Error {
   override name = "ExpositionError";
 }

@@ -16,6 +16,7 @@ const OPEN_SERVICES = new Set([
   "grpc.reflection.v1alpha.ServerReflection",
 ]);
 
+/** Whether the service named in a client certificate may call `service`/`method` under `policy`. */
 export function callerAllowed(policy: CallerPolicy, service: string, method: string, caller: string): boolean {
   if (OPEN_SERVICES.has(service)) return true;
   const entry = policy[service];

@@ -21,6 +21,7 @@ export interface WorkSpan {
 
 const none: WorkSpan = { set: () => {}, fail: () => {}, end: () => {}, run: (fn) => fn() };
 
+/** A child span of the current trace for a piece of work (a no-op when tracing is off or no trace is active). */
 export function startWorkSpan(name: string, attributes?: Attributes): WorkSpan {
   if (!tracingEnabled()) return none;
   const active = context.active();

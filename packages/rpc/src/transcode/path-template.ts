@@ -33,6 +33,7 @@ export interface PathTemplate {
   verb?: string;
 }
 
+/** A google.api.http path template that does not parse. */
 export class TemplateSyntaxError extends Error {
   override name = "TemplateSyntaxError";
 }
@@ -42,6 +43,7 @@ const identRe = /^[A-Za-z_][A-Za-z0-9_]*$/;
 // hold one (grpc-gateway's rule as well).
 const literalStop = new Set(["/", "{", "}", ":", "*", "=", "?", "#"]);
 
+/** Parses a google.api.http path template (`/v1/{name=orgs/*}/keys:verb`) into segments and variables. */
 export function parseTemplate(source: string): PathTemplate {
   let i = 0;
   const segments: Segment[] = [];

@@ -21,6 +21,7 @@ export interface Route {
   tolerantBody: boolean;
 }
 
+/** Two REST routes that collide, or an annotation the transcoder cannot serve. */
 export class RouteConfigError extends Error {
   override name = "RouteConfigError";
 }
