@@ -37,6 +37,7 @@ export function providersFrom(config: Pick<AgentsConfig, "anthropic" | "openai">
 export const AGENTS_CALLERS: CallerPolicy = {
   "agents.v1.AgentService": ["runtime-worker", "operator"],
   "agents.v1.SessionService": ["runtime-worker", "operator"],
+  "agents.v1.ScheduleService": ["runtime-worker", "operator"],
 };
 
 export type AgentsServer = {
@@ -65,6 +66,9 @@ export async function createAgentsServer(
     providers?: ProviderRegistry;
     database?: Database<AgentsDB>;
     pollMs?: number;
+    /** The schedules' clock and tick (tests); see AgentsAppOptions. */
+    clock?: () => Date;
+    scheduleTickMs?: number;
     internalTls: ServiceTls | undefined;
   },
 ): Promise<AgentsServer> {
@@ -92,6 +96,8 @@ export async function createAgentsServer(
     runLeaseMs: config.runLeaseMs,
     sandboxIdleMs: config.sandboxIdleMs,
     pollMs: overrides.pollMs,
+    clock: overrides.clock,
+    scheduleTickMs: overrides.scheduleTickMs,
     listenUrl: config.databaseUrl,
     // The same host and public port after a restart: the same replica, whose
     // earlier process's runs are dead once this one listens.

@@ -276,6 +276,35 @@ test("every route of the three documents answers what its document says", async 
   });
   assert.equal(Buffer.from((read.json as Json).data as string, "base64").toString(), "walked\n");
 
+  // --- schedules (issue 25): created paused, so it never fires during the walk ---
+  const agentPath = { agent_id: agent.id as string };
+  const schedule = (
+    await agents.call("POST", "/v1/agents/{agent_id}/schedules", {
+      token,
+      path: agentPath,
+      body: { cron: "0 9 * * 1-5", timeZone: "Europe/Berlin", message: "standup", enabled: false },
+      expect: 201,
+    })
+  ).json as Json;
+  await agents.call("POST", "/v1/agents/{agent_id}/schedules", {
+    token,
+    path: agentPath,
+    body: { cron: "0 9 * * 1-5", timeZone: "Mars/Olympus", message: "x" },
+    expect: 400,
+  });
+  await agents.call("GET", "/v1/agents/{agent_id}/schedules", { token, path: agentPath, expect: 200 });
+  const scheduleId = { id: schedule.id as string };
+  await agents.call("PATCH", "/v1/schedules/{id}", { token, path: scheduleId, body: { enabled: true }, expect: 200 });
+  const shown = await agents.call("GET", "/v1/schedules/{id}", {
+    token,
+    path: scheduleId,
+    query: { nextRuns: "3" },
+    expect: 200,
+  });
+  assert.equal(((shown.json as Json).nextRuns as string[]).length, 3);
+  await agents.call("GET", "/v1/schedules/{id}/firings", { token, path: scheduleId, expect: 200 });
+  await agents.call("DELETE", "/v1/schedules/{id}", { token, path: scheduleId, expect: 204 });
+
   // --- the router: a chat through the tenant's worker, and a refusal ---
   await router.call("POST", "/v1/sessions/{session_id}/invoke", {
     path: { session_id: sessionId },
