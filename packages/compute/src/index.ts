@@ -35,3 +35,13 @@ export { LIMITS } from "./service/limits.ts";
 export { type ComputeDB, KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
 export { MIGRATIONS_TABLE, migrations } from "./store/migrations.ts";
 export { MemorySandboxStore, type SandboxRecord, type SandboxState, type SandboxStore } from "./store/sandbox-store.ts";
+export { proxyEnv, SANDBOX_PROXY_PORT, startForwarder, stopForwarder } from "./egress/forwarder.ts";
+export { type NetworkPolicy, POLICY_LIMITS, validateNetworkPolicy } from "./egress/policy.ts";
+export { type DenyReason, EgressProxy, type EgressProxyOptions } from "./egress/proxy.ts";
+export { createResolver, type EgressResolver, parseHostsSetting } from "./egress/resolver.ts";
+export { KyselyNetworkEventStore } from "./store/kysely-network-event-store.ts";
+export {
+  MemoryNetworkEventStore,
+  type NetworkEventRecord,
+  type NetworkEventStore,
+} from "./store/network-event-store.ts";

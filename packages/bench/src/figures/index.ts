@@ -11,6 +11,7 @@ import { sseStreams } from "./sse-streams.ts";
 import { density } from "./density.ts";
 import { agentsLivezLoad } from "./agents-livez-load.ts";
 import { pauseResume } from "./pause-resume.ts";
+import { egress } from "./egress.ts";
 
 /** In the order of the table. */
 export const figures: Figure[] = [
@@ -26,4 +27,5 @@ export const figures: Figure[] = [
   density,
   agentsLivezLoad,
   pauseResume,
+  egress,
 ];

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import * as fs from "node:fs";
 
 /** The port the forwarder listens on inside a sandbox (its own loopback: no other sandbox sees it). */
 export const SANDBOX_PROXY_PORT = 3128;
@@ -36,6 +37,8 @@ export function proxyEnv(port = SANDBOX_PROXY_PORT): Record<string, string> {
  */
 export function startForwarder(options: { netns: string; socketPath: string; port?: number }): Promise<ChildProcess> {
   const port = options.port ?? SANDBOX_PROXY_PORT;
+  // Quiet (no -d: a log line per connection costs a write on every connect) and with large buffers
+  // (8 KiB by default: four times the system calls per MiB).
   const child = spawn(
     SETPRIV,
     [
@@ -46,31 +49,56 @@ export function startForwarder(options: { netns: string; socketPath: string; por
       `--net=${options.netns}`,
       "--",
       SOCAT,
-      "-d",
-      "-d",
-      `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork,nodelay`,
+      "-b",
+      "262144",
+      `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork,nodelay,backlog=256`,
       `UNIX-CONNECT:${options.socketPath}`,
     ],
     { stdio: ["ignore", "ignore", "pipe"] },
   );
+  // Listening once its namespace's TCP table has 127.0.0.1:port in state LISTEN (0A).
+  const wanted = `0100007F:${port.toString(16).toUpperCase().padStart(4, "0")}`;
   return new Promise((resolve, reject) => {
     let stderr = "";
-    const onData = (d: Buffer) => {
+    let done = false;
+    child.stderr?.on("data", (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-4000);
-      if (/listening on/.test(stderr)) {
-        child.stderr?.off("data", onData);
-        // Keep draining (socat logs each connection at -d -d) without holding the event loop.
+    });
+    const onExit = (code: number | null) => {
+      done = true;
+      reject(new Error(`forwarder exited (${code}): ${stderr.trim()}`));
+    };
+    child.once("exit", onExit);
+    child.once("error", (err) => {
+      done = true;
+      reject(err);
+    });
+    const started = Date.now();
+    const poll = () => {
+      if (done) return;
+      let table = "";
+      try {
+        table = fs.readFileSync(`/proc/${child.pid}/net/tcp`, "utf8");
+      } catch {}
+      if (table.split("\n").some((l) => l.includes(` ${wanted} `) && / 0A /.test(l))) {
+        done = true;
+        child.off("exit", onExit);
+        child.stderr?.removeAllListeners("data");
         child.stderr?.resume();
         (child.stderr as unknown as { unref?: () => void })?.unref?.();
         child.unref();
-        child.off("exit", onExit);
         resolve(child);
+        return;
       }
+      if (Date.now() - started > 10_000) {
+        done = true;
+        child.kill("SIGKILL");
+        reject(new Error("forwarder did not listen within 10 s"));
+        return;
+      }
+      setTimeout(poll, 2);
     };
-    const onExit = (code: number | null) => reject(new Error(`forwarder exited (${code}): ${stderr.trim()}`));
-    child.stderr?.on("data", onData);
-    child.once("exit", onExit);
-    child.once("error", reject);
+    poll();
   });
 }
 

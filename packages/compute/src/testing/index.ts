@@ -7,3 +7,4 @@ export {
   type ContractFactoryResult,
   type DriverFactory,
 } from "./driver-contract.ts";
+export { createIsolatedNetns, createNetworkWorld, type NetworkWorld } from "./network-world.ts";

@@ -1,0 +1,128 @@
+import { execFile, execFileSync } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { randomBytes, randomUUID } from "node:crypto";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  createResolver,
+  EgressProxy,
+  MemoryNetworkEventStore,
+  startForwarder,
+  stopForwarder,
+  validateNetworkPolicy,
+} from "@platform/compute";
+import { createIsolatedNetns, createNetworkWorld } from "@platform/compute/testing";
+import type { Figure } from "../figure.ts";
+import { ratio } from "../loop.ts";
+import { fmtMs, lat, summarize } from "../stats.ts";
+
+/**
+ * Issue 21's numbers for the egress proxy, between the same two network
+ * namespaces: a client namespace like a sandbox's (its forwarder on
+ * 127.0.0.1:3128 to the proxy's unix socket, the proxy in this process on
+ * the host, then a veth pair to the world) and, for the baseline, the same
+ * client namespace with a veth pair of its own straight to the world
+ * namespace. curl in the client namespace, interleaved: direct, then
+ * through the proxy (CONNECT, as HTTPS clients use it).
+ * - throughput: a download of N MiB, curl's own speed;
+ * - connect latency: `GET /` (a 21-byte answer), curl's time to the first
+ *   response byte (a new connection each time); the proxy's added p50 is the
+ *   difference of the p50s.
+ */
+export const egress: Figure = {
+  id: "egress",
+  title: "sandbox egress proxy: throughput and added connect latency",
+  goal: "throughput through the proxy ≥ 50 % of direct; added connect latency p50 ≤ 2 ms",
+  fullTimeoutMs: 300_000,
+  async run(_stack, size) {
+    const world = await createNetworkWorld(["bench.test"]);
+    const client = createIsolatedNetns();
+    const tag = randomBytes(3).toString("hex");
+    const clientIf = `ebc${tag}`;
+    const worldIf = `ebw${tag}`;
+    const m = 1 + ((randomBytes(1)[0] as number) % 254);
+    const socketDir = fs.mkdtempSync(join(tmpdir(), "egress-bench-"));
+    const proxy = new EgressProxy({
+      socketDir,
+      resolver: createResolver({ hosts: new Map([["bench.test", [world.worldAddress]]]) }),
+      protectedPorts: [5432],
+      events: new MemoryNetworkEventStore(),
+    });
+    let forwarder: ChildProcess | undefined;
+    try {
+      // The direct path: the client namespace's own link to the world (a second address there).
+      const ip = (...a: string[]) => execFileSync("ip", a, { stdio: ["ignore", "ignore", "pipe"] });
+      ip("link", "add", clientIf, "type", "veth", "peer", "name", worldIf);
+      ip("link", "set", clientIf, "netns", client.netns);
+      ip("link", "set", worldIf, "netns", world.netns);
+      ip("-n", client.netns, "addr", "add", `198.19.${m}.1/30`, "dev", clientIf);
+      ip("-n", world.netns, "addr", "add", `198.19.${m}.2/30`, "dev", worldIf);
+      ip("-n", client.netns, "link", "set", clientIf, "up");
+      ip("-n", world.netns, "link", "set", worldIf, "up");
+      const sandboxId = randomUUID();
+      const socketPath = await proxy.attach(sandboxId, validateNetworkPolicy({ allowedDomains: ["bench.test"] }));
+      forwarder = await startForwarder({ netns: client.path, socketPath });
+      const curl = (args: string[]) =>
+        new Promise<string>((resolve, reject) =>
+          execFile(
+            "ip",
+            ["netns", "exec", client.netns, "curl", "-sS", "--max-time", "120", ...args],
+            { timeout: 130_000 },
+            (err, stdout, stderr) => (err ? reject(new Error(`${err.message}: ${stderr}`)) : resolve(stdout)),
+          ),
+        );
+      const direct = [`http://198.19.${m}.2`];
+      const proxied = ["--proxytunnel", "-x", "http://127.0.0.1:3128", "http://bench.test"];
+      const url = (base: string[], path: string) => [...base.slice(0, -1), `${base.at(-1)}${path}`];
+
+      const mib = size === "quick" ? 16 : 256;
+      const rounds = size === "quick" ? 1 : 5;
+      const directMBps: number[] = [];
+      const proxyMBps: number[] = [];
+      for (let i = 0; i < rounds + 1; i++) {
+        const get = (base: string[]) =>
+          curl(["-o", "/dev/null", "-w", "%{speed_download}", ...url(base, `/bytes/${mib * 1024 * 1024}`)]).then(
+            (s) => Number(s) / 1024 / 1024,
+          );
+        const d = await get(direct);
+        const p = await get(proxied);
+        if (i === 0) continue; // warm-up
+        directMBps.push(d);
+        proxyMBps.push(p);
+      }
+      const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+      const n = size === "quick" ? 10 : 200;
+      const directTtfb: number[] = [];
+      const proxyTtfb: number[] = [];
+      for (let i = 0; i < n + 5; i++) {
+        const t = async (base: string[]) =>
+          Number(await curl(["-o", "/dev/null", "-w", "%{time_starttransfer}", ...url(base, "/")])) * 1e9;
+        const d = await t(direct);
+        const p = await t(proxied);
+        if (i < 5) continue;
+        directTtfb.push(d);
+        proxyTtfb.push(p);
+      }
+      const dl = summarize(directTtfb);
+      const pl = summarize(proxyTtfb);
+      const throughputRatio = med(proxyMBps) / med(directMBps);
+      const added = pl.p50 - dl.p50;
+      return {
+        baseline: `direct: ${med(directMBps).toFixed(0)} MiB/s (median of ${rounds} × ${mib} MiB); first byte of GET / ${lat(dl)}`,
+        measured: `through the proxy: ${med(proxyMBps).toFixed(0)} MiB/s; first byte ${lat(pl)}`,
+        ratio: `throughput ${(throughputRatio * 100).toFixed(0)} %; added p50 ${fmtMs(added)} (${ratio(pl.p50, dl.p50)})`,
+        met: throughputRatio >= 0.5 && added <= 2,
+        notes: `Client namespace → world namespace, interleaved. Through the proxy: curl → socat forwarder (fork per connection) in the client namespace → unix socket → the Node proxy (CONNECT, policy check, fixed-answer resolver) → veth → server. Direct: curl → its own veth pair → the same server. Speeds per round direct ${directMBps.map((x) => x.toFixed(0)).join("/")} MiB/s, proxy ${proxyMBps.map((x) => x.toFixed(0)).join("/")} MiB/s.`,
+        raw: { directMBps, proxyMBps, directTtfb: dl, proxyTtfb: pl, addedP50Ms: added, throughputRatio },
+      };
+    } finally {
+      await stopForwarder(forwarder);
+      await proxy.close();
+      client.close();
+      await world.close();
+      fs.rmSync(socketDir, { recursive: true, force: true });
+    }
+  },
+};
