@@ -51,12 +51,17 @@ export class Fixture {
    * machine; what is still there after it is reported.
    */
   async leftoversAfter(ms = 10_000): Promise<string[]> {
-    const until = Date.now() + ms;
+    const started = Date.now();
+    const until = started + ms;
     let left = this.leftovers();
+    const first = left.length;
     while (left.length > 0 && Date.now() < until) {
       await sleep(250);
       left = this.leftovers();
     }
+    // Always said: how long the kernel took to reap killed sandboxes is what the next flaky run needs to know.
+    if (first > 0)
+      console.log(`# leftovers after the stop: ${first} at first, ${left.length} after ${Date.now() - started} ms`);
     return left;
   }
 
