@@ -20,7 +20,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file agents/v1/agents.proto.
  */
 export const file_agents_v1_agents: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEiqwMKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj8KEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyJS5hZ2VudHMudjEuQWdlbnQuVG9vbFBlcm1pc3Npb25zRW50cnkSKwoMY2xpZW50X3Rvb2xzGBUgAygLMhUuYWdlbnRzLnYxLkNsaWVudFRvb2wSKQoLbWNwX3NlcnZlcnMYFiADKAsyFC5hZ2VudHMudjEuTWNwU2VydmVyEiMKB2J1ZGdldHMYFyABKAsyEi5hZ2VudHMudjEuQnVkZ2V0cxo2ChRUb29sUGVybWlzc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRIUCgxoZWFkZXJfbmFtZXMYAyADKAkilAEKDk1jcFNlcnZlcklucHV0EgwKBG5hbWUYASABKAkSCwoDdXJsGAIgASgJEjcKB2hlYWRlcnMYAyADKAsyJi5hZ2VudHMudjEuTWNwU2VydmVySW5wdXQuSGVhZGVyc0VudHJ5Gi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkUKCkNsaWVudFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAkiTwoUQ2xpZW50VG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIUCgxpbnB1dF9zY2hlbWEYAyABKAki4gEKB1Nlc3Npb24SCgoCaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEhAKCGxhc3Rfc2VxGAQgASgEEhIKCnNhbmRib3hfaWQYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIwoHYnVkZ2V0cxgXIAEoCzISLmFnZW50cy52MS5CdWRnZXRzIswBCgxTZXNzaW9uRXZlbnQSCwoDc2VxGAEgASgEEgwKBHR5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIRCgl0b2tlbnNfaW4YBCABKAMSEgoKdG9rZW5zX291dBgFIAEoAxITCgt0b29sX3VzZV9pZBgGIAEoCRIQCghpc19lcnJvchgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpxdWV1ZWRfc2VxGBQgASgEIk8KB01lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhMKC3Rvb2xfdXNlX2lkGAMgASgJEhAKCGlzX2Vycm9yGAQgASgIIu0CChJDcmVhdGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzbHVnGAIgASgJEg0KBW1vZGVsGAMgASgJEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkSTAoQdG9vbF9wZXJtaXNzaW9ucxgUIAMoCzIyLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlcXVlc3QuVG9vbFBlcm1pc3Npb25zRW50cnkSNQoMY2xpZW50X3Rvb2xzGBUgAygLMh8uYWdlbnRzLnYxLkNsaWVudFRvb2xEZWZpbml0aW9uEi4KC21jcF9zZXJ2ZXJzGBYgAygLMhkuYWdlbnRzLnYxLk1jcFNlcnZlcklucHV0EigKB2J1ZGdldHMYFyABKAsyFy5hZ2VudHMudjEuQnVkZ2V0c0lucHV0GjYKFFRvb2xQZXJtaXNzaW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiNgoTQ3JlYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCJAChFMaXN0QWdlbnRzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEg0KBWFmdGVyGAIgASgJQggKBl9saW1pdCJRChJMaXN0QWdlbnRzUmVzcG9uc2USHwoFaXRlbXMYASADKAsyEC5hZ2VudHMudjEuQWdlbnQSEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0Ih0KD0dldEFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIzChBHZXRBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IrsDChJVcGRhdGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEhEKBHNsdWcYAyABKAlIAYgBARISCgVtb2RlbBgEIAEoCUgCiAEBEhoKDXN5c3RlbV9wcm9tcHQYBSABKAlIA4gBARJMChB0b29sX3Blcm1pc3Npb25zGBQgAygLMjIuYWdlbnRzLnYxLlVwZGF0ZUFnZW50UmVxdWVzdC5Ub29sUGVybWlzc2lvbnNFbnRyeRI1CgxjbGllbnRfdG9vbHMYFSADKAsyHy5hZ2VudHMudjEuQ2xpZW50VG9vbERlZmluaXRpb24SLgoLbWNwX3NlcnZlcnMYFiADKAsyGS5hZ2VudHMudjEuTWNwU2VydmVySW5wdXQSKAoHYnVkZ2V0cxgXIAEoCzIXLmFnZW50cy52MS5CdWRnZXRzSW5wdXQaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIHCgVfbmFtZUIHCgVfc2x1Z0IICgZfbW9kZWxCEAoOX3N5c3RlbV9wcm9tcHQiNgoTVXBkYXRlQWdlbnRSZXNwb25zZRIfCgVhZ2VudBgBIAEoCzIQLmFnZW50cy52MS5BZ2VudCIgChJEZWxldGVBZ2VudFJlcXVlc3QSCgoCaWQYASABKAkiFQoTRGVsZXRlQWdlbnRSZXNwb25zZSJUChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAkSEAoIYWdlbnRfaWQYAyABKAlCCAoGX2xpbWl0IlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiEKBWl0ZW1zGAEgAygLMhIuYWdlbnRzLnYxLlNlc3Npb24SEQoEbmV4dBgCIAEoCUgAiAEBQgcKBV9uZXh0IiIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSJSChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIoCgdidWRnZXRzGBQgASgLMhcuYWdlbnRzLnYxLkJ1ZGdldHNJbnB1dCI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uIh8KEUdldFNlc3Npb25SZXF1ZXN0EgoKAmlkGAEgASgJIoACChJHZXRTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50cy52MS5TZXNzaW9uEicKBmV2ZW50cxgCIAMoCzIXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQSNgoScGVuZGluZ190b29sX2NhbGxzGBQgAygLMhouYWdlbnRzLnYxLlBlbmRpbmdUb29sQ2FsbBIUCgxxdWV1ZWRfc2VuZHMYFSADKAQSHwoFdXNhZ2UYGCABKAsyEC5hZ2VudHMudjEuVXNhZ2USLQoRZWZmZWN0aXZlX2J1ZGdldHMYGSABKAsyEi5hZ2VudHMudjEuQnVkZ2V0cyJVChNTZW5kTWVzc2FnZXNSZXF1ZXN0EgoKAmlkGAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRzLnYxLk1lc3NhZ2USDAoEbW9kZRgUIAEoCSIwChNTdHJlYW1FdmVudHNSZXF1ZXN0EgoKAmlkGAEgASgJEg0KBWFmdGVyGAIgASgEIh4KEENhbmNlbFJ1blJlcXVlc3QSCgoCaWQYASABKAkiJgoRQ2FuY2VsUnVuUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIIlEKD1BlbmRpbmdUb29sQ2FsbBITCgt0b29sX3VzZV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWlucHV0GAMgASgJEgwKBGtpbmQYBCABKAkicwoMVG9vbERlY2lzaW9uEhMKC3Rvb2xfdXNlX2lkGAEgASgJEhAKCGRlY2lzaW9uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSKwoGcmVzdWx0GAQgASgLMhsuYWdlbnRzLnYxLkNsaWVudFRvb2xSZXN1bHQiNQoQQ2xpZW50VG9vbFJlc3VsdBIPCgdjb250ZW50GAEgASgJEhAKCGlzX2Vycm9yGAIgASgIIlQKGlN1Ym1pdFRvb2xEZWNpc2lvbnNSZXF1ZXN0EgoKAmlkGAEgASgJEioKCWRlY2lzaW9ucxgCIAMoCzIXLmFnZW50cy52MS5Ub29sRGVjaXNpb24iagobU3VibWl0VG9vbERlY2lzaW9uc1Jlc3BvbnNlEisKB3BlbmRpbmcYASADKAsyGi5hZ2VudHMudjEuUGVuZGluZ1Rvb2xDYWxsEg8KB3Jlc3VtZWQYAiABKAgSDQoFYWZ0ZXIYAyABKAQieAoLU2Vzc2lvbkZpbGUSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJVChdMaXN0U2Vzc2lvbkZpbGVzUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEhEKCXJlY3Vyc2l2ZRgDIAEoCBINCgVsaW1pdBgEIAEoDSJUChhMaXN0U2Vzc2lvbkZpbGVzUmVzcG9uc2USJQoFaXRlbXMYASADKAsyFi5hZ2VudHMudjEuU2Vzc2lvbkZpbGUSEQoJdHJ1bmNhdGVkGAIgASgIIlUKFlJlYWRTZXNzaW9uRmlsZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkgKF1JlYWRTZXNzaW9uRmlsZVJlc3BvbnNlEgwKBGRhdGEYASABKAwSEgoKdG90YWxfc2l6ZRgCIAEoAxILCgNlb2YYAyABKAgiXwoXV3JpdGVTZXNzaW9uRmlsZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIjEKGFdyaXRlU2Vzc2lvbkZpbGVSZXNwb25zZRIVCg1ieXRlc193cml0dGVuGAEgASgDMqAECgxBZ2VudFNlcnZpY2USbwoLQ3JlYXRlQWdlbnQSHS5hZ2VudHMudjEuQ3JlYXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVzcG9uc2UiIcjzGMkBgtPkkwIWOgEqYgVhZ2VudCIKL3YxL2FnZW50cxJdCgpMaXN0QWdlbnRzEhwuYWdlbnRzLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh0uYWdlbnRzLnYxLkxpc3RBZ2VudHNSZXNwb25zZSISgtPkkwIMEgovdjEvYWdlbnRzEmMKCEdldEFnZW50EhouYWdlbnRzLnYxLkdldEFnZW50UmVxdWVzdBobLmFnZW50cy52MS5HZXRBZ2VudFJlc3BvbnNlIh6C0+STAhhiBWFnZW50Eg8vdjEvYWdlbnRzL3tpZH0SbwoLVXBkYXRlQWdlbnQSHS5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXF1ZXN0Gh4uYWdlbnRzLnYxLlVwZGF0ZUFnZW50UmVzcG9uc2UiIYLT5JMCGzoBKmIFYWdlbnQyDy92MS9hZ2VudHMve2lkfRJqCgtEZWxldGVBZ2VudBIdLmFnZW50cy52MS5EZWxldGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuRGVsZXRlQWdlbnRSZXNwb25zZSIcyPMYzAGC0+STAhEqDy92MS9hZ2VudHMve2lkfTKKDAoOU2Vzc2lvblNlcnZpY2USeQoNQ3JlYXRlU2Vzc2lvbhIfLmFnZW50cy52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBogLmFnZW50cy52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2UiJcjzGMkBgtPkkwIaOgEqYgdzZXNzaW9uIgwvdjEvc2Vzc2lvbnMShwEKDExpc3RTZXNzaW9ucxIeLmFnZW50cy52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8uYWdlbnRzLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIjaC0+STAjBaIBIeL3YxL2FnZW50cy97YWdlbnRfaWR9L3Nlc3Npb25zEgwvdjEvc2Vzc2lvbnMScgoNRGVsZXRlU2Vzc2lvbhIfLmFnZW50cy52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBogLmFnZW50cy52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2UiHsjzGMwBgtPkkwITKhEvdjEvc2Vzc2lvbnMve2lkfRJkCgpHZXRTZXNzaW9uEhwuYWdlbnRzLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh0uYWdlbnRzLnYxLkdldFNlc3Npb25SZXNwb25zZSIZgtPkkwITEhEvdjEvc2Vzc2lvbnMve2lkfRLEAQoMU2VuZE1lc3NhZ2VzEh4uYWdlbnRzLnYxLlNlbmRNZXNzYWdlc1JlcXVlc3QaFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50InnS8xhQCgNzZXEgASoEdHlwZSoHY29udGVudCoJdG9rZW5zX2luKgp0b2tlbnNfb3V0Kgt0b29sX3VzZV9pZCoIaXNfZXJyb3IqCnF1ZXVlZF9zZXGC0+STAh86ASoiGi92MS9zZXNzaW9ucy97aWR9L21lc3NhZ2VzMAESxgEKDFN0cmVhbUV2ZW50cxIeLmFnZW50cy52MS5TdHJlYW1FdmVudHNSZXF1ZXN0GhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudCJ70vMYVwoDc2VxEgVhZnRlciABKgR0eXBlKgdjb250ZW50Kgl0b2tlbnNfaW4qCnRva2Vuc19vdXQqC3Rvb2xfdXNlX2lkKghpc19lcnJvcioKcXVldWVkX3NlcYLT5JMCGhIYL3YxL3Nlc3Npb25zL3tpZH0vZXZlbnRzMAESaAoJQ2FuY2VsUnVuEhsuYWdlbnRzLnYxLkNhbmNlbFJ1blJlcXVlc3QaHC5hZ2VudHMudjEuQ2FuY2VsUnVuUmVzcG9uc2UiIILT5JMCGiIYL3YxL3Nlc3Npb25zL3tpZH0vY2FuY2VsEpEBChNTdWJtaXRUb29sRGVjaXNpb25zEiUuYWdlbnRzLnYxLlN1Ym1pdFRvb2xEZWNpc2lvbnNSZXF1ZXN0GiYuYWdlbnRzLnYxLlN1Ym1pdFRvb2xEZWNpc2lvbnNSZXNwb25zZSIrgtPkkwIlOgEqIiAvdjEvc2Vzc2lvbnMve2lkfS90b29sLWRlY2lzaW9ucxJ8ChBMaXN0U2Vzc2lvbkZpbGVzEiIuYWdlbnRzLnYxLkxpc3RTZXNzaW9uRmlsZXNSZXF1ZXN0GiMuYWdlbnRzLnYxLkxpc3RTZXNzaW9uRmlsZXNSZXNwb25zZSIfgtPkkwIZEhcvdjEvc2Vzc2lvbnMve2lkfS9maWxlcxJ+Cg9SZWFkU2Vzc2lvbkZpbGUSIS5hZ2VudHMudjEuUmVhZFNlc3Npb25GaWxlUmVxdWVzdBoiLmFnZW50cy52MS5SZWFkU2Vzc2lvbkZpbGVSZXNwb25zZSIkgtPkkwIeEhwvdjEvc2Vzc2lvbnMve2lkfS9maWxlczpyZWFkEowBChBXcml0ZVNlc3Npb25GaWxlEiIuYWdlbnRzLnYxLldyaXRlU2Vzc2lvbkZpbGVSZXF1ZXN0GiMuYWdlbnRzLnYxLldyaXRlU2Vzc2lvbkZpbGVSZXNwb25zZSIv4PMYgICAC4LT5JMCIjoBKiIdL3YxL3Nlc3Npb25zL3tpZH0vZmlsZXM6d3JpdGViBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_agents_v1_usage, file_platform_api_v1_options]);
+  fileDesc("ChZhZ2VudHMvdjEvYWdlbnRzLnByb3RvEglhZ2VudHMudjEi4gMKBUFnZW50EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEc2x1ZxgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1zeXN0ZW1fcHJvbXB0GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj8KEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyJS5hZ2VudHMudjEuQWdlbnQuVG9vbFBlcm1pc3Npb25zRW50cnkSKwoMY2xpZW50X3Rvb2xzGBUgAygLMhUuYWdlbnRzLnYxLkNsaWVudFRvb2wSKQoLbWNwX3NlcnZlcnMYFiADKAsyFC5hZ2VudHMudjEuTWNwU2VydmVyEiMKB2J1ZGdldHMYFyABKAsyEi5hZ2VudHMudjEuQnVkZ2V0cxI1Cg5uZXR3b3JrX3BvbGljeRgYIAEoCzIdLmFnZW50cy52MS5BZ2VudE5ldHdvcmtQb2xpY3kaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJxChJBZ2VudE5ldHdvcmtQb2xpY3kSEQoJYWxsb3dfYWxsGAEgASgIEhcKD2FsbG93ZWRfZG9tYWlucxgCIAMoCRIvCg1hbGxvd2VkX2NpZHJzGAMgAygLMhguYWdlbnRzLnYxLkFnZW50Q2lkclJ1bGUiLAoNQWdlbnRDaWRyUnVsZRIMCgRjaWRyGAEgASgJEg0KBXBvcnRzGAIgAygNInsKF0FnZW50TmV0d29ya1BvbGljeUlucHV0EhEKCWFsbG93X2FsbBgBIAEoCBIXCg9hbGxvd2VkX2RvbWFpbnMYAiADKAkSNAoNYWxsb3dlZF9jaWRycxgDIAMoCzIdLmFnZW50cy52MS5BZ2VudENpZHJSdWxlSW5wdXQiMQoSQWdlbnRDaWRyUnVsZUlucHV0EgwKBGNpZHIYASABKAkSDQoFcG9ydHMYAiADKA0iPAoJTWNwU2VydmVyEgwKBG5hbWUYASABKAkSCwoDdXJsGAIgASgJEhQKDGhlYWRlcl9uYW1lcxgDIAMoCSKUAQoOTWNwU2VydmVySW5wdXQSDAoEbmFtZRgBIAEoCRILCgN1cmwYAiABKAkSNwoHaGVhZGVycxgDIAMoCzImLmFnZW50cy52MS5NY3BTZXJ2ZXJJbnB1dC5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRQoKQ2xpZW50VG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhQKDGlucHV0X3NjaGVtYRgDIAEoCSJPChRDbGllbnRUb29sRGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhQKDGlucHV0X3NjaGVtYRgDIAEoCSLiAQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEAoIbGFzdF9zZXEYBCABKAQSEgoKc2FuZGJveF9pZBgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIjCgdidWRnZXRzGBcgASgLMhIuYWdlbnRzLnYxLkJ1ZGdldHMizAEKDFNlc3Npb25FdmVudBILCgNzZXEYASABKAQSDAoEdHlwZRgCIAEoCRIPCgdjb250ZW50GAMgASgJEhEKCXRva2Vuc19pbhgEIAEoAxISCgp0b2tlbnNfb3V0GAUgASgDEhMKC3Rvb2xfdXNlX2lkGAYgASgJEhAKCGlzX2Vycm9yGAcgASgIEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnF1ZXVlZF9zZXEYFCABKAQiTwoHTWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEwoLdG9vbF91c2VfaWQYAyABKAkSEAoIaXNfZXJyb3IYBCABKAgiqQMKEkNyZWF0ZUFnZW50UmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHNsdWcYAiABKAkSDQoFbW9kZWwYAyABKAkSFQoNc3lzdGVtX3Byb21wdBgEIAEoCRJMChB0b29sX3Blcm1pc3Npb25zGBQgAygLMjIuYWdlbnRzLnYxLkNyZWF0ZUFnZW50UmVxdWVzdC5Ub29sUGVybWlzc2lvbnNFbnRyeRI1CgxjbGllbnRfdG9vbHMYFSADKAsyHy5hZ2VudHMudjEuQ2xpZW50VG9vbERlZmluaXRpb24SLgoLbWNwX3NlcnZlcnMYFiADKAsyGS5hZ2VudHMudjEuTWNwU2VydmVySW5wdXQSKAoHYnVkZ2V0cxgXIAEoCzIXLmFnZW50cy52MS5CdWRnZXRzSW5wdXQSOgoObmV0d29ya19wb2xpY3kYGCABKAsyIi5hZ2VudHMudjEuQWdlbnROZXR3b3JrUG9saWN5SW5wdXQaNgoUVG9vbFBlcm1pc3Npb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI2ChNDcmVhdGVBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IkAKEUxpc3RBZ2VudHNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESDQoFYWZ0ZXIYAiABKAlCCAoGX2xpbWl0IlEKEkxpc3RBZ2VudHNSZXNwb25zZRIfCgVpdGVtcxgBIAMoCzIQLmFnZW50cy52MS5BZ2VudBIRCgRuZXh0GAIgASgJSACIAQFCBwoFX25leHQiHQoPR2V0QWdlbnRSZXF1ZXN0EgoKAmlkGAEgASgJIjMKEEdldEFnZW50UmVzcG9uc2USHwoFYWdlbnQYASABKAsyEC5hZ2VudHMudjEuQWdlbnQi9wMKElVwZGF0ZUFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCRIRCgRuYW1lGAIgASgJSACIAQESEQoEc2x1ZxgDIAEoCUgBiAEBEhIKBW1vZGVsGAQgASgJSAKIAQESGgoNc3lzdGVtX3Byb21wdBgFIAEoCUgDiAEBEkwKEHRvb2xfcGVybWlzc2lvbnMYFCADKAsyMi5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXF1ZXN0LlRvb2xQZXJtaXNzaW9uc0VudHJ5EjUKDGNsaWVudF90b29scxgVIAMoCzIfLmFnZW50cy52MS5DbGllbnRUb29sRGVmaW5pdGlvbhIuCgttY3Bfc2VydmVycxgWIAMoCzIZLmFnZW50cy52MS5NY3BTZXJ2ZXJJbnB1dBIoCgdidWRnZXRzGBcgASgLMhcuYWdlbnRzLnYxLkJ1ZGdldHNJbnB1dBI6Cg5uZXR3b3JrX3BvbGljeRgYIAEoCzIiLmFnZW50cy52MS5BZ2VudE5ldHdvcmtQb2xpY3lJbnB1dBo2ChRUb29sUGVybWlzc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgcKBV9uYW1lQgcKBV9zbHVnQggKBl9tb2RlbEIQCg5fc3lzdGVtX3Byb21wdCI2ChNVcGRhdGVBZ2VudFJlc3BvbnNlEh8KBWFnZW50GAEgASgLMhAuYWdlbnRzLnYxLkFnZW50IiAKEkRlbGV0ZUFnZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIVChNEZWxldGVBZ2VudFJlc3BvbnNlIlQKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARINCgVhZnRlchgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCUIICgZfbGltaXQiVQoUTGlzdFNlc3Npb25zUmVzcG9uc2USIQoFaXRlbXMYASADKAsyEi5hZ2VudHMudjEuU2Vzc2lvbhIRCgRuZXh0GAIgASgJSACIAQFCBwoFX25leHQiIgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSCgoCaWQYASABKAkiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlIlIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEigKB2J1ZGdldHMYFCABKAsyFy5hZ2VudHMudjEuQnVkZ2V0c0lucHV0IjwKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRzLnYxLlNlc3Npb24iHwoRR2V0U2Vzc2lvblJlcXVlc3QSCgoCaWQYASABKAkigAIKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRzLnYxLlNlc3Npb24SJwoGZXZlbnRzGAIgAygLMhcuYWdlbnRzLnYxLlNlc3Npb25FdmVudBI2ChJwZW5kaW5nX3Rvb2xfY2FsbHMYFCADKAsyGi5hZ2VudHMudjEuUGVuZGluZ1Rvb2xDYWxsEhQKDHF1ZXVlZF9zZW5kcxgVIAMoBBIfCgV1c2FnZRgYIAEoCzIQLmFnZW50cy52MS5Vc2FnZRItChFlZmZlY3RpdmVfYnVkZ2V0cxgZIAEoCzISLmFnZW50cy52MS5CdWRnZXRzIlUKE1NlbmRNZXNzYWdlc1JlcXVlc3QSCgoCaWQYASABKAkSJAoIbWVzc2FnZXMYAiADKAsyEi5hZ2VudHMudjEuTWVzc2FnZRIMCgRtb2RlGBQgASgJIjAKE1N0cmVhbUV2ZW50c1JlcXVlc3QSCgoCaWQYASABKAkSDQoFYWZ0ZXIYAiABKAQiHgoQQ2FuY2VsUnVuUmVxdWVzdBIKCgJpZBgBIAEoCSImChFDYW5jZWxSdW5SZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiUQoPUGVuZGluZ1Rvb2xDYWxsEhMKC3Rvb2xfdXNlX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFaW5wdXQYAyABKAkSDAoEa2luZBgEIAEoCSJzCgxUb29sRGVjaXNpb24SEwoLdG9vbF91c2VfaWQYASABKAkSEAoIZGVjaXNpb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIrCgZyZXN1bHQYBCABKAsyGy5hZ2VudHMudjEuQ2xpZW50VG9vbFJlc3VsdCI1ChBDbGllbnRUb29sUmVzdWx0Eg8KB2NvbnRlbnQYASABKAkSEAoIaXNfZXJyb3IYAiABKAgiVAoaU3VibWl0VG9vbERlY2lzaW9uc1JlcXVlc3QSCgoCaWQYASABKAkSKgoJZGVjaXNpb25zGAIgAygLMhcuYWdlbnRzLnYxLlRvb2xEZWNpc2lvbiJqChtTdWJtaXRUb29sRGVjaXNpb25zUmVzcG9uc2USKwoHcGVuZGluZxgBIAMoCzIaLmFnZW50cy52MS5QZW5kaW5nVG9vbENhbGwSDwoHcmVzdW1lZBgCIAEoCBINCgVhZnRlchgDIAEoBCJ4CgtTZXNzaW9uRmlsZRIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAQSDgoGaXNfZGlyGAMgASgIEgwKBG1vZGUYBCABKA0SLwoLbW9kaWZpZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlUKF0xpc3RTZXNzaW9uRmlsZXNSZXF1ZXN0EgoKAmlkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEg0KBWxpbWl0GAQgASgNIlQKGExpc3RTZXNzaW9uRmlsZXNSZXNwb25zZRIlCgVpdGVtcxgBIAMoCzIWLmFnZW50cy52MS5TZXNzaW9uRmlsZRIRCgl0cnVuY2F0ZWQYAiABKAgiVQoWUmVhZFNlc3Npb25GaWxlUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoAxIRCgltYXhfYnl0ZXMYBCABKAMiSAoXUmVhZFNlc3Npb25GaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJfChdXcml0ZVNlc3Npb25GaWxlUmVxdWVzdBIKCgJpZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGRhdGEYAyABKAwSDgoGYXBwZW5kGAQgASgIEgwKBG1vZGUYBSABKA0iMQoYV3JpdGVTZXNzaW9uRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMyoAQKDEFnZW50U2VydmljZRJvCgtDcmVhdGVBZ2VudBIdLmFnZW50cy52MS5DcmVhdGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuQ3JlYXRlQWdlbnRSZXNwb25zZSIhyPMYyQGC0+STAhY6ASpiBWFnZW50IgovdjEvYWdlbnRzEl0KCkxpc3RBZ2VudHMSHC5hZ2VudHMudjEuTGlzdEFnZW50c1JlcXVlc3QaHS5hZ2VudHMudjEuTGlzdEFnZW50c1Jlc3BvbnNlIhKC0+STAgwSCi92MS9hZ2VudHMSYwoIR2V0QWdlbnQSGi5hZ2VudHMudjEuR2V0QWdlbnRSZXF1ZXN0GhsuYWdlbnRzLnYxLkdldEFnZW50UmVzcG9uc2UiHoLT5JMCGGIFYWdlbnQSDy92MS9hZ2VudHMve2lkfRJvCgtVcGRhdGVBZ2VudBIdLmFnZW50cy52MS5VcGRhdGVBZ2VudFJlcXVlc3QaHi5hZ2VudHMudjEuVXBkYXRlQWdlbnRSZXNwb25zZSIhgtPkkwIbOgEqYgVhZ2VudDIPL3YxL2FnZW50cy97aWR9EmoKC0RlbGV0ZUFnZW50Eh0uYWdlbnRzLnYxLkRlbGV0ZUFnZW50UmVxdWVzdBoeLmFnZW50cy52MS5EZWxldGVBZ2VudFJlc3BvbnNlIhzI8xjMAYLT5JMCESoPL3YxL2FnZW50cy97aWR9MooMCg5TZXNzaW9uU2VydmljZRJ5Cg1DcmVhdGVTZXNzaW9uEh8uYWdlbnRzLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRzLnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZSIlyPMYyQGC0+STAho6ASpiB3Nlc3Npb24iDC92MS9zZXNzaW9ucxKHAQoMTGlzdFNlc3Npb25zEh4uYWdlbnRzLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5hZ2VudHMudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiNoLT5JMCMFogEh4vdjEvYWdlbnRzL3thZ2VudF9pZH0vc2Vzc2lvbnMSDC92MS9zZXNzaW9ucxJyCg1EZWxldGVTZXNzaW9uEh8uYWdlbnRzLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRzLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZSIeyPMYzAGC0+STAhMqES92MS9zZXNzaW9ucy97aWR9EmQKCkdldFNlc3Npb24SHC5hZ2VudHMudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5hZ2VudHMudjEuR2V0U2Vzc2lvblJlc3BvbnNlIhmC0+STAhMSES92MS9zZXNzaW9ucy97aWR9EsQBCgxTZW5kTWVzc2FnZXMSHi5hZ2VudHMudjEuU2VuZE1lc3NhZ2VzUmVxdWVzdBoXLmFnZW50cy52MS5TZXNzaW9uRXZlbnQiedLzGFAKA3NlcSABKgR0eXBlKgdjb250ZW50Kgl0b2tlbnNfaW4qCnRva2Vuc19vdXQqC3Rvb2xfdXNlX2lkKghpc19lcnJvcioKcXVldWVkX3NlcYLT5JMCHzoBKiIaL3YxL3Nlc3Npb25zL3tpZH0vbWVzc2FnZXMwARLGAQoMU3RyZWFtRXZlbnRzEh4uYWdlbnRzLnYxLlN0cmVhbUV2ZW50c1JlcXVlc3QaFy5hZ2VudHMudjEuU2Vzc2lvbkV2ZW50InvS8xhXCgNzZXESBWFmdGVyIAEqBHR5cGUqB2NvbnRlbnQqCXRva2Vuc19pbioKdG9rZW5zX291dCoLdG9vbF91c2VfaWQqCGlzX2Vycm9yKgpxdWV1ZWRfc2VxgtPkkwIaEhgvdjEvc2Vzc2lvbnMve2lkfS9ldmVudHMwARJoCglDYW5jZWxSdW4SGy5hZ2VudHMudjEuQ2FuY2VsUnVuUmVxdWVzdBocLmFnZW50cy52MS5DYW5jZWxSdW5SZXNwb25zZSIggtPkkwIaIhgvdjEvc2Vzc2lvbnMve2lkfS9jYW5jZWwSkQEKE1N1Ym1pdFRvb2xEZWNpc2lvbnMSJS5hZ2VudHMudjEuU3VibWl0VG9vbERlY2lzaW9uc1JlcXVlc3QaJi5hZ2VudHMudjEuU3VibWl0VG9vbERlY2lzaW9uc1Jlc3BvbnNlIiuC0+STAiU6ASoiIC92MS9zZXNzaW9ucy97aWR9L3Rvb2wtZGVjaXNpb25zEnwKEExpc3RTZXNzaW9uRmlsZXMSIi5hZ2VudHMudjEuTGlzdFNlc3Npb25GaWxlc1JlcXVlc3QaIy5hZ2VudHMudjEuTGlzdFNlc3Npb25GaWxlc1Jlc3BvbnNlIh+C0+STAhkSFy92MS9zZXNzaW9ucy97aWR9L2ZpbGVzEn4KD1JlYWRTZXNzaW9uRmlsZRIhLmFnZW50cy52MS5SZWFkU2Vzc2lvbkZpbGVSZXF1ZXN0GiIuYWdlbnRzLnYxLlJlYWRTZXNzaW9uRmlsZVJlc3BvbnNlIiSC0+STAh4SHC92MS9zZXNzaW9ucy97aWR9L2ZpbGVzOnJlYWQSjAEKEFdyaXRlU2Vzc2lvbkZpbGUSIi5hZ2VudHMudjEuV3JpdGVTZXNzaW9uRmlsZVJlcXVlc3QaIy5hZ2VudHMudjEuV3JpdGVTZXNzaW9uRmlsZVJlc3BvbnNlIi/g8xiAgIALgtPkkwIiOgEqIh0vdjEvc2Vzc2lvbnMve2lkfS9maWxlczp3cml0ZWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_agents_v1_usage, file_platform_api_v1_options]);
 
 /**
  * @generated from message agents.v1.Agent
@@ -100,6 +100,13 @@ export type Agent = Message$1<"agents.v1.Agent"> & {
    * @generated from field: agents.v1.Budgets budgets = 23;
    */
   budgets?: Budgets | undefined;
+
+  /**
+   * Outbound network of its sessions' sandboxes (additive). Unset: none.
+   *
+   * @generated from field: agents.v1.AgentNetworkPolicy network_policy = 24;
+   */
+  networkPolicy?: AgentNetworkPolicy | undefined;
 };
 
 /**
@@ -108,6 +115,121 @@ export type Agent = Message$1<"agents.v1.Agent"> & {
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
   messageDesc(file_agents_v1_agents, 0);
+
+/**
+ * What a session's sandbox may reach, enforced by compute's egress proxy
+ * (compute.v1.NetworkPolicy's shape). Nothing is allowed unless listed; a
+ * refused connection appears in the session's events as `network_denied`.
+ *
+ * @generated from message agents.v1.AgentNetworkPolicy
+ */
+export type AgentNetworkPolicy = Message$1<"agents.v1.AgentNetworkPolicy"> & {
+  /**
+   * Every destination except the host's services and (unless a CIDR inside
+   * them is listed) loopback, private and link-local addresses.
+   *
+   * @generated from field: bool allow_all = 1;
+   */
+  allowAll: boolean;
+
+  /**
+   * Exact names ("pypi.org") or "*.example.com" (names below it). At most 256.
+   *
+   * @generated from field: repeated string allowed_domains = 2;
+   */
+  allowedDomains: string[];
+
+  /**
+   * At most 256.
+   *
+   * @generated from field: repeated agents.v1.AgentCidrRule allowed_cidrs = 3;
+   */
+  allowedCidrs: AgentCidrRule[];
+};
+
+/**
+ * Describes the message agents.v1.AgentNetworkPolicy.
+ * Use `create(AgentNetworkPolicySchema)` to create a new message.
+ */
+export const AgentNetworkPolicySchema: GenMessage<AgentNetworkPolicy> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 1);
+
+/**
+ * @generated from message agents.v1.AgentCidrRule
+ */
+export type AgentCidrRule = Message$1<"agents.v1.AgentCidrRule"> & {
+  /**
+   * "203.0.113.0/24", "2001:db8::/32" or one address.
+   *
+   * @generated from field: string cidr = 1;
+   */
+  cidr: string;
+
+  /**
+   * Empty: every port.
+   *
+   * @generated from field: repeated uint32 ports = 2;
+   */
+  ports: number[];
+};
+
+/**
+ * Describes the message agents.v1.AgentCidrRule.
+ * Use `create(AgentCidrRuleSchema)` to create a new message.
+ */
+export const AgentCidrRuleSchema: GenMessage<AgentCidrRule> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 2);
+
+/**
+ * AgentNetworkPolicy as a create or update gives it.
+ *
+ * @generated from message agents.v1.AgentNetworkPolicyInput
+ */
+export type AgentNetworkPolicyInput = Message$1<"agents.v1.AgentNetworkPolicyInput"> & {
+  /**
+   * @generated from field: bool allow_all = 1;
+   */
+  allowAll: boolean;
+
+  /**
+   * @generated from field: repeated string allowed_domains = 2;
+   */
+  allowedDomains: string[];
+
+  /**
+   * @generated from field: repeated agents.v1.AgentCidrRuleInput allowed_cidrs = 3;
+   */
+  allowedCidrs: AgentCidrRuleInput[];
+};
+
+/**
+ * Describes the message agents.v1.AgentNetworkPolicyInput.
+ * Use `create(AgentNetworkPolicyInputSchema)` to create a new message.
+ */
+export const AgentNetworkPolicyInputSchema: GenMessage<AgentNetworkPolicyInput> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 3);
+
+/**
+ * @generated from message agents.v1.AgentCidrRuleInput
+ */
+export type AgentCidrRuleInput = Message$1<"agents.v1.AgentCidrRuleInput"> & {
+  /**
+   * @generated from field: string cidr = 1;
+   */
+  cidr: string;
+
+  /**
+   * @generated from field: repeated uint32 ports = 2;
+   */
+  ports: number[];
+};
+
+/**
+ * Describes the message agents.v1.AgentCidrRuleInput.
+ * Use `create(AgentCidrRuleInputSchema)` to create a new message.
+ */
+export const AgentCidrRuleInputSchema: GenMessage<AgentCidrRuleInput> = /*@__PURE__*/
+  messageDesc(file_agents_v1_agents, 4);
 
 /**
  * A remote MCP server of an agent (Streamable HTTP transport), as returned.
@@ -144,7 +266,7 @@ export type McpServer = Message$1<"agents.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 1);
+  messageDesc(file_agents_v1_agents, 5);
 
 /**
  * An MCP server as a create or update gives it.
@@ -182,7 +304,7 @@ export type McpServerInput = Message$1<"agents.v1.McpServerInput"> & {
  * Use `create(McpServerInputSchema)` to create a new message.
  */
 export const McpServerInputSchema: GenMessage<McpServerInput> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 2);
+  messageDesc(file_agents_v1_agents, 6);
 
 /**
  * A tool of an agent that the client runs (the model calls it, the client
@@ -221,7 +343,7 @@ export type ClientTool = Message$1<"agents.v1.ClientTool"> & {
  * Use `create(ClientToolSchema)` to create a new message.
  */
 export const ClientToolSchema: GenMessage<ClientTool> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 3);
+  messageDesc(file_agents_v1_agents, 7);
 
 /**
  * A client tool as a create or update gives it (the fields of ClientTool; a
@@ -251,7 +373,7 @@ export type ClientToolDefinition = Message$1<"agents.v1.ClientToolDefinition"> &
  * Use `create(ClientToolDefinitionSchema)` to create a new message.
  */
 export const ClientToolDefinitionSchema: GenMessage<ClientToolDefinition> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 4);
+  messageDesc(file_agents_v1_agents, 8);
 
 /**
  * @generated from message agents.v1.Session
@@ -312,7 +434,7 @@ export type Session = Message$1<"agents.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 5);
+  messageDesc(file_agents_v1_agents, 9);
 
 /**
  * One element of a session's event log, and one SSE event of a stream.
@@ -417,7 +539,7 @@ export type SessionEvent = Message$1<"agents.v1.SessionEvent"> & {
  * Use `create(SessionEventSchema)` to create a new message.
  */
 export const SessionEventSchema: GenMessage<SessionEvent> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 6);
+  messageDesc(file_agents_v1_agents, 10);
 
 /**
  * @generated from message agents.v1.Message
@@ -455,7 +577,7 @@ export type Message = Message$1<"agents.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 7);
+  messageDesc(file_agents_v1_agents, 11);
 
 /**
  * @generated from message agents.v1.CreateAgentRequest
@@ -509,6 +631,13 @@ export type CreateAgentRequest = Message$1<"agents.v1.CreateAgentRequest"> & {
    * @generated from field: agents.v1.BudgetsInput budgets = 23;
    */
   budgets?: BudgetsInput | undefined;
+
+  /**
+   * Absent: no network. Malformed entries: INVALID_ARGUMENT naming them.
+   *
+   * @generated from field: agents.v1.AgentNetworkPolicyInput network_policy = 24;
+   */
+  networkPolicy?: AgentNetworkPolicyInput | undefined;
 };
 
 /**
@@ -516,7 +645,7 @@ export type CreateAgentRequest = Message$1<"agents.v1.CreateAgentRequest"> & {
  * Use `create(CreateAgentRequestSchema)` to create a new message.
  */
 export const CreateAgentRequestSchema: GenMessage<CreateAgentRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 8);
+  messageDesc(file_agents_v1_agents, 12);
 
 /**
  * @generated from message agents.v1.CreateAgentResponse
@@ -533,7 +662,7 @@ export type CreateAgentResponse = Message$1<"agents.v1.CreateAgentResponse"> & {
  * Use `create(CreateAgentResponseSchema)` to create a new message.
  */
 export const CreateAgentResponseSchema: GenMessage<CreateAgentResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 9);
+  messageDesc(file_agents_v1_agents, 13);
 
 /**
  * @generated from message agents.v1.ListAgentsRequest
@@ -559,7 +688,7 @@ export type ListAgentsRequest = Message$1<"agents.v1.ListAgentsRequest"> & {
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 10);
+  messageDesc(file_agents_v1_agents, 14);
 
 /**
  * @generated from message agents.v1.ListAgentsResponse
@@ -583,7 +712,7 @@ export type ListAgentsResponse = Message$1<"agents.v1.ListAgentsResponse"> & {
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 11);
+  messageDesc(file_agents_v1_agents, 15);
 
 /**
  * @generated from message agents.v1.GetAgentRequest
@@ -600,7 +729,7 @@ export type GetAgentRequest = Message$1<"agents.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 12);
+  messageDesc(file_agents_v1_agents, 16);
 
 /**
  * @generated from message agents.v1.GetAgentResponse
@@ -617,7 +746,7 @@ export type GetAgentResponse = Message$1<"agents.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 13);
+  messageDesc(file_agents_v1_agents, 17);
 
 /**
  * @generated from message agents.v1.UpdateAgentRequest
@@ -681,6 +810,14 @@ export type UpdateAgentRequest = Message$1<"agents.v1.UpdateAgentRequest"> & {
    * @generated from field: agents.v1.BudgetsInput budgets = 23;
    */
   budgets?: BudgetsInput | undefined;
+
+  /**
+   * Present: replaces the policy (an empty one: no network) for sandboxes
+   * created from then on. Absent: unchanged.
+   *
+   * @generated from field: agents.v1.AgentNetworkPolicyInput network_policy = 24;
+   */
+  networkPolicy?: AgentNetworkPolicyInput | undefined;
 };
 
 /**
@@ -688,7 +825,7 @@ export type UpdateAgentRequest = Message$1<"agents.v1.UpdateAgentRequest"> & {
  * Use `create(UpdateAgentRequestSchema)` to create a new message.
  */
 export const UpdateAgentRequestSchema: GenMessage<UpdateAgentRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 14);
+  messageDesc(file_agents_v1_agents, 18);
 
 /**
  * @generated from message agents.v1.UpdateAgentResponse
@@ -705,7 +842,7 @@ export type UpdateAgentResponse = Message$1<"agents.v1.UpdateAgentResponse"> & {
  * Use `create(UpdateAgentResponseSchema)` to create a new message.
  */
 export const UpdateAgentResponseSchema: GenMessage<UpdateAgentResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 15);
+  messageDesc(file_agents_v1_agents, 19);
 
 /**
  * @generated from message agents.v1.DeleteAgentRequest
@@ -722,7 +859,7 @@ export type DeleteAgentRequest = Message$1<"agents.v1.DeleteAgentRequest"> & {
  * Use `create(DeleteAgentRequestSchema)` to create a new message.
  */
 export const DeleteAgentRequestSchema: GenMessage<DeleteAgentRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 16);
+  messageDesc(file_agents_v1_agents, 20);
 
 /**
  * @generated from message agents.v1.DeleteAgentResponse
@@ -735,7 +872,7 @@ export type DeleteAgentResponse = Message$1<"agents.v1.DeleteAgentResponse"> & {
  * Use `create(DeleteAgentResponseSchema)` to create a new message.
  */
 export const DeleteAgentResponseSchema: GenMessage<DeleteAgentResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 17);
+  messageDesc(file_agents_v1_agents, 21);
 
 /**
  * @generated from message agents.v1.ListSessionsRequest
@@ -768,7 +905,7 @@ export type ListSessionsRequest = Message$1<"agents.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 18);
+  messageDesc(file_agents_v1_agents, 22);
 
 /**
  * @generated from message agents.v1.ListSessionsResponse
@@ -792,7 +929,7 @@ export type ListSessionsResponse = Message$1<"agents.v1.ListSessionsResponse"> &
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 19);
+  messageDesc(file_agents_v1_agents, 23);
 
 /**
  * @generated from message agents.v1.DeleteSessionRequest
@@ -809,7 +946,7 @@ export type DeleteSessionRequest = Message$1<"agents.v1.DeleteSessionRequest"> &
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
 export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 20);
+  messageDesc(file_agents_v1_agents, 24);
 
 /**
  * @generated from message agents.v1.DeleteSessionResponse
@@ -822,7 +959,7 @@ export type DeleteSessionResponse = Message$1<"agents.v1.DeleteSessionResponse">
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
 export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 21);
+  messageDesc(file_agents_v1_agents, 25);
 
 /**
  * @generated from message agents.v1.CreateSessionRequest
@@ -846,7 +983,7 @@ export type CreateSessionRequest = Message$1<"agents.v1.CreateSessionRequest"> &
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 22);
+  messageDesc(file_agents_v1_agents, 26);
 
 /**
  * @generated from message agents.v1.CreateSessionResponse
@@ -863,7 +1000,7 @@ export type CreateSessionResponse = Message$1<"agents.v1.CreateSessionResponse">
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 23);
+  messageDesc(file_agents_v1_agents, 27);
 
 /**
  * @generated from message agents.v1.GetSessionRequest
@@ -880,7 +1017,7 @@ export type GetSessionRequest = Message$1<"agents.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 24);
+  messageDesc(file_agents_v1_agents, 28);
 
 /**
  * @generated from message agents.v1.GetSessionResponse
@@ -932,7 +1069,7 @@ export type GetSessionResponse = Message$1<"agents.v1.GetSessionResponse"> & {
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 25);
+  messageDesc(file_agents_v1_agents, 29);
 
 /**
  * @generated from message agents.v1.SendMessagesRequest
@@ -970,7 +1107,7 @@ export type SendMessagesRequest = Message$1<"agents.v1.SendMessagesRequest"> & {
  * Use `create(SendMessagesRequestSchema)` to create a new message.
  */
 export const SendMessagesRequestSchema: GenMessage<SendMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 26);
+  messageDesc(file_agents_v1_agents, 30);
 
 /**
  * @generated from message agents.v1.StreamEventsRequest
@@ -994,7 +1131,7 @@ export type StreamEventsRequest = Message$1<"agents.v1.StreamEventsRequest"> & {
  * Use `create(StreamEventsRequestSchema)` to create a new message.
  */
 export const StreamEventsRequestSchema: GenMessage<StreamEventsRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 27);
+  messageDesc(file_agents_v1_agents, 31);
 
 /**
  * @generated from message agents.v1.CancelRunRequest
@@ -1011,7 +1148,7 @@ export type CancelRunRequest = Message$1<"agents.v1.CancelRunRequest"> & {
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 28);
+  messageDesc(file_agents_v1_agents, 32);
 
 /**
  * @generated from message agents.v1.CancelRunResponse
@@ -1030,7 +1167,7 @@ export type CancelRunResponse = Message$1<"agents.v1.CancelRunResponse"> & {
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 29);
+  messageDesc(file_agents_v1_agents, 33);
 
 /**
  * A tool call waiting for a person's answer (named by `requires_action`).
@@ -1071,7 +1208,7 @@ export type PendingToolCall = Message$1<"agents.v1.PendingToolCall"> & {
  * Use `create(PendingToolCallSchema)` to create a new message.
  */
 export const PendingToolCallSchema: GenMessage<PendingToolCall> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 30);
+  messageDesc(file_agents_v1_agents, 34);
 
 /**
  * @generated from message agents.v1.ToolDecision
@@ -1114,7 +1251,7 @@ export type ToolDecision = Message$1<"agents.v1.ToolDecision"> & {
  * Use `create(ToolDecisionSchema)` to create a new message.
  */
 export const ToolDecisionSchema: GenMessage<ToolDecision> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 31);
+  messageDesc(file_agents_v1_agents, 35);
 
 /**
  * What a client tool returned.
@@ -1142,7 +1279,7 @@ export type ClientToolResult = Message$1<"agents.v1.ClientToolResult"> & {
  * Use `create(ClientToolResultSchema)` to create a new message.
  */
 export const ClientToolResultSchema: GenMessage<ClientToolResult> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 32);
+  messageDesc(file_agents_v1_agents, 36);
 
 /**
  * @generated from message agents.v1.SubmitToolDecisionsRequest
@@ -1170,7 +1307,7 @@ export type SubmitToolDecisionsRequest = Message$1<"agents.v1.SubmitToolDecision
  * Use `create(SubmitToolDecisionsRequestSchema)` to create a new message.
  */
 export const SubmitToolDecisionsRequestSchema: GenMessage<SubmitToolDecisionsRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 33);
+  messageDesc(file_agents_v1_agents, 37);
 
 /**
  * @generated from message agents.v1.SubmitToolDecisionsResponse
@@ -1203,7 +1340,7 @@ export type SubmitToolDecisionsResponse = Message$1<"agents.v1.SubmitToolDecisio
  * Use `create(SubmitToolDecisionsResponseSchema)` to create a new message.
  */
 export const SubmitToolDecisionsResponseSchema: GenMessage<SubmitToolDecisionsResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 34);
+  messageDesc(file_agents_v1_agents, 38);
 
 /**
  * One entry of a workspace directory listing.
@@ -1248,7 +1385,7 @@ export type SessionFile = Message$1<"agents.v1.SessionFile"> & {
  * Use `create(SessionFileSchema)` to create a new message.
  */
 export const SessionFileSchema: GenMessage<SessionFile> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 35);
+  messageDesc(file_agents_v1_agents, 39);
 
 /**
  * @generated from message agents.v1.ListSessionFilesRequest
@@ -1286,7 +1423,7 @@ export type ListSessionFilesRequest = Message$1<"agents.v1.ListSessionFilesReque
  * Use `create(ListSessionFilesRequestSchema)` to create a new message.
  */
 export const ListSessionFilesRequestSchema: GenMessage<ListSessionFilesRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 36);
+  messageDesc(file_agents_v1_agents, 40);
 
 /**
  * @generated from message agents.v1.ListSessionFilesResponse
@@ -1310,7 +1447,7 @@ export type ListSessionFilesResponse = Message$1<"agents.v1.ListSessionFilesResp
  * Use `create(ListSessionFilesResponseSchema)` to create a new message.
  */
 export const ListSessionFilesResponseSchema: GenMessage<ListSessionFilesResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 37);
+  messageDesc(file_agents_v1_agents, 41);
 
 /**
  * @generated from message agents.v1.ReadSessionFileRequest
@@ -1350,7 +1487,7 @@ export type ReadSessionFileRequest = Message$1<"agents.v1.ReadSessionFileRequest
  * Use `create(ReadSessionFileRequestSchema)` to create a new message.
  */
 export const ReadSessionFileRequestSchema: GenMessage<ReadSessionFileRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 38);
+  messageDesc(file_agents_v1_agents, 42);
 
 /**
  * @generated from message agents.v1.ReadSessionFileResponse
@@ -1381,7 +1518,7 @@ export type ReadSessionFileResponse = Message$1<"agents.v1.ReadSessionFileRespon
  * Use `create(ReadSessionFileResponseSchema)` to create a new message.
  */
 export const ReadSessionFileResponseSchema: GenMessage<ReadSessionFileResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 39);
+  messageDesc(file_agents_v1_agents, 43);
 
 /**
  * @generated from message agents.v1.WriteSessionFileRequest
@@ -1428,7 +1565,7 @@ export type WriteSessionFileRequest = Message$1<"agents.v1.WriteSessionFileReque
  * Use `create(WriteSessionFileRequestSchema)` to create a new message.
  */
 export const WriteSessionFileRequestSchema: GenMessage<WriteSessionFileRequest> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 40);
+  messageDesc(file_agents_v1_agents, 44);
 
 /**
  * @generated from message agents.v1.WriteSessionFileResponse
@@ -1445,7 +1582,7 @@ export type WriteSessionFileResponse = Message$1<"agents.v1.WriteSessionFileResp
  * Use `create(WriteSessionFileResponseSchema)` to create a new message.
  */
 export const WriteSessionFileResponseSchema: GenMessage<WriteSessionFileResponse> = /*@__PURE__*/
-  messageDesc(file_agents_v1_agents, 41);
+  messageDesc(file_agents_v1_agents, 45);
 
 /**
  * @generated from service agents.v1.AgentService

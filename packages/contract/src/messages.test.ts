@@ -8,6 +8,7 @@ import * as compute from "@platform/gen/compute/v1/compute_pb";
 import * as health from "@platform/gen/grpc/health/v1/health_pb";
 import * as auth from "@platform/gen/identity/v1/auth_pb";
 import * as rest from "@platform/gen/identity/v1/rest_pb";
+import * as webhooks from "@platform/gen/identity/v1/webhooks_pb";
 import * as runtime from "@platform/gen/runtime/v1/runtime_pb";
 
 /** field name → JSON name of a message. */
@@ -137,7 +138,7 @@ test("identity JSON names are snake_case as the specification shows them", () =>
   assert.deepEqual(values(auth.RoleSchema), ["ROLE_UNSPECIFIED", "ROLE_OWNER", "ROLE_MEMBER"]);
   assert.deepEqual(values(auth.EnvSchema), ["ENV_UNSPECIFIED", "ENV_LIVE", "ENV_TEST"]);
   // Every multi-word identity field keeps its snake_case JSON name.
-  for (const file of [rest.file_identity_v1_rest, auth.file_identity_v1_auth]) {
+  for (const file of [rest.file_identity_v1_rest, auth.file_identity_v1_auth, webhooks.file_identity_v1_webhooks]) {
     for (const m of file.messages)
       for (const f of m.fields) assert.equal(f.jsonName, f.name, `${m.typeName}.${f.name}`);
   }
@@ -179,6 +180,32 @@ test("agents usage and budgets (issue 20): additions numbered as given, optional
   assert.deepEqual(
     usage.UsageService.methods.map((m) => m.name),
     ["GetSessionUsage", "GetUsage", "UpdateSessionBudgets"],
+  );
+});
+
+test("agents send modes and the message queue (issue 20 items 2 and 3): additions numbered as given, camelCase", () => {
+  const field = (schema: DescMessage, name: string) => schema.fields.find((f) => f.name === name);
+  assert.equal(field(agents.SendMessagesRequestSchema, "mode")?.number, 20);
+  assert.equal(field(agents.SendMessagesRequestSchema, "mode")?.scalar, 9, "mode is a string (empty: enqueue)");
+  assert.deepEqual(names(agents.SendMessagesRequestSchema).slice(0, 2), ["id", "messages"]);
+  assert.equal(field(agents.SessionEventSchema, "queued_seq")?.number, 20);
+  assert.equal(fields(agents.SessionEventSchema).queued_seq, "queuedSeq");
+  assert.equal(field(agents.GetSessionResponseSchema, "queued_sends")?.number, 21);
+  assert.equal(field(agents.GetSessionResponseSchema, "queued_sends")?.fieldKind, "list");
+  assert.equal(fields(agents.GetSessionResponseSchema).queued_sends, "queuedSends");
+  // The specification's SessionEvent fields keep their numbers 1-8.
+  assert.deepEqual(
+    agents.SessionEventSchema.fields.filter((f) => f.number < 20).map((f) => [f.name, f.number]),
+    [
+      ["seq", 1],
+      ["type", 2],
+      ["content", 3],
+      ["tokens_in", 4],
+      ["tokens_out", 5],
+      ["tool_use_id", 6],
+      ["is_error", 7],
+      ["created_at", 8],
+    ],
   );
 });
 

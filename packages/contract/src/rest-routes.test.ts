@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { sseOf } from "@platform/rpc";
 import { routesOf } from "./routes.ts";
 import { contractServices } from "./services.ts";
+import { WebhookEventService, WebhookService } from "@platform/gen/identity/v1/webhooks_pb";
 
 // The identity REST table of the specification, row by row.
 const identityTable = [
@@ -71,6 +73,27 @@ test("the identity gRPC surface has the five AuthService RPCs and no REST bindin
   assert.deepEqual(routesOf([auth]), []);
 });
 
+test("identity's webhooks (issue 25): the REST routes of WebhookService; WebhookEventService has none (internal port only)", () => {
+  assert.deepEqual(
+    routesOf([WebhookService]).map((r) => [r.verb, r.path, r.body, r.status]),
+    [
+      ["POST", "/v1/orgs/{org_id}/webhooks", "*", 201],
+      ["GET", "/v1/orgs/{org_id}/webhooks", "", 200],
+      ["GET", "/v1/orgs/{org_id}/webhooks/{id}", "", 200],
+      ["PATCH", "/v1/orgs/{org_id}/webhooks/{id}", "*", 200],
+      ["DELETE", "/v1/orgs/{org_id}/webhooks/{id}", "", 204],
+      ["POST", "/v1/orgs/{org_id}/webhooks/{id}/rotate-secret", "", 200],
+      ["GET", "/v1/orgs/{org_id}/webhooks/{id}/deliveries", "", 200],
+      ["POST", "/v1/orgs/{org_id}/webhooks/{id}/deliveries/{delivery_id}/redeliver", "", 202],
+    ],
+  );
+  assert.deepEqual(
+    WebhookEventService.methods.map((m) => m.name),
+    ["PublishWebhookEvents"],
+  );
+  assert.deepEqual(routesOf([WebhookEventService]), []);
+});
+
 test("every agents path of design.md exists; send-messages is a server stream served as SSE", () => {
   const routes = routesOf(contractServices.agents);
   for (const [verb, path, body, status, isSse] of agentsTable) {
@@ -120,4 +143,16 @@ test("compute is gRPC only, with the seven v1 RPCs (and issue 18's additive paus
     ],
   );
   assert.deepEqual(routesOf([compute]), []);
+});
+
+test("the agents SSE data carry the specification's six fields, plus queuedSeq (issue 20, additive)", () => {
+  for (const name of ["SendMessages", "StreamEvents"]) {
+    const method = contractServices.agents[1].methods.find((m) => m.name === name);
+    assert.ok(method, name);
+    assert.deepEqual(
+      sseOf(method)?.dataFields,
+      ["type", "content", "tokens_in", "tokens_out", "tool_use_id", "is_error", "queued_seq"],
+      name,
+    );
+  }
 });

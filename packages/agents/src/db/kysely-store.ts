@@ -30,6 +30,7 @@ import type {
   Store,
 } from "../domain/store.ts";
 import type { Budgets } from "../domain/usage.ts";
+import type { NetworkPolicy } from "@platform/compute/network-policy";
 import type { AgentsDB, AgentsTable, SessionEventsTable, SessionsTable } from "./schema.ts";
 import { budgetsOf } from "./usage-store.ts";
 
@@ -62,6 +63,7 @@ export class KyselyStore implements Store {
           mcp_servers: JSON.stringify(agent.mcpServers ?? []),
           client_tools: clientToolsJson(agent.clientTools ?? []),
           budgets: JSON.stringify(agent.budgets ?? {}),
+          network_policy: agent.networkPolicy ? JSON.stringify(agent.networkPolicy) : null,
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -98,6 +100,9 @@ export class KyselyStore implements Store {
       ...(changes.mcpServers !== undefined ? { mcp_servers: JSON.stringify(changes.mcpServers) } : {}),
       ...(changes.clientTools !== undefined ? { client_tools: clientToolsJson(changes.clientTools) } : {}),
       ...(changes.budgets !== undefined ? { budgets: JSON.stringify(changes.budgets) } : {}),
+      ...(changes.networkPolicy !== undefined
+        ? { network_policy: changes.networkPolicy ? JSON.stringify(changes.networkPolicy) : null }
+        : {}),
     };
     try {
       const row = await this.db
@@ -638,8 +643,22 @@ function toAgent(row: Selectable<AgentsTable>): Agent {
     mcpServers: mcpServersOf(row.mcp_servers),
     clientTools: clientToolsOf(row.client_tools),
     budgets: budgetsOf(row.budgets),
+    ...networkPolicyOf(row.network_policy),
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
+  };
+}
+
+/** The stored network policy, when there is one. */
+function networkPolicyOf(value: unknown): { networkPolicy?: NetworkPolicy } {
+  const raw = typeof value === "string" ? (JSON.parse(value) as NetworkPolicy | null) : (value as NetworkPolicy | null);
+  if (!raw) return {};
+  return {
+    networkPolicy: {
+      allowAll: !!raw.allowAll,
+      allowedDomains: raw.allowedDomains ?? [],
+      allowedCidrs: raw.allowedCidrs ?? [],
+    },
   };
 }
 

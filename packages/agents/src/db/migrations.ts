@@ -218,4 +218,11 @@ create table schedule_firings (
 create index schedule_firings_schedule_pos on schedule_firings (schedule_id, pos desc);
 `,
   },
+  {
+    // The agent's network policy (issue 21): compute's NetworkPolicy (jsonb),
+    // null for none. Numbered 0010 by the issue's own helper; the migrator
+    // applies what is missing by name, so another 0010 may land beside it.
+    name: "0010_agent_network_policy",
+    sql: `alter table agents add column network_policy jsonb;`,
+  },
 ];

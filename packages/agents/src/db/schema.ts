@@ -18,6 +18,8 @@ export interface AgentsTable {
   client_tools: ColumnType<unknown, string | undefined, string>;
   /** {maxTokens?, maxToolCalls?, maxCpuSeconds?} (jsonb; written as JSON text). */
   budgets: ColumnType<unknown, string | undefined, string>;
+  /** compute's NetworkPolicy or null (jsonb; written as JSON text). */
+  network_policy: ColumnType<unknown, string | null | undefined, string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
   deleted_at: Generated<Date | null>;

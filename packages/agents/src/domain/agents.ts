@@ -18,6 +18,21 @@ import type {
 import type { EventFeed, Models, Runs, Sandboxes } from "./ports.ts";
 import type { AgentChanges, Store } from "./store.ts";
 import { type BudgetsInput, mergeBudgets, validateBudgets } from "./usage.ts";
+import { type NetworkPolicy, validateNetworkPolicy } from "@platform/compute/network-policy";
+
+/** A network policy as a caller gives it (agents.v1.AgentNetworkPolicyInput). */
+export type NetworkPolicyInput = {
+  allowAll?: boolean;
+  allowedDomains?: string[];
+  allowedCidrs?: { cidr: string; ports?: number[] }[];
+};
+
+/** Validated (entries named on error, compute's rules); an empty policy is none. */
+function agentNetworkPolicy(input: NetworkPolicyInput | undefined): NetworkPolicy | undefined {
+  if (!input) return undefined;
+  const policy = validateNetworkPolicy(input);
+  return policy.allowAll || policy.allowedDomains.length > 0 || policy.allowedCidrs.length > 0 ? policy : undefined;
+}
 import {
   listLimit,
   MAX_TOOL_PERMISSIONS,
@@ -41,6 +56,8 @@ export type AgentInput = {
   clientTools?: readonly ClientToolInput[];
   /** Budgets (domain/usage.ts): on create absent or 0 is no limit; on update merged, 0 removing a limit. */
   budgets?: BudgetsInput;
+  /** Create: absent or empty is no network. Update: present replaces it (empty: none), absent keeps it. */
+  networkPolicy?: NetworkPolicyInput;
 };
 /** An update: the fields present are set, the others left as they are; tool policies are merged. */
 export type AgentUpdate = {
@@ -55,6 +72,8 @@ export type AgentUpdate = {
   clientTools?: readonly ClientToolInput[];
   /** Budgets (domain/usage.ts): on create absent or 0 is no limit; on update merged, 0 removing a limit. */
   budgets?: BudgetsInput;
+  /** Create: absent or empty is no network. Update: present replaces it (empty: none), absent keeps it. */
+  networkPolicy?: NetworkPolicyInput;
 };
 
 /** The outcome of answering a paused run's calls. */
@@ -95,8 +114,10 @@ export class AgentsDomain {
     const mcpServers = validateMcpServers(input.mcpServers ?? [], auth.orgId, this.secrets);
     const clientTools = validateClientTools(input.clientTools ?? []);
     const budgets = mergeBudgets({}, validateBudgets(input.budgets));
+    const networkPolicy = agentNetworkPolicy(input.networkPolicy);
     return this.store.createAgent({
       budgets,
+      ...(networkPolicy ? { networkPolicy } : {}),
       orgId: auth.orgId,
       name,
       slug,
@@ -161,6 +182,7 @@ export class AgentsDomain {
         changes.budgets = mergeBudgets(current.budgets, given);
       }
     }
+    if (update.networkPolicy !== undefined) changes.networkPolicy = agentNetworkPolicy(update.networkPolicy) ?? null;
     const agent =
       Object.keys(changes).length === 0
         ? await this.store.getAgent(auth.orgId, agentId)

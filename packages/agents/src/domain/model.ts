@@ -1,6 +1,7 @@
 // The agents domain's own shapes. The server maps them to the generated
 // proto messages; nothing here knows a transport.
 import type { Budgets } from "./usage.ts";
+import type { NetworkPolicy } from "@platform/compute/network-policy";
 
 /** Who is calling, as resolved by identity. Every query is scoped to orgId. */
 export type AuthContext = {
@@ -27,6 +28,8 @@ export type Agent = {
   clientTools: readonly ClientTool[];
   /** Limits on each of its sessions' usage (domain/usage.ts); empty: none. */
   budgets: Budgets;
+  /** What its sessions' sandboxes may reach (compute's egress proxy); absent: no network. */
+  networkPolicy?: NetworkPolicy;
   createdAt: Date;
   updatedAt: Date;
 };
@@ -115,7 +118,8 @@ export type StreamEventType =
   | "sandbox_replaced"
   | "requires_action"
   | "message_queued"
-  | "budget_reached";
+  | "budget_reached"
+  | "network_denied";
 /** Types of log entries written from the client's messages. */
 export type MessageRole = "user" | "assistant" | "tool";
 export type EventType = StreamEventType | MessageRole;

@@ -1,3 +1,4 @@
+import type { NetworkPolicy } from "@platform/compute/network-policy";
 import type { Logger } from "pino";
 import type { Agent, AuthContext, MessageInput, SendMode, Session, SessionEvent, Waiting } from "./model.ts";
 
@@ -66,9 +67,24 @@ export type SandboxState = { kind: "running" } | { kind: "paused" } | { kind: "g
 export type SandboxGoneReason = "failed" | "destroyed" | "not_found";
 
 /** The session's sandbox in compute. Adapter: compute.v1.ComputeService over gRPC. */
+/** A connection the sandbox's egress proxy refused (compute.v1.NetworkEvent). */
+export type NetworkDenial = { host: string; port: number; reason: string; at: Date };
+
 export interface Sandboxes {
-  /** Creates the sandbox of one session of a tenant (= org); returns its id. */
-  create(tenantId: string, sessionId: string): Promise<string>;
+  /**
+   * Creates the sandbox of one session of a tenant (= org); returns its id.
+   * `networkPolicy`: what it may reach (compute's egress proxy); absent: nothing.
+   */
+  create(tenantId: string, sessionId: string, options?: { networkPolicy?: NetworkPolicy }): Promise<string>;
+  /**
+   * The sandbox's refused connections recorded after `after` (a position an
+   * earlier answer gave; "" from the first), and the position after them
+   * (ListNetworkEvents). Optional: without it no `network_denied` event is written.
+   */
+  networkDenials?(
+    sandboxId: string,
+    after: string,
+  ): Promise<{ denials: NetworkDenial[]; next: string }>;
   /** Compute's view of a sandbox (DescribeSandbox). */
   state(sandboxId: string): Promise<SandboxState>;
   /**

@@ -1,5 +1,6 @@
 import type { McpServer } from "./model.ts";
 import type { Budgets } from "./usage.ts";
+import type { NetworkPolicy } from "@platform/compute/network-policy";
 import type {
   Agent,
   ClientTool,
@@ -37,6 +38,8 @@ export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "syst
   clientTools?: readonly ClientTool[];
   /** The agent's budgets from now on (the domain merged them with the current ones). */
   budgets?: Budgets;
+  /** The agent's network policy from now on; null: none. */
+  networkPolicy?: NetworkPolicy | null;
 };
 
 /**

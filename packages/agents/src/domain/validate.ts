@@ -1,5 +1,5 @@
 import { PlatformError } from "@platform/errors";
-import type { MessageInput, ToolDecision, ToolPermissions, ToolPolicy } from "./model.ts";
+import type { MessageInput, SendMode, ToolDecision, ToolPermissions, ToolPolicy } from "./model.ts";
 
 export const LIST_LIMIT_DEFAULT = 20;
 export const LIST_LIMIT_MAX = 100;
@@ -45,6 +45,15 @@ export function validateMessages(messages: readonly MessageInput[]): void {
       if (m.content.trim() === "") throw PlatformError.invalidArgument(`messages[${i}].content is required`);
     }
   });
+}
+
+/** A send's `mode`: empty is `enqueue` (the default: a send during a run is queued, never refused). */
+export function validateSendMode(mode: string): SendMode {
+  if (mode === "") return "enqueue";
+  if (mode === "enqueue" || mode === "reject" || mode === "interrupt") return mode;
+  throw PlatformError.invalidArgument(
+    `mode must be "enqueue", "reject" or "interrupt" (or absent: "enqueue"); got ${JSON.stringify(mode.slice(0, 64))}`,
+  );
 }
 
 /** Bounds of an agent's tool policies: names as providers accept them (and MCP's `server.tool` prefixes). */

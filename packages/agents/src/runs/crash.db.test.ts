@@ -268,6 +268,7 @@ describe("a run whose process is killed", { timeout: 900_000 }, () => {
     // While the run is alive, the session refuses a second one.
     const busy = await client(first.base, caller.token).post(`/v1/sessions/${sessionId}/messages`, {
       messages: [{ role: "user", content: "again" }],
+      mode: "reject",
     });
     assert.equal(busy.status, 409);
     await kill(first);

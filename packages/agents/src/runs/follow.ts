@@ -11,6 +11,12 @@ export type FollowOptions = {
    * instead of the session's active run; with neither, replay and close.
    */
   runId?: string;
+  /**
+   * Follow a queued send (the seq of its `message_queued` event, which
+   * `after` must precede): that event, then only the events of the run
+   * that takes it (its messages name it), to that run's terminal event.
+   */
+  queuedSeq?: number;
 };
 
 type Poll = { timer: NodeJS.Timeout; followers: number; busy: boolean };
@@ -41,6 +47,8 @@ export class Followers {
     /** How often a session followed here re-reads its state while another replica runs it. */
     private readonly pollMs: number,
     private readonly reaper?: Reaper,
+    /** Hands a free session's queue to a run (Runner.dispatch): a follower of a queued send nudges it. */
+    private readonly dispatch?: (orgId: string, sessionId: string) => Promise<void>,
   ) {}
 
   async *follow(
@@ -53,6 +61,14 @@ export class Followers {
     const inbox: SessionEvent[] = [];
     let last = after;
     let runId = options.runId;
+    const { queuedSeq } = options;
+    const queued = queuedSeq !== undefined;
+    // A queued send's follower shows its own `message_queued` and its run, nothing of the runs before.
+    const shown = (e: SessionEvent): boolean => {
+      if (!queued) return true;
+      if (e.queuedSeq === queuedSeq) runId = e.runId;
+      return e.seq === queuedSeq || (runId !== undefined && e.runId === runId);
+    };
     // Set when the log changed in a way only the database can tell.
     let dirty = false;
     let wake: (() => void) | undefined;
@@ -75,11 +91,11 @@ export class Followers {
     try {
       const read = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
       if (!read) throw PlatformError.notFound("session not found");
-      runId ??= read.session.activeRunId ?? read.session.lapsedRunId;
+      if (!queued) runId ??= read.session.activeRunId ?? read.session.lapsedRunId;
       // The stored log in pages: a long one is never one big read and parse.
       for (let page = read.events; ; ) {
         for (const event of page) {
-          yield event;
+          if (shown(event)) yield event;
           last = event.seq;
           if (runId && event.runId === runId && isTerminal(event)) return;
         }
@@ -88,9 +104,9 @@ export class Followers {
         if (!more) return;
         page = more.events;
       }
-      if (!runId) return;
-      // A dead run: the loop's read ends it.
-      if (read.session.lapsedRunId === runId) dirty = true;
+      if (!runId && !queued) return;
+      // A dead run: the loop's read ends it. A queued send not taken yet: the loop's read sees who should take it.
+      if (read.session.lapsedRunId === runId || (queued && !runId)) dirty = true;
       unwatch = this.#watch(orgId, sessionId);
       while (!options.signal?.aborted) {
         let fresh: SessionEvent[] | undefined;
@@ -109,20 +125,34 @@ export class Followers {
           const now = await store.readLog(orgId, sessionId, last);
           if (!now) return;
           fresh = now.events;
-          const ended = fresh.some((e) => e.runId === runId && isTerminal(e));
-          if (!ended && now.session.lapsedRunId === runId && this.reaper) {
+          const taker = queued && !runId ? fresh.find((e) => e.queuedSeq === queuedSeq)?.runId : runId;
+          if (queued && !taker) {
+            // Not taken yet: a dead holder is ended here (that hands the queue on), a free session is
+            // handed its queue; a live holder or a pause takes it when it ends.
+            const lapsed = now.session.lapsedRunId;
+            if (lapsed && this.reaper) {
+              if (await this.reaper.endIfLapsed(sessionId, lapsed).catch(() => false)) dirty = true;
+            } else if (!lapsed && !now.session.activeRunId && fresh.length === 0) {
+              await this.dispatch?.(orgId, sessionId);
+            }
+          }
+          const ended = fresh.some((e) => e.runId === taker && isTerminal(e));
+          if (!taker) {
+            // Waiting for the run that takes the queued send.
+          } else if (!ended && now.session.lapsedRunId === taker && this.reaper) {
             // Its replica died: end it, then read its end (or another reaper's).
-            const reaped = await this.reaper.endIfLapsed(sessionId, runId).catch(() => false);
+            const reaped = await this.reaper.endIfLapsed(sessionId, taker).catch(() => false);
             if (reaped) dirty = true;
-          } else if (!ended && fresh.length === 0 && now.session.activeRunId !== runId) {
+          } else if (!ended && fresh.length === 0 && now.session.activeRunId !== taker) {
             // Released without a terminal event: nothing more will come.
             return;
           }
         }
         for (const event of fresh) {
-          yield event;
+          if (shown(event)) yield event;
           last = event.seq;
-          if (isTerminal(event) && (event.runId === runId || event.runId === undefined)) return;
+          if (isTerminal(event) && runId !== undefined && event.runId === runId) return;
+          if (!queued && isTerminal(event) && event.runId === undefined) return;
         }
       }
     } finally {

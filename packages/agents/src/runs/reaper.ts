@@ -19,6 +19,8 @@ export type ReaperOptions = {
   intervalMs: number;
   /** Runs ended per sweep at most (the next sweep takes the rest). */
   batch?: number;
+  /** Called once a dead run was ended (its session is free: its queued sends may start). */
+  onEnded?: (run: DeadRun) => void;
 };
 
 /**
@@ -127,6 +129,7 @@ export class Reaper {
     );
     // Followers here learn of it now (this process's own notification is skipped).
     this.hub.changed(run.sessionId);
+    this.options.onEnded?.(run);
     return true;
   }
 }

@@ -175,6 +175,12 @@ export class RunLog {
         await this.store.storeEvents(this.sessionId, this.runId, batch, { release });
       } catch (err) {
         if (this.#state !== "open") return;
+        const moved = movedTo(err);
+        if (moved !== undefined) {
+          // A queued send took the next seq: nothing of the batch was published, number it after that.
+          this.#lastSeq = moved;
+          continue;
+        }
         if (isLost(err)) return this.#fail({ kind: "lost", error: err });
         if (isRejected(err)) {
           if (release && this.#queue.length > this.#terminal) {
@@ -235,6 +241,7 @@ export class RunLog {
       isError: event.isError ?? false,
       createdAt: queued.createdAt,
       runId: this.runId,
+      ...(event.queuedSeq !== undefined ? { queuedSeq: event.queuedSeq } : {}),
     };
   }
 
@@ -243,6 +250,13 @@ export class RunLog {
     this.#queue.length = 0;
     this.#detach();
   }
+}
+
+/** The log's end when a queued send moved it while this run held the session (storeEvents' `log_moved`). */
+function movedTo(err: unknown): number | undefined {
+  if (!(err instanceof PlatformError) || err.reason !== "log_moved") return undefined;
+  const seq = Number(err.extra.lastSeq);
+  return Number.isSafeInteger(seq) ? seq : undefined;
 }
 
 /** The store refused because this run no longer holds the session or the log moved on (storeEvents). */

@@ -591,6 +591,7 @@ class Run {
     this.#clientTools = new ClientToolset(this.agent.clientTools);
     this.#sandbox = new SessionSandbox(store, this.#usage.sandboxes(sandboxes), this.session, {
       observe: true,
+      ...(this.agent.networkPolicy ? { networkPolicy: this.agent.networkPolicy } : {}),
       onEvent: ({ type, ...content }) =>
         this.log.publish([{ type, content: JSON.stringify(content), toolUseId: this.#toolUseId }]),
     });

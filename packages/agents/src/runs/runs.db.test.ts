@@ -333,7 +333,7 @@ describe("provider failures", () => {
 });
 
 describe("concurrency, disconnects, rejoining, cancel", () => {
-  test("a second send while a run is active is aborted naming the active run; never interleaved", async () => {
+  test("a second send with mode reject while a run is active is aborted naming the active run; never interleaved", async () => {
     const s = await newSession("scripted/x");
     const hold = gate();
     h.scripted.push([
@@ -347,7 +347,7 @@ describe("concurrency, disconnects, rejoining, cancel", () => {
     const got = await first.next();
     assert.equal(got.value?.type, "text");
     await assert.rejects(
-      collect(h.sessions.sendMessages({ id: s.id, messages: [user("second")] }, h.as(s.caller))),
+      collect(h.sessions.sendMessages({ id: s.id, messages: [user("second")], mode: "reject" }, h.as(s.caller))),
       (err: unknown) => {
         const e = ConnectError.from(err);
         assert.equal(e.code, Code.Aborted);

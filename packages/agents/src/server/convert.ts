@@ -38,6 +38,7 @@ export function agentToProto(a: Agent): AgentMsg {
       inputSchema: JSON.stringify(t.inputSchema),
     })),
     budgets: budgetsToProto(a.budgets),
+    networkPolicy: a.networkPolicy,
     createdAt: timestampFromDate(a.createdAt),
     updatedAt: timestampFromDate(a.updatedAt),
   });

@@ -361,7 +361,10 @@ describe("REST: sessions and streams", () => {
     const reader = first.body!.getReader();
     const firstChunk = new TextDecoder().decode((await reader.read()).value);
     assert.match(firstChunk, /working/);
-    const busy = await call("POST", `/v1/sessions/${session.id}/messages`, { token: caller.token, body });
+    const busy = await call("POST", `/v1/sessions/${session.id}/messages`, {
+      token: caller.token,
+      body: { ...body, mode: "reject" },
+    });
     assertError(busy, 409, "aborted");
     assert.match(busy.json.error.message, /active run/);
     hold.open();

@@ -39,7 +39,7 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
     },
     async updateAgent(req, ctx) {
       const { mcpServers } = req;
-      const { id, name, slug, model, systemPrompt, toolPermissions, clientTools, budgets } = req;
+      const { id, name, slug, model, systemPrompt, toolPermissions, clientTools, budgets, networkPolicy } = req;
       return {
         agent: agentToProto(
           await domain.updateAgent(authOf(ctx), id, {
@@ -51,6 +51,7 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
             toolPermissions,
             clientTools,
             budgets,
+            networkPolicy,
           }),
         ),
       };

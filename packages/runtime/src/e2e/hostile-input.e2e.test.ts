@@ -77,6 +77,7 @@ interface Ids {
   sandboxId: string;
   apiKeyId: string;
   scheduleId: string;
+  webhookId: string;
 }
 
 /**
@@ -111,6 +112,33 @@ function baselines(ids: Ids): Record<string, () => MessageInitShape<never>> {
     "identity.v1.AuditService/ListAuditEvents": () => ({ orgId: ids.orgId }),
     "identity.v1.OrgAPIKeyService/ListOrgAPIKeys": () => ({ orgId: ids.orgId }),
     "identity.v1.OrgAPIKeyService/RevokeOrgAPIKey": () => ({ orgId: ids.orgId, id: randomUUID() }),
+    // Webhooks (issue 25).
+    "identity.v1.WebhookService/CreateWebhook": () => ({
+      orgId: ids.orgId,
+      url: "https://hooks.example.com/baseline",
+      eventTypes: ["session.idle"],
+    }),
+    "identity.v1.WebhookService/ListWebhooks": () => ({ orgId: ids.orgId }),
+    "identity.v1.WebhookService/GetWebhook": () => ({ orgId: ids.orgId, id: ids.webhookId }),
+    "identity.v1.WebhookService/UpdateWebhook": () => ({ orgId: ids.orgId, id: ids.webhookId }),
+    "identity.v1.WebhookService/DeleteWebhook": () => ({ orgId: ids.orgId, id: randomUUID() }),
+    "identity.v1.WebhookService/RotateWebhookSecret": () => ({ orgId: ids.orgId, id: ids.webhookId }),
+    "identity.v1.WebhookService/ListWebhookDeliveries": () => ({ orgId: ids.orgId, id: ids.webhookId }),
+    "identity.v1.WebhookService/RedeliverWebhookDelivery": () => ({
+      orgId: ids.orgId,
+      id: ids.webhookId,
+      deliveryId: randomUUID(),
+    }),
+    "identity.v1.WebhookEventService/PublishWebhookEvents": () => ({
+      events: [
+        {
+          id: randomUUID(),
+          orgId: ids.orgId,
+          type: "session.idle",
+          occurredAt: { seconds: BigInt(Math.floor(Date.now() / 1000)), nanos: 0 },
+        },
+      ],
+    }),
     "agents.v1.AgentService/CreateAgent": () => ({
       name: "a",
       slug: `s-${randomUUID().slice(0, 8)}`,
@@ -122,7 +150,8 @@ function baselines(ids: Ids): Record<string, () => MessageInitShape<never>> {
     "agents.v1.SessionService/CreateSession": () => ({ agentId: ids.agentId }),
     "agents.v1.SessionService/ListSessions": () => ({ agentId: ids.agentId }),
     "agents.v1.SessionService/GetSession": () => ({ id: ids.sessionId }),
-    "agents.v1.SessionService/SendMessages": () => ({ id: ids.sessionId, messages: msgs() }),
+    // Issue 20: `mode` (enqueue, reject, interrupt; anything else 400) is one of its string slots.
+    "agents.v1.SessionService/SendMessages": () => ({ id: ids.sessionId, messages: msgs(), mode: "enqueue" }),
     "agents.v1.SessionService/StreamEvents": () => ({ id: ids.sessionId }),
     "agents.v1.SessionService/CancelRun": () => ({ id: ids.sessionId }),
     "agents.v1.SessionService/SubmitToolDecisions": () => ({
@@ -278,6 +307,12 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
       body: { name: "baseline" },
     });
     assert.equal(key.status, 201, key.text);
+    const hook = await stack.identity.call("POST", `/v1/orgs/${claims.org_id}/webhooks`, {
+      token,
+      idem: randomUUID(),
+      body: { url: "https://hooks.example.com/baseline", event_types: ["session.idle"] },
+    });
+    assert.equal(hook.status, 201, hook.text);
     const agentsJson = async (path: string, body: unknown) => {
       const r = await fetch(stack.agentsUrl + path, {
         method: "POST",
@@ -317,6 +352,7 @@ describe("hostile strings in every field of every RPC (REST and gRPC, all four s
       sandboxId: created.message.sandboxId,
       apiKeyId: (key.json as { id: string }).id,
       scheduleId: schedule.id,
+      webhookId: (hook.json as { webhook: { id: string } }).webhook.id,
     };
     const [deployment] = await stack.orchestrator.listDeployments({});
     const workerUrl = deployment ? await stack.orchestrator.endpoint(deployment.name) : undefined;

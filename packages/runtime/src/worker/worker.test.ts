@@ -96,6 +96,30 @@ describe("tenant worker", () => {
     assert.equal(call.headers["x-trace-id"], "trace-1");
   });
 
+  test("a queued send (issue 20) passes through: message_queued and the taken message are dropped, its run's text and done map", async () => {
+    agents.script = () => [
+      { type: "message_queued", content: '{"messages":[{"role":"user","content":"hi"}],"mode":"enqueue"}' },
+      { type: "user", content: "hi", queuedSeq: 7n },
+      { type: "text", content: "queued reply" },
+      { type: "done", tokensIn: 1n, tokensOut: 2n },
+    ];
+    const events = await collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] });
+    assert.deepEqual(events, [{ case: "textChunk", content: "queued reply" }, { case: "turnDone" }]);
+  });
+
+  test("a run another send interrupted (issue 20) ends the invoke with its error event", async () => {
+    agents.script = () => [
+      { type: "text", content: "partial" },
+      { type: "message_queued", content: '{"messages":[{"role":"user","content":"stop"}],"mode":"interrupt"}' },
+      { type: "error", content: "the run was interrupted by a new message" },
+    ];
+    const events = await collect({ sessionId: SESSION, messages: [{ role: "user", content: "hi" }] });
+    assert.deepEqual(events, [
+      { case: "textChunk", content: "partial" },
+      { case: "error", message: "the run was interrupted by a new message" },
+    ]);
+  });
+
   test("an agents error event becomes the error event and ends the stream", async () => {
     agents.script = () => [
       { type: "text", content: "partial" },
