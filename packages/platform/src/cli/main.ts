@@ -10,6 +10,7 @@ import { CliError, loadEndpoints, UsageError } from "./endpoints.ts";
 import { ApiError, PlatformClient } from "./http.ts";
 import { type Output, processOutput, quietOnEpipe } from "./output.ts";
 import { type CommandSpec, commandUsage, findCommand, groupUsage, optionsOf, usage } from "./spec.ts";
+import { scheduleHandlers } from "./schedules.ts";
 import { status } from "./status.ts";
 import { accountHandlers } from "./account.ts";
 import { teamHandlers } from "./teams.ts";
@@ -63,6 +64,7 @@ const handlers: Record<string, Handler> = {
   "files download": (ctx, args) => filesDownload(ctx, args),
   ...teamHandlers(readPassword),
   ...accountHandlers,
+  ...scheduleHandlers,
   chat: (ctx, args, flags) => chat(ctx, args, flags),
   completion: async (ctx, args) => {
     const shell = args[0];

@@ -3,6 +3,7 @@
 // are made from, so they cannot disagree.
 
 import { ACCOUNT_COMMANDS } from "./account.ts";
+import { SCHEDULE_COMMANDS } from "./schedules.ts";
 import { TEAM_COMMANDS } from "./teams.ts";
 
 export type OptionSpec = {
@@ -190,6 +191,7 @@ export const COMMANDS: CommandSpec[] = [
   },
   ...TEAM_COMMANDS,
   ...ACCOUNT_COMMANDS,
+  ...SCHEDULE_COMMANDS,
   {
     path: ["completion"],
     summary: "a shell completion script: source <(platform completion bash)",
