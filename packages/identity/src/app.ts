@@ -73,6 +73,7 @@ export function identityFromSettings(database: Database<IdentityDB>, settings: S
     signupOpen: settings.signupOpen,
     invitationTtlSeconds: settings.invitationTtlSeconds,
     publicUrl: settings.publicUrl,
+    webhooks: settings.webhooks,
   });
 }
 
@@ -134,6 +135,9 @@ export async function startApp(
         ),
       error: (err) => logger.warn({ err }, "signing key rotation step failed; retried on the next tick"),
     });
+    identity.webhookWorker.start((err) =>
+      logger.warn({ err }, "webhook delivery pass failed; retried on the next poll"),
+    );
     return {
       identity,
       servers,
@@ -142,6 +146,7 @@ export async function startApp(
       rotation,
       async close() {
         clearInterval(purge);
+        await identity.webhookWorker.stop();
         await rotation.stop();
         await servers.close();
         await changes?.stop();

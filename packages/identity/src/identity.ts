@@ -29,6 +29,10 @@ import { Invitations } from "./members/invitations.ts";
 import { Members } from "./members/members.ts";
 import { MyOrgs } from "./orgs/my-orgs.ts";
 import { TokenPairs } from "./sessions/token-pairs.ts";
+import { DELIVERY_DEFAULTS, type DeliverySettings, WebhookDeliveryWorker } from "./webhooks/delivery-worker.ts";
+import { WebhookEndpoints } from "./webhooks/endpoints.ts";
+import type { WebhookEvent } from "./webhooks/outbox.ts";
+import { publishWebhookEvents } from "./webhooks/publish.ts";
 
 export type IdentityOptions = {
   kek: Buffer;
@@ -47,6 +51,8 @@ export type IdentityOptions = {
   invitationTtlSeconds?: number;
   /** REST base URL outside verifiers use (discovery); default: the request's Host. */
   publicUrl?: string;
+  /** WEBHOOK_* settings; defaults when absent. */
+  webhooks?: Partial<DeliverySettings> & { rotationOverlapMs?: number };
 };
 
 /** The spec's `env` claim is live|test; ENV is dev|staging|prod. prod issues live tokens, the rest test. */
@@ -93,6 +99,23 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
   const account = new Account({ db, hasher, pairs, clock });
   const audit = new AuditLog(db);
   const idempotency = new IdempotencyStore(db, { lockMs: options.idempotencyLockMs, kek: options.kek, clock });
+  const webhooks = new WebhookEndpoints({
+    db,
+    kek: options.kek,
+    clock,
+    rotationOverlapMs: options.webhooks?.rotationOverlapMs ?? 24 * 3_600_000,
+  });
+  const deliverySettings: DeliverySettings = { ...DELIVERY_DEFAULTS, ...options.webhooks };
+  /** A delivery worker on this database (another replica's, for tests: its own clock and settings). */
+  const newWebhookWorker = (o: { clock?: Clock; settings?: Partial<DeliverySettings> } = {}) =>
+    new WebhookDeliveryWorker({
+      db,
+      kek: options.kek,
+      clock: o.clock ?? clock,
+      settings: { ...deliverySettings, ...o.settings },
+    });
+  // Started by the app (startApp); tests stop it and drive workers of their own.
+  const webhookWorker = newWebhookWorker();
   return {
     database,
     db,
@@ -115,6 +138,15 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
     myOrgs,
     account,
     audit,
+    webhooks,
+    webhookWorker,
+    newWebhookWorker,
+    /** Other services' events (WebhookEventService): stored with their deliveries, then the worker is woken. */
+    async publishWebhookEvents(events: readonly WebhookEvent[]): Promise<number> {
+      const accepted = await publishWebhookEvents(db, events, clock());
+      if (accepted > 0) webhookWorker.wake();
+      return accepted;
+    },
     /** Set by the app to the REST listener's URL when IDENTITY_PUBLIC_URL is not given. */
     publicUrl: options.publicUrl as string | undefined,
     /** Enables the caches once other replicas' writes are followed on the PostgreSQL at `url`. */

@@ -11,6 +11,7 @@ import {
   OrgAPIKeyService,
   TeamService,
 } from "@platform/gen/identity/v1/teams_pb";
+import { WebhookService } from "@platform/gen/identity/v1/webhooks_pb";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 import { httpBindingsOf } from "@platform/rpc";
 import type { Access, Surface } from "./document.ts";
@@ -38,8 +39,10 @@ const identityServices: readonly DescService[] = [
   AccountService,
   AuditService,
   KeyPublicationService,
+  WebhookService,
 ];
 
+/** What identity's OpenAPI document covers: its REST services, snake_case JSON and reason envelope. */
 export function identitySurface(ruleOf: IdentityRule): Surface {
   return {
     name: "identity",
@@ -64,6 +67,7 @@ export function identitySurface(ruleOf: IdentityRule): Surface {
   };
 }
 
+/** What the agents OpenAPI document covers: its REST services, lowerCamelCase JSON, SSE routes and envelope. */
 export function agentsSurface(scopeOf: AgentsScope): Surface {
   return {
     name: "agents",
@@ -84,11 +88,13 @@ export function agentsSurface(scopeOf: AgentsScope): Surface {
       if (scope === "none") return { public: false, requirement: "a JWT (no API key may)" };
       return { public: false, requirement: `a JWT, or an API key with the \`${scope}\` scope` };
     },
-    // 503: identity or compute unreachable, a model provider down.
-    errors: (method) => restErrors(method, [503]),
+    // 503: identity or compute unreachable, a model provider down. 429: a send to a
+    // session past one of its budgets (resource_exhausted, issue 20).
+    errors: (method) => restErrors(method, method.name === "SendMessages" ? [429, 503] : [503]),
   };
 }
 
+/** What the runtime router's OpenAPI document covers: its invoke route and SSE events. */
 export function routerSurface(): Surface {
   return {
     name: "router",

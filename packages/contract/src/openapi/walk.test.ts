@@ -160,6 +160,60 @@ test("every route of the three documents answers what its document says", async 
     query: { limit: "5" },
     expect: 200,
   });
+  // Webhooks (issue 25): an endpoint whose host does not resolve (.invalid), an event for it, its log.
+  const hook = (
+    await identity.call("POST", "/v1/orgs/{org_id}/webhooks", {
+      token,
+      headers: key(),
+      path: { org_id: orgId },
+      body: { url: "https://hooks.invalid/walk", event_types: ["api_key.created"] },
+      expect: 201,
+    })
+  ).json as Json;
+  const hookPath = { org_id: orgId, id: (hook.webhook as Json).id as string };
+  await identity.call("POST", "/v1/orgs/{org_id}/webhooks", {
+    token,
+    headers: key(),
+    path: { org_id: orgId },
+    body: { url: "not a url", event_types: ["api_key.created"] },
+    expect: 400,
+  });
+  await identity.call("POST", "/v1/users/me/api_keys", {
+    token,
+    headers: key(),
+    body: { name: "hooked" },
+    expect: 201,
+  });
+  await identity.call("GET", "/v1/orgs/{org_id}/webhooks", { token, path: { org_id: orgId }, expect: 200 });
+  await identity.call("GET", "/v1/orgs/{org_id}/webhooks/{id}", { token, path: hookPath, expect: 200 });
+  await identity.call("PATCH", "/v1/orgs/{org_id}/webhooks/{id}", {
+    token,
+    headers: key(),
+    path: hookPath,
+    body: { description: "walked" },
+    expect: 200,
+  });
+  await identity.call("POST", "/v1/orgs/{org_id}/webhooks/{id}/rotate-secret", {
+    token,
+    headers: key(),
+    path: hookPath,
+    expect: 200,
+  });
+  const hookLog = (
+    await identity.call("GET", "/v1/orgs/{org_id}/webhooks/{id}/deliveries", { token, path: hookPath, expect: 200 })
+  ).json as Json;
+  await identity.call("POST", "/v1/orgs/{org_id}/webhooks/{id}/deliveries/{delivery_id}/redeliver", {
+    token,
+    headers: key(),
+    path: { ...hookPath, delivery_id: ((hookLog.items as Json[])[0] as Json).id as string },
+    expect: 202,
+  });
+  await identity.call("DELETE", "/v1/orgs/{org_id}/webhooks/{id}", {
+    token,
+    headers: key(),
+    path: hookPath,
+    expect: 204,
+  });
   await identity.call("GET", "/.well-known/jwks.json", { expect: 200 });
   await identity.call("GET", "/.well-known/openid-configuration", { expect: 200 });
 

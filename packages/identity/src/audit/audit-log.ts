@@ -3,6 +3,7 @@ import { type Kysely, sql } from "kysely";
 import { type AuthContext, actsAsOwner } from "../auth/auth-context.ts";
 import { isUuid } from "../crypto/hash.ts";
 import type { IdentityDB } from "../db/schema.ts";
+import { enqueueWebhookEvent, newEventId } from "../webhooks/outbox.ts";
 
 /** Where a request came from, as the transport saw it. */
 export type RequestMeta = { requestId?: string; clientAddress?: string };
@@ -57,6 +58,35 @@ export async function recordAudit(db: Kysely<IdentityDB>, actor: Actor, entry: A
       details: JSON.stringify(entry.details ?? {}),
     })
     .execute();
+  const event = webhookEventOf(actor, entry);
+  const orgId = entry.orgId ?? actor.orgId;
+  // In the same transaction: the event is queued if and only if what it reports happened.
+  if (event && orgId)
+    await enqueueWebhookEvent(db, { id: newEventId(), orgId, occurredAt: new Date(), ...event }, new Date());
+}
+
+/** identity's own webhook events (webhooks/event-types.ts), from the audit entries that report them. */
+function webhookEventOf(actor: Actor, entry: AuditEntry): { type: string; data: Record<string, unknown> } | undefined {
+  const d = entry.details ?? {};
+  if (entry.action === "api_key.created")
+    return {
+      type: "api_key.created",
+      data: {
+        api_key_id: entry.target?.id,
+        name: d.name,
+        env: d.env,
+        key_prefix: d.key_prefix,
+        scopes: typeof d.scopes === "string" ? d.scopes.split(" ") : [],
+        owner: d.owner,
+        created_by: actor.userId ?? null,
+      },
+    };
+  if (entry.action === "invitation.accepted")
+    return {
+      type: "member.added",
+      data: { user_id: actor.userId, email: d.email, role: d.role, invitation_id: entry.target?.id },
+    };
+  return undefined;
 }
 
 /** A refresh token used twice: the family is revoked; its owner's org hears of it. */

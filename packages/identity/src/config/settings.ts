@@ -1,4 +1,5 @@
 import {
+  bool,
   ConfigError,
   custom,
   duration,
@@ -17,6 +18,7 @@ import {
 } from "@platform/config";
 import { corsAllowedOriginsSetting, metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
 import type { RotationPolicy } from "../keys/signing-keys.ts";
+import { DELIVERY_DEFAULTS, type DeliverySettings } from "../webhooks/delivery-worker.ts";
 import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
 
 /** The platform's one ConfigError under the name identity has always exported; `setting` names the variable. */
@@ -116,6 +118,8 @@ export type Settings = {
   metricsToken?: string;
   /** IDENTITY_KEY_ROTATION_INTERVAL, IDENTITY_KEY_PREPUBLISH, IDENTITY_KEY_RETENTION (keyRotationSettings). */
   keyRotation: RotationPolicy;
+  /** WEBHOOK_* and WEBHOOKS_ALLOW_PRIVATE_TARGETS. */
+  webhooks: DeliverySettings & { rotationOverlapMs: number };
 };
 
 /** Scheduled signing-key rotation: a new key every 30 days (720h), published an hour before it signs. */
@@ -289,6 +293,47 @@ export const IDENTITY_SETTINGS = {
     shown: "max(`JWT_TTL`, 24h) + 1m",
     doc: "a retired key stays published this long: the longest token lifetime (IssueJWT's ceiling is 24 h) plus a minute for a replica that has not heard of the switch; at least `JWT_TTL`",
   }),
+  webhooksAllowPrivateTargets: bool("WEBHOOKS_ALLOW_PRIVATE_TARGETS", {
+    default: false,
+    doc: "webhook endpoints may be on loopback, private, link-local or other non-public addresses (checked on the addresses each delivery connects to; redirects are never followed); off: such a delivery fails without a connection",
+  }),
+  webhookTimeout: duration("WEBHOOK_TIMEOUT", {
+    default: DELIVERY_DEFAULTS.timeoutMs,
+    minMs: 100,
+    doc: "one delivery attempt, connection to response",
+  }),
+  webhookRetryBase: duration("WEBHOOK_RETRY_BASE", {
+    default: DELIVERY_DEFAULTS.retryBaseMs,
+    minMs: 10,
+    doc: "wait after a delivery's first failed attempt, doubling with each further one (±20% jitter)",
+  }),
+  webhookRetryMax: duration("WEBHOOK_RETRY_MAX", {
+    default: DELIVERY_DEFAULTS.retryMaxMs,
+    minMs: 10,
+    doc: "longest wait between two attempts (4h; with the defaults a delivery is tried for about 12 hours)",
+  }),
+  webhookMaxAttempts: int("WEBHOOK_MAX_ATTEMPTS", {
+    default: DELIVERY_DEFAULTS.maxAttempts,
+    min: 1,
+    max: 100,
+    doc: "attempts of one delivery before it is failed for good",
+  }),
+  webhookDisableAfter: int("WEBHOOK_DISABLE_AFTER", {
+    default: DELIVERY_DEFAULTS.disableAfterFailures,
+    min: 1,
+    max: 1_000_000,
+    doc: "failed attempts in a row (any delivery) after which an endpoint is disabled, with an audit entry `webhook.disabled`",
+  }),
+  webhookPollInterval: duration("WEBHOOK_POLL_INTERVAL", {
+    default: DELIVERY_DEFAULTS.pollIntervalMs,
+    minMs: 10,
+    doc: "how often each replica looks for due deliveries",
+  }),
+  webhookRotationOverlap: duration("WEBHOOK_ROTATION_OVERLAP", {
+    default: 24 * 3_600_000,
+    minMs: 0,
+    doc: "after a secret rotation, the previous secret keeps signing beside the new one this long (24h)",
+  }),
 };
 
 /**
@@ -353,6 +398,16 @@ export function loadSettings(env: Env = process.env): Settings {
     corsAllowedOrigins: s.corsAllowedOrigins,
     metricsToken: s.metricsToken,
     keyRotation: keyRotation(s, jwtTtlSeconds),
+    webhooks: {
+      allowPrivateTargets: s.webhooksAllowPrivateTargets,
+      timeoutMs: s.webhookTimeout,
+      retryBaseMs: s.webhookRetryBase,
+      retryMaxMs: s.webhookRetryMax,
+      maxAttempts: s.webhookMaxAttempts,
+      disableAfterFailures: s.webhookDisableAfter,
+      pollIntervalMs: s.webhookPollInterval,
+      rotationOverlapMs: s.webhookRotationOverlap,
+    },
   };
 }
 

@@ -23,6 +23,7 @@ test("migrations apply once (also when two migrators race) and are then a no-op"
     "0005_signing_key_rotation",
     "0006_api_key_scopes",
     "0007_org_api_keys",
+    "0008_webhooks",
   ]);
   assert.deepEqual(await migrateIdentity(database as never), []);
 });

@@ -215,6 +215,68 @@ update api_keys set created_by = user_id;
 create index api_keys_org_owned_idx on api_keys (org_id) where user_id is null and deleted_at is null;
 `,
   },
+  {
+    // Issue 25: webhooks (webhooks/). An organization's endpoints with their
+    // signing secrets sealed under the KEK (signing needs the secret itself);
+    // events accepted once by id; one delivery per (endpoint, event), written
+    // before any attempt (the outbox) and claimed with FOR UPDATE SKIP LOCKED;
+    // every attempt logged.
+    name: "0008_webhooks",
+    sql: `
+create table webhook_endpoints (
+  id uuid primary key,
+  org_id uuid not null references orgs (id) on delete cascade,
+  url text not null,
+  event_types text[] not null,
+  enabled boolean not null default true,
+  description text not null default '',
+  secret_sealed bytea not null,
+  previous_secret_sealed bytea,
+  previous_secret_expires_at timestamptz,
+  failure_streak integer not null default 0,
+  disabled_reason text,
+  created_by uuid,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now()
+);
+create index webhook_endpoints_org_idx on webhook_endpoints (org_id, created_at desc);
+
+create table webhook_events (
+  id uuid primary key,
+  org_id uuid not null references orgs (id) on delete cascade,
+  type text not null,
+  payload text not null,
+  created_at timestamptz not null default now()
+);
+
+create table webhook_deliveries (
+  id uuid primary key,
+  webhook_id uuid not null references webhook_endpoints (id) on delete cascade,
+  event_id uuid not null references webhook_events (id) on delete cascade,
+  event_type text not null,
+  status text not null check (status in ('pending', 'succeeded', 'failed')),
+  attempt_count integer not null default 0,
+  next_attempt_at timestamptz,
+  created_at timestamptz not null default now(),
+  completed_at timestamptz,
+  unique (webhook_id, event_id)
+);
+create index webhook_deliveries_due_idx on webhook_deliveries (next_attempt_at) where status = 'pending';
+create index webhook_deliveries_log_idx on webhook_deliveries (webhook_id, created_at desc, id desc);
+
+create table webhook_attempts (
+  id bigint generated always as identity primary key,
+  delivery_id uuid not null references webhook_deliveries (id) on delete cascade,
+  number integer not null,
+  started_at timestamptz not null,
+  status_code integer not null default 0,
+  latency_ms integer not null default 0,
+  response_excerpt text not null default '',
+  error text not null default ''
+);
+create index webhook_attempts_delivery_idx on webhook_attempts (delivery_id, id);
+`,
+  },
 ];
 
 export const MIGRATIONS_TABLE = "identity_migrations";

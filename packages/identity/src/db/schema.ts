@@ -116,6 +116,55 @@ export type AuditEventsTable = {
   created_at: Timestamp;
 };
 
+export type WebhookEndpointsTable = {
+  id: string;
+  org_id: string;
+  url: string;
+  event_types: string[];
+  enabled: boolean;
+  description: string;
+  secret_sealed: Uint8Array;
+  previous_secret_sealed: Uint8Array | null;
+  previous_secret_expires_at: NullableTimestamp;
+  failure_streak: Generated<number>;
+  disabled_reason: string | null;
+  created_by: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+};
+
+export type WebhookEventsTable = {
+  id: string;
+  org_id: string;
+  type: string;
+  /** The exact body POSTed (and signed): the same bytes on every attempt. */
+  payload: string;
+  created_at: Timestamp;
+};
+
+export type WebhookDeliveriesTable = {
+  id: string;
+  webhook_id: string;
+  event_id: string;
+  event_type: string;
+  status: "pending" | "succeeded" | "failed";
+  attempt_count: Generated<number>;
+  next_attempt_at: NullableTimestamp;
+  created_at: Timestamp;
+  completed_at: NullableTimestamp;
+};
+
+export type WebhookAttemptsTable = {
+  id: Generated<string>;
+  delivery_id: string;
+  number: number;
+  started_at: Timestamp;
+  status_code: number;
+  latency_ms: number;
+  response_excerpt: string;
+  error: string;
+};
+
 export type IdentityDB = {
   users: UsersTable;
   orgs: OrgsTable;
@@ -127,4 +176,8 @@ export type IdentityDB = {
   idempotency_keys: IdempotencyKeysTable;
   invitations: InvitationsTable;
   audit_events: AuditEventsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_events: WebhookEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
 };

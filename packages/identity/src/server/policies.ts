@@ -9,6 +9,7 @@ import {
   OrgAPIKeyService,
   TeamService,
 } from "@platform/gen/identity/v1/teams_pb";
+import { WebhookEventService, WebhookService } from "@platform/gen/identity/v1/webhooks_pb";
 
 /**
  * Who may call an RPC:
@@ -55,6 +56,17 @@ const rules: Record<string, RpcRule> = {
   [`${AccountService.typeName}/UpdateMe`]: { policy: "jwt-only", idempotent: true },
   [`${AccountService.typeName}/ChangePassword`]: { policy: "jwt-only", idempotent: true },
   [`${AuditService.typeName}/ListAuditEvents`]: { policy: "admin", idempotent: false },
+  // Webhooks (issue 25): the organization's, managed like its people.
+  [`${WebhookService.typeName}/CreateWebhook`]: { policy: "admin", idempotent: true },
+  [`${WebhookService.typeName}/ListWebhooks`]: { policy: "admin", idempotent: false },
+  [`${WebhookService.typeName}/GetWebhook`]: { policy: "admin", idempotent: false },
+  [`${WebhookService.typeName}/UpdateWebhook`]: { policy: "admin", idempotent: true },
+  [`${WebhookService.typeName}/DeleteWebhook`]: { policy: "admin", idempotent: true },
+  [`${WebhookService.typeName}/RotateWebhookSecret`]: { policy: "admin", idempotent: true },
+  [`${WebhookService.typeName}/ListWebhookDeliveries`]: { policy: "admin", idempotent: false },
+  [`${WebhookService.typeName}/RedeliverWebhookDelivery`]: { policy: "admin", idempotent: true },
+  // Internal port only, the agents certificate (IDENTITY_CALLERS): a service's events carry no user credential.
+  [`${WebhookEventService.typeName}/PublishWebhookEvents`]: { policy: "none", idempotent: false },
   // Public keys for outside verifiers: no secret, no credential.
   [`${KeyPublicationService.typeName}/GetJwks`]: { policy: "none", idempotent: false },
   [`${KeyPublicationService.typeName}/GetOpenIdConfiguration`]: { policy: "none", idempotent: false },

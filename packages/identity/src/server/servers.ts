@@ -14,6 +14,8 @@ import {
 } from "@platform/gen/identity/v1/teams_pb";
 import { authService, orgService, sessionService, userService } from "./handlers.ts";
 import { keyPublicationService } from "./key-publication-handlers.ts";
+import { WebhookEventService, WebhookService } from "@platform/gen/identity/v1/webhooks_pb";
+import { webhookEventService, webhookService } from "./webhooks-handlers.ts";
 import { accountService, auditService, memberService, orgApiKeyService, teamService } from "./teams-handlers.ts";
 import { identityInputRefusal } from "./input-refusals.ts";
 import { identityInterceptors } from "./interceptors.ts";
@@ -69,6 +71,9 @@ export const IDENTITY_CALLERS: CallerPolicy = {
   "identity.v1.AccountService": ["operator"],
   "identity.v1.AuditService": ["operator"],
   "identity.v1.KeyPublicationService": ["agents", "runtime-router", "runtime-worker", "operator"],
+  "identity.v1.WebhookService": ["operator"],
+  // The agents service relays its sessions' events (issue 25); nothing else publishes.
+  "identity.v1.WebhookEventService": ["agents", "operator"],
 };
 
 /**
@@ -99,6 +104,7 @@ export function createIdentityServers(
     { service: AccountService, impl: accountService(identity) },
     { service: AuditService, impl: auditService(identity) },
     { service: KeyPublicationService, impl: keyPublicationService(identity) },
+    { service: WebhookService, impl: webhookService(identity) },
   ];
   const common = {
     envelope: identityEnvelope,
@@ -130,7 +136,11 @@ export function createIdentityServers(
   const grpc = createServer({
     ...common,
     name: "identity-grpc",
-    services: [{ service: AuthService, impl: authService(identity) }, ...restServices],
+    services: [
+      { service: AuthService, impl: authService(identity) },
+      { service: WebhookEventService, impl: webhookEventService(identity) },
+      ...restServices,
+    ],
     port: settings.grpcPort,
     internal: { tls: internalTls, callers: IDENTITY_CALLERS },
     logger: logger.child({ listener: "grpc" }),

@@ -103,6 +103,7 @@ export async function startTestServer(env: Record<string, string> = {}) {
     call,
     login,
     close: async () => {
+      await app.identity.webhookWorker.stop();
       await app.rotation.stop();
       await app.servers.close();
       // A test may already have closed the database (readiness checks).

@@ -6,7 +6,7 @@ import type { ToolCall, ToolSpec } from "../../providers/provider.ts";
 import { clip, type ToolResult } from "../toolbox.ts";
 import { modelToolName, serverOf } from "./names.ts";
 import { headersAad } from "../../domain/mcp-servers.ts";
-import { publicOnlyFetch } from "./public-target.ts";
+import { publicOnlyFetch } from "@platform/rpc";
 import { HeaderSecrets } from "./secrets.ts";
 
 export type McpOptions = {

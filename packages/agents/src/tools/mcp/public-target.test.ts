@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import { test } from "node:test";
 import { pino } from "pino";
 import { McpTools } from "./mcp-tools.ts";
-import { assertPublicTarget, isPublicAddress } from "./public-target.ts";
+import { assertPublicTarget, isPublicAddress } from "@platform/rpc";
 import { HeaderSecrets } from "./secrets.ts";
 
 test("non-public addresses, written as IPv4, IPv6 or IPv4-mapped IPv6, are refused; public ones pass", async () => {
