@@ -8,3 +8,4 @@ export {
   type DriverFactory,
 } from "./driver-contract.ts";
 export { createIsolatedNetns, createNetworkWorld, type NetworkWorld } from "./network-world.ts";
+export { dockerSaveArchive, ociLayout, rawTar, stageRootfs, TEST_IMAGE_PROGRAMS, tarLayer } from "./image-fixtures.ts";
