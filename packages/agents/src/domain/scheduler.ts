@@ -112,10 +112,10 @@ export class Scheduler {
     let sessionId: string | undefined;
     try {
       const agent = await this.store.getAgent(auth.orgId, schedule.agentId);
-      if (!agent) return await this.#finish(firing.id, { status: "failed", reason: "agent_not_found" });
+      if (!agent) return await this.#gone(schedule, firing.id, "agent_not_found");
       if (schedule.target === "session") {
         const session = schedule.sessionId ? await this.store.getSession(auth.orgId, schedule.sessionId) : undefined;
-        if (!session) return await this.#finish(firing.id, { status: "failed", reason: "session_not_found" });
+        if (!session) return await this.#gone(schedule, firing.id, "session_not_found");
         sessionId = session.id;
       } else {
         sessionId = (await this.store.createSession(auth.orgId, agent.id)).id;
@@ -147,6 +147,17 @@ export class Scheduler {
         log.warn({ err: e }, "could not record the firing's outcome"),
       );
     }
+  }
+
+  /**
+   * The schedule's agent or session was deleted: the firing fails and the
+   * schedule is paused, so it does not fail again at every slot (resuming
+   * it fails the same way until it is deleted).
+   */
+  async #gone(schedule: Schedule, firingId: string, reason: string): Promise<void> {
+    await this.#finish(firingId, { status: "failed", reason });
+    await this.schedules.update(schedule.orgId, schedule.id, { enabled: false, nextRunAt: null });
+    this.logger.warn({ scheduleId: schedule.id, reason }, "schedule paused: its target is gone");
   }
 
   #finish(

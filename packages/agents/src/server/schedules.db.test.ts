@@ -317,6 +317,26 @@ describe("management", () => {
       [["2026-06-05T12:45:00Z", "started"]],
     );
     await finishedLog(caller.token, list[0].sessionId);
+    // A deleted target: the firing fails and the schedule pauses itself.
+    const { caller: owner2, agentId: agent2 } = await newAgent();
+    const session2 = (await call("POST", "/v1/sessions", { token: owner2.token, body: { agentId: agent2 } })).json.id;
+    const orphan = await createSchedule(owner2.token, agent2, {
+      cron: "*/15 * * * *",
+      message: "x",
+      target: "session",
+      sessionId: session2,
+    });
+    assert.equal((await call("DELETE", `/v1/sessions/${session2}`, { token: owner2.token })).status, 204);
+    now = new Date("2026-06-05T13:00:01Z");
+    await servers[0].app.scheduler.tick();
+    assert.deepEqual(
+      (await firings(owner2.token, orphan.id)).map((f) => [f.status, f.reason]),
+      [["failed", "session_not_found"]],
+    );
+    const orphaned = await call("GET", `/v1/schedules/${orphan.id}`, { token: owner2.token });
+    assert.equal(orphaned.json.enabled, false);
+    assert.deepEqual(orphaned.json.nextRuns, []);
+
     const deleted = await call("DELETE", `/v1/schedules/${s.id}`, { token: caller.token });
     assert.equal(deleted.status, 204);
     assertError(await call("GET", `/v1/schedules/${s.id}`, { token: caller.token }), 404, "not_found");
