@@ -76,7 +76,7 @@ export const COMPUTE_SETTINGS = {
   }),
   ...internalTlsRows({
     files:
-      "PEM paths: the platform CA and compute's certificate (CN `compute`). `ComputeService` answers only the `agents` certificate (PERMISSION_DENIED `caller_not_allowed` otherwise); health and reflection any certificate of the CA, so `buf curl --list-methods` works with the `operator` certificate, which cannot exec in a sandbox",
+      "PEM paths: the platform CA and compute's certificate (CN `compute`). `ComputeService` answers only the `agents` and `e2b` certificates (PERMISSION_DENIED `caller_not_allowed` otherwise); health and reflection any certificate of the CA, so `buf curl --list-methods` works with the `operator` certificate, which cannot exec in a sandbox",
     off: "`off`: plaintext without caller checks, development and tests only (logged as a warning)",
   }),
   computeHost: replaced("COMPUTE_HOST", "HOST", "every service reads HOST"),

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ComputeDomain, SandboxState } from "@platform/compute";
+import type { ComputePort, SandboxStatus } from "./compute-port.ts";
 import { Code, PlatformError } from "@platform/errors";
 import { headersOf, readBody, sendJson } from "./http-util.ts";
 import { HOME } from "./paths.ts";
@@ -49,7 +49,7 @@ const UNSERVED: [RegExp, string][] = [
 /** E2B's control-plane REST routes the SDK uses, over the compute domain. */
 export class ControlPlane {
   constructor(
-    private readonly domain: ComputeDomain,
+    private readonly compute: ComputePort,
     private readonly records: SandboxRecords,
     private readonly verify: ApiKeyVerifier,
   ) {}
@@ -136,13 +136,13 @@ export class ControlPlane {
     const metadata = stringMap(body.metadata, "metadata");
     const envs = stringMap(body.envVars, "envVars");
     const timeoutS = timeoutOf(body.timeout, false);
-    const { sandboxId } = await this.domain.createSandbox({
+    const sandboxId = await this.compute.createSandbox({
       tenantId: caller.orgId,
       // Each E2B sandbox is its own session: a fresh workspace.
       sessionId: randomUUID(),
-      workspace: { mountPath: HOME },
+      mountPath: HOME,
       // E2B's timeout is enforced here (and can be extended); compute's own deadline is its longest.
-      limits: { maxRuntimeMs: 7 * 24 * 3_600_000 },
+      maxRuntimeMs: 7 * 24 * 3_600_000,
     });
     const { token, hash } = newAccessToken();
     const now = new Date();
@@ -156,7 +156,7 @@ export class ControlPlane {
       endAt: now,
       accessToken: token,
       accessTokenHash: hash,
-      processes: new ProcessTable(this.domain, sandboxId, envs),
+      processes: new ProcessTable(this.compute, sandboxId, envs),
     };
     this.records.add(record);
     this.#arm(record, timeoutS);
@@ -184,13 +184,7 @@ export class ControlPlane {
   }
 
   async #state(r: E2bSandbox): Promise<"running" | "paused" | undefined> {
-    let status: SandboxState;
-    try {
-      status = (await this.domain.describeSandbox(r.sandboxId)).status;
-    } catch (err) {
-      if (err instanceof PlatformError && err.code === Code.NotFound) status = "DESTROYED";
-      else throw err;
-    }
+    const status: SandboxStatus = await this.compute.status(r.sandboxId);
     if (status === "PAUSED") return "paused";
     if (status === "READY" || status === "STARTING") return "running";
     // Failed or destroyed behind this surface (compute's DestroySandbox): gone here too.
@@ -239,20 +233,20 @@ export class ControlPlane {
   async kill(r: E2bSandbox): Promise<void> {
     this.records.delete(r.sandboxId);
     r.processes.killAll();
-    await this.domain.destroySandbox(r.sandboxId);
+    await this.compute.destroySandbox(r.sandboxId);
   }
 
   async pause(r: E2bSandbox): Promise<void> {
     const state = await this.#state(r);
     if (!state) throw new PlatformError(Code.NotFound, "not_found", `sandbox ${r.sandboxId} not found`);
     if (state === "paused") throw new PlatformError(Code.AlreadyExists, "already_paused", "sandbox is already paused");
-    await this.domain.pauseSandbox(r.sandboxId);
+    await this.compute.pauseSandbox(r.sandboxId);
   }
 
   async connect(r: E2bSandbox, timeout: unknown): Promise<object> {
     const state = await this.#state(r);
     if (!state) throw new PlatformError(Code.NotFound, "not_found", `sandbox ${r.sandboxId} not found`);
-    if (state === "paused") await this.domain.resumeSandbox(r.sandboxId);
+    if (state === "paused") await this.compute.resumeSandbox(r.sandboxId);
     if (timeout !== undefined) {
       const t = timeoutOf(timeout, true);
       // Connecting never shortens a sandbox's life (E2B's rule).

@@ -6,6 +6,7 @@
 // platform API key.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { KyselySandboxStore } from "@platform/compute";
 import { CommandExitError, NotFoundError, Sandbox, SandboxError } from "e2b";
 import { type E2bStack, startE2bStack } from "./testing/e2b-stack.ts";
 
@@ -31,10 +32,10 @@ describe("the e2b SDK on our sandboxes", () => {
     const t0 = performance.now();
     sbx = await Sandbox.create({ timeoutMs: 120_000, metadata: { purpose: "sdk-test" } });
     console.log(`create: ${(performance.now() - t0).toFixed(0)} ms`);
-    const record = await stack.store.get(sbx.sandboxId);
+    const record = await new KyselySandboxStore(stack.compute.database).get(sbx.sandboxId);
     assert.equal(record?.tenantId, key.orgId, "the sandbox belongs to the API key's organization");
     assert.equal(record?.mountPath, "/home/user");
-    const view = await stack.domain.describeSandbox(sbx.sandboxId);
+    const view = await stack.compute.domain.describeSandbox(sbx.sandboxId);
     assert.ok(["STARTING", "READY"].includes(view.status), view.status);
     const info = await sbx.getInfo();
     assert.equal(info.sandboxId, sbx.sandboxId);
@@ -47,8 +48,12 @@ describe("the e2b SDK on our sandboxes", () => {
     const err: string[] = [];
     const t0 = performance.now();
     const r = await sbx.commands.run("echo one; echo two >&2; echo three; pwd", {
-      onStdout: (d) => out.push(d),
-      onStderr: (d) => err.push(d),
+      onStdout: (d) => {
+        out.push(d);
+      },
+      onStderr: (d) => {
+        err.push(d);
+      },
     });
     console.log(`commands.run: ${(performance.now() - t0).toFixed(0)} ms`);
     assert.equal(r.exitCode, 0);
@@ -85,7 +90,11 @@ describe("the e2b SDK on our sandboxes", () => {
       `pid ${h.pid} in ${JSON.stringify(listed)}`,
     );
     const seen: string[] = [];
-    const again = await sbx.commands.connect(h.pid, { onStdout: (d) => seen.push(d) });
+    const again = await sbx.commands.connect(h.pid, {
+      onStdout: (d) => {
+        seen.push(d);
+      },
+    });
     const result = await again.wait();
     assert.equal(result.exitCode, 0);
     assert.match(seen.join(""), /done\n$/, "the connected handle streams the output after connecting");
@@ -93,7 +102,13 @@ describe("the e2b SDK on our sandboxes", () => {
 
     const long = await sbx.commands.run("sleep 60", { background: true });
     assert.equal(await sbx.commands.kill(long.pid), true);
-    await assert.rejects(long.wait(), (e: unknown) => e instanceof CommandExitError);
+    await assert.rejects(long.wait(), (e: unknown) => {
+      assert.ok(e instanceof CommandExitError, String(e));
+      assert.equal(e.error, "signal: killed");
+      return true;
+    });
+    const ps = await sbx.commands.run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '");
+    assert.doesNotMatch(ps.stdout, /sleep 60/, "the killed command is gone from the sandbox");
     assert.equal(await sbx.commands.kill(long.pid), false, "a finished command is not found");
   });
 
@@ -143,16 +158,16 @@ describe("the e2b SDK on our sandboxes", () => {
   test("pause and connect map onto compute's PauseSandbox and ResumeSandbox", async () => {
     await sbx.files.write("/home/user/kept.txt", "kept");
     assert.equal(await sbx.pause(), true);
-    assert.equal((await stack.domain.describeSandbox(sbx.sandboxId)).status, "PAUSED");
+    assert.equal((await stack.compute.domain.describeSandbox(sbx.sandboxId)).status, "PAUSED");
     const resumed = await Sandbox.connect(sbx.sandboxId);
-    assert.equal((await stack.domain.describeSandbox(sbx.sandboxId)).status, "READY");
+    assert.equal((await stack.compute.domain.describeSandbox(sbx.sandboxId)).status, "READY");
     assert.equal(await resumed.files.read("/home/user/kept.txt"), "kept");
   });
 
   test("kill: the sandbox is destroyed in compute and the SDK reports it gone", async () => {
     await sbx.setTimeout(300_000);
     assert.equal(await sbx.kill(), true);
-    assert.equal((await stack.domain.describeSandbox(sbx.sandboxId)).status, "DESTROYED");
+    assert.equal((await stack.compute.domain.describeSandbox(sbx.sandboxId)).status, "DESTROYED");
     assert.equal(await Sandbox.kill(sbx.sandboxId), false, "a second kill finds nothing");
     await assert.rejects(Sandbox.getInfo(sbx.sandboxId), (e: unknown) => {
       assert.ok(e instanceof NotFoundError, String(e));

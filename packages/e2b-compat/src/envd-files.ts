@@ -1,11 +1,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { posix } from "node:path";
-import type { ComputeDomain } from "@platform/compute";
-import { LIMITS } from "@platform/compute";
+import { type ComputePort, MAX_FILE_CHUNK_BYTES } from "./compute-port.ts";
 import { Code, PlatformError } from "@platform/errors";
 import { envdSandbox } from "./envd-access.ts";
 import { headersOf, readBody, sendJson } from "./http-util.ts";
-import { sandboxPath, workspacePath } from "./paths.ts";
+import { sandboxPath } from "./paths.ts";
 import type { SandboxRecords } from "./records.ts";
 
 /** At most this much per upload request (multipart or octet-stream). */
@@ -19,17 +18,17 @@ export async function handleFiles(
   res: ServerResponse,
   url: URL,
   records: SandboxRecords,
-  domain: ComputeDomain,
+  compute: ComputePort,
 ): Promise<void> {
   const sb = envdSandbox(records, headersOf(req));
   const path = url.searchParams.get("path") ?? "";
   if (req.method === "GET") {
     if (!path) throw new PlatformError(Code.InvalidArgument, "invalid_argument", "path is required");
-    const rel = workspacePath(path);
+    const abs = sandboxPath(path);
     const chunks: Uint8Array[] = [];
     let offset = 0;
     for (;;) {
-      const r = await domain.readFile(sb.sandboxId, rel, offset, LIMITS.maxFileChunkBytes);
+      const r = await compute.readFile(sb.sandboxId, abs, offset, MAX_FILE_CHUNK_BYTES);
       if (r.totalSize > MAX_DOWNLOAD_BYTES)
         throw new PlatformError(
           Code.InvalidArgument,
@@ -75,14 +74,13 @@ export async function handleFiles(
   if (files.length === 0) throw new PlatformError(Code.InvalidArgument, "invalid_argument", "no file in the request");
   const written = [];
   for (const f of files) {
-    const rel = workspacePath(f.path);
+    const abs = sandboxPath(f.path);
     let at = 0;
     do {
-      const piece = f.data.subarray(at, at + LIMITS.maxFileChunkBytes);
-      await domain.writeFile(sb.sandboxId, rel, piece, at > 0, 0);
+      const piece = f.data.subarray(at, at + MAX_FILE_CHUNK_BYTES);
+      await compute.writeFile(sb.sandboxId, abs, piece, at > 0);
       at += piece.length;
     } while (at < f.data.length);
-    const abs = sandboxPath(f.path);
     written.push({ name: posix.basename(abs), type: "file", path: abs });
   }
   sendJson(res, 200, written);

@@ -1,5 +1,5 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { ComputeDomain } from "@platform/compute";
+import type { ComputePort } from "./compute-port.ts";
 import { Code, PlatformError } from "@platform/errors";
 import type { Filesystem } from "@platform/gen/e2b/filesystem/filesystem_pb";
 import { envdSandbox } from "./envd-access.ts";
@@ -11,8 +11,8 @@ const NO_WATCH =
   "watching directories is not served by this platform: compute has no file events (poll files.list instead)";
 
 /** envd's filesystem.Filesystem over compute's ListFiles and ExecCommand (README: what is served). */
-export function filesystemImpl(records: SandboxRecords, domain: ComputeDomain): ServiceImpl<typeof Filesystem> {
-  const ops = new WorkspaceOps(domain);
+export function filesystemImpl(records: SandboxRecords, compute: ComputePort): ServiceImpl<typeof Filesystem> {
+  const ops = new WorkspaceOps(compute);
   return {
     async stat(req, ctx) {
       const sb = envdSandbox(records, ctx.requestHeader);

@@ -89,7 +89,7 @@ export function processImpl(records: SandboxRecords): ServiceImpl<typeof Process
       const sb = envdSandbox(records, ctx.requestHeader);
       if (req.signal !== Signal.SIGKILL && req.signal !== Signal.SIGTERM)
         throw new PlatformError(Code.InvalidArgument, "invalid_argument", "signal must be SIGKILL or SIGTERM");
-      sb.processes.kill(selectorOf(req.process));
+      await sb.processes.signal(selectorOf(req.process), req.signal === Signal.SIGKILL ? "KILL" : "TERM");
       return {};
     },
     async sendInput(_req, ctx) {

@@ -1,5 +1,12 @@
-import type { ComputeDomain } from "@platform/compute";
+import type { ComputePort } from "./compute-port.ts";
+import { randomBytes } from "node:crypto";
 import { Code, PlatformError } from "@platform/errors";
+
+const MARK_VAR = "PLATFORM_E2B_PROCESS";
+/** Signals every process whose environment holds the mark ($1) with $2; never itself (its environment lacks it). */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template
+const SIGNAL_SCRIPT =
+  'for d in /proc/[0-9]*; do if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$1"; then kill -s "$2" "${d#/proc/}" 2>/dev/null; fi; done; exit 0';
 
 /** One event of a running process, as envd streams it. */
 export type ProcEvent =
@@ -18,6 +25,9 @@ interface Proc {
   tag?: string;
   config: ProcConfig;
   abort: AbortController;
+  /** In the command's environment (inherited by its children), so a signal can find the whole tree. */
+  mark: string;
+  signalled: boolean;
   listeners: Set<(e: ProcEvent) => void>;
   ended: boolean;
 }
@@ -33,7 +43,7 @@ export class ProcessTable {
   #nextPid = 1000;
 
   constructor(
-    private readonly domain: ComputeDomain,
+    private readonly compute: ComputePort,
     private readonly sandboxId: string,
     /** The sandbox's envVars, under each command's own. */
     private readonly baseEnvs: Record<string, string> = {},
@@ -42,7 +52,16 @@ export class ProcessTable {
   /** Starts the command; `listener` receives every event, the last one `end`. */
   start(config: ProcConfig, tag: string | undefined, listener: (e: ProcEvent) => void): number {
     const pid = this.#nextPid++;
-    const proc: Proc = { pid, tag, config, abort: new AbortController(), listeners: new Set([listener]), ended: false };
+    const proc: Proc = {
+      pid,
+      tag,
+      config,
+      abort: new AbortController(),
+      mark: randomBytes(12).toString("hex"),
+      signalled: false,
+      listeners: new Set([listener]),
+      ended: false,
+    };
     this.#procs.set(pid, proc);
     void this.#run(proc);
     return pid;
@@ -54,20 +73,21 @@ export class ProcessTable {
     };
     let end: ProcEvent = { type: "end", exitCode: -1, status: "error", error: "the command ended without a result" };
     try {
-      for await (const ev of this.domain.execCommand({
+      for await (const ev of this.compute.exec({
         sandboxId: this.sandboxId,
         command: proc.config.cmd,
         args: proc.config.args,
-        env: { ...this.baseEnvs, ...proc.config.envs },
+        env: { ...this.baseEnvs, ...proc.config.envs, [MARK_VAR]: proc.mark },
         workingDir: proc.config.cwd,
         // E2B commands may run as long as their connection; compute caps an exec at 600 s.
         timeoutMs: 0,
         signal: proc.abort.signal,
       })) {
         if (ev.type === "completed") {
-          end = ev.cancelled
-            ? { type: "end", exitCode: -1, status: "signal: killed", error: "signal: killed" }
-            : { type: "end", exitCode: ev.exitCode, status: `exit status ${ev.exitCode}` };
+          end =
+            ev.cancelled || (proc.signalled && ev.exitCode > 128)
+              ? { type: "end", exitCode: -1, status: "signal: killed", error: "signal: killed" }
+              : { type: "end", exitCode: ev.exitCode, status: `exit status ${ev.exitCode}` };
         } else emit(ev);
       }
     } catch (err) {
@@ -91,8 +111,29 @@ export class ProcessTable {
     return { pid: proc.pid, off: () => proc.listeners.delete(listener) };
   }
 
-  kill(select: { pid?: number; tag?: string }): void {
-    this.#find(select).abort.abort(new Error("killed"));
+  /**
+   * Sends the signal to the command and every process it started (found by
+   * its mark). Done inside the sandbox rather than by cancelling the exec
+   * stream: compute does not see a cancel of an exec that has streamed
+   * nothing yet (README, "Known limits"). A SIGKILL that has not ended the
+   * command within 2 s also cancels its exec.
+   */
+  async signal(select: { pid?: number; tag?: string }, signal: "KILL" | "TERM"): Promise<void> {
+    const proc = this.#find(select);
+    proc.signalled = true;
+    for await (const _ of this.compute.exec({
+      sandboxId: this.sandboxId,
+      command: "/bin/sh",
+      args: ["-c", SIGNAL_SCRIPT, "signal", `${MARK_VAR}=${proc.mark}`, signal],
+      env: {},
+      timeoutMs: 30_000,
+    })) {
+      // The script's own output is of no interest.
+    }
+    if (signal === "KILL") {
+      const timer = setTimeout(() => proc.abort.abort(new Error("killed")), 2000);
+      timer.unref();
+    }
   }
 
   killAll(): void {

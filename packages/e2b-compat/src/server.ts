@@ -1,10 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import type { ComputeDomain } from "@platform/compute";
 import { Filesystem } from "@platform/gen/e2b/filesystem/filesystem_pb";
 import { Process } from "@platform/gen/e2b/process/process_pb";
 import type { Logger } from "pino";
+import type { ComputePort } from "./compute-port.ts";
 import { withConnectErrors } from "./connect-errors.ts";
 import { type ApiKeyVerifier, ControlPlane } from "./control-plane.ts";
 import { envdSandbox } from "./envd-access.ts";
@@ -15,7 +15,8 @@ import { headersOf, sendError } from "./http-util.ts";
 import { SandboxRecords } from "./records.ts";
 
 export interface E2bCompatOptions {
-  domain: ComputeDomain;
+  /** compute.v1.ComputeService (grpcCompute). */
+  compute: ComputePort;
   /** A platform API key (or a person's JWT) → its organization: identity's VerifyToken. */
   verify: ApiKeyVerifier;
   logger: Logger;
@@ -42,14 +43,14 @@ const ENVD_RPC = /^\/(process\.Process|filesystem\.Filesystem)\//;
  * client proxy routes it).
  */
 export async function startE2bCompat(options: E2bCompatOptions): Promise<E2bCompat> {
-  const { domain, logger } = options;
+  const { compute, logger } = options;
   const records = new SandboxRecords();
-  const control = new ControlPlane(domain, records, options.verify);
+  const control = new ControlPlane(compute, records, options.verify);
   const logInternal = (err: unknown) => logger.error({ err }, "e2b-compat: internal error");
   const rpc = connectNodeAdapter({
     routes: (router) => {
       router.service(Process, withConnectErrors(processImpl(records), logInternal));
-      router.service(Filesystem, withConnectErrors(filesystemImpl(records, domain), logInternal));
+      router.service(Filesystem, withConnectErrors(filesystemImpl(records, compute), logInternal));
     },
     jsonOptions: { ignoreUnknownFields: true },
     readMaxBytes: 1024 * 1024,
@@ -63,7 +64,7 @@ export async function startE2bCompat(options: E2bCompatOptions): Promise<E2bComp
         res.writeHead(204).end();
         return;
       }
-      if (url.pathname === "/files") return await handleFiles(req, res, url, records, domain);
+      if (url.pathname === "/files") return await handleFiles(req, res, url, records, compute);
       return await control.handle(req, res, url);
     } catch (err) {
       sendError(res, err, logInternal);

@@ -1,10 +1,9 @@
 import { posix } from "node:path";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { ComputeDomain, FileEntryInfo } from "@platform/compute";
-import { LIMITS } from "@platform/compute";
+import { type ComputePort, type FileEntry, MAX_LIST_ENTRIES } from "./compute-port.ts";
 import { Code, PlatformError } from "@platform/errors";
 import { type EntryInfo, FileType } from "@platform/gen/e2b/filesystem/filesystem_pb";
-import { HOME, sandboxPath, workspacePath } from "./paths.ts";
+import { HOME, sandboxPath } from "./paths.ts";
 
 type Entry = Omit<EntryInfo, "$typeName" | "modifiedTime"> & { modifiedTime?: ReturnType<typeof timestampFromDate> };
 
@@ -16,7 +15,7 @@ function permissions(mode: number, isDir: boolean): string {
 }
 
 /** A compute FileEntry (relative to `dirAbs`) as envd's EntryInfo. */
-export function entryOf(dirAbs: string, e: FileEntryInfo): Entry {
+export function entryOf(dirAbs: string, e: FileEntry): Entry {
   const path = posix.join(dirAbs, e.path);
   return {
     name: posix.basename(path),
@@ -38,11 +37,11 @@ export function entryOf(dirAbs: string, e: FileEntryInfo): Entry {
  * path rule (paths inside the workspace, mounted at HOME).
  */
 export class WorkspaceOps {
-  constructor(private readonly domain: ComputeDomain) {}
+  constructor(private readonly compute: ComputePort) {}
 
   async list(sandboxId: string, path: string, depth: number): Promise<Entry[]> {
     const dirAbs = sandboxPath(path);
-    const res = await this.domain.listFiles(sandboxId, workspacePath(path), depth > 1, LIMITS.maxListEntries);
+    const res = await this.compute.listFiles(sandboxId, dirAbs, depth > 1, MAX_LIST_ENTRIES);
     return res.entries.filter((e) => e.path.split("/").length <= Math.max(1, depth)).map((e) => entryOf(dirAbs, e));
   }
 
@@ -63,9 +62,9 @@ export class WorkspaceOps {
     }
     const parent = posix.dirname(abs);
     const name = posix.basename(abs);
-    let entries: FileEntryInfo[];
+    let entries: FileEntry[];
     try {
-      entries = (await this.domain.listFiles(sandboxId, workspacePath(parent), false, LIMITS.maxListEntries)).entries;
+      entries = (await this.compute.listFiles(sandboxId, parent, false, MAX_LIST_ENTRIES)).entries;
     } catch (err) {
       if (err instanceof PlatformError && err.code === Code.NotFound) throw notFound(abs);
       throw err;
@@ -89,7 +88,7 @@ export class WorkspaceOps {
   async run(sandboxId: string, command: string, args: string[]): Promise<void> {
     let stderr = "";
     let exitCode = -1;
-    for await (const ev of this.domain.execCommand({ sandboxId, command, args, timeoutMs: 60_000 })) {
+    for await (const ev of this.compute.exec({ sandboxId, command, args, env: {}, timeoutMs: 60_000 })) {
       if (ev.type === "stderr") stderr += new TextDecoder().decode(ev.data);
       if (ev.type === "completed") exitCode = ev.exitCode;
     }

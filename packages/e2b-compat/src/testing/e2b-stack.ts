@@ -1,26 +1,37 @@
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { ComputeDomain, LocalDriver, MemorySandboxStore } from "@platform/compute";
-import { IdentityClient } from "@platform/identity-client";
+import { type ComputeApp, createComputeApp, LocalDriver, loadConfig } from "@platform/compute";
+import { createTestDatabase } from "@platform/db/testing";
 import { IdentityDouble } from "@platform/identity-client/testing";
+import { makeTestPki, type TestPki } from "@platform/pki/testing";
+import { createServiceTransport, loadServiceTls } from "@platform/rpc";
 import { pino } from "pino";
-import { type E2bCompat, startE2bCompat } from "../server.ts";
+import { startE2bApp } from "../app.ts";
+import type { ComputePort } from "../compute-port.ts";
+import { grpcCompute } from "../grpc-compute.ts";
+import type { E2bCompat } from "../server.ts";
 
-/** The real compute domain (local driver), identity's double and the E2B listener on 127.0.0.1, for the SDK tests. */
+/**
+ * The real thing on 127.0.0.1: compute (the local driver, its database) over
+ * mutual TLS, identity's double answering only the `e2b` certificate, and the
+ * e2b service as main.ts starts it.
+ */
 export interface E2bStack {
   compat: E2bCompat;
-  domain: ComputeDomain;
-  store: MemorySandboxStore;
+  compute: ComputeApp;
+  /** compute's ComputeService as the e2b service reaches it. */
+  computePort: ComputePort;
   identity: IdentityDouble;
   close(): Promise<void>;
 }
 
 export async function startE2bStack(name: string): Promise<E2bStack> {
   const logger = pino({ level: process.env.LOG_LEVEL ?? "silent" });
+  const pki: TestPki = await makeTestPki(["compute", "identity", "e2b", "agents"]);
   const dataDir = fs.mkdtempSync(join(tmpdir(), `e2b-${name}-`));
   fs.chmodSync(dataDir, 0o711);
+  const database = await createTestDatabase<unknown>();
   const driver = new LocalDriver({
     dataDir,
     killGraceMs: 300,
@@ -30,31 +41,45 @@ export async function startE2bStack(name: string): Promise<E2bStack> {
     dieWithService: true,
     warmSandboxes: 1,
   });
-  const store = new MemorySandboxStore();
-  const domain = new ComputeDomain({
-    driver,
-    store,
-    defaults: { image: "debian:bookworm-slim", storageClass: "", workspaceSize: "256Mi" },
-    idlePauseMs: 0,
+  const compute = await createComputeApp(
+    loadConfig({
+      COMPUTE_DATA_DIR: dataDir,
+      COMPUTE_PORT: "0",
+      HOST: "127.0.0.1",
+      COMPUTE_IDLE_PAUSE_SECONDS: "off",
+      PVC_WORKSPACE_SIZE: "256Mi",
+      LOG_LEVEL: "silent",
+      SANDBOX_IMAGE: "host",
+    }),
     logger,
-  });
-  await domain.start();
-  const identity = new IdentityDouble();
+    { driver, database, internalTls: loadServiceTls(pki.env("compute"), "compute") },
+  );
+  const { url: computeUrl } = await compute.server.listen();
+  const identity = new IdentityDouble({ tls: loadServiceTls(pki.env("identity"), "identity"), callers: ["e2b"] });
   const identityUrl = await identity.start();
-  const auth = new IdentityClient(createGrpcTransport({ baseUrl: identityUrl }));
-  const compat = await startE2bCompat({ domain, logger, port: 0, verify: (key) => auth.verifyToken(key) });
+  const compat = await startE2bApp(
+    { port: 0, host: "127.0.0.1", computeGrpcUrl: computeUrl, identityGrpcUrl: identityUrl, logLevel: "silent" },
+    logger,
+    loadServiceTls(pki.env("e2b"), "e2b"),
+  );
   return {
     compat,
-    domain,
-    store,
+    compute,
+    computePort: grpcCompute(
+      createServiceTransport({
+        baseUrl: computeUrl,
+        tls: loadServiceTls(pki.env("e2b"), "e2b"),
+        expectServer: "compute",
+      }),
+    ),
     identity,
     async close() {
       await compat.close();
-      for (const r of await store.listLive()) await domain.destroySandbox(r.id).catch(() => {});
-      await domain.stop();
-      await driver.close();
+      await compute.close();
       await identity.stop();
+      await database.close();
       fs.rmSync(dataDir, { recursive: true, force: true });
+      pki.remove();
     },
   };
 }
