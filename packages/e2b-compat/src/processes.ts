@@ -4,9 +4,8 @@ import { Code, PlatformError } from "@platform/errors";
 
 const MARK_VAR = "PLATFORM_E2B_PROCESS";
 /** Signals every process whose environment holds the mark ($1) with $2; never itself (its environment lacks it). */
-// biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template
 const SIGNAL_SCRIPT =
-  'for d in /proc/[0-9]*; do if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$1"; then kill -s "$2" "${d#/proc/}" 2>/dev/null; fi; done; exit 0';
+  'for d in /proc/[0-9]*; do if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$1"; then kill -s "$2" "$(basename "$d")" 2>/dev/null; fi; done; exit 0';
 
 /** One event of a running process, as envd streams it. */
 export type ProcEvent =

@@ -59,6 +59,11 @@ export async function startE2bCompat(options: E2bCompatOptions): Promise<E2bComp
     const url = new URL(req.url ?? "/", "http://e2b.invalid");
     try {
       if (ENVD_RPC.test(url.pathname)) return rpc(req, res);
+      if (url.pathname === "/livez" && !req.headers["e2b-sandbox-id"]) {
+        // The launcher's readiness probe; a sandbox's envd /health is below.
+        res.writeHead(200, { "content-type": "text/plain" }).end("ok");
+        return;
+      }
       if (url.pathname === "/health") {
         envdSandbox(records, headersOf(req));
         res.writeHead(204).end();

@@ -6,7 +6,15 @@ import { join } from "node:path";
 import { createCa, type IssueOptions, issueServiceCert, type PemPair } from "./certificates.ts";
 
 /** Every identity on the platform's internal network. `operator` is the person at the console (buf curl). */
-export const SERVICE_NAMES = ["identity", "compute", "agents", "runtime-router", "runtime-worker", "operator"] as const;
+export const SERVICE_NAMES = [
+  "identity",
+  "compute",
+  "agents",
+  "runtime-router",
+  "runtime-worker",
+  "e2b",
+  "operator",
+] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
 
 /** The three files a service reads (TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE). */

@@ -48,7 +48,8 @@ export type IdentityServers = {
 /**
  * Who may call what on IDENTITY_GRPC_PORT (certificate service names). The
  * agents service verifies every HTTP request's credential (VerifyToken); the
- * runtime router verifies JWTs (VerifyJWT); the public key is no secret.
+ * runtime router verifies JWTs (VerifyJWT); the e2b service verifies the API
+ * keys the e2b SDK sends (VerifyToken); the public key is no secret.
  * IssueJWT mints a token for any member without a credential: no service
  * calls it, so only the operator (the person holding the launcher's data
  * directory, who could read the database anyway) may. The REST services are
@@ -56,9 +57,9 @@ export type IdentityServers = {
  */
 export const IDENTITY_CALLERS: CallerPolicy = {
   "identity.v1.AuthService": {
-    VerifyToken: ["agents", "runtime-router", "operator"],
+    VerifyToken: ["agents", "runtime-router", "e2b", "operator"],
     VerifyJWT: ["agents", "runtime-router", "operator"],
-    VerifyAPIKey: ["agents", "runtime-router", "operator"],
+    VerifyAPIKey: ["agents", "runtime-router", "e2b", "operator"],
     GetPublicKey: ["agents", "runtime-router", "runtime-worker", "operator"],
     IssueJWT: ["operator"],
   },

@@ -13,6 +13,7 @@ test("launcher defaults, --verbose and the old PLATFORM_VERBOSE switch", () => {
     agents: 8082,
     agentsGrpc: 50053,
     router: 8080,
+    e2b: 0,
   });
   assert.deepEqual(c.restart, {
     initialDelayMs: 500,

@@ -30,6 +30,8 @@ export type LauncherConfig = {
     agents: number;
     agentsGrpc: number;
     router: number;
+    /** The e2b service (E2B's API for the e2b SDK); 0: not started. */
+    e2b: number;
   };
   ownerEmail: string;
   ownerOrg: string;
@@ -60,6 +62,12 @@ export const LAUNCHER_SETTINGS = {
   agents: portOf("PLATFORM_AGENTS_PORT", 8082, "agents' REST port"),
   agentsGrpc: portOf("PLATFORM_AGENTS_GRPC_PORT", 50053, "agents' internal gRPC port"),
   router: portOf("PLATFORM_ROUTER_PORT", 8080, "the runtime router's port"),
+  e2b: int("PLATFORM_E2B_PORT", {
+    default: 0,
+    min: 0,
+    max: 65535,
+    doc: "the e2b service's port: E2B's API over compute, so the unchanged e2b SDK runs on the platform's sandboxes (`E2B_API_URL` and `E2B_SANDBOX_URL` = `http://<host>:<port>`, `E2B_API_KEY` = a platform API key; `packages/e2b-compat`); 0: not started",
+  }),
   ownerEmail: text("PLATFORM_OWNER_EMAIL", {
     default: "owner@example.com",
     doc: "the first owner, made on the first start",
@@ -115,6 +123,7 @@ export function loadLauncherConfig(env: NodeJS.ProcessEnv = process.env, argv: r
       agents: s.agents,
       agentsGrpc: s.agentsGrpc,
       router: s.router,
+      e2b: s.e2b,
     },
     ownerEmail: s.ownerEmail,
     ownerOrg: s.ownerOrg,

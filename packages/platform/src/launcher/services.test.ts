@@ -49,6 +49,21 @@ test("every service gets its own certificate; internal endpoints are https; the 
   for (const s of services.filter((x) => x.name !== "runtime")) assert.match(s.readyUrl, /^https:/, s.name);
 });
 
+test("the e2b service starts only with PLATFORM_E2B_PORT, as the e2b certificate, reaching compute and identity over mutual TLS", () => {
+  assert.equal(
+    platformServices(loadLauncherConfig({}), secrets, pki.files).services.some((s) => s.name === "e2b"),
+    false,
+  );
+  const { services } = platformServices(loadLauncherConfig({ PLATFORM_E2B_PORT: "3030" }), secrets, pki.files);
+  const e2b = services.find((s) => s.name === "e2b")!;
+  assert.equal(cnOf(e2b.env.TLS_CERT_FILE!), "CN=e2b");
+  assert.equal(e2b.env.E2B_PORT, "3030");
+  assert.equal(e2b.env.HOST, "127.0.0.1");
+  assert.equal(e2b.env.COMPUTE_GRPC_URL, "https://127.0.0.1:50052");
+  assert.equal(e2b.env.IDENTITY_GRPC_URL, "https://127.0.0.1:50051");
+  assert.equal(e2b.readyUrl, "http://127.0.0.1:3030/livez");
+});
+
 test("a wildcard PLATFORM_HOST is reached on loopback, which every certificate names", () => {
   const { endpoints } = platformServices(loadLauncherConfig({ PLATFORM_HOST: "0.0.0.0" }), secrets, pki.files);
   assert.equal(endpoints.identityGrpc, "https://127.0.0.1:50051");

@@ -104,5 +104,19 @@ export function platformServices(
       },
     },
   ];
+  if (ports.e2b > 0) {
+    services.push({
+      name: "e2b",
+      entry: join(root, "packages/e2b-compat/src/main.ts"),
+      readyUrl: `${url(ports.e2b)}/livez`,
+      env: {
+        ...common,
+        ...tlsEnv(tls("e2b")),
+        E2B_PORT: String(ports.e2b),
+        COMPUTE_GRPC_URL: endpoints.computeGrpc!,
+        IDENTITY_GRPC_URL: endpoints.identityGrpc!,
+      },
+    });
+  }
   return { services, endpoints };
 }
