@@ -462,6 +462,30 @@ describe("management", () => {
     assert.equal(mine.json.enabled, true);
   });
 
+  test("API keys: read lists and reads; creating, changing and deleting need sessions:run", async () => {
+    const { caller, agentId } = await newAgent();
+    const s = await createSchedule(caller.token, agentId, { cron: "0 * * * *", message: "keyed" });
+    const reader = identity.apiKey(["read", "agents:write"], caller.orgId);
+    assert.equal((await call("GET", `/v1/agents/${agentId}/schedules`, { token: reader.token })).status, 200);
+    assert.equal((await call("GET", `/v1/schedules/${s.id}`, { token: reader.token })).status, 200);
+    assert.equal((await call("GET", `/v1/schedules/${s.id}/firings`, { token: reader.token })).status, 200);
+    const body = { cron: "0 * * * *", message: "x" };
+    assertError(
+      await call("POST", `/v1/agents/${agentId}/schedules`, { token: reader.token, body }),
+      403,
+      "permission_denied",
+    );
+    assertError(
+      await call("PATCH", `/v1/schedules/${s.id}`, { token: reader.token, body: { enabled: false } }),
+      403,
+      "permission_denied",
+    );
+    assertError(await call("DELETE", `/v1/schedules/${s.id}`, { token: reader.token }), 403, "permission_denied");
+    const runner = identity.apiKey(["sessions:run"], caller.orgId);
+    assert.equal((await call("POST", `/v1/agents/${agentId}/schedules`, { token: runner.token, body })).status, 201);
+    assert.equal((await call("DELETE", `/v1/schedules/${s.id}`, { token: runner.token })).status, 204);
+  });
+
   test("gRPC: the same service on the internal port", async () => {
     now = new Date("2026-06-07T00:00:00Z");
     const { caller, agentId } = await newAgent();
