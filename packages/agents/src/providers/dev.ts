@@ -9,6 +9,8 @@ import type { ModelEvent, ModelMessage, ModelProvider, ModelRequest, ToolCall } 
  *   with `{"command": "<command>"}`;
  * - `/read <path>` → `read_file`; `/write <path> <text>` → `write_file`;
  *   `/ls [path]` → `list_files` (path defaults to `.`);
+ * - `/call <tool> <JSON object>` → a call of that tool (any name: a client
+ *   tool's, an MCP tool's) with that input;
  * - `/fail <text>` → streams `<text>` then fails mid-stream (to exercise
  *   error handling);
  * - a tool result (the last message is role tool) → a text summary of it;
@@ -63,6 +65,15 @@ function decide(last: ModelMessage | undefined, position: number): Reply {
   }
   if ((m = /^\/ls(?:\s+(\S+))?\s*$/.exec(text)))
     return { text: "", call: { id, name: "list_files", input: { path: m[1] ?? "." } } };
+  if ((m = /^\/call\s+([A-Za-z0-9_-]{1,64})\s+(\{[\s\S]*\})\s*$/.exec(text))) {
+    try {
+      const input = JSON.parse(m[2]!) as unknown;
+      if (typeof input === "object" && input !== null && !Array.isArray(input))
+        return { text: "", call: { id, name: m[1]!, input: input as Record<string, unknown> } };
+    } catch {
+      // Not JSON: echoed like any other text.
+    }
+  }
   if ((m = /^\/fail\s*([\s\S]*)$/.exec(text))) return { text: m[1] ?? "", fail: true };
   return { text: `echo: ${text}` };
 }

@@ -226,6 +226,13 @@ export class Runner implements Runs {
     if (this.#stopping) throw PlatformError.unavailable("the service is shutting down; retry on another replica");
     const interrupt = mode === "interrupt";
     const event: NewEvent = { type: "message_queued", content: queuedContent(messages, mode) };
+    // The queue is bounded: a client cannot grow a session's log and queue without limit.
+    if (mode !== "reject" && (await this.store.queuedSends(sessionId)).length >= MAX_QUEUED_SENDS)
+      throw new PlatformError(
+        Code.ResourceExhausted,
+        "queue_full",
+        `session ${sessionId} has ${MAX_QUEUED_SENDS} queued sends already; wait for them to run (or send with mode "interrupt" later)`,
+      );
     // Each round either queues, starts, or lost a race with a run that
     // started or ended in between (then the next round sees it).
     for (let round = 0; round < 5; round++) {
@@ -511,6 +518,9 @@ class RunCancelled extends Error {
     super(message);
   }
 }
+
+/** Queued sends a session holds at most (a send past it is 429 `queue_full`). */
+export const MAX_QUEUED_SENDS = 32;
 
 /** The `error` that ends a run a send with mode `interrupt` stopped. */
 export const RUN_INTERRUPTED_BY_SEND = "the run was interrupted by a new message";

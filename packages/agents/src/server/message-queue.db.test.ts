@@ -31,7 +31,7 @@ let config: ReturnType<typeof testAgentsConfig>;
 const providers = new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
 
 async function startService(): Promise<AgentsServer> {
-  const started = await createAgentsServer(config, pino({ level: "silent" }), {
+  const started = await createAgentsServer(config, pino({ level: process.env.MQ_LOG ?? "silent" }), {
     providers,
     database,
     pollMs: 200,
@@ -278,6 +278,38 @@ describe("messages sent while a run is going", () => {
     assert.equal((await running.frames).at(-1)?.data.type, "done");
   });
 
+  test("the queue is bounded: past 32 queued sends a send is 429 queue_full, nothing logged; the 32 all run", async () => {
+    const { caller, session } = await agentAndSession();
+    const hold = gate();
+    scripted.push([
+      { type: "text", text: "long one" },
+      { type: "wait", until: hold.promise },
+    ]);
+    const running = await open(caller.token, session.id, "first");
+    await until(caller.token, session.id, hasText("long one"), "the run's text");
+    const streams: Array<Promise<Frame[]>> = [];
+    for (let i = 0; i < 32; i++) streams.push((await open(caller.token, session.id, `q${i}`)).frames);
+    const full = await call("POST", `/v1/sessions/${session.id}/messages`, {
+      token: caller.token,
+      body: { messages: [{ role: "user", content: "one too many" }] },
+    });
+    assert.equal(full.status, 429, full.text);
+    assert.equal(full.json.error.code, "resource_exhausted");
+    assert.match(full.json.error.message, /32 queued sends/);
+    const mid = await getSession(caller.token, session.id);
+    assert.equal(mid.queuedSends.length, 32);
+    assert.ok(!JSON.stringify(mid.events).includes("one too many"), "the refused send was not logged");
+    hold.open();
+    await running.frames;
+    for (const frames of await Promise.all(streams)) assert.equal(frames.at(-1)?.data.type, "done");
+    const end = await until(caller.token, session.id, (g) => g.session.status === "idle", "idle");
+    assertGapless(end.events);
+    assert.deepEqual(
+      end.events.filter((e: Json) => e.type === "user").map((e: Json) => e.content),
+      ["first", ...Array.from({ length: 32 }, (_, i) => `q${i}`)],
+    );
+  });
+
   test("over gRPC: a queued send's stream is its message_queued, then its run, to done", async () => {
     const { caller, session } = await agentAndSession();
     const hold = gate();
@@ -376,7 +408,8 @@ describe("interrupt", () => {
     const running = await open(caller.token, session.id, "run forever");
     const deadline = Date.now() + 30_000;
     while (!compute.execCalls.some((c) => c.args.includes("hang") || c.command.includes("hang"))) {
-      if (Date.now() > deadline) assert.fail("the exec never started");
+      if (Date.now() > deadline)
+        assert.fail(`the exec never started: ${JSON.stringify((await getSession(caller.token, session.id)).events)}`);
       await new Promise((r) => setTimeout(r, 20));
     }
     const interrupting = await open(caller.token, session.id, "never mind", { mode: "interrupt" });

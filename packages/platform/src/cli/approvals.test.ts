@@ -105,6 +105,37 @@ describe("tool approvals", () => {
     assert.deepEqual(types, ["user", "tool_use", "requires_action", "tool_result", "done"]);
   });
 
+  test("a client tool's call: chat reads its result from stdin (never sends allow); !error gives a failed result", async () => {
+    await api("POST", "/v1/agents", {
+      name: "Picker",
+      slug: "picker",
+      model: "dev/echo",
+      clientTools: [
+        {
+          name: "pick_color",
+          description: "asks the user for a color",
+          inputSchema: JSON.stringify({ type: "object", properties: { hint: { type: "string" } } }),
+        },
+      ],
+    });
+    const r = await ok(["chat", "--agent", "picker", '/call pick_color {"hint":"warm"}'], "dark orange\n");
+    assert.match(r.stderr, /⏸ client tool pick_color \{"hint":"warm"\}/, r.stderr);
+    assert.match(r.stdout, /dark orange/, r.stdout);
+    const sessionId = /created session (\S+)/.exec(r.stderr)?.[1];
+    const log = await api("GET", `/v1/sessions/${sessionId}`);
+    // biome-ignore lint/suspicious/noExplicitAny: untyped JSON answers
+    const result = log.events.find((e: any) => e.type === "tool_result");
+    assert.equal(result.content, "dark orange");
+    assert.equal(result.isError, false);
+    const failed = await ok(["chat", "--agent", "picker", '/call pick_color {"hint":"none"}'], "!error no display\n");
+    const failedId = /created session (\S+)/.exec(failed.stderr)?.[1];
+    const failedLog = await api("GET", `/v1/sessions/${failedId}`);
+    // biome-ignore lint/suspicious/noExplicitAny: untyped JSON answers
+    const failedResult = failedLog.events.find((e: any) => e.type === "tool_result");
+    assert.equal(failedResult.isError, true);
+    assert.equal(failedResult.content, "no display");
+  });
+
   test("`n <reason>` denies: nothing runs and the model gets the reason", async () => {
     await ok(["agents", "create", "--name", "Denier", "--ask", "bash"]);
     const r = await ok(["chat", "--agent", "denier", "run: echo never-run"], "n not on my machine\n");

@@ -233,7 +233,8 @@ async function followTurn(client: PlatformClient, turn: Turn, io: Output, stdin:
         if (io.json) io.value({ seq, ...event });
         else progress.show(event);
         if (event.type === "text" && turn.paused && !io.json) io.write(event.content ?? "");
-        if (event.type === "done" || event.type === "error") {
+        // budget_reached (issue 20): the run ended at one of the session's budgets.
+        if (event.type === "done" || event.type === "error" || event.type === "budget_reached") {
           if (turn.paused && !io.json) io.write("\n");
           return;
         }
@@ -253,13 +254,20 @@ async function followTurn(client: PlatformClient, turn: Turn, io: Output, stdin:
   }
 }
 
-type PendingCall = { toolUseId: string; name: string; input?: unknown };
+type PendingCall = { toolUseId: string; name: string; input?: unknown; kind?: string };
+
+type Decision =
+  | { toolUseId: string; decision: "allow" | "deny"; message?: string }
+  | { toolUseId: string; decision: "result"; result: { content: string; isError: boolean } };
 
 /**
  * Asks y/n for each pending call on stderr, reading the answers from stdin
  * (`yes | platform chat ...` allows every call; `n <reason>` denies with the
  * reason as the message to the model), and sends them in one request. When
- * stdin has ended, the calls left are denied: nothing runs unasked.
+ * stdin has ended, the calls left are denied: nothing runs unasked. A call
+ * of one of the agent's client tools (`kind` `client`) is not allowed but
+ * answered: its result is the next line (`!error <text>` for a failed
+ * result, an empty line denies it).
  */
 async function answerToolCalls(
   client: PlatformClient,
@@ -275,8 +283,12 @@ async function answerToolCalls(
     // Not what this CLI knows: nothing to ask; the session stays waiting.
   }
   if (calls.length === 0) return;
-  const decisions: Array<{ toolUseId: string; decision: "allow" | "deny"; message?: string }> = [];
+  const decisions: Decision[] = [];
   for (const call of calls) {
+    if (call.kind === "client") {
+      decisions.push(await clientToolAnswer(call, io, stdin));
+      continue;
+    }
     io.err(`\n⏸ ${call.name} ${JSON.stringify(call.input ?? {})}`);
     process.stderr.write("  allow this call? [y/N, or n <reason>] ");
     const line = await stdin.next();
@@ -301,6 +313,31 @@ async function answerToolCalls(
     { body: { decisions } },
   );
   if (io.json) io.value({ type: "tool_decisions", decisions, resumed: res.resumed ?? false });
+}
+
+/**
+ * The answer to a client tool's call, read from stdin: the line is the
+ * tool's result for the model; `!error <text>` a failed result; an empty
+ * line (or stdin ended) denies the call. Answering `y` would be refused
+ * (409 client_tool_needs_result): the CLI never sends allow for these.
+ */
+async function clientToolAnswer(call: PendingCall, io: Output, stdin: StdinLines): Promise<Decision> {
+  io.err(`\n⏸ client tool ${call.name} ${JSON.stringify(call.input ?? {})}`);
+  process.stderr.write("  its result? [one line; !error <text> for a failure; empty denies] ");
+  const line = await stdin.next();
+  if (line === undefined) {
+    io.err("(no answer: stdin ended; denied)");
+    return { toolUseId: call.toolUseId, decision: "deny", message: "no answer: the user's input ended" };
+  }
+  const answer = line.replace(/\r$/, "");
+  if (!process.stdin.isTTY) io.err(answer);
+  if (answer.trim() === "") return { toolUseId: call.toolUseId, decision: "deny" };
+  const failed = /^!error\s*([\s\S]*)$/.exec(answer);
+  return {
+    toolUseId: call.toolUseId,
+    decision: "result",
+    result: failed ? { content: failed[1] ?? "", isError: true } : { content: answer, isError: false },
+  };
 }
 
 /**
