@@ -9,6 +9,8 @@ import { ComputeSandboxes } from "./adapters/compute.ts";
 import { ComputeWorkspaceFiles } from "./adapters/compute-files.ts";
 import { grpcTransport } from "./adapters/grpc-transport.ts";
 import { IdentityAuthenticator } from "./adapters/identity.ts";
+import { WebhookPublisher } from "@platform/identity-client";
+import { WebhookRelay } from "./webhooks/relay.ts";
 import { type AgentsApp, createAgentsApp } from "./app.ts";
 import type { AgentsConfig } from "./config.ts";
 import type { AgentsDB } from "./db/schema.ts";
@@ -69,6 +71,8 @@ export async function createAgentsServer(
     /** The schedules' clock and tick (tests); see AgentsAppOptions. */
     clock?: () => Date;
     scheduleTickMs?: number;
+    /** How often the webhook relay looks for events to hand to identity (default 1 s). */
+    webhookRelayMs?: number;
     internalTls: ServiceTls | undefined;
   },
 ): Promise<AgentsServer> {
@@ -80,10 +84,11 @@ export async function createAgentsServer(
       dataDir: config.databaseUrl ? undefined : config.dataDir,
     }));
   const computeTransport = grpcTransport(config.computeGrpcUrl, tls, "compute");
+  const identityTransport = grpcTransport(config.identityGrpcUrl, tls, "identity");
   const app = await createAgentsApp({
     database,
     logger,
-    authenticator: new IdentityAuthenticator(grpcTransport(config.identityGrpcUrl, tls, "identity")),
+    authenticator: new IdentityAuthenticator(identityTransport),
     sandboxes: new ComputeSandboxes(computeTransport, { maxRuntimeMs: config.sandboxMaxRuntimeMs }),
     workspaceFiles: new ComputeWorkspaceFiles(computeTransport),
     providers: overrides.providers ?? providersFrom(config),
@@ -137,6 +142,15 @@ export async function createAgentsServer(
     // One process, one registry: both ports show all of it.
     metrics: server.metrics,
   });
+  // Session events to organizations' webhooks, through identity (issue 25).
+  const relay = new WebhookRelay(
+    database.db,
+    new WebhookPublisher(identityTransport),
+    logger.child({ part: "webhook-relay" }),
+    {
+      intervalMs: overrides.webhookRelayMs,
+    },
+  );
   registerAgentsMetrics(server.metrics.registry, database, (runId) => app.runner.isLocal(runId));
   return {
     app,
@@ -158,9 +172,11 @@ export async function createAgentsServer(
         return 0;
       });
       if (ended > 0) logger.warn({ runs: ended }, "ended the runs an earlier process left unfinished");
+      relay.start();
       return { port: pub.port, url: pub.url, grpcPort: internal.port, grpcUrl: internal.url };
     },
     async close() {
+      await relay.stop();
       await app.stop();
       await Promise.all([server.close(), grpc.close()]);
       if (!overrides.database) await database.close();

@@ -225,4 +225,45 @@ create index schedule_firings_schedule_pos on schedule_firings (schedule_id, pos
     name: "0010_agent_network_policy",
     sql: `alter table agents add column network_policy jsonb;`,
   },
+  {
+    // Issue 25: the session events organizations' webhooks hear of, copied by
+    // a trigger in the transaction that stores them (so none is lost), for
+    // the relay (webhooks/relay.ts) to hand to identity and delete. A cursor
+    // over session_events cannot do it: its order is per session (seq), and
+    // rows of concurrent runs commit out of any global order.
+    name: "0010_webhook_relay",
+    sql: `
+create table webhook_relay (
+  id uuid primary key,
+  pos bigint generated always as identity,
+  org_id uuid not null,
+  session_id uuid not null,
+  agent_id uuid not null,
+  run_id uuid,
+  seq bigint not null,
+  type text not null,
+  content text not null,
+  tokens_in bigint not null default 0,
+  tokens_out bigint not null default 0,
+  occurred_at timestamptz not null,
+  claimed_until timestamptz
+);
+create index webhook_relay_pos on webhook_relay (pos);
+
+create function agents_webhook_relay() returns trigger language plpgsql as $$
+begin
+  if new.type in ('done', 'error', 'requires_action', 'budget_reached')
+     or (new.type = 'sandbox_replaced' and new.content like '%"reason":"failed"%') then
+    insert into webhook_relay (id, org_id, session_id, agent_id, run_id, seq, type, content, tokens_in, tokens_out, occurred_at)
+    select gen_random_uuid(), s.org_id, s.id, s.agent_id, new.run_id, new.seq, new.type, new.content,
+           new.tokens_in, new.tokens_out, new.created_at
+    from sessions s where s.id = new.session_id;
+  end if;
+  return null;
+end
+$$;
+create trigger session_events_webhook_relay after insert on session_events
+  for each row execute function agents_webhook_relay();
+`,
+  },
 ];

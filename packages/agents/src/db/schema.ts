@@ -136,4 +136,22 @@ export interface AgentsDB {
   agent_schedules: AgentSchedulesTable;
   schedule_firings: ScheduleFiringsTable;
   usage_records: UsageRecordsTable;
+  webhook_relay: WebhookRelayTable;
+}
+
+/** Session events waiting to be handed to identity's webhooks (migration 0010_webhook_relay). */
+export interface WebhookRelayTable {
+  id: string;
+  pos: Generated<string>;
+  org_id: string;
+  session_id: string;
+  agent_id: string;
+  run_id: string | null;
+  seq: number;
+  type: string;
+  content: string;
+  tokens_in: number;
+  tokens_out: number;
+  occurred_at: Timestamp;
+  claimed_until: Date | null;
 }

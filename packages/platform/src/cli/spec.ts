@@ -4,6 +4,7 @@
 
 import { ACCOUNT_COMMANDS } from "./account.ts";
 import { SCHEDULE_COMMANDS } from "./schedules.ts";
+import { WEBHOOK_COMMANDS } from "./webhooks.ts";
 import { TEAM_COMMANDS } from "./teams.ts";
 
 export type OptionSpec = {
@@ -192,6 +193,7 @@ export const COMMANDS: CommandSpec[] = [
   ...TEAM_COMMANDS,
   ...ACCOUNT_COMMANDS,
   ...SCHEDULE_COMMANDS,
+  ...WEBHOOK_COMMANDS,
   {
     path: ["completion"],
     summary: "a shell completion script: source <(platform completion bash)",

@@ -91,7 +91,7 @@ export const TEAM_COMMANDS: CommandSpec[] = [
 ];
 
 /** The org the stored session is in (its JWT's org_id claim); --org wins; an API key needs --org. */
-function currentOrg(client: PlatformClient, flags: Flags = {}): string {
+export function currentOrg(client: PlatformClient, flags: Flags = {}): string {
   const given = str(flags, "org");
   if (given) return given;
   const token = client.env.PLATFORM_API_KEY ? undefined : client.credentials?.accessToken;
