@@ -261,3 +261,26 @@ test("runtime messages and the health protocol", () => {
   );
   assert.equal(health.Health.typeName, "grpc.health.v1.Health");
 });
+
+test("sandbox network (issue 21): agents' network_policy is field 24 with compute's shape", () => {
+  const number = (schema: DescMessage, name: string) => schema.fields.find((f) => f.name === name)?.number;
+  for (const schema of [agents.AgentSchema, agents.CreateAgentRequestSchema, agents.UpdateAgentRequestSchema])
+    assert.equal(number(schema, "network_policy"), 24, `${schema.typeName}.network_policy`);
+  for (const schema of [agents.AgentNetworkPolicySchema, agents.AgentNetworkPolicyInputSchema])
+    assert.deepEqual(names(schema), names(compute.NetworkPolicySchema));
+  for (const schema of [agents.AgentCidrRuleSchema, agents.AgentCidrRuleInputSchema])
+    assert.deepEqual(names(schema), names(compute.CidrRuleSchema));
+  assert.deepEqual(names(compute.NetworkEventSchema), [
+    "sequence",
+    "time",
+    "host",
+    "port",
+    "address",
+    "allowed",
+    "reason",
+    "protocol",
+    "egress_bytes",
+    "ingress_bytes",
+    "duration",
+  ]);
+});

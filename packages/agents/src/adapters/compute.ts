@@ -1,7 +1,8 @@
 import { type Client, Code as ConnectCode, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
 import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
-import type { ExecOptions, ExecResult, FileEntry, Sandboxes, SandboxState } from "../domain/ports.ts";
+import type { NetworkPolicy } from "@platform/compute/network-policy";
+import type { ExecOptions, ExecResult, FileEntry, NetworkDenial, Sandboxes, SandboxState } from "../domain/ports.ts";
 import { computeCall } from "./compute-call.ts";
 
 /** Sandboxes over compute's gRPC `compute.v1.ComputeService`. */
@@ -16,15 +17,40 @@ export class ComputeSandboxes implements Sandboxes {
     this.#maxRuntimeMs = options.maxRuntimeMs;
   }
 
-  async create(tenantId: string, sessionId: string): Promise<string> {
+  async create(tenantId: string, sessionId: string, options: { networkPolicy?: NetworkPolicy } = {}): Promise<string> {
     const ms = this.#maxRuntimeMs;
     const limits = ms
       ? { maxRuntime: { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 } }
       : undefined;
     const res = await computeCall("CreateSandbox", () =>
-      this.#client.createSandbox({ tenantId, sessionId, limits }, { timeoutMs: 30_000 }),
+      this.#client.createSandbox(
+        { tenantId, sessionId, limits, networkPolicy: options.networkPolicy },
+        { timeoutMs: 30_000 },
+      ),
     );
     return res.sandboxId;
+  }
+
+  async networkDenials(sandboxId: string, after: string): Promise<{ denials: NetworkDenial[]; next: string }> {
+    const denials: NetworkDenial[] = [];
+    let token = after;
+    // A few pages at most per tool call: a command refused thousands of times is told by its first refusals.
+    for (let page = 0; page < 5; page++) {
+      const res = await computeCall("ListNetworkEvents", () =>
+        this.#client.listNetworkEvents({ sandboxId, pageSize: 500, pageToken: token }, { timeoutMs: 10_000 }),
+      );
+      for (const e of res.events)
+        if (!e.allowed)
+          denials.push({
+            host: e.host,
+            port: e.port,
+            reason: e.reason,
+            at: e.time ? new Date(Number(e.time.seconds) * 1000 + Math.floor(e.time.nanos / 1e6)) : new Date(0),
+          });
+      token = res.nextPageToken || token;
+      if (res.events.length < 500) break;
+    }
+    return { denials, next: token };
   }
 
   async state(sandboxId: string): Promise<SandboxState> {

@@ -90,7 +90,12 @@ export class SessionFiles {
   /** Runs `fn` on the session's sandbox, owned for this call the way a run owns it (SessionSandbox). */
   async #withSandbox<T>(auth: AuthContext, sessionId: string, fn: (sandboxId: string) => Promise<T>): Promise<T> {
     const session = await this.#session(auth, sessionId);
-    return new SessionSandbox(this.store, this.sandboxes, session, { observe: false }).use(fn);
+    // A sandbox made here (the session's first, or a replacement) gets the agent's network policy, as a run's would.
+    const networkPolicy = (await this.store.getAgent(auth.orgId, session.agentId))?.networkPolicy;
+    return new SessionSandbox(this.store, this.sandboxes, session, {
+      observe: false,
+      ...(networkPolicy ? { networkPolicy } : {}),
+    }).use(fn);
   }
 
   async #session(auth: AuthContext, sessionId: string): Promise<Session> {

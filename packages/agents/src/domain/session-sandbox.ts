@@ -1,6 +1,7 @@
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { ExecOptions, ExecResult, FileEntry, Sandboxes, SandboxGoneReason, Workspace } from "./ports.ts";
 import type { Store } from "./store.ts";
+import type { NetworkPolicy } from "@platform/compute/network-policy";
 
 /**
  * What happened to the session's sandbox under an owner, as the session's
@@ -9,7 +10,11 @@ import type { Store } from "./store.ts";
 export type SandboxEvent =
   | { type: "sandbox_paused"; sandboxId: string }
   | { type: "sandbox_resumed"; sandboxId: string }
-  | { type: "sandbox_replaced"; previousSandboxId: string; sandboxId: string; reason: SandboxGoneReason };
+  | { type: "sandbox_replaced"; previousSandboxId: string; sandboxId: string; reason: SandboxGoneReason }
+  | { type: "network_denied"; sandboxId: string; host: string; port: number; reason: string };
+
+/** At most this many `network_denied` events per command (the first ones: they say why). */
+const MAX_DENIALS_TOLD = 10;
 
 export type SessionSandboxOptions = {
   /**
@@ -20,8 +25,10 @@ export type SessionSandboxOptions = {
    * replaced only when compute answers that it cannot serve.
    */
   observe: boolean;
-  /** Told of each pause seen, resume and replacement. */
+  /** Told of each pause seen, resume and replacement, and of connections refused during a command. */
   onEvent?: (event: SandboxEvent) => void;
+  /** What a new sandbox of the session may reach (the agent's policy); absent: nothing. */
+  networkPolicy?: NetworkPolicy;
 };
 
 /** The session fields an owner starts from. */
@@ -56,7 +63,47 @@ export class SessionSandbox implements Workspace {
   }
 
   exec(command: string, args: string[], options: ExecOptions): Promise<ExecResult> {
-    return this.use((id) => this.sandboxes.exec(id, command, args, options));
+    if (!this.options.networkPolicy || !this.options.onEvent || !this.sandboxes.networkDenials)
+      return this.use((id) => this.sandboxes.exec(id, command, args, options));
+    return this.use(async (id) => {
+      await this.#netPosition(id);
+      try {
+        return await this.sandboxes.exec(id, command, args, options);
+      } finally {
+        await this.#tellDenials(id);
+      }
+    });
+  }
+
+  /** Where the last look at each sandbox's network events ended. */
+  #netCursor = new Map<string, string>();
+
+  /** The first command on a sandbox: the position after what its log holds already (earlier runs' refusals are not told again). */
+  async #netPosition(sandboxId: string): Promise<void> {
+    if (this.#netCursor.has(sandboxId)) return;
+    try {
+      const list = this.sandboxes.networkDenials?.bind(this.sandboxes);
+      if (list) this.#netCursor.set(sandboxId, (await list(sandboxId, "")).next);
+    } catch {
+      // Unknown yet: the next look starts from the first event.
+    }
+  }
+
+  /**
+   * The connections compute's egress proxy refused during the command, as
+   * `network_denied` events (the first few), so the person sees why it failed.
+   */
+  async #tellDenials(sandboxId: string): Promise<void> {
+    const list = this.sandboxes.networkDenials?.bind(this.sandboxes);
+    if (!list) return;
+    try {
+      const { denials, next } = await list(sandboxId, this.#netCursor.get(sandboxId) ?? "");
+      this.#netCursor.set(sandboxId, next);
+      for (const d of denials.slice(0, MAX_DENIALS_TOLD))
+        this.#emit({ type: "network_denied", sandboxId, host: d.host, port: d.port, reason: d.reason });
+    } catch {
+      // The log of refusals is for people; the command's own result stands without it.
+    }
   }
 
   readFile(path: string, maxBytes: number, signal: AbortSignal) {
@@ -123,7 +170,11 @@ export class SessionSandbox implements Workspace {
     if (now.sandboxId && now.sandboxId !== stale && (await this.sandboxes.state(now.sandboxId)).kind !== "gone") {
       next = now.sandboxId;
     } else {
-      next = await this.sandboxes.create(this.session.orgId, this.session.id);
+      next = await this.sandboxes.create(
+        this.session.orgId,
+        this.session.id,
+        this.options.networkPolicy ? { networkPolicy: this.options.networkPolicy } : undefined,
+      );
       await this.store.setSandbox(this.session.id, next);
     }
     this.#id = next;

