@@ -174,6 +174,16 @@ export class KyselyScheduleStore implements ScheduleStore {
     });
   }
 
+  async failStaleClaims(before: Date, reason: string): Promise<number> {
+    const res = await this.db
+      .updateTable("schedule_firings")
+      .set({ status: "failed", reason })
+      .where("status", "=", "claimed")
+      .where("fired_at", "<", before)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows);
+  }
+
   async finishFiring(
     id: string,
     outcome: { status: FiringStatus; reason?: string; sessionId?: string; runId?: string },

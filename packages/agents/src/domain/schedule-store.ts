@@ -74,6 +74,12 @@ export interface ScheduleStore {
    * that slot) and moves `next_run_at`. Returns the firings this call took.
    */
   claimDue(now: Date, limit: number, plan: (schedule: Schedule) => ClaimPlan): Promise<ClaimedFiring[]>;
+  /**
+   * Firings still `claimed` that were taken before `before` (their replica
+   * died between the claim and the send) become `failed` with `reason`;
+   * returns how many.
+   */
+  failStaleClaims(before: Date, reason: string): Promise<number>;
   /** Records how a claimed firing went. */
   finishFiring(
     id: string,

@@ -6,6 +6,9 @@ import type { Runs } from "./ports.ts";
 import type { ClaimedFiring, ClaimPlan, Schedule, ScheduleStore } from "./schedule-store.ts";
 import type { Store } from "./store.ts";
 
+/** How long a firing may stay `claimed` before it counts as lost with its replica. */
+export const STALE_CLAIM_MS = 10 * 60_000;
+
 export type SchedulerOptions = {
   /** How often the ticker looks for due slots; 0: only when tick() is called (tests). */
   intervalMs: number;
@@ -72,6 +75,12 @@ export class Scheduler {
 
   async #pass(): Promise<ClaimedFiring[]> {
     const taken: ClaimedFiring[] = [];
+    // A claim's send takes seconds; one still open after this long lost its replica.
+    const stale = await this.schedules.failStaleClaims(
+      new Date(this.clock().getTime() - STALE_CLAIM_MS),
+      "interrupted: the replica that claimed the slot stopped before sending the message",
+    );
+    if (stale > 0) this.logger.warn({ firings: stale }, "marked firings whose replica stopped as failed");
     for (;;) {
       if (this.#stopped) return taken;
       const now = this.clock();

@@ -292,6 +292,41 @@ describe("exactly once", () => {
   });
 });
 
+describe("lost claims", () => {
+  test("a firing left claimed by a replica that stopped before sending becomes failed (interrupted), never sent twice", async () => {
+    now = new Date("2026-06-08T00:00:00Z");
+    const { caller, agentId } = await newAgent();
+    const s = await createSchedule(caller.token, agentId, { cron: "0 * * * *", message: "lost" });
+    // The claim as a replica commits it, without the send that follows (its process died).
+    await database.db
+      .insertInto("schedule_firings")
+      .values({
+        id: crypto.randomUUID(),
+        schedule_id: s.id,
+        slot_time: new Date("2026-06-08T01:00:00Z"),
+        fired_at: new Date("2026-06-08T01:00:00Z"),
+        status: "claimed",
+        session_id: null,
+        run_id: null,
+      })
+      .execute();
+    await database.db
+      .updateTable("agent_schedules")
+      .set({ next_run_at: new Date("2026-06-08T02:00:00Z") })
+      .where("id", "=", s.id)
+      .execute();
+    now = new Date("2026-06-08T01:05:00Z");
+    await servers[0].app.scheduler.tick();
+    assert.equal((await firings(caller.token, s.id))[0].status, "claimed", "5 minutes: still taken");
+    now = new Date("2026-06-08T01:10:01Z");
+    await servers[0].app.scheduler.tick();
+    const [lost] = await firings(caller.token, s.id);
+    assert.equal(lost.status, "failed");
+    assert.match(lost.reason, /^interrupted/);
+    assert.equal(lost.sessionId, "");
+  });
+});
+
 describe("management", () => {
   test("pause and resume: slots while paused never fire", async () => {
     now = new Date("2026-06-05T12:00:30Z");
