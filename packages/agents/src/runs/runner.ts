@@ -241,7 +241,7 @@ export class Runner implements Runs {
         const held = await this.store.enqueue(auth.orgId, sessionId, event, { interrupt, whileHeld: true });
         if (held) {
           this.hub.changed(sessionId);
-          if (interrupt && held.heldBy && process.env.BREAK_IT !== "1") await this.#interrupt(auth.orgId, sessionId, held.heldBy);
+          if (interrupt && held.heldBy) await this.#interrupt(auth.orgId, sessionId, held.heldBy);
           return { queued: held.event };
         }
       }
