@@ -486,7 +486,8 @@ export class KyselyStore implements Store {
     const result = await sql<Selectable<SessionEventsTable> & { held_by: string | null }>`
       with s as (
         update sessions set last_seq = last_seq + 1, updated_at = now()
-        where id = ${sessionId} and org_id = ${orgId} and (${!options.whileHeld} or active_run_id is not null)
+        where id = ${sessionId} and org_id = ${orgId}
+          and (${!options.whileHeld} or (active_run_id is not null and run_lease_until >= now()))
         returning id, last_seq, active_run_id
       ), ins as (
         insert into session_events (session_id, seq, type, content)

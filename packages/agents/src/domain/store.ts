@@ -129,8 +129,8 @@ export interface Store {
   /**
    * Queues a send: appends its `message_queued` event (next seq, as
    * appendEvents) and its queue row in one statement. With `whileHeld`,
-   * only while a run holds the session (undefined otherwise: the caller
-   * may take the session itself).
+   * only while a live run holds the session (undefined otherwise: the
+   * caller may take the session itself, ending a dead holder first).
    */
   enqueue(
     orgId: string,
