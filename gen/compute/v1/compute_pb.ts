@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compute/v1/compute.proto.
  */
 export const file_compute_v1_compute: GenFile = /*@__PURE__*/
-  fileDesc("Chhjb21wdXRlL3YxL2NvbXB1dGUucHJvdG8SCmNvbXB1dGUudjEiSAoNV29ya3NwYWNlU3BlYxIVCg1zdG9yYWdlX2NsYXNzGAEgASgJEgwKBHNpemUYAiABKAkSEgoKbW91bnRfcGF0aBgDIAEoCSJqCg5SZXNvdXJjZUxpbWl0cxISCgpjcHVfbWlsbGlzGAEgASgNEhQKDG1lbW9yeV9ieXRlcxgCIAEoBBIuCgttYXhfcnVudGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLDAQoMVXNhZ2VNZXRyaWNzEg4KBmNwdV9tcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIYChBtZW1vcnlfYXZnX2J5dGVzGAMgASgEEhcKD2Rpc2tfcmVhZF9ieXRlcxgEIAEoBBIYChBkaXNrX3dyaXRlX2J5dGVzGAUgASgEEhwKFG5ldHdvcmtfZWdyZXNzX2J5dGVzGAYgASgEEh0KFW5ldHdvcmtfaW5ncmVzc19ieXRlcxgHIAEoBCJ2CglGaWxlRW50cnkSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKKAgoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFaW1hZ2UYAyABKAkSLAoJd29ya3NwYWNlGAQgASgLMhkuY29tcHV0ZS52MS5Xb3Jrc3BhY2VTcGVjEioKBmxpbWl0cxgFIAEoCzIaLmNvbXB1dGUudjEuUmVzb3VyY2VMaW1pdHMSLwoMaWRsZV90aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDm5ldHdvcmtfcG9saWN5GBQgASgLMhkuY29tcHV0ZS52MS5OZXR3b3JrUG9saWN5IoYBChVDcmVhdGVTYW5kYm94UmVzcG9uc2USEgoKc2FuZGJveF9pZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5jb21wdXRlLnYxLlNhbmRib3hTdGF0dXMSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLAoWRGVzY3JpYmVTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIp8CChdEZXNjcmliZVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmNvbXB1dGUudjEuU2FuZGJveFN0YXR1cxIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg5jdXJyZW50X3VwdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCg1jdXJyZW50X3VzYWdlGAUgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3MSMQoObmV0d29ya19wb2xpY3kYFCABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiKwoVRGVzdHJveVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiWwoWRGVzdHJveVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEi0KC3RvdGFsX3VzYWdlGAIgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3Mi6gEKEkV4ZWNDb21tYW5kUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg8KB2NvbW1hbmQYAiABKAkSDAoEYXJncxgDIAMoCRI0CgNlbnYYBCADKAsyJy5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdC5FbnZFbnRyeRITCgt3b3JraW5nX2RpchgFIAEoCRIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiGgoKU3Rkb3V0TGluZRIMCgRkYXRhGAEgASgMIhoKClN0ZGVyckxpbmUSDAoEZGF0YRgBIAEoDCKMAQoNRXhlY0NvbXBsZXRlZBIRCglleGl0X2NvZGUYASABKAUSLAoJd2FsbF90aW1lGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWNhbmNlbGxlZBgDIAEoCBInCgV1c2FnZRgEIAEoCzIYLmNvbXB1dGUudjEuVXNhZ2VNZXRyaWNzIsgBCglFeGVjRXZlbnQSLgoKZW1pdHRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoGc3Rkb3V0GAIgASgLMhYuY29tcHV0ZS52MS5TdGRvdXRMaW5lSAASKAoGc3RkZXJyGAMgASgLMhYuY29tcHV0ZS52MS5TdGRlcnJMaW5lSAASLgoJY29tcGxldGVkGAQgASgLMhkuY29tcHV0ZS52MS5FeGVjQ29tcGxldGVkSABCBwoFZXZlbnQiVgoPUmVhZEZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkEKEFJlYWRGaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJgChBXcml0ZUZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIioKEVdyaXRlRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMiXAoQTGlzdEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEhMKC21heF9lbnRyaWVzGAQgASgNIk4KEUxpc3RGaWxlc1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5jb21wdXRlLnYxLkZpbGVFbnRyeRIRCgl0cnVuY2F0ZWQYAiABKAgiKQoTUGF1c2VTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIlUKFFBhdXNlU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzIioKFFJlc3VtZVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiVgoVUmVzdW1lU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzImgKDU5ldHdvcmtQb2xpY3kSEQoJYWxsb3dfYWxsGAEgASgIEhcKD2FsbG93ZWRfZG9tYWlucxgCIAMoCRIrCg1hbGxvd2VkX2NpZHJzGAMgAygLMhQuY29tcHV0ZS52MS5DaWRyUnVsZSInCghDaWRyUnVsZRIMCgRjaWRyGAEgASgJEg0KBXBvcnRzGAIgAygNImMKGlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiZAobVXBkYXRlTmV0d29ya1BvbGljeVJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kihAIKDE5ldHdvcmtFdmVudBIQCghzZXF1ZW5jZRgBIAEoBBIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRob3N0GAMgASgJEgwKBHBvcnQYBCABKA0SDwoHYWRkcmVzcxgFIAEoCRIPCgdhbGxvd2VkGAYgASgIEg4KBnJlYXNvbhgHIAEoCRIQCghwcm90b2NvbBgIIAEoCRIUCgxlZ3Jlc3NfYnl0ZXMYCSABKAQSFQoNaW5ncmVzc19ieXRlcxgKIAEoBBIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJVChhMaXN0TmV0d29ya0V2ZW50c1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJeChlMaXN0TmV0d29ya0V2ZW50c1Jlc3BvbnNlEigKBmV2ZW50cxgBIAMoCzIYLmNvbXB1dGUudjEuTmV0d29ya0V2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSq6AQoNU2FuZGJveFN0YXR1cxIeChpTQU5EQk9YX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF1NBTkRCT1hfU1RBVFVTX1NUQVJUSU5HEAESGAoUU0FOREJPWF9TVEFUVVNfUkVBRFkQAhIZChVTQU5EQk9YX1NUQVRVU19GQUlMRUQQAxIcChhTQU5EQk9YX1NUQVRVU19ERVNUUk9ZRUQQBBIZChVTQU5EQk9YX1NUQVRVU19QQVVTRUQQBTKxBwoOQ29tcHV0ZVNlcnZpY2USVAoNQ3JlYXRlU2FuZGJveBIgLmNvbXB1dGUudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QaIS5jb21wdXRlLnYxLkNyZWF0ZVNhbmRib3hSZXNwb25zZRJaCg9EZXNjcmliZVNhbmRib3gSIi5jb21wdXRlLnYxLkRlc2NyaWJlU2FuZGJveFJlcXVlc3QaIy5jb21wdXRlLnYxLkRlc2NyaWJlU2FuZGJveFJlc3BvbnNlElcKDkRlc3Ryb3lTYW5kYm94EiEuY29tcHV0ZS52MS5EZXN0cm95U2FuZGJveFJlcXVlc3QaIi5jb21wdXRlLnYxLkRlc3Ryb3lTYW5kYm94UmVzcG9uc2USRgoLRXhlY0NvbW1hbmQSHi5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdBoVLmNvbXB1dGUudjEuRXhlY0V2ZW50MAESRQoIUmVhZEZpbGUSGy5jb21wdXRlLnYxLlJlYWRGaWxlUmVxdWVzdBocLmNvbXB1dGUudjEuUmVhZEZpbGVSZXNwb25zZRJICglXcml0ZUZpbGUSHC5jb21wdXRlLnYxLldyaXRlRmlsZVJlcXVlc3QaHS5jb21wdXRlLnYxLldyaXRlRmlsZVJlc3BvbnNlEkgKCUxpc3RGaWxlcxIcLmNvbXB1dGUudjEuTGlzdEZpbGVzUmVxdWVzdBodLmNvbXB1dGUudjEuTGlzdEZpbGVzUmVzcG9uc2USUQoMUGF1c2VTYW5kYm94Eh8uY29tcHV0ZS52MS5QYXVzZVNhbmRib3hSZXF1ZXN0GiAuY29tcHV0ZS52MS5QYXVzZVNhbmRib3hSZXNwb25zZRJUCg1SZXN1bWVTYW5kYm94EiAuY29tcHV0ZS52MS5SZXN1bWVTYW5kYm94UmVxdWVzdBohLmNvbXB1dGUudjEuUmVzdW1lU2FuZGJveFJlc3BvbnNlEmYKE1VwZGF0ZU5ldHdvcmtQb2xpY3kSJi5jb21wdXRlLnYxLlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXF1ZXN0GicuY29tcHV0ZS52MS5VcGRhdGVOZXR3b3JrUG9saWN5UmVzcG9uc2USYAoRTGlzdE5ldHdvcmtFdmVudHMSJC5jb21wdXRlLnYxLkxpc3ROZXR3b3JrRXZlbnRzUmVxdWVzdBolLmNvbXB1dGUudjEuTGlzdE5ldHdvcmtFdmVudHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chhjb21wdXRlL3YxL2NvbXB1dGUucHJvdG8SCmNvbXB1dGUudjEiSAoNV29ya3NwYWNlU3BlYxIVCg1zdG9yYWdlX2NsYXNzGAEgASgJEgwKBHNpemUYAiABKAkSEgoKbW91bnRfcGF0aBgDIAEoCSJqCg5SZXNvdXJjZUxpbWl0cxISCgpjcHVfbWlsbGlzGAEgASgNEhQKDG1lbW9yeV9ieXRlcxgCIAEoBBIuCgttYXhfcnVudGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLDAQoMVXNhZ2VNZXRyaWNzEg4KBmNwdV9tcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIYChBtZW1vcnlfYXZnX2J5dGVzGAMgASgEEhcKD2Rpc2tfcmVhZF9ieXRlcxgEIAEoBBIYChBkaXNrX3dyaXRlX2J5dGVzGAUgASgEEhwKFG5ldHdvcmtfZWdyZXNzX2J5dGVzGAYgASgEEh0KFW5ldHdvcmtfaW5ncmVzc19ieXRlcxgHIAEoBCJ2CglGaWxlRW50cnkSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKKAgoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFaW1hZ2UYAyABKAkSLAoJd29ya3NwYWNlGAQgASgLMhkuY29tcHV0ZS52MS5Xb3Jrc3BhY2VTcGVjEioKBmxpbWl0cxgFIAEoCzIaLmNvbXB1dGUudjEuUmVzb3VyY2VMaW1pdHMSLwoMaWRsZV90aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDm5ldHdvcmtfcG9saWN5GBQgASgLMhkuY29tcHV0ZS52MS5OZXR3b3JrUG9saWN5IoYBChVDcmVhdGVTYW5kYm94UmVzcG9uc2USEgoKc2FuZGJveF9pZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5jb21wdXRlLnYxLlNhbmRib3hTdGF0dXMSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLAoWRGVzY3JpYmVTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIp8CChdEZXNjcmliZVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmNvbXB1dGUudjEuU2FuZGJveFN0YXR1cxIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg5jdXJyZW50X3VwdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCg1jdXJyZW50X3VzYWdlGAUgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3MSMQoObmV0d29ya19wb2xpY3kYFCABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiKwoVRGVzdHJveVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiWwoWRGVzdHJveVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEi0KC3RvdGFsX3VzYWdlGAIgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3Mi6gEKEkV4ZWNDb21tYW5kUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg8KB2NvbW1hbmQYAiABKAkSDAoEYXJncxgDIAMoCRI0CgNlbnYYBCADKAsyJy5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdC5FbnZFbnRyeRITCgt3b3JraW5nX2RpchgFIAEoCRIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiGgoKU3Rkb3V0TGluZRIMCgRkYXRhGAEgASgMIhoKClN0ZGVyckxpbmUSDAoEZGF0YRgBIAEoDCKMAQoNRXhlY0NvbXBsZXRlZBIRCglleGl0X2NvZGUYASABKAUSLAoJd2FsbF90aW1lGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWNhbmNlbGxlZBgDIAEoCBInCgV1c2FnZRgEIAEoCzIYLmNvbXB1dGUudjEuVXNhZ2VNZXRyaWNzIsgBCglFeGVjRXZlbnQSLgoKZW1pdHRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoGc3Rkb3V0GAIgASgLMhYuY29tcHV0ZS52MS5TdGRvdXRMaW5lSAASKAoGc3RkZXJyGAMgASgLMhYuY29tcHV0ZS52MS5TdGRlcnJMaW5lSAASLgoJY29tcGxldGVkGAQgASgLMhkuY29tcHV0ZS52MS5FeGVjQ29tcGxldGVkSABCBwoFZXZlbnQiVgoPUmVhZEZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkEKEFJlYWRGaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJgChBXcml0ZUZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIioKEVdyaXRlRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMiXAoQTGlzdEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEhMKC21heF9lbnRyaWVzGAQgASgNIk4KEUxpc3RGaWxlc1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5jb21wdXRlLnYxLkZpbGVFbnRyeRIRCgl0cnVuY2F0ZWQYAiABKAgiKQoTUGF1c2VTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIlUKFFBhdXNlU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzIioKFFJlc3VtZVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiVgoVUmVzdW1lU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzImgKDU5ldHdvcmtQb2xpY3kSEQoJYWxsb3dfYWxsGAEgASgIEhcKD2FsbG93ZWRfZG9tYWlucxgCIAMoCRIrCg1hbGxvd2VkX2NpZHJzGAMgAygLMhQuY29tcHV0ZS52MS5DaWRyUnVsZSInCghDaWRyUnVsZRIMCgRjaWRyGAEgASgJEg0KBXBvcnRzGAIgAygNImMKGlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiZAobVXBkYXRlTmV0d29ya1BvbGljeVJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kihAIKDE5ldHdvcmtFdmVudBIQCghzZXF1ZW5jZRgBIAEoBBIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRob3N0GAMgASgJEgwKBHBvcnQYBCABKA0SDwoHYWRkcmVzcxgFIAEoCRIPCgdhbGxvd2VkGAYgASgIEg4KBnJlYXNvbhgHIAEoCRIQCghwcm90b2NvbBgIIAEoCRIUCgxlZ3Jlc3NfYnl0ZXMYCSABKAQSFQoNaW5ncmVzc19ieXRlcxgKIAEoBBIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJVChhMaXN0TmV0d29ya0V2ZW50c1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJeChlMaXN0TmV0d29ya0V2ZW50c1Jlc3BvbnNlEigKBmV2ZW50cxgBIAMoCzIYLmNvbXB1dGUudjEuTmV0d29ya0V2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKAAQoMU2FuZGJveEltYWdlEgwKBG5hbWUYASABKAkSDgoGZGlnZXN0GAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAQSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAUgASgJIjAKEkltcG9ydEltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHBhdGgYAiABKAkiPgoTSW1wb3J0SW1hZ2VSZXNwb25zZRInCgVpbWFnZRgBIAEoCzIYLmNvbXB1dGUudjEuU2FuZGJveEltYWdlIhMKEUxpc3RJbWFnZXNSZXF1ZXN0IoEBChJMaXN0SW1hZ2VzUmVzcG9uc2USKAoGaW1hZ2VzGAEgAygLMhguY29tcHV0ZS52MS5TYW5kYm94SW1hZ2USFQoNZGVmYXVsdF9pbWFnZRgCIAEoCRIXCg9kZWZhdWx0X2lzX2hvc3QYAyABKAgSEQoJYW55X2ltYWdlGAQgASgIIiIKEkRlbGV0ZUltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJIj4KE0RlbGV0ZUltYWdlUmVzcG9uc2USJwoFaW1hZ2UYASABKAsyGC5jb21wdXRlLnYxLlNhbmRib3hJbWFnZSJCChFCdWlsZEltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHBhY2thZ2VzGAIgAygJEg0KBXN1aXRlGAMgASgJIj0KEkJ1aWxkSW1hZ2VSZXNwb25zZRInCgVpbWFnZRgBIAEoCzIYLmNvbXB1dGUudjEuU2FuZGJveEltYWdlKroBCg1TYW5kYm94U3RhdHVzEh4KGlNBTkRCT1hfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXU0FOREJPWF9TVEFUVVNfU1RBUlRJTkcQARIYChRTQU5EQk9YX1NUQVRVU19SRUFEWRACEhkKFVNBTkRCT1hfU1RBVFVTX0ZBSUxFRBADEhwKGFNBTkRCT1hfU1RBVFVTX0RFU1RST1lFRBAEEhkKFVNBTkRCT1hfU1RBVFVTX1BBVVNFRBAFMusJCg5Db21wdXRlU2VydmljZRJUCg1DcmVhdGVTYW5kYm94EiAuY29tcHV0ZS52MS5DcmVhdGVTYW5kYm94UmVxdWVzdBohLmNvbXB1dGUudjEuQ3JlYXRlU2FuZGJveFJlc3BvbnNlEloKD0Rlc2NyaWJlU2FuZGJveBIiLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVxdWVzdBojLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVzcG9uc2USVwoORGVzdHJveVNhbmRib3gSIS5jb21wdXRlLnYxLkRlc3Ryb3lTYW5kYm94UmVxdWVzdBoiLmNvbXB1dGUudjEuRGVzdHJveVNhbmRib3hSZXNwb25zZRJGCgtFeGVjQ29tbWFuZBIeLmNvbXB1dGUudjEuRXhlY0NvbW1hbmRSZXF1ZXN0GhUuY29tcHV0ZS52MS5FeGVjRXZlbnQwARJFCghSZWFkRmlsZRIbLmNvbXB1dGUudjEuUmVhZEZpbGVSZXF1ZXN0GhwuY29tcHV0ZS52MS5SZWFkRmlsZVJlc3BvbnNlEkgKCVdyaXRlRmlsZRIcLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVxdWVzdBodLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVzcG9uc2USSAoJTGlzdEZpbGVzEhwuY29tcHV0ZS52MS5MaXN0RmlsZXNSZXF1ZXN0Gh0uY29tcHV0ZS52MS5MaXN0RmlsZXNSZXNwb25zZRJRCgxQYXVzZVNhbmRib3gSHy5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlcXVlc3QaIC5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlc3BvbnNlElQKDVJlc3VtZVNhbmRib3gSIC5jb21wdXRlLnYxLlJlc3VtZVNhbmRib3hSZXF1ZXN0GiEuY29tcHV0ZS52MS5SZXN1bWVTYW5kYm94UmVzcG9uc2USZgoTVXBkYXRlTmV0d29ya1BvbGljeRImLmNvbXB1dGUudjEuVXBkYXRlTmV0d29ya1BvbGljeVJlcXVlc3QaJy5jb21wdXRlLnYxLlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXNwb25zZRJgChFMaXN0TmV0d29ya0V2ZW50cxIkLmNvbXB1dGUudjEuTGlzdE5ldHdvcmtFdmVudHNSZXF1ZXN0GiUuY29tcHV0ZS52MS5MaXN0TmV0d29ya0V2ZW50c1Jlc3BvbnNlEk4KC0ltcG9ydEltYWdlEh4uY29tcHV0ZS52MS5JbXBvcnRJbWFnZVJlcXVlc3QaHy5jb21wdXRlLnYxLkltcG9ydEltYWdlUmVzcG9uc2USSwoKTGlzdEltYWdlcxIdLmNvbXB1dGUudjEuTGlzdEltYWdlc1JlcXVlc3QaHi5jb21wdXRlLnYxLkxpc3RJbWFnZXNSZXNwb25zZRJOCgtEZWxldGVJbWFnZRIeLmNvbXB1dGUudjEuRGVsZXRlSW1hZ2VSZXF1ZXN0Gh8uY29tcHV0ZS52MS5EZWxldGVJbWFnZVJlc3BvbnNlEksKCkJ1aWxkSW1hZ2USHS5jb21wdXRlLnYxLkJ1aWxkSW1hZ2VSZXF1ZXN0Gh4uY29tcHV0ZS52MS5CdWlsZEltYWdlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message compute.v1.WorkspaceSpec
@@ -1065,6 +1065,233 @@ export const ListNetworkEventsResponseSchema: GenMessage<ListNetworkEventsRespon
   messageDesc(file_compute_v1_compute, 31);
 
 /**
+ * A stored image of the local driver: a read-only root filesystem.
+ *
+ * @generated from message compute.v1.SandboxImage
+ */
+export type SandboxImage = Message<"compute.v1.SandboxImage"> & {
+  /**
+   * name:tag
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * sha256:<hex> over the tree's manifest (names, modes, contents).
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * Bytes of its files.
+   *
+   * @generated from field: uint64 size_bytes = 3;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * "import <file>" or "debian <suite> <packages>".
+   *
+   * @generated from field: string source = 5;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message compute.v1.SandboxImage.
+ * Use `create(SandboxImageSchema)` to create a new message.
+ */
+export const SandboxImageSchema: GenMessage<SandboxImage> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 32);
+
+/**
+ * @generated from message compute.v1.ImportImageRequest
+ */
+export type ImportImageRequest = Message<"compute.v1.ImportImageRequest"> & {
+  /**
+   * name:tag (tag "latest" when left out).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Absolute path on compute's host.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message compute.v1.ImportImageRequest.
+ * Use `create(ImportImageRequestSchema)` to create a new message.
+ */
+export const ImportImageRequestSchema: GenMessage<ImportImageRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 33);
+
+/**
+ * @generated from message compute.v1.ImportImageResponse
+ */
+export type ImportImageResponse = Message<"compute.v1.ImportImageResponse"> & {
+  /**
+   * @generated from field: compute.v1.SandboxImage image = 1;
+   */
+  image?: SandboxImage | undefined;
+};
+
+/**
+ * Describes the message compute.v1.ImportImageResponse.
+ * Use `create(ImportImageResponseSchema)` to create a new message.
+ */
+export const ImportImageResponseSchema: GenMessage<ImportImageResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 34);
+
+/**
+ * @generated from message compute.v1.ListImagesRequest
+ */
+export type ListImagesRequest = Message<"compute.v1.ListImagesRequest"> & {
+};
+
+/**
+ * Describes the message compute.v1.ListImagesRequest.
+ * Use `create(ListImagesRequestSchema)` to create a new message.
+ */
+export const ListImagesRequestSchema: GenMessage<ListImagesRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 35);
+
+/**
+ * @generated from message compute.v1.ListImagesResponse
+ */
+export type ListImagesResponse = Message<"compute.v1.ListImagesResponse"> & {
+  /**
+   * @generated from field: repeated compute.v1.SandboxImage images = 1;
+   */
+  images: SandboxImage[];
+
+  /**
+   * SANDBOX_IMAGE.
+   *
+   * @generated from field: string default_image = 2;
+   */
+  defaultImage: string;
+
+  /**
+   * Whether a sandbox naming no image runs on the host's /usr (the default
+   * image is not stored, or is "host").
+   *
+   * @generated from field: bool default_is_host = 3;
+   */
+  defaultIsHost: boolean;
+
+  /**
+   * Whether CreateSandbox takes any image name (a driver pulling from a
+   * registry); false: only `images`, "host" and the default image.
+   *
+   * @generated from field: bool any_image = 4;
+   */
+  anyImage: boolean;
+};
+
+/**
+ * Describes the message compute.v1.ListImagesResponse.
+ * Use `create(ListImagesResponseSchema)` to create a new message.
+ */
+export const ListImagesResponseSchema: GenMessage<ListImagesResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 36);
+
+/**
+ * @generated from message compute.v1.DeleteImageRequest
+ */
+export type DeleteImageRequest = Message<"compute.v1.DeleteImageRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message compute.v1.DeleteImageRequest.
+ * Use `create(DeleteImageRequestSchema)` to create a new message.
+ */
+export const DeleteImageRequestSchema: GenMessage<DeleteImageRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 37);
+
+/**
+ * @generated from message compute.v1.DeleteImageResponse
+ */
+export type DeleteImageResponse = Message<"compute.v1.DeleteImageResponse"> & {
+  /**
+   * @generated from field: compute.v1.SandboxImage image = 1;
+   */
+  image?: SandboxImage | undefined;
+};
+
+/**
+ * Describes the message compute.v1.DeleteImageResponse.
+ * Use `create(DeleteImageResponseSchema)` to create a new message.
+ */
+export const DeleteImageResponseSchema: GenMessage<DeleteImageResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 38);
+
+/**
+ * @generated from message compute.v1.BuildImageRequest
+ */
+export type BuildImageRequest = Message<"compute.v1.BuildImageRequest"> & {
+  /**
+   * name:tag
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Debian package names installed on mmdebstrap's apt variant.
+   *
+   * @generated from field: repeated string packages = 2;
+   */
+  packages: string[];
+
+  /**
+   * Debian suite; default bookworm.
+   *
+   * @generated from field: string suite = 3;
+   */
+  suite: string;
+};
+
+/**
+ * Describes the message compute.v1.BuildImageRequest.
+ * Use `create(BuildImageRequestSchema)` to create a new message.
+ */
+export const BuildImageRequestSchema: GenMessage<BuildImageRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 39);
+
+/**
+ * @generated from message compute.v1.BuildImageResponse
+ */
+export type BuildImageResponse = Message<"compute.v1.BuildImageResponse"> & {
+  /**
+   * @generated from field: compute.v1.SandboxImage image = 1;
+   */
+  image?: SandboxImage | undefined;
+};
+
+/**
+ * Describes the message compute.v1.BuildImageResponse.
+ * Use `create(BuildImageResponseSchema)` to create a new message.
+ */
+export const BuildImageResponseSchema: GenMessage<BuildImageResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 40);
+
+/**
  * @generated from enum compute.v1.SandboxStatus
  */
 export enum SandboxStatus {
@@ -1232,6 +1459,55 @@ export const ComputeService: GenService<{
     methodKind: "unary";
     input: typeof ListNetworkEventsRequestSchema;
     output: typeof ListNetworkEventsResponseSchema;
+  },
+  /**
+   * Stores an image from a file on compute's host: an OCI image layout
+   * (directory or tar), a `docker save` archive or a root filesystem tarball,
+   * as `name` (name:tag), replacing what the name pointed to. INVALID_ARGUMENT
+   * for a malformed name or source, or a hostile entry (named). Local driver
+   * only (FAILED_PRECONDITION elsewhere). The operator certificate only.
+   *
+   * @generated from rpc compute.v1.ComputeService.ImportImage
+   */
+  importImage: {
+    methodKind: "unary";
+    input: typeof ImportImageRequestSchema;
+    output: typeof ImportImageResponseSchema;
+  },
+  /**
+   * The stored images, and which images a sandbox may name.
+   *
+   * @generated from rpc compute.v1.ComputeService.ListImages
+   */
+  listImages: {
+    methodKind: "unary";
+    input: typeof ListImagesRequestSchema;
+    output: typeof ListImagesResponseSchema;
+  },
+  /**
+   * Removes a name (its tree once no name and no sandbox uses it).
+   * FAILED_PRECONDITION (reason image_in_use) while a sandbox runs on it,
+   * NOT_FOUND when unknown. The operator certificate only.
+   *
+   * @generated from rpc compute.v1.ComputeService.DeleteImage
+   */
+  deleteImage: {
+    methodKind: "unary";
+    input: typeof DeleteImageRequestSchema;
+    output: typeof DeleteImageResponseSchema;
+  },
+  /**
+   * Builds a Debian-based image from Debian packages (mmdebstrap, Debian's
+   * mirror) and stores it as `name`; minutes. FAILED_PRECONDITION where
+   * builds cannot run (no mmdebstrap, not root, not the local driver). The
+   * operator certificate only.
+   *
+   * @generated from rpc compute.v1.ComputeService.BuildImage
+   */
+  buildImage: {
+    methodKind: "unary";
+    input: typeof BuildImageRequestSchema;
+    output: typeof BuildImageResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_compute_v1_compute, 0);

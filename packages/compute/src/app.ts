@@ -52,6 +52,8 @@ export async function createDriver(
       releasePausedAfterMs: config.pauseReleaseMs,
       favorDynamicCgroupMods: config.favorDynamicCgroupMods,
       egress,
+      defaultImage: config.sandboxImage,
+      refuseUnknownImages: config.unknownImage === "refuse",
     });
   }
   const path = "./drivers/kubernetes/index.ts";
@@ -68,8 +70,25 @@ export async function createDriver(
  * whose API key identity verified. The operator (buf curl at the console) may
  * list the methods by reflection and ask health, which any certificate of the
  * CA may, but not exec in a tenant's sandbox.
+ *
+ * The image store (issue 22) is the operator's: `platform images` imports,
+ * builds and removes with the launcher's operator certificate (which still
+ * cannot exec); agents and e2b may list the images (an agent's image is
+ * checked against them).
  */
-export const COMPUTE_CALLERS: CallerPolicy = { "compute.v1.ComputeService": ["agents", "e2b"] };
+const OPERATOR_METHODS = new Set(["ImportImage", "DeleteImage", "BuildImage"]);
+export const COMPUTE_CALLERS: CallerPolicy = {
+  "compute.v1.ComputeService": Object.fromEntries(
+    ComputeService.methods.map((m) => [
+      m.name,
+      OPERATOR_METHODS.has(m.name)
+        ? ["operator"]
+        : m.name === "ListImages"
+          ? ["agents", "e2b", "operator"]
+          : ["agents", "e2b"],
+    ]),
+  ),
+};
 
 /**
  * Wires store, driver, domain and the Connect server; does not listen.

@@ -29,6 +29,8 @@ export interface ComputeConfig {
   dataDir: string;
   driver: "local" | "kubernetes";
   sandboxImage: string;
+  /** COMPUTE_UNKNOWN_IMAGE */
+  unknownImage: "refuse" | "host";
   pvcStorageClass: string;
   pvcWorkspaceSize: string;
   pidsMax: number;
@@ -94,7 +96,11 @@ export const COMPUTE_SETTINGS = {
   driver: oneOf("COMPUTE_DRIVER", ["local", "kubernetes"], { default: "local", doc: "or `kubernetes`" }),
   sandboxImage: text("SANDBOX_IMAGE", {
     default: "debian:bookworm-slim",
-    doc: "default image (the local driver uses the host's `/usr`)",
+    doc: "default image. Local driver: a stored image's tree is the sandboxes' root (`platform images`; `$COMPUTE_DATA_DIR/images`); while this image is not stored, and with `host`, sandboxes see the host's read-only `/usr` (as before images)",
+  }),
+  unknownImage: oneOf("COMPUTE_UNKNOWN_IMAGE", ["refuse", "host"], {
+    default: "refuse",
+    doc: "local driver: a CreateSandbox `image` neither stored nor SANDBOX_IMAGE is INVALID_ARGUMENT listing the stored images (`refuse`), or runs on the host's `/usr`, logged (`host`, as before images)",
   }),
   pvcStorageClass: text("PVC_STORAGE_CLASS", { default: "", shown: '""', doc: "WorkspaceSpec default storage class" }),
   pvcWorkspaceSize: custom("PVC_WORKSPACE_SIZE", {
@@ -211,6 +217,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     dataDir: resolve(s.dataDir),
     driver: s.driver,
     sandboxImage: s.sandboxImage,
+    unknownImage: s.unknownImage,
     pvcStorageClass: s.pvcStorageClass,
     pvcWorkspaceSize: s.pvcWorkspaceSize,
     pidsMax: s.pidsMax,

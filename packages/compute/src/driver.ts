@@ -256,8 +256,35 @@ export interface SandboxDriver {
    */
   setNetworkPolicy?(sandboxId: string, policy: NetworkPolicy | undefined): Promise<void>;
 
+  /**
+   * The driver's own image store (the local driver): what `image` may name,
+   * checked before a sandbox is recorded, and the store's operations.
+   * Absent: the driver takes any image name (a registry's).
+   */
+  images?: DriverImages;
+
   /** Stops watching (timers, watchers). Running sandboxes are left alone. */
   close(): Promise<void>;
+}
+
+/** A stored image (issue 22): name:tag, content digest, size, when, whence. */
+export interface ImageInfo {
+  name: string;
+  digest: string;
+  sizeBytes: number;
+  /** ISO 8601 */
+  createdAt: string;
+  source: string;
+}
+
+/** A driver's image store (SandboxDriver.images). */
+export interface DriverImages {
+  /** INVALID_ARGUMENT (reason image_not_found, listing the images) when a sandbox cannot run on `image`. */
+  check(image: string): void;
+  list(): { images: ImageInfo[]; defaultImage: string; defaultIsHost: boolean };
+  import(path: string, name: string): Promise<ImageInfo>;
+  remove(name: string): Promise<ImageInfo>;
+  build(request: { name: string; packages: string[]; suite?: string }): Promise<ImageInfo>;
 }
 
 /** The soft-delete marker key (annotation on a PVC, a marker file locally). */

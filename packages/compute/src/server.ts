@@ -8,12 +8,13 @@ import {
   FileEntrySchema,
   type NetworkPolicy as NetworkPolicyMessage,
   NetworkEventSchema,
+  SandboxImageSchema,
   NetworkPolicySchema,
   SandboxStatus,
   type UsageMetrics,
   UsageMetricsSchema,
 } from "@platform/gen/compute/v1/compute_pb";
-import type { Usage } from "./driver.ts";
+import type { ImageInfo, Usage } from "./driver.ts";
 import type { NetworkPolicy } from "./egress/policy.ts";
 import type { ComputeDomain, NetworkPolicyInput } from "./service/compute-domain.ts";
 import type { SandboxState } from "./store/sandbox-store.ts";
@@ -56,6 +57,28 @@ export function computeServiceImpl(domain: ComputeDomain): ServiceImpl<typeof Co
         currentUsage: usageOf(view.usage),
         networkPolicy: policyMessage(view.networkPolicy),
       };
+    },
+
+    async importImage(req) {
+      return { image: imageMessage(await domain.images.import(req.name, req.path)) };
+    },
+
+    async listImages() {
+      const r = domain.images.list();
+      return {
+        images: r.images.map(imageMessage),
+        defaultImage: r.defaultImage,
+        defaultIsHost: r.defaultIsHost,
+        anyImage: r.anyImage,
+      };
+    },
+
+    async deleteImage(req) {
+      return { image: imageMessage(await domain.images.remove(req.name)) };
+    },
+
+    async buildImage(req) {
+      return { image: imageMessage(await domain.images.build(req.name, req.packages, req.suite)) };
     },
 
     async updateNetworkPolicy(req) {
@@ -214,4 +237,15 @@ function ts(d: Date): Timestamp {
 function durationMs(d: Duration | undefined): number | undefined {
   if (!d) return undefined;
   return Number(d.seconds) * 1000 + Math.floor(d.nanos / 1e6);
+}
+
+/** A stored image as its message. */
+function imageMessage(i: ImageInfo) {
+  return create(SandboxImageSchema, {
+    name: i.name,
+    digest: i.digest,
+    sizeBytes: BigInt(i.sizeBytes),
+    createdAt: ts(new Date(i.createdAt)),
+    source: i.source,
+  });
 }

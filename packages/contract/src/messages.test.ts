@@ -85,6 +85,21 @@ test("compute messages carry every field the specification names", () => {
   assert.deepEqual(names(compute.WriteFileResponseSchema), ["bytes_written"]);
   assert.deepEqual(names(compute.ListFilesRequestSchema), ["sandbox_id", "path", "recursive", "max_entries"]);
   assert.deepEqual(names(compute.ListFilesResponseSchema), ["entries", "truncated"]);
+  // Images (issue 22): RPCs appended at the end of ComputeService, after the network ones, in new messages.
+  assert.deepEqual(
+    compute.ComputeService.methods.slice(-4).map((m) => m.name),
+    ["ImportImage", "ListImages", "DeleteImage", "BuildImage"],
+  );
+  assert.deepEqual(names(compute.SandboxImageSchema), ["name", "digest", "size_bytes", "created_at", "source"]);
+  assert.deepEqual(names(compute.ImportImageRequestSchema), ["name", "path"]);
+  assert.deepEqual(names(compute.ListImagesResponseSchema), [
+    "images",
+    "default_image",
+    "default_is_host",
+    "any_image",
+  ]);
+  assert.deepEqual(names(compute.DeleteImageRequestSchema), ["name"]);
+  assert.deepEqual(names(compute.BuildImageRequestSchema), ["name", "packages", "suite"]);
 });
 
 test("identity JSON names are snake_case as the specification shows them", () => {

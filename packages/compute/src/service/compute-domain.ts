@@ -1,3 +1,4 @@
+import { ImageOps } from "./image-ops.ts";
 import { randomUUID } from "node:crypto";
 import { Code, ComputeReason, PlatformError, requireUuid } from "@platform/errors";
 import { inWorkSpan, startWorkSpan, type WorkSpan } from "@platform/rpc";
@@ -119,6 +120,8 @@ export class ComputeDomain {
   private readonly driver: SandboxDriver;
   private readonly store: SandboxStore;
   private readonly defaults: SandboxDefaults;
+  /** ImportImage, ListImages, DeleteImage, BuildImage (issue 22), and the image check of a create. */
+  readonly images: ImageOps;
   private readonly readyTimeoutMs: number;
   private readonly log?: Logger;
   private unsubscribe?: () => void;
@@ -138,6 +141,7 @@ export class ComputeDomain {
   constructor(options: ComputeDomainOptions) {
     this.networkEvents = options.networkEvents ?? new MemoryNetworkEventStore();
     this.driver = options.driver;
+    this.images = new ImageOps(options.driver, options.defaults.image);
     this.store = options.store;
     this.defaults = options.defaults;
     this.readyTimeoutMs = options.readyTimeoutMs ?? 120_000;
@@ -218,6 +222,7 @@ export class ComputeDomain {
     workspaceSizeBytes(workspaceSize);
     const networkPolicy = input.networkPolicy ? validateNetworkPolicy(input.networkPolicy) : null;
     if (networkPolicy && !this.driver.setNetworkPolicy) throw noNetwork(this.driver.name);
+    this.images.check(input.image || this.defaults.image);
     const now = new Date();
     const record: SandboxRecord = {
       id: randomUUID(),

@@ -22,6 +22,8 @@ export const TEST_IMAGE_PROGRAMS = [
   "stat",
   "wc",
   "touch",
+  "ln",
+  "chmod",
 ];
 
 /**
@@ -34,9 +36,8 @@ export function stageRootfs(dir: string, files: Record<string, string> = {}, pro
   fs.mkdirSync(join(dir, "bin"), { recursive: true });
   const libs = new Set<string>();
   for (const name of programs) {
-    const host = execFileSync("/bin/sh", ["-c", `command -v ${name}`])
-      .toString()
-      .trim();
+    const host = ["/usr/bin", "/bin", "/usr/sbin", "/sbin"].map((d) => join(d, name)).find((f) => fs.existsSync(f));
+    if (!host) throw new Error(`no ${name} on this machine to put in a test image`);
     fs.copyFileSync(fs.realpathSync(host), join(dir, "bin", name));
     fs.chmodSync(join(dir, "bin", name), 0o755);
     const ldd = execFileSync("ldd", [host], { encoding: "utf8" });

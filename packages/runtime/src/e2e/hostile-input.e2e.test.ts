@@ -188,6 +188,9 @@ function baselines(ids: Ids): Record<string, () => MessageInitShape<never>> {
       data: new Uint8Array([104, 105]),
     }),
     "compute.v1.ComputeService/ListFiles": () => ({ sandboxId: ids.sandboxId, path: "." }),
+    // Issue 22: the image store (no BuildImage baseline: a valid one would download Debian).
+    "compute.v1.ComputeService/ImportImage": () => ({ name: "hostile:1", path: "/nonexistent/image.tar" }),
+    "compute.v1.ComputeService/DeleteImage": () => ({ name: "hostile:1" }),
     "runtime.v1.RuntimeService/Invoke": () => ({ sessionId: ids.sessionId, messages: msgs() }),
   };
   return table as Record<string, () => MessageInitShape<never>>;

@@ -25,7 +25,8 @@ const SYSTEM_DIRS = ["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
  * (user, mount, pid, ipc, uts, net, cgroup), no further user namespaces
  * (`--disable-userns`: nested ones are where most container escapes start),
  * the seccomp filter read from seccompFd, a read-only system root made of
- * the host's /usr (and the merged-/usr symlinks), a minimal generated /etc,
+ * the host's /usr (and the merged-/usr symlinks) or an image's tree (imageRoot),
+ * a minimal generated /etc,
  * its own /proc, /dev and /tmp, and the workspace bound read-write at
  * mount_path. Nothing else of the host is visible: not /root, /home, /work,
  * /var, /run or the host's /proc.
@@ -35,6 +36,8 @@ export function bwrapArgs(options: {
   etcDir: string;
   mountPath: string;
   seccompFd: number;
+  /** An image's root instead of the host's /usr (images/image-root.ts); its /etc gets the generated files bound over. */
+  imageRoot?: string[];
 }): string[] {
   const args = [
     "--unshare-all",
@@ -44,7 +47,33 @@ export function bwrapArgs(options: {
     String(options.seccompFd),
     "--new-session",
   ];
-  args.push("--hostname", "sandbox", "--ro-bind", "/usr", "/usr");
+  args.push("--hostname", "sandbox");
+  if (options.imageRoot) args.push(...options.imageRoot);
+  else hostRootArgs(args);
+  for (const name of ["passwd", "group", "hosts", "hostname"]) {
+    args.push("--ro-bind", join(options.etcDir, name), join("/etc", name));
+  }
+  args.push(
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+    "--bind",
+    options.workspace,
+    options.mountPath,
+    "--chdir",
+    options.mountPath,
+    "--remount-ro",
+    "/",
+  );
+  return args;
+}
+
+/** The host mode's root: the host's /usr and merged-/usr links read-only, an allowlist of its /etc, /var/tmp. */
+function hostRootArgs(args: string[]): void {
+  args.push("--ro-bind", "/usr", "/usr", "--dir", "/var/tmp");
   for (const name of SYSTEM_DIRS) {
     const host = `/${name}`;
     let st: fs.Stats;
@@ -58,27 +87,6 @@ export function bwrapArgs(options: {
   }
   args.push("--dir", "/etc");
   for (const name of ETC_ALLOWLIST) args.push("--ro-bind-try", join("/etc", name), join("/etc", name));
-  for (const name of ["passwd", "group", "hosts", "hostname"]) {
-    args.push("--ro-bind", join(options.etcDir, name), join("/etc", name));
-  }
-  args.push(
-    "--proc",
-    "/proc",
-    "--dev",
-    "/dev",
-    "--tmpfs",
-    "/tmp",
-    "--dir",
-    "/var/tmp",
-    "--bind",
-    options.workspace,
-    options.mountPath,
-    "--chdir",
-    options.mountPath,
-    "--remount-ro",
-    "/",
-  );
-  return args;
 }
 
 export const SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";

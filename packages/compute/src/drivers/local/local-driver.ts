@@ -42,6 +42,14 @@ import { flushWorkspace, WorkspaceIo } from "./workspace-io.ts";
 import type { NetworkPolicy } from "../../egress/policy.ts";
 import type { EgressProxy } from "../../egress/proxy.ts";
 import { SandboxNetwork } from "./sandbox-network.ts";
+import {
+  HOST_IMAGE,
+  ImageStore,
+  imageRootArgs,
+  LocalImages,
+  type RootImage,
+  type StoredImage,
+} from "./images/index.ts";
 
 export interface LocalDriverOptions {
   /** Root of sandbox directories (`<dataDir>/sandboxes/<id>`). */
@@ -86,6 +94,19 @@ export interface LocalDriverOptions {
    * through (sandbox-network.ts). Without it the driver refuses policies.
    */
   egress?: EgressProxy;
+  /**
+   * SANDBOX_IMAGE: the image of a sandbox that names none. Stored
+   * (`<dataDir>/images`), its tree is the sandboxes' root; not stored, or
+   * `host`, they see the host's /usr (as before images).
+   */
+  defaultImage?: string;
+  /**
+   * An image neither stored nor the default: INVALID_ARGUMENT listing the
+   * images (compute's COMPUTE_UNKNOWN_IMAGE=refuse, its default), or, off
+   * (this class's default, for drivers made without a store in mind), run
+   * on the host's /usr as every image did before images.
+   */
+  refuseUnknownImages?: boolean;
 }
 
 interface Live extends UsageSources, ExecTarget {
@@ -124,6 +145,10 @@ interface Live extends UsageSources, ExecTarget {
   /** Started ahead and not yet adopted: no record, no deadline, no phase events. */
   warm?: boolean;
   oomKillsSeen: number;
+  /** The image whose tree is its root (none: the host's /usr). */
+  rootImage?: RootImage;
+  /** The warm pool it was started in (warm sandboxes only). */
+  warmPool?: WarmPool<Live>;
 }
 
 const SETPRIV = "/usr/bin/setpriv";
@@ -166,7 +191,10 @@ export class LocalDriver implements SandboxDriver {
    */
   private readonly built: Promise<HelperBuild>;
   private seccompFilter?: Buffer;
-  private readonly warm: WarmPool<Live>;
+  /** Warm sandboxes per image (digest, or `host`): the default image's, and one kept for each image once used. */
+  private readonly warmPools = new Map<string, WarmPool<Live>>();
+  /** The image store and what `image` means here (images/). */
+  readonly images: LocalImages;
   /** Per session workspace key: the tail of the work on it (create, release, GC), so they never interleave. */
   private readonly workspaceLocks = new Map<string, Promise<void>>();
   private readonly defaultWorkspaceBytes: number;
@@ -212,15 +240,20 @@ export class LocalDriver implements SandboxDriver {
     this.built.catch((err) =>
       this.log?.error({ err }, "no sandbox can start: the exec helper and its seccomp filter were not built"),
     );
-    this.warm = new WarmPool(
-      options.warmSandboxes ?? 4,
+    this.images = new LocalImages(
+      new ImageStore(options.dataDir, options.logger),
+      options.defaultImage ?? "",
       {
-        newWarm: () => this.newWarm(),
-        provision: (live) => this.provisionWarm(live),
-        teardown: (live) => this.teardownWarm(live),
+        inUse: () => this.imagesInUse(false),
+        held: () => this.imagesInUse(true),
+        dropWarm: (digest) => this.dropWarm(digest),
+        imported: (image) => this.onImported(image),
       },
       options.logger,
+      options.refuseUnknownImages ?? false,
     );
+    this.images.logUnstoredDefault();
+    this.warmPoolFor(this.images.resolve(""), options.warmSandboxes ?? 4);
     this.defaultWorkspaceBytes = workspaceSizeBytes(
       options.defaultWorkspaceSize ?? LIMITS.defaultWorkspaceSize,
       "defaultWorkspaceSize",
@@ -232,7 +265,9 @@ export class LocalDriver implements SandboxDriver {
       .then(() => setTimeout(() => this.removeEndedCgroups(), 2000).unref())
       .then(() => this.built)
       .then(
-        () => this.warm.refill(),
+        () => {
+          for (const pool of this.warmPools.values()) pool.refill();
+        },
         () => {},
       );
   }
@@ -244,6 +279,7 @@ export class LocalDriver implements SandboxDriver {
       throw PlatformError.internal(`sandbox provisioning failed: ${(err as Error).message}`, err);
     }
     const sizeBytes = this.workspaceBytes(spec);
+    const root = this.images.resolve(spec.image);
     this.wireNetwork(spec);
     if (this.sandboxes.has(spec.sandboxId)) {
       throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
@@ -253,10 +289,11 @@ export class LocalDriver implements SandboxDriver {
     await this.withWorkspaceLock(ws.key, async () => {
       if (this.sandboxes.has(spec.sandboxId)) throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
       // The session had a sandbox: the new one mounts the same workspace (its size stays what it was made with).
-      if (ws.exists()) return this.createOnWorkspace(spec, ws);
+      if (ws.exists()) return this.createOnWorkspace(spec, ws, root);
       // Warm sandboxes carry a workspace of the default size; any other size is made for the spec.
-      if (sizeBytes === this.defaultWorkspaceBytes && this.adoptWarm(spec, ws)) return;
+      if (sizeBytes === this.defaultWorkspaceBytes && this.adoptWarm(spec, ws, root)) return;
       const live = this.newLive(spec);
+      live.rootImage = root;
       live.workspace = ws;
       this.sandboxes.set(spec.sandboxId, live);
       try {
@@ -278,7 +315,7 @@ export class LocalDriver implements SandboxDriver {
   }
 
   /** A new sandbox on the session's existing workspace: no longer marked for collection, mounted, its uid kept. */
-  private async createOnWorkspace(spec: SandboxSpec, ws: SessionWorkspace): Promise<void> {
+  private async createOnWorkspace(spec: SandboxSpec, ws: SessionWorkspace, root?: RootImage): Promise<void> {
     const image = new WorkspaceImage(ws.image);
     ws.clearMark();
     let dir: string;
@@ -290,6 +327,7 @@ export class LocalDriver implements SandboxDriver {
     }
     // Its files belong to the uid the session's first sandbox ran as.
     const live = this.newLive(spec, ws.owner()?.uid ?? fs.statSync(dir).uid);
+    live.rootImage = root;
     live.workspace = ws;
     live.image = image;
     live.workspaceDir = dir;
@@ -312,6 +350,7 @@ export class LocalDriver implements SandboxDriver {
     const existing = this.sandboxes.get(spec.sandboxId);
     if (existing) return existing.observation;
     const live = this.newLive(spec);
+    live.rootImage = LocalImages.recorded(live.layout.dir);
     this.sandboxes.set(spec.sandboxId, live);
     if (this.network && spec.networkPolicy) this.network.setPolicy(spec.sandboxId, spec.networkPolicy);
     const annotations = live.layout.readAnnotations();
@@ -736,7 +775,7 @@ export class LocalDriver implements SandboxDriver {
   async close(): Promise<void> {
     clearInterval(this.sampler);
     this.closed = true;
-    await this.warm.close();
+    await Promise.all([...this.warmPools.values()].map((pool) => pool.close()));
     const spares: Promise<void>[] = [];
     for (const live of this.sandboxes.values()) {
       clearTimeout(live.deadlineTimer);
@@ -945,6 +984,17 @@ export class LocalDriver implements SandboxDriver {
     }
   }
 
+  /** The default image's warm pool (what `warm` was before pools per image; tests look into it). */
+  private get warm(): { sandboxes: Live[] } {
+    return this.warmPools.get(this.images.resolve("")?.digest ?? HOST_IMAGE) ?? { sandboxes: [] };
+  }
+
+  /** Whether a warm sandbox of this image is ready to be adopted (tests, diagnostics). */
+  warmReady(image: string): boolean {
+    const pool = this.warmPools.get(this.images.resolve(image)?.digest ?? HOST_IMAGE);
+    return pool?.sandboxes.some((w) => w.observation.phase === "ready") ?? false;
+  }
+
   /** The sandbox's cgroup, for tests and diagnostics. */
   cgroupOf(sandboxId: string): Cgroup {
     return this.get(sandboxId).cgroup;
@@ -958,9 +1008,15 @@ export class LocalDriver implements SandboxDriver {
    * rename), spec's limits are applied, and it is READY at once. Only the
    * default mount path is prepared ahead.
    */
-  private adoptWarm(spec: SandboxSpec, ws: SessionWorkspace): boolean {
+  private adoptWarm(spec: SandboxSpec, ws: SessionWorkspace, root: RootImage | undefined): boolean {
     if (spec.workspace.mountPath !== LIMITS.defaultMountPath) return false;
-    const live = this.warm.take();
+    const pool = this.warmPools.get(root?.digest ?? HOST_IMAGE);
+    // An image used for the first time: one warm sandbox is kept for it from now on.
+    if (!pool) {
+      if ((this.options.warmSandboxes ?? 4) > 0 && !this.closed) this.warmPoolFor(root, 1).refill();
+      return false;
+    }
+    const live = pool.take();
     if (!live) return false;
     const layout = new SandboxLayout(this.options.dataDir, spec.sandboxId);
     let cgroup: Cgroup;
@@ -984,11 +1040,12 @@ export class LocalDriver implements SandboxDriver {
       });
     } catch (err) {
       this.log?.warn({ err }, "adopting a warm sandbox failed; starting a new one");
-      void this.warm.discard(live);
+      void pool.discard(live);
       return false;
     }
     live.spec = spec;
     live.warm = false;
+    live.warmPool = undefined;
     live.memSampleSum = 0;
     live.memSamples = 0;
     this.attachIo(live, true);
@@ -1005,13 +1062,62 @@ export class LocalDriver implements SandboxDriver {
     return true;
   }
 
-  /** A sandbox for the warm pool; a random uid, as its id is not known yet. */
-  private newWarm(): Live {
+  /** The warm pool of an image (made with target sandboxes if there is none). */
+  private warmPoolFor(root: RootImage | undefined, target: number): WarmPool<Live> {
+    const key = root?.digest ?? HOST_IMAGE;
+    const existing = this.warmPools.get(key);
+    if (existing) return existing;
+    const pool: WarmPool<Live> = new WarmPool(
+      target,
+      {
+        newWarm: () => this.newWarm(root, pool),
+        provision: (live) => this.provisionWarm(live),
+        teardown: (live) => this.teardownWarm(live),
+      },
+      this.options.logger,
+    );
+    this.warmPools.set(key, pool);
+    return pool;
+  }
+
+  /** Ends the warm sandboxes of an image (its tree is about to go). */
+  private async dropWarm(digest: string): Promise<void> {
+    const pool = this.warmPools.get(digest);
+    if (!pool) return;
+    this.warmPools.delete(digest);
+    await pool.close();
+  }
+
+  /** The default image was just stored: warm sandboxes start on it, none on the host's /usr any more. */
+  private onImported(image: StoredImage): void {
+    if (this.closed || this.images.store.find(this.images.defaultImage)?.digest !== image.digest) return;
+    const hostPool = this.warmPools.get(HOST_IMAGE);
+    const target = this.options.warmSandboxes ?? 4;
+    if (hostPool) {
+      this.warmPools.delete(HOST_IMAGE);
+      void hostPool.close();
+    }
+    if (target > 0) this.warmPoolFor(this.images.resolve(""), target).refill();
+  }
+
+  /** Digests of the trees sandboxes run on (paused and starting ones too); with warm, warm ones as well. */
+  private imagesInUse(warm: boolean): Set<string> {
+    const digests = new Set<string>();
+    for (const l of this.sandboxes.values())
+      if (l.rootImage && !l.destroyed && l.observation.phase !== "failed" && l.observation.phase !== "gone")
+        digests.add(l.rootImage.digest);
+    if (warm)
+      for (const [key, pool] of this.warmPools) if (key !== HOST_IMAGE && pool.sandboxes.length > 0) digests.add(key);
+    return digests;
+  }
+
+  /** A sandbox for a warm pool; a random uid, as its id is not known yet. */
+  private newWarm(root: RootImage | undefined, pool: WarmPool<Live>): Live {
     const spec: SandboxSpec = {
       sandboxId: `${WARM_PREFIX}${randomUUID()}`,
       tenantId: "",
       sessionId: "",
-      image: "",
+      image: root?.ref ?? "",
       workspace: { storageClass: "", size: "", mountPath: LIMITS.defaultMountPath },
       limits: {
         cpuMillis: LIMITS.defaultCpuMillis,
@@ -1022,6 +1128,8 @@ export class LocalDriver implements SandboxDriver {
     };
     const live = this.newLive(spec, 0x10000000 + randomInt(1, 0xffffff));
     live.warm = true;
+    live.rootImage = root;
+    live.warmPool = pool;
     return live;
   }
 
@@ -1144,11 +1252,16 @@ export class LocalDriver implements SandboxDriver {
     // (all under MOUNTS_ROOT) in one go: held there, another sandbox's
     // workspace would stay mounted, and its loop device attached, after it is
     // destroyed, for as long as this sandbox lives.
+    // An image's tree is bound at the stage's rootfs too (its parents may not be traversable either).
+    const root = live.rootImage;
+    if (root) fs.mkdirSync(join(layout.dir, "rootfs"), { recursive: true, mode: 0o755 });
+    LocalImages.record(layout.dir, root);
     const args = bwrapArgs({
       workspace: join(STAGE, "workspace"),
       etcDir: join(STAGE, "etc"),
       mountPath: spec.workspace.mountPath,
       seccompFd: SECCOMP_FD,
+      imageRoot: root ? imageRootArgs(root.tree, join(STAGE, "rootfs"), spec.workspace.mountPath) : undefined,
     });
     if (this.options.dieWithService) args.unshift("--die-with-parent");
     // As root: join the sandbox cgroup and shield the init from the OOM killer,
@@ -1158,7 +1271,8 @@ export class LocalDriver implements SandboxDriver {
     // so a service killed while a sandbox starts takes the launch with it,
     // not only a sandbox whose bwrap got as far as setting its own.
     const keepDeathSignal = this.options.dieWithService ? "--pdeathsig keep " : "";
-    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && umount -l ${MOUNTS_ROOT} && shift 2 && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
+    const bindRoot = root ? `mount --bind "$3" ${STAGE}/rootfs && ` : "";
+    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}umount -l ${MOUNTS_ROOT} && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
     fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
     const script = `${procs} || exit 125; echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
     if (!this.seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
@@ -1172,6 +1286,7 @@ export class LocalDriver implements SandboxDriver {
         "sh",
         layout.dir,
         live.workspaceDir,
+        ...(root ? [root.tree] : []),
         ...args,
         "--",
         "/bin/sh",
@@ -1246,7 +1361,7 @@ export class LocalDriver implements SandboxDriver {
   private async onInitExit(live: Live, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
     if (live.warm) {
       if (!this.closed) this.log?.warn({ code, signal }, "a warm sandbox exited before it was used");
-      await this.warm.discard(live);
+      await live.warmPool?.discard(live);
       return;
     }
     clearTimeout(live.deadlineTimer);

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { PlatformError } from "@platform/errors";
+import { parseImageRef } from "./image-ref.ts";
 import type { ImageStore, StoredImage } from "./image-store.ts";
 
 const PACKAGE = /^[a-z0-9][a-z0-9+.-]{0,99}$/;
@@ -28,7 +29,8 @@ export function debianBuildAvailable(): string | undefined {
 }
 
 /** Checks a build request; INVALID_ARGUMENT naming the bad package or suite. */
-export function validateBuild(b: Pick<DebianBuild, "packages" | "suite" | "mirror">): void {
+export function validateBuild(b: Pick<DebianBuild, "name" | "packages" | "suite" | "mirror">): void {
+  parseImageRef(b.name);
   if (b.packages.length > 200) throw PlatformError.invalidArgument("packages: at most 200");
   for (const p of b.packages)
     if (!PACKAGE.test(p))
@@ -57,7 +59,7 @@ export async function buildDebianImage(
   const root = join(scratch, "rootfs");
   const suite = b.suite || "bookworm";
   try {
-    const args = ["--mode=root", "--variant=apt", "--format=directory", "--quiet"];
+    const args = ["--mode=root", "--variant=apt", "--format=directory"];
     if (b.packages.length > 0) args.push(`--include=${b.packages.join(",")}`);
     args.push(suite, root);
     if (b.mirror) args.push(b.mirror);

@@ -6,7 +6,7 @@ const OWN = new Set(["proc", "dev", "tmp", "sys", "run", "etc"]);
 
 /**
  * bwrap arguments that make an image's tree the sandbox's root: each
- * top-level directory bound read-only from `staged` (where the launcher
+ * top-level directory (and file) bound read-only from `staged` (where the launcher
  * bound the tree), each top-level link made again as a link (never bound:
  * binding follows it on the host), the image's /etc read-only with the
  * driver's own passwd, group, hosts and hostname bound over it by the caller.
@@ -23,7 +23,7 @@ export function imageRootArgs(tree: string, staged: string, mountPath: string): 
     if (OWN.has(name) || (name === mountTop && !mountInImage)) continue;
     const st = fs.lstatSync(join(tree, name));
     if (st.isSymbolicLink()) args.push("--symlink", fs.readlinkSync(join(tree, name)), `/${name}`);
-    else if (st.isDirectory()) args.push("--ro-bind", join(staged, name), `/${name}`);
+    else if (st.isDirectory() || st.isFile()) args.push("--ro-bind", join(staged, name), `/${name}`);
   }
   args.push("--ro-bind", join(staged, "etc"), "/etc");
   if (fs.lstatSync(join(tree, "var/tmp"), { throwIfNoEntry: false })?.isDirectory()) args.push("--tmpfs", "/var/tmp");

@@ -101,8 +101,11 @@ export class ImageStore {
     return dir;
   }
 
-  /** Removes a name; FAILED_PRECONDITION while a sandbox runs on its tree, NOT_FOUND when unknown. */
-  async remove(name: string, inUse: Set<string>): Promise<StoredImage> {
+  /**
+   * Removes a name; FAILED_PRECONDITION while a sandbox runs on its tree (inUse), NOT_FOUND when unknown.
+   * Its tree goes unless another name or a sandbox (held: warm ones too) still has it.
+   */
+  async remove(name: string, inUse: Set<string>, held: Set<string> = inUse): Promise<StoredImage> {
     const ref = formatImageRef(parseImageRef(name));
     return this.serial(async () => {
       const refs = this.refs();
@@ -112,7 +115,7 @@ export class ImageStore {
         throw PlatformError.failedPrecondition(`image ${ref} is used by a sandbox`, "image_in_use");
       delete refs[ref];
       this.writeRefs(refs);
-      this.collect(inUse);
+      this.collect(new Set([...inUse, ...held]));
       return image;
     });
   }

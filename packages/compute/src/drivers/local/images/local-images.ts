@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import { buildDebianImage, type DebianBuild } from "./debian-build.ts";
-import { HOST_IMAGE } from "./image-ref.ts";
+import { HOST_IMAGE, parseImageRef } from "./image-ref.ts";
 import type { ImageStore, StoredImage } from "./image-store.ts";
 
 /** The image a sandbox runs on: a stored tree (the host mode has none). */
@@ -39,7 +39,8 @@ export interface LocalImagesHooks {
  * import, build, list and remove with the driver's sandboxes in mind. An
  * empty image is SANDBOX_IMAGE; `host` (HOST_IMAGE) is the host's /usr; the
  * default image falls back to the host's /usr while it is not stored (so a
- * machine without images works as before); any other image must be stored.
+ * machine without images works as before); any other image must be stored
+ * (unless refuseUnknown is off: then it runs on the host's /usr, logged).
  */
 export class LocalImages {
   constructor(
@@ -47,7 +48,11 @@ export class LocalImages {
     readonly defaultImage: string,
     private readonly hooks: LocalImagesHooks,
     private readonly log?: Logger,
+    /** An image neither stored nor the default: refused (INVALID_ARGUMENT), or run on the host's /usr as before images. */
+    private readonly refuseUnknown = true,
   ) {}
+
+  private readonly warned = new Set<string>();
 
   /** The tree `image` runs on, or undefined for the host's /usr; INVALID_ARGUMENT listing the images when unknown. */
   resolve(image: string): RootImage | undefined {
@@ -56,10 +61,22 @@ export class LocalImages {
     const found = this.store.find(wanted);
     if (found) return { ref: found.name, digest: found.digest, tree: this.store.treeOf(found.digest) };
     if (wanted === this.defaultImage) return undefined;
+    if (!this.refuseUnknown) {
+      if (!this.warned.has(wanted) && this.warned.size < 100) {
+        this.warned.add(wanted);
+        this.log?.warn({ image: wanted }, "image not stored: the sandbox runs on the host's /usr");
+      }
+      return undefined;
+    }
     throw PlatformError.invalidArgument(
       `unknown image ${JSON.stringify(wanted.slice(0, 200))}; available: ${this.available().join(", ")}`,
       "image_not_found",
     );
+  }
+
+  /** INVALID_ARGUMENT when a sandbox cannot run on `image` (resolve's rule). */
+  check(image: string): void {
+    this.resolve(image);
   }
 
   /** What an agent may name: the stored images and `host`. */
@@ -90,13 +107,18 @@ export class LocalImages {
 
   /** Removes a name; FAILED_PRECONDITION `image_in_use` while a sandbox runs on it. */
   async remove(name: string): Promise<StoredImage> {
+    parseImageRef(name);
     const image = this.store.find(name);
     if (!image) throw PlatformError.notFound(`no image ${name.slice(0, 200)}`, "image_not_found");
-    if (this.hooks.inUse().has(image.digest))
+    const inUse = this.hooks.inUse();
+    if (inUse.has(image.digest))
       throw PlatformError.failedPrecondition(`image ${image.name} is used by a sandbox`, "image_in_use");
     const otherNames = this.store.list().some((i) => i.digest === image.digest && i.name !== image.name);
     if (!otherNames) await this.hooks.dropWarm(image.digest);
-    return this.store.remove(name, this.hooks.held());
+    const held = this.hooks.held();
+    if (held.has(image.digest) && !otherNames)
+      this.log?.warn({ image: image.name }, "a sandbox still holds the removed image's tree: it is removed later");
+    return this.store.remove(name, inUse, held);
   }
 
   /** The image a sandbox recorded (image.json in its directory), if it runs on one. */
