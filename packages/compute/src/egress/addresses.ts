@@ -28,8 +28,19 @@ const SPECIAL = [
 
 /** "::ffff:10.0.0.1" is 10.0.0.1 to the kernel: checked as such. */
 export function canonicalAddress(address: string): string {
-  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  return m?.[1] ?? address.toLowerCase();
+  let a = address.toLowerCase();
+  // One spelling per IPv6 address ("0:0:0:0:0:0:0:1" is "::1"), so comparisons with the host's addresses hold.
+  if (isIP(a) === 6) a = new URL(`http://[${a}]/`).hostname.slice(1, -1);
+  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(a);
+  if (m) return m[1] as string;
+  // URL writes a mapped IPv4 address in hex ("::ffff:7f00:1").
+  const h = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(a);
+  if (h) {
+    const hi = Number.parseInt(h[1] as string, 16);
+    const lo = Number.parseInt(h[2] as string, 16);
+    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  }
+  return a;
 }
 
 function within(address: string, cidr: { address: string; prefix: number; family: "ipv4" | "ipv6" }): boolean {

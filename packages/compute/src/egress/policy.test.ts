@@ -9,7 +9,7 @@ import { type SandboxDriver, type SandboxObservation, zeroUsage } from "../drive
 import { ComputeDomain } from "../service/compute-domain.ts";
 import { MemoryNetworkEventStore } from "../store/network-event-store.ts";
 import { MemorySandboxStore } from "../store/sandbox-store.ts";
-import { explicitlyAllowed, specialRange } from "./addresses.ts";
+import { canonicalAddress, explicitlyAllowed, isHostAddress, specialRange } from "./addresses.ts";
 import { cidrAllows, domainAllowed, type NetworkPolicy, POLICY_LIMITS, validateNetworkPolicy } from "./policy.ts";
 
 function rejects(fn: () => unknown, entry: string): void {
@@ -88,6 +88,12 @@ test("loopback, private and link-local open only with a CIDR inside their range"
     assert.ok(specialRange(a), a);
   }
   assert.equal(specialRange("198.18.0.2"), undefined);
+  // Every spelling of an address is the same address.
+  assert.equal(canonicalAddress("0:0:0:0:0:0:0:1"), "::1");
+  assert.equal(canonicalAddress("::FFFF:127.0.0.1"), "127.0.0.1");
+  assert.equal(canonicalAddress("0:0:0:0:0:ffff:7f00:1"), "127.0.0.1");
+  assert.ok(isHostAddress("0:0:0:0:0:0:0:1"));
+  assert.ok(isHostAddress("::ffff:7f00:1"));
   const wide: NetworkPolicy = validateNetworkPolicy({ allowedCidrs: [{ cidr: "0.0.0.0/0" }] });
   assert.ok(!explicitlyAllowed(wide, "10.1.2.3", 80));
   const narrow = validateNetworkPolicy({ allowedCidrs: [{ cidr: "10.1.0.0/16", ports: [8080] }] });
