@@ -11,6 +11,7 @@ import { ApiError, PlatformClient } from "./http.ts";
 import { type Output, processOutput, quietOnEpipe } from "./output.ts";
 import { type CommandSpec, commandUsage, findCommand, groupUsage, optionsOf, usage } from "./spec.ts";
 import { scheduleHandlers } from "./schedules.ts";
+import { imageHandlers } from "./images.ts";
 import { webhookHandlers } from "./webhooks.ts";
 import { status } from "./status.ts";
 import { accountHandlers } from "./account.ts";
@@ -66,6 +67,7 @@ const handlers: Record<string, Handler> = {
   ...teamHandlers(readPassword),
   ...accountHandlers,
   ...scheduleHandlers,
+  ...imageHandlers,
   ...webhookHandlers,
   chat: (ctx, args, flags) => chat(ctx, args, flags),
   completion: async (ctx, args) => {

@@ -4,6 +4,7 @@
 
 import { ACCOUNT_COMMANDS } from "./account.ts";
 import { SCHEDULE_COMMANDS } from "./schedules.ts";
+import { IMAGE_COMMANDS } from "./images.ts";
 import { WEBHOOK_COMMANDS } from "./webhooks.ts";
 import { TEAM_COMMANDS } from "./teams.ts";
 
@@ -193,6 +194,7 @@ export const COMMANDS: CommandSpec[] = [
   ...TEAM_COMMANDS,
   ...ACCOUNT_COMMANDS,
   ...SCHEDULE_COMMANDS,
+  ...IMAGE_COMMANDS,
   ...WEBHOOK_COMMANDS,
   {
     path: ["completion"],
