@@ -240,7 +240,19 @@ export class ControlPlane {
     const state = await this.#state(r);
     if (!state) throw new PlatformError(Code.NotFound, "not_found", `sandbox ${r.sandboxId} not found`);
     if (state === "paused") throw new PlatformError(Code.AlreadyExists, "already_paused", "sandbox is already paused");
-    await this.compute.pauseSandbox(r.sandboxId);
+    // Compute refuses a pause while an exec streams; one that just ended may
+    // still hold the sandbox for a moment after its last event reached us.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.compute.pauseSandbox(r.sandboxId);
+        return;
+      } catch (err) {
+        const busy =
+          err instanceof PlatformError && err.code === Code.FailedPrecondition && err.reason === "sandbox_busy";
+        if (!busy || attempt >= 10) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
   }
 
   async connect(r: E2bSandbox, timeout: unknown): Promise<object> {

@@ -195,6 +195,22 @@ describe("what the SDK is refused, in its own errors", () => {
     await assert.rejects(Sandbox.create({ apiKey: readOnly.token }), /403: this API key lacks the sessions:run scope/);
   });
 
+  test("envd calls need the sandbox's access token", async () => {
+    const sbx = await Sandbox.create({ timeoutMs: 60_000 });
+    try {
+      const res = await fetch(`${stack.compat.url}/files?path=/home/user/x`, {
+        headers: { "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": "ea_wrong" },
+      });
+      assert.equal(res.status, 401);
+      const none = await fetch(`${stack.compat.url}/files?path=/home/user/x`, {
+        headers: { "E2b-Sandbox-Id": sbx.sandboxId },
+      });
+      assert.equal(none.status, 401);
+    } finally {
+      await sbx.kill();
+    }
+  });
+
   test("a template other than base, template builds, stdin: a clear message", async () => {
     await assert.rejects(Sandbox.create("my-dockerfile-template"), /template "my-dockerfile-template" is not served/);
     const sbx = await Sandbox.create({ timeoutMs: 60_000 });
