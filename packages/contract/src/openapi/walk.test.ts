@@ -330,6 +330,22 @@ test("every route of the three documents answers what its document says", async 
   });
   assert.equal(Buffer.from((read.json as Json).data as string, "base64").toString(), "walked\n");
 
+  // --- usage and budgets (issue 20 item 6): the asker's session has model and tool calls ---
+  const metered = await agents.call("GET", "/v1/sessions/{id}/usage", {
+    token,
+    path: { id: asked.id as string },
+    expect: 200,
+  });
+  assert.ok((((metered.json as Json).usage as Json).modelCalls as number) >= 1, JSON.stringify(metered.json));
+  await agents.call("GET", "/v1/usage", { token, query: { since: "2020-01-01T00:00:00Z" }, expect: 200 });
+  await agents.call("GET", "/v1/usage", { token, query: { since: "yesterday" }, expect: 400 });
+  await agents.call("PATCH", "/v1/sessions/{id}/budgets", {
+    token,
+    path: { id: asked.id as string },
+    body: { maxTokens: 100000 },
+    expect: 200,
+  });
+
   // --- schedules (issue 25): created paused, so it never fires during the walk ---
   const agentPath = { agent_id: agent.id as string };
   const schedule = (

@@ -3,6 +3,7 @@ import { saveCredentials } from "./credentials.ts";
 import { CliError, UsageError } from "./endpoints.ts";
 import type { PlatformClient } from "./http.ts";
 import type { Output } from "./output.ts";
+import { budgetFlags } from "./usage.ts";
 
 export type Flags = Record<string, string | string[] | boolean | undefined>;
 /** What every command gets: its output and the client (made on first use: some commands need no endpoints). */
@@ -201,6 +202,7 @@ export async function agentsCreate(ctx: Context, flags: Flags): Promise<void> {
       model: str(flags, "model") ?? "dev/echo",
       systemPrompt: str(flags, "system-prompt") ?? "",
       toolPermissions: toolPolicies(flags),
+      budgets: budgetFlags(flags),
     },
   });
   if (ctx.io.json) ctx.io.value(agent);
@@ -249,8 +251,12 @@ export async function agentsUpdate(ctx: Context, args: string[], flags: Flags): 
   }
   const policies = toolPolicies(flags);
   if (Object.keys(policies).length > 0) body.toolPermissions = policies;
+  const budgets = budgetFlags(flags);
+  if (budgets) body.budgets = budgets;
   if (Object.keys(body).length === 0)
-    throw new UsageError("nothing to change: give --name, --slug, --model, --system-prompt, --ask or --allow");
+    throw new UsageError(
+      "nothing to change: give --name, --slug, --model, --system-prompt, --ask, --allow or a --max-* budget",
+    );
   const target = await resolveAgent(client, args[0]!);
   const agent = await client.request<Agent>("PATCH", `${client.endpoints.agents}/v1/agents/${target.id}`, { body });
   if (ctx.io.json) ctx.io.value(agent);

@@ -16,6 +16,7 @@ import { webhookHandlers } from "./webhooks.ts";
 import { status } from "./status.ts";
 import { accountHandlers } from "./account.ts";
 import { teamHandlers } from "./teams.ts";
+import { usageCommand } from "./usage.ts";
 
 const VERSION = (
   JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
@@ -70,6 +71,7 @@ const handlers: Record<string, Handler> = {
   ...imageHandlers,
   ...webhookHandlers,
   chat: (ctx, args, flags) => chat(ctx, args, flags),
+  usage: (ctx, _args, flags) => usageCommand(ctx, flags),
   completion: async (ctx, args) => {
     const shell = args[0];
     const script = shell === "bash" ? bashCompletion() : shell === "zsh" ? zshCompletion() : undefined;

@@ -7,6 +7,7 @@ import { SCHEDULE_COMMANDS } from "./schedules.ts";
 import { IMAGE_COMMANDS } from "./images.ts";
 import { WEBHOOK_COMMANDS } from "./webhooks.ts";
 import { TEAM_COMMANDS } from "./teams.ts";
+import { BUDGET_OPTIONS, USAGE_COMMANDS } from "./usage.ts";
 
 export type OptionSpec = {
   type: "string" | "boolean";
@@ -69,6 +70,7 @@ const agentFields = (required: boolean): Record<string, OptionSpec> => ({
     multiple: true,
     help: "ask before each call of this tool (bash, write_file, ...; repeatable or comma-separated); `platform chat` asks y/n",
   },
+  ...BUDGET_OPTIONS,
   ...(required
     ? {}
     : {
@@ -192,10 +194,11 @@ export const COMMANDS: CommandSpec[] = [
     options: { agent: { type: "string", value: "id|slug", help: "start a new session with this agent" } },
   },
   ...TEAM_COMMANDS,
-  ...ACCOUNT_COMMANDS,
+  ...USAGE_COMMANDS,
   ...SCHEDULE_COMMANDS,
   ...IMAGE_COMMANDS,
   ...WEBHOOK_COMMANDS,
+  ...ACCOUNT_COMMANDS,
   {
     path: ["completion"],
     summary: "a shell completion script: source <(platform completion bash)",

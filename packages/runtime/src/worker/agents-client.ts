@@ -3,7 +3,7 @@ import { type Message, SessionService } from "@platform/gen/agents/v1/agents_pb"
 import { type CallIdentity, identityHeaders } from "../metadata.ts";
 import type { AgentEvent, AgentsPort } from "./agents-port.ts";
 
-const TERMINAL = new Set(["done", "error", "requires_action"]);
+const TERMINAL = new Set(["done", "error", "requires_action", "budget_reached"]);
 
 /** AgentsPort over the agents service's gRPC SessionService. */
 export class ConnectAgentsClient implements AgentsPort {

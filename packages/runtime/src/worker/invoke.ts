@@ -64,6 +64,10 @@ export function workerInvoke(deps: WorkerInvokeDeps) {
           case "requires_action":
             yield { event: { case: "requiresAction", value: { calls: pendingCalls(e.content) } } };
             return;
+          // The run ended at one of the session's budgets (agents, issue 20): the runtime has no such event.
+          case "budget_reached":
+            yield { event: { case: "error", value: { message: budgetMessage(e.content) } } };
+            return;
           default:
             // tool_use, tool_result, user/assistant/tool: not runtime events.
             break;
@@ -136,4 +140,14 @@ function pendingCalls(content: string): PendingToolCallInit[] {
     // `client`: the caller runs the tool and answers with its result (not allow/deny).
     ...(typeof c.kind === "string" && { kind: c.kind }),
   }));
+}
+
+/** An agents `budget_reached` event ({budget, limit, used}) as the error a runtime caller reads. */
+function budgetMessage(content: string): string {
+  try {
+    const { budget, limit, used } = JSON.parse(content) as { budget?: string; limit?: number; used?: number };
+    return `the session reached its ${budget} budget (used ${used} of ${limit}); raise it to continue`;
+  } catch {
+    return "the session reached one of its budgets";
+  }
 }
