@@ -277,6 +277,15 @@ test("runtime messages and the health protocol", () => {
   assert.equal(health.Health.typeName, "grpc.health.v1.Health");
 });
 
+test("sandbox images (issue 22): agents' image is field 25, a string as compute's CreateSandbox image", () => {
+  for (const schema of [agents.AgentSchema, agents.CreateAgentRequestSchema, agents.UpdateAgentRequestSchema]) {
+    const f = schema.fields.find((x) => x.name === "image");
+    assert.equal(f?.number, 25, `${schema.typeName}.image`);
+    assert.equal(f?.scalar, 9 /* string */);
+  }
+  assert.equal(agents.UpdateAgentRequestSchema.field.image?.proto.proto3Optional, true, "update: absent keeps it");
+});
+
 test("sandbox network (issue 21): agents' network_policy is field 24 with compute's shape", () => {
   const number = (schema: DescMessage, name: string) => schema.fields.find((f) => f.name === name)?.number;
   for (const schema of [agents.AgentSchema, agents.CreateAgentRequestSchema, agents.UpdateAgentRequestSchema])

@@ -140,6 +140,11 @@ test("compute is gRPC only, with the seven v1 RPCs (and issue 18's additive paus
       // Additive (issue 21): sandbox network policy and its log.
       ["UpdateNetworkPolicy", "unary"],
       ["ListNetworkEvents", "unary"],
+      // Additive (issue 22): the local driver's sandbox images.
+      ["ImportImage", "unary"],
+      ["ListImages", "unary"],
+      ["DeleteImage", "unary"],
+      ["BuildImage", "unary"],
     ],
   );
   assert.deepEqual(routesOf([compute]), []);

@@ -17,14 +17,23 @@ export class ComputeSandboxes implements Sandboxes {
     this.#maxRuntimeMs = options.maxRuntimeMs;
   }
 
-  async create(tenantId: string, sessionId: string, options: { networkPolicy?: NetworkPolicy } = {}): Promise<string> {
+  async images(): Promise<{ names: string[]; anyImage: boolean }> {
+    const res = await computeCall("ListImages", () => this.#client.listImages({}, { timeoutMs: 10_000 }));
+    return { names: [...res.images.map((i) => i.name), ...(res.anyImage ? [] : ["host"])], anyImage: res.anyImage };
+  }
+
+  async create(
+    tenantId: string,
+    sessionId: string,
+    options: { networkPolicy?: NetworkPolicy; image?: string } = {},
+  ): Promise<string> {
     const ms = this.#maxRuntimeMs;
     const limits = ms
       ? { maxRuntime: { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 } }
       : undefined;
     const res = await computeCall("CreateSandbox", () =>
       this.#client.createSandbox(
-        { tenantId, sessionId, limits, networkPolicy: options.networkPolicy },
+        { tenantId, sessionId, limits, networkPolicy: options.networkPolicy, image: options.image ?? "" },
         { timeoutMs: 30_000 },
       ),
     );

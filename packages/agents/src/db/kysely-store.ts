@@ -64,6 +64,7 @@ export class KyselyStore implements Store {
           client_tools: clientToolsJson(agent.clientTools ?? []),
           budgets: JSON.stringify(agent.budgets ?? {}),
           network_policy: agent.networkPolicy ? JSON.stringify(agent.networkPolicy) : null,
+          image: agent.image ?? "",
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -103,6 +104,7 @@ export class KyselyStore implements Store {
       ...(changes.networkPolicy !== undefined
         ? { network_policy: changes.networkPolicy ? JSON.stringify(changes.networkPolicy) : null }
         : {}),
+      ...(changes.image !== undefined ? { image: changes.image } : {}),
     };
     try {
       const row = await this.db
@@ -645,6 +647,7 @@ function toAgent(row: Selectable<AgentsTable>): Agent {
     clientTools: clientToolsOf(row.client_tools),
     budgets: budgetsOf(row.budgets),
     ...networkPolicyOf(row.network_policy),
+    ...(row.image ? { image: row.image } : {}),
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   };

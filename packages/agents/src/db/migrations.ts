@@ -226,6 +226,11 @@ create index schedule_firings_schedule_pos on schedule_firings (schedule_id, pos
     sql: `alter table agents add column network_policy jsonb;`,
   },
   {
+    // Issue 22: the sandbox image of the agent's sessions ('' = compute's default).
+    name: "0011_agent_image",
+    sql: `alter table agents add column image text not null default '';`,
+  },
+  {
     // Issue 25: the session events organizations' webhooks hear of, copied by
     // a trigger in the transaction that stores them (so none is lost), for
     // the relay (webhooks/relay.ts) to hand to identity and delete. A cursor

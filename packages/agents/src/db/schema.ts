@@ -20,6 +20,8 @@ export interface AgentsTable {
   budgets: ColumnType<unknown, string | undefined, string>;
   /** compute's NetworkPolicy or null (jsonb; written as JSON text). */
   network_policy: ColumnType<unknown, string | null | undefined, string | null>;
+  /** compute's sandbox image; '' = its default. */
+  image: ColumnType<string, string | undefined, string>;
   created_at: Timestamp;
   updated_at: Timestamp;
   deleted_at: Generated<Date | null>;

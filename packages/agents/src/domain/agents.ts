@@ -58,6 +58,8 @@ export type AgentInput = {
   budgets?: BudgetsInput;
   /** Create: absent or empty is no network. Update: present replaces it (empty: none), absent keeps it. */
   networkPolicy?: NetworkPolicyInput;
+  /** compute's sandbox image; "" (or absent on create) its default; on update absent keeps it. */
+  image?: string;
 };
 /** An update: the fields present are set, the others left as they are; tool policies are merged. */
 export type AgentUpdate = {
@@ -74,6 +76,8 @@ export type AgentUpdate = {
   budgets?: BudgetsInput;
   /** Create: absent or empty is no network. Update: present replaces it (empty: none), absent keeps it. */
   networkPolicy?: NetworkPolicyInput;
+  /** compute's sandbox image; "" (or absent on create) its default; on update absent keeps it. */
+  image?: string;
 };
 
 /** The outcome of answering a paused run's calls. */
@@ -103,6 +107,24 @@ export class AgentsDomain {
     private readonly secrets?: HeaderSealer,
   ) {}
 
+  /**
+   * An agent's image must be one compute can run (issue 22): compute lists
+   * its images (the local driver's store, and `host`); a driver taking any
+   * name (a registry's) or a compute without the list leaves it unchecked.
+   * "" is compute's default. INVALID_ARGUMENT names the images there are.
+   */
+  private async checkImage(image: string): Promise<string> {
+    if (image === "") return "";
+    if (image.length > 255 || !/^[\x21-\x7e]+$/.test(image))
+      throw PlatformError.invalidArgument("image must be at most 255 printable ASCII characters without spaces");
+    const known = await this.sandboxes.images?.();
+    if (!known || known.anyImage || known.names.includes(image)) return image;
+    throw PlatformError.invalidArgument(
+      `image: unknown image ${JSON.stringify(image)}; available: ${known.names.join(", ")}`,
+      "image_not_found",
+    );
+  }
+
   async createAgent(auth: AuthContext, input: AgentInput): Promise<Agent> {
     const name = requireText("name", input.name);
     const slug = requireText("slug", input.slug, 128);
@@ -115,9 +137,11 @@ export class AgentsDomain {
     const clientTools = validateClientTools(input.clientTools ?? []);
     const budgets = mergeBudgets({}, validateBudgets(input.budgets));
     const networkPolicy = agentNetworkPolicy(input.networkPolicy);
+    const image = await this.checkImage(input.image ?? "");
     return this.store.createAgent({
       budgets,
       ...(networkPolicy ? { networkPolicy } : {}),
+      ...(image ? { image } : {}),
       orgId: auth.orgId,
       name,
       slug,
@@ -183,6 +207,7 @@ export class AgentsDomain {
       }
     }
     if (update.networkPolicy !== undefined) changes.networkPolicy = agentNetworkPolicy(update.networkPolicy) ?? null;
+    if (update.image !== undefined) changes.image = await this.checkImage(update.image);
     const agent =
       Object.keys(changes).length === 0
         ? await this.store.getAgent(auth.orgId, agentId)

@@ -30,6 +30,8 @@ export type Agent = {
   budgets: Budgets;
   /** What its sessions' sandboxes may reach (compute's egress proxy); absent: no network. */
   networkPolicy?: NetworkPolicy;
+  /** Its sessions' sandbox image (compute's); absent: compute's default. */
+  image?: string;
   createdAt: Date;
   updatedAt: Date;
 };

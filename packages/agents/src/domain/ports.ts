@@ -75,16 +75,22 @@ export interface Sandboxes {
    * Creates the sandbox of one session of a tenant (= org); returns its id.
    * `networkPolicy`: what it may reach (compute's egress proxy); absent: nothing.
    */
-  create(tenantId: string, sessionId: string, options?: { networkPolicy?: NetworkPolicy }): Promise<string>;
+  create(
+    tenantId: string,
+    sessionId: string,
+    options?: { networkPolicy?: NetworkPolicy; image?: string },
+  ): Promise<string>;
+  /**
+   * The images a sandbox may run on (ListImages: the stored ones and `host`);
+   * anyImage: compute takes any name. Optional: without it images are not checked.
+   */
+  images?(): Promise<{ names: string[]; anyImage: boolean }>;
   /**
    * The sandbox's refused connections recorded after `after` (a position an
    * earlier answer gave; "" from the first), and the position after them
    * (ListNetworkEvents). Optional: without it no `network_denied` event is written.
    */
-  networkDenials?(
-    sandboxId: string,
-    after: string,
-  ): Promise<{ denials: NetworkDenial[]; next: string }>;
+  networkDenials?(sandboxId: string, after: string): Promise<{ denials: NetworkDenial[]; next: string }>;
   /** Compute's view of a sandbox (DescribeSandbox). */
   state(sandboxId: string): Promise<SandboxState>;
   /**

@@ -91,10 +91,12 @@ export class SessionFiles {
   async #withSandbox<T>(auth: AuthContext, sessionId: string, fn: (sandboxId: string) => Promise<T>): Promise<T> {
     const session = await this.#session(auth, sessionId);
     // A sandbox made here (the session's first, or a replacement) gets the agent's network policy, as a run's would.
-    const networkPolicy = (await this.store.getAgent(auth.orgId, session.agentId))?.networkPolicy;
+    const agent = await this.store.getAgent(auth.orgId, session.agentId);
+    const networkPolicy = agent?.networkPolicy;
     return new SessionSandbox(this.store, this.sandboxes, session, {
       observe: false,
       ...(networkPolicy ? { networkPolicy } : {}),
+      ...(agent?.image ? { image: agent.image } : {}),
     }).use(fn);
   }
 

@@ -29,6 +29,8 @@ export type SessionSandboxOptions = {
   onEvent?: (event: SandboxEvent) => void;
   /** What a new sandbox of the session may reach (the agent's policy); absent: nothing. */
   networkPolicy?: NetworkPolicy;
+  /** The image a new sandbox of the session runs on (the agent's); absent: compute's default. */
+  image?: string;
 };
 
 /** The session fields an owner starts from. */
@@ -173,7 +175,12 @@ export class SessionSandbox implements Workspace {
       next = await this.sandboxes.create(
         this.session.orgId,
         this.session.id,
-        this.options.networkPolicy ? { networkPolicy: this.options.networkPolicy } : undefined,
+        this.options.networkPolicy || this.options.image
+          ? {
+              ...(this.options.networkPolicy ? { networkPolicy: this.options.networkPolicy } : {}),
+              ...(this.options.image ? { image: this.options.image } : {}),
+            }
+          : undefined,
       );
       await this.store.setSandbox(this.session.id, next);
     }

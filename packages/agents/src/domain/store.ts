@@ -40,6 +40,8 @@ export type AgentChanges = Partial<Pick<Agent, "name" | "slug" | "model" | "syst
   budgets?: Budgets;
   /** The agent's network policy from now on; null: none. */
   networkPolicy?: NetworkPolicy | null;
+  /** The image from now on; "": compute's default. */
+  image?: string;
 };
 
 /**

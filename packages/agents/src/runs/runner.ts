@@ -604,6 +604,7 @@ class Run {
     this.#sandbox = new SessionSandbox(store, this.#usage.sandboxes(sandboxes), this.session, {
       observe: true,
       ...(this.agent.networkPolicy ? { networkPolicy: this.agent.networkPolicy } : {}),
+      ...(this.agent.image ? { image: this.agent.image } : {}),
       onEvent: ({ type, ...content }) =>
         this.log.publish([{ type, content: JSON.stringify(content), toolUseId: this.#toolUseId }]),
     });

@@ -39,6 +39,7 @@ export function agentToProto(a: Agent): AgentMsg {
     })),
     budgets: budgetsToProto(a.budgets),
     networkPolicy: a.networkPolicy,
+    image: a.image ?? "",
     createdAt: timestampFromDate(a.createdAt),
     updatedAt: timestampFromDate(a.updatedAt),
   });

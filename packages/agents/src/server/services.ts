@@ -39,7 +39,7 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
     },
     async updateAgent(req, ctx) {
       const { mcpServers } = req;
-      const { id, name, slug, model, systemPrompt, toolPermissions, clientTools, budgets, networkPolicy } = req;
+      const { id, name, slug, model, systemPrompt, toolPermissions, clientTools, budgets, networkPolicy, image } = req;
       return {
         agent: agentToProto(
           await domain.updateAgent(authOf(ctx), id, {
@@ -52,6 +52,7 @@ export function agentService(domain: AgentsDomain): ServiceImpl<typeof AgentServ
             clientTools,
             budgets,
             networkPolicy,
+            image,
           }),
         ),
       };

@@ -27,7 +27,10 @@ export const EXEC_CPU_MS = 7;
 export const EXEC_WALL_MS = 12;
 
 export class ComputeDouble {
-  readonly createCalls: Array<{ tenantId: string; sessionId: string; networkPolicy?: NetworkPolicy }> = [];
+  readonly createCalls: Array<{ tenantId: string; sessionId: string; networkPolicy?: NetworkPolicy; image?: string }> =
+    [];
+  /** The stored images ListImages answers (issue 22), beside `host`. */
+  images: string[] = [];
   /** Each sandbox's network events (ListNetworkEvents); `netdeny <host> <port>` adds a refusal. */
   readonly networkEvents = new Map<string, Array<{ host: string; port: number; reason: string; at: Date }>>();
   readonly destroyCalls: string[] = [];
@@ -59,6 +62,7 @@ export class ComputeDouble {
             tenantId: req.tenantId,
             sessionId: req.sessionId,
             ...(req.networkPolicy ? { networkPolicy: req.networkPolicy } : {}),
+            ...(req.image ? { image: req.image } : {}),
           });
           const sandboxId = randomUUID();
           const key = `${req.tenantId}/${req.sessionId}`;
@@ -67,6 +71,12 @@ export class ComputeDouble {
           this.files.set(sandboxId, workspace);
           return { sandboxId, status: SandboxStatus.STARTING };
         },
+        listImages: () => ({
+          images: this.images.map((name) => ({ name, digest: `sha256:${"0".repeat(64)}` })),
+          defaultImage: "debian:bookworm-slim",
+          defaultIsHost: true,
+          anyImage: false,
+        }),
         describeSandbox: (req) => {
           if (!this.files.has(req.sandboxId))
             throw new ConnectError(`sandbox ${req.sandboxId} not found`, Code.NotFound);

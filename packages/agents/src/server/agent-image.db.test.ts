@@ -1,0 +1,97 @@
+// Issue 22 in the agents service (real server, REST, dev model, compute
+// double): an agent's image is checked against compute's images (an unknown
+// one is 400 INVALID_ARGUMENT naming the images there are), stored, returned,
+// changed and reset; its sessions' sandboxes are created on it.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { createTestDatabase } from "@platform/db/testing";
+import { IdentityDouble } from "@platform/identity-client/testing";
+import pino from "pino";
+import type { AgentsDB } from "../db/schema.ts";
+import { type AgentsServer, createAgentsServer } from "../process.ts";
+import { DevModel } from "../providers/dev.ts";
+import { ProviderRegistry } from "../providers/registry.ts";
+import { ComputeDouble } from "../testing/compute-double.ts";
+import { testAgentsConfig } from "../testing/config.ts";
+
+let service: AgentsServer;
+let base: string;
+let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+const identity = new IdentityDouble();
+const compute = new ComputeDouble();
+let auth: Record<string, string>;
+
+// biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
+type Json = Record<string, any>;
+
+before(async () => {
+  database = await createTestDatabase<AgentsDB>();
+  compute.images = ["python:3", "node:20"];
+  const config = testAgentsConfig(
+    { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
+    { toolTimeoutMs: 30_000 },
+  );
+  service = await createAgentsServer(config, pino({ level: process.env.LOG_LEVEL ?? "silent" }), {
+    providers: new ProviderRegistry().register("dev", new DevModel()),
+    database,
+    pollMs: 200,
+    internalTls: undefined,
+  });
+  base = (await service.listen()).url;
+  auth = { authorization: `Bearer ${identity.caller().token}`, "content-type": "application/json" };
+});
+after(async () => {
+  await service?.close();
+  await identity.stop();
+  await compute.stop();
+  await database?.close();
+});
+
+async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: auth,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Json };
+}
+
+async function json(method: string, path: string, body?: unknown): Promise<Json> {
+  const r = await call(method, path, body);
+  assert.ok(r.status === 200 || r.status === 201, `${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+test("an agent's image: unknown refused with the list, stored, changed, reset; its sandboxes run on it", async () => {
+  const bad = await call("POST", "/v1/agents", { name: "I", slug: "i-bad", model: "dev/echo", image: "ruby:3" });
+  assert.equal(bad.status, 400);
+  assert.match(JSON.stringify(bad.body), /unknown image \\"ruby:3\\"; available: python:3, node:20, host/);
+  const spaced = await call("POST", "/v1/agents", { name: "I", slug: "i-bad2", model: "dev/echo", image: "a b" });
+  assert.equal(spaced.status, 400);
+
+  const agent = await json("POST", "/v1/agents", { name: "I", slug: "i-py", model: "dev/echo", image: "python:3" });
+  assert.equal(agent.image, "python:3");
+  assert.equal(
+    (await json("GET", `/v1/agents/${agent.id}`)).image ?? (await json("GET", `/v1/agents/${agent.id}`)).agent?.image,
+    "python:3",
+  );
+  assert.equal((await json("PATCH", `/v1/agents/${agent.id}`, { name: "I2" })).image, "python:3", "absent: unchanged");
+  const badUpdate = await call("PATCH", `/v1/agents/${agent.id}`, { image: "ruby:3" });
+  assert.equal(badUpdate.status, 400);
+
+  const session = (await json("POST", "/v1/sessions", { agentId: agent.id })).id as string;
+  const res = await fetch(`${base}/v1/sessions/${session}/messages`, {
+    method: "POST",
+    headers: { ...auth, accept: "text/event-stream" },
+    body: JSON.stringify({ messages: [{ role: "user", content: "/bash echo hi" }] }),
+  });
+  assert.equal(res.status, 200);
+  await res.text();
+  assert.equal(compute.createCalls.find((c) => c.sessionId === session)?.image, "python:3");
+
+  assert.equal((await json("PATCH", `/v1/agents/${agent.id}`, { image: "host" })).image, "host");
+  const reset = await json("PATCH", `/v1/agents/${agent.id}`, { image: "" });
+  assert.equal(reset.image ?? "", "", "empty: compute's default");
+  const plain = await json("POST", "/v1/agents", { name: "P", slug: "i-plain", model: "dev/echo" });
+  assert.equal(plain.image ?? "", "");
+});
