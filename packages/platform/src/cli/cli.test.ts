@@ -453,8 +453,8 @@ describe("status and completion", () => {
         .trim();
     assert.match(
       zshComplete(["platform", "sess"]),
-      // `usage` (issue 20), `schedules` and `webhooks` (issue 25), each while its change lands.
-      /^login logout whoami status api-keys agents sessions files chat members invitations orgs (usage )?(schedules )?(webhooks )?users completion help/,
+      // `usage` (issue 20), `schedules` and `webhooks` (issue 25), `images`: each while its change lands.
+      /^login logout whoami status api-keys agents sessions files chat members invitations orgs (usage )?(schedules )?(images )?(webhooks )?users completion help/,
     );
     assert.equal(zshComplete(["platform", "agents", "up"]), "list create get update delete");
     assert.equal(zshComplete(["platform", "files", "d"]), "ls upload download");
