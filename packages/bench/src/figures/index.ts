@@ -12,6 +12,7 @@ import { density } from "./density.ts";
 import { agentsLivezLoad } from "./agents-livez-load.ts";
 import { pauseResume } from "./pause-resume.ts";
 import { egress } from "./egress.ts";
+import { sandboxImages } from "./sandbox-images.ts";
 
 /** In the order of the table. */
 export const figures: Figure[] = [
@@ -28,4 +29,5 @@ export const figures: Figure[] = [
   agentsLivezLoad,
   pauseResume,
   egress,
+  sandboxImages,
 ];

@@ -24,6 +24,7 @@ export const TEST_IMAGE_PROGRAMS = [
   "touch",
   "ln",
   "chmod",
+  "echo",
 ];
 
 /**
