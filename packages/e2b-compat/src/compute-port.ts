@@ -19,12 +19,21 @@ export interface FileEntry {
   modifiedAt: Date;
 }
 
+/** compute's NetworkPolicy: none means no network at all (compute's default). */
+export interface NetworkPolicy {
+  allowAll: boolean;
+  allowedDomains: string[];
+  /** "address/prefix", every port. */
+  allowedCidrs: string[];
+}
+
 export interface ComputePort {
   createSandbox(input: {
     tenantId: string;
     sessionId: string;
     mountPath: string;
     maxRuntimeMs: number;
+    networkPolicy?: NetworkPolicy;
   }): Promise<string>;
   /** DESTROYED also for a sandbox compute does not know. */
   status(sandboxId: string): Promise<SandboxStatus>;

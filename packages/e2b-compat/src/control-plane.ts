@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ComputePort, SandboxStatus } from "./compute-port.ts";
+import type { ComputePort, NetworkPolicy, SandboxStatus } from "./compute-port.ts";
 import { Code, PlatformError } from "@platform/errors";
 import { headersOf, readBody, sendJson } from "./http-util.ts";
 import { HOME } from "./paths.ts";
@@ -136,6 +136,7 @@ export class ControlPlane {
     const metadata = stringMap(body.metadata, "metadata");
     const envs = stringMap(body.envVars, "envVars");
     const timeoutS = timeoutOf(body.timeout, false);
+    const networkPolicy = networkOf(body.allow_internet_access, body.network);
     const sandboxId = await this.compute.createSandbox({
       tenantId: caller.orgId,
       // Each E2B sandbox is its own session: a fresh workspace.
@@ -143,6 +144,7 @@ export class ControlPlane {
       mountPath: HOME,
       // E2B's timeout is enforced here (and can be extended); compute's own deadline is its longest.
       maxRuntimeMs: 7 * 24 * 3_600_000,
+      networkPolicy,
     });
     const { token, hash } = newAccessToken();
     const now = new Date();
@@ -280,6 +282,48 @@ async function jsonBody(req: IncomingMessage): Promise<Record<string, unknown>> 
   if (typeof v !== "object" || v === null || Array.isArray(v))
     throw new PlatformError(Code.InvalidArgument, "invalid_argument", "body must be a JSON object");
   return v as Record<string, unknown>;
+}
+
+/**
+ * E2B's network options as compute's NetworkPolicy: `allowInternetAccess:
+ * true` is allow_all, `network.allowOut` names domains and CIDRs. Without
+ * either the sandbox has compute's default, no network (E2B's default is
+ * internet access: the platform's is not). The rest of E2B's network
+ * options (denyOut, rules, egress proxies, public traffic) are refused.
+ */
+function networkOf(allowInternet: unknown, network: unknown): NetworkPolicy | undefined {
+  if (allowInternet !== undefined && allowInternet !== null && typeof allowInternet !== "boolean")
+    throw new PlatformError(Code.InvalidArgument, "invalid_argument", "allow_internet_access must be a boolean");
+  let allowOut: string[] = [];
+  if (network !== undefined && network !== null) {
+    if (typeof network !== "object" || Array.isArray(network))
+      throw new PlatformError(Code.InvalidArgument, "invalid_argument", "network must be an object");
+    const { allowOut: out, ...rest } = network as Record<string, unknown>;
+    if (Object.keys(rest).length > 0)
+      throw new PlatformError(
+        Code.Unimplemented,
+        "unimplemented",
+        `network options ${Object.keys(rest).sort().join(", ")} are not served by this platform: only allowOut (domains and CIDRs) and allowInternetAccess`,
+        {},
+        { httpStatus: 501 },
+      );
+    if (out !== undefined) {
+      if (!Array.isArray(out) || out.length > 512 || !out.every((x) => typeof x === "string" && x.length <= 253))
+        throw new PlatformError(
+          Code.InvalidArgument,
+          "invalid_argument",
+          "network.allowOut must be at most 512 domains or CIDRs",
+        );
+      allowOut = out as string[];
+    }
+  }
+  if (allowInternet !== true && allowOut.length === 0) return undefined;
+  const isCidr = (x: string) => x.includes("/") || /^[0-9.]+$/.test(x) || x.includes(":");
+  return {
+    allowAll: allowInternet === true,
+    allowedDomains: allowOut.filter((x) => !isCidr(x)),
+    allowedCidrs: allowOut.filter(isCidr).map((x) => (x.includes("/") ? x : x.includes(":") ? `${x}/128` : `${x}/32`)),
+  };
 }
 
 function timeoutOf(v: unknown, required: boolean): number {

@@ -195,6 +195,27 @@ describe("what the SDK is refused, in its own errors", () => {
     await assert.rejects(Sandbox.create({ apiKey: readOnly.token }), /403: this API key lacks the sessions:run scope/);
   });
 
+  test("allowInternetAccess and network.allowOut reach compute as its network policy; other network options are refused", async () => {
+    // This stack's local driver has no egress proxy: compute validates the policy, then refuses a network at all.
+    await assert.rejects(
+      Sandbox.create({ timeoutMs: 60_000, allowInternetAccess: true }),
+      /400: the local driver cannot give sandboxes a network/,
+    );
+    await assert.rejects(
+      Sandbox.create({ timeoutMs: 60_000, network: { allowOut: ["example.com", "10.1.2.0/24"] } }),
+      /400: the local driver cannot give sandboxes a network/,
+    );
+    await assert.rejects(
+      Sandbox.create({ timeoutMs: 60_000, network: { allowOut: ["bad domain!"] } }),
+      /400: .*bad domain!/,
+      "compute's own validation names the entry",
+    );
+    await assert.rejects(
+      Sandbox.create({ timeoutMs: 60_000, network: { denyOut: ["example.com"] } }),
+      /501: network options denyOut are not served/,
+    );
+  });
+
   test("envd calls need the sandbox's access token", async () => {
     const sbx = await Sandbox.create({ timeoutMs: 60_000 });
     try {

@@ -32,6 +32,11 @@ export function grpcCompute(transport: Transport): ComputePort {
           sessionId: input.sessionId,
           workspace: { mountPath: input.mountPath },
           limits: { maxRuntime: durationFromMs(input.maxRuntimeMs) },
+          networkPolicy: input.networkPolicy && {
+            allowAll: input.networkPolicy.allowAll,
+            allowedDomains: input.networkPolicy.allowedDomains,
+            allowedCidrs: input.networkPolicy.allowedCidrs.map((cidr) => ({ cidr, ports: [] })),
+          },
         }),
       );
       return res.sandboxId;
