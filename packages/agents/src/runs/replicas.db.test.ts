@@ -103,7 +103,8 @@ describe("replicas", {
     await assert.rejects(
       (async () => {
         for await (const _ of b.sessions.sendMessages(
-          { id: session!.id, messages: [{ role: "user", content: "also" }] },
+          // `reject`: the 409 of before queues (the default queues the send behind A's run).
+          { id: session!.id, messages: [{ role: "user", content: "also" }], mode: "reject" },
           auth,
         ));
       })(),

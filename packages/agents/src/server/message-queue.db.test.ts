@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
 import { IdentityDouble } from "@platform/identity-client/testing";
+import { sql } from "kysely";
 import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
 import type { AgentsDB } from "../db/schema.ts";
@@ -13,6 +15,7 @@ import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
+import { RUN_INTERRUPTED } from "../runs/reaper.ts";
 
 // Messages sent while a run holds the session (issue 20 items 2 and 3),
 // through the real service: REST + SSE on the public port, gRPC on the
@@ -431,7 +434,11 @@ describe("interrupt", () => {
       second.map((f) => f.data.type),
       ["message_queued", "user", "text", "done"],
     );
-    // Compute saw the exec's call cancelled (it then stops the process: SIGTERM, SIGKILL after 10 s).
+    // Compute sees the exec's call cancelled (it then stops the process: SIGTERM, SIGKILL after 10 s);
+    // the cancel reaches it over HTTP/2 a moment after the run ended.
+    const cancelDeadline = Date.now() + 15_000;
+    while (compute.cancelledExecs.length === cancelledBefore && Date.now() < cancelDeadline)
+      await new Promise((r) => setTimeout(r, 20));
     assert.equal(compute.cancelledExecs.length, cancelledBefore + 1);
     const end = await until(caller.token, session.id, (g) => g.session.status === "idle", "idle");
     assertGapless(end.events);
@@ -515,6 +522,38 @@ describe("restarts", () => {
     assert.equal(Number(taken.queuedSeq), Number(end.events[2].seq));
     assert.equal(end.events[5].content, "after the restart");
     assert.deepEqual(end.queuedSends ?? [], []);
+  });
+});
+
+describe("takeover", () => {
+  test("a send queued behind a run whose process died runs once the dead run is ended (lease lapsed)", async () => {
+    const { caller, session } = await agentAndSession();
+    scripted.push([{ type: "text", text: "taken over" }]);
+    // A run of a process that is gone holds the session for 1.5 s more.
+    const deadRun = randomUUID();
+    await sql`update sessions set active_run_id = ${deadRun}::uuid, run_owner = 'gone:1#dead',
+      run_lease_until = now() + make_interval(secs => 1.5) where id = ${session.id}::uuid`.execute(database.db);
+    const queued = await open(caller.token, session.id, "after the dead one");
+    const frames = await queued.frames;
+    assert.deepEqual(
+      frames.map((f) => f.data.type),
+      ["message_queued", "user", "text", "done"],
+    );
+    const end = await until(caller.token, session.id, (g) => g.session.status === "idle", "idle");
+    assertGapless(end.events);
+    assert.deepEqual(
+      end.events.map((e: Json) => [e.type, e.content]),
+      [
+        [
+          "message_queued",
+          JSON.stringify({ messages: [{ role: "user", content: "after the dead one" }], mode: "enqueue" }),
+        ],
+        ["error", RUN_INTERRUPTED],
+        ["user", "after the dead one"],
+        ["text", "taken over"],
+        ["done", ""],
+      ],
+    );
   });
 });
 
