@@ -19,6 +19,8 @@ command -v cc >/dev/null 2>&1 && [[ -e /usr/include/stdio.h ]] || need+=(gcc lib
 [[ -e /usr/include/seccomp.h ]] || need+=(libseccomp-dev)
 # The forwarder into a sandbox's network namespace (compute's egress proxy, issue 21); curl and openssl for its tests.
 [[ -x /usr/bin/socat ]] || need+=(socat)
+# Sandbox images built from Debian packages (`platform images build`, issue 22).
+[[ -x /usr/bin/mmdebstrap ]] || need+=(mmdebstrap)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 python3 -c 'import grpc' >/dev/null 2>&1 || /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 || need+=(python3-grpcio)
