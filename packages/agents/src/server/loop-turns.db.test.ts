@@ -173,6 +173,8 @@ test("the session service's streams and GetSession hand the loop a turn at least
       events,
     }),
     pendingToolCalls: async () => [],
+    // GetSession lists the queued sends too (issue 20 items 2-3).
+    queuedSends: async () => [],
   } as unknown as AgentsDomain;
   const service = sessionService(domain);
   const values = createContextValues().set(authKey, { userId: "u", orgId: "o", method: "test" });
