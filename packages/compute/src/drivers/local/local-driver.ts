@@ -697,6 +697,13 @@ export class LocalDriver implements SandboxDriver {
   async collectGarbage(now = new Date()): Promise<string[]> {
     await this.releaseOrphans();
     this.removeEndedCgroups();
+    // Image trees no name and no sandbox holds any more (a name re-imported while a sandbox ran on the old tree).
+    try {
+      await this.dropUnnamedWarm();
+      this.images.store.collect(this.imagesInUse(true));
+    } catch (err) {
+      this.log?.warn({ err }, "removing unused image trees failed");
+    }
     const removed: string[] = [];
     for (const found of expiredWorkspaces(this.options.dataDir, now)) {
       const key = found.workspaceKey;
@@ -1088,8 +1095,17 @@ export class LocalDriver implements SandboxDriver {
     await pool.close();
   }
 
+  /** Ends the warm pools of trees no name points to any more (a name imported again with other content). */
+  private async dropUnnamedWarm(): Promise<void> {
+    const named = new Set(this.images.store.list().map((i) => i.digest));
+    await Promise.all(
+      [...this.warmPools.keys()].filter((k) => k !== HOST_IMAGE && !named.has(k)).map((k) => this.dropWarm(k)),
+    );
+  }
+
   /** The default image was just stored: warm sandboxes start on it, none on the host's /usr any more. */
   private onImported(image: StoredImage): void {
+    void this.dropUnnamedWarm();
     if (this.closed || this.images.store.find(this.images.defaultImage)?.digest !== image.digest) return;
     const hostPool = this.warmPools.get(HOST_IMAGE);
     const target = this.options.warmSandboxes ?? 4;

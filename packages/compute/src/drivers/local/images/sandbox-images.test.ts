@@ -118,6 +118,20 @@ describe("sandboxes on images", () => {
     assert.equal(fs.existsSync(driver.images.store.treeOf(digest)), false, "its tree is removed with its last name");
   });
 
+  test("a name imported again while a sandbox runs on it: the old tree stays until GC finds it unused", async () => {
+    const id = await ready("alpha:1");
+    const old = driver.images.store.find("alpha:1")?.digest as string;
+    const again = await driver.images.import(join(work, "bravo-saved.tar"), "alpha:1");
+    assert.notEqual(again.digest, old);
+    await driver.collectGarbage();
+    assert.ok(fs.existsSync(driver.images.store.treeOf(old)), "kept while the sandbox runs on it");
+    assert.match((await sh(id, "cat /etc/os-release")).stdout, /^ID=alpha\n/);
+    await driver.destroy(id);
+    await driver.collectGarbage();
+    assert.equal(fs.existsSync(driver.images.store.treeOf(old)), false, "removed once unused");
+    await driver.images.import(join(work, "alpha-saved.tar"), "alpha:1");
+  });
+
   test("an image once used keeps a warm sandbox: the next create on it adopts one (create → first byte printed)", async () => {
     const times: number[] = [];
     for (let i = 0; i < 3; i++) {
