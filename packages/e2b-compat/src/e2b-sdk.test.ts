@@ -216,6 +216,18 @@ describe("what the SDK is refused, in its own errors", () => {
     );
   });
 
+  test("the timeout kills the sandbox in compute; setTimeout moves it", async () => {
+    const short = await Sandbox.create({ timeoutMs: 1500 });
+    const kept = await Sandbox.create({ timeoutMs: 1500 });
+    await kept.setTimeout(60_000);
+    await new Promise((r) => setTimeout(r, 2500));
+    await assert.rejects(Sandbox.getInfo(short.sandboxId), (e: unknown) => e instanceof NotFoundError);
+    assert.equal((await stack.compute.domain.describeSandbox(short.sandboxId)).status, "DESTROYED");
+    assert.equal((await kept.getInfo()).state, "running");
+    assert.equal((await kept.commands.run("echo alive")).stdout, "alive\n");
+    await kept.kill();
+  });
+
   test("envd calls need the sandbox's access token", async () => {
     const sbx = await Sandbox.create({ timeoutMs: 60_000 });
     try {
