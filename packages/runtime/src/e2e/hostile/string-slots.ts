@@ -56,6 +56,10 @@ export function stringSlots(schema: DescMessage, maxDepth = 3): StringSlot[] {
           break;
         case "map": {
           const zeroValue = (): unknown => {
+            // A google.protobuf.Value without a kind cannot be written as JSON (the
+            // client itself refuses it): a Struct's entry gets a string.
+            if (f.mapKind === "message" && f.message.typeName === "google.protobuf.Value")
+              return create(f.message, { kind: { case: "stringValue", value: "v" } } as never);
             if (f.mapKind === "message") return create(f.message);
             if (f.mapKind === "enum") return 0;
             return f.scalar === ScalarType.STRING ? "v" : f.scalar === ScalarType.BOOL ? false : 0;
