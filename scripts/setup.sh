@@ -37,3 +37,16 @@ if ((${#need[@]})); then
 fi
 
 pnpm install --frozen-lockfile --reporter=silent
+
+# Opt-in (issue 22): the default sandbox image built from Debian packages into the launcher's data directory, so
+# sandboxes stop seeing the host's /usr. E.g. PLATFORM_SANDBOX_IMAGE_PACKAGES=python3,nodejs,git,curl (minutes).
+if [[ -n "${PLATFORM_SANDBOX_IMAGE_PACKAGES:-}" ]]; then
+  image="${SANDBOX_IMAGE:-debian:bookworm-slim}"
+  data="${COMPUTE_DATA_DIR:-.data/compute}"
+  if node --import tsx packages/compute/src/images-command.ts list --data-dir "$data" | grep -q "^${image}  "; then
+    echo "setup: sandbox image ${image} is there"
+  else
+    echo "setup: building the default sandbox image ${image} (${PLATFORM_SANDBOX_IMAGE_PACKAGES})"
+    node --import tsx packages/compute/src/images-command.ts build --name "$image" --packages "$PLATFORM_SANDBOX_IMAGE_PACKAGES" --data-dir "$data"
+  fi
+fi
