@@ -259,6 +259,15 @@ describe("messages sent while a run is going", () => {
     assert.equal(bad.status, 400, bad.text);
     assert.equal(bad.json.error.code, "invalid_argument");
     assert.match(bad.json.error.message, /mode must be "enqueue", "reject" or "interrupt"/);
+    // Hostile values (the contract's hostile-input walk uses these three): 400, never stored.
+    for (const mode of ["\u0000", "\ud800", "x".repeat(100_000)]) {
+      const hostile = await call("POST", `/v1/sessions/${session.id}/messages`, {
+        token: caller.token,
+        body: { messages: [{ role: "user", content: "no" }], mode },
+      });
+      assert.equal(hostile.status, 400, hostile.text.slice(0, 200));
+      assert.ok(hostile.text.length < 1000, "the refusal does not echo a long value");
+    }
     const grpc = createClient(SessionService, grpcTransport(grpcBase));
     const headers = { authorization: `Bearer ${caller.token}` };
     for (const [mode, code] of [
