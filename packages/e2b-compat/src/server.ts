@@ -11,7 +11,7 @@ import { envdSandbox } from "./envd-access.ts";
 import { handleFiles } from "./envd-files.ts";
 import { filesystemImpl } from "./envd-filesystem.ts";
 import { processImpl } from "./envd-process.ts";
-import { headersOf, sendError } from "./http-util.ts";
+import { headersOf, sendError, sendJson } from "./http-util.ts";
 import { SandboxRecords } from "./records.ts";
 
 export interface E2bCompatOptions {
@@ -34,6 +34,7 @@ export interface E2bCompat {
   close(): Promise<void>;
 }
 
+const HEALTH = new Set(["/livez", "/readyz", "/healthz"]);
 const ENVD_RPC = /^\/(process\.Process|filesystem\.Filesystem)\//;
 
 /**
@@ -59,9 +60,9 @@ export async function startE2bCompat(options: E2bCompatOptions): Promise<E2bComp
     const url = new URL(req.url ?? "/", "http://e2b.invalid");
     try {
       if (ENVD_RPC.test(url.pathname)) return rpc(req, res);
-      if (url.pathname === "/livez" && !req.headers["e2b-sandbox-id"]) {
-        // The launcher's readiness probe; a sandbox's envd /health is below.
-        res.writeHead(200, { "content-type": "text/plain" }).end("ok");
+      if (HEALTH.has(url.pathname) && !req.headers["e2b-sandbox-id"]) {
+        // The launcher's and `platform status`'s probes; a sandbox's envd /health is below.
+        sendJson(res, 200, { status: "ok" });
         return;
       }
       if (url.pathname === "/health") {

@@ -115,6 +115,7 @@ async function main(): Promise<void> {
     `  agents REST     ${endpoints.agents}`,
     `  agents gRPC     ${endpoints.agentsGrpc}`,
     `  runtime router  ${endpoints.router}`,
+    ...(endpoints.e2b ? [`  e2b (E2B SDK)   ${endpoints.e2b}   (E2B_API_URL and E2B_SANDBOX_URL)`] : []),
     `  (written to ${file}; the gRPC ports are mutual TLS: buf curl with`,
     `   --cacert ${operator.caFile} --cert ${operator.certFile} --key ${operator.keyFile})`,
     "",

@@ -10,6 +10,8 @@ export type Endpoints = {
   identityGrpc?: string;
   computeGrpc?: string;
   agentsGrpc?: string;
+  /** The e2b service (E2B's API for the e2b SDK), when the launcher starts it. */
+  e2b?: string;
 };
 
 /** The launcher's data directory: PLATFORM_DATA_DIR, else ./.data. */

@@ -28,6 +28,7 @@ const NAMES: Record<keyof Endpoints, string> = {
   identityGrpc: "identity gRPC",
   computeGrpc: "compute gRPC",
   agentsGrpc: "agents gRPC",
+  e2b: "e2b (E2B SDK)",
 };
 
 /**

@@ -54,7 +54,12 @@ test("the e2b service starts only with PLATFORM_E2B_PORT, as the e2b certificate
     platformServices(loadLauncherConfig({}), secrets, pki.files).services.some((s) => s.name === "e2b"),
     false,
   );
-  const { services } = platformServices(loadLauncherConfig({ PLATFORM_E2B_PORT: "3030" }), secrets, pki.files);
+  const { services, endpoints } = platformServices(
+    loadLauncherConfig({ PLATFORM_E2B_PORT: "3030" }),
+    secrets,
+    pki.files,
+  );
+  assert.equal(endpoints.e2b, "http://127.0.0.1:3030");
   const e2b = services.find((s) => s.name === "e2b")!;
   assert.equal(cnOf(e2b.env.TLS_CERT_FILE!), "CN=e2b");
   assert.equal(e2b.env.E2B_PORT, "3030");

@@ -105,6 +105,7 @@ export function platformServices(
     },
   ];
   if (ports.e2b > 0) {
+    endpoints.e2b = url(ports.e2b);
     services.push({
       name: "e2b",
       entry: join(root, "packages/e2b-compat/src/main.ts"),
