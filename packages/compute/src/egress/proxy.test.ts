@@ -208,3 +208,53 @@ test("bytes are counted each way within 1 % on 100 MiB", async () => {
   assert.ok((e?.egressBytes ?? 0) >= size, "the connection's event carries its bytes");
   console.log(`100 MiB down through the proxy: ${downMs.toFixed(0)} ms; counted ingress ${ingress}, egress ${egress}`);
 });
+
+test("a sandbox holds at most its share of the proxy: open connections, handshake time, stored events", async () => {
+  const { connect } = await import("node:net");
+  const store = new MemoryNetworkEventStore();
+  const dir = fs.mkdtempSync(join(tmpdir(), "egress-limits-"));
+  const small = new EgressProxy({
+    socketDir: dir,
+    resolver: createResolver({ hosts: new Map() }),
+    protectedPorts: [],
+    events: store,
+    limits: { maxConnectionsPerSandbox: 3, handshakeTimeoutMs: 8000, maxEventsPerSandbox: 2 },
+  });
+  const id = randomUUID();
+  try {
+    const path = await small.attach(id, validateNetworkPolicy({ allowedDomains: ["allowed.test"] }));
+    const open = () =>
+      new Promise<import("node:net").Socket>((resolve, reject) => {
+        const s = connect(path, () => resolve(s));
+        s.once("error", reject);
+      });
+    const closed = (s: import("node:net").Socket) =>
+      new Promise<void>((r) => {
+        s.once("close", () => r());
+        s.resume(); // read what comes, so its end is seen
+      });
+    const idle = [await open(), await open(), await open()];
+    const opened = performance.now();
+    const extra = await open();
+    await closed(extra); // the fourth is closed at once, long before the three reach their handshake time
+    const extraMs = performance.now() - opened;
+    assert.ok(extraMs < 4000, `the connection over the limit was served (closed after ${extraMs.toFixed(0)} ms)`);
+    const t0 = performance.now();
+    await Promise.all(idle.map(closed)); // silent ones are closed after the handshake time
+    console.log(`idle connections closed after ${(performance.now() - t0).toFixed(0)} ms (limit 8000)`);
+    // Refusals beyond the cap are still refused, but no longer stored.
+    for (let i = 0; i < 4; i++) {
+      const s = await open();
+      s.write("CONNECT denied.test:443 HTTP/1.1\r\n\r\n");
+      await closed(s);
+    }
+    await small.settled(id);
+    assert.deepEqual(
+      (await store.list(id, 0, 100)).map((e) => e.seq),
+      [1, 2],
+    );
+  } finally {
+    await small.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -27,8 +27,23 @@ export interface EgressProxyOptions {
   protectedPorts: number[];
   events: NetworkEventStore;
   connectTimeoutMs?: number;
+  /** Bounds one sandbox puts on compute (defaults: PROXY_LIMITS). */
+  limits?: Partial<typeof PROXY_LIMITS>;
   logger?: Logger;
 }
+
+/**
+ * What one sandbox can hold of compute through its proxy: open connections
+ * (each is two sockets and buffers in this process; more are closed at
+ * once), the time a connection may take to say where it goes, and the
+ * events stored for it (beyond, connections are still judged and counted,
+ * but no longer recorded one by one).
+ */
+export const PROXY_LIMITS = {
+  maxConnectionsPerSandbox: 256,
+  handshakeTimeoutMs: 30_000,
+  maxEventsPerSandbox: 100_000,
+};
 
 interface Attached {
   server?: Server;
@@ -37,6 +52,10 @@ interface Attached {
   ingressBytes: number;
   seq: number;
   open: Set<Socket>;
+  /** Connections from the sandbox open now. */
+  clients: number;
+  /** Told once that its events are no longer stored. */
+  eventsCapped?: boolean;
   /** Events decided but not yet stored. */
   recording: number;
   /** Loaded from the store (totals, last seq) before the first event is written. */
@@ -57,9 +76,11 @@ export class EgressProxy {
   private readonly sandboxes = new Map<string, Attached>();
   private readonly log?: Logger;
   private readonly listeners = new Set<(event: NetworkEventRecord) => void>();
+  private readonly limits: typeof PROXY_LIMITS;
 
   constructor(private readonly options: EgressProxyOptions) {
     this.log = options.logger;
+    this.limits = { ...PROXY_LIMITS, ...options.limits };
     fs.mkdirSync(options.socketDir, { recursive: true, mode: 0o700 });
   }
 
@@ -184,6 +205,7 @@ export class EgressProxy {
         ingressBytes: 0,
         seq: 0,
         open: new Set(),
+        clients: 0,
         recording: 0,
         ready: Promise.resolve(),
       };
@@ -202,10 +224,21 @@ export class EgressProxy {
   }
 
   private serve(sandboxId: string, entry: Attached, client: Socket): void {
-    entry.open.add(client);
-    client.on("close", () => entry.open.delete(client));
     client.on("error", () => {});
+    if (entry.clients >= this.limits.maxConnectionsPerSandbox) {
+      this.log?.debug({ sandboxId }, "egress connection refused: too many open");
+      client.destroy();
+      return;
+    }
+    entry.clients++;
+    entry.open.add(client);
+    client.on("close", () => {
+      entry.clients--;
+      entry.open.delete(client);
+    });
     client.setNoDelay(true);
+    // Until it says where it goes; the relay clears it (a quiet tunnel is the client's business).
+    client.setTimeout(this.limits.handshakeTimeoutMs, () => client.destroy());
     const reader = new StreamReader(client);
     void this.handshake(sandboxId, entry, client, reader).catch((err) => {
       this.log?.debug({ err, sandboxId }, "egress handshake failed");
@@ -419,6 +452,7 @@ export class EgressProxy {
     started: number,
   ): void {
     entry.open.add(upstream);
+    client.setTimeout(0);
     let egress = 0;
     let ingress = 0;
     upstream.on("error", () => client.destroy());
@@ -517,6 +551,12 @@ export class EgressProxy {
       };
       if (!e.allowed) this.log?.info({ sandboxId, host: event.host, port: e.port, reason: e.reason }, "egress denied");
       for (const l of this.listeners) l(event);
+      if (event.seq > this.limits.maxEventsPerSandbox) {
+        if (!entry.eventsCapped) this.log?.warn({ sandboxId }, "egress events no longer stored for this sandbox");
+        entry.eventsCapped = true;
+        entry.recording--;
+        return;
+      }
       this.options.events
         .append(event)
         .catch((err) => this.log?.error({ err, sandboxId }, "recording a network event failed"))
