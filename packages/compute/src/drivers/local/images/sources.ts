@@ -2,8 +2,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { join, posix, sep } from "node:path";
 import { PlatformError } from "@platform/errors";
-import { list } from "tar";
-import { applyLayer } from "./unpack.ts";
+import { applyLayer, listOrRefuse } from "./unpack.ts";
 
 /** One layer to apply, in order: a tar file (plain or gzip) and the name an error gives it. */
 export interface Layer {
@@ -30,7 +29,12 @@ const ARCH: Record<string, string> = {
  * checks as a layer.
  */
 export async function layersOf(source: string, scratch: string): Promise<Layer[]> {
-  const st = fs.statSync(source, { throwIfNoEntry: false });
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(source, { throwIfNoEntry: false });
+  } catch (err) {
+    throw bad(`cannot read ${source.slice(0, 200)}: ${(err as NodeJS.ErrnoException).code ?? "error"}`);
+  }
   if (!st) throw bad(`no such file: ${source.slice(0, 200)}`);
   if (st.isDirectory()) return layersOfDir(source);
   if (!st.isFile()) throw bad(`not a file or directory: ${source.slice(0, 200)}`);
@@ -44,8 +48,7 @@ export async function layersOf(source: string, scratch: string): Promise<Layer[]
 /** Whether a tar holds an image (manifest.json, or index.json beside oci-layout) rather than a root filesystem. */
 async function isImageArchive(file: string): Promise<boolean> {
   const top = new Set<string>();
-  await list({
-    file,
+  await listOrRefuse(file, {
     onReadEntry: (e) => {
       const name = e.path.replace(/^\.\//, "");
       if (!name.includes("/")) top.add(name);

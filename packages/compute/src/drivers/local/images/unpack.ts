@@ -38,9 +38,7 @@ function cleanName(layer: string, raw: string): string {
 async function readLayer(file: string, layer: string): Promise<LayerEntry[]> {
   const entries: LayerEntry[] = [];
   let refused: PlatformError | undefined;
-  await list({
-    file,
-    strict: true,
+  await listOrRefuse(file, {
     onReadEntry: (e: ReadEntry) => {
       if (refused) return;
       try {
@@ -183,5 +181,18 @@ export async function applyLayer(root: string, file: string, layer: string): Pro
     if (!fs.lstatSync(abs, { throwIfNoEntry: false })?.isSymbolicLink()) continue;
     fs.unlinkSync(abs);
     fs.symlinkSync(target, abs);
+  }
+}
+
+/** tar's list of a file the caller named; a file tar cannot read is the caller's error (INVALID_ARGUMENT), not ours. */
+export async function listOrRefuse(file: string, options: Omit<Parameters<typeof list>[0], "file">): Promise<void> {
+  try {
+    await list({ ...options, file, strict: true } as never);
+  } catch (err) {
+    if (err instanceof PlatformError) throw err;
+    throw PlatformError.invalidArgument(
+      `${file.slice(0, 200)} is not a readable tar archive: ${String((err as Error).message).slice(0, 200)}`,
+      "image_source_invalid",
+    );
   }
 }
