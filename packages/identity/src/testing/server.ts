@@ -54,7 +54,6 @@ export async function startTestServer(env: Record<string, string> = {}) {
     pki.remove();
     throw err;
   }
-  const base = app.urls.rest;
 
   async function call(
     method: string,
@@ -65,7 +64,7 @@ export async function startTestServer(env: Record<string, string> = {}) {
     if (init.body !== undefined || init.raw !== undefined) headers["content-type"] ??= "application/json";
     if (init.token) headers.authorization = `Bearer ${init.token}`;
     if (init.idem) headers["idempotency-key"] = init.idem;
-    const res = await fetch(base + path, {
+    const res = await fetch(app.urls.rest + path, {
       method,
       headers,
       body: init.raw ?? (init.body === undefined ? undefined : JSON.stringify(init.body)),
@@ -87,13 +86,35 @@ export async function startTestServer(env: Record<string, string> = {}) {
     return r.json as { access_token: string; refresh_token: string; token_type: string; expires_in: number };
   }
 
+  /**
+   * Stops the app (listeners, webhook worker, key schedule) and starts it
+   * again with the same settings on the same database, as a restarted process
+   * would be (new ports). `app`, `identity`, `base` and `grpcUrl` follow.
+   */
+  async function restart(): Promise<App> {
+    await app.identity.webhookWorker.stop();
+    await app.rotation.stop();
+    await app.servers.close();
+    app = await startApp(settings, { logDestination: logs, database, internalTls });
+    return app;
+  }
+
   return {
-    app,
+    get app() {
+      return app;
+    },
     database,
-    identity: app.identity,
+    get identity() {
+      return app.identity;
+    },
     logs,
-    base,
-    grpcUrl: app.urls.grpc,
+    get base() {
+      return app.urls.rest;
+    },
+    get grpcUrl() {
+      return app.urls.grpc;
+    },
+    restart,
     /** The throw-away PKI: `tls(name)` is a service's certificate, `pki.env(name)` its TLS_* settings. */
     pki,
     tls,

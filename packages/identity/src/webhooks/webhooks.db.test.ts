@@ -323,8 +323,11 @@ describe("webhooks", () => {
       assert.ok(ids.every((e) => e.accepted === 1));
       const before = worker();
       assert.equal(await before.runOnce(), 2); // both fail once (the receiver fails 2 requests)
+      // The process restarts: a new app (new identity, new worker, new listeners) on the same database.
       await before.stop();
-      // The process is gone: what is left is in the database. A new worker (the restarted process) takes over.
+      await s.restart();
+      await s.identity.webhookWorker.stop();
+      publisher = createClient(WebhookEventService, s.grpcTransport("agents"));
       offset += 13_000;
       const afterRestart = worker();
       assert.equal(await afterRestart.runOnce(), 2);
