@@ -43,11 +43,20 @@ export function canonicalAddress(address: string): string {
   return a;
 }
 
+/** One BlockList per range, made once (a connection checks every special range). */
+const lists = new Map<string, BlockList>();
+
 function within(address: string, cidr: { address: string; prefix: number; family: "ipv4" | "ipv6" }): boolean {
   const version = isIP(address);
   if ((version === 4) !== (cidr.family === "ipv4")) return false;
-  const list = new BlockList();
-  list.addSubnet(cidr.address, cidr.prefix, cidr.family);
+  const key = `${cidr.address}/${cidr.prefix}`;
+  let list = lists.get(key);
+  if (!list) {
+    list = new BlockList();
+    list.addSubnet(cidr.address, cidr.prefix, cidr.family);
+    // Policies' ranges come and go; the special ones stay. Bounded either way.
+    if (lists.size < 4096) lists.set(key, list);
+  }
   return list.check(address, cidr.family);
 }
 
