@@ -108,6 +108,8 @@ async function main(): Promise<void> {
   const cli = "node packages/platform/bin/platform.mjs";
   const lines = [
     "",
+    `Open the web console: ${endpoints.router}/   (sign in as ${config.ownerEmail}, password below)`,
+    "",
     "The platform is running. Endpoints:",
     `  identity REST   ${endpoints.identity}`,
     `  identity gRPC   ${endpoints.identityGrpc}`,

@@ -101,6 +101,10 @@ export function platformServices(
         RUNTIME_DATA_DIR: join(dataDir, "runtime"),
         IDENTITY_GRPC_URL: endpoints.identityGrpc!,
         AGENTS_GRPC_URL: endpoints.agentsGrpc!,
+        // One origin for the web console and the REST/SSE APIs it calls.
+        ROUTER_IDENTITY_URL: endpoints.identity,
+        ROUTER_AGENTS_URL: endpoints.agents,
+        ROUTER_CONSOLE_DIR: join(root, "packages/console/dist"),
       },
     },
   ];

@@ -122,6 +122,9 @@ export async function startPlatform(options: { env?: Record<string, string> } = 
     IDENTITY_GRPC_URL: url(idGrpc),
     AGENTS_GRPC_URL: url(agentsGrpc),
     RUNTIME_COLD_START_WAIT_MS: "120000",
+    // As the launcher: identity's and agents' /v1 paths on the router's port too (the web console's one origin).
+    ROUTER_IDENTITY_URL: url(idRest),
+    ROUTER_AGENTS_URL: url(agents),
   });
   const logs = () =>
     procs.map((p) => `--- ${p.name} (exit ${p.child.exitCode})\n${p.log.join("").slice(-3000)}`).join("\n");

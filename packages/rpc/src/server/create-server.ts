@@ -159,6 +159,7 @@ export function createServer(options: ServerOptions): Server {
       grpcDirect,
       rest,
       shed: options.shed,
+      unrouted: options.unrouted && { serve: options.unrouted, routes },
       metrics: options.metricsToken ? metricsEndpoint(metrics, options.metricsToken, envelope) : undefined,
     }),
   });

@@ -7,6 +7,7 @@ import { type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.t
 import { METRICS_PATH } from "../metrics/metrics-endpoint.ts";
 import type { corsHandler } from "./cors.ts";
 import { serveNative } from "./native.ts";
+import { lookupRoute, type Route } from "../transcode/routes.ts";
 import { refuse } from "./refuse.ts";
 import { PLATFORM_VERSION } from "./version.ts";
 
@@ -30,6 +31,8 @@ export interface DispatchOptions {
   rest: (req: NodeRequest, res: NodeResponse) => Promise<void>;
   /** ServerOptions.shed: a refusal before routing (REST paths only). */
   shed: ((req: NodeRequest, path: string) => PlatformError | undefined) | undefined;
+  /** ServerOptions.unrouted, with the REST routes it is the fallback of. */
+  unrouted: { serve: (req: NodeRequest, res: NodeResponse) => Promise<boolean>; routes: Route[] } | undefined;
   /** GET /metrics, when METRICS_TOKEN is set. */
   metrics: ((req: NodeRequest, res: NodeResponse) => Promise<void>) | undefined;
 }
@@ -81,6 +84,9 @@ export function createDispatch(o: DispatchOptions): (req: NodeRequest, res: Node
       // gRPC-Web, health, reflection) is not found here.
       if (o.native.has(path)) {
         return sendJson(res, 404, o.envelope.render(PlatformError.notFound("not served on this port")).body);
+      }
+      if (o.unrouted && lookupRoute(o.unrouted.routes, req.method ?? "GET", path).kind === "not_found") {
+        if (await o.unrouted.serve(req, res)) return;
       }
       return o.rest(req, res);
     }

@@ -6,7 +6,7 @@ import type { ServiceRegistration } from "../calls/registration.ts";
 import type { Envelope, EnvelopeName } from "../envelope.ts";
 import type { HealthRegistry } from "../health/health.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
-import type { NodeRequest } from "../http/node-io.ts";
+import type { NodeRequest, NodeResponse } from "../http/node-io.ts";
 import type { CallerPolicy } from "../tls/callers.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
 import type { OutputJsonOptions } from "../transcode/json.ts";
@@ -97,6 +97,15 @@ export interface ServerOptions {
    * a gRPC or Connect call is never passed to it.
    */
   shed?: (req: NodeRequest, path: string) => PlatformError | undefined;
+  /**
+   * A public port's requests that match none of its REST routes (by path:
+   * a known path with another method stays 405) nor its health, metrics and
+   * documents paths: served by this instead of the 404, when it returns true
+   * (it answered). The router passes the other services' /v1 paths through
+   * and serves the web console's files with it; its own routes keep
+   * precedence. Called after CORS and `shed`.
+   */
+  unrouted?: (req: NodeRequest, res: NodeResponse) => Promise<boolean>;
   /**
    * The process's metrics, shared by its listeners (default: a new
    * ServerMetrics of this server's own). Services add theirs to its registry.

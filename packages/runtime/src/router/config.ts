@@ -10,6 +10,7 @@ import {
   port,
   readSettings,
   text,
+  url,
 } from "@platform/config";
 import { corsAllowedOriginsSetting, loadServiceTls, metricsTokenSetting, TlsSettingsError } from "@platform/rpc";
 import { otelEndpointSetting } from "@platform/rpc";
@@ -38,6 +39,12 @@ export type RouterConfig = {
   corsAllowedOrigins: string[];
   /** METRICS_TOKEN: the bearer token of GET /metrics; unset: not served. */
   metricsToken?: string;
+  /** ROUTER_IDENTITY_URL: identity's public REST port, whose /v1 paths the router passes through. */
+  identityRestUrl?: string;
+  /** ROUTER_AGENTS_URL: agents' public REST/SSE port, whose /v1 paths the router passes through. */
+  agentsRestUrl?: string;
+  /** ROUTER_CONSOLE_DIR: the web console's built files, served at `/`. */
+  consoleDir: string;
 } & (
   | {
       orchestrator: "local";
@@ -88,6 +95,18 @@ export const ROUTER_SETTINGS = {
   metricsToken: metricsTokenSetting(
     "bearer token a scraper must present for `GET /metrics` (Prometheus text format) on the router's port and (local) on the tenant workers it starts, which also ask for a certificate of the CA; at least 32 characters; unset: `/metrics` is not served (404)",
   ),
+  identityRestUrl: url("ROUTER_IDENTITY_URL", {
+    protocols: ["http:", "https:"],
+    doc: "identity's public REST port; its `/v1/...` paths (as its OpenAPI document names them) are passed through on the router's port, for the web console; unset: not passed",
+  }),
+  agentsRestUrl: url("ROUTER_AGENTS_URL", {
+    protocols: ["http:", "https:"],
+    doc: "agents' public REST/SSE port; its `/v1/...` paths are passed through (streams unbuffered), for the web console; unset: not passed",
+  }),
+  consoleDir: text("ROUTER_CONSOLE_DIR", {
+    default: "packages/console/dist",
+    doc: "the web console's built files (`pnpm --filter @platform/console build`), served at `/` with a strict Content-Security-Policy; a directory without `index.html`: no console",
+  }),
   orchestrator: oneOf("RUNTIME_ORCHESTRATOR", ["local", "kubernetes"], {
     default: "local",
     doc: "where tenant workers run; the rows below say which one reads them",

@@ -1,14 +1,16 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 import openApi from "@platform/gen/openapi/router.json" with { type: "json" };
-import { createServer, ServerMetrics, type ServiceTls } from "@platform/rpc";
+import { createServer, type NodeRequest, type NodeResponse, ServerMetrics, type ServiceTls } from "@platform/rpc";
 import { type Logger, pino } from "pino";
 import { Controller } from "../controller/controller.ts";
 import { startSweeps } from "../controller/sweeps.ts";
 import { waitServing } from "../health/grpc-health.ts";
 import type { Orchestrator } from "../orchestrator/orchestrator.ts";
 import type { Authenticator } from "./authenticator.ts";
+import { consoleFiles } from "./console-files.ts";
 import { routerInvoke } from "./invoke.ts";
+import { type PassThroughTargets, passThrough } from "./pass-through.ts";
 import { coldStartRecorder, registerWakerMetrics } from "./metrics.ts";
 import { GrpcTenantWorkers, type TenantWorkers } from "./tenant-workers.ts";
 import { TenantWaker } from "./waker.ts";
@@ -38,6 +40,10 @@ export interface RouterOptions {
   corsAllowedOrigins?: readonly string[];
   /** METRICS_TOKEN: GET /metrics with this bearer token; not served when absent. */
   metricsToken?: string;
+  /** The public services whose /v1 paths the router passes through (one origin for the console). */
+  passThrough?: PassThroughTargets;
+  /** The web console's built files, served at `/` (when the directory holds index.html). */
+  consoleDir?: string;
 }
 
 export interface RunningRouter {
@@ -76,6 +82,15 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
       logger,
     }),
   };
+  // The router's own routes, health and documents come first (createServer's `unrouted`); then the
+  // other services' /v1 paths, then the console's files.
+  const forward = options.passThrough ? passThrough(options.passThrough, logger) : undefined;
+  const files = options.consoleDir ? consoleFiles(options.consoleDir) : undefined;
+  const unrouted =
+    forward || files
+      ? async (req: NodeRequest, res: NodeResponse) =>
+          ((await forward?.(req, res)) ?? false) || ((await files?.(req, res)) ?? false)
+      : undefined;
   const server = createServer({
     name: "runtime-router",
     services: [{ service: RuntimeService, impl }],
@@ -91,6 +106,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     shutdownTimeoutMs: options.shutdownTimeoutMs,
     metrics,
     metricsToken: options.metricsToken,
+    unrouted,
   });
   const sweeps = options.sweeps === false ? undefined : startSweeps(controller, { logger });
   const { url, port } = await server.listen();
