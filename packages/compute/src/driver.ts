@@ -22,7 +22,7 @@
  * a sandbox that is not running). Anything else becomes INTERNAL.
  */
 
-import type { NetworkPolicy } from "./egress/policy.ts";
+import type { NetworkPolicy } from "@platform/network-policy";
 
 /** Everything needed to run one sandbox, all defaults resolved. */
 export interface SandboxSpec {

@@ -1,3 +1,4 @@
+export { type NetworkPolicy, POLICY_LIMITS, validateNetworkPolicy } from "@platform/network-policy";
 export { type ComputeApp, createComputeApp, createDriver, runMigrations } from "./app.ts";
 export { COMPUTE_SETTINGS, type ComputeConfig, ConfigError, loadConfig } from "./config.ts";
 export {
@@ -19,6 +20,9 @@ export {
 } from "./driver.ts";
 export { collectExpiredWorkspaces, listExpiredWorkspaces } from "./drivers/local/gc.ts";
 export { LocalDriver, type LocalDriverOptions, sandboxUid } from "./drivers/local/local-driver.ts";
+export { proxyEnv, SANDBOX_PROXY_PORT, startForwarder, stopForwarder } from "./egress/forwarder.ts";
+export { type DenyReason, EgressProxy, type EgressProxyOptions } from "./egress/proxy.ts";
+export { createResolver, type EgressResolver, parseHostsSetting } from "./egress/resolver.ts";
 export { cleanMountPath, cleanWorkspacePath } from "./paths.ts";
 export { computeServiceImpl, statusOf, usageOf } from "./server.ts";
 export {
@@ -32,16 +36,12 @@ export {
   specOf,
 } from "./service/compute-domain.ts";
 export { LIMITS } from "./service/limits.ts";
+export { KyselyNetworkEventStore } from "./store/kysely-network-event-store.ts";
 export { type ComputeDB, KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
 export { MIGRATIONS_TABLE, migrations } from "./store/migrations.ts";
-export { MemorySandboxStore, type SandboxRecord, type SandboxState, type SandboxStore } from "./store/sandbox-store.ts";
-export { proxyEnv, SANDBOX_PROXY_PORT, startForwarder, stopForwarder } from "./egress/forwarder.ts";
-export { type NetworkPolicy, POLICY_LIMITS, validateNetworkPolicy } from "./egress/policy.ts";
-export { type DenyReason, EgressProxy, type EgressProxyOptions } from "./egress/proxy.ts";
-export { createResolver, type EgressResolver, parseHostsSetting } from "./egress/resolver.ts";
-export { KyselyNetworkEventStore } from "./store/kysely-network-event-store.ts";
 export {
   MemoryNetworkEventStore,
   type NetworkEventRecord,
   type NetworkEventStore,
 } from "./store/network-event-store.ts";
+export { MemorySandboxStore, type SandboxRecord, type SandboxState, type SandboxStore } from "./store/sandbox-store.ts";

@@ -1,21 +1,21 @@
 import { create } from "@bufbuild/protobuf";
-import { type Duration, type Timestamp, durationFromMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Duration, durationFromMs, type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   type ComputeService,
   type ExecEvent as ExecEventMessage,
   ExecEventSchema,
   FileEntrySchema,
-  type NetworkPolicy as NetworkPolicyMessage,
   NetworkEventSchema,
-  SandboxImageSchema,
+  type NetworkPolicy as NetworkPolicyMessage,
   NetworkPolicySchema,
+  SandboxImageSchema,
   SandboxStatus,
   type UsageMetrics,
   UsageMetricsSchema,
 } from "@platform/gen/compute/v1/compute_pb";
+import type { NetworkPolicy } from "@platform/network-policy";
 import type { ImageInfo, Usage } from "./driver.ts";
-import type { NetworkPolicy } from "./egress/policy.ts";
 import type { ComputeDomain, NetworkPolicyInput } from "./service/compute-domain.ts";
 import type { SandboxState } from "./store/sandbox-store.ts";
 

@@ -1,7 +1,7 @@
 import { type Client, Code as ConnectCode, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
 import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
-import type { NetworkPolicy } from "@platform/compute/network-policy";
+import type { NetworkPolicy } from "@platform/network-policy";
 import type { ExecOptions, ExecResult, FileEntry, NetworkDenial, Sandboxes, SandboxState } from "../domain/ports.ts";
 import { computeCall } from "./compute-call.ts";
 

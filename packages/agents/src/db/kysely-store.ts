@@ -1,15 +1,16 @@
 import { randomUUID } from "node:crypto";
 import { isUniqueViolation } from "@platform/db";
 import { Code, PlatformError } from "@platform/errors";
+import type { NetworkPolicy } from "@platform/network-policy";
 import { type Kysely, type Selectable, sql } from "kysely";
 import { decodeCursor, encodeCursor } from "../domain/cursor.ts";
 import type {
   Agent,
-  McpServer,
   ClientTool,
   EventType,
-  NewEvent,
+  McpServer,
   MessageInput,
+  NewEvent,
   Page,
   PendingCall,
   QueuedSend,
@@ -30,7 +31,6 @@ import type {
   Store,
 } from "../domain/store.ts";
 import type { Budgets } from "../domain/usage.ts";
-import type { NetworkPolicy } from "@platform/compute/network-policy";
 import type { AgentsDB, AgentsTable, SessionEventsTable, SessionsTable } from "./schema.ts";
 import { budgetsOf } from "./usage-store.ts";
 

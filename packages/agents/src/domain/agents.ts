@@ -1,4 +1,5 @@
 import { Code, PlatformError } from "@platform/errors";
+import { type NetworkPolicy, validateNetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
 import { type ClientToolInput, mergeClientTools, validateClientTools } from "./client-tools.ts";
 import { readWholeLog } from "./log-pages.ts";
@@ -18,7 +19,6 @@ import type {
 import type { EventFeed, Models, Runs, Sandboxes } from "./ports.ts";
 import type { AgentChanges, Store } from "./store.ts";
 import { type BudgetsInput, mergeBudgets, validateBudgets } from "./usage.ts";
-import { type NetworkPolicy, validateNetworkPolicy } from "@platform/compute/network-policy";
 
 /** A network policy as a caller gives it (agents.v1.AgentNetworkPolicyInput). */
 export type NetworkPolicyInput = {
@@ -33,12 +33,13 @@ function agentNetworkPolicy(input: NetworkPolicyInput | undefined): NetworkPolic
   const policy = validateNetworkPolicy(input);
   return policy.allowAll || policy.allowedDomains.length > 0 || policy.allowedCidrs.length > 0 ? policy : undefined;
 }
+
 import {
+  type DecisionInput,
   listLimit,
   MAX_TOOL_PERMISSIONS,
   requireText,
   requireUuid,
-  type DecisionInput,
   validateDecisions,
   validateMessages,
   validateSendMode,

@@ -1,7 +1,8 @@
 // The agents domain's own shapes. The server maps them to the generated
 // proto messages; nothing here knows a transport.
+
+import type { NetworkPolicy } from "@platform/network-policy";
 import type { Budgets } from "./usage.ts";
-import type { NetworkPolicy } from "@platform/compute/network-policy";
 
 /** Who is calling, as resolved by identity. Every query is scoped to orgId. */
 export type AuthContext = {

@@ -1,4 +1,4 @@
-import type { NetworkPolicy } from "@platform/compute/network-policy";
+import type { NetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
 import type { Agent, AuthContext, MessageInput, SendMode, Session, SessionEvent, Waiting } from "./model.ts";
 

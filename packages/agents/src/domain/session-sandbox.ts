@@ -1,7 +1,7 @@
 import { ComputeReason, PlatformError } from "@platform/errors";
+import type { NetworkPolicy } from "@platform/network-policy";
 import type { ExecOptions, ExecResult, FileEntry, Sandboxes, SandboxGoneReason, Workspace } from "./ports.ts";
 import type { Store } from "./store.ts";
-import type { NetworkPolicy } from "@platform/compute/network-policy";
 
 /**
  * What happened to the session's sandbox under an owner, as the session's

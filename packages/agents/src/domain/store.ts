@@ -1,9 +1,7 @@
-import type { McpServer } from "./model.ts";
-import type { Budgets } from "./usage.ts";
-import type { NetworkPolicy } from "@platform/compute/network-policy";
-import type {
+import type { NetworkPolicy } from "@platform/network-policy";
+import type { 
   Agent,
-  ClientTool,
+  ClientTool,McpServer, 
   NewEvent,
   Page,
   QueuedSend,
@@ -11,8 +9,8 @@ import type {
   SessionEvent,
   ToolDecision,
   ToolPermissions,
-  Waiting,
-} from "./model.ts";
+  Waiting,} from "./model.ts";
+import type { Budgets } from "./usage.ts";
 
 export type NewAgent = Omit<
   Agent,

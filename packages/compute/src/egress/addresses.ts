@@ -1,6 +1,6 @@
 import { BlockList, isIP } from "node:net";
 import { networkInterfaces } from "node:os";
-import { type NetworkPolicy, parseCidr } from "./policy.ts";
+import { type NetworkPolicy, parseCidr } from "@platform/network-policy";
 
 /**
  * Address ranges a sandbox never reaches unless its policy lists a CIDR

@@ -5,12 +5,18 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import { Code, PlatformError } from "@platform/errors";
+import {
+  cidrAllows,
+  domainAllowed,
+  type NetworkPolicy,
+  POLICY_LIMITS,
+  validateNetworkPolicy,
+} from "@platform/network-policy";
 import { type SandboxDriver, type SandboxObservation, zeroUsage } from "../driver.ts";
 import { ComputeDomain } from "../service/compute-domain.ts";
 import { MemoryNetworkEventStore } from "../store/network-event-store.ts";
 import { MemorySandboxStore } from "../store/sandbox-store.ts";
 import { canonicalAddress, explicitlyAllowed, isHostAddress, specialRange } from "./addresses.ts";
-import { cidrAllows, domainAllowed, type NetworkPolicy, POLICY_LIMITS, validateNetworkPolicy } from "./policy.ts";
 
 function rejects(fn: () => unknown, entry: string): void {
   assert.throws(fn, (err: unknown) => {

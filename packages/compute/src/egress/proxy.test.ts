@@ -3,17 +3,17 @@
 // namespace like a sandbox's (only loopback) whose one way out is the
 // forwarder to the proxy's socket. No traffic leaves the machine.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { validateNetworkPolicy } from "@platform/network-policy";
 import { MemoryNetworkEventStore } from "../store/network-event-store.ts";
 import { createIsolatedNetns, createNetworkWorld, type NetworkWorld } from "../testing/network-world.ts";
 import { proxyEnv, SANDBOX_PROXY_PORT, startForwarder, stopForwarder } from "./forwarder.ts";
-import { validateNetworkPolicy } from "./policy.ts";
 import { EgressProxy } from "./proxy.ts";
 import { createResolver } from "./resolver.ts";
 

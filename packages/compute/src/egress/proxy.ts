@@ -1,10 +1,10 @@
 import * as fs from "node:fs";
 import { connect, createServer, isIP, type Server, type Socket } from "node:net";
 import { join } from "node:path";
+import { cidrAllows, domainAllowed, type NetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
 import type { NetworkEventRecord, NetworkEventStore } from "../store/network-event-store.ts";
 import { canonicalAddress, explicitlyAllowed, isHostAddress, specialRange } from "./addresses.ts";
-import { cidrAllows, domainAllowed, type NetworkPolicy } from "./policy.ts";
 import type { EgressResolver } from "./resolver.ts";
 import { StreamReader } from "./stream-reader.ts";
 

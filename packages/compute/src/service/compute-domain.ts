@@ -1,6 +1,6 @@
-import { ImageOps } from "./image-ops.ts";
 import { randomUUID } from "node:crypto";
 import { Code, ComputeReason, PlatformError, requireUuid } from "@platform/errors";
+import { type NetworkPolicy, validateNetworkPolicy } from "@platform/network-policy";
 import { inWorkSpan, startWorkSpan, type WorkSpan } from "@platform/rpc";
 import type { Logger } from "pino";
 import {
@@ -14,17 +14,17 @@ import {
   type Usage,
   zeroUsage,
 } from "../driver.ts";
+import { KeyedLock } from "../keyed-lock.ts";
 import { checkPathLimits, inSandboxView } from "../path-limits.ts";
 import { cleanMountPath, cleanWorkspacePath } from "../paths.ts";
-import { KeyedLock } from "../keyed-lock.ts";
-import type { SandboxRecord, SandboxState, SandboxStore } from "../store/sandbox-store.ts";
-import { type NetworkPolicy, validateNetworkPolicy } from "../egress/policy.ts";
 import {
   MemoryNetworkEventStore,
   type NetworkEventRecord,
   type NetworkEventStore,
 } from "../store/network-event-store.ts";
+import type { SandboxRecord, SandboxState, SandboxStore } from "../store/sandbox-store.ts";
 import { checkCommandLine } from "./exec-args.ts";
+import { ImageOps } from "./image-ops.ts";
 import { LIMITS } from "./limits.ts";
 import { checkSandboxStrings } from "./sandbox-strings.ts";
 import { workspaceSizeBytes } from "./workspace-size.ts";

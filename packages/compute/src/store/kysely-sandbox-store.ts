@@ -1,7 +1,7 @@
 import type { Database } from "@platform/db";
+import { type NetworkPolicy, policyFromJson, policyToJson } from "@platform/network-policy";
 import type { Insertable, Kysely, Selectable } from "kysely";
 import type { Usage } from "../driver.ts";
-import { type NetworkPolicy, policyFromJson, policyToJson } from "../egress/policy.ts";
 import type { NetworkEventsTable } from "./kysely-network-event-store.ts";
 import {
   type SandboxRecord,

@@ -4,8 +4,8 @@ import { randomUUID } from "node:crypto";
 import { after, before, test } from "node:test";
 import type { Database } from "@platform/db";
 import { createTestDatabase } from "@platform/db/testing";
+import { validateNetworkPolicy } from "@platform/network-policy";
 import { runMigrations } from "../app.ts";
-import { validateNetworkPolicy } from "../egress/policy.ts";
 import { KyselyNetworkEventStore } from "./kysely-network-event-store.ts";
 import { KyselySandboxStore } from "./kysely-sandbox-store.ts";
 

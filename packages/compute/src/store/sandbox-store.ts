@@ -1,5 +1,5 @@
+import type { NetworkPolicy } from "@platform/network-policy";
 import type { Usage } from "../driver.ts";
-import type { NetworkPolicy } from "../egress/policy.ts";
 
 export type SandboxState = "STARTING" | "READY" | "PAUSED" | "FAILED" | "DESTROYED";
 

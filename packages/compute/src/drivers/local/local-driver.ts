@@ -4,6 +4,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import { ComputeReason, PlatformError } from "@platform/errors";
+import type { NetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
 import {
   DELETE_AFTER_KEY,
@@ -20,28 +21,17 @@ import {
   type Usage,
   zeroUsage,
 } from "../../driver.ts";
+import type { EgressProxy } from "../../egress/proxy.ts";
 import { KeyedLock } from "../../keyed-lock.ts";
 import { LIMITS } from "../../service/limits.ts";
 import { workspaceSizeBytes } from "../../service/workspace-size.ts";
 import { baseEnv, bwrapArgs } from "./bwrap.ts";
 import { type Cgroup, detectCgroups } from "./cgroups.ts";
+import { favorDynamicCgroupMods } from "./dynmods.ts";
 import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
 import { type ExecTarget, type RunningExec, runExec, signalNumber } from "./exec-run.ts";
 import { ExecSlots } from "./exec-slots.ts";
 import { collectExpired, expiredWorkspaces } from "./gc.ts";
-import { mountPointsUnder } from "./mount-table.ts";
-import { processStartTime, SandboxLayout, writeJson } from "./sandbox-layout.ts";
-import { deleteAfterOf, SessionWorkspace } from "./session-workspace.ts";
-import { removeStaleSocketDirs } from "./socket-dir.ts";
-import { currentUsage, type UsageSources, workspaceIo } from "./usage.ts";
-import { WARM_PREFIX, WarmPool } from "./warm-pool.ts";
-import { favorDynamicCgroupMods } from "./dynmods.ts";
-import { WorkspaceFs } from "./workspace-fs.ts";
-import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
-import { flushWorkspace, WorkspaceIo } from "./workspace-io.ts";
-import type { NetworkPolicy } from "../../egress/policy.ts";
-import type { EgressProxy } from "../../egress/proxy.ts";
-import { SandboxNetwork } from "./sandbox-network.ts";
 import {
   HOST_IMAGE,
   ImageStore,
@@ -50,6 +40,16 @@ import {
   type RootImage,
   type StoredImage,
 } from "./images/index.ts";
+import { mountPointsUnder } from "./mount-table.ts";
+import { processStartTime, SandboxLayout, writeJson } from "./sandbox-layout.ts";
+import { SandboxNetwork } from "./sandbox-network.ts";
+import { deleteAfterOf, SessionWorkspace } from "./session-workspace.ts";
+import { removeStaleSocketDirs } from "./socket-dir.ts";
+import { currentUsage, type UsageSources, workspaceIo } from "./usage.ts";
+import { WARM_PREFIX, WarmPool } from "./warm-pool.ts";
+import { WorkspaceFs } from "./workspace-fs.ts";
+import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
+import { flushWorkspace, WorkspaceIo } from "./workspace-io.ts";
 
 export interface LocalDriverOptions {
   /** Root of sandbox directories (`<dataDir>/sandboxes/<id>`). */

@@ -1,7 +1,7 @@
 import type { ChildProcess } from "node:child_process";
+import type { NetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
 import { proxyEnv, startForwarder, stopForwarder } from "../../egress/forwarder.ts";
-import type { NetworkPolicy } from "../../egress/policy.ts";
 import type { EgressProxy } from "../../egress/proxy.ts";
 
 interface Wiring {
