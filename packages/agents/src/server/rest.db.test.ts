@@ -161,12 +161,15 @@ describe("REST: agents", () => {
     });
     assert.equal(res.status, 201);
     assert.deepEqual(Object.keys(res.json).sort(), [
+      "budgets",
       "clientTools",
       "createdAt",
       "id",
+      "image",
       "mcpServers",
       "model",
       "name",
+      "networkPolicy",
       "slug",
       "systemPrompt",
       "toolPermissions",
