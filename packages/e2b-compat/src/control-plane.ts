@@ -9,7 +9,7 @@ import { type E2bSandbox, newAccessToken, type SandboxRecords } from "./records.
 
 /** What the SDK is told envd is: 0.5.7 has every call served here (multipart and octet-stream uploads). */
 export const ENVD_VERSION = "0.5.7";
-/** E2B's default sandbox timeout, and the longest one allowed here (compute's longest max_runtime is 7 days). */
+/** E2B's default sandbox timeout, and the longest one (E2B's longest sandbox life). */
 export const DEFAULT_TIMEOUT_S = 300;
 export const MAX_TIMEOUT_S = 24 * 3600;
 /** The one template served: the platform's sandbox image (SANDBOX_IMAGE). */
@@ -142,8 +142,9 @@ export class ControlPlane {
       // Each E2B sandbox is its own session: a fresh workspace.
       sessionId: randomUUID(),
       mountPath: HOME,
-      // E2B's timeout is enforced here (and can be extended); compute's own deadline is its longest.
-      maxRuntimeMs: 7 * 24 * 3_600_000,
+      // E2B's timeout is enforced here (setTimeout moves it); compute's own deadline, E2B's
+      // longest life of a sandbox (24 h), ends it even if this service is down then.
+      maxRuntimeMs: MAX_TIMEOUT_S * 1000,
       networkPolicy,
     });
     const { token, hash } = newAccessToken();
@@ -190,7 +191,6 @@ export class ControlPlane {
     if (status === "PAUSED") return "paused";
     if (status === "READY" || status === "STARTING") return "running";
     // Failed or destroyed behind this surface (compute's DestroySandbox): gone here too.
-    r.processes.killAll();
     this.records.delete(r.sandboxId);
     return undefined;
   }
@@ -233,9 +233,11 @@ export class ControlPlane {
   }
 
   async kill(r: E2bSandbox): Promise<void> {
-    this.records.delete(r.sandboxId);
-    r.processes.killAll();
+    // Destroying the sandbox ends its commands, and so their exec streams; cancelling those
+    // streams from here could leave compute waiting on a stream nobody reads.
     await this.compute.destroySandbox(r.sandboxId);
+    // Only once compute has destroyed it: a failed destroy leaves it reachable (and killable) here.
+    this.records.delete(r.sandboxId);
   }
 
   async pause(r: E2bSandbox): Promise<void> {

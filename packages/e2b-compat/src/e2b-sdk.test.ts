@@ -35,6 +35,7 @@ describe("the e2b SDK on our sandboxes", () => {
     const record = await new KyselySandboxStore(stack.compute.database).get(sbx.sandboxId);
     assert.equal(record?.tenantId, key.orgId, "the sandbox belongs to the API key's organization");
     assert.equal(record?.mountPath, "/home/user");
+    assert.equal(record?.maxRuntimeMs, 24 * 3_600_000, "compute's deadline is E2B's longest sandbox life");
     const view = await stack.compute.domain.describeSandbox(sbx.sandboxId);
     assert.ok(["STARTING", "READY"].includes(view.status), view.status);
     const info = await sbx.getInfo();

@@ -114,8 +114,8 @@ export class ProcessTable {
    * Sends the signal to the command and every process it started (found by
    * its mark). Done inside the sandbox rather than by cancelling the exec
    * stream: compute does not see a cancel of an exec that has streamed
-   * nothing yet (README, "Known limits"). A SIGKILL that has not ended the
-   * command within 2 s also cancels its exec.
+   * nothing yet (README, "Known limits"), and a cancel it missed kept the
+   * sandbox busy even after the command died. The exec then ends by itself.
    */
   async signal(select: { pid?: number; tag?: string }, signal: "KILL" | "TERM"): Promise<void> {
     const proc = this.#find(select);
@@ -129,12 +129,9 @@ export class ProcessTable {
     })) {
       // The script's own output is of no interest.
     }
-    if (signal === "KILL") {
-      const timer = setTimeout(() => proc.abort.abort(new Error("killed")), 2000);
-      timer.unref();
-    }
   }
 
+  /** This service's shutdown: stops streaming (compute ends the commands with the sandboxes or their deadline). */
   killAll(): void {
     for (const p of this.#procs.values()) p.abort.abort(new Error("sandbox killed"));
   }
