@@ -3,7 +3,15 @@
 import assert from "node:assert/strict";
 import { Readable, Writable } from "node:stream";
 import { after, before, describe, test } from "node:test";
-import { AppsV1Api, CoreV1Api, Exec, PatchStrategy, setHeaderOptions, type V1Status } from "@kubernetes/client-node";
+import {
+  AppsV1Api,
+  CoreV1Api,
+  Exec,
+  NetworkingV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Status,
+} from "@kubernetes/client-node";
 import { WebSocket } from "ws";
 import { KubeDouble } from "./double.ts";
 
@@ -11,11 +19,13 @@ const ns = "default";
 let double: KubeDouble;
 let core: CoreV1Api;
 let apps: AppsV1Api;
+let net: NetworkingV1Api;
 
 before(async () => {
   double = await KubeDouble.start();
   core = double.kubeConfig().makeApiClient(CoreV1Api);
   apps = double.kubeConfig().makeApiClient(AppsV1Api);
+  net = double.kubeConfig().makeApiClient(NetworkingV1Api);
 });
 after(() => double.close());
 
@@ -179,6 +189,50 @@ describe("object API", () => {
     assert.equal(svc.spec?.ports?.[0].targetPort, 50051);
     const deleted = await core.deleteNamespacedService({ namespace: ns, name: "s1" });
     assert.equal(deleted.metadata?.name, "s1");
+  });
+});
+
+describe("network policies", () => {
+  test("networking.k8s.io/v1 NetworkPolicy: create, get, list by label, delete; bad peers, ports and types are 422", async () => {
+    const body = (name: string, sandbox: string) => ({
+      metadata: { name, labels: { sandbox } },
+      spec: {
+        podSelector: { matchLabels: { sandbox } },
+        policyTypes: ["Ingress", "Egress"],
+        egress: [
+          { to: [{ podSelector: { matchLabels: { app: "proxy" } } }], ports: [{ protocol: "TCP", port: 3128 }] },
+        ],
+      },
+    });
+    await net.createNamespacedNetworkPolicy({ namespace: ns, body: body("np-a", "a") });
+    await net.createNamespacedNetworkPolicy({ namespace: ns, body: body("np-b", "b") });
+    const got = await net.readNamespacedNetworkPolicy({ name: "np-a", namespace: ns });
+    assert.equal(got.kind, "NetworkPolicy");
+    assert.equal(got.spec?.egress?.[0]?.ports?.[0]?.port, 3128);
+    assert.equal(
+      (await apiError(net.createNamespacedNetworkPolicy({ namespace: ns, body: body("np-a", "a") }))).code,
+      409,
+    );
+    const listed = await net.listNamespacedNetworkPolicy({ namespace: ns, labelSelector: "sandbox=b" });
+    assert.deepEqual(
+      listed.items.map((n) => n.metadata?.name),
+      ["np-b"],
+    );
+    await net.deleteNamespacedNetworkPolicy({ name: "np-a", namespace: ns });
+    assert.equal((await apiError(net.readNamespacedNetworkPolicy({ name: "np-a", namespace: ns }))).code, 404);
+    const bad = [
+      { ...body("np-c", "c"), spec: { policyTypes: ["Egress"] } },
+      { ...body("np-c", "c"), spec: { podSelector: {}, policyTypes: ["Sideways"] } },
+      { ...body("np-c", "c"), spec: { podSelector: {}, egress: [{ to: [{ ipBlock: { cidr: "10.0.0.0/33" } }] }] } },
+      { ...body("np-c", "c"), spec: { podSelector: {}, egress: [{ ports: [{ protocol: "ICMP", port: 1 }] }] } },
+      { ...body("np-c", "c"), spec: { podSelector: {}, egress: [{ ports: [{ port: 70000 }] }] } },
+      { ...body("np-c", "c"), spec: { podSelector: {}, egress: [{ to: [{}] }] } },
+    ];
+    for (const b of bad) {
+      const e = await apiError(net.createNamespacedNetworkPolicy({ namespace: ns, body: b as never }));
+      assert.equal(e.code, 422, JSON.stringify(b.spec));
+      assert.equal(e.body.reason, "Invalid");
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 // The resource types the double serves, with the defaulting and validation
 // the real API server applies to them (a subset: what the platform's
 // adapters send, plus the checks that catch common client mistakes).
+import { isIP } from "node:net";
 import { parseQuantity } from "./quantity.ts";
 import { type Cause, dns1035Label, dns1123Label, dns1123Subdomain } from "./validation.ts";
 
@@ -326,7 +327,99 @@ const deployments: ResourceDef = {
   },
 };
 
-export const RESOURCES: ResourceDef[] = [pods, persistentVolumeClaims, services, configMaps, deployments];
+const POLICY_TYPES = new Set(["Ingress", "Egress"]);
+const PROTOCOLS = new Set(["TCP", "UDP", "SCTP"]);
+
+function validatePeers(field: string, peers: unknown): Cause[] {
+  if (peers === undefined) return [];
+  if (!Array.isArray(peers)) return [{ field, message: "Invalid value: must be a list" }];
+  const causes: Cause[] = [];
+  peers.forEach((p: KubeObject, i) => {
+    const f = `${field}[${i}]`;
+    if (p.ipBlock && (p.podSelector || p.namespaceSelector))
+      causes.push({ field: f, message: "Invalid value: may not specify both ipBlock and another peer" });
+    else if (!p.ipBlock && !p.podSelector && !p.namespaceSelector)
+      causes.push({ field: f, message: "Required value: must specify a peer" });
+    if (p.ipBlock) {
+      const cidr = String(p.ipBlock.cidr ?? "");
+      if (!validCidr(cidr))
+        causes.push({ field: `${f}.ipBlock.cidr`, message: `Invalid value: ${JSON.stringify(cidr)}: must be a CIDR` });
+      for (const [j, e] of (p.ipBlock.except ?? []).entries())
+        if (!validCidr(String(e)))
+          causes.push({ field: `${f}.ipBlock.except[${j}]`, message: `Invalid value: ${JSON.stringify(e)}` });
+    }
+  });
+  return causes;
+}
+
+function validatePorts(field: string, ports: unknown): Cause[] {
+  if (ports === undefined) return [];
+  if (!Array.isArray(ports)) return [{ field, message: "Invalid value: must be a list" }];
+  const causes: Cause[] = [];
+  ports.forEach((p: KubeObject, i) => {
+    if (p.protocol !== undefined && !PROTOCOLS.has(p.protocol))
+      causes.push({
+        field: `${field}[${i}].protocol`,
+        message: `Unsupported value: ${JSON.stringify(p.protocol)}: supported values: "SCTP", "TCP", "UDP"`,
+      });
+    if (typeof p.port === "number" && !(Number.isInteger(p.port) && p.port >= 1 && p.port <= 65535))
+      causes.push({ field: `${field}[${i}].port`, message: `Invalid value: ${p.port}: must be between 1 and 65535` });
+  });
+  return causes;
+}
+
+function validCidr(cidr: string): boolean {
+  const m = /^([^/]+)\/(\d{1,3})$/.exec(cidr);
+  if (!m) return false;
+  const bits = isIP(m[1] as string);
+  return bits !== 0 && Number(m[2]) <= (bits === 4 ? 32 : 128);
+}
+
+const networkPolicies: ResourceDef = {
+  group: "networking.k8s.io",
+  version: "v1",
+  plural: "networkpolicies",
+  kind: "NetworkPolicy",
+  deleteReturns: "status",
+  hasStatus: false,
+  tracksGeneration: true,
+  validateName: (n) => dns1123Subdomain("metadata.name", n),
+  defaults(obj) {
+    obj.spec ??= {};
+    // As the API server: Ingress always, Egress when egress rules are given.
+    obj.spec.policyTypes ??= obj.spec.egress ? ["Ingress", "Egress"] : ["Ingress"];
+  },
+  validate(obj) {
+    const causes: Cause[] = [];
+    const spec = obj.spec ?? {};
+    if (!spec.podSelector || typeof spec.podSelector !== "object")
+      causes.push({ field: "spec.podSelector", message: "Required value" });
+    for (const [i, t] of (spec.policyTypes ?? []).entries())
+      if (!POLICY_TYPES.has(t))
+        causes.push({
+          field: `spec.policyTypes[${i}]`,
+          message: `Unsupported value: ${JSON.stringify(t)}: supported values: "Egress", "Ingress"`,
+        });
+    for (const [i, r] of (spec.ingress ?? []).entries()) {
+      causes.push(...validatePeers(`spec.ingress[${i}].from`, r.from));
+      causes.push(...validatePorts(`spec.ingress[${i}].ports`, r.ports));
+    }
+    for (const [i, r] of (spec.egress ?? []).entries()) {
+      causes.push(...validatePeers(`spec.egress[${i}].to`, r.to));
+      causes.push(...validatePorts(`spec.egress[${i}].ports`, r.ports));
+    }
+    return causes;
+  },
+};
+
+export const RESOURCES: ResourceDef[] = [
+  pods,
+  persistentVolumeClaims,
+  services,
+  configMaps,
+  deployments,
+  networkPolicies,
+];
 
 /** The resource the double serves at group/version/plural, if any. */
 export function findResource(group: string, version: string, plural: string): ResourceDef | undefined {
