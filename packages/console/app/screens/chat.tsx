@@ -1,0 +1,174 @@
+import type { Agent, ChatEvent } from "@platform/client";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { fromLog, fromStream, merge, type ViewEvent } from "../events.ts";
+import { messageOf, type Platform } from "../platform.ts";
+import { go } from "../route.ts";
+import { ChatLog } from "./chat-log.tsx";
+
+export function ChatScreen({ platform, agentId, sessionId }: { platform: Platform; agentId?: string; sessionId?: string }) {
+  const [agents, setAgents] = useState<Agent[]>([]);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    platform.client.agents.list({ limit: 100 }).then(
+      (p) => setAgents(p.items),
+      (e) => setError(messageOf(e)),
+    );
+  }, [platform]);
+
+  async function newSession() {
+    if (!agentId) return;
+    try {
+      const s = await platform.client.sessions.create(agentId);
+      go(`chat/${agentId}/${s.id}`);
+    } catch (err) {
+      setError(messageOf(err));
+    }
+  }
+
+  return (
+    <section>
+      <h1>Chat</h1>
+      <div class="grid chat-pick">
+        <label>
+          Agent
+          <select
+            aria-label="Agent"
+            value={agentId ?? ""}
+            onChange={(e) => go(`chat/${(e.target as HTMLSelectElement).value}`)}
+          >
+            <option value="" disabled>
+              Pick an agent
+            </option>
+            {agents.map((a) => (
+              <option key={a.id} value={a.id}>
+                {a.name} ({a.slug})
+              </option>
+            ))}
+          </select>
+        </label>
+        <div>
+          <button type="button" disabled={!agentId} onClick={newSession}>
+            New session
+          </button>
+        </div>
+      </div>
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+      {sessionId && <Conversation key={sessionId} platform={platform} id={sessionId} />}
+    </section>
+  );
+}
+
+function Conversation({ platform, id }: { platform: Platform; id: string }) {
+  const [events, setEvents] = useState<ViewEvent[]>([]);
+  const [running, setRunning] = useState(false);
+  const [pending, setPending] = useState<Set<string>>(new Set());
+  const [error, setError] = useState("");
+  const abort = useRef<AbortController>();
+  const add = (more: ViewEvent[]) => setEvents((all) => merge(all, more));
+
+  /** Shows a stream's events as they come, until the run ends or pauses. */
+  async function follow(stream: AsyncGenerator<ChatEvent>) {
+    setRunning(true);
+    try {
+      for await (const e of stream) add([fromStream(e)]);
+    } catch (err) {
+      if (!abort.current?.signal.aborted) setError(messageOf(err));
+    } finally {
+      setRunning(false);
+      await refreshPending();
+    }
+  }
+  async function refreshPending() {
+    try {
+      const res = await platform.client.rpc.sessions.getSession({ id });
+      setPending(new Set(res.pendingToolCalls.map((c) => c.toolUseId)));
+    } catch {
+      // The next action shows the error.
+    }
+  }
+
+  // Opening the session (also after a reload in the middle of a run): its log,
+  // then, while a run goes on, its stream from the last seq shown (Last-Event-ID).
+  useEffect(() => {
+    abort.current = new AbortController();
+    const signal = abort.current.signal;
+    (async () => {
+      try {
+        const res = await platform.client.rpc.sessions.getSession({ id });
+        const log = res.events.map(fromLog);
+        add(log);
+        setPending(new Set(res.pendingToolCalls.map((c) => c.toolUseId)));
+        if (res.session?.status === "running") {
+          const after = log.at(-1)?.seq ?? 0;
+          await follow(platform.client.sessions.events(id, { after, signal }));
+        }
+      } catch (err) {
+        if (!signal.aborted) setError(messageOf(err));
+      }
+    })();
+    return () => abort.current?.abort();
+  }, [platform, id]);
+
+  async function send(e: Event) {
+    e.preventDefault();
+    const form = e.target as HTMLFormElement;
+    const text = String(new FormData(form).get("message") ?? "").trim();
+    if (!text) return;
+    form.reset();
+    setError("");
+    // The user's message is in the log; the stream has only the reply: shown now, replaced by its seq on reload.
+    add([{ seq: (events.at(-1)?.seq ?? 0) + 0.5, type: "user", content: text, toolUseId: "", isError: false }]);
+    await follow(platform.client.sessions.send(id, text, { signal: abort.current?.signal }));
+  }
+
+  async function decide(toolUseId: string, decision: "allow" | "deny") {
+    setError("");
+    try {
+      const res = await platform.client.rpc.sessions.submitToolDecisions({ id, decisions: [{ toolUseId, decision }] });
+      setPending(new Set(res.pending.map((c) => c.toolUseId)));
+      if (res.resumed) await follow(platform.client.sessions.events(id, { after: Number(res.after) }));
+    } catch (err) {
+      setError(messageOf(err));
+    }
+  }
+
+  async function cancel() {
+    try {
+      await platform.client.sessions.cancel(id);
+    } catch (err) {
+      setError(messageOf(err));
+    }
+  }
+
+  return (
+    <article class="conversation">
+      <header>
+        Session <code>{id.slice(0, 8)}</code> · <a href={`#/sessions/${id}`}>details and files</a>
+        {running && <span aria-busy="true"> the agent is working</span>}
+      </header>
+      <ChatLog events={events} pending={pending} onDecide={decide} />
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+      <form onSubmit={send} class="composer">
+        <label class="grow">
+          <span class="visually-hidden">Message</span>
+          <input name="message" placeholder="Message the agent (try: run: ls -la)" autocomplete="off" disabled={running} />
+        </label>
+        {running ? (
+          <button type="button" class="secondary" onClick={cancel}>
+            Stop
+          </button>
+        ) : (
+          <button type="submit">Send</button>
+        )}
+      </form>
+    </article>
+  );
+}

@@ -1,0 +1,231 @@
+import type { Session } from "@platform/client";
+import type { SessionFile } from "@platform/gen/agents/v1/agents_pb";
+import { useEffect, useState } from "preact/hooks";
+import { fromLog, type ViewEvent } from "../events.ts";
+import { messageOf, type Platform } from "../platform.ts";
+import { ChatLog } from "./chat-log.tsx";
+
+/** Files shown as text up to this size; larger ones are downloaded. */
+const VIEW_LIMIT = 256 * 1024;
+
+export function SessionScreen({ platform, id }: { platform: Platform; id: string }) {
+  const [session, setSession] = useState<Session>();
+  const [events, setEvents] = useState<ViewEvent[]>([]);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    platform.client.rpc.sessions.getSession({ id }).then(
+      (res) => {
+        setSession(res.session);
+        setEvents(res.events.map(fromLog));
+      },
+      (e) => setError(messageOf(e)),
+    );
+  }, [platform, id]);
+  const tokens = events
+    .filter((e) => e.type === "done" || e.type === "requires_action")
+    .reduce((t, e) => ({ in: t.in + (e.tokensIn ?? 0), out: t.out + (e.tokensOut ?? 0) }), { in: 0, out: 0 });
+  const toolCalls = events.filter((e) => e.type === "tool_use").length;
+  if (!session) return <p aria-busy="true">{error || "Loading session…"}</p>;
+  return (
+    <section>
+      <hgroup>
+        <h1>
+          Session <code>{id.slice(0, 8)}</code>
+        </h1>
+        <p>
+          <a href={`#/agents/${session.agentId}`}>its agent</a> · <a href={`#/chat/${session.agentId}/${id}`}>continue chat</a>
+        </p>
+      </hgroup>
+      <article>
+        <h2>Status</h2>
+        <dl class="facts" data-testid="session-status">
+          <dt>Run</dt>
+          <dd>{session.status}</dd>
+          <dt>Sandbox</dt>
+          <dd>{session.sandboxId ? <code>{session.sandboxId}</code> : "none yet (made by the first tool call)"}</dd>
+          <dt>Events</dt>
+          <dd>{String(session.lastSeq)}</dd>
+          <dt>Tokens</dt>
+          <dd>
+            {tokens.in} in, {tokens.out} out
+          </dd>
+          <dt>Tool calls</dt>
+          <dd>{toolCalls}</dd>
+        </dl>
+      </article>
+      <article>
+        <h2>Event log</h2>
+        <ChatLog events={events} />
+      </article>
+      <Files platform={platform} id={id} />
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}
+
+function Files({ platform, id }: { platform: Platform; id: string }) {
+  const [dir, setDir] = useState("");
+  const [files, setFiles] = useState<SessionFile[]>();
+  const [open, setOpen] = useState<{ path: string; text: string }>();
+  const [error, setError] = useState("");
+  const [generation, setGeneration] = useState(0);
+  const rpc = platform.client.rpc.sessions;
+  useEffect(() => {
+    setFiles(undefined);
+    rpc.listSessionFiles({ id, path: dir }).then(
+      (r) => setFiles(r.items),
+      (e) => setError(messageOf(e)),
+    );
+  }, [platform, id, dir, generation]);
+
+  async function read(path: string): Promise<Uint8Array> {
+    const chunks: Uint8Array[] = [];
+    for (let offset = 0n; ; ) {
+      const r = await rpc.readSessionFile({ id, path, offset, maxBytes: 8n * 1024n * 1024n });
+      chunks.push(r.data);
+      offset += BigInt(r.data.length);
+      if (r.eof || r.data.length === 0) break;
+    }
+    const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+    let at = 0;
+    for (const c of chunks) {
+      out.set(c, at);
+      at += c.length;
+    }
+    return out;
+  }
+  async function view(f: SessionFile) {
+    setError("");
+    try {
+      if (Number(f.size) > VIEW_LIMIT) return download(f);
+      const path = dir ? `${dir}/${f.path}` : f.path;
+      setOpen({ path, text: new TextDecoder().decode(await read(path)) });
+    } catch (e) {
+      setError(messageOf(e));
+    }
+  }
+  async function download(f: SessionFile) {
+    setError("");
+    try {
+      const data = await read(dir ? `${dir}/${f.path}` : f.path);
+      const url = URL.createObjectURL(new Blob([data as BlobPart]));
+      const a = document.createElement("a");
+      a.href = url;
+      a.download = f.path.split("/").pop() ?? "file";
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (e) {
+      setError(messageOf(e));
+    }
+  }
+  async function upload(e: Event) {
+    e.preventDefault();
+    const input = (e.target as HTMLFormElement).elements.namedItem("file") as HTMLInputElement;
+    const file = input.files?.[0];
+    if (!file) return;
+    setError("");
+    try {
+      const bytes = new Uint8Array(await file.arrayBuffer());
+      const path = dir ? `${dir.replace(/\/$/, "")}/${file.name}` : file.name;
+      const step = 8 * 1024 * 1024;
+      for (let at = 0; at === 0 || at < bytes.length; at += step) {
+        await rpc.writeSessionFile({ id, path, data: bytes.subarray(at, at + step), append: at > 0 });
+      }
+      (e.target as HTMLFormElement).reset();
+      setGeneration((g) => g + 1);
+    } catch (err) {
+      setError(messageOf(err));
+    }
+  }
+
+  const parent = dir.split("/").slice(0, -1).join("/");
+  // Entries are named relative to the listed directory.
+  const full = (f: SessionFile) => (dir ? `${dir}/${f.path}` : f.path);
+  return (
+    <article>
+      <h2>Workspace files</h2>
+      <p>
+        <code>/workspace/{dir}</code>{" "}
+        {dir && (
+          <button type="button" class="outline secondary small" onClick={() => setDir(parent)}>
+            Up
+          </button>
+        )}
+      </p>
+      <div class="table-scroll">
+        <table data-testid="files">
+          <thead>
+            <tr>
+              <th scope="col">Path</th>
+              <th scope="col">Size</th>
+              <th scope="col">
+                <span class="visually-hidden">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {files?.map((f) => (
+              <tr key={f.path}>
+                <td>
+                  {f.isDir ? (
+                    <button type="button" class="link" onClick={() => setDir(full(f))}>
+                      {f.path}/
+                    </button>
+                  ) : (
+                    <code>{f.path}</code>
+                  )}
+                </td>
+                <td>{f.isDir ? "" : String(f.size)}</td>
+                <td>
+                  {!f.isDir && (
+                    <>
+                      <button type="button" class="small" onClick={() => view(f)}>
+                        View {f.path}
+                      </button>{" "}
+                      <button type="button" class="small secondary" onClick={() => download(f)}>
+                        Download {f.path}
+                      </button>
+                    </>
+                  )}
+                </td>
+              </tr>
+            ))}
+            {files?.length === 0 && (
+              <tr>
+                <td colSpan={3}>Empty.</td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
+      {!files && !error && <p aria-busy="true">Loading files…</p>}
+      {open && (
+        <figure>
+          <figcaption>
+            <code>{open.path}</code>{" "}
+            <button type="button" class="outline secondary small" onClick={() => setOpen(undefined)}>
+              Close
+            </button>
+          </figcaption>
+          <pre data-testid="file-text">{open.text}</pre>
+        </figure>
+      )}
+      <form onSubmit={upload} class="composer">
+        <label class="grow">
+          Upload a file here
+          <input type="file" name="file" required />
+        </label>
+        <button type="submit">Upload</button>
+      </form>
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </article>
+  );
+}
