@@ -158,25 +158,7 @@ export class Runner implements Runs {
       throw budgetExhausted(sessionId, over);
     }
     const abort = new AbortController();
-    const run = new Run(
-      this,
-      this.store,
-      this.hub,
-      this.providers,
-      this.toolbox,
-      this.sandboxes,
-      this.options,
-      logger,
-      {
-        auth,
-        agent,
-        session: taken.session,
-        runId,
-        abort,
-        usage,
-      },
-    );
-    this.#active.set(sessionId, { runId, abort, log: run.log });
+    const run = this.#newRun(logger, { auth, agent, session: taken.session, runId, abort, usage });
     run.log.publish(
       messages.map((m) => ({
         type: m.role as NewEvent["type"],
@@ -380,6 +362,14 @@ export class Runner implements Runs {
       UsageMeter.load(this.options.usage, agent, taken.session, runId, logger),
     );
     const abort = new AbortController();
+    const run = this.#newRun(logger, { auth, agent, session: taken.session, runId, abort, usage });
+    this.#track(run.continue(undefined, { calls, decisions: now.decisions }));
+    logger.info({ agentId: agent.id, calls: calls.length, pausedRunId: waiting.runId }, "run resumed");
+    return { runId, session: taken.session, lastMessageSeq: waiting.seq };
+  }
+
+  /** A run of a session this process now holds, registered as active (started and resumed runs alike). */
+  #newRun(logger: Logger, context: RunContext): Run {
     const run = new Run(
       this,
       this.store,
@@ -389,12 +379,10 @@ export class Runner implements Runs {
       this.sandboxes,
       this.options,
       logger,
-      { auth, agent, session: taken.session, runId, abort, usage },
+      context,
     );
-    this.#active.set(sessionId, { runId, abort, log: run.log });
-    this.#track(run.continue(undefined, { calls, decisions: now.decisions }));
-    logger.info({ agentId: agent.id, calls: calls.length, pausedRunId: waiting.runId }, "run resumed");
-    return { runId, session: taken.session, lastMessageSeq: waiting.seq };
+    this.#active.set(context.session.id, { runId: context.runId, abort: context.abort, log: run.log });
+    return run;
   }
 
   /** The session's pause, read while `runId` holds it (released when the read fails). */
@@ -515,6 +503,16 @@ class BudgetStop extends Error {
   }
 }
 
+/** What one run is for: who asked, the agent, the session it holds, its id, its cancel switch, its usage. */
+type RunContext = {
+  auth: AuthContext;
+  agent: Agent;
+  session: Session;
+  runId: string;
+  abort: AbortController;
+  usage: UsageMeter;
+};
+
 class RunCancelled extends Error {
   constructor(message = "the run was cancelled") {
     super(message);
@@ -584,14 +582,7 @@ class Run {
     sandboxes: Sandboxes,
     private readonly options: RunnerOptions,
     private readonly logger: Logger,
-    context: {
-      auth: AuthContext;
-      agent: Agent;
-      session: Session;
-      runId: string;
-      abort: AbortController;
-      usage: UsageMeter;
-    },
+    context: RunContext,
   ) {
     this.auth = context.auth;
     this.agent = context.agent;
