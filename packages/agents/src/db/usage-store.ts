@@ -1,5 +1,13 @@
 import { type Kysely, sql } from "kysely";
-import type { Budgets, SessionBudgets, UsageFilter, UsageRow, UsageStore, UsageTotals } from "../domain/usage.ts";
+import {
+  type Budgets,
+  EMPTY_USAGE,
+  type SessionBudgets,
+  type UsageFilter,
+  type UsageRow,
+  type UsageStore,
+  type UsageTotals,
+} from "../domain/usage.ts";
 import type { AgentsDB } from "./schema.ts";
 
 /** Usage rows and session budgets in PostgreSQL / PGlite (table usage_records, migration 0008). */
@@ -46,16 +54,7 @@ export class KyselyUsageStore implements UsageStore {
     const sessions = await this.#filtered(orgId, filter)
       .select(sql<string>`count(distinct session_id)`.as("n"))
       .executeTakeFirst();
-    const out: UsageTotals = {
-      inputTokens: 0,
-      outputTokens: 0,
-      modelCalls: 0,
-      toolCalls: 0,
-      cpuMs: 0,
-      wallMs: 0,
-      models: [],
-      sessions: Number(sessions?.n ?? 0),
-    };
+    const out: UsageTotals = { ...EMPTY_USAGE, models: [], sessions: Number(sessions?.n ?? 0) };
     for (const r of rows) {
       const calls = Number(r.calls);
       if (r.kind === "model") {
