@@ -54,6 +54,7 @@ export type AgentInput = {
   toolPermissions?: Readonly<Record<string, string>>;
   /** MCP servers; on update merged by name (an empty url removes one). */
   mcpServers?: readonly McpServerInput[];
+  /** On update merged by name; an entry with an empty inputSchema removes its tool. */
   clientTools?: readonly ClientToolInput[];
   /** Budgets (domain/usage.ts): on create absent or 0 is no limit; on update merged, 0 removing a limit. */
   budgets?: BudgetsInput;
@@ -63,23 +64,7 @@ export type AgentInput = {
   image?: string;
 };
 /** An update: the fields present are set, the others left as they are; tool policies are merged. */
-export type AgentUpdate = {
-  name?: string;
-  slug?: string;
-  model?: string;
-  systemPrompt?: string;
-  toolPermissions?: Readonly<Record<string, string>>;
-  /** MCP servers; on update merged by name (an empty url removes one). */
-  mcpServers?: readonly McpServerInput[];
-  /** Merged by name; an entry with an empty inputSchema removes its tool. */
-  clientTools?: readonly ClientToolInput[];
-  /** Budgets (domain/usage.ts): on create absent or 0 is no limit; on update merged, 0 removing a limit. */
-  budgets?: BudgetsInput;
-  /** Create: absent or empty is no network. Update: present replaces it (empty: none), absent keeps it. */
-  networkPolicy?: NetworkPolicyInput;
-  /** compute's sandbox image; "" (or absent on create) its default; on update absent keeps it. */
-  image?: string;
-};
+export type AgentUpdate = Partial<AgentInput>;
 
 /** The outcome of answering a paused run's calls. */
 export type DecisionsOutcome = {
