@@ -15,17 +15,8 @@ import { authOf } from "./auth.ts";
 export function scheduleService(schedules: Schedules): ServiceImpl<typeof ScheduleService> {
   return {
     async createSchedule(req, ctx) {
-      const { agentId, cron, timeZone, message, target, sessionId, catchUp, enabled } = req;
-      const schedule = await schedules.create(authOf(ctx), {
-        agentId,
-        cron,
-        timeZone,
-        message,
-        target,
-        sessionId,
-        catchUp,
-        enabled,
-      });
+      // The request carries ScheduleInput's fields under the same names; the domain reads only those.
+      const schedule = await schedules.create(authOf(ctx), req);
       return { schedule: scheduleToProto(schedule) };
     },
     async listSchedules(req, ctx) {
