@@ -10,3 +10,4 @@ export {
 export { GuardedPool, POOL_BOUNDS_DEFAULTS, type PoolBounds } from "./pool-guard.ts";
 export { type ChannelHandlers, ChannelListener } from "./listen.ts";
 export { type Migration, migrate } from "./migrate.ts";
+export { PollLoop } from "./poll-loop.ts";

@@ -1,4 +1,5 @@
 import type { JsonObject } from "@bufbuild/protobuf";
+import { PollLoop } from "@platform/db";
 import { type Kysely, sql } from "kysely";
 import type { Logger } from "pino";
 import type { AgentsDB, WebhookRelayTable } from "../db/schema.ts";
@@ -59,9 +60,11 @@ export function webhookEventOf(r: Row) {
  * are tried again after `retryMs`.
  */
 export class WebhookRelay {
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<unknown> | undefined;
-  #stopped = true;
+  readonly #loop = new PollLoop(
+    () => this.runOnce(),
+    () => this.options.intervalMs ?? 1000,
+    (err) => this.logger.warn({ err }, "webhook relay pass failed; retried on the next one"),
+  );
 
   constructor(
     private readonly db: Kysely<AgentsDB>,
@@ -71,28 +74,11 @@ export class WebhookRelay {
   ) {}
 
   start(): void {
-    if (!this.#stopped) return;
-    this.#stopped = false;
-    this.#schedule(0);
+    this.#loop.start();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
-    await this.#running;
-  }
-
-  #schedule(ms: number) {
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
-      this.#running = this.runOnce()
-        .catch((err) => this.logger.warn({ err }, "webhook relay pass failed; retried on the next one"))
-        .finally(() => {
-          this.#running = undefined;
-          if (!this.#stopped) this.#schedule(this.options.intervalMs ?? 1000);
-        });
-    }, ms);
-    this.#timer.unref();
+    await this.#loop.stop();
   }
 
   /** One pass: claims waiting rows, publishes them, deletes what identity took. Returns the number published. */

@@ -1,3 +1,4 @@
+import { PollLoop } from "@platform/db";
 import { type Kysely, sql } from "kysely";
 import { recordAudit } from "../audit/audit-log.ts";
 import type { Clock } from "../auth/auth-context.ts";
@@ -52,9 +53,11 @@ type Claimed = { id: string; webhook_id: string; event_id: string; event_type: s
  * attempt's (attempt_count unchanged).
  */
 export class WebhookDeliveryWorker {
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<unknown> | undefined;
-  #stopped = true;
+  readonly #loop = new PollLoop(
+    () => this.runOnce(),
+    () => this.deps.settings.pollIntervalMs,
+    (err) => this.deps.onError?.(err),
+  );
 
   constructor(
     private readonly deps: {
@@ -73,33 +76,16 @@ export class WebhookDeliveryWorker {
   /** Polls every pollIntervalMs until stop(); `onError` hears of failed passes (the next one retries). */
   start(onError?: (err: unknown) => void): void {
     if (onError) this.deps.onError = onError;
-    if (!this.#stopped) return;
-    this.#stopped = false;
-    this.#schedule(0);
+    this.#loop.start();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
-    await this.#running;
+    await this.#loop.stop();
   }
 
   /** Looks for due deliveries now instead of at the next poll. */
   wake(): void {
-    if (!this.#stopped && !this.#running) this.#schedule(0);
-  }
-
-  #schedule(ms: number) {
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
-      this.#running = this.runOnce()
-        .catch((err) => this.deps.onError?.(err))
-        .finally(() => {
-          this.#running = undefined;
-          if (!this.#stopped) this.#schedule(this.deps.settings.pollIntervalMs);
-        });
-    }, ms);
-    this.#timer.unref();
+    this.#loop.wake();
   }
 
   /** One pass: claims what is due and attempts it. Returns the number attempted. */
