@@ -48,31 +48,23 @@ export class IdempotencyStore {
   async claim(scope: string, key: string, method: string, requestHash: string): Promise<Claim> {
     const now = this.#now;
     const digest = keyDigest(key);
+    // A new key, or one whose row has expired or whose holder's lock lapsed, starts over as this request's.
+    const running = {
+      method,
+      request_hash: requestHash,
+      state: "running" as const,
+      response: null,
+      locked_until: new Date(now.getTime() + this.options.lockMs),
+      expires_at: new Date(now.getTime() + IDEMPOTENCY_WINDOW_MS),
+      created_at: now,
+    };
     const claimed = await this.db
       .insertInto("idempotency_keys")
-      .values({
-        scope,
-        key: digest,
-        method,
-        request_hash: requestHash,
-        state: "running",
-        response: null,
-        locked_until: new Date(now.getTime() + this.options.lockMs),
-        expires_at: new Date(now.getTime() + IDEMPOTENCY_WINDOW_MS),
-        created_at: now,
-      })
+      .values({ scope, key: digest, ...running })
       .onConflict((oc) =>
         oc
           .columns(["scope", "key"])
-          .doUpdateSet({
-            method,
-            request_hash: requestHash,
-            state: "running",
-            response: null,
-            locked_until: new Date(now.getTime() + this.options.lockMs),
-            expires_at: new Date(now.getTime() + IDEMPOTENCY_WINDOW_MS),
-            created_at: now,
-          })
+          .doUpdateSet(running)
           .where((eb) =>
             eb.or([
               eb("idempotency_keys.expires_at", "<=", now),
