@@ -19,6 +19,7 @@ import { computeServiceImpl } from "./server.ts";
 import { ComputeDomain } from "./service/compute-domain.ts";
 import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
 import { KyselyNetworkEventStore } from "./store/kysely-network-event-store.ts";
+import type { NetworkEventStore } from "./store/network-event-store.ts";
 import { EgressProxy } from "./egress/proxy.ts";
 import { createResolver } from "./egress/resolver.ts";
 import { MIGRATIONS_TABLE, migrations } from "./store/migrations.ts";
@@ -41,6 +42,7 @@ export async function createDriver(
   config: ComputeConfig,
   logger: Logger,
   egress?: EgressProxy,
+  networkEvents?: NetworkEventStore,
 ): Promise<SandboxDriver> {
   if (config.driver === "local") {
     return new LocalDriver({
@@ -58,10 +60,14 @@ export async function createDriver(
   }
   const path = "./drivers/kubernetes/index.ts";
   const mod = (await import(path)) as {
-    createKubernetesDriver?: (o: { config: ComputeConfig; logger: Logger }) => Promise<SandboxDriver>;
+    createKubernetesDriver?: (o: {
+      config: ComputeConfig;
+      logger: Logger;
+      networkEvents?: NetworkEventStore;
+    }) => Promise<SandboxDriver>;
   };
   if (!mod.createKubernetesDriver) throw new Error("the kubernetes driver does not export createKubernetesDriver");
-  return mod.createKubernetesDriver({ config, logger });
+  return mod.createKubernetesDriver({ config, logger, networkEvents });
 }
 
 /**
@@ -119,7 +125,7 @@ export async function createComputeApp(
           logger,
         })
       : undefined;
-  const driver = overrides.driver ?? (await createDriver(config, logger, egress));
+  const driver = overrides.driver ?? (await createDriver(config, logger, egress, networkEvents));
   const domain = new ComputeDomain({
     driver,
     store: new KyselySandboxStore(database),

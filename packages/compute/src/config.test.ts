@@ -1,4 +1,8 @@
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import { ConfigError, loadConfig } from "./config.ts";
 
@@ -60,4 +64,26 @@ test("COMPUTE_IDLE_PAUSE_SECONDS: 5 minutes by default, seconds, off or 0 disabl
       v,
     );
   }
+});
+
+test("the Kubernetes egress proxy: address and key file go together; a bad address or a short key is refused", () => {
+  const dir = mkdtempSync(join(tmpdir(), "compute-egress-key-"));
+  const good = join(dir, "key");
+  const short = join(dir, "short");
+  writeFileSync(good, randomBytes(32));
+  writeFileSync(short, randomBytes(31));
+  const c = loadConfig({ COMPUTE_EGRESS_PROXY_ADDRESS: "egress-proxy:3128", COMPUTE_EGRESS_PROXY_KEY_FILE: good });
+  assert.equal(c.egressProxyAddress, "egress-proxy:3128");
+  assert.equal(c.egressProxyKey?.length, 32);
+  assert.equal(loadConfig({}).egressProxyKey, undefined);
+  for (const env of [
+    { COMPUTE_EGRESS_PROXY_ADDRESS: "egress-proxy:3128" },
+    { COMPUTE_EGRESS_PROXY_KEY_FILE: good },
+    { COMPUTE_EGRESS_PROXY_ADDRESS: "egress-proxy", COMPUTE_EGRESS_PROXY_KEY_FILE: good },
+    { COMPUTE_EGRESS_PROXY_ADDRESS: "egress-proxy:70000", COMPUTE_EGRESS_PROXY_KEY_FILE: good },
+    { COMPUTE_EGRESS_PROXY_ADDRESS: "egress-proxy:3128", COMPUTE_EGRESS_PROXY_KEY_FILE: short },
+    { COMPUTE_EGRESS_PROXY_ADDRESS: "egress-proxy:3128", COMPUTE_EGRESS_PROXY_KEY_FILE: join(dir, "missing") },
+  ])
+    assert.throws(() => loadConfig(env), ConfigError, JSON.stringify(env));
+  rmSync(dir, { recursive: true });
 });

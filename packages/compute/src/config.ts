@@ -18,6 +18,7 @@ import {
 import { metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
 import { LIMITS } from "./service/limits.ts";
 import { workspaceSizeBytes } from "./service/workspace-size.ts";
+import { proxyKeyFile } from "./egress/key-setting.ts";
 import { parseHostsSetting } from "./egress/resolver.ts";
 
 export { ConfigError };
@@ -63,6 +64,10 @@ export interface ComputeConfig {
   egressDnsServers: string[];
   /** COMPUTE_EGRESS_PROTECTED_PORTS: never reachable on the host's own addresses. */
   egressProtectedPorts: number[];
+  /** Kubernetes driver: COMPUTE_EGRESS_PROXY_ADDRESS, `host:port` of the egress proxy's Service. */
+  egressProxyAddress?: string;
+  /** Kubernetes driver: COMPUTE_EGRESS_PROXY_KEY_FILE's key (sandboxes' proxy credentials). */
+  egressProxyKey?: Buffer;
   /** METRICS_TOKEN: the bearer token of GET /metrics; unset: not served. */
   metricsToken?: string;
   logLevel: string;
@@ -200,6 +205,18 @@ export const COMPUTE_SETTINGS = {
       return ports;
     },
   }),
+  egressProxyAddress: custom("COMPUTE_EGRESS_PROXY_ADDRESS", {
+    shown: "unset",
+    doc: "kubernetes driver: `host:port` of the egress proxy's Service as sandbox pods reach it (the manifests: `egress-proxy:3128`); with `COMPUTE_EGRESS_PROXY_KEY_FILE`, sandboxes may have a network policy; unset: a policy is FAILED_PRECONDITION",
+    read: (env) => {
+      const v = raw(env, "COMPUTE_EGRESS_PROXY_ADDRESS");
+      if (v === undefined) return undefined;
+      if (!/^[A-Za-z0-9.-]{1,253}:\d{1,5}$/.test(v) || Number(v.split(":")[1]) > 65535)
+        throw new ConfigError("COMPUTE_EGRESS_PROXY_ADDRESS", `COMPUTE_EGRESS_PROXY_ADDRESS: "${v}" is not host:port`);
+      return v;
+    },
+  }),
+  egressProxyKey: proxyKeyFile("COMPUTE_EGRESS_PROXY_KEY_FILE", false),
   metricsToken: metricsTokenSetting(
     "bearer token a scraper must present for `GET /metrics` (Prometheus text format) on `COMPUTE_PORT`, which also asks for a client certificate of the platform CA (any service's, e.g. `operator`); at least 32 characters; unset: `/metrics` is not served (404)",
   ),
@@ -210,6 +227,11 @@ export const COMPUTE_SETTINGS = {
 /** Reads and validates the compute service's environment once, at start-up. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig {
   const s = readSettings(COMPUTE_SETTINGS, env);
+  if ((s.egressProxyAddress === undefined) !== (s.egressProxyKey === undefined))
+    throw new ConfigError(
+      "COMPUTE_EGRESS_PROXY_ADDRESS",
+      "COMPUTE_EGRESS_PROXY_ADDRESS and COMPUTE_EGRESS_PROXY_KEY_FILE go together (one is set without the other)",
+    );
   return {
     port: s.port,
     host: s.host,
@@ -232,6 +254,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     egressHosts: s.egressHosts,
     egressDnsServers: s.egressDnsServers,
     egressProtectedPorts: [...new Set([...s.egressProtectedPorts, s.port].filter((p) => p > 0))],
+    egressProxyAddress: s.egressProxyAddress,
+    egressProxyKey: s.egressProxyKey,
     metricsToken: s.metricsToken,
     logLevel: s.logLevel,
     otelEndpoint: s.otelEndpoint,

@@ -20,8 +20,8 @@ export type DenyReason =
 export type Decision = { allowed: true; address: string } | { allowed: false; reason: DenyReason; address: string };
 
 export interface EgressProxyOptions {
-  /** Where the per-sandbox unix sockets are made (short: sun_path holds 107 bytes). */
-  socketDir: string;
+  /** Where the per-sandbox unix sockets are made (short: sun_path holds 107 bytes); absent: listenShared only. */
+  socketDir?: string;
   resolver: EgressResolver;
   /** Ports of the host's own services, never reachable on any address of the host, whatever the policy. */
   protectedPorts: number[];
@@ -43,6 +43,8 @@ export const PROXY_LIMITS = {
   maxConnectionsPerSandbox: 256,
   handshakeTimeoutMs: 30_000,
   maxEventsPerSandbox: 100_000,
+  /** The shared listener (Kubernetes): connections open before they name their sandbox. */
+  maxUnidentified: 1024,
 };
 
 interface Attached {
@@ -65,6 +67,16 @@ interface Attached {
 const HEAD_MAX = 64 * 1024;
 
 /**
+ * Who a connection to the shared listener is, from the credential it
+ * presents (HTTP Proxy-Authorization Basic, or SOCKS5 username/password):
+ * its sandbox and that sandbox's policy now, or undefined (refused).
+ */
+export type EgressIdentify = (
+  username: string,
+  password: string,
+) => Promise<{ sandboxId: string; policy: NetworkPolicy | undefined } | undefined>;
+
+/**
  * The egress proxy: one unix socket per sandbox with a policy, each
  * speaking HTTP (CONNECT and absolute-URI forwarding) and SOCKS5 (told
  * apart by the first byte). It resolves names itself, checks the name and
@@ -77,14 +89,18 @@ export class EgressProxy {
   private readonly log?: Logger;
   private readonly listeners = new Set<(event: NetworkEventRecord) => void>();
   private readonly limits: typeof PROXY_LIMITS;
+  private readonly shared = new Set<Server>();
+  /** Shared-listener connections not yet identified (bounded: they hold no sandbox's budget yet). */
+  private readonly unidentified = new Set<Socket>();
 
   constructor(private readonly options: EgressProxyOptions) {
     this.log = options.logger;
     this.limits = { ...PROXY_LIMITS, ...options.limits };
-    fs.mkdirSync(options.socketDir, { recursive: true, mode: 0o700 });
+    if (options.socketDir) fs.mkdirSync(options.socketDir, { recursive: true, mode: 0o700 });
   }
 
   socketPath(sandboxId: string): string {
+    if (!this.options.socketDir) throw new Error("this egress proxy has no socket directory");
     return join(this.options.socketDir, `${sandboxId}.sock`);
   }
 
@@ -157,7 +173,32 @@ export class EgressProxy {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.sandboxes.keys()].map((id) => this.detach(id)));
+    const shared = [...this.shared];
+    this.shared.clear();
+    for (const s of this.unidentified) s.destroy();
+    await Promise.all([
+      ...[...this.sandboxes.keys()].map((id) => this.detach(id)),
+      ...shared.map((server) => new Promise<void>((r) => server.close(() => r()))),
+    ]);
+  }
+
+  /**
+   * One TCP listener for every sandbox (the Kubernetes egress proxy): each
+   * connection names its sandbox with a credential before anything else,
+   * and the policy `identify` returns applies to it. A connection without a
+   * valid credential is refused and recorded nowhere (it has no sandbox).
+   */
+  async listenShared(options: { host: string; port: number; identify: EgressIdentify }): Promise<Server> {
+    const server = createServer((socket) => this.serveShared(socket, options.identify));
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(options.port, options.host, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+    this.shared.add(server);
+    return server;
   }
 
   /** The policy decision for one destination: the name, then each resolved address in turn. */
@@ -223,12 +264,12 @@ export class EgressProxy {
     return e;
   }
 
-  private serve(sandboxId: string, entry: Attached, client: Socket): void {
-    client.on("error", () => {});
+  /** Counts the connection against its sandbox's bound; false (and closed) beyond it. */
+  private admit(sandboxId: string, entry: Attached, client: Socket): boolean {
     if (entry.clients >= this.limits.maxConnectionsPerSandbox) {
       this.log?.debug({ sandboxId }, "egress connection refused: too many open");
       client.destroy();
-      return;
+      return false;
     }
     entry.clients++;
     entry.open.add(client);
@@ -236,6 +277,67 @@ export class EgressProxy {
       entry.clients--;
       entry.open.delete(client);
     });
+    return true;
+  }
+
+  private serveShared(client: Socket, identify: EgressIdentify): void {
+    client.on("error", () => {});
+    if (this.unidentified.size >= this.limits.maxUnidentified) {
+      client.destroy();
+      return;
+    }
+    this.unidentified.add(client);
+    client.on("close", () => this.unidentified.delete(client));
+    client.setNoDelay(true);
+    client.setTimeout(this.limits.handshakeTimeoutMs, () => client.destroy());
+    const reader = new StreamReader(client);
+    const started = performance.now();
+    const who = async (user: string, password: string) => {
+      const id = await identify(user, password);
+      this.unidentified.delete(client);
+      if (!id) return undefined;
+      const entry = this.entry(id.sandboxId);
+      entry.policy = id.policy;
+      await entry.ready;
+      return this.admit(id.sandboxId, entry, client) ? { sandboxId: id.sandboxId, entry } : undefined;
+    };
+    void (async () => {
+      if ((await reader.peek()) === 5) {
+        const [, nMethods = 0] = await reader.read(2);
+        const methods = await reader.read(nMethods);
+        // Only username/password (RFC 1929): no credential, no sandbox.
+        if (!methods.includes(2)) return void client.end(Buffer.from([5, 0xff]));
+        client.write(Buffer.from([5, 2]));
+        const [, ulen = 0] = await reader.read(2);
+        const user = (await reader.read(ulen)).toString("latin1");
+        const [plen = 0] = await reader.read(1);
+        const password = (await reader.read(plen)).toString("latin1");
+        const found = await who(user, password);
+        if (!found) return void client.end(Buffer.from([1, 1]));
+        client.write(Buffer.from([1, 0]));
+        return this.socks5(found.sandboxId, found.entry, client, reader, started, true);
+      }
+      const head = (await reader.readUntil("\r\n\r\n", HEAD_MAX)).toString("latin1");
+      const auth = /^proxy-authorization:[ \t]*basic[ \t]+([A-Za-z0-9+/=]+)[ \t]*\r?$/im.exec(head)?.[1];
+      const decoded = auth ? Buffer.from(auth, "base64").toString("latin1") : "";
+      const colon = decoded.indexOf(":");
+      const found = colon > 0 ? await who(decoded.slice(0, colon), decoded.slice(colon + 1)) : undefined;
+      if (!found) {
+        const body = "egress proxy: a sandbox credential is required\n";
+        return void client.end(
+          `HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="sandbox-egress"\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      }
+      return this.httpRequest(found.sandboxId, found.entry, client, reader, head, started);
+    })().catch((err) => {
+      this.log?.debug({ err }, "egress handshake failed");
+      client.destroy();
+    });
+  }
+
+  private serve(sandboxId: string, entry: Attached, client: Socket): void {
+    client.on("error", () => {});
+    if (!this.admit(sandboxId, entry, client)) return;
     client.setNoDelay(true);
     // Until it says where it goes; the relay clears it (a quiet tunnel is the client's business).
     client.setTimeout(this.limits.handshakeTimeoutMs, () => client.destroy());
@@ -250,6 +352,18 @@ export class EgressProxy {
     const started = performance.now();
     if ((await reader.peek()) === 5) return this.socks5(sandboxId, entry, client, reader, started);
     const head = (await reader.readUntil("\r\n\r\n", HEAD_MAX)).toString("latin1");
+    return this.httpRequest(sandboxId, entry, client, reader, head, started);
+  }
+
+  /** An HTTP proxy request whose head is read: CONNECT or an absolute-URI request. */
+  private async httpRequest(
+    sandboxId: string,
+    entry: Attached,
+    client: Socket,
+    reader: StreamReader,
+    head: string,
+    started: number,
+  ): Promise<void> {
     const lines = head.split("\r\n");
     const [method = "", target = "", version = ""] = (lines[0] ?? "").split(" ");
     if (method.toUpperCase() === "CONNECT") {
@@ -342,14 +456,17 @@ export class EgressProxy {
     client: Socket,
     reader: StreamReader,
     started: number,
+    greeted = false,
   ): Promise<void> {
-    const [, nMethods = 0] = await reader.read(2);
-    const methods = await reader.read(nMethods);
-    if (!methods.includes(0)) {
-      client.end(Buffer.from([5, 0xff]));
-      return;
+    if (!greeted) {
+      const [, nMethods = 0] = await reader.read(2);
+      const methods = await reader.read(nMethods);
+      if (!methods.includes(0)) {
+        client.end(Buffer.from([5, 0xff]));
+        return;
+      }
+      client.write(Buffer.from([5, 0]));
     }
-    client.write(Buffer.from([5, 0]));
     const [ver, cmd, , atyp] = await reader.read(4);
     let host: string;
     if (atyp === 1) host = [...(await reader.read(4))].join(".");

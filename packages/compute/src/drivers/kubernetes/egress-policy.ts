@@ -7,6 +7,8 @@ import { Label, MANAGED_BY, podName } from "./objects.ts";
 /** The label of the egress proxy's pods (its own Deployment). */
 export const EGRESS_PROXY_LABELS = { "app.kubernetes.io/name": "egress-proxy" } as const;
 
+export const egressPolicyName = (sandboxId: string) => `${podName(sandboxId)}-egress`;
+
 /**
  * Selects exactly the sandbox's pod (by its sandbox-id label); no ingress;
  * egress only to the egress proxy's pods on TCP 3128. No DNS (the proxy
@@ -20,7 +22,7 @@ export function buildEgressPolicy(sandboxId: string): V1NetworkPolicy {
     apiVersion: "networking.k8s.io/v1",
     kind: "NetworkPolicy",
     metadata: {
-      name: `${podName(sandboxId)}-egress`,
+      name: egressPolicyName(sandboxId),
       labels: { [Label.managedBy]: MANAGED_BY, [Label.component]: "sandbox", [Label.sandboxId]: sandboxId },
     },
     spec: {

@@ -1,6 +1,10 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import type { SandboxDriver } from "../../driver.ts";
+import type { NetworkEventStore } from "../../store/network-event-store.ts";
 import { KubernetesDriver } from "./kubernetes-driver.ts";
+
+const totals = (events: NetworkEventStore | undefined, id: string) =>
+  events ? events.totals(id) : Promise.resolve({ egressBytes: 0, ingressBytes: 0 });
 
 export { KubernetesDriver, type KubernetesDriverOptions, parseContainerUsage } from "./kubernetes-driver.ts";
 export { buildClaim, buildPod, claimName, observePod, podName } from "./objects.ts";
@@ -12,11 +16,15 @@ export { buildClaim, buildPod, claimName, observePod, podName } from "./objects.
  * sandboxes' uid from the settings (parsed into the config at start-up).
  */
 export async function createKubernetesDriver(options: {
+  /** compute's network events (the egress proxy writes them): the sandboxes' network usage. */
+  networkEvents?: NetworkEventStore;
   config: {
     pvcStorageClass: string;
     pvcWorkspaceSize: string;
     kubernetesNamespace?: string;
     sandboxRunAsUser?: number;
+    egressProxyAddress?: string;
+    egressProxyKey?: Buffer;
   };
 }): Promise<SandboxDriver> {
   const kubeConfig = new KubeConfig();
@@ -31,5 +39,9 @@ export async function createKubernetesDriver(options: {
     runAsUser: options.config.sandboxRunAsUser,
     defaultStorageClass: options.config.pvcStorageClass,
     defaultSize: options.config.pvcWorkspaceSize,
+    ...(options.config.egressProxyAddress && options.config.egressProxyKey
+      ? { egress: { address: options.config.egressProxyAddress, key: options.config.egressProxyKey } }
+      : {}),
+    ...(options.networkEvents ? { networkTotals: (id: string) => totals(options.networkEvents, id) } : {}),
   });
 }

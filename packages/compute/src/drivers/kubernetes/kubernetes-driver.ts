@@ -6,7 +6,15 @@
 // next sandbox clears the mark; collectGarbage deletes the PVCs whose mark has
 // passed.
 import { randomBytes } from "node:crypto";
-import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
+import {
+  CoreV1Api,
+  type KubeConfig,
+  NetworkingV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import type { NetworkPolicy } from "@platform/network-policy";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import {
   DELETE_AFTER_KEY,
@@ -40,6 +48,7 @@ import {
   workspaceLabel,
 } from "./objects.ts";
 import { PodExec, type PodExecTarget } from "./pod-exec.ts";
+import { buildEgressPolicy, egressPolicyName } from "./egress-policy.ts";
 import { cleanWorkspacePath } from "../../paths.ts";
 import { workspaceSizeBytes } from "../../service/workspace-size.ts";
 import { CONTAINER_USAGE, FILES, KILL, RUN } from "./scripts.ts";
@@ -53,6 +62,18 @@ export interface KubernetesDriverOptions extends Partial<PodOptions> {
   killGraceMs?: number;
   /** How often pods are polled for phase changes. Default 1000 ms. */
   pollIntervalMs?: number;
+  /**
+   * The egress proxy's Service (`host:port`) and the key of the sandboxes'
+   * proxy credentials (issue 21). Absent: no sandbox network (the driver has
+   * no setNetworkPolicy, so a policy is FAILED_PRECONDITION).
+   */
+  egress?: { address: string; key: Buffer };
+  /**
+   * The bytes the egress proxy relayed for a sandbox (its recorded
+   * connections: compute's network events, which the proxy writes), added to
+   * its usage. Absent: network usage stays 0.
+   */
+  networkTotals?: (sandboxId: string) => Promise<{ egressBytes: number; ingressBytes: number }>;
 }
 
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
@@ -125,6 +146,8 @@ export function parseContainerUsage(text: string): Partial<Usage> {
 export class KubernetesDriver implements SandboxDriver {
   readonly name = "kubernetes";
   private readonly core: CoreV1Api;
+  private readonly net: NetworkingV1Api;
+  private readonly networkTotals?: KubernetesDriverOptions["networkTotals"];
   private readonly kc: KubeConfig;
   private readonly namespace: string;
   private readonly pod: PodOptions;
@@ -156,7 +179,42 @@ export class KubernetesDriver implements SandboxDriver {
       defaultStorageClass: options.defaultStorageClass ?? "",
       defaultSize: options.defaultSize ?? "5Gi",
       tmpSize: options.tmpSize ?? "1Gi",
+      ...(options.egress ? { egress: options.egress } : {}),
     };
+    this.net = options.kubeConfig.makeApiClient(NetworkingV1Api);
+    this.networkTotals = options.networkTotals;
+    if (options.egress) this.setNetworkPolicy = (id, policy) => this.applyNetworkPolicy(id, policy);
+  }
+
+  /**
+   * Replaces a sandbox's policy: the egress proxy reads the policy itself
+   * from compute's records on each connection (the domain stores it), so
+   * here only the sandbox's NetworkPolicy follows: made when it has a policy
+   * (its one way out, to the proxy), deleted when it has none (no way out).
+   */
+  setNetworkPolicy?: (sandboxId: string, policy: NetworkPolicy | undefined) => Promise<void>;
+
+  private async applyNetworkPolicy(sandboxId: string, policy: NetworkPolicy | undefined): Promise<void> {
+    const k = this.known.get(sandboxId);
+    if (k?.spec) k.spec = { ...k.spec, networkPolicy: policy };
+    if (policy) await this.ensureEgressPolicy(sandboxId);
+    else await this.deleteEgressPolicy(sandboxId);
+  }
+
+  private async ensureEgressPolicy(sandboxId: string): Promise<void> {
+    await this.net
+      .createNamespacedNetworkPolicy({ namespace: this.namespace, body: buildEgressPolicy(sandboxId) })
+      .catch((err) => {
+        if (apiCode(err) !== 409) throw PlatformError.internal("network policy creation failed", err);
+      });
+  }
+
+  private async deleteEgressPolicy(sandboxId: string): Promise<void> {
+    await this.net
+      .deleteNamespacedNetworkPolicy({ name: egressPolicyName(sandboxId), namespace: this.namespace })
+      .catch((err) => {
+        if (apiCode(err) !== 404) throw PlatformError.internal("orchestrator call failed", err);
+      });
   }
 
   // ---- lifecycle -----------------------------------------------------------
@@ -167,6 +225,8 @@ export class KubernetesDriver implements SandboxDriver {
     const claim = claimName(spec.tenantId, spec.sessionId);
     this.known.set(spec.sandboxId, { mountPath: spec.workspace.mountPath, claim, usage: zeroUsage(), spec });
     try {
+      // Its way out exists before its pod does (without it the pod reaches nothing; the order only avoids a first refusal).
+      if (spec.networkPolicy && this.pod.egress) await this.ensureEgressPolicy(spec.sandboxId);
       await this.claims.run(claim, async () => {
         await this.ensureClaim(spec, claim);
         await this.core.createNamespacedPod({ namespace: this.namespace, body: buildPod(spec, this.pod) });
@@ -257,6 +317,11 @@ export class KubernetesDriver implements SandboxDriver {
     const carried = this.known.get(sandboxId)?.carried;
     const keys = ["cpuMs", "memoryPeakBytes", "diskReadBytes", "diskWriteBytes"] as const;
     if (carried) for (const key of keys) if (carried[key] > base[key]) base[key] = carried[key];
+    const net = await this.networkTotals?.(sandboxId).catch(() => undefined);
+    if (net) {
+      base.networkEgressBytes = Math.max(base.networkEgressBytes, net.egressBytes);
+      base.networkIngressBytes = Math.max(base.networkIngressBytes, net.ingressBytes);
+    }
     if (o.phase !== "ready") return base;
     try {
       const r = await PodExec.run(this.kc, this.target(sandboxId), ["/bin/sh", "-c", CONTAINER_USAGE]);
@@ -397,6 +462,8 @@ export class KubernetesDriver implements SandboxDriver {
           if (apiCode(err) !== 404) throw PlatformError.internal("orchestrator call failed", err);
         });
     }
+    // After the pod: a pod still terminating keeps its way out to its last byte, never a wider one.
+    if (this.pod.egress) await this.deleteEgressPolicy(sandboxId);
     if (claim?.metadata?.name) {
       const annotations: Record<string, string | null> = {
         [destroyedKey(sandboxId)]: JSON.stringify(total),

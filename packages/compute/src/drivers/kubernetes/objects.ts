@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
 import type { SandboxObservation, SandboxSpec } from "../../driver.ts";
 import { isUuid } from "@platform/errors";
+import { sharedProxyEnv } from "../../egress/credentials.ts";
 
 export const CONTAINER = "sandbox";
 export const MANAGED_BY = "compute";
@@ -62,6 +63,24 @@ export interface PodOptions {
   defaultSize: string;
   /** Size limit of the /tmp emptyDir. */
   tmpSize: string;
+  /**
+   * The egress proxy (issue 21): every pod gets its variables with the
+   * sandbox's own credential; only a sandbox with a policy also gets the
+   * NetworkPolicy that lets it reach the proxy (egress-policy.ts).
+   */
+  egress?: { address: string; key: Buffer };
+}
+
+function proxyVariables(sandboxId: string, o: PodOptions): { name: string; value: string }[] {
+  if (!o.egress) return [];
+  const i = o.egress.address.lastIndexOf(":");
+  const env = sharedProxyEnv(
+    o.egress.address.slice(0, i),
+    Number(o.egress.address.slice(i + 1)),
+    sandboxId,
+    o.egress.key,
+  );
+  return Object.entries(env).map(([name, value]) => ({ name, value }));
 }
 
 function labels(spec: SandboxSpec): Record<string, string> {
@@ -125,7 +144,7 @@ export function buildPod(spec: SandboxSpec, o: PodOptions, now = new Date()): V1
           // PID 1 only keeps the pod alive; commands arrive through exec.
           command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"],
           workingDir: spec.workspace.mountPath,
-          env: [{ name: "HOME", value: "/tmp" }],
+          env: [{ name: "HOME", value: "/tmp" }, ...proxyVariables(spec.sandboxId, o)],
           resources: { requests: resources, limits: resources },
           securityContext: {
             allowPrivilegeEscalation: false,

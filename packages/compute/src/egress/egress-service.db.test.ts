@@ -1,0 +1,204 @@
+// The egress proxy as its own service (Kubernetes, issue 21 step 6), started
+// on 127.0.0.1 against compute's database (PostgreSQL and PGlite): each
+// connection names its sandbox with the credential of its proxy URL, the
+// sandbox's policy is read from its record at that moment, and events and
+// bytes land where ListNetworkEvents and usage read them. Clients are curl
+// and Python's urllib with the variables a Kubernetes sandbox gets; the
+// "internet" is two HTTP servers on loopback (reachable only because the
+// policy lists 127.0.0.1/32 with their ports). No traffic leaves the machine.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { randomBytes, randomUUID } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import { connect } from "node:net";
+import { after, before, test } from "node:test";
+import type { Database } from "@platform/db";
+import { createTestDatabase } from "@platform/db/testing";
+import { type NetworkPolicy, validateNetworkPolicy } from "@platform/network-policy";
+import { runMigrations } from "../app.ts";
+import { KyselyNetworkEventStore } from "../store/kysely-network-event-store.ts";
+import { KyselySandboxStore } from "../store/kysely-sandbox-store.ts";
+import { proxyPassword, sharedProxyEnv } from "./credentials.ts";
+import { createResolver } from "./resolver.ts";
+import { startEgressService } from "./service.ts";
+
+let database: Database<unknown>;
+let store: KyselySandboxStore;
+let events: KyselyNetworkEventStore;
+let service: Awaited<ReturnType<typeof startEgressService>>;
+let upA: Server;
+let upB: Server;
+let portA = 0;
+let portB = 0;
+const key = randomBytes(32);
+const sandboxA = randomUUID();
+const sandboxB = randomUUID();
+
+function listen(name: string): Promise<[Server, number]> {
+  const s = createServer((_req, res) => res.end(`hello from ${name}\n`));
+  return new Promise((r) => s.listen(0, "127.0.0.1", () => r([s, (s.address() as { port: number }).port])));
+}
+
+async function insert(id: string, policy: NetworkPolicy | null): Promise<void> {
+  const now = new Date();
+  await store.insert({
+    id,
+    tenantId: randomUUID(),
+    sessionId: randomUUID(),
+    image: "i",
+    storageClass: "",
+    workspaceSize: "5Gi",
+    mountPath: "/workspace",
+    cpuMillis: 1000,
+    memoryBytes: 1 << 30,
+    maxRuntimeMs: 60_000,
+    idleTimeoutMs: 0,
+    pausedMs: 0,
+    pausedAt: null,
+    status: "READY",
+    failureReason: null,
+    driver: "kubernetes",
+    createdAt: now,
+    updatedAt: now,
+    destroyedAt: null,
+    totalUsage: null,
+    networkPolicy: policy,
+  });
+}
+
+const only = (port: number) =>
+  validateNetworkPolicy({ allowedDomains: ["allowed.test"], allowedCidrs: [{ cidr: "127.0.0.1/32", ports: [port] }] });
+
+function run(cmd: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      "env",
+      ["-i", "PATH=/usr/bin:/bin", ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...cmd],
+      { timeout: 60_000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const envOf = (id: string) => sharedProxyEnv("127.0.0.1", service.port, id, key);
+const curl = (id: string, ...args: string[]) => run(["curl", "-sS", "--max-time", "20", ...args], envOf(id));
+const eventsOf = async (id: string) => {
+  await service.proxy.settled(id);
+  return events.list(id, 0, 1000);
+};
+
+/** A raw exchange with the proxy: what it answers to `request` before it closes. */
+function raw(request: Buffer | string): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const s = connect(service.port, "127.0.0.1");
+    const chunks: Buffer[] = [];
+    s.on("data", (d) => chunks.push(d));
+    s.on("error", reject);
+    s.on("close", () => resolve(Buffer.concat(chunks)));
+    // Not half-closed: a client waits for the answer (the server closes).
+    s.write(request);
+  });
+}
+
+before(async () => {
+  database = await createTestDatabase<unknown>();
+  await runMigrations(database);
+  store = new KyselySandboxStore(database);
+  events = new KyselyNetworkEventStore(database);
+  [upA, portA] = await listen("A");
+  [upB, portB] = await listen("B");
+  await insert(sandboxA, only(portA));
+  await insert(sandboxB, null);
+  service = await startEgressService({
+    host: "127.0.0.1",
+    port: 0,
+    key,
+    sandboxes: store,
+    events,
+    resolver: createResolver({ hosts: new Map([["allowed.test", ["127.0.0.1"]]]) }),
+    protectedPorts: [5432],
+  });
+});
+
+after(async () => {
+  await service?.close();
+  upA?.close();
+  upB?.close();
+  await database?.close();
+});
+
+test("a connection identified as sandbox A gets A's policy: allowed with curl (HTTP and SOCKS5) and urllib, denied elsewhere, all recorded with bytes", async () => {
+  const ok = await curl(sandboxA, `http://allowed.test:${portA}/`);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.equal(ok.stdout, "hello from A\n");
+  const socks = await curl(sandboxA, "--proxy", envOf(sandboxA).ALL_PROXY as string, `http://allowed.test:${portA}/`);
+  assert.equal(socks.stdout, "hello from A\n", socks.stderr);
+  const py = await run(
+    [
+      "python3",
+      "-c",
+      `import urllib.request;print(urllib.request.urlopen("http://allowed.test:${portA}/").read().decode(),end="")`,
+    ],
+    envOf(sandboxA),
+  );
+  assert.equal(py.stdout, "hello from A\n", py.stderr);
+  const denied = await curl(sandboxA, "-o", "/dev/null", "-w", "%{http_code}", `http://allowed.test:${portB}/`);
+  assert.equal(denied.stdout, "403");
+  const list = await eventsOf(sandboxA);
+  assert.deepEqual(
+    list.map((e) => [e.protocol, e.port, e.allowed, e.reason]),
+    [
+      ["http", portA, true, ""],
+      ["socks5", portA, true, ""],
+      ["http", portA, true, ""],
+      ["http", portB, false, "private_address"],
+    ],
+  );
+  assert.ok(list[0] && list[0].ingressBytes > 13 && list[0].egressBytes > 0, JSON.stringify(list[0]));
+  const totals = await events.totals(sandboxA);
+  assert.ok(totals.ingressBytes > 3 * 13 && totals.egressBytes > 0);
+});
+
+test("sandbox B's own credential gets B's policy (none: everything denied, recorded under B, not A)", async () => {
+  const before = (await eventsOf(sandboxA)).length;
+  const r = await curl(sandboxB, "-o", "/dev/null", "-w", "%{http_code}", `http://allowed.test:${portA}/`);
+  assert.equal(r.stdout, "403");
+  assert.deepEqual(
+    (await eventsOf(sandboxB)).map((e) => [e.allowed, e.reason]),
+    [[false, "not_allowed"]],
+  );
+  assert.equal((await eventsOf(sandboxA)).length, before);
+});
+
+test("no credential, another sandbox's password, an unknown or destroyed sandbox: 407 / SOCKS5 refusal, nothing relayed", async () => {
+  const target = `http://allowed.test:${portA}/`;
+  const get = (auth?: string) =>
+    raw(
+      `GET ${target} HTTP/1.1\r\nHost: allowed.test\r\n${auth ? `Proxy-Authorization: Basic ${Buffer.from(auth).toString("base64")}\r\n` : ""}\r\n`,
+    ).then((b) => b.toString("latin1"));
+  assert.match(await get(), /^HTTP\/1\.1 407 /);
+  assert.match(await get(`${sandboxA}:${proxyPassword(key, sandboxB)}`), /^HTTP\/1\.1 407 /);
+  assert.match(await get(`${sandboxA}:${proxyPassword(randomBytes(32), sandboxA)}`), /^HTTP\/1\.1 407 /);
+  const unknown = randomUUID();
+  assert.match(await get(`${unknown}:${proxyPassword(key, unknown)}`), /^HTTP\/1\.1 407 /);
+  // SOCKS5 without username/password: no acceptable method.
+  assert.deepEqual([...(await raw(Buffer.from([5, 1, 0])))], [5, 0xff]);
+  // SOCKS5 with A's name and B's password: the sub-negotiation fails.
+  const user = Buffer.from(sandboxA);
+  const pass = Buffer.from(proxyPassword(key, sandboxB));
+  const sub = Buffer.concat([Buffer.from([5, 1, 2, 1, user.length]), user, Buffer.from([pass.length]), pass]);
+  assert.deepEqual([...(await raw(sub))], [5, 2, 1, 1]);
+  // A destroyed sandbox's credential stops working.
+  await store.transition(sandboxB, "DESTROYED", { destroyedAt: new Date() } as never);
+  assert.match(await get(`${sandboxB}:${proxyPassword(key, sandboxB)}`), /^HTTP\/1\.1 407 /);
+  // A's events did not grow with any of these.
+  assert.equal((await eventsOf(sandboxA)).length, 4);
+});
+
+test("UpdateNetworkPolicy's stored policy applies to A's next connection", async () => {
+  await store.setNetworkPolicy(sandboxA, only(portB));
+  const b = await curl(sandboxA, `http://allowed.test:${portB}/`);
+  assert.equal(b.stdout, "hello from B\n", b.stderr);
+  const a = await curl(sandboxA, "-o", "/dev/null", "-w", "%{http_code}", `http://allowed.test:${portA}/`);
+  assert.equal(a.stdout, "403");
+});

@@ -1,0 +1,46 @@
+// The egress proxy's process (Kubernetes: the egress-proxy Deployment).
+import { listSettingsIfAsked } from "@platform/config";
+import { openDatabase } from "@platform/db";
+import { pino } from "pino";
+import { ConfigError } from "../config.ts";
+import { KyselyNetworkEventStore } from "../store/kysely-network-event-store.ts";
+import { KyselySandboxStore } from "../store/kysely-sandbox-store.ts";
+import { EGRESS_PROXY_SETTINGS, loadEgressProxyConfig } from "./config.ts";
+import { createResolver } from "./resolver.ts";
+import { startEgressService } from "./service.ts";
+
+listSettingsIfAsked(EGRESS_PROXY_SETTINGS);
+
+let config: ReturnType<typeof loadEgressProxyConfig>;
+try {
+  config = loadEgressProxyConfig();
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(`egress-proxy: invalid configuration: ${err.message}`);
+    process.exit(2);
+  }
+  throw err;
+}
+const logger = pino({ name: "egress-proxy", level: config.logLevel });
+// compute owns the schema (it runs the migrations); the proxy only reads records and appends events.
+const database = await openDatabase<unknown>({ url: config.databaseUrl });
+const service = await startEgressService({
+  host: config.host,
+  port: config.port,
+  key: config.key,
+  sandboxes: new KyselySandboxStore(database),
+  events: new KyselyNetworkEventStore(database),
+  resolver: createResolver({ hosts: config.egressHosts, servers: config.egressDnsServers }),
+  protectedPorts: config.egressProtectedPorts,
+  logger,
+});
+logger.info({ host: config.host, port: service.port }, "egress proxy listening");
+
+const shutdown = async (signal: string) => {
+  logger.info({ signal }, "shutting down");
+  await service.close();
+  await database.close();
+  process.exit(0);
+};
+process.once("SIGTERM", () => void shutdown("SIGTERM"));
+process.once("SIGINT", () => void shutdown("SIGINT"));
