@@ -4,51 +4,32 @@
 // changed and reset; its sessions' sandboxes are created on it.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { createTestDatabase } from "@platform/db/testing";
-import { IdentityDouble } from "@platform/identity-client/testing";
-import pino from "pino";
-import type { AgentsDB } from "../db/schema.ts";
-import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
-import { ComputeDouble } from "../testing/compute-double.ts";
-import { testAgentsConfig } from "../testing/config.ts";
+import { type ServerHarness, startServerHarness } from "../testing/harness.ts";
 
-let service: AgentsServer;
-let base: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
-const identity = new IdentityDouble();
-const compute = new ComputeDouble();
+let h: ServerHarness;
 let auth: Record<string, string>;
 
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
 type Json = Record<string, any>;
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
-  compute.images = ["python:3", "node:20"];
-  const config = testAgentsConfig(
-    { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
-    { toolTimeoutMs: 30_000 },
-  );
-  service = await createAgentsServer(config, pino({ level: process.env.LOG_LEVEL ?? "silent" }), {
+  h = await startServerHarness({
     providers: new ProviderRegistry().register("dev", new DevModel()),
-    database,
-    pollMs: 200,
-    internalTls: undefined,
+    config: { toolTimeoutMs: 30_000 },
+    prepare: ({ compute }) => {
+      compute.images = ["python:3", "node:20"];
+    },
   });
-  base = (await service.listen()).url;
-  auth = { authorization: `Bearer ${identity.caller().token}`, "content-type": "application/json" };
+  auth = { authorization: `Bearer ${h.identity.caller().token}`, "content-type": "application/json" };
 });
 after(async () => {
-  await service?.close();
-  await identity.stop();
-  await compute.stop();
-  await database?.close();
+  await h?.close();
 });
 
 async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const res = await fetch(`${base}${path}`, {
+  const res = await fetch(`${h.base}${path}`, {
     method,
     headers: auth,
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -80,14 +61,14 @@ test("an agent's image: unknown refused with the list, stored, changed, reset; i
   assert.equal(badUpdate.status, 400);
 
   const session = (await json("POST", "/v1/sessions", { agentId: agent.id })).id as string;
-  const res = await fetch(`${base}/v1/sessions/${session}/messages`, {
+  const res = await fetch(`${h.base}/v1/sessions/${session}/messages`, {
     method: "POST",
     headers: { ...auth, accept: "text/event-stream" },
     body: JSON.stringify({ messages: [{ role: "user", content: "/bash echo hi" }] }),
   });
   assert.equal(res.status, 200);
   await res.text();
-  assert.equal(compute.createCalls.find((c) => c.sessionId === session)?.image, "python:3");
+  assert.equal(h.compute.createCalls.find((c) => c.sessionId === session)?.image, "python:3");
 
   assert.equal((await json("PATCH", `/v1/agents/${agent.id}`, { image: "host" })).image, "host");
   const reset = await json("PATCH", `/v1/agents/${agent.id}`, { image: "" });

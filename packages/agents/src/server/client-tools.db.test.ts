@@ -1,17 +1,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
-import { IdentityDouble } from "@platform/identity-client/testing";
-import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
-import type { AgentsDB } from "../db/schema.ts";
-import { type AgentsServer, createAgentsServer } from "../process.ts";
 import type { ModelMessage } from "../providers/provider.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
-import { ComputeDouble } from "../testing/compute-double.ts";
-import { testAgentsConfig } from "../testing/config.ts";
+import { type ServerHarness, startServerHarness } from "../testing/harness.ts";
 import { ScriptedModel } from "../testing/scripted-model.ts";
 
 // Client tools (issue 20 item 4) through the real service: REST + SSE on the
@@ -20,36 +14,17 @@ import { ScriptedModel } from "../testing/scripted-model.ts";
 // client posts the result, the run resumes with it as the tool result; an
 // input the schema refuses goes back to the model at once.
 
-let service: AgentsServer;
-let base: string;
-let grpcBase: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
-const identity = new IdentityDouble();
-const compute = new ComputeDouble();
 const scripted = new ScriptedModel();
-let config: ReturnType<typeof testAgentsConfig>;
 const providers = new ProviderRegistry().register("scripted", scripted);
-
-async function startService(): Promise<void> {
-  service = await createAgentsServer(config, pino({ level: "silent" }), {
-    providers,
-    database,
-    pollMs: 200,
-    internalTls: undefined,
-  });
-  ({ url: base, grpcUrl: grpcBase } = await service.listen());
-}
+let h: ServerHarness;
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
-  config = testAgentsConfig({ identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() });
-  await startService();
+  h = await startServerHarness({
+    providers,
+  });
 });
 after(async () => {
-  await service?.close();
-  await identity.stop();
-  await compute.stop();
-  await database?.close();
+  await h?.close();
 });
 
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
@@ -59,7 +34,7 @@ async function call(method: string, path: string, opts: { token: string; body?: 
   const headers: Record<string, string> = { authorization: `Bearer ${opts.token}` };
   if (opts.body !== undefined) headers["content-type"] = "application/json";
   if (opts.lastEventId) headers["last-event-id"] = opts.lastEventId;
-  const res = await fetch(`${base}${path}`, {
+  const res = await fetch(`${h.base}${path}`, {
     method,
     headers,
     body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
@@ -101,7 +76,7 @@ const asText = (t: { name: string; description: string; inputSchema: unknown }) 
 });
 
 async function agentAndSession(body: Json = {}) {
-  const caller = identity.caller();
+  const caller = h.identity.caller();
   const agent = await call("POST", "/v1/agents", {
     token: caller.token,
     body: { name: "A", slug: `a-${Math.random()}`, model: "scripted/x", clientTools: [asText(pickColor)], ...body },
@@ -176,7 +151,7 @@ describe("client tools on agents", () => {
   });
 
   test("refused with INVALID_ARGUMENT naming the tool: bad name, built-in name, invalid schema, too many", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const create = (clientTools: Json[]) =>
       call("POST", "/v1/agents", {
         token: caller.token,
@@ -235,7 +210,7 @@ describe("a client tool's call", () => {
     const { caller, session } = await agentAndSession();
     const requests = scripted.requests.length;
     scripted.push([colorCall("call_color", { color: "green", shade: 2 })], [{ type: "text", text: "green it is" }]);
-    const execsBefore = compute.execCalls.length;
+    const execsBefore = h.compute.execCalls.length;
     const first = await send(caller.token, session.id, "pick one");
     assert.deepEqual(
       first.map((f) => f.data.type),
@@ -277,7 +252,7 @@ describe("a client tool's call", () => {
     const toModel = toolMessage(requests + 1, "call_color");
     assert.equal(toModel.content, '{"picked":"green"}');
     assert.equal(toModel.isError, false);
-    assert.equal(compute.execCalls.length, execsBefore, "a client tool runs nothing in the sandbox");
+    assert.equal(h.compute.execCalls.length, execsBefore, "a client tool runs nothing in the sandbox");
   });
 
   test("input the schema refuses: an error result goes to the model at once, no pause, the client never sees it", async () => {
@@ -332,7 +307,7 @@ describe("a client tool's call", () => {
       ],
       [{ type: "text", text: "both answered" }],
     );
-    const execsBefore = compute.execCalls.length;
+    const execsBefore = h.compute.execCalls.length;
     const paused = (await send(caller.token, session.id, "two kinds")).at(-1)!;
     assert.equal(paused.data.type, "requires_action");
     assert.deepEqual(
@@ -390,7 +365,7 @@ describe("a client tool's call", () => {
     assert.equal(rest.find((f) => f.data.toolUseId === "call_pick")?.data.content, "blue!");
     assert.match(rest.find((f) => f.data.toolUseId === "call_invalid")!.data.content, /input schema/);
     assert.equal(rest.at(-1)?.data.type, "done");
-    assert.equal(compute.execCalls.length, execsBefore + 1, "only the bash call ran");
+    assert.equal(h.compute.execCalls.length, execsBefore + 1, "only the bash call ran");
   });
 
   test("a client call can be denied: the model gets the denial", async () => {
@@ -458,7 +433,7 @@ describe("a client tool's call", () => {
     scripted.push([colorCall("call_late", { color: "green" })], [{ type: "text", text: "late" }]);
     const paused = (await send(caller.token, session.id, "pick")).at(-1)!;
     // The answer as a request cut off after recording it left it.
-    await database.db
+    await h.database.db
       .insertInto("session_tool_decisions")
       .values({
         session_id: session.id,
@@ -488,7 +463,7 @@ describe("a client tool's call", () => {
     const { caller, session } = await agentAndSession();
     const requests = scripted.requests.length;
     scripted.push([colorCall("call_grpc", { color: "red" })], [{ type: "text", text: "red" }]);
-    const client = createClient(SessionService, grpcTransport(grpcBase));
+    const client = createClient(SessionService, grpcTransport(h.grpcBase));
     const headers = { authorization: `Bearer ${caller.token}` };
     const events = [];
     for await (const e of client.sendMessages(
@@ -536,8 +511,7 @@ describe("a client tool's call", () => {
     scripted.push([colorCall("call_restart", { color: "blue" })], [{ type: "text", text: "after restart" }]);
     const paused = (await send(caller.token, session.id, "pick")).at(-1)!;
     assert.equal(paused.data.type, "requires_action");
-    await service.close();
-    await startService();
+    await h.restart();
     const got = await call("GET", `/v1/sessions/${session.id}`, { token: caller.token });
     assert.deepEqual(
       got.json.pendingToolCalls.map((c: Json) => [c.toolUseId, c.kind]),

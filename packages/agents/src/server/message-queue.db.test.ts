@@ -2,20 +2,15 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
-import { IdentityDouble } from "@platform/identity-client/testing";
 import { sql } from "kysely";
 import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
-import type { AgentsDB } from "../db/schema.ts";
-import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
-import { ComputeDouble } from "../testing/compute-double.ts";
-import { testAgentsConfig } from "../testing/config.ts";
-import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 import { RUN_INTERRUPTED } from "../runs/reaper.ts";
+import { type ServerHarness, startServerHarness } from "../testing/harness.ts";
+import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 
 // Messages sent while a run holds the session (issue 20 items 2 and 3),
 // through the real service: REST + SSE on the public port, gRPC on the
@@ -23,41 +18,20 @@ import { RUN_INTERRUPTED } from "../runs/reaper.ts";
 // in the log at once) and runs after the runs before it; `reject` is the
 // 409 of before; `interrupt` stops the run and goes next.
 
-let service: AgentsServer;
-let base: string;
-let grpcBase: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
-const identity = new IdentityDouble();
-const compute = new ComputeDouble();
 const scripted = new ScriptedModel();
-let config: ReturnType<typeof testAgentsConfig>;
 const providers = new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
-
-async function startService(): Promise<AgentsServer> {
-  const started = await createAgentsServer(config, pino({ level: process.env.MQ_LOG ?? "silent" }), {
-    providers,
-    database,
-    pollMs: 200,
-    internalTls: undefined,
-  });
-  return started;
-}
+let h: ServerHarness;
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
-  config = testAgentsConfig(
-    { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
+  h = await startServerHarness({
+    providers,
     // The long exec must outlive the interrupt; a remote interrupt arrives within a third of the lease.
-    { toolTimeoutMs: 120_000, runLeaseMs: 3000 },
-  );
-  service = await startService();
-  ({ url: base, grpcUrl: grpcBase } = await service.listen());
+    config: { toolTimeoutMs: 120_000, runLeaseMs: 3000 },
+    logger: pino({ level: process.env.MQ_LOG ?? "silent" }),
+  });
 });
 after(async () => {
-  await service?.close();
-  await identity.stop();
-  await compute.stop();
-  await database?.close();
+  await h?.close();
 });
 
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
@@ -68,7 +42,7 @@ async function call(method: string, path: string, opts: { token: string; body?: 
   const headers: Record<string, string> = { authorization: `Bearer ${opts.token}` };
   if (opts.body !== undefined) headers["content-type"] = "application/json";
   if (opts.lastEventId) headers["last-event-id"] = opts.lastEventId;
-  const res = await fetch(`${base}${path}`, {
+  const res = await fetch(`${h.base}${path}`, {
     method,
     headers,
     body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
@@ -106,7 +80,7 @@ async function open(
   content: string,
   opts: { mode?: string; at?: string; signal?: AbortSignal } = {},
 ): Promise<{ status: number; frames: Promise<Frame[]> }> {
-  const res = await fetch(`${opts.at ?? base}/v1/sessions/${sessionId}/messages`, {
+  const res = await fetch(`${opts.at ?? h.base}/v1/sessions/${sessionId}/messages`, {
     method: "POST",
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     body: JSON.stringify({ messages: [{ role: "user", content }], ...(opts.mode ? { mode: opts.mode } : {}) }),
@@ -117,7 +91,7 @@ async function open(
 }
 
 async function agentAndSession(model = "scripted/x") {
-  const caller = identity.caller();
+  const caller = h.identity.caller();
   const agent = await call("POST", "/v1/agents", {
     token: caller.token,
     body: { name: "Q", slug: `q-${Math.random()}`, model },
@@ -268,7 +242,7 @@ describe("messages sent while a run is going", () => {
       assert.equal(hostile.status, 400, hostile.text.slice(0, 200));
       assert.ok(hostile.text.length < 1000, "the refusal does not echo a long value");
     }
-    const grpc = createClient(SessionService, grpcTransport(grpcBase));
+    const grpc = createClient(SessionService, grpcTransport(h.grpcBase));
     const headers = { authorization: `Bearer ${caller.token}` };
     for (const [mode, code] of [
       ["reject", Code.Aborted],
@@ -334,7 +308,7 @@ describe("messages sent while a run is going", () => {
     );
     const running = await open(caller.token, session.id, "a");
     await until(caller.token, session.id, hasText("grpc first"), "the run's text");
-    const grpc = createClient(SessionService, grpcTransport(grpcBase));
+    const grpc = createClient(SessionService, grpcTransport(h.grpcBase));
     const headers = { authorization: `Bearer ${caller.token}` };
     const stream = grpc
       .sendMessages({ id: session.id, messages: [{ role: "user", content: "b" }], mode: "enqueue" }, { headers })
@@ -416,10 +390,10 @@ describe("interrupt", () => {
       [{ type: "tool_use", call: { id: "toolu_hang", name: "bash", input: { command: "hang" } } }],
       [{ type: "text", text: "ok, stopped" }],
     );
-    const cancelledBefore = compute.cancelledExecs.length;
+    const cancelledBefore = h.compute.cancelledExecs.length;
     const running = await open(caller.token, session.id, "run forever");
     const deadline = Date.now() + 30_000;
-    while (!compute.execCalls.some((c) => c.args.includes("hang") || c.command.includes("hang"))) {
+    while (!h.compute.execCalls.some((c) => c.args.includes("hang") || c.command.includes("hang"))) {
       if (Date.now() > deadline)
         assert.fail(`the exec never started: ${JSON.stringify((await getSession(caller.token, session.id)).events)}`);
       await new Promise((r) => setTimeout(r, 20));
@@ -446,9 +420,9 @@ describe("interrupt", () => {
     // Compute sees the exec's call cancelled (it then stops the process: SIGTERM, SIGKILL after 10 s);
     // the cancel reaches it over HTTP/2 a moment after the run ended.
     const cancelDeadline = Date.now() + 15_000;
-    while (compute.cancelledExecs.length === cancelledBefore && Date.now() < cancelDeadline)
+    while (h.compute.cancelledExecs.length === cancelledBefore && Date.now() < cancelDeadline)
       await new Promise((r) => setTimeout(r, 20));
-    assert.equal(compute.cancelledExecs.length, cancelledBefore + 1);
+    assert.equal(h.compute.cancelledExecs.length, cancelledBefore + 1);
     const end = await until(caller.token, session.id, (g) => g.session.status === "idle", "idle");
     assertGapless(end.events);
     assert.deepEqual(
@@ -467,8 +441,8 @@ describe("interrupt", () => {
       ],
       [{ type: "text", text: "switched" }],
     );
-    const other = await startService();
-    const { url: otherBase } = await other.listen();
+    const other = await h.replica();
+    const otherBase = other.url;
     try {
       const running = await open(caller.token, session.id, "work");
       await until(caller.token, session.id, hasText("on replica one"), "the run's text");
@@ -489,7 +463,7 @@ describe("interrupt", () => {
       const end = await until(caller.token, session.id, (g) => g.session.status === "idle", "idle");
       assertGapless(end.events);
     } finally {
-      await other.close();
+      await other.server.close();
     }
   });
 });
@@ -513,11 +487,10 @@ describe("restarts", () => {
     queued.frames.catch(() => {});
     await until(caller.token, session.id, queuedCount(1), "the queued send");
     streams.abort();
-    await service.close();
+    await h.stop();
     const stopped = await getSessionDirect(caller.token, session.id);
     assert.equal(stopped, undefined);
-    service = await startService();
-    ({ url: base, grpcUrl: grpcBase } = await service.listen());
+    await h.start();
     const end = await until(
       caller.token,
       session.id,
@@ -541,7 +514,7 @@ describe("takeover", () => {
     // A run of a process that is gone holds the session for 1.5 s more.
     const deadRun = randomUUID();
     await sql`update sessions set active_run_id = ${deadRun}::uuid, run_owner = 'gone:1#dead',
-      run_lease_until = now() + make_interval(secs => 1.5) where id = ${session.id}::uuid`.execute(database.db);
+      run_lease_until = now() + make_interval(secs => 1.5) where id = ${session.id}::uuid`.execute(h.database.db);
     const queued = await open(caller.token, session.id, "after the dead one");
     const frames = await queued.frames;
     assert.deepEqual(

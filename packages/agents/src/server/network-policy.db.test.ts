@@ -6,50 +6,29 @@
 // {sandboxId, host, port, reason}, streamed and stored, never given to the model.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { createTestDatabase } from "@platform/db/testing";
-import { IdentityDouble } from "@platform/identity-client/testing";
-import pino from "pino";
-import type { AgentsDB } from "../db/schema.ts";
-import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
-import { ComputeDouble } from "../testing/compute-double.ts";
-import { testAgentsConfig } from "../testing/config.ts";
+import { type ServerHarness, startServerHarness } from "../testing/harness.ts";
 
-let service: AgentsServer;
-let base: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
-const identity = new IdentityDouble();
-const compute = new ComputeDouble();
+let h: ServerHarness;
 let auth: Record<string, string>;
 
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
 type Json = Record<string, any>;
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
-  const config = testAgentsConfig(
-    { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
-    { toolTimeoutMs: 30_000 },
-  );
-  service = await createAgentsServer(config, pino({ level: process.env.LOG_LEVEL ?? "silent" }), {
+  h = await startServerHarness({
     providers: new ProviderRegistry().register("dev", new DevModel()),
-    database,
-    pollMs: 200,
-    internalTls: undefined,
+    config: { toolTimeoutMs: 30_000 },
   });
-  base = (await service.listen()).url;
-  auth = { authorization: `Bearer ${identity.caller().token}`, "content-type": "application/json" };
+  auth = { authorization: `Bearer ${h.identity.caller().token}`, "content-type": "application/json" };
 });
 after(async () => {
-  await service?.close();
-  await identity.stop();
-  await compute.stop();
-  await database?.close();
+  await h?.close();
 });
 
 async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const res = await fetch(`${base}${path}`, {
+  const res = await fetch(`${h.base}${path}`, {
     method,
     headers: auth,
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -64,7 +43,7 @@ async function json(method: string, path: string, body?: unknown): Promise<Json>
 }
 
 async function send(session: string, content: string): Promise<Json[]> {
-  const res = await fetch(`${base}/v1/sessions/${session}/messages`, {
+  const res = await fetch(`${h.base}/v1/sessions/${session}/messages`, {
     method: "POST",
     headers: { ...auth, accept: "text/event-stream" },
     body: JSON.stringify({ messages: [{ role: "user", content }] }),
@@ -132,7 +111,7 @@ test("a session's sandbox gets the agent's policy; a refused connection is a net
   const session = (await json("POST", "/v1/sessions", { agentId: agent.id })).id as string;
   const live = await send(session, "/bash netdeny evil.example 443");
   const sandboxId = (await json("GET", `/v1/sessions/${session}`)).session.sandboxId as string;
-  const call = compute.createCalls.find((c) => c.sessionId === session);
+  const call = h.compute.createCalls.find((c) => c.sessionId === session);
   assert.deepEqual(call?.networkPolicy?.allowedDomains, ["pypi.org"]);
   const denied = live.filter((f) => f.type === "network_denied");
   assert.equal(denied.length, 1, JSON.stringify(live.map((f) => f.type)));
@@ -166,5 +145,5 @@ test("a session's sandbox gets the agent's policy; a refused connection is a net
     none.filter((f) => f.type === "network_denied"),
     [],
   );
-  assert.equal(compute.createCalls.find((c) => c.sessionId === s2)?.networkPolicy, undefined);
+  assert.equal(h.compute.createCalls.find((c) => c.sessionId === s2)?.networkPolicy, undefined);
 });

@@ -1,17 +1,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
-import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
-import type { AgentsDB } from "../db/schema.ts";
-import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
-import { ComputeDouble } from "../testing/compute-double.ts";
-import { testAgentsConfig } from "../testing/config.ts";
-import { IdentityDouble } from "@platform/identity-client/testing";
+import { type ServerHarness, startServerHarness } from "../testing/harness.ts";
 import { ScriptedModel } from "../testing/scripted-model.ts";
 import { scopeOf } from "./scopes.ts";
 
@@ -19,36 +13,17 @@ import { scopeOf } from "./scopes.ts";
 // service: REST + SSE on the public port, gRPC on the internal one. A call
 // of an `ask` tool pauses the run with `requires_action`; answers resume it.
 
-let service: AgentsServer;
-let base: string;
-let grpcBase: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
-const identity = new IdentityDouble();
-const compute = new ComputeDouble();
 const scripted = new ScriptedModel();
-let config: ReturnType<typeof testAgentsConfig>;
 const providers = new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
-
-async function startService(): Promise<void> {
-  service = await createAgentsServer(config, pino({ level: "silent" }), {
-    providers,
-    database,
-    pollMs: 200,
-    internalTls: undefined,
-  });
-  ({ url: base, grpcUrl: grpcBase } = await service.listen());
-}
+let h: ServerHarness;
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
-  config = testAgentsConfig({ identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() });
-  await startService();
+  h = await startServerHarness({
+    providers,
+  });
 });
 after(async () => {
-  await service?.close();
-  await identity.stop();
-  await compute.stop();
-  await database?.close();
+  await h?.close();
 });
 
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
@@ -58,7 +33,7 @@ async function call(method: string, path: string, opts: { token: string; body?: 
   const headers: Record<string, string> = { authorization: `Bearer ${opts.token}` };
   if (opts.body !== undefined) headers["content-type"] = "application/json";
   if (opts.lastEventId) headers["last-event-id"] = opts.lastEventId;
-  const res = await fetch(`${base}${path}`, {
+  const res = await fetch(`${h.base}${path}`, {
     method,
     headers,
     body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
@@ -88,7 +63,7 @@ function parseSse(text: string): Frame[] {
 }
 
 async function agentAndSession(model: string, toolPermissions: Record<string, string>) {
-  const caller = identity.caller();
+  const caller = h.identity.caller();
   const agent = await call("POST", "/v1/agents", {
     token: caller.token,
     body: { name: "A", slug: `a-${Math.random()}`, model, toolPermissions },
@@ -170,7 +145,7 @@ describe("tool permissions on agents", () => {
 describe("requires_action", () => {
   test("ask → requires_action (stream closes, session idle) → allow → the tool runs → done, one continuous log", async () => {
     const { caller, session } = await agentAndSession("dev/echo", { bash: "ask" });
-    const execsBefore = compute.execCalls.length;
+    const execsBefore = h.compute.execCalls.length;
     const first = await send(caller.token, session.id, "run: echo approved");
     assert.deepEqual(
       first.map((f) => f.data.type),
@@ -182,7 +157,7 @@ describe("requires_action", () => {
     assert.equal(content.calls[0].name, "bash");
     assert.deepEqual(content.calls[0].input, { command: "echo approved" });
     assert.equal(content.calls[0].toolUseId, first[0]!.data.toolUseId);
-    assert.equal(compute.execCalls.length, execsBefore, "nothing ran before the answer");
+    assert.equal(h.compute.execCalls.length, execsBefore, "nothing ran before the answer");
 
     const got = await call("GET", `/v1/sessions/${session.id}`, { token: caller.token });
     assert.equal(got.json.session.status, "idle");
@@ -216,7 +191,7 @@ describe("requires_action", () => {
     assert.equal(rest[0]?.data.type, "tool_result");
     assert.match(rest[0]!.data.content, /approved/);
     assert.equal(rest.at(-1)?.data.type, "done");
-    assert.equal(compute.execCalls.length, execsBefore + 1);
+    assert.equal(h.compute.execCalls.length, execsBefore + 1);
     assert.ok(rest.some((f) => f.data.type === "text" && /exited with code 0/.test(f.data.content)));
 
     const log = await call("GET", `/v1/sessions/${session.id}`, { token: caller.token });
@@ -244,7 +219,7 @@ describe("requires_action", () => {
     const { caller, session } = await agentAndSession("scripted/x", { bash: "ask" });
     const requests = scripted.requests.length;
     scripted.push([bashCall("call_deny", "echo secret")], [{ type: "text", text: "understood" }]);
-    const execsBefore = compute.execCalls.length;
+    const execsBefore = h.compute.execCalls.length;
     const first = await send(caller.token, session.id, "do it");
     assert.equal(first.at(-1)?.data.type, "requires_action");
     const answer = await decide(caller.token, session.id, [
@@ -259,7 +234,7 @@ describe("requires_action", () => {
     assert.equal(rest[0]!.data.isError, true);
     assert.match(rest[0]!.data.content, /denied/);
     assert.match(rest[0]!.data.content, /not on production/);
-    assert.equal(compute.execCalls.length, execsBefore);
+    assert.equal(h.compute.execCalls.length, execsBefore);
     const toModel = scripted.requests[requests + 1]!.messages.at(-1)!;
     assert.equal(toModel.role, "tool");
     assert.ok(toModel.role === "tool" && toModel.isError && /not on production/.test(toModel.content));
@@ -275,7 +250,7 @@ describe("requires_action", () => {
       ],
       [{ type: "text", text: "all three" }],
     );
-    const execsBefore = compute.execCalls.length;
+    const execsBefore = h.compute.execCalls.length;
     const first = await send(caller.token, session.id, "three");
     const paused = first.at(-1)!;
     assert.equal(paused.data.type, "requires_action");
@@ -312,7 +287,7 @@ describe("requires_action", () => {
       ]),
       /already answered/,
     );
-    assert.equal(compute.execCalls.length, execsBefore, "nothing ran while one call waits");
+    assert.equal(h.compute.execCalls.length, execsBefore, "nothing ran while one call waits");
     const a = await decide(caller.token, session.id, [{ toolUseId: "call_a", decision: "allow" }]);
     assert.equal(a.json.resumed, true, a.text);
     const rest = core(await rejoin(caller.token, session.id, paused.id));
@@ -326,12 +301,12 @@ describe("requires_action", () => {
       "results in the model's order",
     );
     assert.equal(rest.at(-1)?.data.type, "done");
-    assert.equal(compute.execCalls.length, execsBefore + 1, "only call_a ran a command");
+    assert.equal(h.compute.execCalls.length, execsBefore + 1, "only call_a ran a command");
   });
 
   test("the same over gRPC: the stream ends with requires_action, SubmitToolDecisions resumes, 409 is ABORTED", async () => {
     const { caller, session } = await agentAndSession("dev/echo", { bash: "ask" });
-    const client = createClient(SessionService, grpcTransport(grpcBase));
+    const client = createClient(SessionService, grpcTransport(h.grpcBase));
     const headers = { authorization: `Bearer ${caller.token}` };
     const events = [];
     for await (const e of client.sendMessages(
@@ -392,8 +367,7 @@ describe("requires_action", () => {
     const first = await send(caller.token, session.id, "run: echo after restart");
     const paused = first.at(-1)!;
     assert.equal(paused.data.type, "requires_action");
-    await service.close();
-    await startService();
+    await h.restart();
     const got = await call("GET", `/v1/sessions/${session.id}`, { token: caller.token });
     assert.equal(got.json.pendingToolCalls.length, 1, "the pause is in the database");
     const id = got.json.pendingToolCalls[0].toolUseId;
@@ -411,7 +385,7 @@ describe("requires_action", () => {
     const paused = first.at(-1)!;
     const id = JSON.parse(paused.data.content).calls[0].toolUseId as string;
     // The answer is recorded, as the request that was cut off left it.
-    await database.db
+    await h.database.db
       .insertInto("session_tool_decisions")
       .values({ session_id: session.id, request_seq: paused.id, tool_use_id: id, decision: "allow", message: "" })
       .execute();
@@ -432,7 +406,7 @@ describe("requires_action", () => {
   test("the last two answers at once, in two requests: the run resumes exactly once", async () => {
     const { caller, session } = await agentAndSession("scripted/x", { bash: "ask" });
     scripted.push([bashCall("call_x", "echo x"), bashCall("call_y", "echo y")], [{ type: "text", text: "both" }]);
-    const execsBefore = compute.execCalls.length;
+    const execsBefore = h.compute.execCalls.length;
     const paused = (await send(caller.token, session.id, "two")).at(-1)!;
     assert.equal(paused.data.type, "requires_action");
     const [x, y] = await Promise.all([
@@ -452,20 +426,15 @@ describe("requires_action", () => {
         ["done", ""],
       ],
     );
-    assert.equal(compute.execCalls.length, execsBefore + 2);
+    assert.equal(h.compute.execCalls.length, execsBefore + 2);
   });
 
   test("answered on another replica: that replica resumes the run, a stream on the first follows it to done", async () => {
     const { caller, session } = await agentAndSession("dev/echo", { bash: "ask" });
     const paused = (await send(caller.token, session.id, "run: echo elsewhere")).at(-1)!;
     const id = JSON.parse(paused.data.content).calls[0].toolUseId as string;
-    const other = await createAgentsServer(config, pino({ level: "silent" }), {
-      providers,
-      database,
-      pollMs: 200,
-      internalTls: undefined,
-    });
-    const { url: otherBase } = await other.listen();
+    const other = await h.replica();
+    const otherBase = other.url;
     try {
       const res = await fetch(`${otherBase}/v1/sessions/${session.id}/tool-decisions`, {
         method: "POST",
@@ -479,7 +448,7 @@ describe("requires_action", () => {
       assert.match(rest[0]!.data.content, /elsewhere/);
       assert.equal(rest.at(-1)?.data.type, "done");
     } finally {
-      await other.close();
+      await other.server.close();
     }
   });
 

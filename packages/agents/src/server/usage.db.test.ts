@@ -1,18 +1,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
 import { UsageService } from "@platform/gen/agents/v1/usage_pb";
-import { IdentityDouble } from "@platform/identity-client/testing";
-import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
-import type { AgentsDB } from "../db/schema.ts";
-import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
-import { ComputeDouble, EXEC_CPU_MS, EXEC_WALL_MS } from "../testing/compute-double.ts";
-import { testAgentsConfig } from "../testing/config.ts";
+import { EXEC_CPU_MS, EXEC_WALL_MS } from "../testing/compute-double.ts";
+import { type ServerHarness, startServerHarness } from "../testing/harness.ts";
 import { ScriptedModel, type Step } from "../testing/scripted-model.ts";
 
 // Usage records and budgets (issue 20 item 6) through the real service:
@@ -20,36 +15,17 @@ import { ScriptedModel, type Step } from "../testing/scripted-model.ts";
 // model reporting tokens and the compute double reporting each exec's CPU
 // and wall time (as compute's ExecCompleted does).
 
-let service: AgentsServer;
-let base: string;
-let grpcBase: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
-const identity = new IdentityDouble();
-const compute = new ComputeDouble();
 const scripted = new ScriptedModel();
-let config: ReturnType<typeof testAgentsConfig>;
 const providers = new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
-
-async function startService(): Promise<void> {
-  service = await createAgentsServer(config, pino({ level: "silent" }), {
-    providers,
-    database,
-    pollMs: 200,
-    internalTls: undefined,
-  });
-  ({ url: base, grpcUrl: grpcBase } = await service.listen());
-}
+let h: ServerHarness;
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
-  config = testAgentsConfig({ identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() });
-  await startService();
+  h = await startServerHarness({
+    providers,
+  });
 });
 after(async () => {
-  await service?.close();
-  await identity.stop();
-  await compute.stop();
-  await database?.close();
+  await h?.close();
 });
 
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
@@ -58,7 +34,7 @@ type Json = Record<string, any>;
 async function call(method: string, path: string, opts: { token: string; body?: unknown }) {
   const headers: Record<string, string> = { authorization: `Bearer ${opts.token}` };
   if (opts.body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${base}${path}`, {
+  const res = await fetch(`${h.base}${path}`, {
     method,
     headers,
     body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
@@ -86,7 +62,7 @@ function framesOf(text: string): Json[] {
     );
 }
 
-type Caller = ReturnType<IdentityDouble["caller"]>;
+type Caller = ReturnType<ServerHarness["identity"]["caller"]>;
 
 async function newAgent(caller: Caller, budgets?: Json): Promise<Json> {
   const agent = await call("POST", "/v1/agents", {
@@ -131,7 +107,7 @@ function toolTurn(): void {
 
 describe("usage records", () => {
   test("a run with a tool call: tokens per model, tool calls, sandbox CPU and wall time, over REST and gRPC", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const agent = await newAgent(caller);
     const session = await newSession(caller, agent.id);
     toolTurn();
@@ -155,7 +131,7 @@ describe("usage records", () => {
     const got = await call("GET", `/v1/sessions/${session.id}`, { token: caller.token });
     assert.deepEqual(got.json.usage, res.json.usage);
 
-    const client = createClient(UsageService, grpcTransport(grpcBase));
+    const client = createClient(UsageService, grpcTransport(h.grpcBase));
     const headers = { authorization: `Bearer ${caller.token}` };
     const viaGrpc = await client.getSessionUsage({ id: session.id }, { headers });
     assert.equal(viaGrpc.usage?.inputTokens, 30n);
@@ -167,7 +143,7 @@ describe("usage records", () => {
   });
 
   test("sums per agent and per organization over [since, until); rows outside the range are left out", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const a = await newAgent(caller);
     const b = await newAgent(caller);
     const a1 = await newSession(caller, a.id);
@@ -211,7 +187,7 @@ describe("usage records", () => {
     assert.equal(orgLater.usage.inputTokens, 60);
 
     // Another org sees none of it.
-    const other = identity.caller();
+    const other = h.identity.caller();
     const theirs = await call("GET", "/v1/usage", { token: other.token });
     assert.equal(theirs.status, 200);
     assert.equal(theirs.json.usage.inputTokens, 0);
@@ -230,21 +206,20 @@ describe("usage records", () => {
   });
 
   test("usage survives a restart of the service", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const agent = await newAgent(caller);
     const session = await newSession(caller, agent.id);
     toolTurn();
     await sendOk(caller, session.id);
     const before = await call("GET", `/v1/sessions/${session.id}/usage`, { token: caller.token });
-    await service.close();
-    await startService();
+    await h.restart();
     const afterRestart = await call("GET", `/v1/sessions/${session.id}/usage`, { token: caller.token });
     assert.deepEqual(afterRestart.json.usage, before.json.usage);
     assert.equal(afterRestart.json.usage.inputTokens, 30);
   });
 
   test("bad ranges and values are 400", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const agent = await newAgent(caller);
     const session = await newSession(caller, agent.id);
     const bad = async (method: string, path: string, body?: unknown) => {
@@ -280,7 +255,7 @@ describe("usage records", () => {
 
 describe("budgets", () => {
   test("set on agents (create, merge on update, 0 removes) and sessions (own and effective)", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const agent = await newAgent(caller, { maxTokens: 100, maxToolCalls: 5 });
     assert.deepEqual(agent.budgets, { maxTokens: 100, maxToolCalls: 5, maxCpuSeconds: null });
     const patched = await call("PATCH", `/v1/agents/${agent.id}`, {
@@ -296,17 +271,17 @@ describe("budgets", () => {
   });
 
   test("the tokens budget: budget_reached ends the turn before the tool call, the session idle; next send 429 until raised", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const agent = await newAgent(caller, { maxTokens: 20 });
     const session = await newSession(caller, agent.id);
     scripted.push([usage(15, 10), bash("tok_1", "echo never")]);
-    const execs = compute.execCalls.length;
+    const execs = h.compute.execCalls.length;
     const frames = await sendOk(caller, session.id);
     const last = frames.at(-1)!;
     assert.equal(last.type, "budget_reached");
     assert.deepEqual(JSON.parse(last.content), { budget: "tokens", limit: 20, used: 25 });
     assert.equal(last.tokensIn, 15);
-    assert.equal(compute.execCalls.length, execs, "the tool call did not run");
+    assert.equal(h.compute.execCalls.length, execs, "the tool call did not run");
     const result = frames.find((f) => f.type === "tool_result")!;
     assert.equal(result.toolUseId, "tok_1");
     assert.equal(result.isError, true);
@@ -337,7 +312,7 @@ describe("budgets", () => {
   });
 
   test("the tool calls budget (a session's own): reached after the call, before the next model call; raised on the session", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const agent = await newAgent(caller, { maxToolCalls: 10 });
     const session = await newSession(caller, agent.id, { maxToolCalls: 1 });
     scripted.push([usage(1, 1), bash("tc_1", "echo one")]);
@@ -352,7 +327,7 @@ describe("budgets", () => {
     assert.equal(scripted.requests.length, requests + 1, "no model call after the budget was reached");
 
     // Refused over gRPC too: RESOURCE_EXHAUSTED.
-    const client = createClient(SessionService, grpcTransport(grpcBase));
+    const client = createClient(SessionService, grpcTransport(h.grpcBase));
     const headers = { authorization: `Bearer ${caller.token}` };
     await assert.rejects(
       async () => {
@@ -376,17 +351,17 @@ describe("budgets", () => {
   });
 
   test("the CPU seconds budget: compute's reported CPU time ends the run; 0 removes the limit", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const agent = await newAgent(caller);
     const session = await newSession(caller, agent.id, { maxCpuSeconds: 1 });
-    compute.execCpuMs = 1500;
+    h.compute.execCpuMs = 1500;
     try {
       scripted.push([usage(1, 1), bash("cpu_1", "echo busy")]);
       const frames = await sendOk(caller, session.id);
       assert.deepEqual(JSON.parse(frames.at(-1)!.content), { budget: "cpu_seconds", limit: 1, used: 1.5 });
       assert.equal(frames.at(-1)!.type, "budget_reached");
     } finally {
-      compute.execCpuMs = EXEC_CPU_MS;
+      h.compute.execCpuMs = EXEC_CPU_MS;
     }
     const refused = await send(caller, session.id);
     assert.equal(refused.status, 429);

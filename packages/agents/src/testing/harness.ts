@@ -1,17 +1,20 @@
 import { createClient, createRouterTransport } from "@connectrpc/connect";
-import { grpcTransport } from "../adapters/grpc-transport.ts";
 import { createTestDatabase } from "@platform/db/testing";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { errorInterceptor } from "@platform/rpc";
-import pino from "pino";
+import pino, { type Logger } from "pino";
 import { ComputeSandboxes } from "../adapters/compute.ts";
+import { grpcTransport } from "../adapters/grpc-transport.ts";
 import { IdentityAuthenticator } from "../adapters/identity.ts";
 import { type AgentsAppOptions, createAgentsApp } from "../app.ts";
+import type { AgentsConfig } from "../config.ts";
 import type { AgentsDB } from "../db/schema.ts";
+import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "./compute-double.ts";
-import { IdentityDouble } from "@platform/identity-client/testing";
+import { testAgentsConfig } from "./config.ts";
 import { ScriptedModel } from "./scripted-model.ts";
 
 export type Harness = Awaited<ReturnType<typeof startHarness>>;
@@ -82,4 +85,84 @@ export async function collect<T>(stream: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];
   for await (const item of stream) out.push(item);
   return out;
+}
+
+export type ServerHarness = Awaited<ReturnType<typeof startServerHarness>>;
+
+/**
+ * The agents server as a process runs it (REST + SSE on its public port, gRPC on
+ * its internal one, both on loopback) over a fresh test database, with identity
+ * and compute doubles served over real gRPC: the setup the server suites share.
+ * `stop()` and `start()` restart it on the same database (`service`, `base` and
+ * `grpcBase` follow); `replica()` starts a second one beside it.
+ */
+export async function startServerHarness(options: {
+  providers: ProviderRegistry;
+  /** What the suite needs other than testAgentsConfig's defaults. */
+  config?: Partial<AgentsConfig>;
+  /** Default: silent, or LOG_LEVEL. */
+  logger?: Logger;
+  /** Runs on the compute double before the server starts (its images, say). */
+  prepare?: (doubles: { identity: IdentityDouble; compute: ComputeDouble }) => void;
+}) {
+  const database = await createTestDatabase<AgentsDB>();
+  const identity = new IdentityDouble();
+  const compute = new ComputeDouble();
+  options.prepare?.({ identity, compute });
+  const config = testAgentsConfig(
+    { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
+    options.config,
+  );
+  const logger = options.logger ?? pino({ level: process.env.LOG_LEVEL ?? "silent" });
+  const listening = async () => {
+    const server = await createAgentsServer(config, logger, {
+      providers: options.providers,
+      database,
+      pollMs: 200,
+      internalTls: undefined,
+    });
+    const { url, grpcUrl } = await server.listen();
+    return { server, url, grpcUrl };
+  };
+  let current = await listening();
+  let stopped = false;
+  return {
+    database,
+    identity,
+    compute,
+    config,
+    get service(): AgentsServer {
+      return current.server;
+    },
+    /** The public (REST + SSE) base URL (after stop(), the stopped server's). */
+    get base(): string {
+      return current.url;
+    },
+    /** The internal (gRPC) base URL (after stop(), the stopped server's). */
+    get grpcBase(): string {
+      return current.grpcUrl;
+    },
+    /** Closes the server; the database and doubles stay. */
+    async stop() {
+      stopped = true;
+      await current.server.close();
+    },
+    /** A new server on the same database and doubles (new ports). */
+    async start() {
+      current = await listening();
+      stopped = false;
+    },
+    async restart() {
+      await this.stop();
+      await this.start();
+    },
+    /** A second server over the same database and doubles, listening; the caller closes it. */
+    replica: listening,
+    async close() {
+      if (!stopped) await current.server.close();
+      await identity.stop();
+      await compute.stop();
+      await database.close();
+    },
+  };
 }
