@@ -165,7 +165,12 @@ describe("the web console in Chromium against the real platform", { timeout: 380
     await page.keyboard.press("Enter");
     await page.getByTestId("whoami").getByText(OWNER.email).waitFor();
     // The CSP holds in the page: a string evaluated as script is refused.
-    await assert.rejects(page.waitForFunction("1 === 1", undefined, { timeout: 5000 }), /unsafe-eval/);
+    // (Playwright polls a string predicate with eval in the page: refused, where a page without the CSP
+    // would wait out the timeout instead.)
+    await assert.rejects(
+      page.waitForFunction("window.neverSet === 1", undefined, { timeout: 3000, polling: 100 }),
+      /unsafe-eval/,
+    );
     const org = page.getByLabel("Organization");
     assert.match(await org.locator("option:checked").innerText(), /CLI Org \(owner\)/);
     const switched = () => page.waitForResponse((r) => r.url().endsWith("/v1/users/me/orgs") && r.ok());
@@ -363,7 +368,7 @@ describe("the web console in Chromium against the real platform", { timeout: 380
     await page.getByRole("button", { name: "Copy key" }).click();
     await page.getByRole("button", { name: "Copied" }).waitFor();
     assert.equal(await page.evaluate(() => (globalThis as unknown as Browserish).navigator.clipboard.readText()), raw);
-    await page.getByTestId("keys").getByText("console-key").waitFor();
+    await page.getByTestId("keys").getByText("console-key", { exact: true }).waitFor();
     await shot("08-api-keys");
     const works = await fetch(`${origin}/v1/agents`, { headers: { authorization: `Bearer ${raw}` } });
     assert.equal(works.status, 200);
@@ -406,10 +411,14 @@ describe("the web console in Chromium against the real platform", { timeout: 380
 
   step("sign out: back to the sign-in screen, the tokens gone from the tab", async () => {
     await page.goto(`${origin}/#/agents`);
+    // The app reloads itself on sign-out.
+    const reloaded = page.waitForEvent("load");
     await page.getByRole("button", { name: "Sign out" }).click();
+    await reloaded;
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
     assert.equal(await page.evaluate(() => (globalThis as unknown as Browserish).sessionStorage.length), 0);
-    await page.reload();
+    // Opened again, it is still signed out.
+    await page.goto(`${origin}/#/agents`);
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
     assert.deepEqual(pageErrors, [], failureContext());
   });

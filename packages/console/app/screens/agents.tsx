@@ -117,7 +117,7 @@ export function AgentsScreen({ platform }: { platform: Platform }) {
             </div>
             <label>
               Model
-              <input name="model" required value="dev/echo" />
+              <input name="model" required defaultValue="dev/echo" />
             </label>
             <label>
               System prompt
@@ -220,16 +220,16 @@ export function AgentScreen({ platform, id }: { platform: Platform; id: string }
           <div class="grid">
             <label>
               Name
-              <input name="name" value={agent.name} required />
+              <input name="name" defaultValue={agent.name} required />
             </label>
             <label>
               Model
-              <input name="model" value={agent.model} required />
+              <input name="model" defaultValue={agent.model} required />
             </label>
           </div>
           <label>
             System prompt
-            <textarea name="systemPrompt" rows={4} value={agent.systemPrompt} />
+            <textarea name="systemPrompt" rows={4} defaultValue={agent.systemPrompt} />
           </label>
           <fieldset>
             <legend>Tool permissions</legend>
@@ -237,9 +237,14 @@ export function AgentScreen({ platform, id }: { platform: Platform; id: string }
               {TOOLS.map((t) => (
                 <label key={t}>
                   {t}
-                  <select name={`perm-${t}`} value={agent.toolPermissions[t] ?? "allow"}>
-                    <option value="allow">allow</option>
-                    <option value="ask">ask first</option>
+                  {/* Uncontrolled (defaults only): a re-render while editing must not reset the choice. */}
+                  <select name={`perm-${t}`}>
+                    <option value="allow" selected={(agent.toolPermissions[t] ?? "allow") === "allow"}>
+                      allow
+                    </option>
+                    <option value="ask" selected={agent.toolPermissions[t] === "ask"}>
+                      ask first
+                    </option>
                   </select>
                 </label>
               ))}
