@@ -7,16 +7,11 @@ import { after, before, describe, test } from "node:test";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { createTestDatabase } from "@platform/db/testing";
-import { IdentityDouble } from "@platform/identity-client/testing";
 import pino from "pino";
-import type { AgentsDB } from "../../db/schema.ts";
-import { type AgentsServer, createAgentsServer } from "../../process.ts";
 import { DevModel } from "../../providers/dev.ts";
 import { ProviderRegistry } from "../../providers/registry.ts";
-import { ComputeDouble } from "../../testing/compute-double.ts";
-import { testAgentsConfig } from "../../testing/config.ts";
-import { ScriptedModel, type Script } from "../../testing/scripted-model.ts";
+import { type ServerHarness, startServerHarness } from "../../testing/harness.ts";
+import { type Script, ScriptedModel } from "../../testing/scripted-model.ts";
 
 // MCP tools (issue 20 item 5) through the real agents HTTP server: real MCP
 // servers built with the SDK's server side on 127.0.0.1, the scripted model
@@ -115,25 +110,16 @@ async function startMcpServer(): Promise<{ url: string; seen: Seen; http: Server
   return { url: `http://127.0.0.1:${port}/mcp`, seen, http, release };
 }
 
-let service: AgentsServer;
-let base: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
-const identity = new IdentityDouble();
-const compute = new ComputeDouble();
 const scripted = new ScriptedModel();
 const providers = new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
+let h: ServerHarness;
 let logs = "";
 let tools: Awaited<ReturnType<typeof startMcpServer>>;
 let flaky: Awaited<ReturnType<typeof startMcpServer>>;
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
   tools = await startMcpServer();
   flaky = await startMcpServer();
-  const config = testAgentsConfig(
-    { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
-    { toolTimeoutMs: TOOL_TIMEOUT_MS, secretsKey: randomBytes(32), mcpAllowPrivateTargets: true },
-  );
   // Every log line of the service, at the most verbose level: the secret must be in none.
   const sink = new Writable({
     write(chunk, _encoding, done) {
@@ -141,23 +127,18 @@ before(async () => {
       done();
     },
   });
-  service = await createAgentsServer(config, pino({ level: "trace" }, sink), {
+  h = await startServerHarness({
     providers,
-    database,
-    pollMs: 200,
-    internalTls: undefined,
+    config: { toolTimeoutMs: TOOL_TIMEOUT_MS, secretsKey: randomBytes(32), mcpAllowPrivateTargets: true },
+    logger: pino({ level: "trace" }, sink),
   });
-  ({ url: base } = await service.listen());
 });
 after(async () => {
   tools?.release();
   flaky?.release();
-  await service?.close();
+  await h?.close();
   tools?.http.closeAllConnections();
   tools?.http.close();
-  await identity.stop();
-  await compute.stop();
-  await database?.close();
 });
 
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
@@ -166,7 +147,7 @@ type Json = Record<string, any>;
 async function call(method: string, path: string, opts: { token: string; body?: unknown }) {
   const headers: Record<string, string> = { authorization: `Bearer ${opts.token}` };
   if (opts.body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${base}${path}`, {
+  const res = await fetch(`${h.base}${path}`, {
     method,
     headers,
     body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
@@ -215,7 +196,7 @@ function results(frames: Frame[]): Record<string, { content: string; isError: bo
 }
 
 async function agentWithServers(toolPermissions: Record<string, string> = {}) {
-  const caller = identity.caller();
+  const caller = h.identity.caller();
   const agent = await call("POST", "/v1/agents", {
     token: caller.token,
     body: {
@@ -247,7 +228,7 @@ describe("MCP servers on agents", () => {
     assert.equal(got.status, 200);
     assert.deepEqual(got.json.mcpServers, agent.mcpServers);
     for (const text of [got.text, list.text, JSON.stringify(agent)]) assert.ok(!text.includes(SECRET));
-    const rows = await database.db.selectFrom("agents").select("mcp_servers").where("id", "=", agent.id).execute();
+    const rows = await h.database.db.selectFrom("agents").select("mcp_servers").where("id", "=", agent.id).execute();
     const stored = JSON.stringify(rows[0]?.mcp_servers);
     assert.ok(stored.includes("sealedHeaders") && !stored.includes(SECRET), "sealed at rest");
 
@@ -274,7 +255,7 @@ describe("MCP servers on agents", () => {
   });
 
   test("validated, naming the entry", async () => {
-    const caller = identity.caller();
+    const caller = h.identity.caller();
     const refused = async (mcpServers: Json[], message: RegExp) => {
       const res = await call("POST", "/v1/agents", {
         token: caller.token,
@@ -416,7 +397,7 @@ describe("MCP tools in a run", () => {
     const hung = createServer(() => {});
     await new Promise<void>((resolve) => hung.listen(0, "127.0.0.1", resolve));
     try {
-      const caller = identity.caller();
+      const caller = h.identity.caller();
       const agent = await call("POST", "/v1/agents", {
         token: caller.token,
         body: {
@@ -453,7 +434,7 @@ describe("MCP tools in a run", () => {
   test("a cancel during an MCP call ends the run at once, without waiting for the call's timeout", async () => {
     const { caller, session } = await agentWithServers();
     scripted.push([use("c1", "tools__slow")] as Script);
-    const res = fetch(`${base}/v1/sessions/${session.id}/messages`, {
+    const res = fetch(`${h.base}/v1/sessions/${session.id}/messages`, {
       method: "POST",
       headers: { authorization: `Bearer ${caller.token}`, "content-type": "application/json" },
       body: JSON.stringify({ messages: [{ role: "user", content: "slow" }] }),
