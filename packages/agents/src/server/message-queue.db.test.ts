@@ -9,7 +9,14 @@ import { grpcTransport } from "../adapters/grpc-transport.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { RUN_INTERRUPTED } from "../runs/reaper.ts";
-import { type ServerHarness, startServerHarness } from "../testing/harness.ts";
+import {
+  parseSse,
+  type RestCallOptions,
+  restCall,
+  type ServerHarness,
+  type SseFrame,
+  startServerHarness,
+} from "../testing/harness.ts";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 
 // Messages sent while a run holds the session (issue 20 items 2 and 3),
@@ -36,39 +43,9 @@ after(async () => {
 
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
 type Json = Record<string, any>;
-type Frame = { id: number; data: Json };
+type Frame = SseFrame;
 
-async function call(method: string, path: string, opts: { token: string; body?: unknown; lastEventId?: string }) {
-  const headers: Record<string, string> = { authorization: `Bearer ${opts.token}` };
-  if (opts.body !== undefined) headers["content-type"] = "application/json";
-  if (opts.lastEventId) headers["last-event-id"] = opts.lastEventId;
-  const res = await fetch(`${h.base}${path}`, {
-    method,
-    headers,
-    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-  });
-  const text = await res.text();
-  return {
-    status: res.status,
-    text,
-    json: (text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : undefined) as Json,
-  };
-}
-
-function parseSse(text: string): Frame[] {
-  return text
-    .split("\n\n")
-    .filter((block) => block.split("\n").some((l) => l.startsWith("data:")))
-    .map((block) => {
-      const lines = block.split("\n");
-      const id = Number(lines.find((l) => l.startsWith("id:"))?.slice(3) ?? "0");
-      const data = lines
-        .filter((l) => l.startsWith("data:"))
-        .map((l) => l.slice(5).trim())
-        .join("\n");
-      return { id, data: JSON.parse(data) };
-    });
-}
+const call = (method: string, path: string, opts: RestCallOptions) => restCall(h.base, method, path, opts);
 
 /**
  * Sends and returns once the response headers arrived (the send was

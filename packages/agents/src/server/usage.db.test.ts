@@ -7,7 +7,7 @@ import { grpcTransport } from "../adapters/grpc-transport.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { EXEC_CPU_MS, EXEC_WALL_MS } from "../testing/compute-double.ts";
-import { type ServerHarness, startServerHarness } from "../testing/harness.ts";
+import { type RestCallOptions, restCall, type ServerHarness, startServerHarness } from "../testing/harness.ts";
 import { ScriptedModel, type Step } from "../testing/scripted-model.ts";
 
 // Usage records and budgets (issue 20 item 6) through the real service:
@@ -31,21 +31,7 @@ after(async () => {
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
 type Json = Record<string, any>;
 
-async function call(method: string, path: string, opts: { token: string; body?: unknown }) {
-  const headers: Record<string, string> = { authorization: `Bearer ${opts.token}` };
-  if (opts.body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${h.base}${path}`, {
-    method,
-    headers,
-    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-  });
-  const text = await res.text();
-  return {
-    status: res.status,
-    text,
-    json: (text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : undefined) as Json,
-  };
-}
+const call = (method: string, path: string, opts: RestCallOptions) => restCall(h.base, method, path, opts);
 
 function framesOf(text: string): Json[] {
   return text

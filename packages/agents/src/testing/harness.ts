@@ -166,3 +166,44 @@ export async function startServerHarness(options: {
     },
   };
 }
+
+// biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
+type Json = Record<string, any>;
+
+export type RestCallOptions = { token: string; body?: unknown; lastEventId?: string };
+
+/** One REST call to `base` as a bearer-token caller: status, body text and, when JSON, the parsed body. */
+export async function restCall(base: string, method: string, path: string, opts: RestCallOptions) {
+  const headers: Record<string, string> = { authorization: `Bearer ${opts.token}` };
+  if (opts.body !== undefined) headers["content-type"] = "application/json";
+  if (opts.lastEventId) headers["last-event-id"] = opts.lastEventId;
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    text,
+    json: (text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : undefined) as Json,
+  };
+}
+
+export type SseFrame = { id: number; data: Json };
+
+/** The frames of a Server-Sent Events body that carry data: their id (0 when none) and parsed JSON. */
+export function parseSse(text: string): SseFrame[] {
+  return text
+    .split("\n\n")
+    .filter((block) => block.split("\n").some((l) => l.startsWith("data:")))
+    .map((block) => {
+      const lines = block.split("\n");
+      const id = Number(lines.find((l) => l.startsWith("id:"))?.slice(3) ?? "0");
+      const data = lines
+        .filter((l) => l.startsWith("data:"))
+        .map((l) => l.slice(5).trim())
+        .join("\n");
+      return { id, data: JSON.parse(data) };
+    });
+}

@@ -10,7 +10,14 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprot
 import pino from "pino";
 import { DevModel } from "../../providers/dev.ts";
 import { ProviderRegistry } from "../../providers/registry.ts";
-import { type ServerHarness, startServerHarness } from "../../testing/harness.ts";
+import {
+  parseSse,
+  type RestCallOptions,
+  restCall,
+  type ServerHarness,
+  type SseFrame,
+  startServerHarness,
+} from "../../testing/harness.ts";
 import { type Script, ScriptedModel } from "../../testing/scripted-model.ts";
 
 // MCP tools (issue 20 item 5) through the real agents HTTP server: real MCP
@@ -144,37 +151,9 @@ after(async () => {
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
 type Json = Record<string, any>;
 
-async function call(method: string, path: string, opts: { token: string; body?: unknown }) {
-  const headers: Record<string, string> = { authorization: `Bearer ${opts.token}` };
-  if (opts.body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${h.base}${path}`, {
-    method,
-    headers,
-    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-  });
-  const text = await res.text();
-  return {
-    status: res.status,
-    text,
-    json: (text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : undefined) as Json,
-  };
-}
+const call = (method: string, path: string, opts: RestCallOptions) => restCall(h.base, method, path, opts);
 
-type Frame = { id: number; data: Json };
-function parseSse(text: string): Frame[] {
-  return text
-    .split("\n\n")
-    .filter((block) => block.split("\n").some((l) => l.startsWith("data:")))
-    .map((block) => {
-      const lines = block.split("\n");
-      const id = Number(lines.find((l) => l.startsWith("id:"))?.slice(3) ?? "0");
-      const data = lines
-        .filter((l) => l.startsWith("data:"))
-        .map((l) => l.slice(5).trim())
-        .join("\n");
-      return { id, data: JSON.parse(data) };
-    });
-}
+type Frame = SseFrame;
 
 async function send(token: string, sessionId: string, content: string): Promise<Frame[]> {
   const res = await call("POST", `/v1/sessions/${sessionId}/messages`, {
