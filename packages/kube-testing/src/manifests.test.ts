@@ -164,13 +164,80 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     assert.deepEqual(names, ["agents", "runtime-router"]);
     // The agents pods carry that label.
     assert.equal(find("Deployment", "agents").spec.template.metadata.labels["app.kubernetes.io/name"], "agents");
-    // Sandboxes get no ingress and no egress into private ranges.
+    // Sandboxes get no ingress and no egress at all: their one way out is their own NetworkPolicy to the proxy.
     const sb = find("NetworkPolicy", "sandboxes");
     assert.deepEqual(sb.spec.policyTypes.sort(), ["Egress", "Ingress"]);
     assert.equal(sb.spec.ingress, undefined);
-    assert.ok(
-      sb.spec.egress.some((r: KubeObject) => r.to?.some((t: KubeObject) => t.ipBlock?.except?.includes("10.0.0.0/8"))),
-    );
+    assert.equal(sb.spec.egress, undefined);
+  });
+
+  test("egress proxy (issue 21): its Deployment, Service and NetworkPolicy; sandboxes reach only it, it reaches no platform service", () => {
+    const d = find("Deployment", "egress-proxy");
+    assert.equal(d.spec.replicas, 1, "one replica: events are numbered per sandbox in its memory");
+    const pod = podSpecOf(d);
+    assert.equal(pod.automountServiceAccountToken, false);
+    const c = pod.containers[0];
+    assert.deepEqual(c.command, ["node", "--import", "tsx", "packages/compute/src/egress/main.ts"]);
+    const env = Object.fromEntries((c.env as KubeObject[]).map((e) => [e.name, e.value ?? e.valueFrom]));
+    assert.equal(env.EGRESS_PROXY_KEY_FILE, "/etc/platform/egress/key");
+    assert.equal(env.DATABASE_URL.secretKeyRef.key, "DATABASE_URL");
+    const config = find("ConfigMap", "egress-proxy-config").data;
+    assert.equal(config.HOST, "0.0.0.0");
+    assert.equal(config.EGRESS_PROXY_PORT, "3128");
+    // compute points sandboxes at the Service and shares the key (the same Secret mounted in both).
+    assert.equal(find("ConfigMap", "compute-config").data.COMPUTE_EGRESS_PROXY_ADDRESS, "egress-proxy:3128");
+    const secretOf = (p: KubeObject) => p.volumes.find((v: KubeObject) => v.name === "egress-key")?.secret?.secretName;
+    assert.equal(secretOf(pod), "egress-proxy-key");
+    assert.equal(secretOf(podSpecOf(find("Deployment", "compute"))), "egress-proxy-key");
+    const svc = find("Service", "egress-proxy");
+    assert.deepEqual(svc.spec.selector, { "app.kubernetes.io/name": "egress-proxy" });
+    assert.equal(svc.spec.ports[0].port, 3128);
+    // The labels the per-sandbox NetworkPolicy (drivers/kubernetes/egress-policy.ts) selects are the proxy pods'.
+    assert.equal(d.spec.template.metadata.labels["app.kubernetes.io/name"], "egress-proxy");
+    // compute may manage the sandboxes' NetworkPolicies; the proxy has no API access.
+    const rules = find("Role", "compute").rules as KubeObject[];
+    const np = rules.find((r) => r.resources.includes("networkpolicies"));
+    assert.deepEqual(np?.apiGroups, ["networking.k8s.io"]);
+    assert.ok(["create", "delete"].every((v) => np?.verbs.includes(v)));
+    assert.equal(find("ServiceAccount", "egress-proxy").automountServiceAccountToken, false);
+
+    const policy = find("NetworkPolicy", "egress-proxy");
+    assert.deepEqual(policy.spec.podSelector.matchLabels, { "app.kubernetes.io/name": "egress-proxy" });
+    assert.deepEqual(policy.spec.policyTypes.sort(), ["Egress", "Ingress"]);
+    // Ingress: sandbox pods only, on 3128 only.
+    assert.equal(policy.spec.ingress.length, 1);
+    const [ing] = policy.spec.ingress;
+    assert.deepEqual(ing.from, [
+      {
+        podSelector: {
+          matchLabels: { "app.kubernetes.io/managed-by": "compute", "app.kubernetes.io/component": "sandbox" },
+        },
+      },
+    ]);
+    assert.deepEqual(ing.ports, [{ protocol: "TCP", port: 3128 }]);
+    // Egress: no rule names a platform pod or port, and every address rule excludes the private and link-local ranges.
+    const platformPorts = [8080, 8081, 8082, 50051, 50052, 50053];
+    for (const rule of policy.spec.egress as KubeObject[]) {
+      for (const p of rule.ports ?? []) assert.ok(!platformPorts.includes(p.port), `port ${p.port}`);
+      for (const to of rule.to ?? []) {
+        if (to.podSelector) assert.deepEqual(to.podSelector.matchLabels, { "k8s-app": "kube-dns" });
+        if (to.ipBlock?.cidr === "0.0.0.0/0")
+          for (const r of [
+            "10.0.0.0/8",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "169.254.0.0/16",
+            "100.64.0.0/10",
+            "127.0.0.0/8",
+          ])
+            assert.ok(to.ipBlock.except.includes(r), r);
+        if (to.ipBlock?.cidr === "::/0")
+          for (const r of ["fc00::/7", "fe80::/10", "::1/128"]) assert.ok(to.ipBlock.except.includes(r), r);
+        if (to.ipBlock) assert.ok(["0.0.0.0/0", "::/0"].includes(to.ipBlock.cidr), to.ipBlock.cidr);
+      }
+      // A rule without `to` (any address) is allowed only for the database's port.
+      if (!rule.to) assert.deepEqual(rule.ports, [{ protocol: "TCP", port: 5432 }]);
+    }
   });
 
   test("every entry point the manifests and the worker template run exists in the repository", () => {
@@ -251,7 +318,8 @@ describe("k8s/ manifests (kubectl kustomize)", { skip }, () => {
     const mounted = all
       .filter((o) => o.kind === "Deployment")
       .flatMap((d) => podSpecOf(d).volumes.map((v: KubeObject) => v.secret?.secretName))
-      .filter(Boolean);
+      // The egress proxy's credential key is no certificate: the operator makes it (k8s/README.md).
+      .filter((name) => name && name !== "egress-proxy-key");
     const workerTemplate = all.find((o) => o.kind === "ConfigMap" && o.metadata.name === "runtime-worker-template");
     mounted.push(JSON.parse(workerTemplate?.data["worker-template.json"]).tlsSecretName);
     assert.deepEqual(mounted.sort(), [

@@ -32,10 +32,11 @@ export function sharedProxyEnv(
   key: Buffer,
 ): Record<string, string> {
   const cred = `${sandboxId}:${proxyPassword(key, sandboxId)}`;
+  const host = proxyHost.includes(":") ? `[${proxyHost}]` : proxyHost;
   const env: Record<string, string> = {
-    HTTP_PROXY: `http://${cred}@${proxyHost}:${port}`,
-    HTTPS_PROXY: `http://${cred}@${proxyHost}:${port}`,
-    ALL_PROXY: `socks5h://${cred}@${proxyHost}:${port}`,
+    HTTP_PROXY: `http://${cred}@${host}:${port}`,
+    HTTPS_PROXY: `http://${cred}@${host}:${port}`,
+    ALL_PROXY: `socks5h://${cred}@${host}:${port}`,
     NO_PROXY: "localhost,127.0.0.1,::1",
   };
   for (const [k, v] of Object.entries({ ...env })) env[k.toLowerCase()] = v;

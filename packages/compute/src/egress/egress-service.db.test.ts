@@ -202,3 +202,29 @@ test("UpdateNetworkPolicy's stored policy applies to A's next connection", async
   const a = await curl(sandboxA, "-o", "/dev/null", "-w", "%{http_code}", `http://allowed.test:${portA}/`);
   assert.equal(a.stdout, "403");
 });
+
+test("the database's addresses (deniedAddresses) are refused whatever the policy lists", async () => {
+  const guarded = await startEgressService({
+    host: "127.0.0.1",
+    port: 0,
+    key,
+    sandboxes: store,
+    events,
+    resolver: createResolver({ hosts: new Map([["allowed.test", ["127.0.0.1"]]]) }),
+    protectedPorts: [5432],
+    deniedAddresses: ["127.0.0.1"],
+  });
+  try {
+    const env = sharedProxyEnv("127.0.0.1", guarded.port, sandboxA, key);
+    const r = await run(
+      ["curl", "-sS", "--max-time", "20", "-o", "/dev/null", "-w", "%{http_code}", `http://allowed.test:${portB}/`],
+      env,
+    );
+    assert.equal(r.stdout, "403");
+    await guarded.proxy.settled(sandboxA);
+    const last = (await events.list(sandboxA, 0, 1000)).at(-1);
+    assert.deepEqual([last?.allowed, last?.reason, last?.address], [false, "host_service", "127.0.0.1"]);
+  } finally {
+    await guarded.close();
+  }
+});

@@ -1,10 +1,12 @@
 // The egress proxy's process (Kubernetes: the egress-proxy Deployment).
+import { lookup } from "node:dns/promises";
 import { listSettingsIfAsked } from "@platform/config";
 import { openDatabase } from "@platform/db";
 import { pino } from "pino";
 import { ConfigError } from "../config.ts";
 import { KyselyNetworkEventStore } from "../store/kysely-network-event-store.ts";
 import { KyselySandboxStore } from "../store/kysely-sandbox-store.ts";
+import { canonicalAddress } from "./addresses.ts";
 import { EGRESS_PROXY_SETTINGS, loadEgressProxyConfig } from "./config.ts";
 import { createResolver } from "./resolver.ts";
 import { startEgressService } from "./service.ts";
@@ -24,6 +26,9 @@ try {
 const logger = pino({ name: "egress-proxy", level: config.logLevel });
 // compute owns the schema (it runs the migrations); the proxy only reads records and appends events.
 const database = await openDatabase<unknown>({ url: config.databaseUrl });
+// The proxy's own NetworkPolicy must let it reach the database; no sandbox may, whatever its policy lists.
+const dbHost = new URL(config.databaseUrl).hostname.replace(/^\[|\]$/g, "");
+const deniedAddresses = (await lookup(dbHost, { all: true }).catch(() => [])).map((a) => canonicalAddress(a.address));
 const service = await startEgressService({
   host: config.host,
   port: config.port,
@@ -32,6 +37,7 @@ const service = await startEgressService({
   events: new KyselyNetworkEventStore(database),
   resolver: createResolver({ hosts: config.egressHosts, servers: config.egressDnsServers }),
   protectedPorts: config.egressProtectedPorts,
+  deniedAddresses,
   logger,
 });
 logger.info({ host: config.host, port: service.port }, "egress proxy listening");

@@ -25,6 +25,8 @@ export interface EgressProxyOptions {
   resolver: EgressResolver;
   /** Ports of the host's own services, never reachable on any address of the host, whatever the policy. */
   protectedPorts: number[];
+  /** Addresses never reachable whatever the policy (the Kubernetes proxy: its database's), refused as host_service. */
+  deniedAddresses?: string[];
   events: NetworkEventStore;
   connectTimeoutMs?: number;
   /** Bounds one sandbox puts on compute (defaults: PROXY_LIMITS). */
@@ -229,6 +231,7 @@ export class EgressProxy {
   private decideAddress(policy: NetworkPolicy, address: string, port: number, nameAllowed: boolean): Decision {
     if (isHostAddress(address) && this.options.protectedPorts.includes(port))
       return { allowed: false, reason: "host_service", address };
+    if (this.options.deniedAddresses?.includes(address)) return { allowed: false, reason: "host_service", address };
     if (specialRange(address) || isHostAddress(address)) {
       return explicitlyAllowed(policy, address, port)
         ? { allowed: true, address }

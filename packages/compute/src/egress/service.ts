@@ -15,6 +15,8 @@ export interface EgressServiceOptions {
   events: NetworkEventStore;
   resolver: EgressResolver;
   protectedPorts: number[];
+  /** Never reachable whatever a policy says (main.ts: the database's addresses). */
+  deniedAddresses?: string[];
   logger?: Logger;
 }
 
@@ -31,6 +33,7 @@ export async function startEgressService(
   const proxy = new EgressProxy({
     resolver: o.resolver,
     protectedPorts: o.protectedPorts,
+    deniedAddresses: o.deniedAddresses ?? [],
     events: o.events,
     ...(o.logger ? { logger: o.logger } : {}),
   });
