@@ -7,10 +7,14 @@
 // "internet" is two HTTP servers on loopback (reachable only because the
 // policy lists 127.0.0.1/32 with their ports). No traffic leaves the machine.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import { connect } from "node:net";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { connect, createServer as createNetServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import type { Database } from "@platform/db";
 import { createTestDatabase } from "@platform/db/testing";
@@ -226,5 +230,81 @@ test("the database's addresses (deniedAddresses) are refused whatever the policy
     assert.deepEqual([last?.allowed, last?.reason, last?.address], [false, "host_service", "127.0.0.1"]);
   } finally {
     await guarded.close();
+  }
+});
+
+test("egress/main.ts as a process (PostgreSQL only: PGlite is in this process): a sandbox's policy applies, the database's address is refused", async (t) => {
+  if (!database.url) return t.skip("PGlite: the process cannot share the test's database");
+  const dir = mkdtempSync(join(tmpdir(), "egress-main-"));
+  writeFileSync(join(dir, "key"), key);
+  const up = createServer((_req, res) => res.end("hello from C\n"));
+  await new Promise<void>((r) => up.listen(0, "127.0.0.2", () => r()));
+  const upPort = (up.address() as { port: number }).port;
+  const free = createNetServer();
+  await new Promise<void>((r) => free.listen(0, "127.0.0.1", () => r()));
+  const port = (free.address() as { port: number }).port;
+  await new Promise<void>((r) => free.close(() => r()));
+  const sandboxC = randomUUID();
+  await insert(
+    sandboxC,
+    validateNetworkPolicy({
+      allowedDomains: ["up.test", "db.test"],
+      allowedCidrs: [
+        { cidr: "127.0.0.2/32", ports: [upPort] },
+        { cidr: "127.0.0.1/32", ports: [portA] },
+      ],
+    }),
+  );
+  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./main.ts", import.meta.url))], {
+    env: {
+      PATH: process.env.PATH ?? "",
+      DATABASE_URL: database.url,
+      EGRESS_PROXY_KEY_FILE: join(dir, "key"),
+      EGRESS_PROXY_PORT: String(port),
+      COMPUTE_EGRESS_HOSTS: "up.test=127.0.0.2,db.test=127.0.0.1",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  try {
+    let out = "";
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (d) => {
+        out += d;
+        if (out.includes("egress proxy listening")) resolve();
+      });
+      child.once("exit", (code) => reject(new Error(`egress proxy exited ${code}: ${out}`)));
+    });
+    const env = sharedProxyEnv("127.0.0.1", port, sandboxC, key);
+    const ok = await run(["curl", "-sS", "--max-time", "20", "http://up.test:" + upPort + "/"], env);
+    assert.equal(ok.stdout, "hello from C\n", ok.stderr);
+    // 127.0.0.1 is the database's address here (DATABASE_URL): refused although the policy lists it.
+    const db = await run(
+      ["curl", "-sS", "--max-time", "20", "-o", "/dev/null", "-w", "%{http_code}", `http://db.test:${portA}/`],
+      env,
+    );
+    assert.equal(db.stdout, "403");
+    const forged = await run(
+      ["curl", "-sS", "--max-time", "20", "-o", "/dev/null", "-w", "%{http_code}", `http://up.test:${upPort}/`],
+      sharedProxyEnv("127.0.0.1", port, sandboxC, randomBytes(32)),
+    );
+    assert.equal(forged.stdout, "407");
+    // Events land in compute's database once the connections end.
+    const until = Date.now() + 10_000;
+    let list = await events.list(sandboxC, 0, 100);
+    while (list.length < 2 && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 50));
+      list = await events.list(sandboxC, 0, 100);
+    }
+    assert.deepEqual(
+      list.map((e) => [e.host, e.allowed, e.reason]),
+      [
+        ["up.test", true, ""],
+        ["db.test", false, "host_service"],
+      ],
+    );
+  } finally {
+    child.kill("SIGTERM");
+    up.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
