@@ -6,11 +6,13 @@ import { grpcTransport } from "../adapters/grpc-transport.ts";
 import type { ModelMessage } from "../providers/provider.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import {
-  parseSse,
+  agentAndSession as agentAndSessionVia,
   type RestCallOptions,
+  rejoinEvents,
   restCall,
   type ServerHarness,
   type SseFrame,
+  sendMessage,
   startServerHarness,
 } from "../testing/harness.ts";
 import { ScriptedModel } from "../testing/scripted-model.ts";
@@ -53,35 +55,23 @@ const asText = (t: { name: string; description: string; inputSchema: unknown }) 
   inputSchema: JSON.stringify(t.inputSchema),
 });
 
-async function agentAndSession(body: Json = {}) {
-  const caller = h.identity.caller();
-  const agent = await call("POST", "/v1/agents", {
-    token: caller.token,
-    body: { name: "A", slug: `a-${Math.random()}`, model: "scripted/x", clientTools: [asText(pickColor)], ...body },
+const agentAndSession = (body: Json = {}) =>
+  agentAndSessionVia(h, {
+    name: "A",
+    slug: `a-${Math.random()}`,
+    model: "scripted/x",
+    clientTools: [asText(pickColor)],
+    ...body,
   });
-  assert.equal(agent.status, 201, agent.text);
-  const session = await call("POST", "/v1/sessions", { token: caller.token, body: { agentId: agent.json.id } });
-  return { caller, agent: agent.json, session: session.json };
-}
 
-async function send(token: string, sessionId: string, content: string): Promise<Frame[]> {
-  const res = await call("POST", `/v1/sessions/${sessionId}/messages`, {
-    token,
-    body: { messages: [{ role: "user", content }] },
-  });
-  assert.equal(res.status, 200, res.text);
-  return parseSse(res.text);
-}
+const send = (token: string, sessionId: string, content: string) => sendMessage(h.base, token, sessionId, content);
 
 function decide(token: string, sessionId: string, decisions: Json[]) {
   return call("POST", `/v1/sessions/${sessionId}/tool-decisions`, { token, body: { decisions } });
 }
 
-async function rejoin(token: string, sessionId: string, after: number): Promise<Frame[]> {
-  const res = await call("GET", `/v1/sessions/${sessionId}/events`, { token, lastEventId: String(after) });
-  assert.equal(res.status, 200, res.text);
-  return parseSse(res.text);
-}
+/** The events after `after`, to the end of the run that follows (Last-Event-ID rejoin). */
+const rejoin = (token: string, sessionId: string, after: number) => rejoinEvents(h.base, token, sessionId, after);
 
 const core = (frames: Frame[]) =>
   frames.filter((f) => f.data.type !== "tool_output" && !String(f.data.type).startsWith("sandbox_"));

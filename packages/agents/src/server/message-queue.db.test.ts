@@ -10,6 +10,7 @@ import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { RUN_INTERRUPTED } from "../runs/reaper.ts";
 import {
+  agentAndSession as agentAndSessionVia,
   parseSse,
   type RestCallOptions,
   restCall,
@@ -68,14 +69,8 @@ async function open(
 }
 
 async function agentAndSession(model = "scripted/x") {
-  const caller = h.identity.caller();
-  const agent = await call("POST", "/v1/agents", {
-    token: caller.token,
-    body: { name: "Q", slug: `q-${Math.random()}`, model },
-  });
-  assert.equal(agent.status, 201, agent.text);
-  const session = await call("POST", "/v1/sessions", { token: caller.token, body: { agentId: agent.json.id } });
-  return { caller, session: session.json as Json };
+  const { caller, session } = await agentAndSessionVia(h, { name: "Q", slug: `q-${Math.random()}`, model });
+  return { caller, session: session as Json };
 }
 
 async function getSession(token: string, id: string): Promise<Json> {

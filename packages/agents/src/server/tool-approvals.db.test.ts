@@ -6,11 +6,13 @@ import { grpcTransport } from "../adapters/grpc-transport.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import {
-  parseSse,
+  agentAndSession as agentAndSessionVia,
   type RestCallOptions,
+  rejoinEvents,
   restCall,
   type ServerHarness,
   type SseFrame,
+  sendMessage,
   startServerHarness,
 } from "../testing/harness.ts";
 import { ScriptedModel } from "../testing/scripted-model.ts";
@@ -40,36 +42,17 @@ const call = (method: string, path: string, opts: RestCallOptions) => restCall(h
 
 type Frame = SseFrame;
 
-async function agentAndSession(model: string, toolPermissions: Record<string, string>) {
-  const caller = h.identity.caller();
-  const agent = await call("POST", "/v1/agents", {
-    token: caller.token,
-    body: { name: "A", slug: `a-${Math.random()}`, model, toolPermissions },
-  });
-  assert.equal(agent.status, 201, agent.text);
-  const session = await call("POST", "/v1/sessions", { token: caller.token, body: { agentId: agent.json.id } });
-  return { caller, agent: agent.json, session: session.json };
-}
+const agentAndSession = (model: string, toolPermissions: Record<string, string>) =>
+  agentAndSessionVia(h, { name: "A", slug: `a-${Math.random()}`, model, toolPermissions });
 
-async function send(token: string, sessionId: string, content: string): Promise<Frame[]> {
-  const res = await call("POST", `/v1/sessions/${sessionId}/messages`, {
-    token,
-    body: { messages: [{ role: "user", content }] },
-  });
-  assert.equal(res.status, 200, res.text);
-  return parseSse(res.text);
-}
+const send = (token: string, sessionId: string, content: string) => sendMessage(h.base, token, sessionId, content);
 
 function decide(token: string, sessionId: string, decisions: Json[]) {
   return call("POST", `/v1/sessions/${sessionId}/tool-decisions`, { token, body: { decisions } });
 }
 
 /** The events after `after`, to the end of the run that follows (Last-Event-ID rejoin). */
-async function rejoin(token: string, sessionId: string, after: number): Promise<Frame[]> {
-  const res = await call("GET", `/v1/sessions/${sessionId}/events`, { token, lastEventId: String(after) });
-  assert.equal(res.status, 200, res.text);
-  return parseSse(res.text);
-}
+const rejoin = (token: string, sessionId: string, after: number) => rejoinEvents(h.base, token, sessionId, after);
 
 function assertConflict(res: { status: number; json: Json }, message: RegExp) {
   assert.equal(res.status, 409, JSON.stringify(res.json));

@@ -1,3 +1,4 @@
+import assert from "node:assert/strict";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { createTestDatabase } from "@platform/db/testing";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
@@ -206,4 +207,38 @@ export function parseSse(text: string): SseFrame[] {
         .join("\n");
       return { id, data: JSON.parse(data) };
     });
+}
+
+/** A new caller of the identity double (an org owner), an agent made with `agent` over REST (201 asserted) and a session of it. */
+export async function agentAndSession(h: Pick<ServerHarness, "base" | "identity">, agent: Json) {
+  const caller = h.identity.caller();
+  const created = await restCall(h.base, "POST", "/v1/agents", { token: caller.token, body: agent });
+  assert.equal(created.status, 201, created.text);
+  const session = await restCall(h.base, "POST", "/v1/sessions", {
+    token: caller.token,
+    body: { agentId: created.json.id },
+  });
+  return { caller, agent: created.json, session: session.json };
+}
+
+/** One user message sent over REST, its SSE reply read to the end (200 asserted). */
+export async function sendMessage(
+  base: string,
+  token: string,
+  sessionId: string,
+  content: string,
+): Promise<SseFrame[]> {
+  const res = await restCall(base, "POST", `/v1/sessions/${sessionId}/messages`, {
+    token,
+    body: { messages: [{ role: "user", content }] },
+  });
+  assert.equal(res.status, 200, res.text);
+  return parseSse(res.text);
+}
+
+/** The events after `after`, to the end of the run that follows (Last-Event-ID rejoin; 200 asserted). */
+export async function rejoinEvents(base: string, token: string, sessionId: string, after: number): Promise<SseFrame[]> {
+  const res = await restCall(base, "GET", `/v1/sessions/${sessionId}/events`, { token, lastEventId: String(after) });
+  assert.equal(res.status, 200, res.text);
+  return parseSse(res.text);
 }

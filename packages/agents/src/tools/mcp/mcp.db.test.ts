@@ -16,6 +16,7 @@ import {
   restCall,
   type ServerHarness,
   type SseFrame,
+  sendMessage,
   startServerHarness,
 } from "../../testing/harness.ts";
 import { type Script, ScriptedModel } from "../../testing/scripted-model.ts";
@@ -155,14 +156,7 @@ const call = (method: string, path: string, opts: RestCallOptions) => restCall(h
 
 type Frame = SseFrame;
 
-async function send(token: string, sessionId: string, content: string): Promise<Frame[]> {
-  const res = await call("POST", `/v1/sessions/${sessionId}/messages`, {
-    token,
-    body: { messages: [{ role: "user", content }] },
-  });
-  assert.equal(res.status, 200, res.text);
-  return parseSse(res.text);
-}
+const send = (token: string, sessionId: string, content: string) => sendMessage(h.base, token, sessionId, content);
 
 const use = (id: string, name: string, input: Json = {}) => ({ type: "tool_use", call: { id, name, input } }) as const;
 
