@@ -3,6 +3,7 @@
 // the router passes identity's and agents' REST/SSE paths through.
 import { createClient } from "@connectrpc/connect";
 import { type Authorizer, createRestTransport, jwtExpiry, PlatformClient, type Tokens } from "@platform/client";
+import { UsageService } from "@platform/gen/agents/v1/usage_pb";
 import { AuditService, MemberService, TeamService } from "@platform/gen/identity/v1/teams_pb";
 
 /**
@@ -67,6 +68,8 @@ export function connect(tokens: Tokens | undefined, onSignedOut: () => void) {
     teams: createClient(TeamService, identity),
     members: createClient(MemberService, identity),
     audit: createClient(AuditService, identity),
+    // agents' usage RPCs (the SDK does not wrap them yet), on the same origin and login.
+    usage: createClient(UsageService, identity),
     /** The organization the access token acts in (its org_id claim). */
     orgId(): string {
       return claims(client.tokens?.accessToken)?.org_id ?? "";

@@ -330,6 +330,12 @@ describe("the web console in Chromium against the real platform", { timeout: 380
       assert.match(await status.innerText(), /Run\s+idle/);
       assert.match(await status.innerText(), /Sandbox\s+[0-9a-f-]{36}/);
       assert.match(await status.innerText(), /Tool calls\s+2/);
+      // agents' usage records of the session (GET /v1/sessions/{id}/usage).
+      await status.getByText("Sandbox wall time").waitFor();
+      assert.match(
+        await status.innerText(),
+        /Sandbox CPU\s+\d+ ms\s+Sandbox wall time\s+[1-9]\d* ms\s+Model calls\s+[1-9]/,
+      );
       assert.match(
         await text(".chat"),
         /hello from the console[\s\S]*echo: hello from the console[\s\S]*exit code 3[\s\S]*exit code 0/,

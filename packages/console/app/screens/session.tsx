@@ -1,5 +1,6 @@
 import type { Session } from "@platform/client";
 import type { SessionFile } from "@platform/gen/agents/v1/agents_pb";
+import type { Usage } from "@platform/gen/agents/v1/usage_pb";
 import { useEffect, useState } from "preact/hooks";
 import { fromLog, type ViewEvent } from "../events.ts";
 import { messageOf, type Platform } from "../platform.ts";
@@ -12,7 +13,12 @@ export function SessionScreen({ platform, id }: { platform: Platform; id: string
   const [session, setSession] = useState<Session>();
   const [events, setEvents] = useState<ViewEvent[]>([]);
   const [error, setError] = useState("");
+  const [usage, setUsage] = useState<Usage>();
   useEffect(() => {
+    platform.usage.getSessionUsage({ id }).then(
+      (r) => setUsage(r.usage),
+      () => setUsage(undefined),
+    );
     platform.client.rpc.sessions.getSession({ id }).then(
       (res) => {
         setSession(res.session);
@@ -51,6 +57,16 @@ export function SessionScreen({ platform, id }: { platform: Platform; id: string
           </dd>
           <dt>Tool calls</dt>
           <dd>{toolCalls}</dd>
+          {usage && (
+            <>
+              <dt>Sandbox CPU</dt>
+              <dd>{String(usage.sandboxCpuMs)} ms</dd>
+              <dt>Sandbox wall time</dt>
+              <dd>{String(usage.sandboxWallMs)} ms</dd>
+              <dt>Model calls</dt>
+              <dd>{String(usage.modelCalls)}</dd>
+            </>
+          )}
         </dl>
       </article>
       <article>
