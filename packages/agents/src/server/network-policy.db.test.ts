@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
-import { type ServerHarness, startServerHarness } from "../testing/harness.ts";
+import { jsonCall, jsonOk, type ServerHarness, startServerHarness } from "../testing/harness.ts";
 
 let h: ServerHarness;
 let auth: Record<string, string>;
@@ -27,20 +27,8 @@ after(async () => {
   await h?.close();
 });
 
-async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const res = await fetch(`${h.base}${path}`, {
-    method,
-    headers: auth,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Json };
-}
-
-async function json(method: string, path: string, body?: unknown): Promise<Json> {
-  const r = await call(method, path, body);
-  assert.ok(r.status === 200 || r.status === 201, `${r.status} ${JSON.stringify(r.body)}`);
-  return r.body;
-}
+const call = (method: string, path: string, body?: unknown) => jsonCall(h.base, auth, method, path, body);
+const json = (method: string, path: string, body?: unknown) => jsonOk(h.base, auth, method, path, body);
 
 async function send(session: string, content: string): Promise<Json[]> {
   const res = await fetch(`${h.base}/v1/sessions/${session}/messages`, {

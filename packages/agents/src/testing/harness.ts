@@ -242,3 +242,32 @@ export async function rejoinEvents(base: string, token: string, sessionId: strin
   assert.equal(res.status, 200, res.text);
   return parseSse(res.text);
 }
+
+/** A REST call with these headers whose answer is JSON: its status and parsed body. */
+export async function jsonCall(
+  base: string,
+  headers: Record<string, string>,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: Json }> {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Json };
+}
+
+/** jsonCall that must succeed (200 or 201 asserted): the parsed body. */
+export async function jsonOk(
+  base: string,
+  headers: Record<string, string>,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<Json> {
+  const r = await jsonCall(base, headers, method, path, body);
+  assert.ok(r.status === 200 || r.status === 201, `${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
