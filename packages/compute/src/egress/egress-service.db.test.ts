@@ -26,7 +26,7 @@ import { proxyPassword, sharedProxyEnv } from "./credentials.ts";
 import { createResolver } from "./resolver.ts";
 import { startEgressService } from "./service.ts";
 
-let database: Database<unknown>;
+let database: Database<unknown> & { url?: string };
 let store: KyselySandboxStore;
 let events: KyselyNetworkEventStore;
 let service: Awaited<ReturnType<typeof startEgressService>>;
