@@ -232,6 +232,9 @@ export class KubernetesDriver implements SandboxDriver {
         await this.core.createNamespacedPod({ namespace: this.namespace, body: buildPod(spec, this.pod) });
       });
     } catch (err) {
+      // Not left behind by a sandbox that was never made (on 409 the sandbox exists and the policy is its own).
+      if (spec.networkPolicy && this.pod.egress && apiCode(err) !== 409)
+        await this.deleteEgressPolicy(spec.sandboxId).catch(() => {});
       if (err instanceof PlatformError) throw err;
       if (apiCode(err) === 409) throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
       throw PlatformError.internal("pod or volume creation failed", err);

@@ -116,3 +116,23 @@ test("a sandbox's usage carries the bytes the egress proxy recorded for it", asy
     await double.close();
   }
 });
+
+test("a create the cluster refuses leaves no NetworkPolicy behind", async () => {
+  const double = await KubeDouble.start({ namespaces: [NS] });
+  // uid 0: restricted Pod Security refuses the pod (403) after the NetworkPolicy was made.
+  const driver = new KubernetesDriver({
+    kubeConfig: double.kubeConfig(NS),
+    namespace: NS,
+    runAsUser: 0,
+    egress: { address: "egress-proxy:3128", key },
+  });
+  try {
+    const spec = { ...contractSpec("debian:bookworm-slim"), networkPolicy: policy };
+    await assert.rejects(driver.create(spec));
+    assert.equal(double.list("pods", NS).length, 0);
+    assert.equal(double.list("networkpolicies", NS, NET).length, 0);
+  } finally {
+    await driver.close();
+    await double.close();
+  }
+});
