@@ -1,7 +1,8 @@
 import type { NetworkPolicy } from "@platform/network-policy";
-import type { 
+import type {
   Agent,
-  ClientTool,McpServer, 
+  ClientTool,
+  McpServer,
   NewEvent,
   Page,
   QueuedSend,
@@ -9,7 +10,8 @@ import type {
   SessionEvent,
   ToolDecision,
   ToolPermissions,
-  Waiting,} from "./model.ts";
+  Waiting,
+} from "./model.ts";
 import type { Budgets } from "./usage.ts";
 
 export type NewAgent = Omit<
