@@ -32,7 +32,9 @@ import { stringSlots } from "./hostile/string-slots.ts";
 const genRoot = new URL("../../../../gen/", import.meta.url).pathname;
 /** gen/ directories that are not platform services (third-party protos, the rpc package's test contract). */
 // openapi: the OpenAPI documents generated from the same protos (JSON, no code).
-const NOT_PLATFORM = new Set(["google", "grpc", "platform", "rpctest", "node_modules", "openapi"]);
+// e2b: E2B's envd wire contract, served by the optional e2b-compat service (off unless PLATFORM_E2B_PORT),
+// which this stack does not start; its own hostile-input test walks it (packages/e2b-compat).
+const NOT_PLATFORM = new Set(["google", "grpc", "platform", "rpctest", "node_modules", "openapi", "e2b"]);
 
 /** Every service in the generated code of the platform's proto packages. */
 async function platformServices(): Promise<DescService[]> {
