@@ -9,6 +9,7 @@ import { KeysScreen } from "./screens/keys.tsx";
 import { Login } from "./screens/login.tsx";
 import { SessionScreen } from "./screens/session.tsx";
 import { TeamScreen } from "./screens/team.tsx";
+import { ErrorAlert } from "./error-alert.tsx";
 
 export function App() {
   const [generation, setGeneration] = useState(0);
@@ -112,11 +113,7 @@ function Shell({ platform, onOrgSwitched }: { platform: Platform; onOrgSwitched:
         </div>
       </header>
       <main class="container">
-        {error && (
-          <p role="alert" class="error">
-            {error}
-          </p>
-        )}
+        <ErrorAlert message={error} />
         {section === "agents" && rest[0] === undefined && <AgentsScreen platform={platform} />}
         {section === "agents" && rest[0] !== undefined && <AgentScreen platform={platform} id={rest[0]} />}
         {section === "chat" && <ChatScreen platform={platform} agentId={rest[0]} sessionId={rest[1]} />}

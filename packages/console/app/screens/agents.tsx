@@ -2,6 +2,7 @@ import type { Agent, Session } from "@platform/client";
 import { useEffect, useState } from "preact/hooks";
 import { messageOf, type Platform } from "../platform.ts";
 import { go } from "../route.ts";
+import { ErrorAlert } from "../error-alert.tsx";
 
 const PAGE = 10;
 /** The built-in tools whose calls a permission may hold for approval. */
@@ -48,11 +49,7 @@ export function AgentsScreen({ platform }: { platform: Platform }) {
         <h1>Agents</h1>
         <p>Page {cursors.length}</p>
       </hgroup>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
       <div class="table-scroll">
         <table>
           <thead>
@@ -209,11 +206,7 @@ export function AgentScreen({ platform, id }: { platform: Platform; id: string }
       <button type="button" onClick={newChat}>
         New chat with {agent.name}
       </button>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
       <article>
         <h2>Settings</h2>
         <form onSubmit={save} key={agent.updatedAt?.seconds}>

@@ -4,6 +4,7 @@ import { fromLog, fromStream, merge, type ViewEvent } from "../events.ts";
 import { messageOf, type Platform } from "../platform.ts";
 import { go } from "../route.ts";
 import { ChatLog } from "./chat-log.tsx";
+import { ErrorAlert } from "../error-alert.tsx";
 
 export function ChatScreen({ platform, agentId, sessionId }: { platform: Platform; agentId?: string; sessionId?: string }) {
   const [agents, setAgents] = useState<Agent[]>([]);
@@ -52,11 +53,7 @@ export function ChatScreen({ platform, agentId, sessionId }: { platform: Platfor
           </button>
         </div>
       </div>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
       {sessionId && <Conversation key={sessionId} platform={platform} id={sessionId} />}
     </section>
   );
@@ -151,11 +148,7 @@ function Conversation({ platform, id }: { platform: Platform; id: string }) {
         {running && <span aria-busy="true"> the agent is working</span>}
       </header>
       <ChatLog events={events} pending={pending} onDecide={decide} />
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
       <form onSubmit={send} class="composer">
         <label class="grow">
           <span class="visually-hidden">Message</span>

@@ -1,6 +1,7 @@
 import type { APIKey } from "@platform/client";
 import { useEffect, useState } from "preact/hooks";
 import { messageOf, type Platform } from "../platform.ts";
+import { ErrorAlert } from "../error-alert.tsx";
 
 export function KeysScreen({ platform }: { platform: Platform }) {
   const [keys, setKeys] = useState<APIKey[]>([]);
@@ -83,11 +84,7 @@ export function KeysScreen({ platform }: { platform: Platform }) {
           <button type="submit">Create key</button>
         </div>
       </form>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
       <div class="table-scroll">
         <table data-testid="keys">
           <thead>

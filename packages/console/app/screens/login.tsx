@@ -1,6 +1,7 @@
 import type { Tokens } from "@platform/client";
 import { useState } from "preact/hooks";
 import { messageOf, type Platform } from "../platform.ts";
+import { ErrorAlert } from "../error-alert.tsx";
 
 export function Login({ platform, onSignedIn }: { platform: Platform; onSignedIn: (t: Tokens) => void }) {
   const [error, setError] = useState("");
@@ -37,11 +38,7 @@ export function Login({ platform, onSignedIn }: { platform: Platform; onSignedIn
             Password
             <input name="password" type="password" autocomplete="current-password" required />
           </label>
-          {error && (
-            <p role="alert" class="error">
-              {error}
-            </p>
-          )}
+          <ErrorAlert message={error} />
           <button type="submit" aria-busy={busy} disabled={busy}>
             Sign in
           </button>

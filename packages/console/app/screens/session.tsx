@@ -5,6 +5,7 @@ import { useEffect, useState } from "preact/hooks";
 import { fromLog, type ViewEvent } from "../events.ts";
 import { messageOf, type Platform } from "../platform.ts";
 import { ChatLog } from "./chat-log.tsx";
+import { ErrorAlert } from "../error-alert.tsx";
 
 /** Files shown as text up to this size; larger ones are downloaded. */
 const VIEW_LIMIT = 256 * 1024;
@@ -74,11 +75,7 @@ export function SessionScreen({ platform, id }: { platform: Platform; id: string
         <ChatLog events={events} />
       </article>
       <Files platform={platform} id={id} />
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
     </section>
   );
 }
@@ -237,11 +234,7 @@ function Files({ platform, id }: { platform: Platform; id: string }) {
         </label>
         <button type="submit">Upload</button>
       </form>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
     </article>
   );
 }

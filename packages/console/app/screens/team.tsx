@@ -1,6 +1,7 @@
 import type { AuditEvent, Member } from "@platform/gen/identity/v1/teams_pb";
 import { useEffect, useState } from "preact/hooks";
 import { messageOf, type Platform } from "../platform.ts";
+import { ErrorAlert } from "../error-alert.tsx";
 
 export function TeamScreen({ platform, orgId, orgName }: { platform: Platform; orgId: string; orgName: string }) {
   const [members, setMembers] = useState<Member[]>([]);
@@ -35,11 +36,7 @@ export function TeamScreen({ platform, orgId, orgName }: { platform: Platform; o
   return (
     <section>
       <h1>{orgName || "Organization"}: members and audit log</h1>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
       <h2>Members</h2>
       <div class="table-scroll">
         <table data-testid="members">
