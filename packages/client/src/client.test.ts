@@ -346,3 +346,51 @@ describe("rejoin and the router", () => {
     assert.equal(text, "echo: hello router");
   });
 });
+
+describe("send modes", () => {
+  test("interrupt stops the running run and is taken next; reject is 409 while a run holds the session", async () => {
+    const c = client();
+    await c.login(OWNER.email, OWNER.password);
+    const agent = await c.agents.create({ name: "modes", slug: `modes-${randomUUID()}`, model: "dev/echo" });
+    const session = await c.sessions.create(agent.id);
+    const first = c.sessions.send(session.id, "run: echo started; sleep 30");
+    const firstEvents: ChatEvent[] = [];
+    // Until the command is under way.
+    for (;;) {
+      const next = await first.next();
+      assert.ok(!next.done, "the first run ended before its command ran");
+      firstEvents.push(next.value);
+      if (next.value.type === "tool_output") break;
+    }
+    const refused = await rejects(collect(c.sessions.send(session.id, "not now", { mode: "reject" })));
+    assert.equal(refused.code, Code.Aborted);
+    assert.equal(refused.httpStatus, 409);
+    const started = performance.now();
+    const second = await collect(c.sessions.send(session.id, "stop that", { mode: "interrupt" }));
+    const ms = performance.now() - started;
+    for await (const e of first) firstEvents.push(e);
+    // The interrupted run: its command stopped (an error result), the run ended with the interrupt's error.
+    const last = firstEvents.at(-1)!;
+    assert.equal(last.type, "error");
+    assert.match((last as { content: string }).content, /interrupted by a new message/);
+    assert.ok(
+      firstEvents.some((e) => e.type === "tool_result" && e.isError),
+      firstEvents.map((e) => e.type).join(" "),
+    );
+    // The interrupting send: its message_queued event (mode interrupt), then its own run to its end.
+    const queued = second[0]!;
+    assert.ok(queued.type === "other" && queued.name === "message_queued", JSON.stringify(queued));
+    assert.equal(JSON.parse((queued as { content: string }).content).mode, "interrupt");
+    assert.equal(second.at(-1)!.type, "done");
+    assert.equal(
+      second
+        .filter((e) => e.type === "text")
+        .map((e) => (e as { content: string }).content)
+        .join(""),
+      "echo: stop that",
+    );
+    // Not after the 30 s sleep (as an enqueued send would be).
+    assert.ok(ms < 20_000, `the interrupting send took ${ms.toFixed(0)} ms`);
+    console.log(`interrupt: the interrupting send's stream ended ${ms.toFixed(0)} ms after it was sent`);
+  });
+});

@@ -62,6 +62,20 @@ export interface StreamOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * What a send does while a run holds the session (SendMessagesRequest.mode):
+ * `enqueue` (the service's default) queues it after the runs before it,
+ * `reject` fails with 409 `aborted`, `interrupt` stops the active run (it
+ * ends with an `error` event) and is taken next.
+ */
+export type SendMode = "enqueue" | "reject" | "interrupt";
+
+/** Options of send(). */
+export interface SendOptions extends StreamOptions {
+  /** While a run holds the session: queue (default), refuse, or interrupt it. */
+  mode?: SendMode;
+}
+
 /** The router's invoke stream, typed. */
 export type InvokeEvent =
   | { type: "text"; content: string }
@@ -251,13 +265,17 @@ export class SessionsApi {
   /**
    * Sends a message (text, or messages) and yields the reply's events as they
    * come, until `done` or `error`, rejoining the stream from the last event id
-   * if the connection drops: each event exactly once.
+   * if the connection drops: each event exactly once. While a run holds the
+   * session, `mode` decides (see SendMode); a queued or interrupting send
+   * yields its `message_queued` event (type `other`) first, then the events
+   * of the run that takes it.
    */
-  send(id: string, message: MessageInput, options: StreamOptions = {}): AsyncGenerator<ChatEvent> {
+  send(id: string, message: MessageInput, options: SendOptions = {}): AsyncGenerator<ChatEvent> {
     const messages = messagesOf(message);
+    const mode = options.mode ?? "";
     return follow(
       {
-        open: (signal, onHeader) => this.rpc.sendMessages({ id, messages }, { signal, onHeader }),
+        open: (signal, onHeader) => this.rpc.sendMessages({ id, messages, mode }, { signal, onHeader }),
         rejoin: (after, signal) => this.#rejoin(id, after, signal),
         // Broken before its first event: the run's events follow the messages just logged.
         start: async () => {

@@ -7,6 +7,8 @@ export {
   type Page,
   PlatformClient,
   type PlatformClientOptions,
+  type SendMode,
+  type SendOptions,
   SessionsApi,
   type StreamOptions,
 } from "./client.ts";
