@@ -131,6 +131,7 @@ describe("settings", () => {
       LOGIN_THROTTLE_WINDOW: "1h",
       LOGIN_THROTTLE_MAX_ENTRIES: "1000",
       LOGIN_TRUSTED_PROXY_HOPS: "1",
+      LOGIN_TRUSTED_PROXIES: "127.0.0.1, ::1,10.0.0.0/8",
       ARGON2_MAX_QUEUE: "8",
     });
     assert.deepEqual(s.loginThrottle, {
@@ -141,6 +142,7 @@ describe("settings", () => {
       windowMs: 3_600_000,
       maxEntries: 1000,
       trustedProxyHops: 1,
+      trustedProxies: ["127.0.0.1", "::1", "10.0.0.0/8"],
     });
     assert.equal(s.argon2.maxQueue, 8);
     for (const [setting, value] of [
@@ -148,6 +150,8 @@ describe("settings", () => {
       ["LOGIN_THROTTLE_BASE_DELAY", "soon"],
       ["LOGIN_THROTTLE_MAX_ENTRIES", "-1"],
       ["LOGIN_TRUSTED_PROXY_HOPS", "yes"],
+      ["LOGIN_TRUSTED_PROXIES", "router.local"],
+      ["LOGIN_TRUSTED_PROXIES", "10.0.0.0/33"],
       ["ARGON2_MAX_QUEUE", "many"],
     ]) {
       failsNaming({ ...base, [setting!]: value! }, setting!);

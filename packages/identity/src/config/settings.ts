@@ -20,6 +20,7 @@ import { corsAllowedOriginsSetting, metricsTokenSetting, otelEndpointSetting } f
 import type { RotationPolicy } from "../keys/signing-keys.ts";
 import { DELIVERY_DEFAULTS, type DeliverySettings } from "../webhooks/delivery-worker.ts";
 import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
+import { TrustedProxies } from "../login-throttle/client-address.ts";
 
 /** The platform's one ConfigError under the name identity has always exported; `setting` names the variable. */
 export { ConfigError as SettingsError };
@@ -64,6 +65,8 @@ export type LoginThrottleSettings = {
   maxEntries: number;
   /** Proxies in front whose X-Forwarded-For entries are trusted (0: use the socket's address). */
   trustedProxyHops: number;
+  /** Addresses or CIDRs of proxies (the platform's router) whose X-Forwarded-For is believed; empty: none. */
+  trustedProxies: string[];
 };
 
 export const LOGIN_THROTTLE_DEFAULTS: LoginThrottleSettings = {
@@ -74,6 +77,7 @@ export const LOGIN_THROTTLE_DEFAULTS: LoginThrottleSettings = {
   windowMs: 15 * 60_000,
   maxEntries: 100_000,
   trustedProxyHops: 0,
+  trustedProxies: [],
 };
 
 export type Bootstrap = { email: string; password: string; name: string; orgName: string; orgSlug?: string };
@@ -250,6 +254,22 @@ export const IDENTITY_SETTINGS = {
     max: 16,
     doc: "proxies in front whose `X-Forwarded-For` entries are trusted (0: the socket's address)",
   }),
+  trustedProxies: custom("LOGIN_TRUSTED_PROXIES", {
+    shown: "unset",
+    doc: "addresses or CIDRs (comma-separated) of proxies whose `X-Forwarded-For` is believed on a connection from them, e.g. the platform's router (`bash scripts/run.sh` sets the router's address); unset: none",
+    read: (env) => {
+      const entries = (raw(env, "LOGIN_TRUSTED_PROXIES") ?? "")
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
+      try {
+        new TrustedProxies(entries);
+      } catch (err) {
+        throw new ConfigError("LOGIN_TRUSTED_PROXIES", `LOGIN_TRUSTED_PROXIES: ${(err as Error).message}`);
+      }
+      return entries;
+    },
+  }),
   bootstrapEmail: text("BOOTSTRAP_OWNER_EMAIL", { doc: "initial owner, created at start if absent" }),
   // Not trimmed: a password is taken as written.
   bootstrapPassword: custom("BOOTSTRAP_OWNER_PASSWORD", {
@@ -390,6 +410,7 @@ export function loadSettings(env: Env = process.env): Settings {
       windowMs: s.windowMs,
       maxEntries: s.maxEntries,
       trustedProxyHops: s.trustedProxyHops,
+      trustedProxies: s.trustedProxies,
     },
     bootstrap: bootstrap(s),
     signupOpen: s.signup === "open",

@@ -1,6 +1,7 @@
 import { Code, IdentityRestCode, PlatformError } from "@platform/errors";
 import { type Clock, systemClock } from "../auth/auth-context.ts";
 import type { LoginThrottleSettings } from "../config/settings.ts";
+import { TrustedProxies } from "./client-address.ts";
 
 type Entry = { failures: number; blockedUntil: number; lastFailureAt: number };
 
@@ -52,6 +53,8 @@ export type LoginAttempt = { account: string; address?: string };
 export class LoginThrottle {
   readonly #accounts: FailureTable;
   readonly #addresses: FailureTable;
+  /** LOGIN_TRUSTED_PROXIES, parsed once. */
+  readonly trustedProxies: TrustedProxies;
 
   constructor(
     readonly settings: LoginThrottleSettings,
@@ -59,6 +62,7 @@ export class LoginThrottle {
   ) {
     this.#accounts = new FailureTable(settings.maxEntries);
     this.#addresses = new FailureTable(settings.maxEntries);
+    this.trustedProxies = new TrustedProxies(settings.trustedProxies ?? []);
   }
 
   /** Entries held, for tests of the memory bound. */

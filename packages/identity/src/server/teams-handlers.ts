@@ -41,6 +41,7 @@ export function requestMeta(identity: Identity, ctx: HandlerContext): RequestMet
       info?.remoteAddress,
       ctx.requestHeader.get("x-forwarded-for"),
       identity.loginThrottle.settings.trustedProxyHops,
+      identity.loginThrottle.trustedProxies,
     ),
   };
 }

@@ -89,3 +89,15 @@ test("OTEL_EXPORTER_OTLP_ENDPOINT is validated once and given to every service; 
     /OTEL_EXPORTER_OTLP_ENDPOINT/,
   );
 });
+
+test("identity believes X-Forwarded-For from the router's own address only (LOGIN_TRUSTED_PROXIES)", () => {
+  const trusted = (env: Record<string, string>) =>
+    platformServices(loadLauncherConfig(env), secrets, pki.files).services.find((s) => s.name === "identity")!.env
+      .LOGIN_TRUSTED_PROXIES;
+  assert.equal(trusted({}), "127.0.0.1");
+  // A wildcard is reached on loopback, so the router comes from there; a given address is the router's source.
+  assert.equal(trusted({ PLATFORM_HOST: "0.0.0.0" }), "127.0.0.1");
+  assert.equal(trusted({ PLATFORM_HOST: "::" }), "::1");
+  assert.equal(trusted({ PLATFORM_HOST: "192.0.2.10" }), "192.0.2.10");
+  assert.equal(trusted({ PLATFORM_HOST: "localhost" }), "127.0.0.1,::1");
+});

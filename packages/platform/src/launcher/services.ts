@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { join } from "node:path";
 import { type ServiceTlsFiles, tlsEnv } from "@platform/pki";
 import type { Endpoints } from "../cli/endpoints.ts";
@@ -24,6 +25,9 @@ export function platformServices(
   // (and 127.0.0.1 is in every certificate, 0.0.0.0 in none).
   const to = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "[::1]" : host.includes(":") ? `[${host}]` : host;
   const url = (port: number) => `http://${to}:${port}`;
+  // The address the router's connections to identity come from (a name such as localhost: loopback's).
+  const bare = to.replace(/^\[|\]$/g, "");
+  const routerAddress = isIP(bare) ? bare : "127.0.0.1,::1";
   const internal = (port: number) => `https://${to}:${port}`;
   const endpoints: Endpoints = {
     identity: url(ports.identityRest),
@@ -56,6 +60,9 @@ export function platformServices(
         BOOTSTRAP_OWNER_EMAIL: config.ownerEmail,
         BOOTSTRAP_OWNER_PASSWORD: secrets.ownerPassword,
         BOOTSTRAP_ORG_NAME: config.ownerOrg,
+        // The router below reaches identity at `to` and so comes from that address: identity believes the
+        // X-Forwarded-For it sets (the console's sign-ins throttled per client address), no one else's.
+        LOGIN_TRUSTED_PROXIES: routerAddress,
       },
     },
     {

@@ -103,6 +103,8 @@ export async function startPlatform(options: { env?: Record<string, string> } = 
     BOOTSTRAP_OWNER_EMAIL: OWNER.email,
     BOOTSTRAP_OWNER_PASSWORD: OWNER.password,
     BOOTSTRAP_ORG_NAME: "CLI Org",
+    // As the launcher: the router's X-Forwarded-For is believed from its address.
+    LOGIN_TRUSTED_PROXIES: host,
   });
   start("compute", "packages/compute/src/main.ts", {
     COMPUTE_PORT: String(compute),

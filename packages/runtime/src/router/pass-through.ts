@@ -68,6 +68,11 @@ export function passThrough(targets: PassThroughTargets, logger: Logger) {
     // service's CORS list need not name: the service sees a same-origin call.
     delete headers.origin;
     headers["x-forwarded-host"] = req.headers.host ?? req.headers[":authority"];
+    // The address the router saw, replacing any X-Forwarded-For the client sent (it could name any address):
+    // identity believes it from the router's address only (LOGIN_TRUSTED_PROXIES) and throttles logins by it.
+    delete headers["x-forwarded-for"];
+    const peer = req.socket?.remoteAddress?.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, "$1");
+    if (peer) headers["x-forwarded-for"] = peer;
     await new Promise<void>((resolve) => {
       let done = false;
       const upstream = http.request(
