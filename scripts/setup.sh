@@ -19,6 +19,8 @@ command -v cc >/dev/null 2>&1 && [[ -e /usr/include/stdio.h ]] || need+=(gcc lib
 [[ -e /usr/include/seccomp.h ]] || need+=(libseccomp-dev)
 # The forwarder into a sandbox's network namespace (compute's egress proxy, issue 21); curl and openssl for its tests.
 [[ -x /usr/bin/socat ]] || need+=(socat)
+# ripgrep: Anthropic's sandbox-runtime, a peer in pnpm bench, scans a command's workspace with it.
+command -v rg >/dev/null 2>&1 || need+=(ripgrep)
 # Sandbox images built from Debian packages (`platform images build`, issue 22).
 [[ -x /usr/bin/mmdebstrap ]] || need+=(mmdebstrap)
 command -v curl >/dev/null 2>&1 || need+=(curl)

@@ -14,6 +14,21 @@ export interface FigureResult {
   notes?: string;
   /** Raw numbers for the smoke test and the JSON dump. */
   raw?: Record<string, unknown>;
+  /** What users would pick instead, measured in the same run (BENCHMARKS.md's "Peers (same run)" table). */
+  peers?: PeerResult[];
+}
+
+/** One row of the peers table: ours against a peer on the same work, with its own goal. */
+export interface PeerResult {
+  /** The peer and what of it was measured, e.g. "grpc-js 1.14.7: VerifyToken throughput". */
+  peer: string;
+  theirs: string;
+  ours: string;
+  /** Ours relative to the peer, said which way (e.g. "1.12× its throughput"). */
+  ratio: string;
+  goal: string;
+  /** undefined when the peer could not be measured (`theirs` says why). */
+  met: boolean | undefined;
 }
 
 export interface Figure {
@@ -22,5 +37,7 @@ export interface Figure {
   goal: string;
   /** Its own ceiling for a full run, when the runner's default is too short for it (ms). */
   fullTimeoutMs?: number;
+  /** The same for a quick run (a figure that starts processes of its own, e.g. peers). */
+  quickTimeoutMs?: number;
   run(stack: Stack, size: Size): Promise<Omit<FigureResult, "figure" | "goal">>;
 }

@@ -11,6 +11,19 @@ export function table(results: FigureResult[]): string {
   return lines.join("\n");
 }
 
+/** The peers measured beside the figures, one row each; empty when no figure had a peer. */
+export function peerTable(results: FigureResult[]): string {
+  const rows = results.flatMap((r) => (r.peers ?? []).map((p) => ({ figure: r.figure, ...p })));
+  if (rows.length === 0) return "";
+  const lines = [
+    "| figure | peer (same run) | peer | ours | ours vs peer | goal | goal met |",
+    "|---|---|---|---|---|---|---|",
+  ];
+  for (const p of rows)
+    lines.push(`| ${[p.figure, p.peer, p.theirs, p.ours, p.ratio, p.goal, verdict(p.met)].map(esc).join(" | ")} |`);
+  return lines.join("\n");
+}
+
 export function markdown(
   results: FigureResult[],
   machine: Machine,
@@ -43,7 +56,7 @@ shared and noisy. Goals are what we aim at, not test assertions; CI runs only a 
 ## Results
 
 ${table(results)}
-
+${peerTable(results) ? `\n## Peers (same run)\n\nWhat users would pick instead, run on the same machine in the same run as the figure it sits beside (interleaved with ours where the figure allows).\n\n${peerTable(results)}\n` : ""}
 ## Notes per figure
 
 ${notes}

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import type { Figure, FigureResult, Size } from "./figure.ts";
 import { figures } from "./figures/index.ts";
 import { describeMachine } from "./machine.ts";
-import { markdown, table } from "./report.ts";
+import { markdown, peerTable, table } from "./report.ts";
 import { Stack } from "./stack.ts";
 
 export interface RunOptions {
@@ -39,6 +39,7 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
   }
   const seconds = (performance.now() - t0) / 1000;
   console.log(table(results));
+  if (peerTable(results)) console.log(`\n${peerTable(results)}`);
   if (options.out) {
     // The hand-written part (what bounds each miss, from profiles) lives beside the code and is carried into the file.
     const analysisFile = new URL("../ANALYSIS.md", import.meta.url);
@@ -55,7 +56,8 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
 async function runOne(figure: Figure, stack: Stack, size: Size): Promise<FigureResult> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    const limitMs = size === "full" && figure.fullTimeoutMs ? figure.fullTimeoutMs : FIGURE_TIMEOUT_MS[size];
+    const own = size === "full" ? figure.fullTimeoutMs : figure.quickTimeoutMs;
+    const limitMs = own ?? FIGURE_TIMEOUT_MS[size];
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`did not finish within ${limitMs / 1000} s`)), limitMs);
     });

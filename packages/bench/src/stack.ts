@@ -43,6 +43,8 @@ export class Stack {
   #router?: Promise<{ router: RunningRouter; orchestrator: LocalOrchestrator }>;
   #pg: boolean | undefined;
   #pki?: Promise<EnsureResult>;
+  #identityEnv?: Record<string, string>;
+  readonly #grpcJsPeers: { identity?: Promise<ServiceProcess>; compute?: Promise<ServiceProcess> } = {};
   databaseKind = "pglite";
 
   #certificates(): Promise<EnsureResult> {
@@ -80,7 +82,7 @@ export class Stack {
   identity(): Promise<ServiceProcess> {
     this.#identity ??= (async () => {
       const url = await this.#databaseUrl();
-      const svc = await ServiceProcess.start("identity", {
+      this.#identityEnv = {
         IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
         ...(url ? { DATABASE_URL: url } : { IDENTITY_EMBEDDED_MEMORY: "1" }),
         ...(await this.#tlsEnv("identity")),
@@ -95,7 +97,8 @@ export class Stack {
         LOGIN_THROTTLE_ACCOUNT_FAILURES: "1000000",
         LOGIN_THROTTLE_ADDRESS_FAILURES: "1000000",
         ARGON2_MAX_QUEUE: "100000",
-      });
+      };
+      const svc = await ServiceProcess.start("identity", this.#identityEnv);
       this.#closers.push(() => svc.stop());
       return svc;
     })();
@@ -139,6 +142,37 @@ export class Stack {
       return svc;
     })();
     return this.#agents;
+  }
+
+  /**
+   * identity or compute serving its own implementations under grpc-js (the
+   * peer of our server, src/peers/grpc-js-server.ts), in a process of its
+   * own with the same mutual TLS: identity's with the same settings and
+   * database as the one under test (on PGlite a memory database of its own,
+   * bootstrapped alike); compute's with a database and data directory of
+   * its own (an exec on a ready sandbox reads neither). Started on first use.
+   */
+  grpcJsPeer(kind: "identity" | "compute"): Promise<ServiceProcess> {
+    this.#grpcJsPeers[kind] ??= (async () => {
+      let env: Record<string, string>;
+      if (kind === "identity") {
+        await this.identity();
+        env = this.#identityEnv!;
+      } else {
+        const url = await this.#databaseUrl();
+        env = {
+          ...(url ? { DATABASE_URL: url } : {}),
+          ...(await this.#tlsEnv("compute")),
+          HOST: "127.0.0.1",
+          COMPUTE_PORT: "0",
+          COMPUTE_DATA_DIR: join(this.tmp, "compute-grpc-js"),
+        };
+      }
+      const svc = await ServiceProcess.start(kind, { ...env, BENCH_PEER: "grpc-js" });
+      this.#closers.push(() => svc.stop());
+      return svc;
+    })();
+    return this.#grpcJsPeers[kind];
   }
 
   router(): Promise<{ router: RunningRouter; orchestrator: LocalOrchestrator }> {

@@ -2,6 +2,7 @@ import { bwrapRun } from "../baselines.ts";
 import { computeClient, readySandbox, timedExec } from "../compute-client.ts";
 import type { Figure } from "../figure.ts";
 import { repeat, ratio } from "../loop.ts";
+import { SANDBOX_RUNTIME, SandboxRuntimePeer } from "../peers/sandbox-runtime.ts";
 import { lat, summarize } from "../stats.ts";
 
 /** ExecCommand `/bin/true` to its completed event on a READY sandbox, against a bare bwrap `/bin/true`. */
@@ -17,22 +18,38 @@ export const execRoundTrip: Figure = {
       for (let i = 0; i < 5; i++) await timedExec(client, id, "/bin/true", []);
       const platform: number[] = [];
       const bare: number[] = [];
+      // The peer: sandbox-runtime's wrap-and-run of `echo hi` to exit, every 5th sample (it takes ~20× ours).
+      const srt: number[] = [];
+      const peer = await SandboxRuntimePeer.start(stack.tmp).catch((err: Error) => err);
+      if (!(peer instanceof Error)) await peer.run("echo hi", "hi\n");
       const n = await repeat(
-        { n: size === "quick" ? 5 : 500, budgetMs: size === "quick" ? 5_000 : 20_000, minN: 5 },
-        async () => {
+        { n: size === "quick" ? 5 : 500, budgetMs: size === "quick" ? 5_000 : 40_000, minN: 5 },
+        async (i) => {
           bare.push((await bwrapRun("/bin/true", [])).totalNs);
+          if (!(peer instanceof Error) && i % 5 === 0) srt.push((await peer.run("echo hi", "hi\n")).totalNs);
           platform.push((await timedExec(client, id, "/bin/true", [])).totalNs);
         },
-      );
+      ).finally(() => (peer instanceof Error ? undefined : peer.close()));
       const m = summarize(platform);
       const b = summarize(bare);
+      const p = summarize(srt);
       return {
         baseline: `bare bwrap \`/bin/true\` to exit: ${lat(b)}`,
         measured: lat(m),
         ratio: `p50 ${ratio(m.p50, b.p50)}`,
         met: m.p50 <= 5,
-        notes: `${n} execs of /bin/true to the completed event, interleaved with bare bwrap spawns.`,
-        raw: { platform: m, baseline: b },
+        notes: `${n} execs of /bin/true to the completed event, interleaved with bare bwrap spawns and (every 5th) sandbox-runtime's wrap-and-run of \`echo hi\` to its exit.`,
+        raw: { platform: m, baseline: b, sandboxRuntime: p },
+        peers: [
+          {
+            peer: `${SANDBOX_RUNTIME}: wrap-and-run of \`echo hi\` to exit`,
+            theirs: peer instanceof Error ? `not measured: ${peer.message}` : lat(p),
+            ours: lat(m),
+            ratio: `p50 ${ratio(m.p50, p.p50)}, p99 ${ratio(m.p99, p.p99)} of its time`,
+            goal: "ours faster at p50 and p99",
+            met: peer instanceof Error ? undefined : m.p50 < p.p50 && m.p99 < p.p99,
+          },
+        ],
       };
     } finally {
       await client.destroySandbox({ sandboxId: id }).catch(() => {});

@@ -1,6 +1,7 @@
 import type { Figure } from "../figure.ts";
 import { execRoundTrip } from "./exec-round-trip.ts";
 import { execThroughput } from "./exec-throughput.ts";
+import { grpcJsPeer } from "./grpc-js-peer.ts";
 import { sandboxCreate } from "./sandbox-create.ts";
 import { verifyToken } from "./verify-token.ts";
 import { apiKeyLatency } from "./api-key-latency.ts";
@@ -20,6 +21,7 @@ export const figures: Figure[] = [
   execRoundTrip,
   execThroughput,
   verifyToken,
+  grpcJsPeer,
   apiKeyLatency,
   tokenLatency,
   sseStreams,

@@ -1,8 +1,10 @@
 // A service under test in its own process, driven over IPC by the bench
-// runner: `node --import tsx child.ts <identity|compute|agents>`. It starts
+// runner: `node --import tsx child.ts <identity|compute|agents|bare-sse>`. It starts
 // the real service factory on ephemeral ports, sends {type:"ready", urls},
 // and answers {type:"stats"} with its memory and event-loop lag, so the
-// runner measures the service's process, not its own.
+// runner measures the service's process, not its own. With BENCH_PEER=grpc-js
+// identity and compute serve their own implementations under grpc-js instead
+// (the peers of src/peers/); bare-sse is the bare SSE server peer.
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
@@ -31,8 +33,23 @@ async function start(): Promise<Record<string, string>> {
     const { loadSettings, startApp } = await import("@platform/identity");
     const { internalTlsFromEnv } = await import("@platform/rpc");
     const settings = loadSettings(process.env);
-    const app = await startApp(settings, { internalTls: internalTlsFromEnv(process.env, "identity") });
+    const internalTls = internalTlsFromEnv(process.env, "identity");
+    const app = await startApp(settings, { internalTls });
     closeService = () => app.close();
+    if (process.env.BENCH_PEER === "grpc-js") {
+      // The peer: the same AuthService implementation under a grpc-js server (its grpc URL); REST stays ours.
+      const { AuthService } = await import("@platform/gen/identity/v1/auth_pb");
+      const { authService } = await import("../../../identity/src/server/handlers.ts");
+      const { IDENTITY_CALLERS } = await import("../../../identity/src/server/servers.ts");
+      const { serveOnGrpcJs } = await import("../peers/grpc-js-server.ts");
+      const peer = await serveOnGrpcJs(AuthService, authService(app.identity), {
+        host: settings.host,
+        tls: internalTls,
+        callers: IDENTITY_CALLERS,
+      });
+      closeService = () => peer.close().then(() => app.close());
+      return { rest: app.urls.rest, grpc: peer.url };
+    }
     return { rest: app.urls.rest, grpc: app.urls.grpc };
   }
   if (kind === "compute") {
@@ -46,12 +63,26 @@ async function start(): Promise<Record<string, string>> {
       logger,
       releasePausedAfterMs: config.pauseReleaseMs,
     });
-    const app = await createComputeApp(config, logger, {
-      driver,
-      internalTls: internalTlsFromEnv(process.env, "compute"),
-    });
-    const { url } = await app.server.listen();
+    const internalTls = internalTlsFromEnv(process.env, "compute");
+    const app = await createComputeApp(config, logger, { driver, internalTls });
+    let closePeer = async () => {};
+    let url: string;
+    if (process.env.BENCH_PEER === "grpc-js") {
+      // The peer: the same ComputeService implementation (over the same domain and driver) under grpc-js.
+      const { ComputeService } = await import("@platform/gen/compute/v1/compute_pb");
+      const { computeServiceImpl } = await import("@platform/compute");
+      const { COMPUTE_CALLERS } = await import("../../../compute/src/app.ts");
+      const { serveOnGrpcJs } = await import("../peers/grpc-js-server.ts");
+      const peer = await serveOnGrpcJs(ComputeService, computeServiceImpl(app.domain), {
+        host: config.host,
+        tls: internalTls,
+        callers: COMPUTE_CALLERS,
+      });
+      closePeer = peer.close;
+      url = peer.url;
+    } else url = (await app.server.listen()).url;
     closeService = async () => {
+      await closePeer();
       await app.close();
       // The driver leaves sandboxes running across restarts by design; a
       // bench run must leave nothing behind, whatever failed on the way.
@@ -73,6 +104,14 @@ async function start(): Promise<Record<string, string>> {
     const { url, grpcUrl } = await server.listen();
     closeService = () => server.close();
     return { url, grpc: grpcUrl };
+  }
+  if (kind === "bare-sse") {
+    // The peer of agents' SSE streams: a bare node:http server (peers/bare-sse.ts).
+    const { startBareSse } = await import("../peers/bare-sse.ts");
+    const server = await startBareSse(process.env.HOST ?? "127.0.0.1");
+    closeService = () => server.close();
+    extra = (msg) => (msg.type === "open" ? server.open() : undefined);
+    return { url: server.url };
   }
   throw new Error(`unknown service ${kind}`);
 }

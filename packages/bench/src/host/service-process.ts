@@ -38,7 +38,7 @@ export class ServiceProcess {
   }
 
   static async start(
-    kind: "identity" | "compute" | "agents",
+    kind: "identity" | "compute" | "agents" | "bare-sse",
     env: Record<string, string>,
     timeoutMs = 60_000,
   ): Promise<ServiceProcess> {
