@@ -424,6 +424,41 @@ describe("ExecCommand", () => {
     assert.doesNotMatch(ps, /sleep 77[78]/);
   });
 
+  test("a client cancel before any output releases the sandbox (a pause is taken again)", async () => {
+    const controller = new AbortController();
+    const tag = `7777.${Math.floor(Math.random() * 1e6)}`;
+    const stream = (async () => {
+      for await (const _ of client.execCommand(
+        { sandboxId: id, command: "/bin/sleep", args: [tag] },
+        { signal: controller.signal },
+      )) {
+        // A silent command: nothing arrives before the cancel.
+      }
+    })();
+    // Cancel once the command runs, so the cancel meets a started exec, not a start.
+    const started = Date.now() + 10_000;
+    while (
+      !(await run(id, "/bin/sh", ["-c", "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '"])).stdout.includes(tag)
+    ) {
+      assert.ok(Date.now() < started, "the command never started");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    controller.abort();
+    await assert.rejects(stream);
+    // The exec's hold ends with the cancel: a pause (refused while an exec runs) is taken within seconds.
+    const until = Date.now() + 10_000;
+    for (;;) {
+      try {
+        await client.pauseSandbox({ sandboxId: id });
+        break;
+      } catch (err) {
+        if (Date.now() > until) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    await client.resumeSandbox({ sandboxId: id });
+  });
+
   test("cancel through the domain emits completed(cancelled, -1) before the stream closes", async () => {
     const controller = new AbortController();
     const events: string[] = [];

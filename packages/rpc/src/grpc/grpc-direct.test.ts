@@ -221,10 +221,39 @@ describe("plain gRPC calls (served without Connect's handler)", () => {
       const aborted = probe.nextAbort();
       const c = createClient(StreamService, createGrpcTransport({ baseUrl: u }));
       const ctl = new AbortController();
-      for await (const t of c.tick({ count: 1000, intervalMs: 20 }, { signal: ctl.signal })) {
-        if (t.seq === 2n) break;
-      }
+      const started = Date.now();
+      await assert.rejects(async () => {
+        for await (const t of c.tick({ count: 1000, intervalMs: 20 }, { signal: ctl.signal })) {
+          if (t.seq === 2n) ctl.abort();
+        }
+      });
       assert.equal(await aborted, "tick");
+      // Not the end of the 20 s stream (which aborts a handler's signal too): the cancel itself.
+      assert.ok(Date.now() - started < 10_000, `the handler saw the cancel after ${Date.now() - started} ms`);
+    } finally {
+      await s2.close();
+    }
+  });
+
+  test("a stream client gone before the first message: the handler answering after its cancel still ends (its finally runs)", async () => {
+    const { server: s2, probe } = testServer();
+    const u = (await s2.listen()).url;
+    try {
+      const aborted = probe.nextAbort();
+      const ctl = new AbortController();
+      const c = createClient(StreamService, createGrpcTransport({ baseUrl: u }));
+      const call = (async () => {
+        for await (const _ of c.tick({ count: 1, waitFirst: true }, { signal: ctl.signal })) {
+          // Nothing comes before the cancel.
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 100));
+      ctl.abort();
+      await assert.rejects(call);
+      assert.equal(await aborted, "tick");
+      const until = Date.now() + 5_000;
+      while (!probe.calls.get("tick ended") && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+      assert.equal(probe.calls.get("tick ended"), 1);
     } finally {
       await s2.close();
     }

@@ -11,7 +11,7 @@ import { Code, ConnectError, type ContextValues, type Transport } from "@connect
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { contentTypeProto, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { boundConnectError } from "../error-bounds.ts";
-import { callAbort, drained, headerOf, headersOf } from "../http/node-io.ts";
+import { callAbort, drained, headerOf, headersOf, isGone } from "../http/node-io.ts";
 import { whenOpened } from "../calls/open-stream.ts";
 import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import { requestLimitOf } from "../calls/request-limit.ts";
@@ -81,12 +81,12 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
         headers,
         input as never,
       );
-      if (res.destroyed) return;
+      if (isGone(res)) return;
       res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
       res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
       res.end(envelope(method, out.message as Message));
     } catch (e) {
-      if (res.destroyed) return;
+      if (isGone(res)) return;
       const trailer = plain(setTrailerStatus(new Headers(), errorOf(e)));
       if (!res.headersSent) {
         // Trailers-only (one HEADERS frame ending the stream): a client
@@ -135,25 +135,34 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     );
     const it = (out.message as AsyncIterable<Message>)[Symbol.asyncIterator]();
     const first = it.next();
-    await Promise.race([first, opened]);
-    if (res.destroyed) return;
-    res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
     let r: IteratorResult<Message> | undefined;
+    // Every way out closes the handler's stream unless it ended: a handler
+    // left suspended at a yield never runs its finally (a held sandbox, an
+    // open span), which a client gone before the first message used to do.
     try {
-      r = await first;
-      while (!r.done) {
-        if (!writeMessage(res, method, r.value)) await drained(res as never);
-        if (res.destroyed) return;
-        r = await it.next();
+      await Promise.race([first, opened]);
+      if (isGone(res)) return;
+      res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
+      try {
+        r = await first;
+        while (!r.done) {
+          if (!writeMessage(res, method, r.value)) await drained(res);
+          if (isGone(res)) return;
+          r = await it.next();
+        }
+        res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
+      } catch (e) {
+        if (isGone(res)) return;
+        res.addTrailers(plain(setTrailerStatus(new Headers(), errorOf(e))));
       }
-      res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
-    } catch (e) {
-      if (res.destroyed) return;
-      res.addTrailers(plain(setTrailerStatus(new Headers(), errorOf(e))));
+      res.end();
     } finally {
-      if (!r?.done) await it.return?.().catch(() => {});
+      if (!r?.done) {
+        // The pending first message settles (the call's signal ended the handler's work) before the return.
+        await first.catch(() => {});
+        await it.return?.().catch(() => {});
+      }
     }
-    res.end();
   }
 
   return { match, serve };

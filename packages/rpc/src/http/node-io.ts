@@ -31,8 +31,17 @@ export function sendJson(res: NodeResponse, status: number, body: unknown): void
   res.end(text);
 }
 
-/** Resolves when `res` can take more bytes or is gone. */
-export function drained(res: http.ServerResponse): Promise<void> {
+/**
+ * Whether the client's side of `res` is gone. An HTTP/2 compatibility
+ * response has no `destroyed` of its own: its stream says.
+ */
+export function isGone(res: NodeResponse): boolean {
+  return "stream" in res ? res.stream.destroyed || res.stream.closed : res.destroyed;
+}
+
+/** Resolves when `res` can take more bytes or is gone (at once when it already is: no second close comes). */
+export function drained(res: NodeResponse): Promise<void> {
+  if (isGone(res)) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {
       res.off("drain", done);

@@ -127,17 +127,24 @@ export function streamImpl(probe: Probe): ServiceImpl<typeof StreamService> {
   return {
     async *tick(req, ctx) {
       ctx.signal.addEventListener("abort", () => fire(probe, "tick"));
-      if (req.openFirst) openStream(ctx);
-      if (req.waitFirst) await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
-      if (req.failFirst) ctx.responseHeader.set("Retry-After", "7");
-      if (req.failFirst) throw PlatformError.notFound("no such stream", "stream_missing");
-      let seq = req.after;
-      for (let i = 0; i < req.count || req.hang; i++) {
-        if (req.failAfter > 0 && i === req.failAfter) throw PlatformError.unavailable("provider went away");
-        seq++;
-        yield { seq, text: `tick ${seq}`, tokens: seq * 1000n, last: i === req.count - 1 };
-        if (req.intervalMs > 0) await sleep(req.intervalMs, undefined, { signal: ctx.signal }).catch(() => {});
-        if (ctx.signal.aborted) return;
+      try {
+        if (req.openFirst) openStream(ctx);
+        if (req.waitFirst)
+          await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+        if (req.failFirst) ctx.responseHeader.set("Retry-After", "7");
+        if (req.failFirst) throw PlatformError.notFound("no such stream", "stream_missing");
+        let seq = req.after;
+        for (let i = 0; i < req.count || req.hang; i++) {
+          if (req.failAfter > 0 && i === req.failAfter) throw PlatformError.unavailable("provider went away");
+          seq++;
+          // A handler may still answer after its cancel (compute's exec reports `completed`): the waitFirst case.
+          yield { seq, text: `tick ${seq}`, tokens: seq * 1000n, last: i === req.count - 1 };
+          if (req.intervalMs > 0) await sleep(req.intervalMs, undefined, { signal: ctx.signal }).catch(() => {});
+          if (ctx.signal.aborted) return;
+        }
+      } finally {
+        // What a handler holds (a sandbox, a span) is let go here: tests check it is reached.
+        count(probe, "tick ended");
       }
     },
     async *chat(req) {

@@ -14,7 +14,15 @@ import type { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import type { Envelope, TransportFault } from "../envelope.ts";
 import { fromConnectError, platformErrorOf } from "../errors.ts";
-import { callAbort, drained, headersOf, type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
+import {
+  callAbort,
+  drained,
+  headersOf,
+  isGone,
+  type NodeRequest,
+  type NodeResponse,
+  sendJson,
+} from "../http/node-io.ts";
 import { whenOpened } from "../calls/open-stream.ts";
 import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import {
@@ -294,7 +302,7 @@ export function createRestHandler(o: RestHandlerDeps) {
         message as never,
       );
     } catch (e) {
-      if (signal.aborted && res.destroyed) return;
+      if (signal.aborted && isGone(res)) return;
       const ce = ConnectError.from(e);
       sendError(res, platformErrorOf(ce) ?? fromConnectError(ce), ce.metadata);
       return;
@@ -351,7 +359,7 @@ export function createRestHandler(o: RestHandlerDeps) {
       await Promise.race([first, opened]);
       copyHeaders(out.header, res);
     } catch (e) {
-      if (abort.signal.aborted && res.destroyed) return;
+      if (abort.signal.aborted && isGone(res)) return;
       const ce = ConnectError.from(e);
       // Headers the handler set before failing (e.g. Retry-After) still count.
       copyHeaders(out?.header, res);
@@ -378,7 +386,7 @@ export function createRestHandler(o: RestHandlerDeps) {
         r = await it.next();
       }
     } catch (e) {
-      if (!res.destroyed && !abort.signal.aborted) {
+      if (!isGone(res) && !abort.signal.aborted) {
         const err = platformErrorOf(e) ?? fromConnectError(e);
         o.logger(req).warn(
           { err: { code: err.code, reason: err.reason, message: err.message } },
@@ -393,7 +401,7 @@ export function createRestHandler(o: RestHandlerDeps) {
       sseClosed?.();
       // Ends the RPC if the handler still runs (terminal event, disconnect).
       await it.return?.().catch(() => {});
-      if (!res.destroyed) res.end();
+      if (!isGone(res)) res.end();
     }
   }
 }
