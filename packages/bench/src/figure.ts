@@ -1,3 +1,4 @@
+import type { Curve } from "./curve.ts";
 import type { Stack } from "./stack.ts";
 
 export type Size = "quick" | "full";
@@ -14,6 +15,8 @@ export interface FigureResult {
   notes?: string;
   /** Raw numbers for the smoke test and the JSON dump. */
   raw?: Record<string, unknown>;
+  /** How a cost grows with the work (src/curve.ts): printed as tables and drawn as charts. */
+  curves?: Curve[];
   /** What users would pick instead, measured in the same run (BENCHMARKS.md's "Peers (same run)" table). */
   peers?: PeerResult[];
 }

@@ -27,7 +27,7 @@ export function peerTable(results: FigureResult[]): string {
 export function markdown(
   results: FigureResult[],
   machine: Machine,
-  info: { size: Size; seconds: number; database: string; preamble?: string },
+  info: { size: Size; seconds: number; database: string; preamble?: string; curves?: string },
 ): string {
   const notes = results
     .filter((r) => r.notes)
@@ -60,5 +60,5 @@ ${peerTable(results) ? `\n## Peers (same run)\n\nWhat users would pick instead, 
 ## Notes per figure
 
 ${notes}
-${info.preamble ? `\n${info.preamble}\n` : ""}`;
+${info.curves ? `\n${info.curves}` : ""}${info.preamble ? `\n${info.preamble}\n` : ""}`;
 }

@@ -1,4 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { writeCharts } from "./chart.ts";
+import { curvesSection, curveTable } from "./curve.ts";
 import type { Figure, FigureResult, Size } from "./figure.ts";
 import { figures } from "./figures/index.ts";
 import { describeMachine } from "./machine.ts";
@@ -40,13 +43,25 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
   const seconds = (performance.now() - t0) / 1000;
   console.log(table(results));
   if (peerTable(results)) console.log(`\n${peerTable(results)}`);
+  const curves = results.flatMap((r) => r.curves ?? []);
+  for (const c of curves)
+    console.log(
+      `\n${c.title}: ${c.met === undefined ? "not measured" : c.met ? "met" : "missed"} (${c.verdict})\n${curveTable(c)}`,
+    );
   if (options.out) {
     // The hand-written part (what bounds each miss, from profiles) lives beside the code and is carried into the file.
     const analysisFile = new URL("../ANALYSIS.md", import.meta.url);
     const preamble = existsSync(analysisFile) ? readFileSync(analysisFile, "utf8") : undefined;
     writeFileSync(
       options.out,
-      markdown(results, machine, { size: options.size, seconds, database: stack.databaseKind, preamble }),
+      markdown(results, machine, {
+        size: options.size,
+        seconds,
+        database: stack.databaseKind,
+        preamble,
+        // Each curve's chart is an SVG beside the file (docs/bench/<id>.svg), linked from its section.
+        curves: curvesSection(curves, await writeCharts(curves, dirname(options.out))),
+      }),
     );
     log(`bench: wrote ${options.out}`);
   }

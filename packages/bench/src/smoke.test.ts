@@ -1,17 +1,41 @@
 // test-timeout: 600000
 import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
+import { CHART_DIR } from "./chart.ts";
+import { curveFigures } from "./curves/index.ts";
 import { figures } from "./figures/index.ts";
 import { runBench } from "./runner.ts";
 
 // Every figure at toy size: the harness starts the real services, measures
 // and produces numbers. Speed is never asserted (the machine is shared).
 test("pnpm bench --quick produces a number for every figure", { timeout: 570_000 }, async () => {
-  const results = await runBench({ size: "quick", log: () => {} });
+  // Written to a temporary file, so the report and the curves' charts are made too.
+  const dir = mkdtempSync(join(tmpdir(), "bench-smoke-"));
+  const results = await runBench({ size: "quick", log: () => {}, out: join(dir, "BENCHMARKS.md") });
   assert.equal(results.length, figures.length);
   for (const r of results) {
     assert.notEqual(r.met, undefined, `${r.figure} was not measured: ${r.notes}`);
     assert.match(r.measured, /\d/, `${r.figure} has no number`);
     assert.ok(r.raw, `${r.figure} has no raw numbers`);
+    for (const p of r.peers ?? [])
+      assert.notEqual(p.met, undefined, `${r.figure}: peer ${p.peer} was not measured: ${p.theirs}`);
   }
+  // The peers (sandbox-runtime ×2, grpc-js ×4, bare SSE server) came out beside their figures.
+  assert.ok(results.flatMap((r) => r.peers ?? []).length >= 7, "a peer row for every peer measured");
+  // Every curve: a table and a rendered chart, linked from the report.
+  const report = readFileSync(join(dir, "BENCHMARKS.md"), "utf8");
+  const curves = results.flatMap((r) => r.curves ?? []);
+  assert.ok(curves.length >= curveFigures.length, "a curve from every curve figure");
+  for (const c of curves) {
+    assert.ok(
+      c.series.some((s) => s.points.length >= 2),
+      `${c.title}: fewer than two sizes`,
+    );
+    assert.match(readFileSync(join(dir, CHART_DIR, `${c.id}.svg`), "utf8"), /^<svg[^>]*>.*<path/s, `${c.id}.svg`);
+    assert.ok(report.includes(`](${CHART_DIR}/${c.id}.svg)`), `${c.id}: chart not linked`);
+  }
+  rmSync(dir, { recursive: true, force: true });
 });

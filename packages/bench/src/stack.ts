@@ -46,6 +46,8 @@ export class Stack {
   #identityEnv?: Record<string, string>;
   readonly #grpcJsPeers: { identity?: Promise<ServiceProcess>; compute?: Promise<ServiceProcess> } = {};
   databaseKind = "pglite";
+  /** Each service's PostgreSQL database (absent on PGlite): the curves seed rows into it directly. */
+  readonly databaseUrls: { identity?: string; agents?: string } = {};
 
   #certificates(): Promise<EnsureResult> {
     this.#pki ??= ensurePki(join(this.tmp, "tls"));
@@ -82,6 +84,7 @@ export class Stack {
   identity(): Promise<ServiceProcess> {
     this.#identity ??= (async () => {
       const url = await this.#databaseUrl();
+      this.databaseUrls.identity = url;
       this.#identityEnv = {
         IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
         ...(url ? { DATABASE_URL: url } : { IDENTITY_EMBEDDED_MEMORY: "1" }),
@@ -128,6 +131,7 @@ export class Stack {
       const identity = await this.identity();
       const compute = await this.compute();
       const url = await this.#databaseUrl();
+      this.databaseUrls.agents = url;
       const svc = await ServiceProcess.start("agents", {
         ...(url ? { DATABASE_URL: url } : { AGENTS_DATA_DIR: join(this.tmp, "agents") }),
         ...(await this.#tlsEnv("agents")),

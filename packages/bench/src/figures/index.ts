@@ -14,6 +14,7 @@ import { agentsLivezLoad } from "./agents-livez-load.ts";
 import { pauseResume } from "./pause-resume.ts";
 import { egress } from "./egress.ts";
 import { sandboxImages } from "./sandbox-images.ts";
+import { curveFigures } from "../curves/index.ts";
 
 /** In the order of the table. */
 export const figures: Figure[] = [
@@ -32,4 +33,6 @@ export const figures: Figure[] = [
   pauseResume,
   egress,
   sandboxImages,
+  // How costs grow with the work (src/curves/): after the table's figures.
+  ...curveFigures,
 ];

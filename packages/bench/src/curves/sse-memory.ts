@@ -1,0 +1,181 @@
+import { execFileSync } from "node:child_process";
+import * as http from "node:http";
+import { curveRow, fmtCount, linearCurve } from "../curve.ts";
+import type { Figure, Size } from "../figure.ts";
+import { fmtBytes } from "../stats.ts";
+import { progress } from "./sandboxes.ts";
+
+export const STREAM_SIZES: Record<Size, number[]> = { quick: [10, 30], full: [1000, 5000, 10_000, 20_000] };
+/** The sse-streams figure's per-stream goal (50 kB), the constant this curve's slope is held to. */
+const MAX_BYTES_PER_STREAM = 50_000;
+const IN_FLIGHT = 25;
+
+/**
+ * Raises the open-files limit of a process (the bench's, the agents'): 20k
+ * streams are 20k sockets on each side, at this machine's default hard limit.
+ * prlimit(1) as root; without it the sizes above the limit fail with EMFILE.
+ */
+function raiseNofile(pid: number, atLeast: number): string | undefined {
+  try {
+    const current = execFileSync("prlimit", ["--pid", String(pid), "--nofile", "--noheadings", "--output=SOFT"], {
+      encoding: "utf8",
+    }).trim();
+    if (Number(current) >= atLeast) return undefined;
+    execFileSync("prlimit", ["--pid", String(pid), `--nofile=${atLeast}:${atLeast}`]);
+    return `open-files limit of pid ${pid} raised from ${current} to ${atLeast}`;
+  } catch (err) {
+    return `could not raise the open-files limit of pid ${pid}: ${String(err).split("\n")[0]}`;
+  }
+}
+
+/**
+ * The agents process's RSS (after GC) while it holds 1k, 5k, 10k, 20k idle
+ * SSE followers of one session whose run never ends (the `bench/idle`
+ * model), each its own HTTP/1.1 connection from the bench process. Fitted
+ * to RSS = a + b·n: b is the memory per idle stream.
+ */
+export const sseMemoryCurve: Figure = {
+  id: "curve-sse-memory",
+  title: "curve: agents memory vs idle SSE streams",
+  goal: `RSS linear in streams (R² ≥ 0.99), ≤ ${MAX_BYTES_PER_STREAM / 1000} kB per stream`,
+  fullTimeoutMs: 480_000,
+  async run(stack, size) {
+    const sizes = STREAM_SIZES[size];
+    const agents = await stack.agents();
+    const limits = [process.pid, agents.pid]
+      .map((pid) => raiseNofile(pid, sizes.at(-1)! + 4096))
+      .filter((x): x is string => x !== undefined);
+    const { access_token: token } = await stack.login();
+    const sessionId = await stack.newSession(token, "bench/idle");
+    const base = new URL(agents.urls.url!);
+    const agent = new http.Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+    const requests: http.ClientRequest[] = [];
+    const open = (path: string, method: string, body?: string) =>
+      new Promise<void>((resolve, reject) => {
+        const req = http.request(
+          {
+            host: base.hostname,
+            port: base.port,
+            path,
+            method,
+            agent,
+            headers: {
+              authorization: `Bearer ${token}`,
+              accept: "text/event-stream",
+              ...(body ? { "content-type": "application/json" } : {}),
+            },
+          },
+          (res) => {
+            if (res.statusCode !== 200) {
+              let text = "";
+              res.on("data", (d: Buffer) => (text += d.toString()));
+              res.on("end", () => reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`)));
+              return;
+            }
+            // Established once its first event arrives; then held, idle.
+            res.once("data", () => resolve());
+            res.on("error", () => {});
+          },
+        );
+        req.on("error", reject);
+        requests.push(req);
+        req.end(body);
+      });
+    let retries = 0;
+    const withRetry = async (fn: () => Promise<void>) => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await fn();
+        } catch (err) {
+          // 503: identity slow to answer agents' VerifyToken on a loaded machine; a client retries.
+          if (attempt >= 3 || !String(err).includes(": 503")) throw err;
+          retries++;
+          await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
+        }
+      }
+    };
+    const points: Array<{ n: number; rss: number; heap: number; lagP99Ms: number; openSeconds: number }> = [];
+    let opened = 0;
+    try {
+      // The run's own stream keeps the session's run open; it is not counted.
+      await open(
+        `/v1/sessions/${sessionId}/messages`,
+        "POST",
+        JSON.stringify({ messages: [{ role: "user", content: "wait" }] }),
+      );
+      await agents.request("gc");
+      const before = await agents.stats();
+      const budgetMs = size === "quick" ? 15_000 : 240_000;
+      const t0 = performance.now();
+      for (const n of sizes) {
+        const started = performance.now();
+        let next = opened;
+        const opener = async () => {
+          while (next < n) {
+            if (performance.now() - t0 > budgetMs)
+              throw new Error(`only ${opened} streams opened within the ${budgetMs / 1000} s budget`);
+            next++;
+            await withRetry(() => open(`/v1/sessions/${sessionId}/events`, "GET"));
+            opened++;
+          }
+        };
+        await Promise.all(Array.from({ length: IN_FLIGHT }, opener));
+        const openSeconds = (performance.now() - started) / 1000;
+        // Idle: nothing is sent; the process's own timers (pings) run.
+        await agents.request("resetLag");
+        await new Promise((r) => setTimeout(r, size === "quick" ? 200 : 3000));
+        await agents.request("gc");
+        const s = await agents.stats();
+        points.push({
+          n,
+          rss: s.rss - before.rss,
+          heap: s.heapUsed - before.heapUsed,
+          lagP99Ms: s.lagP99Ms,
+          openSeconds,
+        });
+        progress(
+          "curve-sse-memory",
+          `${n} streams: RSS +${fmtBytes(s.rss - before.rss)} after GC, opened in ${openSeconds.toFixed(0)} s`,
+        );
+      }
+      const curve = linearCurve({
+        id: "sse-memory-vs-streams",
+        title: "agents memory vs idle SSE streams",
+        x: { label: "idle SSE streams", scale: "linear" },
+        y: { label: "agents process growth after GC", unit: "bytes" },
+        series: [
+          { name: "RSS", points: points.map((p) => ({ x: p.n, y: p.rss })) },
+          { name: "heap used", points: points.map((p) => ({ x: p.n, y: p.heap })) },
+        ],
+        columns: [
+          { name: "RSS per stream", values: points.map((p) => fmtBytes(p.rss / p.n)) },
+          { name: "heap per stream", values: points.map((p) => fmtBytes(p.heap / p.n)) },
+          { name: "lag p99 idle", values: points.map((p) => `${p.lagP99Ms.toFixed(1)} ms`) },
+          { name: "opened in", values: points.map((p) => `${p.openSeconds.toFixed(1)} s`) },
+        ],
+        judged: "RSS",
+        maxSlope: MAX_BYTES_PER_STREAM,
+        slopeLabel: "per stream",
+        notes: `Followers (GET /v1/sessions/{id}/events) of one session whose run never ends, opened ${IN_FLIGHT} in flight from the bench process, one HTTP/1.1 connection each, to ${sizes.map(fmtCount).join(", ")}; growth of the agents process over its state before the first (RSS ${fmtBytes(before.rss)}), after GC, following a ${size === "quick" ? 0.2 : 3} s idle spell at each size. ${retries} opens retried after a 503.${limits.length ? ` ${limits.join("; ")}.` : ""}`,
+      });
+      return curveRow(curve, "RSS", {
+        raw: { points, rssBefore: before.rss, retries, fit: curve.fit },
+        row: {
+          measured: `${fmtBytes(curve.fit.slope)} RSS per stream (fit over ${sizes.map(fmtCount).join(", ")}; R² ${curve.fit.r2.toFixed(4)})`,
+          baseline: "—",
+          ratio: "—",
+        },
+      });
+    } catch (err) {
+      throw new Error(`after ${opened} streams: ${String(err)}`);
+    } finally {
+      for (const req of requests) req.destroy();
+      agent.destroy();
+      await fetch(`${agents.urls.url}/v1/sessions/${sessionId}/cancel`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: "{}",
+      }).catch(() => {});
+    }
+  },
+};
