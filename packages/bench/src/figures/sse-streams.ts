@@ -1,5 +1,6 @@
 import * as http from "node:http";
 import type { Figure } from "../figure.ts";
+import { bareSsePeer } from "../peers/bare-sse-peer.ts";
 import { fmtBytes } from "../stats.ts";
 
 /**
@@ -13,6 +14,8 @@ export const sseStreams: Figure = {
   id: "sse-streams",
   title: "open SSE streams held by one agents process",
   goal: "10,000 idle, ≤ 50 KB each, event-loop lag p99 ≤ 20 ms",
+  // It starts a process of its own (the bare SSE peer).
+  quickTimeoutMs: 90_000,
   async run(stack, size) {
     const agents = await stack.agents();
     const { access_token: token } = await stack.login();
@@ -108,13 +111,37 @@ export const sseStreams: Figure = {
           ((performance.now() - t0) / 1000)) *
         100
       ).toFixed(0);
+      // The peer, once our streams are closed: a bare node:http SSE server holding as many, idle as long.
+      for (const req of requests.splice(0)) req.destroy();
+      const peer = await bareSsePeer(opened, size === "quick" ? 500 : 10_000).catch((err: Error) => err);
       return {
         baseline: "—",
         measured: `${opened} open; ${fmtBytes(perStream)} RSS (${fmtBytes(heapPerStream)} heap) per stream; lag p99 ${idle.lagP99Ms.toFixed(1)} ms (max ${idle.lagMaxMs.toFixed(0)} ms)`,
         ratio: "—",
         met: opened >= 10_000 && perStream <= 50_000 && idle.lagP99Ms <= 20,
         notes: `${opened < target ? `Only ${opened} of ${target} streams opened within the ${openBudgetMs / 1000} s budget. ` : ""}${opened - 1} followers (GET /v1/sessions/{id}/events) of one session whose run never ends, plus that run's own POST …/messages stream, opened with ${batch} in flight in ${openSeconds.toFixed(1)} s from the bench process (one HTTP/1.1 connection each; ${retries} opens retried after a 503). RSS ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (after GC); lag over a ${size === "quick" ? 0.5 : 10} s idle window. The agents process used ${cpuPct} % of a core from the first open to the end of the idle window.${size === "quick" ? " (quick: 50 streams only)" : ""}`,
-        raw: { opened, perStream, heapPerStream, lagP99Ms: idle.lagP99Ms, rssBefore: before.rss, rssAfter: after.rss },
+        raw: {
+          opened,
+          perStream,
+          heapPerStream,
+          lagP99Ms: idle.lagP99Ms,
+          rssBefore: before.rss,
+          rssAfter: after.rss,
+          bareSse: peer instanceof Error ? peer.message : peer,
+        },
+        peers: [
+          {
+            peer: "bare Node SSE server (node:http, text/event-stream, `: ping` every 15 s), its own process",
+            theirs:
+              peer instanceof Error
+                ? `not measured: ${peer.message}`
+                : `${peer.held} open; ${fmtBytes(peer.perStream)} RSS (${fmtBytes(peer.heapPerStream)} heap) per stream; lag p99 ${peer.lagP99Ms.toFixed(1)} ms`,
+            ours: `${opened} open; ${fmtBytes(perStream)} RSS (${fmtBytes(heapPerStream)} heap) per stream`,
+            ratio: peer instanceof Error ? "—" : `${(perStream / peer.perStream).toFixed(2)}× its memory per stream`,
+            goal: "≤ 1.5× its memory per stream",
+            met: peer instanceof Error ? undefined : perStream <= 1.5 * peer.perStream,
+          },
+        ],
       };
     } catch (err) {
       error = String(err);
