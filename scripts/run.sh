@@ -4,4 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The default sandbox image (python3, Node.js, git on Debian) is built in the
+# background on the first start; set COMPUTE_DEFAULT_IMAGE_PACKAGES= (empty) to
+# keep sandboxes on the host's /usr.
+export COMPUTE_DEFAULT_IMAGE_PACKAGES="${COMPUTE_DEFAULT_IMAGE_PACKAGES-python3,nodejs,git}"
 exec node --import tsx packages/platform/src/main.ts "$@"

@@ -13,6 +13,7 @@ import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import type { Logger } from "pino";
 import type { ComputeConfig } from "./config.ts";
 import type { SandboxDriver } from "./driver.ts";
+import { buildDefaultImage, type DefaultImageBuild } from "./drivers/local/images/default-image.ts";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
 import { registerComputeMetrics } from "./metrics.ts";
 import { computeServiceImpl } from "./server.ts";
@@ -29,6 +30,8 @@ export interface ComputeApp {
   driver: SandboxDriver;
   database: Database<unknown>;
   server: Server;
+  /** The default image's build in the background (COMPUTE_DEFAULT_IMAGE_PACKAGES), while one was started. */
+  defaultImage?: DefaultImageBuild;
   /** Stops the GC routine, the server, the driver's watchers and the database (sandboxes keep running). */
   close(): Promise<void>;
 }
@@ -155,6 +158,9 @@ export async function createComputeApp(
     metricsToken: config.metricsToken,
     interceptors: [registerComputeMetrics(metrics.registry, database)],
   });
+  // The default image on first use (issue 22), when this compute's own local driver can build it.
+  const imageBuild =
+    driver instanceof LocalDriver ? buildDefaultImage(driver.images, config.defaultImagePackages, logger) : undefined;
   const gcTimer = setInterval(() => {
     driver
       .collectGarbage(new Date())
@@ -167,8 +173,10 @@ export async function createComputeApp(
     driver,
     database,
     server,
+    ...(imageBuild ? { defaultImage: imageBuild } : {}),
     async close() {
       clearInterval(gcTimer);
+      await imageBuild?.stop();
       await server.close();
       await domain.stop();
       await driver.close();

@@ -6,6 +6,7 @@ import {
   host,
   internalTlsRows,
   int,
+  list,
   logLevel,
   oneOf,
   port,
@@ -32,6 +33,8 @@ export interface ComputeConfig {
   sandboxImage: string;
   /** COMPUTE_UNKNOWN_IMAGE */
   unknownImage: "refuse" | "host";
+  /** COMPUTE_DEFAULT_IMAGE_PACKAGES */
+  defaultImagePackages: string[];
   pvcStorageClass: string;
   pvcWorkspaceSize: string;
   pidsMax: number;
@@ -106,6 +109,9 @@ export const COMPUTE_SETTINGS = {
   unknownImage: oneOf("COMPUTE_UNKNOWN_IMAGE", ["refuse", "host"], {
     default: "refuse",
     doc: "local driver: a CreateSandbox `image` neither stored nor SANDBOX_IMAGE is INVALID_ARGUMENT listing the stored images (`refuse`), or runs on the host's `/usr`, logged (`host`, as before images)",
+  }),
+  defaultImagePackages: list("COMPUTE_DEFAULT_IMAGE_PACKAGES", {
+    doc: "local driver: while `SANDBOX_IMAGE` is not stored, compute builds it at start from these Debian packages (comma-separated, e.g. `python3,nodejs,git`; mmdebstrap from Debian's mirror, at nice 10) in the background, logging its steps; sandboxes run on the host's `/usr` until it is stored, then on it. Empty: no build (`scripts/run.sh` sets `python3,nodejs,git` unless set)",
   }),
   pvcStorageClass: text("PVC_STORAGE_CLASS", { default: "", shown: '""', doc: "WorkspaceSpec default storage class" }),
   pvcWorkspaceSize: custom("PVC_WORKSPACE_SIZE", {
@@ -240,6 +246,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     driver: s.driver,
     sandboxImage: s.sandboxImage,
     unknownImage: s.unknownImage,
+    defaultImagePackages: s.defaultImagePackages,
     pvcStorageClass: s.pvcStorageClass,
     pvcWorkspaceSize: s.pvcWorkspaceSize,
     pidsMax: s.pidsMax,

@@ -57,6 +57,8 @@ function start(): {
     ...Object.fromEntries(
       Object.entries(process.env).filter(([k]) => !k.startsWith("PLATFORM_") && k !== "DATABASE_URL"),
     ),
+    // No default image build (minutes of Debian downloads); default-image.test covers it.
+    COMPUTE_DEFAULT_IMAGE_PACKAGES: "",
     PLATFORM_IDENTITY_PORT: String(ports[0]),
     PLATFORM_IDENTITY_GRPC_PORT: String(ports[1]),
     PLATFORM_COMPUTE_PORT: String(ports[2]),

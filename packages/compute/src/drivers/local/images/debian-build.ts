@@ -1,7 +1,8 @@
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { PlatformError } from "@platform/errors";
+import { mountPointsUnder } from "../mount-table.ts";
 import { parseImageRef } from "./image-ref.ts";
 import type { ImageStore, StoredImage } from "./image-store.ts";
 
@@ -19,6 +20,10 @@ export interface DebianBuild {
   mirror?: string;
   /** One line per step of mmdebstrap's output, for a progress display. */
   onProgress?: (line: string) => void;
+  /** Ends the build (mmdebstrap is killed, nothing is stored). */
+  signal?: AbortSignal;
+  /** Runs mmdebstrap at a lower CPU priority (nice 10): a build in the background of a serving platform. */
+  background?: boolean;
 }
 
 /** Whether builds can run here: mmdebstrap installed (scripts/setup.sh installs it) and running as root. */
@@ -63,16 +68,38 @@ export async function buildDebianImage(
     if (b.packages.length > 0) args.push(`--include=${b.packages.join(",")}`);
     args.push(suite, root);
     if (b.mirror) args.push(b.mirror);
-    await run(MMDEBSTRAP, args, b.onProgress);
+    await run(MMDEBSTRAP, args, b);
     return await store.adopt(root, b.name, `debian ${suite} ${b.packages.join(",")}`.trim(), inUse);
   } finally {
-    fs.rmSync(scratch, { recursive: true, force: true });
+    removeScratch(scratch);
   }
 }
 
-function run(cmd: string, args: string[], onLine?: (line: string) => void): Promise<void> {
+/**
+ * Removes a build's scratch directory, never through a mount a stopped
+ * mmdebstrap left in the tree (a recursive removal would descend into the
+ * host's /dev or /sys): those are detached first, and a tree still holding
+ * one is left for the operator.
+ */
+function removeScratch(scratch: string): void {
+  for (const point of mountPointsUnder(scratch).sort((a, b) => b.length - a.length))
+    spawnSync("umount", ["--lazy", point], { stdio: "ignore" });
+  if (mountPointsUnder(scratch).length > 0) return;
+  fs.rmSync(scratch, { recursive: true, force: true });
+}
+
+function run(cmd: string, args: string[], b: DebianBuild): Promise<void> {
+  const onLine = b.onProgress;
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LC_ALL: "C.UTF-8" } });
+    b.signal?.throwIfAborted();
+    const [file, argv] = b.background ? ["nice", ["-n", "10", cmd, ...args]] : [cmd, args];
+    const child = spawn(file, argv, {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, LC_ALL: "C.UTF-8" },
+      signal: b.signal,
+      // TERM, not KILL: mmdebstrap then unmounts what it mounted in the tree (proc, sys, dev).
+      killSignal: "SIGTERM",
+    });
     let tail = "";
     const take = (d: Buffer) => {
       const text = d.toString();
