@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compute/v1/compute.proto.
  */
 export const file_compute_v1_compute: GenFile = /*@__PURE__*/
-  fileDesc("Chhjb21wdXRlL3YxL2NvbXB1dGUucHJvdG8SCmNvbXB1dGUudjEiSAoNV29ya3NwYWNlU3BlYxIVCg1zdG9yYWdlX2NsYXNzGAEgASgJEgwKBHNpemUYAiABKAkSEgoKbW91bnRfcGF0aBgDIAEoCSJqCg5SZXNvdXJjZUxpbWl0cxISCgpjcHVfbWlsbGlzGAEgASgNEhQKDG1lbW9yeV9ieXRlcxgCIAEoBBIuCgttYXhfcnVudGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLDAQoMVXNhZ2VNZXRyaWNzEg4KBmNwdV9tcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIYChBtZW1vcnlfYXZnX2J5dGVzGAMgASgEEhcKD2Rpc2tfcmVhZF9ieXRlcxgEIAEoBBIYChBkaXNrX3dyaXRlX2J5dGVzGAUgASgEEhwKFG5ldHdvcmtfZWdyZXNzX2J5dGVzGAYgASgEEh0KFW5ldHdvcmtfaW5ncmVzc19ieXRlcxgHIAEoBCJ2CglGaWxlRW50cnkSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKKAgoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFaW1hZ2UYAyABKAkSLAoJd29ya3NwYWNlGAQgASgLMhkuY29tcHV0ZS52MS5Xb3Jrc3BhY2VTcGVjEioKBmxpbWl0cxgFIAEoCzIaLmNvbXB1dGUudjEuUmVzb3VyY2VMaW1pdHMSLwoMaWRsZV90aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDm5ldHdvcmtfcG9saWN5GBQgASgLMhkuY29tcHV0ZS52MS5OZXR3b3JrUG9saWN5IoYBChVDcmVhdGVTYW5kYm94UmVzcG9uc2USEgoKc2FuZGJveF9pZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5jb21wdXRlLnYxLlNhbmRib3hTdGF0dXMSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLAoWRGVzY3JpYmVTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIp8CChdEZXNjcmliZVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmNvbXB1dGUudjEuU2FuZGJveFN0YXR1cxIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg5jdXJyZW50X3VwdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCg1jdXJyZW50X3VzYWdlGAUgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3MSMQoObmV0d29ya19wb2xpY3kYFCABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiKwoVRGVzdHJveVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiWwoWRGVzdHJveVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEi0KC3RvdGFsX3VzYWdlGAIgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3Mi6gEKEkV4ZWNDb21tYW5kUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg8KB2NvbW1hbmQYAiABKAkSDAoEYXJncxgDIAMoCRI0CgNlbnYYBCADKAsyJy5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdC5FbnZFbnRyeRITCgt3b3JraW5nX2RpchgFIAEoCRIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiGgoKU3Rkb3V0TGluZRIMCgRkYXRhGAEgASgMIhoKClN0ZGVyckxpbmUSDAoEZGF0YRgBIAEoDCKMAQoNRXhlY0NvbXBsZXRlZBIRCglleGl0X2NvZGUYASABKAUSLAoJd2FsbF90aW1lGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWNhbmNlbGxlZBgDIAEoCBInCgV1c2FnZRgEIAEoCzIYLmNvbXB1dGUudjEuVXNhZ2VNZXRyaWNzIsgBCglFeGVjRXZlbnQSLgoKZW1pdHRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoGc3Rkb3V0GAIgASgLMhYuY29tcHV0ZS52MS5TdGRvdXRMaW5lSAASKAoGc3RkZXJyGAMgASgLMhYuY29tcHV0ZS52MS5TdGRlcnJMaW5lSAASLgoJY29tcGxldGVkGAQgASgLMhkuY29tcHV0ZS52MS5FeGVjQ29tcGxldGVkSABCBwoFZXZlbnQiVgoPUmVhZEZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkEKEFJlYWRGaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJgChBXcml0ZUZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIioKEVdyaXRlRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMiXAoQTGlzdEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEhMKC21heF9lbnRyaWVzGAQgASgNIk4KEUxpc3RGaWxlc1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5jb21wdXRlLnYxLkZpbGVFbnRyeRIRCgl0cnVuY2F0ZWQYAiABKAgiKQoTUGF1c2VTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIlUKFFBhdXNlU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzIioKFFJlc3VtZVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiVgoVUmVzdW1lU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzImgKDU5ldHdvcmtQb2xpY3kSEQoJYWxsb3dfYWxsGAEgASgIEhcKD2FsbG93ZWRfZG9tYWlucxgCIAMoCRIrCg1hbGxvd2VkX2NpZHJzGAMgAygLMhQuY29tcHV0ZS52MS5DaWRyUnVsZSInCghDaWRyUnVsZRIMCgRjaWRyGAEgASgJEg0KBXBvcnRzGAIgAygNImMKGlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiZAobVXBkYXRlTmV0d29ya1BvbGljeVJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kihAIKDE5ldHdvcmtFdmVudBIQCghzZXF1ZW5jZRgBIAEoBBIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRob3N0GAMgASgJEgwKBHBvcnQYBCABKA0SDwoHYWRkcmVzcxgFIAEoCRIPCgdhbGxvd2VkGAYgASgIEg4KBnJlYXNvbhgHIAEoCRIQCghwcm90b2NvbBgIIAEoCRIUCgxlZ3Jlc3NfYnl0ZXMYCSABKAQSFQoNaW5ncmVzc19ieXRlcxgKIAEoBBIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJVChhMaXN0TmV0d29ya0V2ZW50c1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJeChlMaXN0TmV0d29ya0V2ZW50c1Jlc3BvbnNlEigKBmV2ZW50cxgBIAMoCzIYLmNvbXB1dGUudjEuTmV0d29ya0V2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKAAQoMU2FuZGJveEltYWdlEgwKBG5hbWUYASABKAkSDgoGZGlnZXN0GAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAQSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAUgASgJIjAKEkltcG9ydEltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHBhdGgYAiABKAkiPgoTSW1wb3J0SW1hZ2VSZXNwb25zZRInCgVpbWFnZRgBIAEoCzIYLmNvbXB1dGUudjEuU2FuZGJveEltYWdlIhMKEUxpc3RJbWFnZXNSZXF1ZXN0IoEBChJMaXN0SW1hZ2VzUmVzcG9uc2USKAoGaW1hZ2VzGAEgAygLMhguY29tcHV0ZS52MS5TYW5kYm94SW1hZ2USFQoNZGVmYXVsdF9pbWFnZRgCIAEoCRIXCg9kZWZhdWx0X2lzX2hvc3QYAyABKAgSEQoJYW55X2ltYWdlGAQgASgIIiIKEkRlbGV0ZUltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJIj4KE0RlbGV0ZUltYWdlUmVzcG9uc2USJwoFaW1hZ2UYASABKAsyGC5jb21wdXRlLnYxLlNhbmRib3hJbWFnZSJCChFCdWlsZEltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHBhY2thZ2VzGAIgAygJEg0KBXN1aXRlGAMgASgJIj0KEkJ1aWxkSW1hZ2VSZXNwb25zZRInCgVpbWFnZRgBIAEoCzIYLmNvbXB1dGUudjEuU2FuZGJveEltYWdlKroBCg1TYW5kYm94U3RhdHVzEh4KGlNBTkRCT1hfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXU0FOREJPWF9TVEFUVVNfU1RBUlRJTkcQARIYChRTQU5EQk9YX1NUQVRVU19SRUFEWRACEhkKFVNBTkRCT1hfU1RBVFVTX0ZBSUxFRBADEhwKGFNBTkRCT1hfU1RBVFVTX0RFU1RST1lFRBAEEhkKFVNBTkRCT1hfU1RBVFVTX1BBVVNFRBAFMusJCg5Db21wdXRlU2VydmljZRJUCg1DcmVhdGVTYW5kYm94EiAuY29tcHV0ZS52MS5DcmVhdGVTYW5kYm94UmVxdWVzdBohLmNvbXB1dGUudjEuQ3JlYXRlU2FuZGJveFJlc3BvbnNlEloKD0Rlc2NyaWJlU2FuZGJveBIiLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVxdWVzdBojLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVzcG9uc2USVwoORGVzdHJveVNhbmRib3gSIS5jb21wdXRlLnYxLkRlc3Ryb3lTYW5kYm94UmVxdWVzdBoiLmNvbXB1dGUudjEuRGVzdHJveVNhbmRib3hSZXNwb25zZRJGCgtFeGVjQ29tbWFuZBIeLmNvbXB1dGUudjEuRXhlY0NvbW1hbmRSZXF1ZXN0GhUuY29tcHV0ZS52MS5FeGVjRXZlbnQwARJFCghSZWFkRmlsZRIbLmNvbXB1dGUudjEuUmVhZEZpbGVSZXF1ZXN0GhwuY29tcHV0ZS52MS5SZWFkRmlsZVJlc3BvbnNlEkgKCVdyaXRlRmlsZRIcLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVxdWVzdBodLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVzcG9uc2USSAoJTGlzdEZpbGVzEhwuY29tcHV0ZS52MS5MaXN0RmlsZXNSZXF1ZXN0Gh0uY29tcHV0ZS52MS5MaXN0RmlsZXNSZXNwb25zZRJRCgxQYXVzZVNhbmRib3gSHy5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlcXVlc3QaIC5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlc3BvbnNlElQKDVJlc3VtZVNhbmRib3gSIC5jb21wdXRlLnYxLlJlc3VtZVNhbmRib3hSZXF1ZXN0GiEuY29tcHV0ZS52MS5SZXN1bWVTYW5kYm94UmVzcG9uc2USZgoTVXBkYXRlTmV0d29ya1BvbGljeRImLmNvbXB1dGUudjEuVXBkYXRlTmV0d29ya1BvbGljeVJlcXVlc3QaJy5jb21wdXRlLnYxLlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXNwb25zZRJgChFMaXN0TmV0d29ya0V2ZW50cxIkLmNvbXB1dGUudjEuTGlzdE5ldHdvcmtFdmVudHNSZXF1ZXN0GiUuY29tcHV0ZS52MS5MaXN0TmV0d29ya0V2ZW50c1Jlc3BvbnNlEk4KC0ltcG9ydEltYWdlEh4uY29tcHV0ZS52MS5JbXBvcnRJbWFnZVJlcXVlc3QaHy5jb21wdXRlLnYxLkltcG9ydEltYWdlUmVzcG9uc2USSwoKTGlzdEltYWdlcxIdLmNvbXB1dGUudjEuTGlzdEltYWdlc1JlcXVlc3QaHi5jb21wdXRlLnYxLkxpc3RJbWFnZXNSZXNwb25zZRJOCgtEZWxldGVJbWFnZRIeLmNvbXB1dGUudjEuRGVsZXRlSW1hZ2VSZXF1ZXN0Gh8uY29tcHV0ZS52MS5EZWxldGVJbWFnZVJlc3BvbnNlEksKCkJ1aWxkSW1hZ2USHS5jb21wdXRlLnYxLkJ1aWxkSW1hZ2VSZXF1ZXN0Gh4uY29tcHV0ZS52MS5CdWlsZEltYWdlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chhjb21wdXRlL3YxL2NvbXB1dGUucHJvdG8SCmNvbXB1dGUudjEiSAoNV29ya3NwYWNlU3BlYxIVCg1zdG9yYWdlX2NsYXNzGAEgASgJEgwKBHNpemUYAiABKAkSEgoKbW91bnRfcGF0aBgDIAEoCSJqCg5SZXNvdXJjZUxpbWl0cxISCgpjcHVfbWlsbGlzGAEgASgNEhQKDG1lbW9yeV9ieXRlcxgCIAEoBBIuCgttYXhfcnVudGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLDAQoMVXNhZ2VNZXRyaWNzEg4KBmNwdV9tcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIYChBtZW1vcnlfYXZnX2J5dGVzGAMgASgEEhcKD2Rpc2tfcmVhZF9ieXRlcxgEIAEoBBIYChBkaXNrX3dyaXRlX2J5dGVzGAUgASgEEhwKFG5ldHdvcmtfZWdyZXNzX2J5dGVzGAYgASgEEh0KFW5ldHdvcmtfaW5ncmVzc19ieXRlcxgHIAEoBCJ2CglGaWxlRW50cnkSDAoEcGF0aBgBIAEoCRIMCgRzaXplGAIgASgEEg4KBmlzX2RpchgDIAEoCBIMCgRtb2RlGAQgASgNEi8KC21vZGlmaWVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKKAgoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFaW1hZ2UYAyABKAkSLAoJd29ya3NwYWNlGAQgASgLMhkuY29tcHV0ZS52MS5Xb3Jrc3BhY2VTcGVjEioKBmxpbWl0cxgFIAEoCzIaLmNvbXB1dGUudjEuUmVzb3VyY2VMaW1pdHMSLwoMaWRsZV90aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDm5ldHdvcmtfcG9saWN5GBQgASgLMhkuY29tcHV0ZS52MS5OZXR3b3JrUG9saWN5IoYBChVDcmVhdGVTYW5kYm94UmVzcG9uc2USEgoKc2FuZGJveF9pZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5jb21wdXRlLnYxLlNhbmRib3hTdGF0dXMSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLAoWRGVzY3JpYmVTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIp8CChdEZXNjcmliZVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmNvbXB1dGUudjEuU2FuZGJveFN0YXR1cxIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg5jdXJyZW50X3VwdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCg1jdXJyZW50X3VzYWdlGAUgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3MSMQoObmV0d29ya19wb2xpY3kYFCABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiKwoVRGVzdHJveVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiWwoWRGVzdHJveVNhbmRib3hSZXNwb25zZRISCgpzYW5kYm94X2lkGAEgASgJEi0KC3RvdGFsX3VzYWdlGAIgASgLMhguY29tcHV0ZS52MS5Vc2FnZU1ldHJpY3MitgIKEkV4ZWNDb21tYW5kUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg8KB2NvbW1hbmQYAiABKAkSDAoEYXJncxgDIAMoCRI0CgNlbnYYBCADKAsyJy5jb21wdXRlLnYxLkV4ZWNDb21tYW5kUmVxdWVzdC5FbnZFbnRyeRITCgt3b3JraW5nX2RpchgFIAEoCRIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB2V4ZWNfaWQYKCABKAkSDQoFc3RkaW4YKSABKAgSKgoIdGVybWluYWwYKiABKAsyGC5jb21wdXRlLnYxLkV4ZWNUZXJtaW5hbBoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIioKDEV4ZWNUZXJtaW5hbBIMCgRyb3dzGAEgASgNEgwKBGNvbHMYAiABKA0iVgoUU2VuZEV4ZWNJbnB1dFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIPCgdleGVjX2lkGAIgASgJEgwKBGRhdGEYAyABKAwSCwoDZW9mGAQgASgIIhcKFVNlbmRFeGVjSW5wdXRSZXNwb25zZSJoChlSZXNpemVFeGVjVGVybWluYWxSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDwoHZXhlY19pZBgCIAEoCRImCgRzaXplGAMgASgLMhguY29tcHV0ZS52MS5FeGVjVGVybWluYWwiHAoaUmVzaXplRXhlY1Rlcm1pbmFsUmVzcG9uc2UiGgoKU3Rkb3V0TGluZRIMCgRkYXRhGAEgASgMIhoKClN0ZGVyckxpbmUSDAoEZGF0YRgBIAEoDCKMAQoNRXhlY0NvbXBsZXRlZBIRCglleGl0X2NvZGUYASABKAUSLAoJd2FsbF90aW1lGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWNhbmNlbGxlZBgDIAEoCBInCgV1c2FnZRgEIAEoCzIYLmNvbXB1dGUudjEuVXNhZ2VNZXRyaWNzIsgBCglFeGVjRXZlbnQSLgoKZW1pdHRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoGc3Rkb3V0GAIgASgLMhYuY29tcHV0ZS52MS5TdGRvdXRMaW5lSAASKAoGc3RkZXJyGAMgASgLMhYuY29tcHV0ZS52MS5TdGRlcnJMaW5lSAASLgoJY29tcGxldGVkGAQgASgLMhkuY29tcHV0ZS52MS5FeGVjQ29tcGxldGVkSABCBwoFZXZlbnQiVgoPUmVhZEZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgDIkEKEFJlYWRGaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCCJgChBXcml0ZUZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIioKEVdyaXRlRmlsZVJlc3BvbnNlEhUKDWJ5dGVzX3dyaXR0ZW4YASABKAMiXAoQTGlzdEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVjdXJzaXZlGAMgASgIEhMKC21heF9lbnRyaWVzGAQgASgNIk4KEUxpc3RGaWxlc1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5jb21wdXRlLnYxLkZpbGVFbnRyeRIRCgl0cnVuY2F0ZWQYAiABKAgiKQoTUGF1c2VTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIlUKFFBhdXNlU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzIioKFFJlc3VtZVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkiVgoVUmVzdW1lU2FuZGJveFJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuY29tcHV0ZS52MS5TYW5kYm94U3RhdHVzImgKDU5ldHdvcmtQb2xpY3kSEQoJYWxsb3dfYWxsGAEgASgIEhcKD2FsbG93ZWRfZG9tYWlucxgCIAMoCRIrCg1hbGxvd2VkX2NpZHJzGAMgAygLMhQuY29tcHV0ZS52MS5DaWRyUnVsZSInCghDaWRyUnVsZRIMCgRjaWRyGAEgASgJEg0KBXBvcnRzGAIgAygNImMKGlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kiZAobVXBkYXRlTmV0d29ya1BvbGljeVJlc3BvbnNlEhIKCnNhbmRib3hfaWQYASABKAkSMQoObmV0d29ya19wb2xpY3kYAiABKAsyGS5jb21wdXRlLnYxLk5ldHdvcmtQb2xpY3kihAIKDE5ldHdvcmtFdmVudBIQCghzZXF1ZW5jZRgBIAEoBBIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRob3N0GAMgASgJEgwKBHBvcnQYBCABKA0SDwoHYWRkcmVzcxgFIAEoCRIPCgdhbGxvd2VkGAYgASgIEg4KBnJlYXNvbhgHIAEoCRIQCghwcm90b2NvbBgIIAEoCRIUCgxlZ3Jlc3NfYnl0ZXMYCSABKAQSFQoNaW5ncmVzc19ieXRlcxgKIAEoBBIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJVChhMaXN0TmV0d29ya0V2ZW50c1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJeChlMaXN0TmV0d29ya0V2ZW50c1Jlc3BvbnNlEigKBmV2ZW50cxgBIAMoCzIYLmNvbXB1dGUudjEuTmV0d29ya0V2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKAAQoMU2FuZGJveEltYWdlEgwKBG5hbWUYASABKAkSDgoGZGlnZXN0GAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAQSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAUgASgJIjAKEkltcG9ydEltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHBhdGgYAiABKAkiPgoTSW1wb3J0SW1hZ2VSZXNwb25zZRInCgVpbWFnZRgBIAEoCzIYLmNvbXB1dGUudjEuU2FuZGJveEltYWdlIhMKEUxpc3RJbWFnZXNSZXF1ZXN0IoEBChJMaXN0SW1hZ2VzUmVzcG9uc2USKAoGaW1hZ2VzGAEgAygLMhguY29tcHV0ZS52MS5TYW5kYm94SW1hZ2USFQoNZGVmYXVsdF9pbWFnZRgCIAEoCRIXCg9kZWZhdWx0X2lzX2hvc3QYAyABKAgSEQoJYW55X2ltYWdlGAQgASgIIiIKEkRlbGV0ZUltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJIj4KE0RlbGV0ZUltYWdlUmVzcG9uc2USJwoFaW1hZ2UYASABKAsyGC5jb21wdXRlLnYxLlNhbmRib3hJbWFnZSJCChFCdWlsZEltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHBhY2thZ2VzGAIgAygJEg0KBXN1aXRlGAMgASgJIj0KEkJ1aWxkSW1hZ2VSZXNwb25zZRInCgVpbWFnZRgBIAEoCzIYLmNvbXB1dGUudjEuU2FuZGJveEltYWdlKroBCg1TYW5kYm94U3RhdHVzEh4KGlNBTkRCT1hfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXU0FOREJPWF9TVEFUVVNfU1RBUlRJTkcQARIYChRTQU5EQk9YX1NUQVRVU19SRUFEWRACEhkKFVNBTkRCT1hfU1RBVFVTX0ZBSUxFRBADEhwKGFNBTkRCT1hfU1RBVFVTX0RFU1RST1lFRBAEEhkKFVNBTkRCT1hfU1RBVFVTX1BBVVNFRBAFMqYLCg5Db21wdXRlU2VydmljZRJUCg1DcmVhdGVTYW5kYm94EiAuY29tcHV0ZS52MS5DcmVhdGVTYW5kYm94UmVxdWVzdBohLmNvbXB1dGUudjEuQ3JlYXRlU2FuZGJveFJlc3BvbnNlEloKD0Rlc2NyaWJlU2FuZGJveBIiLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVxdWVzdBojLmNvbXB1dGUudjEuRGVzY3JpYmVTYW5kYm94UmVzcG9uc2USVwoORGVzdHJveVNhbmRib3gSIS5jb21wdXRlLnYxLkRlc3Ryb3lTYW5kYm94UmVxdWVzdBoiLmNvbXB1dGUudjEuRGVzdHJveVNhbmRib3hSZXNwb25zZRJGCgtFeGVjQ29tbWFuZBIeLmNvbXB1dGUudjEuRXhlY0NvbW1hbmRSZXF1ZXN0GhUuY29tcHV0ZS52MS5FeGVjRXZlbnQwARJFCghSZWFkRmlsZRIbLmNvbXB1dGUudjEuUmVhZEZpbGVSZXF1ZXN0GhwuY29tcHV0ZS52MS5SZWFkRmlsZVJlc3BvbnNlEkgKCVdyaXRlRmlsZRIcLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVxdWVzdBodLmNvbXB1dGUudjEuV3JpdGVGaWxlUmVzcG9uc2USSAoJTGlzdEZpbGVzEhwuY29tcHV0ZS52MS5MaXN0RmlsZXNSZXF1ZXN0Gh0uY29tcHV0ZS52MS5MaXN0RmlsZXNSZXNwb25zZRJRCgxQYXVzZVNhbmRib3gSHy5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlcXVlc3QaIC5jb21wdXRlLnYxLlBhdXNlU2FuZGJveFJlc3BvbnNlElQKDVJlc3VtZVNhbmRib3gSIC5jb21wdXRlLnYxLlJlc3VtZVNhbmRib3hSZXF1ZXN0GiEuY29tcHV0ZS52MS5SZXN1bWVTYW5kYm94UmVzcG9uc2USZgoTVXBkYXRlTmV0d29ya1BvbGljeRImLmNvbXB1dGUudjEuVXBkYXRlTmV0d29ya1BvbGljeVJlcXVlc3QaJy5jb21wdXRlLnYxLlVwZGF0ZU5ldHdvcmtQb2xpY3lSZXNwb25zZRJgChFMaXN0TmV0d29ya0V2ZW50cxIkLmNvbXB1dGUudjEuTGlzdE5ldHdvcmtFdmVudHNSZXF1ZXN0GiUuY29tcHV0ZS52MS5MaXN0TmV0d29ya0V2ZW50c1Jlc3BvbnNlEk4KC0ltcG9ydEltYWdlEh4uY29tcHV0ZS52MS5JbXBvcnRJbWFnZVJlcXVlc3QaHy5jb21wdXRlLnYxLkltcG9ydEltYWdlUmVzcG9uc2USSwoKTGlzdEltYWdlcxIdLmNvbXB1dGUudjEuTGlzdEltYWdlc1JlcXVlc3QaHi5jb21wdXRlLnYxLkxpc3RJbWFnZXNSZXNwb25zZRJOCgtEZWxldGVJbWFnZRIeLmNvbXB1dGUudjEuRGVsZXRlSW1hZ2VSZXF1ZXN0Gh8uY29tcHV0ZS52MS5EZWxldGVJbWFnZVJlc3BvbnNlEksKCkJ1aWxkSW1hZ2USHS5jb21wdXRlLnYxLkJ1aWxkSW1hZ2VSZXF1ZXN0Gh4uY29tcHV0ZS52MS5CdWlsZEltYWdlUmVzcG9uc2USVAoNU2VuZEV4ZWNJbnB1dBIgLmNvbXB1dGUudjEuU2VuZEV4ZWNJbnB1dFJlcXVlc3QaIS5jb21wdXRlLnYxLlNlbmRFeGVjSW5wdXRSZXNwb25zZRJjChJSZXNpemVFeGVjVGVybWluYWwSJS5jb21wdXRlLnYxLlJlc2l6ZUV4ZWNUZXJtaW5hbFJlcXVlc3QaJi5jb21wdXRlLnYxLlJlc2l6ZUV4ZWNUZXJtaW5hbFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message compute.v1.WorkspaceSpec
@@ -423,6 +423,33 @@ export type ExecCommandRequest = Message<"compute.v1.ExecCommandRequest"> & {
    * @generated from field: google.protobuf.Duration timeout = 6;
    */
   timeout?: Duration | undefined;
+
+  /**
+   * Names this exec for SendExecInput and ResizeExecTerminal: a UUID the
+   * caller chooses, unique among the sandbox's running execs (ALREADY_EXISTS
+   * otherwise). Required with `stdin` or `terminal`, ignored without.
+   *
+   * @generated from field: string exec_id = 40;
+   */
+  execId: string;
+
+  /**
+   * Keeps the command's stdin open for SendExecInput until `eof` (or the
+   * command's end). False: stdin is /dev/null. FAILED_PRECONDITION (reason
+   * exec_input_unsupported) on a driver without exec input (Kubernetes).
+   *
+   * @generated from field: bool stdin = 41;
+   */
+  stdin: boolean;
+
+  /**
+   * Runs the command on a pseudo-terminal of this size: its stdin, stdout and
+   * stderr are the terminal, whose output arrives as `stdout` events; input
+   * goes through SendExecInput. Unset: no terminal.
+   *
+   * @generated from field: compute.v1.ExecTerminal terminal = 42;
+   */
+  terminal?: ExecTerminal | undefined;
 };
 
 /**
@@ -431,6 +458,125 @@ export type ExecCommandRequest = Message<"compute.v1.ExecCommandRequest"> & {
  */
 export const ExecCommandRequestSchema: GenMessage<ExecCommandRequest> = /*@__PURE__*/
   messageDesc(file_compute_v1_compute, 10);
+
+/**
+ * A pseudo-terminal's window size; 0 is taken as 24 rows, 80 columns.
+ *
+ * @generated from message compute.v1.ExecTerminal
+ */
+export type ExecTerminal = Message<"compute.v1.ExecTerminal"> & {
+  /**
+   * At most 1000.
+   *
+   * @generated from field: uint32 rows = 1;
+   */
+  rows: number;
+
+  /**
+   * At most 1000.
+   *
+   * @generated from field: uint32 cols = 2;
+   */
+  cols: number;
+};
+
+/**
+ * Describes the message compute.v1.ExecTerminal.
+ * Use `create(ExecTerminalSchema)` to create a new message.
+ */
+export const ExecTerminalSchema: GenMessage<ExecTerminal> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 11);
+
+/**
+ * @generated from message compute.v1.SendExecInputRequest
+ */
+export type SendExecInputRequest = Message<"compute.v1.SendExecInputRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * ExecCommandRequest.exec_id.
+   *
+   * @generated from field: string exec_id = 2;
+   */
+  execId: string;
+
+  /**
+   * At most 65,536 bytes.
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+
+  /**
+   * Closes the command's stdin after `data` (on a terminal: no more input).
+   *
+   * @generated from field: bool eof = 4;
+   */
+  eof: boolean;
+};
+
+/**
+ * Describes the message compute.v1.SendExecInputRequest.
+ * Use `create(SendExecInputRequestSchema)` to create a new message.
+ */
+export const SendExecInputRequestSchema: GenMessage<SendExecInputRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 12);
+
+/**
+ * @generated from message compute.v1.SendExecInputResponse
+ */
+export type SendExecInputResponse = Message<"compute.v1.SendExecInputResponse"> & {
+};
+
+/**
+ * Describes the message compute.v1.SendExecInputResponse.
+ * Use `create(SendExecInputResponseSchema)` to create a new message.
+ */
+export const SendExecInputResponseSchema: GenMessage<SendExecInputResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 13);
+
+/**
+ * @generated from message compute.v1.ResizeExecTerminalRequest
+ */
+export type ResizeExecTerminalRequest = Message<"compute.v1.ResizeExecTerminalRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * @generated from field: string exec_id = 2;
+   */
+  execId: string;
+
+  /**
+   * @generated from field: compute.v1.ExecTerminal size = 3;
+   */
+  size?: ExecTerminal | undefined;
+};
+
+/**
+ * Describes the message compute.v1.ResizeExecTerminalRequest.
+ * Use `create(ResizeExecTerminalRequestSchema)` to create a new message.
+ */
+export const ResizeExecTerminalRequestSchema: GenMessage<ResizeExecTerminalRequest> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 14);
+
+/**
+ * @generated from message compute.v1.ResizeExecTerminalResponse
+ */
+export type ResizeExecTerminalResponse = Message<"compute.v1.ResizeExecTerminalResponse"> & {
+};
+
+/**
+ * Describes the message compute.v1.ResizeExecTerminalResponse.
+ * Use `create(ResizeExecTerminalResponseSchema)` to create a new message.
+ */
+export const ResizeExecTerminalResponseSchema: GenMessage<ResizeExecTerminalResponse> = /*@__PURE__*/
+  messageDesc(file_compute_v1_compute, 15);
 
 /**
  * @generated from message compute.v1.StdoutLine
@@ -447,7 +593,7 @@ export type StdoutLine = Message<"compute.v1.StdoutLine"> & {
  * Use `create(StdoutLineSchema)` to create a new message.
  */
 export const StdoutLineSchema: GenMessage<StdoutLine> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 11);
+  messageDesc(file_compute_v1_compute, 16);
 
 /**
  * @generated from message compute.v1.StderrLine
@@ -464,7 +610,7 @@ export type StderrLine = Message<"compute.v1.StderrLine"> & {
  * Use `create(StderrLineSchema)` to create a new message.
  */
 export const StderrLineSchema: GenMessage<StderrLine> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 12);
+  messageDesc(file_compute_v1_compute, 17);
 
 /**
  * @generated from message compute.v1.ExecCompleted
@@ -502,7 +648,7 @@ export type ExecCompleted = Message<"compute.v1.ExecCompleted"> & {
  * Use `create(ExecCompletedSchema)` to create a new message.
  */
 export const ExecCompletedSchema: GenMessage<ExecCompleted> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 13);
+  messageDesc(file_compute_v1_compute, 18);
 
 /**
  * @generated from message compute.v1.ExecEvent
@@ -542,7 +688,7 @@ export type ExecEvent = Message<"compute.v1.ExecEvent"> & {
  * Use `create(ExecEventSchema)` to create a new message.
  */
 export const ExecEventSchema: GenMessage<ExecEvent> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 14);
+  messageDesc(file_compute_v1_compute, 19);
 
 /**
  * @generated from message compute.v1.ReadFileRequest
@@ -578,7 +724,7 @@ export type ReadFileRequest = Message<"compute.v1.ReadFileRequest"> & {
  * Use `create(ReadFileRequestSchema)` to create a new message.
  */
 export const ReadFileRequestSchema: GenMessage<ReadFileRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 15);
+  messageDesc(file_compute_v1_compute, 20);
 
 /**
  * @generated from message compute.v1.ReadFileResponse
@@ -609,7 +755,7 @@ export type ReadFileResponse = Message<"compute.v1.ReadFileResponse"> & {
  * Use `create(ReadFileResponseSchema)` to create a new message.
  */
 export const ReadFileResponseSchema: GenMessage<ReadFileResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 16);
+  messageDesc(file_compute_v1_compute, 21);
 
 /**
  * @generated from message compute.v1.WriteFileRequest
@@ -652,7 +798,7 @@ export type WriteFileRequest = Message<"compute.v1.WriteFileRequest"> & {
  * Use `create(WriteFileRequestSchema)` to create a new message.
  */
 export const WriteFileRequestSchema: GenMessage<WriteFileRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 17);
+  messageDesc(file_compute_v1_compute, 22);
 
 /**
  * @generated from message compute.v1.WriteFileResponse
@@ -669,7 +815,7 @@ export type WriteFileResponse = Message<"compute.v1.WriteFileResponse"> & {
  * Use `create(WriteFileResponseSchema)` to create a new message.
  */
 export const WriteFileResponseSchema: GenMessage<WriteFileResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 18);
+  messageDesc(file_compute_v1_compute, 23);
 
 /**
  * @generated from message compute.v1.ListFilesRequest
@@ -705,7 +851,7 @@ export type ListFilesRequest = Message<"compute.v1.ListFilesRequest"> & {
  * Use `create(ListFilesRequestSchema)` to create a new message.
  */
 export const ListFilesRequestSchema: GenMessage<ListFilesRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 19);
+  messageDesc(file_compute_v1_compute, 24);
 
 /**
  * @generated from message compute.v1.ListFilesResponse
@@ -729,7 +875,7 @@ export type ListFilesResponse = Message<"compute.v1.ListFilesResponse"> & {
  * Use `create(ListFilesResponseSchema)` to create a new message.
  */
 export const ListFilesResponseSchema: GenMessage<ListFilesResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 20);
+  messageDesc(file_compute_v1_compute, 25);
 
 /**
  * @generated from message compute.v1.PauseSandboxRequest
@@ -746,7 +892,7 @@ export type PauseSandboxRequest = Message<"compute.v1.PauseSandboxRequest"> & {
  * Use `create(PauseSandboxRequestSchema)` to create a new message.
  */
 export const PauseSandboxRequestSchema: GenMessage<PauseSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 21);
+  messageDesc(file_compute_v1_compute, 26);
 
 /**
  * @generated from message compute.v1.PauseSandboxResponse
@@ -770,7 +916,7 @@ export type PauseSandboxResponse = Message<"compute.v1.PauseSandboxResponse"> & 
  * Use `create(PauseSandboxResponseSchema)` to create a new message.
  */
 export const PauseSandboxResponseSchema: GenMessage<PauseSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 22);
+  messageDesc(file_compute_v1_compute, 27);
 
 /**
  * @generated from message compute.v1.ResumeSandboxRequest
@@ -787,7 +933,7 @@ export type ResumeSandboxRequest = Message<"compute.v1.ResumeSandboxRequest"> & 
  * Use `create(ResumeSandboxRequestSchema)` to create a new message.
  */
 export const ResumeSandboxRequestSchema: GenMessage<ResumeSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 23);
+  messageDesc(file_compute_v1_compute, 28);
 
 /**
  * @generated from message compute.v1.ResumeSandboxResponse
@@ -811,7 +957,7 @@ export type ResumeSandboxResponse = Message<"compute.v1.ResumeSandboxResponse"> 
  * Use `create(ResumeSandboxResponseSchema)` to create a new message.
  */
 export const ResumeSandboxResponseSchema: GenMessage<ResumeSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 24);
+  messageDesc(file_compute_v1_compute, 29);
 
 /**
  * Outbound network of a sandbox, enforced by an egress proxy outside it (the
@@ -851,7 +997,7 @@ export type NetworkPolicy = Message<"compute.v1.NetworkPolicy"> & {
  * Use `create(NetworkPolicySchema)` to create a new message.
  */
 export const NetworkPolicySchema: GenMessage<NetworkPolicy> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 25);
+  messageDesc(file_compute_v1_compute, 30);
 
 /**
  * @generated from message compute.v1.CidrRule
@@ -875,7 +1021,7 @@ export type CidrRule = Message<"compute.v1.CidrRule"> & {
  * Use `create(CidrRuleSchema)` to create a new message.
  */
 export const CidrRuleSchema: GenMessage<CidrRule> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 26);
+  messageDesc(file_compute_v1_compute, 31);
 
 /**
  * @generated from message compute.v1.UpdateNetworkPolicyRequest
@@ -899,7 +1045,7 @@ export type UpdateNetworkPolicyRequest = Message<"compute.v1.UpdateNetworkPolicy
  * Use `create(UpdateNetworkPolicyRequestSchema)` to create a new message.
  */
 export const UpdateNetworkPolicyRequestSchema: GenMessage<UpdateNetworkPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 27);
+  messageDesc(file_compute_v1_compute, 32);
 
 /**
  * @generated from message compute.v1.UpdateNetworkPolicyResponse
@@ -921,7 +1067,7 @@ export type UpdateNetworkPolicyResponse = Message<"compute.v1.UpdateNetworkPolic
  * Use `create(UpdateNetworkPolicyResponseSchema)` to create a new message.
  */
 export const UpdateNetworkPolicyResponseSchema: GenMessage<UpdateNetworkPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 28);
+  messageDesc(file_compute_v1_compute, 33);
 
 /**
  * @generated from message compute.v1.NetworkEvent
@@ -1005,7 +1151,7 @@ export type NetworkEvent = Message<"compute.v1.NetworkEvent"> & {
  * Use `create(NetworkEventSchema)` to create a new message.
  */
 export const NetworkEventSchema: GenMessage<NetworkEvent> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 29);
+  messageDesc(file_compute_v1_compute, 34);
 
 /**
  * @generated from message compute.v1.ListNetworkEventsRequest
@@ -1036,7 +1182,7 @@ export type ListNetworkEventsRequest = Message<"compute.v1.ListNetworkEventsRequ
  * Use `create(ListNetworkEventsRequestSchema)` to create a new message.
  */
 export const ListNetworkEventsRequestSchema: GenMessage<ListNetworkEventsRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 30);
+  messageDesc(file_compute_v1_compute, 35);
 
 /**
  * @generated from message compute.v1.ListNetworkEventsResponse
@@ -1062,7 +1208,7 @@ export type ListNetworkEventsResponse = Message<"compute.v1.ListNetworkEventsRes
  * Use `create(ListNetworkEventsResponseSchema)` to create a new message.
  */
 export const ListNetworkEventsResponseSchema: GenMessage<ListNetworkEventsResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 31);
+  messageDesc(file_compute_v1_compute, 36);
 
 /**
  * A stored image of the local driver: a read-only root filesystem.
@@ -1109,7 +1255,7 @@ export type SandboxImage = Message<"compute.v1.SandboxImage"> & {
  * Use `create(SandboxImageSchema)` to create a new message.
  */
 export const SandboxImageSchema: GenMessage<SandboxImage> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 32);
+  messageDesc(file_compute_v1_compute, 37);
 
 /**
  * @generated from message compute.v1.ImportImageRequest
@@ -1135,7 +1281,7 @@ export type ImportImageRequest = Message<"compute.v1.ImportImageRequest"> & {
  * Use `create(ImportImageRequestSchema)` to create a new message.
  */
 export const ImportImageRequestSchema: GenMessage<ImportImageRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 33);
+  messageDesc(file_compute_v1_compute, 38);
 
 /**
  * @generated from message compute.v1.ImportImageResponse
@@ -1152,7 +1298,7 @@ export type ImportImageResponse = Message<"compute.v1.ImportImageResponse"> & {
  * Use `create(ImportImageResponseSchema)` to create a new message.
  */
 export const ImportImageResponseSchema: GenMessage<ImportImageResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 34);
+  messageDesc(file_compute_v1_compute, 39);
 
 /**
  * @generated from message compute.v1.ListImagesRequest
@@ -1165,7 +1311,7 @@ export type ListImagesRequest = Message<"compute.v1.ListImagesRequest"> & {
  * Use `create(ListImagesRequestSchema)` to create a new message.
  */
 export const ListImagesRequestSchema: GenMessage<ListImagesRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 35);
+  messageDesc(file_compute_v1_compute, 40);
 
 /**
  * @generated from message compute.v1.ListImagesResponse
@@ -1205,7 +1351,7 @@ export type ListImagesResponse = Message<"compute.v1.ListImagesResponse"> & {
  * Use `create(ListImagesResponseSchema)` to create a new message.
  */
 export const ListImagesResponseSchema: GenMessage<ListImagesResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 36);
+  messageDesc(file_compute_v1_compute, 41);
 
 /**
  * @generated from message compute.v1.DeleteImageRequest
@@ -1222,7 +1368,7 @@ export type DeleteImageRequest = Message<"compute.v1.DeleteImageRequest"> & {
  * Use `create(DeleteImageRequestSchema)` to create a new message.
  */
 export const DeleteImageRequestSchema: GenMessage<DeleteImageRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 37);
+  messageDesc(file_compute_v1_compute, 42);
 
 /**
  * @generated from message compute.v1.DeleteImageResponse
@@ -1239,7 +1385,7 @@ export type DeleteImageResponse = Message<"compute.v1.DeleteImageResponse"> & {
  * Use `create(DeleteImageResponseSchema)` to create a new message.
  */
 export const DeleteImageResponseSchema: GenMessage<DeleteImageResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 38);
+  messageDesc(file_compute_v1_compute, 43);
 
 /**
  * @generated from message compute.v1.BuildImageRequest
@@ -1272,7 +1418,7 @@ export type BuildImageRequest = Message<"compute.v1.BuildImageRequest"> & {
  * Use `create(BuildImageRequestSchema)` to create a new message.
  */
 export const BuildImageRequestSchema: GenMessage<BuildImageRequest> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 39);
+  messageDesc(file_compute_v1_compute, 44);
 
 /**
  * @generated from message compute.v1.BuildImageResponse
@@ -1289,7 +1435,7 @@ export type BuildImageResponse = Message<"compute.v1.BuildImageResponse"> & {
  * Use `create(BuildImageResponseSchema)` to create a new message.
  */
 export const BuildImageResponseSchema: GenMessage<BuildImageResponse> = /*@__PURE__*/
-  messageDesc(file_compute_v1_compute, 40);
+  messageDesc(file_compute_v1_compute, 45);
 
 /**
  * @generated from enum compute.v1.SandboxStatus
@@ -1508,6 +1654,34 @@ export const ComputeService: GenService<{
     methodKind: "unary";
     input: typeof BuildImageRequestSchema;
     output: typeof BuildImageResponseSchema;
+  },
+  /**
+   * Input for a running exec started with `stdin` or `terminal` (issue 27):
+   * `data` (at most 64 KiB per call) is queued for the command's stdin (its
+   * terminal with `terminal`) and `eof` closes it after. Returns once queued;
+   * RESOURCE_EXHAUSTED (reason stdin_buffer_full) while 1 MiB of earlier input
+   * is still unread by the command. NOT_FOUND (reason exec_not_found) unless
+   * that exec runs in that sandbox with input (before its start or after its
+   * end too); FAILED_PRECONDITION (reason stdin_closed) after `eof`.
+   *
+   * @generated from rpc compute.v1.ComputeService.SendExecInput
+   */
+  sendExecInput: {
+    methodKind: "unary";
+    input: typeof SendExecInputRequestSchema;
+    output: typeof SendExecInputResponseSchema;
+  },
+  /**
+   * A new window size for the terminal of a running exec started with
+   * `terminal` (the command gets SIGWINCH). NOT_FOUND as SendExecInput;
+   * FAILED_PRECONDITION for an exec without a terminal.
+   *
+   * @generated from rpc compute.v1.ComputeService.ResizeExecTerminal
+   */
+  resizeExecTerminal: {
+    methodKind: "unary";
+    input: typeof ResizeExecTerminalRequestSchema;
+    output: typeof ResizeExecTerminalResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_compute_v1_compute, 0);

@@ -119,6 +119,32 @@ export interface ExecRequest {
    * `completed` event with cancelled = true and exitCode = -1.
    */
   signal?: AbortSignal;
+  /**
+   * Input for the command (issue 27): its stdin, or its terminal with
+   * `terminal`. Absent: stdin is /dev/null. Only for a driver with
+   * `execInput` (the domain checks).
+   */
+  input?: ExecStdin;
+  /** Runs the command on a pseudo-terminal of this size (stdin, stdout, stderr); its output comes as `stdout`. */
+  terminal?: TerminalSize;
+}
+
+export interface TerminalSize {
+  rows: number;
+  cols: number;
+}
+
+/**
+ * The input of one exec, filled by SendExecInput (the domain bounds it) and
+ * drained by the driver as fast as the command takes it.
+ */
+export interface ExecStdin {
+  /** The next chunk once there is one; null once the input is closed (eof). */
+  read(): Promise<Uint8Array | null>;
+  /** The driver's side: the command can take no more (it exited or closed its stdin); later input is refused. */
+  end(): void;
+  /** ResizeExecTerminal's sizes, for a terminal exec; returns an unsubscribe function. */
+  onResize(listener: (size: TerminalSize) => void): () => void;
 }
 
 export type ExecEvent =
@@ -192,6 +218,12 @@ export interface SandboxDriver {
    * FailedPrecondition if the sandbox is not ready.
    */
   exec(sandboxId: string, request: ExecRequest): AsyncIterable<ExecEvent>;
+
+  /**
+   * Whether `exec` takes `input` and `terminal` (issue 27). Absent or false:
+   * the domain refuses them with FAILED_PRECONDITION.
+   */
+  readonly execInput?: boolean;
 
   /** offset ≥ 0; maxBytes > 0 already capped by the domain. */
   readFile(sandboxId: string, path: string, offset: number, maxBytes: number): Promise<ReadResult>;

@@ -122,10 +122,26 @@ export function computeServiceImpl(domain: ComputeDomain): ServiceImpl<typeof Co
         workingDir: req.workingDir,
         timeoutMs: durationMs(req.timeout),
         signal: ctx.signal,
+        execId: req.execId,
+        stdin: req.stdin,
+        terminal: req.terminal ? { rows: req.terminal.rows, cols: req.terminal.cols } : undefined,
       });
       for await (const e of events) {
         yield toMessage(e);
       }
+    },
+
+    async sendExecInput(req) {
+      await domain.sendExecInput(req.sandboxId, req.execId, req.data, req.eof);
+      return {};
+    },
+
+    async resizeExecTerminal(req) {
+      await domain.resizeExecTerminal(req.sandboxId, req.execId, {
+        rows: req.size?.rows ?? 0,
+        cols: req.size?.cols ?? 0,
+      });
+      return {};
     },
 
     async readFile(req) {

@@ -78,17 +78,31 @@ test("compute messages carry every field the specification names", () => {
     "env",
     "working_dir",
     "timeout",
+    // Additive (issue 27): input for the exec, numbered from 40.
+    "exec_id",
+    "stdin",
+    "terminal",
   ]);
+  assert.deepEqual(
+    ["exec_id", "stdin", "terminal"].map(
+      (n) => compute.ExecCommandRequestSchema.fields.find((f) => f.name === n)?.number,
+    ),
+    [40, 41, 42],
+  );
+  assert.deepEqual(names(compute.SendExecInputRequestSchema), ["sandbox_id", "exec_id", "data", "eof"]);
+  assert.deepEqual(names(compute.ResizeExecTerminalRequestSchema), ["sandbox_id", "exec_id", "size"]);
+  assert.deepEqual(names(compute.ExecTerminalSchema), ["rows", "cols"]);
   assert.deepEqual(names(compute.ReadFileRequestSchema), ["sandbox_id", "path", "offset", "max_bytes"]);
   assert.deepEqual(names(compute.ReadFileResponseSchema), ["data", "total_size", "eof"]);
   assert.deepEqual(names(compute.WriteFileRequestSchema), ["sandbox_id", "path", "data", "append", "mode"]);
   assert.deepEqual(names(compute.WriteFileResponseSchema), ["bytes_written"]);
   assert.deepEqual(names(compute.ListFilesRequestSchema), ["sandbox_id", "path", "recursive", "max_entries"]);
   assert.deepEqual(names(compute.ListFilesResponseSchema), ["entries", "truncated"]);
-  // Images (issue 22): RPCs appended at the end of ComputeService, after the network ones, in new messages.
+  // Images (issue 22): RPCs appended at the end of ComputeService, after the network ones, in new messages;
+  // then exec input (issue 27).
   assert.deepEqual(
-    compute.ComputeService.methods.slice(-4).map((m) => m.name),
-    ["ImportImage", "ListImages", "DeleteImage", "BuildImage"],
+    compute.ComputeService.methods.slice(-6).map((m) => m.name),
+    ["ImportImage", "ListImages", "DeleteImage", "BuildImage", "SendExecInput", "ResizeExecTerminal"],
   );
   assert.deepEqual(names(compute.SandboxImageSchema), ["name", "digest", "size_bytes", "created_at", "source"]);
   assert.deepEqual(names(compute.ImportImageRequestSchema), ["name", "path"]);

@@ -145,6 +145,9 @@ test("compute is gRPC only, with the seven v1 RPCs (and issue 18's additive paus
       ["ListImages", "unary"],
       ["DeleteImage", "unary"],
       ["BuildImage", "unary"],
+      // Additive (issue 27): input and terminal size for a running exec (unary: gRPC-Web and JSON clients too).
+      ["SendExecInput", "unary"],
+      ["ResizeExecTerminal", "unary"],
     ],
   );
   assert.deepEqual(routesOf([compute]), []);

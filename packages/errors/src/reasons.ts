@@ -100,6 +100,16 @@ export const ComputeReason = {
   workspaceFull: "workspace_full",
   /** FAILED_PRECONDITION: PauseSandbox while an exec or file call runs on the sandbox. */
   sandboxBusy: "sandbox_busy",
+  /** NOT_FOUND: SendExecInput / ResizeExecTerminal naming no exec with input running in that sandbox. */
+  execNotFound: "exec_not_found",
+  /** ALREADY_EXISTS: an ExecCommand exec_id that a running exec of the sandbox has. */
+  execIdInUse: "exec_id_in_use",
+  /** RESOURCE_EXHAUSTED: SendExecInput while the exec's buffered input is at its bound. */
+  stdinBufferFull: "stdin_buffer_full",
+  /** FAILED_PRECONDITION: SendExecInput after the exec's stdin was closed (eof) or the command closed it. */
+  stdinClosed: "stdin_closed",
+  /** FAILED_PRECONDITION: stdin or a terminal asked of a driver that cannot give an exec input (Kubernetes). */
+  execInputUnsupported: "exec_input_unsupported",
 } as const;
 
 export type IdentityRestCode = (typeof IdentityRestCode)[keyof typeof IdentityRestCode];

@@ -24,6 +24,7 @@ import {
 } from "../store/network-event-store.ts";
 import type { SandboxRecord, SandboxState, SandboxStore } from "../store/sandbox-store.ts";
 import { checkCommandLine } from "./exec-args.ts";
+import { type ExecInputChannel, ExecInputs, MAX_INPUT_CHUNK_BYTES, terminalSize } from "./exec-input.ts";
 import { ImageOps } from "./image-ops.ts";
 import { LIMITS } from "./limits.ts";
 import { checkSandboxStrings } from "./sandbox-strings.ts";
@@ -83,6 +84,12 @@ export interface ExecInput {
   /** Undefined or 0 = unset. */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /** Names the exec for SendExecInput / ResizeExecTerminal (issue 27); required with stdin or terminal. */
+  execId?: string;
+  /** Keeps the command's stdin open for SendExecInput. */
+  stdin?: boolean;
+  /** Runs the command on a pseudo-terminal of this size (0: 24 x 80). */
+  terminal?: { rows: number; cols: number };
 }
 
 export interface SandboxView {
@@ -137,6 +144,8 @@ export class ComputeDomain {
   /** Pause, resume and destroy of one sandbox run one at a time. */
   private readonly ops = new KeyedLock();
   private readonly networkEvents: NetworkEventStore;
+  /** The input of running execs started with stdin or a terminal (issue 27). */
+  private readonly inputs = new ExecInputs();
 
   constructor(options: ComputeDomainOptions) {
     this.networkEvents = options.networkEvents ?? new MemoryNetworkEventStore();
@@ -359,6 +368,8 @@ export class ComputeDomain {
       if (input.workingDir.includes("\0")) throw invalid("working_dir must not contain NUL bytes");
       checkPathLimits(input.workingDir, "working_dir");
     }
+    // Registered before any wait, so input sent while the sandbox starts is queued, not refused.
+    const stdin = this.openInput(input);
     // In use from here to the stream's end: no idle pause meanwhile, and a pause asked for now is refused.
     const release = this.hold(input.sandboxId);
     // The program only: its arguments may hold what the caller would not have in a trace.
@@ -367,7 +378,7 @@ export class ComputeDomain {
       "process.executable.name": input.command,
     });
     try {
-      for await (const event of this.execRunnable(input, env, timeoutMs)) {
+      for await (const event of this.execRunnable(input, env, timeoutMs, stdin?.channel)) {
         if (event.type === "completed")
           span.set({ "process.exit.code": event.exitCode, "sandbox.exec.cancelled": event.cancelled });
         yield event;
@@ -376,15 +387,66 @@ export class ComputeDomain {
       span.fail(err);
       throw err;
     } finally {
+      stdin?.close();
       span.end();
       release();
     }
+  }
+
+  /** The input channel of an exec with stdin or a terminal; undefined for one without. */
+  private openInput(input: ExecInput): { channel: ExecInputChannel; close: () => void } | undefined {
+    if (!input.stdin && !input.terminal) return undefined;
+    if (!this.driver.execInput)
+      throw PlatformError.failedPrecondition(
+        `the ${this.driver.name} driver cannot give a command input or a terminal`,
+        ComputeReason.execInputUnsupported,
+      );
+    requireUuid("exec_id", input.execId ?? "", ComputeReason.invalidArgument);
+    if (input.terminal) terminalSize(input.terminal);
+    return this.inputs.open(input.sandboxId, input.execId as string, !!input.terminal);
+  }
+
+  /**
+   * SendExecInput: queues data for the stdin (or terminal) of a running exec
+   * of this sandbox, then closes it when eof. NOT_FOUND unless the exec runs
+   * there with input.
+   */
+  async sendExecInput(sandboxId: string, execId: string, data: Uint8Array, eof: boolean): Promise<void> {
+    const channel = await this.inputOf(sandboxId, execId);
+    if (data.length > MAX_INPUT_CHUNK_BYTES) {
+      throw PlatformError.invalidArgument(
+        `data is ${data.length} bytes; at most ${MAX_INPUT_CHUNK_BYTES} per call`,
+        ComputeReason.payloadTooLarge,
+      );
+    }
+    channel.push(data, eof);
+  }
+
+  /** ResizeExecTerminal: the terminal of a running exec of this sandbox gets a new window size. */
+  async resizeExecTerminal(sandboxId: string, execId: string, size: { rows: number; cols: number }): Promise<void> {
+    const channel = await this.inputOf(sandboxId, execId);
+    const checked = terminalSize(size);
+    if (!channel.terminal) throw PlatformError.failedPrecondition("the exec has no terminal (start it with terminal)");
+    channel.resize(checked);
+  }
+
+  private async inputOf(sandboxId: string, execId: string): Promise<ExecInputChannel> {
+    requireUuid("sandbox_id", sandboxId, ComputeReason.invalidArgument);
+    requireUuid("exec_id", execId, ComputeReason.invalidArgument);
+    const channel = this.inputs.get(sandboxId, execId);
+    if (channel) return channel;
+    await this.record(sandboxId); // NOT_FOUND sandbox_not_found for an unknown sandbox
+    throw PlatformError.notFound(
+      `no exec ${execId} with input runs in sandbox ${sandboxId}`,
+      ComputeReason.execNotFound,
+    );
   }
 
   private async *execRunnable(
     input: ExecInput,
     env: Record<string, string>,
     timeoutMs: number,
+    stdin?: ExecInputChannel,
   ): AsyncGenerator<ExecEvent> {
     const mountPath = await this.runnableMountPath(input.sandboxId, input.signal);
     const workingDir = input.workingDir ? inSandboxView(input.workingDir, mountPath) : mountPath;
@@ -406,6 +468,8 @@ export class ComputeDomain {
         env,
         workingDir,
         signal: controller.signal,
+        ...(stdin ? { input: stdin } : {}),
+        ...(input.terminal ? { terminal: terminalSize(input.terminal) } : {}),
       })) {
         if (event.type === "completed" && timedOut && !input.signal?.aborted) {
           yield {

@@ -7,9 +7,13 @@
  *
  * Requests arrive on stdin, each a little-endian u32 length followed by
  * NUL-terminated fields, the first naming the request:
- *   X id init-pid init-start-time uid gid cwd stream-socket prepared-id
+ *   X id init-pid init-start-time uid gid cwd stream-socket prepared-id input
  *     n-cgroups cgroup.procs-files... n-argv argv... n-env env("K=V")...
  *       runs a command (in the prepared child prepared-id when there is one);
+ *       input: "-" stdin is /dev/null, "s" stdin is a third stream
+ *       connection, "t<rows>,<cols>" the command runs on a pseudo-terminal;
+ *   W id rows cols
+ *       resizes the terminal of the running command id;
  *   P id init-pid init-start-time uid gid n-cgroups cgroup.procs-files...
  *       forks a child that joins those cgroups, enters the sandbox and waits
  *       for an X naming it (killing it is how an unused one ends).
@@ -17,7 +21,14 @@
  * there) and writes a 5-byte tag on each (u32 id, 1 = stdout, 2 = stderr);
  * those connections become the command's fd 1 and 2, so output goes straight
  * from the command to the service with the kernel's socket buffer as
- * backpressure. A child joins the exec's cgroups before anything of the
+ * backpressure. With input "s" a third connection (tag 3) becomes its fd 0
+ * (what the service writes there is the command's stdin; its end, EOF). With
+ * "t" the helper opens a pseudo-terminal of that size: the slave becomes the
+ * command's fd 0, 1 and 2 and controlling terminal, and a relay process
+ * (forked from the helper, as nobody) copies the master to the stdout
+ * connection and what the service writes on that connection to the master;
+ * the stderr connection only carries failures before the command runs. The
+ * helper keeps the master for W (TIOCSWINSZ, the command gets SIGWINCH). A child joins the exec's cgroups before anything of the
  * command runs, enters the init's namespaces through a pidfd (checked against
  * the start time, so a reused pid is never entered), and drops to the
  * sandbox uid with no capabilities, no supplementary groups and
@@ -47,12 +58,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "seccomp-filter.h"
@@ -67,6 +80,8 @@ extern char **environ;
 struct running {
   pid_t pid;
   uint32_t id;
+  /* The terminal's master (for W), or -1. */
+  int master;
 };
 
 static struct running running[MAX_RUNNING];
@@ -181,14 +196,24 @@ static void enter_sandbox(int pidfd, uid_t uid, gid_t gid, char **cgroups, size_
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &seccomp_program) < 0) die("seccomp filter", errno, 126);
 }
 
-/* Inside the sandbox: output to out/err, stdin from /dev/null, then the command. Never returns. */
-static void run_command(int out, int err, const char *cwd, char **argv, char **envp) {
-  /* Above 2 first, so placing one cannot overwrite the other. */
+/*
+ * Inside the sandbox: stdin from in, output to out/err (a terminal: in is its
+ * slave, fd 0, 1 and 2 and the controlling terminal), then the command.
+ * Never returns.
+ */
+static void run_command(int in, int out, int err, int terminal, const char *cwd, char **argv, char **envp) {
+  /* Above 2 first, so placing one cannot overwrite another. */
+  if (in <= 2) in = fcntl(in, F_DUPFD_CLOEXEC, 3);
   if (out <= 2) out = fcntl(out, F_DUPFD_CLOEXEC, 3);
   if (err <= 2) err = fcntl(err, F_DUPFD_CLOEXEC, 3);
-  if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-  int devnull = open("/dev/null", O_RDONLY);
-  if (devnull < 0 || dup2(devnull, 0) < 0) die("/dev/null", errno, 126);
+  if (in < 0 || out < 0 || err < 0 || dup2(err, 2) < 0) _exit(126);
+  if (terminal) {
+    /* A session leader already (enter_sandbox): the slave becomes its controlling terminal. */
+    if (ioctl(in, TIOCSCTTY, 0) < 0) die("terminal", errno, 126);
+    if (dup2(in, 0) < 0 || dup2(in, 1) < 0 || dup2(in, 2) < 0) _exit(126);
+  } else if (dup2(in, 0) < 0 || dup2(out, 1) < 0) {
+    _exit(126);
+  }
   syscall(SYS_close_range, 3, ~0u, 0);
   if (chdir(cwd) < 0) {
     dprintf(2, "[compute] cannot change directory to %s: %s\n", cwd, strerror(errno));
@@ -239,10 +264,10 @@ struct prepared {
 static struct prepared prepared[MAX_RUNNING];
 static size_t n_prepared;
 
-/* The command as the prepared child receives it: u32 length, fields, and the two streams as SCM_RIGHTS. */
+/* The command as the prepared child receives it: u32 length, fields (input mode, cwd, argv, env), and in/out/err as SCM_RIGHTS. */
 static void await_command(int sock) {
   uint32_t len;
-  int fds[2];
+  int fds[3];
   char control[CMSG_SPACE(sizeof fds)];
   struct iovec iov = {&len, sizeof len};
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
@@ -259,15 +284,15 @@ static void await_command(int sock) {
     if (n > 0) got += (size_t)n;
   }
   static char *fields[MAX_FIELDS];
-  size_t n = buf ? split(buf, len, fields, MAX_FIELDS) : 0, i = 1;
+  size_t n = buf ? split(buf, len, fields, MAX_FIELDS) : 0, i = 2;
   char **argv = list_at(fields, n, &i), **envp = list_at(fields, n, &i);
-  if (n == 0 || !argv || !argv[0] || !envp) _exit(126);
-  run_command(fds[0], fds[1], fields[0], argv, envp);
+  if (n < 2 || !argv || !argv[0] || !envp) _exit(126);
+  run_command(fds[0], fds[1], fds[2], fields[0][0] == 't', fields[1], argv, envp);
 }
 
-/* buf: u32 length and the fields; the streams go as SCM_RIGHTS with its first bytes. */
-static int send_command(int sock, int out, int err, const char *buf, size_t total) {
-  int fds[2] = {out, err};
+/* buf: u32 length and the fields; in, out and err go as SCM_RIGHTS with its first bytes. */
+static int send_command(int sock, int in, int out, int err, const char *buf, size_t total) {
+  int fds[3] = {in, out, err};
   char control[CMSG_SPACE(sizeof fds)];
   memset(control, 0, sizeof control);
   struct iovec iov = {(void *)buf, total};
@@ -338,20 +363,142 @@ done:
   free(cgroups);
 }
 
-/* X id init start uid gid cwd stream-socket prepared-id n-cgroups cgroups... n-argv argv... n-env env... */
+/* Writes all of buf to fd; -1 when it cannot. */
+static int write_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t w = write(fd, buf, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    buf += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+/*
+ * The relay of a terminal (its own process, forked from the helper before
+ * anything enters the sandbox): the master's output to the stream socket,
+ * what the service writes on the socket to the master (held while the
+ * terminal's input queue is full, so output keeps flowing meanwhile). Ends
+ * when the terminal has no slave left (EIO: the command and everything it
+ * started are gone) or the service is gone. Never returns.
+ */
+static void relay(int master, int sock) {
+  static char out[65536], in[65536];
+  size_t in_len = 0, in_off = 0;
+  int sock_open = 1;
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  for (;;) {
+    struct pollfd p[2] = {
+        {.fd = master, .events = POLLIN | (in_off < in_len ? POLLOUT : 0)},
+        {.fd = sock_open && in_off == in_len ? sock : -1, .events = POLLIN},
+    };
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t n = read(master, out, sizeof out);
+      if (n > 0) {
+        if (write_all(sock, out, (size_t)n) < 0) break;
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        break; /* EIO: no slave is open any more */
+      }
+    }
+    if ((p[0].revents & POLLOUT) && in_off < in_len) {
+      ssize_t n = write(master, in + in_off, in_len - in_off);
+      if (n > 0) in_off += (size_t)n;
+      else if (n < 0 && errno != EAGAIN && errno != EINTR) in_off = in_len;
+    }
+    if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t n = read(sock, in, sizeof in);
+      if (n > 0) {
+        in_len = (size_t)n;
+        in_off = 0;
+      } else if (n == 0) {
+        sock_open = 0; /* the service closed the input (eof); output goes on */
+      } else if (errno != EINTR && errno != EAGAIN) {
+        break;
+      }
+    }
+  }
+  _exit(0);
+}
+
+/*
+ * A pseudo-terminal of rows x cols: its master in *master, its slave
+ * returned, and a relay process between the master and out. -1 on failure
+ * (errno set), nothing left open.
+ */
+static int open_terminal(const char *size, int out, int *master) {
+  unsigned rows = 0, cols = 0;
+  if (sscanf(size, "%u,%u", &rows, &cols) != 2 || rows == 0 || cols == 0 || rows > 65535 || cols > 65535) {
+    errno = EINVAL;
+    return -1;
+  }
+  int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (m < 0) return -1;
+  struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+  int slave = -1;
+  if (unlockpt(m) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0 ||
+      (slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+    int e = errno;
+    close(m);
+    errno = e;
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* Only the master and the socket, as nobody: holding the helper's pipes
+     * or the slave would keep them from seeing an end. */
+    if (dup2(m, 3) < 0 || dup2(out, 4) < 0) _exit(1);
+    syscall(SYS_close_range, 5, ~0u, 0);
+    int nul = open("/dev/null", O_RDWR);
+    if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0) _exit(1);
+    if (nul > 4) close(nul);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0) _exit(1);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    relay(3, 4);
+  }
+  if (pid < 0) {
+    int e = errno;
+    close(slave);
+    close(m);
+    errno = e;
+    return -1;
+  }
+  *master = m;
+  return slave;
+}
+
+/* W id rows cols */
+static void resize_terminal(char **f, size_t n) {
+  if (n < 4) return;
+  uint32_t id = (uint32_t)strtoul(f[1], NULL, 10);
+  struct winsize ws = {.ws_row = (unsigned short)strtoul(f[2], NULL, 10), .ws_col = (unsigned short)strtoul(f[3], NULL, 10)};
+  for (size_t i = 0; i < n_running; i++)
+    if (running[i].id == id && running[i].master >= 0) ioctl(running[i].master, TIOCSWINSZ, &ws);
+}
+
+/* X id init start uid gid cwd stream-socket prepared-id input n-cgroups cgroups... n-argv argv... n-env env... */
 static void exec_command(char **f, size_t n, const char *raw, size_t raw_len) {
-  if (n < 12) {
+  if (n < 13) {
     report("F 0 malformed request\n");
     return;
   }
   uint32_t id = (uint32_t)strtoul(f[1], NULL, 10);
-  const char *cwd = f[6], *sock = f[7];
-  size_t i = 9, n_cg = strtoul(f[9], NULL, 10);
+  const char *cwd = f[6], *sock = f[7], *mode = f[9];
+  int terminal = mode[0] == 't';
+  size_t i = 10, n_cg = strtoul(f[10], NULL, 10);
   char **cgroups = list_at(f, n, &i);
   size_t argv_at = i;
   char **argv = list_at(f, n, &i), **envp = list_at(f, n, &i);
-  int out = -1, err = -1, pidfd = -1;
-  if (!cgroups || !argv || !argv[0] || !envp || n_running == MAX_RUNNING) {
+  int in = -1, out = -1, err = -1, pidfd = -1, master = -1;
+  if (!cgroups || !argv || !argv[0] || !envp || n_running == MAX_RUNNING || (mode[0] != '-' && mode[0] != 's' && !terminal)) {
     report("F %u malformed request\n", id);
     goto done;
   }
@@ -360,6 +507,26 @@ static void exec_command(char **f, size_t n, const char *raw, size_t raw_len) {
   if (err < 0) {
     report("F %u stream socket: %s\n", id, strerror(errno));
     goto done;
+  }
+  if (mode[0] == 's') {
+    in = connect_stream(sock, id, 3);
+    if (in < 0) {
+      report("F %u stream socket: %s\n", id, strerror(errno));
+      goto done;
+    }
+  } else if (terminal) {
+    /* Before anything enters the sandbox's pid namespace: the relay is the host's. */
+    in = open_terminal(mode + 1, out, &master);
+    if (in < 0) {
+      report("F %u terminal: %s\n", id, strerror(errno));
+      goto done;
+    }
+  } else {
+    in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+      report("F %u /dev/null: %s\n", id, strerror(errno));
+      goto done;
+    }
   }
   struct prepared *p = find_prepared((uint32_t)strtoul(f[8], NULL, 10));
   char ready;
@@ -370,20 +537,22 @@ static void exec_command(char **f, size_t n, const char *raw, size_t raw_len) {
     p = NULL;
   }
   if (p) {
-    /* Hand the command to the prepared child: cwd, then argv and env as they came. */
-    size_t cwd_len = strlen(cwd) + 1, rest = raw_len - (size_t)(f[argv_at] - raw);
-    uint32_t len = (uint32_t)(cwd_len + rest);
+    /* Hand the command to the prepared child: input mode, cwd, then argv and env as they came. */
+    size_t mode_len = strlen(mode) + 1, cwd_len = strlen(cwd) + 1, rest = raw_len - (size_t)(f[argv_at] - raw);
+    uint32_t len = (uint32_t)(mode_len + cwd_len + rest);
     char *buf = malloc(sizeof len + len);
     int sent = -1;
     if (buf) {
       memcpy(buf, &len, sizeof len);
-      memcpy(buf + sizeof len, cwd, cwd_len);
-      memcpy(buf + sizeof len + cwd_len, f[argv_at], rest);
-      sent = send_command(p->sock, out, err, buf, sizeof len + len);
+      memcpy(buf + sizeof len, mode, mode_len);
+      memcpy(buf + sizeof len + mode_len, cwd, cwd_len);
+      memcpy(buf + sizeof len + mode_len + cwd_len, f[argv_at], rest);
+      sent = send_command(p->sock, in, out, err, buf, sizeof len + len);
       free(buf);
     }
     if (sent == 0) {
-      running[n_running++] = (struct running){p->pid, id};
+      running[n_running++] = (struct running){p->pid, id, master};
+      master = -1;
       drop_prepared(p, 0);
       goto done;
     }
@@ -404,14 +573,18 @@ static void exec_command(char **f, size_t n, const char *raw, size_t raw_len) {
     /* Errors from here on belong on the exec's stderr. */
     if (dup2(err, 2) < 0) _exit(126);
     enter_sandbox(pidfd, (uid_t)strtoul(f[4], NULL, 10), (gid_t)strtoul(f[5], NULL, 10), cgroups, n_cg);
-    run_command(out, err, cwd, argv, envp);
+    run_command(in, out, err, terminal, cwd, argv, envp);
   }
   if (pid < 0) {
     report("F %u fork: %s\n", id, strerror(errno));
     goto done;
   }
-  running[n_running++] = (struct running){pid, id};
+  running[n_running++] = (struct running){pid, id, master};
+  master = -1;
 done:
+  /* A terminal's master stays only with a running command (and its relay). */
+  if (master >= 0) close(master);
+  if (in >= 0) close(in);
   if (out >= 0) close(out);
   if (err >= 0) close(err);
   if (pidfd >= 0) close(pidfd);
@@ -429,6 +602,8 @@ static void handle(char *req, size_t len) {
     exec_command(fields, n, req, len);
   } else if (strcmp(fields[0], "P") == 0) {
     prepare(fields, n);
+  } else if (strcmp(fields[0], "W") == 0) {
+    resize_terminal(fields, n);
   }
 }
 
@@ -447,6 +622,7 @@ static void reap(void) {
       int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
       int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       report("E %u %d %d\n", running[i].id, code, sig);
+      if (running[i].master >= 0) close(running[i].master);
       running[i] = running[--n_running];
       break;
     }

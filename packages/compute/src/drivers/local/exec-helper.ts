@@ -31,6 +31,12 @@ export interface Launch extends Placement {
   command: string;
   args: string[];
   env: Record<string, string>;
+  /**
+   * "stdin": the command's stdin is a connection the service writes to
+   * (Launched.stdin); a size: it runs on a pseudo-terminal, whose input is
+   * what the service writes to Launched.stdout. Absent: /dev/null.
+   */
+  input?: "stdin" | { rows: number; cols: number };
 }
 
 /** The built helper and the seccomp filter (raw BPF) every sandbox process runs under. */
@@ -46,17 +52,31 @@ export interface ExitStatus {
 
 /** A started command: its output streams and its end. */
 export interface Launched {
-  stdout: Readable;
+  /** With a terminal, also its input: what is written here is typed on it. */
+  stdout: net.Socket;
   stderr: Readable;
+  /** The command's stdin (Launch.input "stdin"). */
+  stdin?: net.Socket;
+  /** A terminal's new size (Launch.input a size). */
+  resize?: (rows: number, cols: number) => void;
   /** Resolves when the command exits; rejects when it could not be started. */
   exit: Promise<ExitStatus>;
 }
 
+interface Streams {
+  stdout: net.Socket;
+  stderr: net.Socket;
+  stdin?: net.Socket;
+}
+
 interface Pending {
   exited?: boolean;
+  /** A third connection (tag 3) is the command's stdin. */
+  wantStdin: boolean;
   stdout?: net.Socket;
   stderr?: net.Socket;
-  streams: { resolve: (s: { stdout: net.Socket; stderr: net.Socket }) => void; reject: (e: Error) => void };
+  stdin?: net.Socket;
+  streams: { resolve: (s: Streams) => void; reject: (e: Error) => void };
   exit: { resolve: (s: ExitStatus) => void; reject: (e: Error) => void };
 }
 
@@ -134,6 +154,9 @@ export class ExecHelper {
     const child = await this.ensureRunning();
     const id = this.takeId();
     const env = Object.entries(launch.env).map(([k, v]) => `${k}=${v}`);
+    const input = launch.input;
+    const mode =
+      input === undefined ? "-" : input === "stdin" ? "s" : `t${Math.trunc(input.rows)},${Math.trunc(input.cols)}`;
     const fields = [
       "X",
       String(id),
@@ -144,6 +167,7 @@ export class ExecHelper {
       launch.workingDir,
       this.socketPath,
       String(placed),
+      mode,
       String(launch.cgroupProcs.length),
       ...launch.cgroupProcs,
       String(launch.args.length + 1),
@@ -164,8 +188,12 @@ export class ExecHelper {
       );
     }
     let pending!: Pending;
-    const streams = new Promise<{ stdout: net.Socket; stderr: net.Socket }>((resolve, reject) => {
-      pending = { streams: { resolve, reject }, exit: { resolve: () => {}, reject: () => {} } };
+    const streams = new Promise<Streams>((resolve, reject) => {
+      pending = {
+        wantStdin: input === "stdin",
+        streams: { resolve, reject },
+        exit: { resolve: () => {}, reject: () => {} },
+      };
     });
     const exit = new Promise<ExitStatus>((resolve, reject) => {
       pending.exit = { resolve, reject };
@@ -175,8 +203,16 @@ export class ExecHelper {
     this.pending.set(id, pending);
     this.holdLoop();
     this.send(child, fields);
-    const { stdout, stderr } = await streams;
-    return { stdout, stderr, exit };
+    const { stdout, stderr, stdin } = await streams;
+    const resize =
+      input !== undefined && input !== "stdin"
+        ? (rows: number, cols: number) => {
+            // Only while it runs: a later id may be another command's.
+            if (this.child === child && this.pending.has(id))
+              this.send(child, ["W", String(id), String(Math.trunc(rows)), String(Math.trunc(cols))]);
+          }
+        : undefined;
+    return { stdout, stderr, exit, ...(stdin ? { stdin } : {}), ...(resize ? { resize } : {}) };
   }
 
   /** Also when the service exits without closing the driver. */
@@ -274,9 +310,11 @@ export class ExecHelper {
       const p = this.pending.get(id);
       if (!p) return void socket.destroy();
       if (tag[4] === 1) p.stdout = socket;
-      else p.stderr = socket;
-      if (!p.stdout || !p.stderr) return;
-      p.streams.resolve({ stdout: p.stdout, stderr: p.stderr });
+      else if (tag[4] === 3 && p.wantStdin) p.stdin = socket;
+      else if (tag[4] === 2) p.stderr = socket;
+      else return void socket.destroy();
+      if (!p.stdout || !p.stderr || (p.wantStdin && !p.stdin)) return;
+      p.streams.resolve({ stdout: p.stdout, stderr: p.stderr, ...(p.stdin ? { stdin: p.stdin } : {}) });
       // The end may have been reported before the connections were accepted.
       if (p.exited) this.forget(id);
     };
@@ -299,7 +337,7 @@ export class ExecHelper {
       }
       if (kind === "E") {
         p.exited = true;
-        if (p.stdout && p.stderr) this.forget(id);
+        if (p.stdout && p.stderr && (!p.wantStdin || p.stdin)) this.forget(id);
         const [code, sig] = rest.map(Number);
         p.exit.resolve({
           code: code !== undefined && code >= 0 ? code : null,
@@ -312,6 +350,7 @@ export class ExecHelper {
         p.exit.reject(err);
         p.stdout?.destroy();
         p.stderr?.destroy();
+        p.stdin?.destroy();
       }
     }
   }

@@ -1,6 +1,6 @@
 import { constants as osConstants } from "node:os";
 import { PlatformError } from "@platform/errors";
-import { type ExecEvent, type ExecRequest, type SandboxSpec, zeroUsage } from "../../driver.ts";
+import { type ExecEvent, type ExecRequest, type ExecStdin, type SandboxSpec, zeroUsage } from "../../driver.ts";
 import { baseEnv } from "./bwrap.ts";
 import type { Cgroup } from "./cgroups.ts";
 import type { ExecHelper, ExitStatus, Launched } from "./exec-helper.ts";
@@ -68,6 +68,7 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
     throw PlatformError.internal("exec transport failure", err);
   }
   const output = new OutputQueue(proc);
+  if (request.input) feedInput(request.input, proc, request.terminal !== undefined);
   let status: ExitStatus | undefined;
   let exitedAt = 0;
   let cancelled = false;
@@ -188,9 +189,60 @@ function launch(
       command: request.command,
       args: request.args,
       env: { ...baseEnv(target.spec.workspace.mountPath), ...networkEnv, ...request.env },
+      ...(request.terminal ? { input: request.terminal } : request.input ? { input: "stdin" as const } : {}),
     },
     run.placed,
   );
+}
+
+/**
+ * Copies an exec's input (issue 27) to the command as fast as it takes it:
+ * the next chunk only once the socket took the last, so what the command has
+ * not read stays queued in the domain, which bounds it. A terminal's input
+ * goes on its stdout connection (the relay types it) and its resizes to the
+ * helper. Once the command can take no more (the connection closed: it
+ * exited, with everything holding its stdin), the input is ended.
+ */
+function feedInput(input: ExecStdin, proc: Launched, terminal: boolean): void {
+  const sink = terminal ? proc.stdout : proc.stdin;
+  if (!sink) {
+    input.end();
+    return;
+  }
+  const offResize = terminal && proc.resize ? input.onResize((s) => proc.resize?.(s.rows, s.cols)) : () => {};
+  let done = false;
+  sink.once("close", () => {
+    done = true;
+    offResize();
+    input.end();
+  });
+  if (!terminal) {
+    // What a command writes on its stdin is not output.
+    sink.on("error", () => {});
+    sink.on("data", () => {});
+    sink.resume();
+  }
+  void (async () => {
+    while (!done) {
+      const chunk = await input.read();
+      if (done) return;
+      if (chunk === null) {
+        sink.end();
+        return;
+      }
+      if (!sink.write(chunk)) {
+        await new Promise<void>((resolve) => {
+          const go = () => {
+            sink.off("drain", go);
+            sink.off("close", go);
+            resolve();
+          };
+          sink.on("drain", go);
+          sink.on("close", go);
+        });
+      }
+    }
+  })().catch(() => input.end());
 }
 
 export function signalNumber(signal: NodeJS.Signals): number {

@@ -176,6 +176,8 @@ const STAGE = "/run/platform-compute-stage";
  */
 export class LocalDriver implements SandboxDriver {
   readonly name = "local";
+  /** stdin and terminals for execs (issue 27): the exec helper's stdin socket or pseudo-terminal. */
+  readonly execInput = true;
   private readonly sandboxes = new Map<string, Live>();
   private readonly listeners = new Set<(id: string, o: SandboxObservation) => void>();
   private readonly killGraceMs: number;
