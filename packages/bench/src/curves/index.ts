@@ -1,5 +1,6 @@
 import type { Figure } from "../figure.ts";
 import { createVsLiveSandboxes, execVsLiveSandboxes } from "./sandboxes.ts";
+import { sessionLogCurve } from "./session-log.ts";
 import { sseMemoryCurve } from "./sse-memory.ts";
 import { agentsListVsRows, loginVsRows } from "./table-rows.ts";
 
@@ -13,4 +14,5 @@ export const curveFigures: Figure[] = [
   sseMemoryCurve,
   agentsListVsRows,
   loginVsRows,
+  sessionLogCurve,
 ];

@@ -1,4 +1,5 @@
 import { loadavg } from "node:os";
+import { bwrapRun } from "../baselines.ts";
 import { type ComputeClient, computeClient, createSandbox, readySandbox, timedExec } from "../compute-client.ts";
 import { curveRow, fmtCount, flatCurve } from "../curve.ts";
 import type { Figure, Size } from "../figure.ts";
@@ -7,8 +8,10 @@ import type { ServiceProcess } from "../host/service-process.ts";
 import { fmtBytes, lat, now, type Summary, summarize } from "../stats.ts";
 
 const BATCH = 20;
+/** Interleaved with every sample: a bare bwrap of the same command, what the machine's load alone does at that moment. */
+const CONTROL = "bare bwrap p50 (interleaved)";
 /** Time allowed for creating the population (all sizes together); the sizes reached are reported. */
-const GROW_BUDGET_S = 300;
+const GROW_BUDGET_S = 240;
 
 /** Progress of a long curve on stderr, as the runner logs (its stdout is the results table). */
 export const progress = (id: string, line: string) => console.error(`bench: ${id}: ${line}`);
@@ -53,13 +56,13 @@ export const execVsLiveSandboxes: Figure = {
   id: "curve-exec-live",
   title: "curve: exec round trip vs live sandboxes",
   goal: "p50 at 500 live ≤ 2× p50 at 1",
-  fullTimeoutMs: 480_000,
+  fullTimeoutMs: 600_000,
   async run(stack, size) {
     const compute = await stack.compute();
     const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
     const sizes = LIVE_SIZES[size];
     const live: string[] = [];
-    const results: Array<{ n: number; s: Summary; ctx: string }> = [];
+    const results: Array<{ n: number; s: Summary; c: Summary; ctx: string }> = [];
     const deadline = performance.now() + (size === "quick" ? 20 : GROW_BUDGET_S) * 1000;
     let stopped: string | undefined;
     try {
@@ -72,18 +75,24 @@ export const execVsLiveSandboxes: Figure = {
         await new Promise((r) => setTimeout(r, size === "quick" ? 100 : 1000));
         for (let i = 0; i < 5; i++) await timedExec(client, live[0]!, "/bin/true", []);
         const samples: number[] = [];
+        const control: number[] = [];
         await repeat(
           { n: size === "quick" ? 5 : 300, budgetMs: size === "quick" ? 3_000 : 15_000, minN: 5 },
           async () => {
+            control.push((await bwrapRun("/bin/true", [])).totalNs);
             samples.push((await timedExec(client, live[0]!, "/bin/true", [])).totalNs);
           },
         );
         results.push({
           n: live.length,
           s: summarize(samples),
+          c: summarize(control),
           ctx: `${await context(compute)}, grown in ${((performance.now() - g0) / 1000).toFixed(0)} s`,
         });
-        progress("curve-exec-live", `${live.length} live: ${lat(results.at(-1)!.s)}, ${results.at(-1)!.ctx}`);
+        progress(
+          "curve-exec-live",
+          `${live.length} live: ${lat(results.at(-1)!.s)}, bare ${lat(results.at(-1)!.c)}, ${results.at(-1)!.ctx}`,
+        );
         if (stopped) break;
       }
     } finally {
@@ -97,15 +106,17 @@ export const execVsLiveSandboxes: Figure = {
       series: [
         { name: "p50", points: results.map((r) => ({ x: r.n, y: r.s.p50 })) },
         { name: "p99", points: results.map((r) => ({ x: r.n, y: r.s.p99 })) },
+        { name: CONTROL, points: results.map((r) => ({ x: r.n, y: r.c.p50 })) },
       ],
       columns: [
+        { name: "p50 ÷ bare p50", values: results.map((r) => (r.s.p50 / r.c.p50).toFixed(2)) },
         { name: "samples", values: results.map((r) => String(r.s.n)) },
         { name: "at that size", values: results.map((r) => r.ctx) },
       ],
       judged: "p50",
       notes: `ExecCommand \`/bin/true\` to its completed event on the same READY sandbox (the first created) at every size; the others were created ${BATCH} at a time, each made READY by one exec, and sit idle.${stopped ? ` ${stopped}.` : ""}`,
     });
-    return curveRow(curve, "p50", { raw: { points: results.map((r) => ({ live: r.n, ...r.s })) } });
+    return curveRow(curve, "p50", { raw: { points: results.map((r) => ({ live: r.n, ...r.s, control: r.c })) } });
   },
 };
 
@@ -118,13 +129,13 @@ export const createVsLiveSandboxes: Figure = {
   id: "curve-create-live",
   title: "curve: create → first byte vs sandboxes already live",
   goal: "p50 with 500 live ≤ 2× p50 with 0",
-  fullTimeoutMs: 480_000,
+  fullTimeoutMs: 600_000,
   async run(stack, size) {
     const compute = await stack.compute();
     const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
     const sizes = BACKGROUND_SIZES[size];
     const live: string[] = [];
-    const results: Array<{ n: number; s: Summary; ctx: string }> = [];
+    const results: Array<{ n: number; s: Summary; c: Summary; ctx: string }> = [];
     const deadline = performance.now() + (size === "quick" ? 20 : GROW_BUDGET_S) * 1000;
     let stopped: string | undefined;
     try {
@@ -137,9 +148,11 @@ export const createVsLiveSandboxes: Figure = {
         const warm = await createSandbox(client);
         await timedExec(client, warm, "/bin/true", []).finally(() => client.destroySandbox({ sandboxId: warm }));
         const samples: number[] = [];
+        const control: number[] = [];
         await repeat(
           { n: size === "quick" ? 3 : 150, budgetMs: size === "quick" ? 3_000 : 20_000, minN: 3 },
           async () => {
+            control.push((await bwrapRun("/bin/echo", ["hi"])).firstByteNs);
             const t0 = now();
             const id = await createSandbox(client);
             try {
@@ -153,9 +166,13 @@ export const createVsLiveSandboxes: Figure = {
         results.push({
           n: live.length,
           s: summarize(samples),
+          c: summarize(control),
           ctx: `${await context(compute)}, grown in ${((performance.now() - g0) / 1000).toFixed(0)} s`,
         });
-        progress("curve-create-live", `${live.length} live: ${lat(results.at(-1)!.s)}, ${results.at(-1)!.ctx}`);
+        progress(
+          "curve-create-live",
+          `${live.length} live: ${lat(results.at(-1)!.s)}, bare ${lat(results.at(-1)!.c)}, ${results.at(-1)!.ctx}`,
+        );
         if (stopped) break;
       }
     } finally {
@@ -169,14 +186,16 @@ export const createVsLiveSandboxes: Figure = {
       series: [
         { name: "p50", points: results.map((r) => ({ x: r.n, y: r.s.p50 })) },
         { name: "p99", points: results.map((r) => ({ x: r.n, y: r.s.p99 })) },
+        { name: CONTROL, points: results.map((r) => ({ x: r.n, y: r.c.p50 })) },
       ],
       columns: [
+        { name: "p50 ÷ bare p50", values: results.map((r) => (r.s.p50 / r.c.p50).toFixed(2)) },
         { name: "samples", values: results.map((r) => String(r.s.n)) },
         { name: "at that size", values: results.map((r) => r.ctx) },
       ],
       judged: "p50",
       notes: `CreateSandbox then ExecCommand \`echo hi\` to the first stdout byte, each sandbox destroyed after its sample, with ${sizes.map(fmtCount).join(", ")} other READY sandboxes idle (created ${BATCH} at a time).${stopped ? ` ${stopped}.` : ""}`,
     });
-    return curveRow(curve, "p50", { raw: { points: results.map((r) => ({ live: r.n, ...r.s })) } });
+    return curveRow(curve, "p50", { raw: { points: results.map((r) => ({ live: r.n, ...r.s, control: r.c })) } });
   },
 };

@@ -1,4 +1,5 @@
 import { loadavg } from "node:os";
+import argon2 from "argon2";
 import pg from "pg";
 import { curveRow, fmtCount, flatCurve } from "../curve.ts";
 import type { Figure, Size } from "../figure.ts";
@@ -43,7 +44,8 @@ function rowsCurve(opts: {
   title: string;
   table: string;
   what: string;
-  results: Array<{ n: number; rows: number; s: Summary; load: number }>;
+  results: Array<{ n: number; rows: number; s: Summary; c: Summary; load: number }>;
+  control: string;
   notes: string;
 }) {
   const r = opts.results;
@@ -55,8 +57,10 @@ function rowsCurve(opts: {
     series: [
       { name: "p50", points: r.map((p) => ({ x: p.rows, y: p.s.p50 })) },
       { name: "p99", points: r.map((p) => ({ x: p.rows, y: p.s.p99 })) },
+      { name: `${opts.control} p50 (interleaved)`, points: r.map((p) => ({ x: p.rows, y: p.c.p50 })) },
     ],
     columns: [
+      { name: "p50 ÷ control p50", values: r.map((p) => (p.s.p50 / p.c.p50).toFixed(2)) },
       { name: "samples", values: r.map((p) => String(p.s.n)) },
       { name: "load average", values: r.map((p) => p.load.toFixed(1)) },
     ],
@@ -82,7 +86,7 @@ export const agentsListVsRows: Figure = {
     const created = await client.postJson("/v1/agents", { name: slug, slug, model: "dev/echo" }, auth);
     if (created.status !== 201) throw new Error(`create agent: ${created.status} ${created.text}`);
     const template = (JSON.parse(created.text) as { id: string }).id;
-    const results: Array<{ n: number; rows: number; s: Summary; load: number }> = [];
+    const results: Array<{ n: number; rows: number; s: Summary; c: Summary; load: number }> = [];
     let pageSize = 0;
     try {
       for (const n of ROW_SIZES[size]) {
@@ -94,16 +98,21 @@ export const agentsListVsRows: Figure = {
         };
         for (let i = 0; i < 5; i++) await list();
         const samples: number[] = [];
+        const control: number[] = [];
         await repeat(
           { n: size === "quick" ? 5 : 300, budgetMs: size === "quick" ? 2_000 : 10_000, minN: 5 },
           async () => {
+            const c0 = now();
+            const one = await client.request("GET", `/v1/agents/${template}`, undefined, auth);
+            if (one.status !== 200) throw new Error(`get agent: ${one.status} ${one.text.slice(0, 200)}`);
+            control.push(since(c0));
             const t0 = now();
             const text = await list();
             samples.push(since(t0));
             pageSize = (Object.values(JSON.parse(text) as Record<string, unknown>).find(Array.isArray) ?? []).length;
           },
         );
-        results.push({ n, rows, s: summarize(samples), load: loadavg()[0]! });
+        results.push({ n, rows, s: summarize(samples), c: summarize(control), load: loadavg()[0]! });
       }
     } finally {
       client.close();
@@ -113,6 +122,7 @@ export const agentsListVsRows: Figure = {
       title: "agents list vs rows in the agents table",
       table: "agents",
       what: "GET /v1/agents, first page",
+      control: "GET /v1/agents/{id}",
       results,
       notes: `GET /v1/agents (ListAgents), its first page (${pageSize} agents, the default limit), as the bootstrap owner over one keep-alive connection, with ${ROW_SIZES[size].map(fmtCount).join(", ")} rows in the agents table, all in the owner's org (the worst case for the org's list), seeded with one INSERT … SELECT generate_series and ANALYZE.`,
     });
@@ -140,25 +150,33 @@ export const loginVsRows: Figure = {
     const db = new pg.Client({ connectionString: url });
     await db.connect();
     const owner = await db
-      .query<{ id: string }>("select id from users where lower(email) = lower($1)", [OWNER.email])
+      .query<{ id: string; password_hash: string }>(
+        "select id, password_hash from users where lower(email) = lower($1)",
+        [OWNER.email],
+      )
       .finally(() => db.end());
     const template = owner.rows[0]?.id;
-    if (!template) throw new Error("the bootstrap owner is not in identity's users table");
-    const results: Array<{ n: number; rows: number; s: Summary; load: number }> = [];
+    const hash = owner.rows[0]?.password_hash;
+    if (!template || !hash) throw new Error("the bootstrap owner is not in identity's users table");
+    const results: Array<{ n: number; rows: number; s: Summary; c: Summary; load: number }> = [];
     try {
       for (const n of ROW_SIZES[size]) {
         const rows = await seed(url, "users", n, template);
         for (let i = 0; i < 3; i++) await login();
         const samples: number[] = [];
+        const control: number[] = [];
         await repeat(
           { n: size === "quick" ? 3 : 60, budgetMs: size === "quick" ? 2_000 : 10_000, minN: 3 },
           async () => {
+            const c0 = now();
+            if (!(await argon2.verify(hash, OWNER.password))) throw new Error("argon2 verify failed");
+            control.push(since(c0));
             const t0 = now();
             await login();
             samples.push(since(t0));
           },
         );
-        results.push({ n, rows, s: summarize(samples), load: loadavg()[0]! });
+        results.push({ n, rows, s: summarize(samples), c: summarize(control), load: loadavg()[0]! });
       }
     } finally {
       client.close();
@@ -168,6 +186,7 @@ export const loginVsRows: Figure = {
       title: "login vs rows in the users table",
       table: "users",
       what: "POST /v1/auth/login",
+      control: "argon2id verify in the bench process",
       results,
       notes: `POST /v1/auth/login of the bootstrap owner, one at a time over one keep-alive connection (each an argon2id verify, so the floor is the hash), with ${ROW_SIZES[size].map(fmtCount).join(", ")} rows in identity's users table, seeded with one INSERT … SELECT generate_series (copies of the owner's hash under unique emails) and ANALYZE.`,
     });
