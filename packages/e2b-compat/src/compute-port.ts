@@ -49,7 +49,16 @@ export interface ComputePort {
     /** 0: compute's longest. */
     timeoutMs: number;
     signal?: AbortSignal;
+    /** Names the exec for sendExecInput / resizeExecTerminal (a UUID); with stdin or terminal. */
+    execId?: string;
+    /** The command's stdin stays open for sendExecInput (else /dev/null). */
+    stdin?: boolean;
+    /** Runs it on a pseudo-terminal; its output arrives as stdout. */
+    terminal?: { rows: number; cols: number };
   }): AsyncIterable<ExecEvent>;
+  /** compute's SendExecInput: at most MAX_INPUT_CHUNK_BYTES of data, then eof closes the input. */
+  sendExecInput(sandboxId: string, execId: string, data: Uint8Array, eof: boolean): Promise<void>;
+  resizeExecTerminal(sandboxId: string, execId: string, rows: number, cols: number): Promise<void>;
   readFile(
     sandboxId: string,
     path: string,
@@ -68,3 +77,5 @@ export interface ComputePort {
 /** compute's per-call ceiling on file data (ReadFile and WriteFile) and on entries of one ListFiles. */
 export const MAX_FILE_CHUNK_BYTES = 16 * 1024 * 1024;
 export const MAX_LIST_ENTRIES = 10_000;
+/** compute's ceiling on one SendExecInput's data. */
+export const MAX_INPUT_CHUNK_BYTES = 64 * 1024;

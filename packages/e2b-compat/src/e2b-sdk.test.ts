@@ -113,6 +113,53 @@ describe("the e2b SDK on our sandboxes", () => {
     assert.equal(await sbx.commands.kill(long.pid), false, "a finished command is not found");
   });
 
+  test("stdin: sendStdin reaches the command in order, closeStdin ends it; a command without stdin refuses input", async () => {
+    const h = await sbx.commands.run("cat; echo done", { background: true, stdin: true });
+    await h.sendStdin("hello ");
+    await sbx.commands.sendStdin(h.pid, "from stdin\n");
+    // Larger than compute's 64 KiB a call: cut into its chunks, in order.
+    const big = "0123456789abcdef".repeat(9000);
+    await sbx.commands.sendStdin(h.pid, `${big}\n`);
+    await sbx.commands.closeStdin(h.pid);
+    const r = await h.wait();
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, `hello from stdin\n${big}\ndone\n`);
+    await assert.rejects(sbx.commands.sendStdin(h.pid, "late"), (e: unknown) => {
+      assert.ok(e instanceof NotFoundError, String(e));
+      return true;
+    });
+    const plain = await sbx.commands.run("sleep 2", { background: true });
+    await assert.rejects(sbx.commands.sendStdin(plain.pid, "x"), /was not started with stdin/);
+    await plain.wait();
+  });
+
+  test("pty: create runs an interactive shell on a terminal; sendInput types, resize is seen, exit ends it", async () => {
+    let out = "";
+    const dec = new TextDecoder();
+    const term = await sbx.pty.create({
+      rows: 24,
+      cols: 80,
+      onData: (d) => {
+        out += dec.decode(d, { stream: true });
+      },
+    });
+    const seen = async (re: RegExp) => {
+      const until = Date.now() + 20_000;
+      while (!re.test(out)) {
+        assert.ok(Date.now() < until, `no ${re} in ${JSON.stringify(out)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    const enc = new TextEncoder();
+    await sbx.pty.sendInput(term.pid, enc.encode("stty size; tty -s && echo on-a-tty\n"));
+    await seen(/24 80\r\n(.|\r|\n)*on-a-tty/);
+    await sbx.pty.resize(term.pid, { rows: 40, cols: 120 });
+    await sbx.pty.sendInput(term.pid, enc.encode("stty size; exit 0\n"));
+    const r = await term.wait();
+    assert.equal(r.exitCode, 0);
+    assert.match(out, /40 120\r\n/);
+  });
+
   test("files: write, read, list, exists, makeDir, rename, remove; a missing file is NotFoundError", async () => {
     const info = await sbx.files.write("/home/user/notes/hello.txt", "hello from the SDK\n");
     assert.equal(info.path, "/home/user/notes/hello.txt");
@@ -245,11 +292,10 @@ describe("what the SDK is refused, in its own errors", () => {
     }
   });
 
-  test("a template other than base, template builds, stdin: a clear message", async () => {
+  test("a template other than base, template builds, watching: a clear message", async () => {
     await assert.rejects(Sandbox.create("my-dockerfile-template"), /template "my-dockerfile-template" is not served/);
     const sbx = await Sandbox.create({ timeoutMs: 60_000 });
     try {
-      await assert.rejects(sbx.commands.run("cat", { stdin: true }), /stdin is not served by this platform/);
       await assert.rejects(
         sbx.files.watchDir("/home/user", () => {}),
         /watching directories is not served/,

@@ -1,6 +1,12 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, PlatformError } from "@platform/errors";
-import { type ProcessEvent, type ProcessSelector, type Process, Signal } from "@platform/gen/e2b/process/process_pb";
+import {
+  type ProcessEvent,
+  type ProcessInput,
+  type ProcessSelector,
+  type Process,
+  Signal,
+} from "@platform/gen/e2b/process/process_pb";
 import { envdSandbox } from "./envd-access.ts";
 import { sandboxPath } from "./paths.ts";
 import type { ProcEvent } from "./processes.ts";
@@ -49,8 +55,16 @@ async function* stream(
   }
 }
 
-const NO_STDIN =
-  "stdin is not served by this platform: compute's ExecCommand has no input stream (start commands without stdin)";
+/** A PTY's size as compute takes it (0 → compute's 24 x 80). */
+function sizeOf(pty: { size?: { rows: number; cols: number } } | undefined): { rows: number; cols: number } {
+  return { rows: pty?.size?.rows ?? 0, cols: pty?.size?.cols ?? 0 };
+}
+
+function inputOf(input: ProcessInput | undefined): { data: Uint8Array; kind: "stdin" | "pty" } {
+  if (input?.input.case === "stdin" || input?.input.case === "pty")
+    return { data: input.input.value, kind: input.input.case };
+  throw new PlatformError(Code.InvalidArgument, "invalid_argument", "input (stdin or pty) is required");
+}
 
 /** envd's process.Process over compute's ExecCommand (README: what is served). */
 export function processImpl(records: SandboxRecords): ServiceImpl<typeof Process> {
@@ -67,15 +81,15 @@ export function processImpl(records: SandboxRecords): ServiceImpl<typeof Process
     },
     start(req, ctx) {
       const sb = envdSandbox(records, ctx.requestHeader);
-      if (req.pty)
-        throw new PlatformError(Code.Unimplemented, "unimplemented", "PTY sessions are not served by this platform");
-      if (req.stdin) throw new PlatformError(Code.Unimplemented, "unimplemented", NO_STDIN);
       const cfg = req.process;
       if (!cfg?.cmd) throw new PlatformError(Code.InvalidArgument, "invalid_argument", "process.cmd is required");
       const cwd = cfg.cwd ? sandboxPath(cfg.cwd) : undefined;
       const queue = new Queue<ProcEvent>();
-      const pid = sb.processes.start({ cmd: cfg.cmd, args: cfg.args, envs: cfg.envs, cwd }, req.tag, (e) =>
-        queue.push(e),
+      const pid = sb.processes.start(
+        { cmd: cfg.cmd, args: cfg.args, envs: cfg.envs, cwd },
+        req.tag,
+        (e) => queue.push(e),
+        req.pty ? { pty: sizeOf(req.pty) } : { stdin: req.stdin === true },
       );
       return stream(pid, queue, () => {}, ctx.signal);
     },
@@ -92,21 +106,37 @@ export function processImpl(records: SandboxRecords): ServiceImpl<typeof Process
       await sb.processes.signal(selectorOf(req.process), req.signal === Signal.SIGKILL ? "KILL" : "TERM");
       return {};
     },
-    async sendInput(_req, ctx) {
-      envdSandbox(records, ctx.requestHeader);
-      throw new PlatformError(Code.Unimplemented, "unimplemented", NO_STDIN);
+    async sendInput(req, ctx) {
+      const sb = envdSandbox(records, ctx.requestHeader);
+      const { data, kind } = inputOf(req.input);
+      await sb.processes.sendInput(selectorOf(req.process), data, false, kind);
+      return {};
     },
-    async streamInput(_req, ctx) {
-      envdSandbox(records, ctx.requestHeader);
-      throw new PlatformError(Code.Unimplemented, "unimplemented", NO_STDIN);
+    async streamInput(reqs, ctx) {
+      const sb = envdSandbox(records, ctx.requestHeader);
+      let select: { pid?: number; tag?: string } | undefined;
+      for await (const req of reqs) {
+        const ev = req.event;
+        if (ev.case === "start") select = selectorOf(ev.value.process);
+        else if (ev.case === "data") {
+          if (!select)
+            throw new PlatformError(Code.InvalidArgument, "invalid_argument", "the start event must come first");
+          const { data, kind } = inputOf(ev.value.input);
+          await sb.processes.sendInput(select, data, false, kind);
+        }
+      }
+      return {};
     },
-    async closeStdin(_req, ctx) {
-      envdSandbox(records, ctx.requestHeader);
-      throw new PlatformError(Code.Unimplemented, "unimplemented", NO_STDIN);
+    async closeStdin(req, ctx) {
+      const sb = envdSandbox(records, ctx.requestHeader);
+      await sb.processes.sendInput(selectorOf(req.process), new Uint8Array(0), true);
+      return {};
     },
-    async update(_req, ctx) {
-      envdSandbox(records, ctx.requestHeader);
-      throw new PlatformError(Code.Unimplemented, "unimplemented", "PTY sessions are not served by this platform");
+    async update(req, ctx) {
+      const sb = envdSandbox(records, ctx.requestHeader);
+      if (!req.pty?.size) throw new PlatformError(Code.InvalidArgument, "invalid_argument", "pty.size is required");
+      await sb.processes.resize(selectorOf(req.process), sizeOf(req.pty));
+      return {};
     },
   };
 }

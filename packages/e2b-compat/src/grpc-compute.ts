@@ -69,6 +69,9 @@ export function grpcCompute(transport: Transport): ComputePort {
             env: input.env,
             workingDir: input.workingDir ?? "",
             timeout: input.timeoutMs > 0 ? durationFromMs(input.timeoutMs) : undefined,
+            execId: input.execId ?? "",
+            stdin: input.stdin ?? false,
+            terminal: input.terminal,
           },
           { signal: input.signal },
         )) {
@@ -85,6 +88,12 @@ export function grpcCompute(transport: Transport): ComputePort {
         }
         throw fromConnectError(err);
       }
+    },
+    async sendExecInput(sandboxId, execId, data, eof) {
+      await call(() => c.sendExecInput({ sandboxId, execId, data, eof }));
+    },
+    async resizeExecTerminal(sandboxId, execId, rows, cols) {
+      await call(() => c.resizeExecTerminal({ sandboxId, execId, size: { rows, cols } }));
     },
     async readFile(sandboxId, path, offset, maxBytes) {
       const r = await call(() => c.readFile({ sandboxId, path, offset: BigInt(offset), maxBytes: BigInt(maxBytes) }));

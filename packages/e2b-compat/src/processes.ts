@@ -1,6 +1,6 @@
-import type { ComputePort } from "./compute-port.ts";
-import { randomBytes } from "node:crypto";
-import { Code, PlatformError } from "@platform/errors";
+import { MAX_INPUT_CHUNK_BYTES, type ComputePort } from "./compute-port.ts";
+import { randomBytes, randomUUID } from "node:crypto";
+import { Code, ComputeReason, PlatformError } from "@platform/errors";
 
 const MARK_VAR = "PLATFORM_E2B_PROCESS";
 /** Signals every process whose environment holds the mark ($1) with $2; never itself (its environment lacks it). */
@@ -9,7 +9,7 @@ const SIGNAL_SCRIPT =
 
 /** One event of a running process, as envd streams it. */
 export type ProcEvent =
-  | { type: "stdout" | "stderr"; data: Uint8Array }
+  | { type: "stdout" | "stderr" | "pty"; data: Uint8Array }
   | { type: "end"; exitCode: number; status: string; error?: string };
 
 export interface ProcConfig {
@@ -29,7 +29,16 @@ interface Proc {
   signalled: boolean;
   listeners: Set<(e: ProcEvent) => void>;
   ended: boolean;
+  /** compute's exec_id, when the command takes input (stdin or a terminal). */
+  execId?: string;
+  /** Runs on a terminal: its output is `pty` data. */
+  pty: boolean;
+  /** Input calls one after the other, in the order they came. */
+  inputs: Promise<unknown>;
 }
+
+/** How long input waits for compute: its exec to be registered, or its queue to have room. */
+const INPUT_WAIT_MS = 30_000;
 
 /**
  * The processes of one E2B sandbox. Each is one compute ExecCommand stream;
@@ -48,8 +57,16 @@ export class ProcessTable {
     private readonly baseEnvs: Record<string, string> = {},
   ) {}
 
-  /** Starts the command; `listener` receives every event, the last one `end`. */
-  start(config: ProcConfig, tag: string | undefined, listener: (e: ProcEvent) => void): number {
+  /**
+   * Starts the command; `listener` receives every event, the last one `end`.
+   * input: its stdin stays open for sendInput, or it runs on a terminal of that size.
+   */
+  start(
+    config: ProcConfig,
+    tag: string | undefined,
+    listener: (e: ProcEvent) => void,
+    input?: { stdin?: boolean; pty?: { rows: number; cols: number } },
+  ): number {
     const pid = this.#nextPid++;
     const proc: Proc = {
       pid,
@@ -60,13 +77,16 @@ export class ProcessTable {
       signalled: false,
       listeners: new Set([listener]),
       ended: false,
+      pty: input?.pty !== undefined,
+      inputs: Promise.resolve(),
+      ...(input?.stdin || input?.pty ? { execId: randomUUID() } : {}),
     };
     this.#procs.set(pid, proc);
-    void this.#run(proc);
+    void this.#run(proc, input?.pty);
     return pid;
   }
 
-  async #run(proc: Proc): Promise<void> {
+  async #run(proc: Proc, terminal?: { rows: number; cols: number }): Promise<void> {
     const emit = (e: ProcEvent) => {
       for (const l of proc.listeners) l(e);
     };
@@ -81,13 +101,14 @@ export class ProcessTable {
         // E2B commands may run as long as their connection; compute caps an exec at 600 s.
         timeoutMs: 0,
         signal: proc.abort.signal,
+        ...(proc.execId ? { execId: proc.execId, stdin: !terminal, ...(terminal ? { terminal } : {}) } : {}),
       })) {
         if (ev.type === "completed") {
           end =
             ev.cancelled || (proc.signalled && ev.exitCode > 128)
               ? { type: "end", exitCode: -1, status: "signal: killed", error: "signal: killed" }
               : { type: "end", exitCode: ev.exitCode, status: `exit status ${ev.exitCode}` };
-        } else emit(ev);
+        } else emit(proc.pty ? { type: "pty", data: ev.data } : ev);
       }
     } catch (err) {
       end = { type: "end", exitCode: -1, status: "error", error: err instanceof Error ? err.message : String(err) };
@@ -96,6 +117,71 @@ export class ProcessTable {
       this.#procs.delete(proc.pid);
       emit(end);
       proc.listeners.clear();
+    }
+  }
+
+  /**
+   * Input for a command started with stdin (kind "stdin") or on a terminal
+   * ("pty"), in compute's chunks, after the input sent before it; eof closes
+   * its stdin after. Waits (bounded) while compute has not registered the exec
+   * yet or holds 1 MiB the command has not read.
+   */
+  sendInput(
+    select: { pid?: number; tag?: string },
+    data: Uint8Array,
+    eof: boolean,
+    kind?: "stdin" | "pty",
+  ): Promise<void> {
+    const proc = this.#find(select);
+    const execId = proc.execId;
+    // A terminal takes both kinds (both are typed on it); a pipe only stdin.
+    if (!execId || (kind === "pty" && !proc.pty)) {
+      const reason = execId ? "is not a PTY" : "was not started with stdin (start it with stdin: true)";
+      return Promise.reject(
+        new PlatformError(Code.FailedPrecondition, "failed_precondition", `process ${proc.pid} ${reason}`),
+      );
+    }
+    const chunks: Uint8Array[] = [];
+    for (let off = 0; off < data.length; off += MAX_INPUT_CHUNK_BYTES)
+      chunks.push(data.subarray(off, off + MAX_INPUT_CHUNK_BYTES));
+    if (chunks.length === 0 || eof) chunks.push(new Uint8Array(0));
+    const send = async () => {
+      for (const [i, chunk] of chunks.entries()) {
+        const last = i === chunks.length - 1;
+        await this.#retrying(proc, () => this.compute.sendExecInput(this.sandboxId, execId, chunk, eof && last));
+      }
+    };
+    const done = proc.inputs.then(send, send);
+    proc.inputs = done.catch(() => {});
+    return done;
+  }
+
+  /** A terminal's new size. */
+  async resize(select: { pid?: number; tag?: string }, size: { rows: number; cols: number }): Promise<void> {
+    const proc = this.#find(select);
+    if (!proc.pty || !proc.execId)
+      throw new PlatformError(Code.FailedPrecondition, "failed_precondition", `process ${proc.pid} has no terminal`);
+    const execId = proc.execId;
+    await this.#retrying(proc, () => this.compute.resizeExecTerminal(this.sandboxId, execId, size.rows, size.cols));
+  }
+
+  /** Retries what compute refuses only for now: its exec not registered yet, its input queue full. */
+  async #retrying(proc: Proc, call: () => Promise<void>): Promise<void> {
+    const until = Date.now() + INPUT_WAIT_MS;
+    for (let delay = 10; ; delay = Math.min(delay * 2, 200)) {
+      try {
+        return await call();
+      } catch (err) {
+        const pe = err instanceof PlatformError ? err : undefined;
+        const transient =
+          (pe?.reason === ComputeReason.execNotFound && !proc.ended) || pe?.reason === ComputeReason.stdinBufferFull;
+        if (!transient || Date.now() > until) {
+          if (pe?.code === Code.NotFound || proc.ended)
+            throw new PlatformError(Code.NotFound, "not_found", `process with pid ${proc.pid} not found`);
+          throw err;
+        }
+        await new Promise((r) => setTimeout(r, delay));
+      }
     }
   }
 
