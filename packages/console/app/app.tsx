@@ -1,14 +1,17 @@
 import type { User } from "@platform/client";
 import type { MyOrg } from "@platform/gen/identity/v1/teams_pb";
 import { useEffect, useMemo, useState } from "preact/hooks";
-import { connect, messageOf, type Platform, restoredTokens, storeTokens, tokensOf } from "./platform.ts";
+import { claims, connect, messageOf, type Platform, restoredTokens, storeTokens, tokensOf } from "./platform.ts";
 import { go, useRoute } from "./route.ts";
+import { AcceptScreen } from "./screens/accept.tsx";
 import { AgentScreen, AgentsScreen } from "./screens/agents.tsx";
 import { ChatScreen } from "./screens/chat.tsx";
 import { KeysScreen } from "./screens/keys.tsx";
 import { Login } from "./screens/login.tsx";
 import { SessionScreen } from "./screens/session.tsx";
 import { TeamScreen } from "./screens/team.tsx";
+import { acceptToken, type Role } from "./screens/team-rules.ts";
+import { UsageScreen } from "./screens/usage.tsx";
 import { ErrorAlert } from "./error-alert.tsx";
 
 export function App() {
@@ -16,6 +19,30 @@ export function App() {
   const [signedIn, setSignedIn] = useState(restoredTokens() !== undefined);
   // A new set of clients after sign-in and after a switch of organization.
   const platform = useMemo(() => connect(restoredTokens(), () => setSignedIn(false)), [generation, signedIn]);
+  const route = useRoute();
+  // An invitation's link: its token is read once and taken out of the address bar (and history).
+  const [invitation, setInvitation] = useState(() => acceptToken(route));
+  useEffect(() => {
+    const token = acceptToken(route);
+    if (!token) return;
+    setInvitation(token);
+    history.replaceState(null, "", "#/accept");
+  }, [route]);
+  if (route[0] === "accept") {
+    return (
+      <AcceptScreen
+        platform={platform}
+        token={invitation}
+        signedIn={signedIn && platform.client.tokens !== undefined}
+        onAccepted={(tokens) => {
+          storeTokens(tokens);
+          location.hash = "#/agents";
+          setSignedIn(true);
+          setGeneration((g) => g + 1);
+        }}
+      />
+    );
+  }
   if (!signedIn || !platform.client.tokens) {
     return (
       <Login
@@ -34,6 +61,7 @@ export function App() {
 const NAV = [
   ["agents", "Agents"],
   ["chat", "Chat"],
+  ["usage", "Usage"],
   ["keys", "API keys"],
   ["team", "Members & audit"],
 ] as const;
@@ -119,7 +147,16 @@ function Shell({ platform, onOrgSwitched }: { platform: Platform; onOrgSwitched:
         {section === "chat" && <ChatScreen platform={platform} agentId={rest[0]} sessionId={rest[1]} />}
         {section === "sessions" && rest[0] && <SessionScreen platform={platform} id={rest[0]} />}
         {section === "keys" && <KeysScreen platform={platform} />}
-        {section === "team" && <TeamScreen platform={platform} orgId={orgId} orgName={org?.org?.name ?? ""} />}
+        {section === "usage" && <UsageScreen platform={platform} />}
+        {section === "team" && (
+          <TeamScreen
+            platform={platform}
+            orgId={orgId}
+            orgName={org?.org?.name ?? ""}
+            role={(org?.role ?? "") as Role | ""}
+            userId={claims(platform.client.tokens?.accessToken)?.sub ?? ""}
+          />
+        )}
       </main>
     </>
   );

@@ -158,6 +158,12 @@ export function chatItems(events: ViewEvent[]): ChatItem[] {
         items.push({ kind: "action", seq: e.seq, calls });
         break;
       }
+      case "message_queued": {
+        // A send made during a run: its messages come again as user events when a run takes it.
+        const mode = json(e.content).mode === "interrupt" ? "interrupting the run" : "queued";
+        items.push({ kind: "note", seq: e.seq, text: `message sent while the agent worked (${mode})` });
+        break;
+      }
       case "assistant":
       case "tool":
         break;

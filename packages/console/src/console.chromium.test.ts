@@ -112,6 +112,8 @@ describe("the web console in Chromium against the real platform", { timeout: 380
     });
   const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
   const text = async (selector: string) => (await page.locator(selector).allTextContents()).join("\n");
+  /** The chat's run has ended: its Send button is back (during a run the composer interrupts). */
+  const idle = () => page.getByRole("button", { name: "Send", exact: true }).waitFor({ timeout: 60_000 });
   const failureContext = () => `page errors: ${pageErrors.join("\n")}\n${stack.logs()}`;
 
   step("the router serves the console with a strict CSP and passes the APIs through on its own origin", async () => {
@@ -239,6 +241,8 @@ describe("the web console in Chromium against the real platform", { timeout: 380
     await page.getByTestId("reply").getByText("echo: hello from the console").waitFor();
     await page.getByText(/done · \d+ tokens in/).waitFor();
 
+    // The composer takes a message during a run too (it would interrupt): wait for the run's end.
+    await idle();
     await input.fill("run: echo to-stdout; echo to-stderr >&2; echo kept > notes.txt; exit 3");
     await input.press("Enter");
     const block = page.getByTestId("tool-call").first();
@@ -251,6 +255,8 @@ describe("the web console in Chromium against the real platform", { timeout: 380
 
     // A run of six ticks; the page is reloaded after the second.
     const ticks = "run: for i in 1 2 3 4 5 6; do echo tick-$i; sleep 0.7; done";
+    // The composer takes a message during a run too (it would interrupt): wait for the run's end.
+    await idle();
     await input.fill(ticks);
     await input.press("Enter");
     const running = page.getByTestId("tool-call").nth(1);
@@ -280,6 +286,41 @@ describe("the web console in Chromium against the real platform", { timeout: 380
     await shot("05-chat-after-reload");
   });
 
+  step("interrupt: a new message stops a running command and is answered next", async () => {
+    const before = new URL(page.url()).hash;
+    await page.getByRole("button", { name: "New session" }).click();
+    for (const end = Date.now() + 20_000; new URL(page.url()).hash === before; ) {
+      assert.ok(Date.now() < end, "no new session opened");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const input = page.getByLabel("Message");
+    await input.fill("run: echo long-start; sleep 30; echo never-printed");
+    await input.press("Enter");
+    const block = page.getByTestId("tool-call").first();
+    await block.locator("summary").click();
+    await block.getByText("long-start").waitFor({ timeout: 60_000 });
+    // While it runs the composer takes a message that interrupts it.
+    const started = performance.now();
+    await input.fill("after the interrupt");
+    await page.getByRole("button", { name: "Interrupt", exact: true }).click();
+    await page.getByText("Error: the run was interrupted by a new message").waitFor();
+    await page.getByTestId("reply").getByText("echo: after the interrupt").waitFor();
+    await page.getByRole("button", { name: "Send", exact: true }).waitFor();
+    const ms = performance.now() - started;
+    assert.ok(ms < 20_000, `answered ${ms.toFixed(0)} ms after the interrupt: not after the 30 s sleep`);
+    assert.match(await block.locator("summary").innerText(), /failed/);
+    assert.doesNotMatch(await text(".chat"), /never-printed/);
+    assert.equal(await page.getByText("(interrupting the run)").count(), 1);
+    assert.equal(
+      await page.locator(".chat-user").filter({ hasText: "after the interrupt" }).count(),
+      1,
+      "the message once",
+    );
+    assert.equal(await page.getByText(/done · \d+ tokens in/).count(), 1, "only the interrupting run ended with done");
+    await shot("05b-interrupt");
+    console.log(`interrupt: the reply on screen ${ms.toFixed(0)} ms after the click`);
+  });
+
   step("approve and deny pending tool calls (tool permission `ask`)", async () => {
     const hash = new URL(page.url()).hash;
     const [, , agentId] = hash.split("/");
@@ -296,6 +337,8 @@ describe("the web console in Chromium against the real platform", { timeout: 380
     await shot("06-approval");
     await page.getByRole("button", { name: "Approve" }).click();
     await page.getByText(/The command exited with code 0\.\nOutput:\napproved-run/).waitFor();
+    // The composer takes a message during a run too (it would interrupt): wait for the run's end.
+    await idle();
     await input.fill("run: echo never-runs");
     await input.press("Enter");
     await page.getByRole("button", { name: "Deny" }).waitFor();
@@ -314,7 +357,7 @@ describe("the web console in Chromium against the real platform", { timeout: 380
         .getByRole("link", { name: /^Session/ })
         .first()
         .waitFor();
-      assert.equal(await list.getByRole("link", { name: /^Session/ }).count(), 2);
+      assert.equal(await list.getByRole("link", { name: /^Session/ }).count(), 3);
       // The first chat: the one with the ticks.
       const sessions = (await api("GET", stack.endpoints.agents, `/v1/agents/${agentId}/sessions`)).items as Array<{
         id: string;
@@ -386,25 +429,153 @@ describe("the web console in Chromium against the real platform", { timeout: 380
     assert.equal(revoked.status, 401);
   });
 
-  step("members and the audit log", async () => {
-    await page.goto(`${origin}/#/team`);
-    const members = page.getByTestId("members");
-    await members.getByText(OWNER.email).waitFor();
-    assert.match(await members.innerText(), /owner/);
-    const audit = page.getByTestId("audit");
-    await audit.getByText("api_key.revoked").waitFor();
-    assert.match(await audit.innerText(), /api_key\.created/);
-    await shot("09-members-audit");
+  step("usage: tokens and sandbox time per agent and per day, as charts, matching agents' usage API", async () => {
+    await page.goto(`${origin}/#/usage`);
+    await page.getByRole("heading", { name: "Usage" }).waitFor();
+    const agents = (await api("GET", stack.endpoints.agents, "/v1/agents?limit=100")).items as Array<{
+      id: string;
+      name: string;
+    }>;
+    const helper = agents.find((a) => a.name === "Console helper")!;
+    const today = new Date().toISOString().slice(0, 10);
+    const tomorrow = new Date(Date.parse(today) + 86_400_000).toISOString();
+    const got = await api(
+      "GET",
+      stack.endpoints.agents,
+      `/v1/usage?agentId=${helper.id}&since=${today}T00:00:00Z&until=${encodeURIComponent(tomorrow)}`,
+    );
+    const u = (got.usage ?? {}) as Record<string, string | number | undefined>;
+    const tokens = Number(u.inputTokens ?? u.input_tokens ?? 0) + Number(u.outputTokens ?? u.output_tokens ?? 0);
+    const wallMs = Number(u.sandboxWallMs ?? u.sandbox_wall_ms ?? 0);
+    assert.ok(tokens > 0 && wallMs > 0, JSON.stringify(got));
+    // The table: the agent's row for today holds the API's numbers.
+    const row = page.getByTestId(`usage-Console helper-${today}`);
+    await row.waitFor();
+    assert.match(await row.innerText(), new RegExp(`Console helper\\s+${today}\\s+${tokens}\\s`));
+    // The charts: today's bar has the agent's segment with that value; the other days none.
+    const tokenBar = page
+      .getByTestId("chart-tokens")
+      .locator(`g[data-day="${today}"] rect[data-agent="Console helper"]`);
+    assert.equal(await tokenBar.getAttribute("data-value"), String(tokens));
+    // The axis's top is a round number at most 2.5 times the tallest bar: at least 0.4 of the 200-unit plot.
+    assert.ok(Number(await tokenBar.getAttribute("height")) >= 80, "the only bar is drawn to scale");
+    const timeBar = page
+      .getByTestId("chart-sandboxMs")
+      .locator(`g[data-day="${today}"] rect[data-agent="Console helper"]`);
+    assert.equal(await timeBar.getAttribute("data-value"), String(wallMs));
+    assert.equal(
+      await page.getByTestId("chart-tokens").locator("rect").count(),
+      1,
+      "agents without usage draw nothing",
+    );
+    assert.match((await page.locator(".legend").innerText()).trim(), /^Console helper$/);
+    assert.match((await page.getByTestId("chart-tokens").getAttribute("aria-label")) ?? "", new RegExp(today));
+    await shot("09-usage");
   });
+
+  step(
+    "members: invite by email with a role, revoke, accept the link as a new person (who is offered nothing an owner does), change a role, remove",
+    async () => {
+      await page.goto(`${origin}/#/team`);
+      const members = page.getByTestId("members");
+      await members.getByText(OWNER.email).waitFor();
+      // The only owner: neither demoted nor removed (identity: 409 last_owner), so not offered.
+      assert.equal(await page.getByLabel(`Role of ${OWNER.email}`).isDisabled(), true);
+      assert.equal(await page.getByRole("button", { name: `Remove ${OWNER.email}` }).isDisabled(), true);
+      const invite = async (email: string, role: string) => {
+        await page.getByLabel("Email to invite").fill(email);
+        await page.getByLabel("Role of the invited person").selectOption(role);
+        await page.getByRole("button", { name: "Invite", exact: true }).click();
+        await page.getByTestId("invitations").getByText(email).waitFor();
+        return (await page.getByTestId("invite-link").innerText()).trim();
+      };
+      const link = await invite("new-person@example.com", "member");
+      assert.match(link, new RegExp(`^${origin}/#/accept/inv_`));
+      await invite("revoke-me@example.com", "owner");
+      await page.getByRole("button", { name: "Revoke invitation for revoke-me@example.com" }).click();
+      await page.getByTestId("invitations").getByText("revoke-me@example.com").waitFor({ state: "detached" });
+      const myOrgs = (await api("GET", stack.endpoints.identity, "/v1/users/me/orgs")) as unknown as Array<{
+        org: { id: string; name: string };
+      }>;
+      const orgId = myOrgs.find((o) => o.org.name === "CLI Org")!.org.id;
+      const open = async () =>
+        (await fetch(`${stack.endpoints.identity}/v1/orgs/${orgId}/invitations`, {
+          headers: { authorization: `Bearer ${token}` },
+        }).then((r) => r.json())) as Array<{ email: string; role: string }>;
+      assert.deepEqual(
+        (await open()).map((i) => `${i.email} ${i.role}`),
+        ["new-person@example.com member"],
+      );
+      await shot("10-members");
+
+      // The invited person, in a browser of their own: the link, a name and a password.
+      const theirs = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      try {
+        const p2 = await theirs.newPage();
+        p2.setDefaultTimeout(20_000);
+        p2.on("pageerror", (e) => pageErrors.push(String(e)));
+        await p2.goto(link);
+        await p2.getByRole("heading", { name: "Join an organization" }).waitFor();
+        assert.doesNotMatch(p2.url(), /inv_/, "the token is taken out of the address bar");
+        await p2.getByLabel("Email").fill("new-person@example.com");
+        await p2.getByLabel("Your name").fill("New Person");
+        await p2.getByLabel("Password").fill("new-person-pass-1");
+        await p2.getByRole("button", { name: "Accept the invitation" }).click();
+        await p2.getByTestId("whoami").getByText("new-person@example.com").waitFor();
+        assert.match(await p2.getByLabel("Organization").locator("option:checked").innerText(), /CLI Org \(member\)/);
+        // A member is offered none of the owners' actions.
+        await p2.goto(`${origin}/#/team`);
+        await p2.getByTestId("member-notice").waitFor();
+        assert.match(await p2.getByTestId("member-notice").innerText(), /You are a member/);
+        assert.equal(await p2.getByRole("button", { name: /^(Invite|Remove|Revoke)/ }).count(), 0);
+        assert.equal(await p2.getByTestId("members").count(), 0);
+        await p2.screenshot({ path: join(ARTIFACTS, "11-member-view.png"), fullPage: true });
+      } finally {
+        await theirs.close();
+      }
+      assert.deepEqual(await open(), [], "the invitation is used");
+
+      // The owner sees them, makes them an owner, then removes them.
+      await page.reload();
+      const role = page.getByLabel("Role of new-person@example.com");
+      await role.waitFor();
+      assert.equal(await role.inputValue(), "member");
+      await role.selectOption("owner");
+      const listed = async () =>
+        (await fetch(`${stack.endpoints.identity}/v1/orgs/${orgId}/members`, {
+          headers: { authorization: `Bearer ${token}` },
+        }).then((r) => r.json())) as Array<{ email: string; role: string }>;
+      await page
+        .getByRole("button", { name: `Remove ${OWNER.email}` })
+        .and(page.locator(":enabled"))
+        .waitFor();
+      assert.equal((await listed()).find((m) => m.email === "new-person@example.com")?.role, "owner");
+      // Two owners now: the signed-in one may change their own role.
+      assert.equal(await page.getByLabel(`Role of ${OWNER.email}`).isDisabled(), false);
+      await page.getByRole("button", { name: "Remove new-person@example.com" }).click();
+      await members.getByText("new-person@example.com").waitFor({ state: "detached" });
+      assert.deepEqual(
+        (await listed()).map((m) => m.email),
+        [OWNER.email],
+      );
+      const audit = page.getByTestId("audit");
+      await audit.getByText("member.removed").waitFor();
+      for (const action of ["member.invited", "invitation.revoked", "invitation.accepted", "member.role_changed"])
+        assert.match(await audit.innerText(), new RegExp(action.replace(".", "\\.")));
+      await shot("12-members-audit");
+    },
+  );
 
   step("at 390 px wide: nothing wider than the screen; the chat still works", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     for (const [path, name] of [
-      ["agents", "10-agents-390"],
-      ["chat", "11-chat-390"],
+      ["agents", "13-agents-390"],
+      ["chat", "14-chat-390"],
+      ["usage", "15-usage-390"],
     ] as const) {
       await page.goto(`${origin}/#/${path}`);
-      await page.getByRole("heading", { name: path === "agents" ? "Agents" : "Chat" }).waitFor();
+      const heading = { agents: "Agents", chat: "Chat", usage: "Usage" }[path];
+      await page.getByRole("heading", { name: heading }).waitFor();
       await page.waitForLoadState("networkidle");
       const width = await page.evaluate(
         () => (globalThis as unknown as Browserish).document.documentElement.scrollWidth,

@@ -61,21 +61,26 @@ export function ChatScreen({ platform, agentId, sessionId }: { platform: Platfor
 
 function Conversation({ platform, id }: { platform: Platform; id: string }) {
   const [events, setEvents] = useState<ViewEvent[]>([]);
-  const [running, setRunning] = useState(false);
+  // Streams followed now: a send that interrupts a run is followed beside the run it stops.
+  const [active, setActive] = useState(0);
+  const running = active > 0;
   const [pending, setPending] = useState<Set<string>>(new Set());
   const [error, setError] = useState("");
   const abort = useRef<AbortController>();
   const add = (more: ViewEvent[]) => setEvents((all) => merge(all, more));
 
   /** Shows a stream's events as they come, until the run ends or pauses. */
-  async function follow(stream: AsyncGenerator<ChatEvent>) {
-    setRunning(true);
+  async function follow(stream: AsyncGenerator<ChatEvent>, onQueued?: () => void) {
+    setActive((n) => n + 1);
     try {
-      for await (const e of stream) add([fromStream(e)]);
+      for await (const e of stream) {
+        if (e.type === "other" && e.name === "message_queued") onQueued?.();
+        add([fromStream(e)]);
+      }
     } catch (err) {
       if (!abort.current?.signal.aborted) setError(messageOf(err));
     } finally {
-      setRunning(false);
+      setActive((n) => n - 1);
       await refreshPending();
     }
   }
@@ -118,7 +123,16 @@ function Conversation({ platform, id }: { platform: Platform; id: string }) {
     form.reset();
     setError("");
     // The user's message is in the log; the stream has only the reply: shown now, replaced by its seq on reload.
-    add([{ seq: (events.at(-1)?.seq ?? 0) + 0.5, type: "user", content: text, toolUseId: "", isError: false }]);
+    const mine: ViewEvent = { seq: (events.at(-1)?.seq ?? 0) + 0.5, type: "user", content: text, toolUseId: "", isError: false };
+    add([mine]);
+    if (running) {
+      // Sent while a run holds the session: it stops that run (which ends with an error event) and is taken
+      // next. Queued, its stream brings its message_queued event and later its message as a user event of
+      // its own seq, which replaces the one shown now. (A run that ended meanwhile: it simply starts.)
+      const queued = () => setEvents((all) => all.filter((e) => e !== mine));
+      await follow(platform.client.sessions.send(id, text, { mode: "interrupt", signal: abort.current?.signal }), queued);
+      return;
+    }
     await follow(platform.client.sessions.send(id, text, { signal: abort.current?.signal }));
   }
 
@@ -152,12 +166,21 @@ function Conversation({ platform, id }: { platform: Platform; id: string }) {
       <form onSubmit={send} class="composer">
         <label class="grow">
           <span class="visually-hidden">Message</span>
-          <input name="message" placeholder="Message the agent (try: run: ls -la)" autocomplete="off" disabled={running} />
+          <input
+            name="message"
+            placeholder={running ? "A new message interrupts the run" : "Message the agent (try: run: ls -la)"}
+            autocomplete="off"
+          />
         </label>
         {running ? (
-          <button type="button" class="secondary" onClick={cancel}>
-            Stop
-          </button>
+          <>
+            <button type="submit" title="Stop the run and send this message instead">
+              Interrupt
+            </button>
+            <button type="button" class="secondary" onClick={cancel}>
+              Stop
+            </button>
+          </>
         ) : (
           <button type="submit">Send</button>
         )}
