@@ -1,3 +1,7 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
 import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
@@ -22,6 +26,25 @@ export type DatabaseOptions = {
   /** Bounds of the wait for a connection (pool-guard.ts); default POOL_BOUNDS_DEFAULTS. */
   poolBounds?: Partial<PoolBounds>;
 };
+
+/**
+ * PGlite's server settings beside its own defaults. PGlite keeps shared
+ * memory inside its WASM memory, which never shrinks, and zeroes it at start,
+ * so every megabyte of shared_buffers is resident for the life of the
+ * process: PostgreSQL's 128 MB default made half of each embedded service's
+ * idle footprint. A page not in the buffers is read from the data directory
+ * through the OS page cache. maintenance_work_mem bounds what a migration's
+ * CREATE INDEX may grow the WASM memory to (64 MB by default).
+ */
+export const PGLITE_SETTINGS: Readonly<Record<string, string>> = {
+  shared_buffers: "16MB",
+  maintenance_work_mem: "16MB",
+};
+
+const pgliteStartParams = (): string[] => [
+  ...PGlite.defaultStartParams,
+  ...Object.entries(PGLITE_SETTINGS).flatMap(([name, value]) => ["-c", `${name}=${value}`]),
+];
 
 export type Database<DB> = {
   db: Kysely<DB>;
@@ -58,10 +81,13 @@ export async function openDatabase<DB>(options: DatabaseOptions = {}): Promise<D
       close: () => db.destroy(),
     };
   }
-  const pglite = await PGlite.create(
-    options.dataDir ?? "memory://",
-    options.loadDataDir ? { loadDataDir: options.loadDataDir } : {},
-  );
+  // A data directory without a cluster gets one from a short-lived process (pglite-initdb.mjs says why).
+  if (options.dataDir && !options.loadDataDir && !options.dataDir.includes("://"))
+    if (!existsSync(join(options.dataDir, "PG_VERSION"))) await initdbInChild(options.dataDir);
+  const pglite = await PGlite.create(options.dataDir ?? "memory://", {
+    startParams: pgliteStartParams(),
+    ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
+  });
   const pool = new PGlitePool(pglite);
   // One connection in this process, which cannot be down: a long wait is only
   // load (every statement of the service in one queue), so it is allowed
@@ -83,4 +109,22 @@ export async function openDatabase<DB>(options: DatabaseOptions = {}): Promise<D
     },
     close: () => db.destroy(),
   };
+}
+
+/** Runs pglite-initdb.mjs for `dataDir` and waits for it; its stderr in the error when it fails. */
+function initdbInChild(dataDir: string): Promise<void> {
+  const script = fileURLToPath(new URL("./pglite-initdb.mjs", import.meta.url));
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--liftoff-only", script, dataDir], { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => {
+      if (stderr.length < 8192) stderr += chunk.toString();
+    });
+    child.once("error", reject);
+    child.once("exit", (code, signal) =>
+      code === 0
+        ? resolve()
+        : reject(new Error(`PGlite initdb of ${dataDir} failed (${signal ?? `exit ${code}`}): ${stderr.trim()}`)),
+    );
+  });
 }
