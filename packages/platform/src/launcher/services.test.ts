@@ -101,3 +101,10 @@ test("identity believes X-Forwarded-For from the router's own address only (LOGI
   assert.equal(trusted({ PLATFORM_HOST: "192.0.2.10" }), "192.0.2.10");
   assert.equal(trusted({ PLATFORM_HOST: "localhost" }), "127.0.0.1,::1");
 });
+
+test("the services on embedded PGlite run with --liftoff-only; the router, which has no database, without", () => {
+  const { services } = platformServices(loadLauncherConfig({}), secrets, pki.files);
+  const args = Object.fromEntries(services.map((s) => [s.name, s.nodeArgs ?? []]));
+  for (const name of ["identity", "compute", "agents"]) assert.deepEqual(args[name], ["--liftoff-only"], name);
+  assert.deepEqual(args.runtime, []);
+});

@@ -10,6 +10,8 @@ export type ServiceSpec = {
   name: string;
   /** TypeScript entry, run through tsx. */
   entry: string;
+  /** Node's own options before the entry (V8 flags NODE_OPTIONS does not take). */
+  nodeArgs?: string[];
   env: Record<string, string>;
   /** URL answering 200 once the service is up (its /livez); an https one is asked with the launcher's client certificate. */
   readyUrl: string;
@@ -147,7 +149,7 @@ export class Supervisor {
   }
 
   #spawn(s: Supervised): ChildProcess {
-    const child = spawn(process.execPath, ["--import", "tsx", s.spec.entry], {
+    const child = spawn(process.execPath, [...(s.spec.nodeArgs ?? []), "--import", "tsx", s.spec.entry], {
       env: { ...process.env, ...s.spec.env },
       stdio: ["ignore", "pipe", "pipe"],
     });
