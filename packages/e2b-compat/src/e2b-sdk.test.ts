@@ -188,6 +188,69 @@ describe("the e2b SDK on our sandboxes", () => {
     await assert.rejects(sbx.files.read("/etc/passwd"), (e: unknown) => e instanceof SandboxError);
   });
 
+  test("files.watchDir (polled): creates, writes, removes and, recursive, a new subdirectory's files", async () => {
+    await sbx.files.makeDir("/home/user/watched");
+    const events: string[] = [];
+    const handle = await sbx.files.watchDir(
+      "/home/user/watched",
+      (e) => {
+        events.push(`${e.type} ${e.name}`);
+      },
+      { recursive: true },
+    );
+    const seen = async (event: string) => {
+      const until = Date.now() + 15_000;
+      while (!events.includes(event)) {
+        assert.ok(Date.now() < until, `no ${event} in ${JSON.stringify(events)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await sbx.files.write("/home/user/watched/a.txt", "one");
+    await seen("create a.txt");
+    await sbx.commands.run("echo more >> /home/user/watched/a.txt");
+    await seen("write a.txt");
+    await sbx.commands.run("mkdir /home/user/watched/sub && echo b > /home/user/watched/sub/b.txt");
+    await seen("create sub");
+    await seen("create sub/b.txt");
+    await sbx.files.remove("/home/user/watched/a.txt");
+    await seen("remove a.txt");
+    await handle.stop();
+    const unwatched = events.length;
+    await sbx.files.write("/home/user/watched/c.txt", "after stop");
+    await new Promise((r) => setTimeout(r, 1200));
+    assert.equal(events.length, unwatched, "no event after stop");
+    await assert.rejects(
+      sbx.files.watchDir("/home/user/watched/sub/b.txt", () => {}),
+      /not a directory/,
+    );
+  });
+
+  test("envd's CreateWatcher / GetWatcherEvents / RemoveWatcher (the Python SDK's polling watch), over Connect JSON", async () => {
+    const envd = {
+      "e2b-sandbox-id": sbx.sandboxId,
+      "x-access-token": (sbx as unknown as { envdAccessToken: string }).envdAccessToken,
+      "content-type": "application/json",
+    };
+    const call = async (method: string, body: object) => {
+      const res = await fetch(`${stack.compat.url}/filesystem.Filesystem/${method}`, {
+        method: "POST",
+        headers: envd,
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    await sbx.files.makeDir("/home/user/polled");
+    const made = await call("CreateWatcher", { path: "/home/user/polled" });
+    assert.equal(made.status, 200, JSON.stringify(made.body));
+    const watcherId = made.body.watcherId as string;
+    assert.deepEqual((await call("GetWatcherEvents", { watcherId })).body, {});
+    await sbx.files.write("/home/user/polled/x.txt", "x");
+    const got = await call("GetWatcherEvents", { watcherId });
+    assert.deepEqual(got.body.events, [{ name: "x.txt", type: "EVENT_TYPE_CREATE" }]);
+    assert.equal((await call("RemoveWatcher", { watcherId })).status, 200);
+    assert.equal((await call("GetWatcherEvents", { watcherId })).status, 404);
+  });
+
   test("Sandbox.list shows the organization's sandboxes; another organization's key sees none of them", async () => {
     const mine = await Sandbox.list({ query: { metadata: { purpose: "sdk-test" } } }).nextItems();
     assert.deepEqual(
@@ -292,16 +355,7 @@ describe("what the SDK is refused, in its own errors", () => {
     }
   });
 
-  test("a template other than base, template builds, watching: a clear message", async () => {
+  test("a template other than base, template builds: a clear message", async () => {
     await assert.rejects(Sandbox.create("my-dockerfile-template"), /template "my-dockerfile-template" is not served/);
-    const sbx = await Sandbox.create({ timeoutMs: 60_000 });
-    try {
-      await assert.rejects(
-        sbx.files.watchDir("/home/user", () => {}),
-        /watching directories is not served/,
-      );
-    } finally {
-      await sbx.kill();
-    }
   });
 });
