@@ -212,6 +212,29 @@ test("agents usage and budgets (issue 20): additions numbered as given, optional
   );
 });
 
+test("GetSession pages its log (issue 26): additions numbered from 20 and 26, camelCase, the token optional", () => {
+  const field = (schema: DescMessage, name: string) => schema.fields.find((f) => f.name === name);
+  assert.deepEqual(names(agents.GetSessionRequestSchema), ["id", "page_size", "page_token"]);
+  assert.equal(field(agents.GetSessionRequestSchema, "page_size")?.number, 20);
+  assert.equal(field(agents.GetSessionRequestSchema, "page_size")?.scalar, 13 /* uint32 */);
+  assert.equal(field(agents.GetSessionRequestSchema, "page_token")?.number, 21);
+  assert.equal(fields(agents.GetSessionRequestSchema).page_size, "pageSize");
+  assert.equal(fields(agents.GetSessionRequestSchema).page_token, "pageToken");
+  // The response keeps the specification's `session` and `events` (1, 2) and its earlier additions.
+  assert.deepEqual(names(agents.GetSessionResponseSchema), [
+    "session",
+    "events",
+    "pending_tool_calls",
+    "queued_sends",
+    "usage",
+    "effective_budgets",
+    "next_page_token",
+  ]);
+  assert.equal(field(agents.GetSessionResponseSchema, "next_page_token")?.number, 26);
+  assert.ok(field(agents.GetSessionResponseSchema, "next_page_token")?.proto.proto3Optional, "absent on the last page");
+  assert.equal(fields(agents.GetSessionResponseSchema).next_page_token, "nextPageToken");
+});
+
 test("agents send modes and the message queue (issue 20 items 2 and 3): additions numbered as given, camelCase", () => {
   const field = (schema: DescMessage, name: string) => schema.fields.find((f) => f.name === name);
   assert.equal(field(agents.SendMessagesRequestSchema, "mode")?.number, 20);

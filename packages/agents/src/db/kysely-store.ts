@@ -233,16 +233,23 @@ export class KyselyStore implements Store {
     limit?: number,
   ): Promise<{ session: Session; events: SessionEvent[] } | undefined> {
     // One row per event (or one with null event columns), each repeating the
-    // session; created_at is the only column name the two tables share.
+    // session; created_at is the only column name the two tables share. The
+    // events are a keyset read inside a lateral subquery (seq > after by the
+    // (session_id, seq) primary key, limit inside): an order-by-limit over a
+    // plain join made the planner read every event of the session after
+    // `after` and sort them, so a page of a 100,000-event log cost a scan of it.
     const { rows } = await sql<
       Selectable<SessionEventsTable> &
         Omit<Selectable<SessionsTable>, "created_at"> & { session_created_at: Date; now: Date }
     >`
       select e.*, s.id, s.org_id, s.agent_id, s.last_seq, s.sandbox_id, s.active_run_id, s.run_lease_until, s.cancel_requested, s.budgets, s.updated_at,
         s.created_at as session_created_at, now() as now
-      from sessions s left join session_events e on e.session_id = s.id and e.seq > ${after}
+      from sessions s left join lateral (
+        select * from session_events where session_id = s.id and seq > ${after}
+        order by seq ${limit === undefined ? sql`` : sql`limit ${limit}`}
+      ) e on true
       where s.org_id = ${orgId} and s.id = ${sessionId}
-      order by e.seq ${limit === undefined ? sql`` : sql`limit ${limit}`}`.execute(this.db);
+      order by e.seq`.execute(this.db);
     const first = rows[0];
     if (!first) return undefined;
     return {

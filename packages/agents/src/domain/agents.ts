@@ -2,7 +2,7 @@ import { Code, PlatformError } from "@platform/errors";
 import { type NetworkPolicy, validateNetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
 import { type ClientToolInput, mergeClientTools, validateClientTools } from "./client-tools.ts";
-import { readWholeLog } from "./log-pages.ts";
+import { readLogPage } from "./log-pages.ts";
 import { type HeaderSealer, type McpServerInput, mergeMcpServers, validateMcpServers } from "./mcp-servers.ts";
 import type {
   Agent,
@@ -266,8 +266,16 @@ export class AgentsDomain {
     return this.store.createSession(auth.orgId, agent.id, own);
   }
 
-  async getSession(auth: AuthContext, id: string): Promise<{ session: Session; events: SessionEvent[] }> {
-    const read = await readWholeLog(this.store, auth.orgId, requireUuid("id", id));
+  /**
+   * The session and one page of its log (see readLogPage): the first
+   * SESSION_PAGE events by default, `next` naming the rest.
+   */
+  async getSession(
+    auth: AuthContext,
+    id: string,
+    page: { pageSize?: number; pageToken?: string } = {},
+  ): Promise<{ session: Session; events: SessionEvent[]; next?: string }> {
+    const read = await readLogPage(this.store, auth.orgId, requireUuid("id", id), page);
     if (!read) throw PlatformError.notFound("session not found");
     return read;
   }

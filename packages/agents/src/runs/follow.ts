@@ -74,7 +74,13 @@ export class Followers {
     let wake: (() => void) | undefined;
     const listener: Listener = {
       event(event) {
-        inbox.push(event);
+        // A follower that does not keep up (a slow client: the stream waits
+        // for its socket to drain) holds at most a page of published events;
+        // past that it drops them and reads the log again, a page at a time.
+        if (inbox.length >= REPLAY_PAGE) {
+          inbox.length = 0;
+          dirty = true;
+        } else inbox.push(event);
         wake?.();
       },
       changed(state) {
@@ -120,11 +126,13 @@ export class Followers {
           wake = undefined;
           continue;
         } else {
-          // A gap or a change elsewhere: the log decides.
+          // A gap or a change elsewhere: the log decides, a page at a time
+          // (a full page: read on after it).
           dirty = false;
-          const now = await store.readLog(orgId, sessionId, last);
+          const now = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
           if (!now) return;
           fresh = now.events;
+          if (fresh.length === REPLAY_PAGE) dirty = true;
           const taker = queued && !runId ? fresh.find((e) => e.queuedSeq === queuedSeq)?.runId : runId;
           if (queued && !taker) {
             // Not taken yet: a dead holder is ended here (that hands the queue on), a free session is

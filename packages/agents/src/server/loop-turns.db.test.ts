@@ -109,9 +109,16 @@ test(`GET of a session with ${EVENTS} events gives the event loop turns while th
   timeout: 180_000,
 }, async () => {
   const m = await turnsDuring(async () => {
-    const res = await call("GET", `/v1/sessions/${sessionId}`);
-    assert.equal(res.status, 200);
-    const { events } = (await res.json()) as { events: Array<{ seq: string }> };
+    // Its pages (issue 26: 1,000 events each by default), walked to the end.
+    const events: Array<{ seq: string }> = [];
+    let next: string | null | undefined;
+    do {
+      const res = await call("GET", `/v1/sessions/${sessionId}${next ? `?pageToken=${next}` : ""}`);
+      assert.equal(res.status, 200);
+      const page = (await res.json()) as { events: Array<{ seq: string }>; nextPageToken?: string | null };
+      events.push(...page.events);
+      next = page.nextPageToken;
+    } while (next);
     assert.equal(events.length, EVENTS);
     assert.ok(
       events.every((e, i) => Number(e.seq) === i + 1),

@@ -84,7 +84,10 @@ export function sessionService(
     },
     async getSession(req, ctx) {
       const auth = authOf(ctx);
-      const { session, events } = await domain.getSession(auth, req.id);
+      const { session, events, next } = await domain.getSession(auth, req.id, {
+        pageSize: req.pageSize,
+        pageToken: req.pageToken,
+      });
       const pending = await domain.pendingToolCalls(auth, session.id);
       // The usage record and budgets (absent from the log's read of the session).
       const metered = await usage?.sessionUsage(auth, session.id);
@@ -95,6 +98,7 @@ export function sessionService(
         events: await mapInTurns(events, eventToProto),
         pendingToolCalls: pending.map(pendingCallToProto),
         queuedSends: (await domain.queuedSends(auth, session.id)).map(BigInt),
+        nextPageToken: next,
       };
     },
     async *sendMessages(req, ctx) {

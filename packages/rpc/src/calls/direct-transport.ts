@@ -229,7 +229,9 @@ function callContext(
  */
 class CallOutput implements AsyncIterableIterator<Message> {
   #source: Promise<AsyncIterator<Message>> | undefined;
-  #aborted: Promise<never> | undefined;
+  /** The abort listener (one per call) rejects the pending read, if any, through this. */
+  #rejectRead: ((reason: unknown) => void) | undefined;
+  #listening = false;
   constructor(
     private readonly start: () => Promise<AsyncIterator<Message>>,
     private readonly context: CallContext,
@@ -242,11 +244,10 @@ class CallOutput implements AsyncIterableIterator<Message> {
 
   async next(): Promise<IteratorResult<Message>> {
     if (this.context.signal.reason === callEnded) return { done: true, value: undefined };
-    this.#aborted ??= abortedPromise(this.context.signal);
     try {
       this.#source ??= this.start();
-      const source = await Promise.race([this.#source, this.#aborted]);
-      const r = await Promise.race([source.next(), this.#aborted]);
+      const source = await this.#untilAborted(this.#source);
+      const r = await this.#untilAborted(source.next());
       if (r.done) {
         this.context.abort(callEnded);
         return r;
@@ -260,13 +261,47 @@ class CallOutput implements AsyncIterableIterator<Message> {
     }
   }
 
+  /**
+   * `work`, or the call's abort reason once it is aborted. Not a
+   * Promise.race against one long-lived aborted promise: each race leaves a
+   * reaction on that promise holding its result (every message of the
+   * stream) until the call ends, so a replay of 20,000 events held them all.
+   */
+  #untilAborted<T>(work: Promise<T>): Promise<T> {
+    const { signal } = this.context;
+    if (!this.#listening) {
+      this.#listening = true;
+      signal.addEventListener("abort", () => this.#rejectRead?.(getAbortSignalReason(signal)), { once: true });
+    }
+    if (signal.aborted) {
+      work.catch(() => {});
+      return Promise.reject(getAbortSignalReason(signal));
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.#rejectRead = reject;
+      const settled = () => {
+        if (this.#rejectRead === reject) this.#rejectRead = undefined;
+      };
+      work.then(
+        (value) => {
+          settled();
+          resolve(value);
+        },
+        (err: unknown) => {
+          settled();
+          reject(err);
+        },
+      );
+    });
+  }
+
   async return(): Promise<IteratorResult<Message>> {
     this.context.abort(callEnded);
-    if (!this.#source || !this.#aborted) return { done: true, value: undefined };
+    if (!this.#source) return { done: true, value: undefined };
     // A call still starting (an interceptor waiting) is not waited for: it
     // sees its signal aborted, and its stream is closed when it arrives.
     const started = this.#source;
-    const source = await Promise.race([started, this.#aborted]).catch(() => undefined);
+    const source = await Promise.race([started, abortedPromise(this.context.signal)]).catch(() => undefined);
     if (!source) {
       started.then((s) => s.return?.()).catch(() => {});
       return { done: true, value: undefined };

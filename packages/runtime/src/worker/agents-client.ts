@@ -37,7 +37,8 @@ export class ConnectAgentsClient implements AgentsPort {
     onOpen?: () => void,
   ): AsyncIterable<AgentEvent> {
     const headers = identityHeaders(call);
-    const { session, events, pendingToolCalls } = await this.#client.getSession({ id: sessionId }, { headers, signal });
+    const first = await this.#client.getSession({ id: sessionId }, { headers, signal });
+    const { session, events, pendingToolCalls } = first;
     onOpen?.();
     if (session?.status !== "running") {
       // Idle, its run paused on tool calls that still wait for answers: that is what the caller rejoins.
@@ -52,9 +53,15 @@ export class ConnectAgentsClient implements AgentsPort {
       }
       return;
     }
-    // The current run starts after the last terminal event of the log.
+    // The current run starts after the last terminal event of the log, which
+    // may lie past GetSession's first page (1,000 events): the log's pages.
     let after = 0n;
     for (const e of events) if (TERMINAL.has(e.type) && e.seq > after) after = e.seq;
+    for (let pageToken = first.nextPageToken; pageToken; ) {
+      const page = await this.#client.getSession({ id: sessionId, pageToken }, { headers, signal });
+      for (const e of page.events) if (TERMINAL.has(e.type) && e.seq > after) after = e.seq;
+      pageToken = page.nextPageToken;
+    }
     const stream = this.#client.streamEvents({ id: sessionId, after }, { headers, signal });
     for await (const e of stream) yield { type: e.type, content: e.content };
   }
