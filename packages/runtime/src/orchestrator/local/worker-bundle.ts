@@ -104,8 +104,25 @@ export function runArgs(path: string): string[] {
   return ["-e", LAUNCHER, path];
 }
 
+/** Builds under way in this process: esbuild's service process is stopped when the last one ends. */
+let building = 0;
+
 async function build(entry: string): Promise<{ bytes: Uint8Array; inputs: Record<string, string> }> {
   const esbuild = loadEsbuild();
+  building++;
+  try {
+    return await buildWith(esbuild, entry);
+  } finally {
+    // esbuild keeps its service process (~40-80 MiB resident after a bundle) for the next call; a bundle is
+    // built at most once per change of its inputs, so it is stopped (a later call starts it again).
+    if (--building === 0) await esbuild.stop();
+  }
+}
+
+async function buildWith(
+  esbuild: Esbuild,
+  entry: string,
+): Promise<{ bytes: Uint8Array; inputs: Record<string, string> }> {
   const inputs: Record<string, string> = {};
   const result = await esbuild.build({
     entryPoints: [entry],
@@ -140,6 +157,7 @@ async function build(entry: string): Promise<{ bytes: Uint8Array; inputs: Record
 
 /** The part of esbuild's API used here. */
 interface Esbuild {
+  stop(): Promise<void>;
   build(
     options: Record<string, unknown> & { write: false; plugins: EsbuildPlugin[] },
   ): Promise<{ outputFiles: { contents: Uint8Array }[] }>;
