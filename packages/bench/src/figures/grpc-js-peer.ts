@@ -25,7 +25,7 @@ export const grpcJsPeer: Figure = {
   id: "grpc-js-peer",
   title: "our gRPC server against grpc-js serving the same implementations",
   goal: "≥ 1.0× grpc-js on unary (VerifyToken) and on streaming (ExecCommand), throughput and latency",
-  fullTimeoutMs: 240_000,
+  fullTimeoutMs: 300_000,
   // It starts two processes of its own (the peers), 5-20 s each on this shared machine.
   quickTimeoutMs: 120_000,
   async run(stack, size) {
@@ -113,7 +113,7 @@ export const grpcJsPeer: Figure = {
       },
     ];
     const ids: string[] = [];
-    const bytes = quick ? 4 << 20 : 64 << 20;
+    const bytes = quick ? 4 << 20 : 32 << 20;
     let execs = 0;
     let rounds = 0;
     try {
@@ -128,7 +128,7 @@ export const grpcJsPeer: Figure = {
       execs = await repeat({ n: quick ? 5 : 300, budgetMs: quick ? 5_000 : 30_000, minN: 5 }, async () => {
         for (const [i, side] of sides.entries()) side.lat.push((await exec(side.client, ids[i]!, "/bin/true", [])).ns);
       });
-      rounds = await repeat({ n: quick ? 1 : 5, budgetMs: quick ? 5_000 : 40_000 }, async () => {
+      rounds = await repeat({ n: quick ? 1 : 4, budgetMs: quick ? 5_000 : 30_000 }, async () => {
         for (const [i, side] of sides.entries()) {
           const r = await exec(side.client, ids[i]!, "/usr/bin/head", ["-c", String(bytes), "/dev/zero"]);
           if (r.bytes !== bytes) throw new Error(`short read: ${r.bytes} of ${bytes}`);
