@@ -14,6 +14,7 @@ import { agentsLivezLoad } from "./agents-livez-load.ts";
 import { pauseResume } from "./pause-resume.ts";
 import { egress } from "./egress.ts";
 import { sandboxImages } from "./sandbox-images.ts";
+import { platformFootprint } from "./platform-footprint.ts";
 import { curveFigures } from "../curves/index.ts";
 
 /** In the order of the table. */
@@ -33,6 +34,7 @@ export const figures: Figure[] = [
   pauseResume,
   egress,
   sandboxImages,
+  platformFootprint,
   // How costs grow with the work (src/curves/): after the table's figures.
   ...curveFigures,
 ];

@@ -24,6 +24,8 @@ export type FaultPlatformOptions = {
   databaseUrl?: string;
   /** Settings for the launcher and, through it, every service. */
   env?: Record<string, string>;
+  /** Called with the new data directory before the first launch (e.g. to put ready databases in it). */
+  prepare?: (dataDir: string) => void | Promise<void>;
 };
 
 /**
@@ -71,6 +73,7 @@ export class FaultPlatform {
       platform.#ports[name] = String(p);
     }
     process.once("exit", platform.#reap);
+    await options.prepare?.(platform.dataDir);
     await platform.launch();
     return platform;
   }
