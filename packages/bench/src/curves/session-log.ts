@@ -64,6 +64,7 @@ type Row = {
   usPerEvent: number;
   rssGrowth: number;
   heapGrowth: number;
+  liveHeapGrowth: number;
 };
 
 /**
@@ -143,6 +144,26 @@ export const sessionLogCurve: Figure = {
           firsts.push(r.firstNs);
           totals.push(r.totalNs);
         }
+        // One more replay for the live heap: a full GC in the agents process every 500 ms, then its heap.
+        let liveHeapGrowth = 0;
+        {
+          await agents.request("gc");
+          const before = await agents.stats();
+          let polling = true;
+          const poll = (async () => {
+            while (polling) {
+              await new Promise((r) => setTimeout(r, 500));
+              await agents.request("gc");
+              const s = await agents.stats();
+              liveHeapGrowth = Math.max(liveHeapGrowth, s.heapUsed - before.heapUsed);
+            }
+          })();
+          const r = await replay(base, `/v1/sessions/${sessionId}/events?after=0`, token).finally(() => {
+            polling = false;
+          });
+          await poll;
+          if (r.events !== n) throw new Error(`replay of ${n}: ${r.events} events`);
+        }
         const replayTotal = summarize(totals);
         rows.push({
           n,
@@ -154,6 +175,7 @@ export const sessionLogCurve: Figure = {
           usPerEvent: (replayTotal.p50 * 1000) / n,
           rssGrowth,
           heapGrowth,
+          liveHeapGrowth,
         });
       }
     } finally {
@@ -200,30 +222,44 @@ export const sessionLogCurve: Figure = {
       ],
       judged: "µs/event",
     });
-    const replayMemory = linearCurve({
-      id: "session-log-replay-memory",
-      title: "SSE replay: agents RSS growth vs events in the log",
-      x: xs,
-      y: { label: "agents RSS growth during a replay", unit: "bytes" },
-      series: [
-        { name: "RSS growth", points: pts((r) => r.rssGrowth) },
-        { name: "heap growth", points: pts((r) => r.heapGrowth) },
-      ],
-      judged: "RSS growth",
-      maxSlope: MAX_REPLAY_BYTES_PER_EVENT,
-      // Expected flat (a page at a time): the slope is held to the constant, the fit's R² is not asked for.
-      minR2: 0,
-      slopeLabel: "per event of the log",
-      notes: `The agents process's peak RSS (and V8 heap) during a replay over its value after a GC before it, polled every 50 ms; also at most ${fmtBytes(MAX_REPLAY_RSS_GROWTH)} at any size. Holding the log would cost its ${EVENT_BYTES} B of text per event and more.`,
-    });
-    const curves: Curve[] = [getSession, replayFirst, replayPerEvent, replayMemory];
+    const memory = (judged: "RSS growth" | "live heap growth", id: string, what: string, notes: string) =>
+      linearCurve({
+        id,
+        title: `SSE replay: agents ${what} vs events in the log`,
+        x: xs,
+        y: { label: `agents ${what} during a replay`, unit: "bytes" },
+        series: [
+          { name: "RSS growth", points: pts((r) => r.rssGrowth) },
+          { name: "heap growth", points: pts((r) => r.heapGrowth) },
+          { name: "live heap growth", points: pts((r) => r.liveHeapGrowth) },
+        ],
+        judged,
+        maxSlope: MAX_REPLAY_BYTES_PER_EVENT,
+        // Expected flat (a page at a time): the slope is held to the constant, the fit's R² is not asked for.
+        minR2: 0,
+        slopeLabel: "per event of the log",
+        notes,
+      });
+    const replayRss = memory(
+      "RSS growth",
+      "session-log-replay-rss",
+      "RSS growth",
+      `The agents process's peak RSS and V8 heap (garbage included) during a replay over their values after a GC before it, polled every 50 ms; also at most ${fmtBytes(MAX_REPLAY_RSS_GROWTH)} at any size. Holding the log would cost its ${EVENT_BYTES} B of text per event and more.`,
+    );
+    const replayLive = memory(
+      "live heap growth",
+      "session-log-replay-live-heap",
+      "live heap growth",
+      "The agents process's V8 heap after a full GC, every 500 ms of a replay of its own, over its value before: what the replay holds, garbage excluded.",
+    );
+    const curves: Curve[] = [getSession, replayFirst, replayPerEvent, replayRss, replayLive];
     const maxRss = Math.max(...rows.map((r) => r.rssGrowth));
     const table = [
-      "| events | GetSession page of 10 p50 / p99 | first page (events) p50 / p99 | replay first event p50 | replay whole p50 | µs/event | agents RSS growth (heap) |",
-      "|---:|---|---|---|---|---:|---|",
+      "| events | GetSession page of 10 p50 / p99 | first page (events) p50 / p99 | replay first event p50 | replay whole p50 | µs/event | agents RSS growth (heap) | live heap growth |",
+      "|---:|---|---|---|---|---:|---|---|",
       ...rows.map(
         (r) =>
-          `| ${fmtCount(r.n)} | ${fmtMs(r.page10.p50)} / ${fmtMs(r.page10.p99)} | ${fmtMs(r.firstPage.p50)} / ${fmtMs(r.firstPage.p99)} (${r.firstPageEvents}) | ${fmtMs(r.replayFirst.p50)} | ${fmtMs(r.replayTotal.p50)} | ${r.usPerEvent.toFixed(1)} | ${fmtBytes(r.rssGrowth)} (${fmtBytes(r.heapGrowth)}) |`,
+          `| ${fmtCount(r.n)} | ${fmtMs(r.page10.p50)} / ${fmtMs(r.page10.p99)} | ${fmtMs(r.firstPage.p50)} / ${fmtMs(r.firstPage.p99)} (${r.firstPageEvents}) | ${fmtMs(r.replayFirst.p50)} | ${fmtMs(r.replayTotal.p50)} | ${r.usPerEvent.toFixed(1)} | ${fmtBytes(r.rssGrowth)} (${fmtBytes(r.heapGrowth)}) | ${fmtBytes(r.liveHeapGrowth)} |`,
       ),
     ].join("\n");
     const row = curveRow(getSession, "page of 10 p50", {

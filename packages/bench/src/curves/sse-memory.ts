@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import * as http from "node:http";
-import { curveRow, fmtCount, linearCurve } from "../curve.ts";
+import { curveRow, fmtCount, linearCurve, linearFit } from "../curve.ts";
 import type { Figure, Size } from "../figure.ts";
 import { fmtBytes } from "../stats.ts";
 import { progress } from "./sandboxes.ts";
@@ -158,6 +158,8 @@ export const sseMemoryCurve: Figure = {
         );
         if (stopped) break;
       }
+      // The JS heap alone, for the analysis: RSS also holds pages V8 and malloc keep after a GC.
+      const heapFit = linearFit(points.map((p) => ({ x: p.n, y: p.heap })));
       const curve = linearCurve({
         id: "sse-memory-vs-streams",
         title: "agents memory vs idle SSE streams",
@@ -176,12 +178,12 @@ export const sseMemoryCurve: Figure = {
         judged: "RSS",
         maxSlope: MAX_BYTES_PER_STREAM,
         slopeLabel: "per stream",
-        notes: `Followers (GET /v1/sessions/{id}/events) of one session whose run never ends, opened ${IN_FLIGHT} in flight from the bench process, one HTTP/1.1 connection each, to ${sizes.map(fmtCount).join(", ")}; growth of the agents process over its state before the first (RSS ${fmtBytes(before.rss)}), after GC, following a ${size === "quick" ? 0.2 : 3} s idle spell at each size. ${retries} opens retried after a 503.${stopped ? ` ${stopped}.` : ""}${limits.length ? ` ${limits.join("; ")}.` : ""}`,
+        notes: `Followers (GET /v1/sessions/{id}/events) of one session whose run never ends, opened ${IN_FLIGHT} in flight from the bench process, one HTTP/1.1 connection each, to ${sizes.map(fmtCount).join(", ")}; growth of the agents process over its state before the first (RSS ${fmtBytes(before.rss)}), after GC, following a ${size === "quick" ? 0.2 : 3} s idle spell at each size. ${retries} opens retried after a 503. Heap used alone fits ${fmtBytes(heapFit.intercept)} + ${fmtBytes(heapFit.slope)} × n (R² ${heapFit.r2.toFixed(4)}).${stopped ? ` ${stopped}.` : ""}${limits.length ? ` ${limits.join("; ")}.` : ""}`,
       });
       return curveRow(curve, "RSS", {
-        raw: { points, rssBefore: before.rss, retries, fit: curve.fit },
+        raw: { points, rssBefore: before.rss, retries, fit: curve.fit, heapFit },
         row: {
-          measured: `${fmtBytes(curve.fit.slope)} RSS per stream (fit over ${sizes.map(fmtCount).join(", ")}; R² ${curve.fit.r2.toFixed(4)})`,
+          measured: `${fmtBytes(curve.fit.slope)} RSS per stream (fit over ${points.map((p) => fmtCount(p.n)).join(", ")}; R² ${curve.fit.r2.toFixed(4)}); heap ${fmtBytes(heapFit.slope)} per stream (R² ${heapFit.r2.toFixed(4)})`,
           baseline: "—",
           ratio: "—",
         },
