@@ -103,6 +103,8 @@ async function start(): Promise<Record<string, string>> {
     });
     const { url, grpcUrl } = await server.listen();
     closeService = () => server.close();
+    // The session-log figure writes long logs straight into the service's own database (PGlite too).
+    extra = (msg) => (msg.type === "seedLog" ? seedLog(server.database, msg) : undefined);
     return { url, grpc: grpcUrl };
   }
   if (kind === "bare-sse") {
@@ -114,6 +116,24 @@ async function start(): Promise<Record<string, string>> {
     return { url: server.url };
   }
   throw new Error(`unknown service ${kind}`);
+}
+
+/**
+ * Appends `count` events (`bytes` of text each) to a session's log in one
+ * statement, as a long conversation would have written them, then ANALYZE.
+ */
+async function seedLog(database: { exec(sql: string): Promise<void> }, msg: Msg): Promise<void> {
+  const sessionId = String(msg.sessionId);
+  const count = Number(msg.count);
+  const bytes = Number(msg.bytes ?? 100);
+  if (!/^[0-9a-f-]{36}$/.test(sessionId) || !Number.isSafeInteger(count) || !Number.isSafeInteger(bytes))
+    throw new Error("seedLog: sessionId, count, bytes");
+  await database.exec(`
+    insert into session_events (session_id, seq, type, content)
+      select '${sessionId}', s.last_seq + g, case when g % 50 = 1 then 'user' else 'text' end, repeat('x', ${bytes})
+      from sessions s, generate_series(1, ${count}) g where s.id = '${sessionId}';
+    update sessions set last_seq = last_seq + ${count} where id = '${sessionId}';
+    analyze session_events;`);
 }
 
 function ownCgroups(): Map<string, string> {
@@ -228,7 +248,7 @@ process.on("message", (raw) => {
       else if (msg.type === "close") {
         await closeService();
         result = true;
-      } else result = extra(msg);
+      } else result = await extra(msg);
       process.send?.({ id: msg.id, result });
       // Exiting by itself (not by signal) lets --cpu-prof write its profile.
       if (msg.type === "close") setTimeout(() => process.exit(0), 50);

@@ -76,7 +76,8 @@ export class ServiceProcess {
     return new ServiceProcess(kind, child, urls);
   }
 
-  request<T>(type: string, timeoutMs = 30_000): Promise<T> {
+  /** `args` travel with the request (the child's handler of `type` reads them). */
+  request<T>(type: string, timeoutMs = 30_000, args: Record<string, unknown> = {}): Promise<T> {
     const id = ++this.#seq;
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -93,7 +94,7 @@ export class ServiceProcess {
           reject(e);
         },
       });
-      this.child.send({ id, type });
+      this.child.send({ ...args, id, type });
     });
   }
 
