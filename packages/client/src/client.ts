@@ -5,6 +5,7 @@ import {
   AgentService,
   type Agent,
   type MessageSchema,
+  type PendingToolCall,
   type Session,
   type SessionEvent as SessionEventMessage,
   SessionService,
@@ -234,11 +235,21 @@ export class SessionsApi {
   create(agentId: string): Promise<Session> {
     return call(async () => (await this.rpc.createSession({ agentId })).session!);
   }
-  /** The session with its whole event log. */
-  get(id: string): Promise<{ session: Session; events: SessionEventMessage[] }> {
+  /**
+   * The session with its whole event log: GetSession answers a page at a
+   * time (1,000 events at most), so the pages are read until none is left.
+   * The session and its pending tool calls are those of the first page.
+   */
+  get(id: string): Promise<{ session: Session; events: SessionEventMessage[]; pendingToolCalls: PendingToolCall[] }> {
     return call(async () => {
-      const res = await this.rpc.getSession({ id });
-      return { session: res.session!, events: res.events };
+      const first = await this.rpc.getSession({ id });
+      const events = [...first.events];
+      for (let token = first.nextPageToken; token; ) {
+        const page = await this.rpc.getSession({ id, pageToken: token });
+        events.push(...page.events);
+        token = page.nextPageToken;
+      }
+      return { session: first.session!, events, pendingToolCalls: first.pendingToolCalls };
     });
   }
   /** One page of the org's sessions (of one agent with `agentId`), newest first. */

@@ -38,5 +38,5 @@ export {
   IdentityRestCode,
   PlatformError,
 } from "@platform/errors";
-export type { Agent, Session, SessionEvent } from "@platform/gen/agents/v1/agents_pb";
+export type { Agent, PendingToolCall, Session, SessionEvent } from "@platform/gen/agents/v1/agents_pb";
 export type { APIKey, CreateAPIKeyResponse, User } from "@platform/gen/identity/v1/rest_pb";

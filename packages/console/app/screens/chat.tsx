@@ -86,7 +86,8 @@ function Conversation({ platform, id }: { platform: Platform; id: string }) {
   }
   async function refreshPending() {
     try {
-      const res = await platform.client.rpc.sessions.getSession({ id });
+      // The pending calls come with any page: the smallest will do.
+      const res = await platform.client.rpc.sessions.getSession({ id, pageSize: 1 });
       setPending(new Set(res.pendingToolCalls.map((c) => c.toolUseId)));
     } catch {
       // The next action shows the error.
@@ -100,7 +101,8 @@ function Conversation({ platform, id }: { platform: Platform; id: string }) {
     const signal = abort.current.signal;
     (async () => {
       try {
-        const res = await platform.client.rpc.sessions.getSession({ id });
+        // Every page of the log, then the live stream after its last event.
+        const res = await platform.client.sessions.get(id);
         const log = res.events.map(fromLog);
         add(log);
         setPending(new Set(res.pendingToolCalls.map((c) => c.toolUseId)));

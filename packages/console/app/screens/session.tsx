@@ -20,7 +20,8 @@ export function SessionScreen({ platform, id }: { platform: Platform; id: string
       (r) => setUsage(r.usage),
       () => setUsage(undefined),
     );
-    platform.client.rpc.sessions.getSession({ id }).then(
+    // Every page of the log (GetSession answers 1,000 events at a time).
+    platform.client.sessions.get(id).then(
       (res) => {
         setSession(res.session);
         setEvents(res.events.map(fromLog));
