@@ -1,9 +1,9 @@
 import { execFileSync } from "node:child_process";
-import * as http from "node:http";
 import { curveRow, fmtCount, linearCurve, linearFit } from "../curve.ts";
 import type { Figure, Size } from "../figure.ts";
 import { fmtBytes } from "../stats.ts";
 import { progress } from "./sandboxes.ts";
+import { SseHolder } from "../sse-holder.ts";
 
 export const STREAM_SIZES: Record<Size, number[]> = { quick: [10, 30], full: [1000, 5000, 10_000, 20_000] };
 /** The sse-streams figure's per-stream goal (50 kB), the constant this curve's slope is held to. */
@@ -62,52 +62,9 @@ export const sseMemoryCurve: Figure = {
     const { access_token: token } = await stack.login();
     const sessionId = await stack.newSession(token, "bench/idle");
     const base = new URL(agents.urls.url!);
-    const agent = new http.Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
-    const requests: http.ClientRequest[] = [];
-    const open = (path: string, method: string, body?: string) =>
-      new Promise<void>((resolve, reject) => {
-        const req = http.request(
-          {
-            host: base.hostname,
-            port: base.port,
-            path,
-            method,
-            agent,
-            headers: {
-              authorization: `Bearer ${token}`,
-              accept: "text/event-stream",
-              ...(body ? { "content-type": "application/json" } : {}),
-            },
-          },
-          (res) => {
-            if (res.statusCode !== 200) {
-              let text = "";
-              res.on("data", (d: Buffer) => (text += d.toString()));
-              res.on("end", () => reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`)));
-              return;
-            }
-            // Established once its first event arrives; then held, idle.
-            res.once("data", () => resolve());
-            res.on("error", () => {});
-          },
-        );
-        req.on("error", reject);
-        requests.push(req);
-        req.end(body);
-      });
-    let retries = 0;
-    const withRetry = async (fn: () => Promise<void>) => {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await fn();
-        } catch (err) {
-          // 503: identity slow to answer agents' VerifyToken on a loaded machine; a client retries.
-          if (attempt >= 3 || !String(err).includes(": 503")) throw err;
-          retries++;
-          await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
-        }
-      }
-    };
+    const holder = new SseHolder(base, token);
+    const open = holder.open.bind(holder);
+    const withRetry = holder.withRetry.bind(holder);
     const points: Array<{ n: number; rss: number; heap: number; lagP99Ms: number; openSeconds: number }> = [];
     let opened = 0;
     let stopped: string | undefined;
@@ -178,10 +135,10 @@ export const sseMemoryCurve: Figure = {
         judged: "RSS",
         maxSlope: MAX_BYTES_PER_STREAM,
         slopeLabel: "per stream",
-        notes: `Followers (GET /v1/sessions/{id}/events) of one session whose run never ends, opened ${IN_FLIGHT} in flight from the bench process, one HTTP/1.1 connection each, to ${sizes.map(fmtCount).join(", ")}; growth of the agents process over its state before the first (RSS ${fmtBytes(before.rss)}), after GC, following a ${size === "quick" ? 0.2 : 3} s idle spell at each size. ${retries} opens retried after a 503. Heap used alone fits ${fmtBytes(heapFit.intercept)} + ${fmtBytes(heapFit.slope)} × n (R² ${heapFit.r2.toFixed(4)}).${stopped ? ` ${stopped}.` : ""}${limits.length ? ` ${limits.join("; ")}.` : ""}`,
+        notes: `Followers (GET /v1/sessions/{id}/events) of one session whose run never ends, opened ${IN_FLIGHT} in flight from the bench process, one HTTP/1.1 connection each, to ${sizes.map(fmtCount).join(", ")}; growth of the agents process over its state before the first (RSS ${fmtBytes(before.rss)}), after GC, following a ${size === "quick" ? 0.2 : 3} s idle spell at each size. ${holder.retries} opens retried after a 503. Heap used alone fits ${fmtBytes(heapFit.intercept)} + ${fmtBytes(heapFit.slope)} × n (R² ${heapFit.r2.toFixed(4)}).${stopped ? ` ${stopped}.` : ""}${limits.length ? ` ${limits.join("; ")}.` : ""}`,
       });
       return curveRow(curve, "RSS", {
-        raw: { points, rssBefore: before.rss, retries, fit: curve.fit, heapFit },
+        raw: { points, rssBefore: before.rss, retries: holder.retries, fit: curve.fit, heapFit },
         row: {
           measured: `${fmtBytes(curve.fit.slope)} RSS per stream (fit over ${points.map((p) => fmtCount(p.n)).join(", ")}; R² ${curve.fit.r2.toFixed(4)}); heap ${fmtBytes(heapFit.slope)} per stream (R² ${heapFit.r2.toFixed(4)})`,
           baseline: "—",
@@ -191,8 +148,7 @@ export const sseMemoryCurve: Figure = {
     } catch (err) {
       throw new Error(`after ${opened} streams: ${String(err)}`);
     } finally {
-      for (const req of requests) req.destroy();
-      agent.destroy();
+      holder.close();
       await fetch(`${agents.urls.url}/v1/sessions/${sessionId}/cancel`, {
         method: "POST",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },

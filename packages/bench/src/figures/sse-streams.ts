@@ -1,7 +1,7 @@
-import * as http from "node:http";
 import type { Figure } from "../figure.ts";
 import { bareSsePeer } from "../peers/bare-sse-peer.ts";
 import { fmtBytes } from "../stats.ts";
+import { SseHolder } from "../sse-holder.ts";
 
 /**
  * Idle SSE streams held by one agents process: one session whose run waits
@@ -21,55 +21,9 @@ export const sseStreams: Figure = {
     const { access_token: token } = await stack.login();
     const sessionId = await stack.newSession(token, "bench/idle");
     const base = new URL(agents.urls.url!);
-    const agent = new http.Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
-    const requests: http.ClientRequest[] = [];
-
-    const open = (path: string, method: string, body?: string) =>
-      new Promise<void>((resolve, reject) => {
-        const req = http.request(
-          {
-            host: base.hostname,
-            port: base.port,
-            path,
-            method,
-            agent,
-            headers: {
-              authorization: `Bearer ${token}`,
-              accept: "text/event-stream",
-              ...(body ? { "content-type": "application/json" } : {}),
-            },
-          },
-          (res) => {
-            if (res.statusCode !== 200) {
-              let text = "";
-              res.on("data", (d: Buffer) => (text += d.toString()));
-              res.on("end", () => reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 300)}`)));
-              return;
-            }
-            // Resolve on the first event: the stream is established and held.
-            res.once("data", () => resolve());
-            res.on("error", () => {});
-          },
-        );
-        req.on("error", reject);
-        requests.push(req);
-        req.end(body);
-      });
-
-    let retries = 0;
-    // A 503 (identity slow to answer the agents' VerifyToken on a loaded
-    // machine) is retried like a client would, and counted.
-    const withRetry = async (fn: () => Promise<void>) => {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await fn();
-        } catch (err) {
-          if (attempt >= 3 || !String(err).includes(": 503")) throw err;
-          retries++;
-          await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
-        }
-      }
-    };
+    const holder = new SseHolder(base, token);
+    const open = holder.open.bind(holder);
+    const withRetry = holder.withRetry.bind(holder);
     const target = size === "quick" ? 50 : 10_000;
     let opened = 0;
     let error: string | undefined;
@@ -112,14 +66,14 @@ export const sseStreams: Figure = {
         100
       ).toFixed(0);
       // The peer, once our streams are closed: a bare node:http SSE server holding as many, idle as long.
-      for (const req of requests.splice(0)) req.destroy();
+      holder.dropAll();
       const peer = await bareSsePeer(opened, size === "quick" ? 500 : 10_000).catch((err: Error) => err);
       return {
         baseline: "—",
         measured: `${opened} open; ${fmtBytes(perStream)} RSS (${fmtBytes(heapPerStream)} heap) per stream; lag p99 ${idle.lagP99Ms.toFixed(1)} ms (max ${idle.lagMaxMs.toFixed(0)} ms)`,
         ratio: "—",
         met: opened >= 10_000 && perStream <= 50_000 && idle.lagP99Ms <= 20,
-        notes: `${opened < target ? `Only ${opened} of ${target} streams opened within the ${openBudgetMs / 1000} s budget. ` : ""}${opened - 1} followers (GET /v1/sessions/{id}/events) of one session whose run never ends, plus that run's own POST …/messages stream, opened with ${batch} in flight in ${openSeconds.toFixed(1)} s from the bench process (one HTTP/1.1 connection each; ${retries} opens retried after a 503). RSS ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (after GC); lag over a ${size === "quick" ? 0.5 : 10} s idle window. The agents process used ${cpuPct} % of a core from the first open to the end of the idle window.${size === "quick" ? " (quick: 50 streams only)" : ""}`,
+        notes: `${opened < target ? `Only ${opened} of ${target} streams opened within the ${openBudgetMs / 1000} s budget. ` : ""}${opened - 1} followers (GET /v1/sessions/{id}/events) of one session whose run never ends, plus that run's own POST …/messages stream, opened with ${batch} in flight in ${openSeconds.toFixed(1)} s from the bench process (one HTTP/1.1 connection each; ${holder.retries} opens retried after a 503). RSS ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (after GC); lag over a ${size === "quick" ? 0.5 : 10} s idle window. The agents process used ${cpuPct} % of a core from the first open to the end of the idle window.${size === "quick" ? " (quick: 50 streams only)" : ""}`,
         raw: {
           opened,
           perStream,
@@ -147,8 +101,7 @@ export const sseStreams: Figure = {
       error = String(err);
       throw new Error(`after ${opened} streams: ${error}`);
     } finally {
-      for (const req of requests) req.destroy();
-      agent.destroy();
+      holder.close();
       await fetch(`${agents.urls.url}/v1/sessions/${sessionId}/cancel`, {
         method: "POST",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
