@@ -108,9 +108,21 @@ function run(cmd: string, args: string[], b: DebianBuild): Promise<void> {
     };
     child.stdout.on("data", take);
     child.stderr.on("data", take);
-    child.on("error", reject);
-    child.on("exit", (code) =>
-      code === 0 ? resolve() : reject(PlatformError.internal(`mmdebstrap failed (exit ${code}): ${tail.slice(-500)}`)),
-    );
+    // A stop is over when mmdebstrap has exited (its cleanup unmounts the tree), not when the
+    // signal is sent: the caller removes the scratch tree next. One that ignores TERM gets KILL.
+    let killer: NodeJS.Timeout | undefined;
+    child.on("error", (err) => {
+      if (b.signal?.aborted && child.exitCode === null && child.signalCode === null) {
+        killer ??= setTimeout(() => child.kill("SIGKILL"), 30_000);
+        return;
+      }
+      reject(err);
+    });
+    child.on("exit", (code) => {
+      clearTimeout(killer);
+      if (b.signal?.aborted) reject(b.signal.reason);
+      else if (code === 0) resolve();
+      else reject(PlatformError.internal(`mmdebstrap failed (exit ${code}): ${tail.slice(-500)}`));
+    });
   });
 }
