@@ -44,6 +44,45 @@ async function context(compute: ServiceProcess): Promise<string> {
   return `compute RSS ${fmtBytes(s.rss)}, load ${loadavg()[0]!.toFixed(1)}`;
 }
 
+/** One size of a sandbox curve: its samples and the interleaved bare-bwrap control. */
+type SizeResult = { n: number; s: Summary; c: Summary; ctx: string };
+
+/** Summarizes one size, with the machine's state at it, and prints it. */
+async function sizeResult(
+  id: string,
+  n: number,
+  samples: number[],
+  control: number[],
+  compute: ServiceProcess,
+  grownS: number,
+): Promise<SizeResult> {
+  const r = {
+    n,
+    s: summarize(samples),
+    c: summarize(control),
+    ctx: `${await context(compute)}, ${grownS.toFixed(0)} s to grow to it`,
+  };
+  progress(id, `${n} live: ${lat(r.s)}, bare ${lat(r.c)}, ${r.ctx}`);
+  return r;
+}
+
+/** The series and columns of a sandbox curve: p50 and p99 beside the control's p50, judged on p50. */
+function againstControl(results: SizeResult[]) {
+  return {
+    series: [
+      { name: "p50", points: results.map((r) => ({ x: r.n, y: r.s.p50 })) },
+      { name: "p99", points: results.map((r) => ({ x: r.n, y: r.s.p99 })) },
+      { name: CONTROL, points: results.map((r) => ({ x: r.n, y: r.c.p50 })) },
+    ],
+    columns: [
+      { name: "p50 ÷ bare p50", values: results.map((r) => (r.s.p50 / r.c.p50).toFixed(2)) },
+      { name: "samples", values: results.map((r) => String(r.s.n)) },
+      { name: "at that size", values: results.map((r) => r.ctx) },
+    ],
+    judged: "p50" as const,
+  };
+}
+
 export const LIVE_SIZES: Record<Size, number[]> = { quick: [1, 3], full: [1, 10, 100, 500] };
 export const BACKGROUND_SIZES: Record<Size, number[]> = { quick: [0, 3], full: [0, 100, 500] };
 
@@ -62,7 +101,7 @@ export const execVsLiveSandboxes: Figure = {
     const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
     const sizes = LIVE_SIZES[size];
     const live: string[] = [];
-    const results: Array<{ n: number; s: Summary; c: Summary; ctx: string }> = [];
+    const results: SizeResult[] = [];
     const deadline = performance.now() + (size === "quick" ? 20 : GROW_BUDGET_S) * 1000;
     let stopped: string | undefined;
     try {
@@ -84,16 +123,7 @@ export const execVsLiveSandboxes: Figure = {
             samples.push((await timedExec(client, live[0]!, "/bin/true", [])).totalNs);
           },
         );
-        results.push({
-          n: live.length,
-          s: summarize(samples),
-          c: summarize(control),
-          ctx: `${await context(compute)}, ${grownS.toFixed(0)} s to grow to it`,
-        });
-        progress(
-          "curve-exec-live",
-          `${live.length} live: ${lat(results.at(-1)!.s)}, bare ${lat(results.at(-1)!.c)}, ${results.at(-1)!.ctx}`,
-        );
+        results.push(await sizeResult("curve-exec-live", live.length, samples, control, compute, grownS));
         if (stopped) break;
       }
     } finally {
@@ -104,17 +134,7 @@ export const execVsLiveSandboxes: Figure = {
       title: "exec round trip vs live sandboxes",
       x: { label: "live sandboxes", scale: "log" },
       y: { label: "exec /bin/true to completed", unit: "ms" },
-      series: [
-        { name: "p50", points: results.map((r) => ({ x: r.n, y: r.s.p50 })) },
-        { name: "p99", points: results.map((r) => ({ x: r.n, y: r.s.p99 })) },
-        { name: CONTROL, points: results.map((r) => ({ x: r.n, y: r.c.p50 })) },
-      ],
-      columns: [
-        { name: "p50 ÷ bare p50", values: results.map((r) => (r.s.p50 / r.c.p50).toFixed(2)) },
-        { name: "samples", values: results.map((r) => String(r.s.n)) },
-        { name: "at that size", values: results.map((r) => r.ctx) },
-      ],
-      judged: "p50",
+      ...againstControl(results),
       notes: `ExecCommand \`/bin/true\` to its completed event on the same READY sandbox (the first created) at every size; the others were created ${BATCH} at a time, each made READY by one exec, and sit idle.${stopped ? ` ${stopped}.` : ""}`,
     });
     return curveRow(curve, "p50", { raw: { points: results.map((r) => ({ live: r.n, ...r.s, control: r.c })) } });
@@ -136,7 +156,7 @@ export const createVsLiveSandboxes: Figure = {
     const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
     const sizes = BACKGROUND_SIZES[size];
     const live: string[] = [];
-    const results: Array<{ n: number; s: Summary; c: Summary; ctx: string }> = [];
+    const results: SizeResult[] = [];
     const deadline = performance.now() + (size === "quick" ? 20 : GROW_BUDGET_S) * 1000;
     let stopped: string | undefined;
     try {
@@ -165,16 +185,7 @@ export const createVsLiveSandboxes: Figure = {
             }
           },
         );
-        results.push({
-          n: live.length,
-          s: summarize(samples),
-          c: summarize(control),
-          ctx: `${await context(compute)}, ${grownS.toFixed(0)} s to grow to it`,
-        });
-        progress(
-          "curve-create-live",
-          `${live.length} live: ${lat(results.at(-1)!.s)}, bare ${lat(results.at(-1)!.c)}, ${results.at(-1)!.ctx}`,
-        );
+        results.push(await sizeResult("curve-create-live", live.length, samples, control, compute, grownS));
         if (stopped) break;
       }
     } finally {
@@ -185,17 +196,7 @@ export const createVsLiveSandboxes: Figure = {
       title: "create → first byte vs sandboxes already live",
       x: { label: "sandboxes already live", scale: "linear" },
       y: { label: "CreateSandbox + echo hi to first byte", unit: "ms" },
-      series: [
-        { name: "p50", points: results.map((r) => ({ x: r.n, y: r.s.p50 })) },
-        { name: "p99", points: results.map((r) => ({ x: r.n, y: r.s.p99 })) },
-        { name: CONTROL, points: results.map((r) => ({ x: r.n, y: r.c.p50 })) },
-      ],
-      columns: [
-        { name: "p50 ÷ bare p50", values: results.map((r) => (r.s.p50 / r.c.p50).toFixed(2)) },
-        { name: "samples", values: results.map((r) => String(r.s.n)) },
-        { name: "at that size", values: results.map((r) => r.ctx) },
-      ],
-      judged: "p50",
+      ...againstControl(results),
       notes: `CreateSandbox then ExecCommand \`echo hi\` to the first stdout byte, each sandbox destroyed after its sample, with ${sizes.map(fmtCount).join(", ")} other READY sandboxes idle (created ${BATCH} at a time).${stopped ? ` ${stopped}.` : ""}`,
     });
     return curveRow(curve, "p50", { raw: { points: results.map((r) => ({ live: r.n, ...r.s, control: r.c })) } });
