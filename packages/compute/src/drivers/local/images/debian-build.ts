@@ -93,12 +93,12 @@ function run(cmd: string, args: string[], b: DebianBuild): Promise<void> {
   return new Promise((resolve, reject) => {
     b.signal?.throwIfAborted();
     const [file, argv] = b.background ? ["nice", ["-n", "10", cmd, ...args]] : [cmd, args];
+    // Its own process group: mmdebstrap forks (apt, dpkg, its own helpers carrying the same
+    // arguments), and a stop is over only when every one of them has gone.
     const child = spawn(file, argv, {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, LC_ALL: "C.UTF-8" },
-      signal: b.signal,
-      // TERM, not KILL: mmdebstrap then unmounts what it mounted in the tree (proc, sys, dev).
-      killSignal: "SIGTERM",
+      detached: true,
     });
     let tail = "";
     const take = (d: Buffer) => {
@@ -108,21 +108,44 @@ function run(cmd: string, args: string[], b: DebianBuild): Promise<void> {
     };
     child.stdout.on("data", take);
     child.stderr.on("data", take);
-    // A stop is over when mmdebstrap has exited (its cleanup unmounts the tree), not when the
-    // signal is sent: the caller removes the scratch tree next. One that ignores TERM gets KILL.
-    let killer: NodeJS.Timeout | undefined;
+    // TERM, not KILL: mmdebstrap then unmounts what it mounted in the tree (proc, sys, dev).
+    const stop = () => signalGroup(child.pid, "SIGTERM");
+    b.signal?.addEventListener("abort", stop, { once: true });
     child.on("error", (err) => {
-      if (b.signal?.aborted && child.exitCode === null && child.signalCode === null) {
-        killer ??= setTimeout(() => child.kill("SIGKILL"), 30_000);
-        return;
-      }
+      b.signal?.removeEventListener("abort", stop);
       reject(err);
     });
     child.on("exit", (code) => {
-      clearTimeout(killer);
-      if (b.signal?.aborted) reject(b.signal.reason);
-      else if (code === 0) resolve();
-      else reject(PlatformError.internal(`mmdebstrap failed (exit ${code}): ${tail.slice(-500)}`));
+      b.signal?.removeEventListener("abort", stop);
+      if (!b.signal?.aborted) {
+        if (code === 0) resolve();
+        else reject(PlatformError.internal(`mmdebstrap failed (exit ${code}): ${tail.slice(-500)}`));
+        return;
+      }
+      // The caller removes the scratch tree next: wait for the whole group, KILL what ignores TERM.
+      groupGone(child.pid, 30_000).then(() => reject(b.signal?.reason));
     });
   });
+}
+
+function signalGroup(pid: number | undefined, signal: NodeJS.Signals | 0): boolean {
+  if (pid === undefined) return false;
+  try {
+    process.kill(-pid, signal);
+    return true;
+  } catch {
+    return false; // ESRCH: no process is left in the group
+  }
+}
+
+async function groupGone(pid: number | undefined, patienceMs: number): Promise<void> {
+  const until = Date.now() + patienceMs;
+  while (signalGroup(pid, 0)) {
+    if (Date.now() > until) {
+      signalGroup(pid, "SIGKILL");
+      await new Promise((r) => setTimeout(r, 500));
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
