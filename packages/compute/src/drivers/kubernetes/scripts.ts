@@ -12,7 +12,8 @@ export const USAGE_TAG = "PLATFORM_EXEC_USAGE_";
 /**
  * Runs one user command: `sh -c RUN sh <id> <workdir> <n> K=V... cmd args...`.
  * The command runs as the leader of its own session (setsid), so a later
- * exec can signal everything it started; its pid goes to <id>.pid. A
+ * exec can signal everything it started; it writes its pid to <id>.pid
+ * before it runs the command (so before any output). A
  * background sampler records the command's VmHWM (peak RSS) every 100 ms;
  * after it ends, `times` gives the CPU time of the waited-for tree. The
  * wrapper's last output is one usage record on stderr, NUL-delimited and
@@ -26,9 +27,11 @@ mkdir -p "$d" 2>/dev/null
 cd -- "$wd" || exit 1
 oom() { sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events 2>/dev/null || true; }
 o1=$(oom)
-if command -v setsid >/dev/null 2>&1; then setsid "$@" & else "$@" & fi
+# The command's own process writes the pid file before it becomes the command: a cancel that
+# follows the first output always finds it (written by this shell after "&", it could come late).
+pidfile='echo $$ > "$0"; exec "$@"'
+if command -v setsid >/dev/null 2>&1; then setsid sh -c "$pidfile" "$d/$id.pid" "$@" & else sh -c "$pidfile" "$d/$id.pid" "$@" & fi
 pid=$!
-echo "$pid" > "$d/$id.pid"
 ( while kill -0 "$pid" 2>/dev/null; do
     h=$(sed -n 's/^VmHWM:[^0-9]*\\([0-9]*\\).*/\\1/p' "/proc/$pid/status" 2>/dev/null)
     [ -n "$h" ] && echo "$h" >> "$d/$id.mem"
