@@ -28,15 +28,25 @@ export type PlatformStack = {
   stop(): Promise<void>;
 };
 
-/** A port free on `host` now (bound to 0 and released). */
+/**
+ * A port free on `host` now, below the kernel's ephemeral range
+ * (ip_local_port_range starts at 32768): a port bound to 0 and released comes
+ * from that range, where any outgoing connection of the machine (a test's
+ * client of PostgreSQL, say) can take it in the seconds before the service
+ * binds it; a CI run lost a platform start to EADDRINUSE so.
+ */
 export async function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await bindable(host, port)) return port;
+  }
+}
+
+function bindable(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once("error", reject);
-    server.listen(0, host, () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
+    server.once("error", () => resolve(false));
+    server.listen(port, host, () => server.close(() => resolve(true)));
   });
 }
 
