@@ -1,10 +1,10 @@
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { PlatformError } from "@platform/errors";
-import { mountPointsUnder } from "../mount-table.ts";
 import { parseImageRef } from "./image-ref.ts";
 import type { ImageStore, StoredImage } from "./image-store.ts";
+import { removeScratch } from "./scratch.ts";
 
 const PACKAGE = /^[a-z0-9][a-z0-9+.-]{0,99}$/;
 const SUITE = /^[a-z]{2,20}$/;
@@ -73,19 +73,6 @@ export async function buildDebianImage(
   } finally {
     removeScratch(scratch);
   }
-}
-
-/**
- * Removes a build's scratch directory, never through a mount a stopped
- * mmdebstrap left in the tree (a recursive removal would descend into the
- * host's /dev or /sys): those are detached first, and a tree still holding
- * one is left for the operator.
- */
-function removeScratch(scratch: string): void {
-  for (const point of mountPointsUnder(scratch).sort((a, b) => b.length - a.length))
-    spawnSync("umount", ["--lazy", point], { stdio: "ignore" });
-  if (mountPointsUnder(scratch).length > 0) return;
-  fs.rmSync(scratch, { recursive: true, force: true });
 }
 
 function run(cmd: string, args: string[], b: DebianBuild): Promise<void> {

@@ -3,12 +3,14 @@
 // plain root filesystem tarballs made here from the host's own programs,
 // layers with whiteouts applied in order, and hostile entries refused by name.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { PlatformError } from "@platform/errors";
 import { dockerSaveArchive, ociLayout, rawTar, stageRootfs, tarLayer } from "../../../testing/image-fixtures.ts";
+import { mountPointsUnder } from "../mount-table.ts";
 import { ImageStore } from "./image-store.ts";
 
 let work: string;
@@ -224,4 +226,21 @@ describe("hostile entries are refused, naming the entry, and nothing is stored",
       assert.deepEqual(fs.readdirSync(join(store.dir, "tmp")), [], "the partial tree is removed");
       assert.deepEqual(fs.readdirSync(victim), ["passwd"], "nothing written or removed through a link");
     });
+});
+
+test("a start removes a scratch tree a killed build left, detaching its mounts first, never through them", (t) => {
+  if (process.getuid?.() !== 0) return t.skip("mounting needs root");
+  const data = join(work, "left-build");
+  const dev = join(data, "images", "tmp", "b1", "rootfs", "dev");
+  fs.mkdirSync(dev, { recursive: true });
+  // Stands for the host's /dev that mmdebstrap binds into its tree.
+  const host = join(work, "host-dev");
+  fs.mkdirSync(host);
+  fs.writeFileSync(join(host, "null"), "the host's\n");
+  assert.equal(spawnSync("mount", ["--bind", host, dev]).status, 0);
+  t.after(() => spawnSync("umount", ["--lazy", dev]));
+  new ImageStore(data);
+  assert.equal(fs.readFileSync(join(host, "null"), "utf8"), "the host's\n");
+  assert.equal(fs.existsSync(join(data, "images", "tmp")), false);
+  assert.deepEqual(mountPointsUnder(data), []);
 });

@@ -5,6 +5,7 @@ import { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import { formatImageRef, parseImageRef } from "./image-ref.ts";
 import { layersOf } from "./sources.ts";
+import { removeScratch } from "./scratch.ts";
 import { normalizeTree, treeDigest } from "./tree.ts";
 import { applyLayer } from "./unpack.ts";
 
@@ -39,7 +40,9 @@ export class ImageStore {
     this.dir = join(dataDir, "images");
     fs.mkdirSync(join(this.dir, "trees"), { recursive: true, mode: 0o711 });
     fs.chmodSync(this.dir, 0o711);
-    fs.rmSync(join(this.dir, "tmp"), { recursive: true, force: true });
+    // A build that compute's end cut short may have left mounts in its tree.
+    if (!removeScratch(join(this.dir, "tmp")))
+      log?.warn({ dir: join(this.dir, "tmp") }, "a stopped image build left mounts in its scratch tree; left in place");
   }
 
   list(): StoredImage[] {
