@@ -1,6 +1,7 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { type Database, migrate, openDatabase } from "@platform/db";
+import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import {
   type CallerPolicy,
   codeNameEnvelope,
@@ -9,21 +10,20 @@ import {
   ServerMetrics,
   type ServiceTls,
 } from "@platform/rpc";
-import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import type { Logger } from "pino";
 import type { ComputeConfig } from "./config.ts";
 import type { SandboxDriver } from "./driver.ts";
 import { buildDefaultImage, type DefaultImageBuild } from "./drivers/local/images/default-image.ts";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
+import { EgressProxy } from "./egress/proxy.ts";
+import { createResolver } from "./egress/resolver.ts";
 import { registerComputeMetrics } from "./metrics.ts";
 import { computeServiceImpl } from "./server.ts";
 import { ComputeDomain } from "./service/compute-domain.ts";
-import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
 import { KyselyNetworkEventStore } from "./store/kysely-network-event-store.ts";
-import type { NetworkEventStore } from "./store/network-event-store.ts";
-import { EgressProxy } from "./egress/proxy.ts";
-import { createResolver } from "./egress/resolver.ts";
+import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
 import { MIGRATIONS_TABLE, migrations } from "./store/migrations.ts";
+import type { NetworkEventStore } from "./store/network-event-store.ts";
 
 export interface ComputeApp {
   domain: ComputeDomain;
@@ -121,7 +121,6 @@ export async function createComputeApp(
   const egress =
     !overrides.driver && config.driver === "local"
       ? new EgressProxy({
-          socketDir: config.egressSocketDir,
           resolver: createResolver({ hosts: config.egressHosts, servers: config.egressDnsServers }),
           protectedPorts: config.egressProtectedPorts,
           events: networkEvents,

@@ -4,8 +4,8 @@ import {
   ConfigError,
   custom,
   host,
-  internalTlsRows,
   int,
+  internalTlsRows,
   list,
   logLevel,
   oneOf,
@@ -17,10 +17,10 @@ import {
   url,
 } from "@platform/config";
 import { metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
-import { LIMITS } from "./service/limits.ts";
-import { workspaceSizeBytes } from "./service/workspace-size.ts";
 import { proxyKeyFile } from "./egress/key-setting.ts";
 import { parseHostsSetting } from "./egress/resolver.ts";
+import { LIMITS } from "./service/limits.ts";
+import { workspaceSizeBytes } from "./service/workspace-size.ts";
 
 export { ConfigError };
 
@@ -59,8 +59,6 @@ export interface ComputeConfig {
   kubernetesNamespace?: string;
   /** Kubernetes driver: SANDBOX_RUN_AS_USER, the sandboxes' uid; absent: the driver's 1000 (never root). */
   sandboxRunAsUser?: number;
-  /** COMPUTE_EGRESS_SOCKET_DIR: the egress proxy's per-sandbox unix sockets. */
-  egressSocketDir: string;
   /** COMPUTE_EGRESS_HOSTS: fixed answers of the proxy's resolver (name → addresses). */
   egressHosts: Map<string, string[]>;
   /** COMPUTE_EGRESS_DNS_SERVERS: the servers the proxy asks; empty: the host's resolver. */
@@ -164,10 +162,6 @@ export const COMPUTE_SETTINGS = {
     shown: "1000",
     doc: "kubernetes driver: the sandboxes' uid and gid (restricted Pod Security forbids root)",
   }),
-  egressSocketDir: text("COMPUTE_EGRESS_SOCKET_DIR", {
-    default: "/run/platform-compute-egress",
-    doc: "local driver: the egress proxy's unix sockets, one per sandbox with a network policy (a path of at most ~60 bytes: a socket's name holds 107)",
-  }),
   egressHosts: custom("COMPUTE_EGRESS_HOSTS", {
     shown: "unset",
     doc: "fixed answers of the egress proxy's resolver, `name=address,...` (a name may repeat), asked before DNS: tests and air-gapped sites. The policy still applies to the name and to the address",
@@ -257,7 +251,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     favorDynamicCgroupMods: s.favorDynamicCgroupMods,
     kubernetesNamespace: s.kubernetesNamespace,
     sandboxRunAsUser: s.sandboxRunAsUser,
-    egressSocketDir: resolve(s.egressSocketDir),
     egressHosts: s.egressHosts,
     egressDnsServers: s.egressDnsServers,
     egressProtectedPorts: [...new Set([...s.egressProtectedPorts, s.port].filter((p) => p > 0))],

@@ -20,8 +20,9 @@ export {
 } from "./driver.ts";
 export { collectExpiredWorkspaces, listExpiredWorkspaces } from "./drivers/local/gc.ts";
 export { LocalDriver, type LocalDriverOptions, sandboxUid } from "./drivers/local/local-driver.ts";
-export { proxyEnv, SANDBOX_PROXY_PORT, startForwarder, stopForwarder } from "./egress/forwarder.ts";
+export { listenInNetns } from "./egress/netns-listener.ts";
 export { type DenyReason, EgressProxy, type EgressProxyOptions } from "./egress/proxy.ts";
+export { proxyEnv, SANDBOX_PROXY_PORT } from "./egress/proxy-env.ts";
 export { createResolver, type EgressResolver, parseHostsSetting } from "./egress/resolver.ts";
 export { cleanMountPath, cleanWorkspacePath } from "./paths.ts";
 export { computeServiceImpl, statusOf, usageOf } from "./server.ts";

@@ -32,7 +32,6 @@ const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 
 let database: Database<unknown>;
 let dataDir: string;
-let socketDir: string;
 let cgroupPrefix: string;
 let pki: TestPki;
 let app: ComputeApp;
@@ -45,11 +44,9 @@ before(async () => {
   pki = await makeTestPki(["compute", "agents"]);
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-net-"));
   fs.chmodSync(dataDir, 0o711);
-  socketDir = fs.mkdtempSync("/run/egress-test-");
   cgroupPrefix = `platform-compute-net-${process.pid}`;
   world = await createNetworkWorld(["allowed.test", "denied.test"]);
   proxy = new EgressProxy({
-    socketDir,
     resolver: createResolver({
       hosts: new Map([
         ["allowed.test", [world.worldAddress]],
@@ -95,7 +92,6 @@ after(async () => {
   await database?.close();
   await world?.close();
   if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
-  if (socketDir) fs.rmSync(socketDir, { recursive: true, force: true });
   pki?.remove();
 });
 

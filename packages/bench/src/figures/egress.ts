@@ -1,15 +1,11 @@
 import { execFile, execFileSync } from "node:child_process";
-import type { ChildProcess } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import * as fs from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import {
   createResolver,
   EgressProxy,
+  listenInNetns,
   MemoryNetworkEventStore,
-  startForwarder,
-  stopForwarder,
+  SANDBOX_PROXY_PORT,
   validateNetworkPolicy,
 } from "@platform/compute";
 import { createIsolatedNetns, createNetworkWorld } from "@platform/compute/testing";
@@ -19,9 +15,9 @@ import { fmtMs, lat, summarize } from "../stats.ts";
 
 /**
  * Issue 21's numbers for the egress proxy, between the same two network
- * namespaces: a client namespace like a sandbox's (its forwarder on
- * 127.0.0.1:3128 to the proxy's unix socket, the proxy in this process on
- * the host, then a veth pair to the world) and, for the baseline, the same
+ * namespaces: a client namespace like a sandbox's (the proxy in this
+ * process accepting on a listener made there, 127.0.0.1:3128, then a veth
+ * pair to the world from the host) and, for the baseline, the same
  * client namespace with a veth pair of its own straight to the world
  * namespace. curl in the client namespace, interleaved: direct, then
  * through the proxy (CONNECT, as HTTPS clients use it).
@@ -42,14 +38,11 @@ export const egress: Figure = {
     const clientIf = `ebc${tag}`;
     const worldIf = `ebw${tag}`;
     const m = 1 + ((randomBytes(1)[0] as number) % 254);
-    const socketDir = fs.mkdtempSync(join(tmpdir(), "egress-bench-"));
     const proxy = new EgressProxy({
-      socketDir,
       resolver: createResolver({ hosts: new Map([["bench.test", [world.worldAddress]]]) }),
       protectedPorts: [5432],
       events: new MemoryNetworkEventStore(),
     });
-    let forwarder: ChildProcess | undefined;
     try {
       // The direct path: the client namespace's own link to the world (a second address there).
       const ip = (...a: string[]) => execFileSync("ip", a, { stdio: ["ignore", "ignore", "pipe"] });
@@ -61,8 +54,8 @@ export const egress: Figure = {
       ip("-n", client.netns, "link", "set", clientIf, "up");
       ip("-n", world.netns, "link", "set", worldIf, "up");
       const sandboxId = randomUUID();
-      const socketPath = await proxy.attach(sandboxId, validateNetworkPolicy({ allowedDomains: ["bench.test"] }));
-      forwarder = await startForwarder({ netns: client.path, socketPath });
+      const listener = await listenInNetns({ netns: client.path, host: "127.0.0.1", port: SANDBOX_PROXY_PORT });
+      await proxy.attach(sandboxId, validateNetworkPolicy({ allowedDomains: ["bench.test"] }), listener);
       const curl = (args: string[]) =>
         new Promise<string>((resolve, reject) =>
           execFile(
@@ -114,15 +107,13 @@ export const egress: Figure = {
         measured: `through the proxy: ${med(proxyMBps).toFixed(0)} MiB/s; first byte ${lat(pl)}`,
         ratio: `throughput ${(throughputRatio * 100).toFixed(0)} %; added p50 ${fmtMs(added)} (${ratio(pl.p50, dl.p50)})`,
         met: throughputRatio >= 0.5 && added <= 2,
-        notes: `Client namespace → world namespace, interleaved. Through the proxy: curl → socat forwarder (fork per connection) in the client namespace → unix socket → the Node proxy (CONNECT, policy check, fixed-answer resolver) → veth → server. Direct: curl → its own veth pair → the same server. Speeds per round direct ${directMBps.map((x) => x.toFixed(0)).join("/")} MiB/s, proxy ${proxyMBps.map((x) => x.toFixed(0)).join("/")} MiB/s.`,
+        notes: `Client namespace → world namespace, interleaved. Through the proxy: curl → the proxy's listener made in the client namespace (accepted by the Node proxy itself, no forwarder) → the proxy (CONNECT, policy check, fixed-answer resolver) → veth → server. Direct: curl → its own veth pair → the same server. Speeds per round direct ${directMBps.map((x) => x.toFixed(0)).join("/")} MiB/s, proxy ${proxyMBps.map((x) => x.toFixed(0)).join("/")} MiB/s.`,
         raw: { directMBps, proxyMBps, directTtfb: dl, proxyTtfb: pl, addedP50Ms: added, throughputRatio },
       };
     } finally {
-      await stopForwarder(forwarder);
       await proxy.close();
       client.close();
       await world.close();
-      fs.rmSync(socketDir, { recursive: true, force: true });
     }
   },
 };

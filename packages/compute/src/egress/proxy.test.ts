@@ -1,27 +1,22 @@
 // The egress proxy against an outside world made by the test (a network
 // namespace behind a veth pair, HTTP and HTTPS servers in it) and a client
 // namespace like a sandbox's (only loopback) whose one way out is the
-// forwarder to the proxy's socket. No traffic leaves the machine.
+// proxy's listener made in it. No traffic leaves the machine.
 import assert from "node:assert/strict";
-import type { ChildProcess } from "node:child_process";
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import * as fs from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { validateNetworkPolicy } from "@platform/network-policy";
 import { MemoryNetworkEventStore } from "../store/network-event-store.ts";
 import { createIsolatedNetns, createNetworkWorld, type NetworkWorld } from "../testing/network-world.ts";
-import { proxyEnv, SANDBOX_PROXY_PORT, startForwarder, stopForwarder } from "./forwarder.ts";
+import { listenInNetns } from "./netns-listener.ts";
 import { EgressProxy } from "./proxy.ts";
+import { proxyEnv, SANDBOX_PROXY_PORT } from "./proxy-env.ts";
 import { createResolver } from "./resolver.ts";
 
 let world: NetworkWorld;
 let client: ReturnType<typeof createIsolatedNetns>;
 let proxy: EgressProxy;
-let forwarder: ChildProcess;
-let socketDir: string;
 const events = new MemoryNetworkEventStore();
 const sandboxId = randomUUID();
 const PROTECTED = [5432, 50051];
@@ -60,7 +55,6 @@ const lastEvent = async () => {
 before(async () => {
   world = await createNetworkWorld(["allowed.test", "denied.test", "api.wild.test"]);
   client = createIsolatedNetns();
-  socketDir = fs.mkdtempSync(join(tmpdir(), "egress-"));
   const hosts = new Map<string, string[]>([
     ["allowed.test", [world.worldAddress]],
     ["denied.test", [world.worldAddress]],
@@ -68,20 +62,18 @@ before(async () => {
     ["loop.test", ["127.0.0.1"]],
     ["hostsvc.test", [world.hostAddress]],
   ]);
-  proxy = new EgressProxy({ socketDir, resolver: createResolver({ hosts }), protectedPorts: PROTECTED, events });
-  const socketPath = await proxy.attach(
+  proxy = new EgressProxy({ resolver: createResolver({ hosts }), protectedPorts: PROTECTED, events });
+  await proxy.attach(
     sandboxId,
     validateNetworkPolicy({ allowedDomains: ["allowed.test", "*.wild.test", "loop.test", "hostsvc.test"] }),
+    await listenInNetns({ netns: client.path, host: "127.0.0.1", port: SANDBOX_PROXY_PORT }),
   );
-  forwarder = await startForwarder({ netns: client.path, socketPath });
 });
 
 after(async () => {
-  await stopForwarder(forwarder);
   await proxy?.close();
   client?.close();
   await world?.close();
-  if (socketDir) fs.rmSync(socketDir, { recursive: true, force: true });
 });
 
 test("an allowed name is reachable by curl (HTTP and HTTPS) and Python's urllib through the proxy variables", async () => {
@@ -210,11 +202,9 @@ test("bytes are counted each way within 1 % on 100 MiB", async () => {
 });
 
 test("a sandbox holds at most its share of the proxy: open connections, handshake time, stored events", async () => {
-  const { connect } = await import("node:net");
+  const { connect, createServer } = await import("node:net");
   const store = new MemoryNetworkEventStore();
-  const dir = fs.mkdtempSync(join(tmpdir(), "egress-limits-"));
   const small = new EgressProxy({
-    socketDir: dir,
     resolver: createResolver({ hosts: new Map() }),
     protectedPorts: [],
     events: store,
@@ -222,10 +212,13 @@ test("a sandbox holds at most its share of the proxy: open connections, handshak
   });
   const id = randomUUID();
   try {
-    const path = await small.attach(id, validateNetworkPolicy({ allowedDomains: ["allowed.test"] }));
+    const listener = createServer();
+    await new Promise<void>((r) => listener.listen(0, "127.0.0.1", r));
+    const { port } = listener.address() as { port: number };
+    await small.attach(id, validateNetworkPolicy({ allowedDomains: ["allowed.test"] }), listener);
     const open = () =>
       new Promise<import("node:net").Socket>((resolve, reject) => {
-        const s = connect(path, () => resolve(s));
+        const s = connect(port, "127.0.0.1", () => resolve(s));
         s.once("error", reject);
       });
     const closed = (s: import("node:net").Socket) =>
@@ -255,6 +248,5 @@ test("a sandbox holds at most its share of the proxy: open connections, handshak
     );
   } finally {
     await small.close();
-    fs.rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -1,6 +1,4 @@
-import * as fs from "node:fs";
 import { connect, createServer, isIP, type Server, type Socket } from "node:net";
-import { join } from "node:path";
 import { cidrAllows, domainAllowed, type NetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
 import type { NetworkEventRecord, NetworkEventStore } from "../store/network-event-store.ts";
@@ -20,8 +18,6 @@ export type DenyReason =
 export type Decision = { allowed: true; address: string } | { allowed: false; reason: DenyReason; address: string };
 
 export interface EgressProxyOptions {
-  /** Where the per-sandbox unix sockets are made (short: sun_path holds 107 bytes); absent: listenShared only. */
-  socketDir?: string;
   resolver: EgressResolver;
   /** Ports of the host's own services, never reachable on any address of the host, whatever the policy. */
   protectedPorts: number[];
@@ -98,34 +94,20 @@ export class EgressProxy {
   constructor(private readonly options: EgressProxyOptions) {
     this.log = options.logger;
     this.limits = { ...PROXY_LIMITS, ...options.limits };
-    if (options.socketDir) fs.mkdirSync(options.socketDir, { recursive: true, mode: 0o700 });
   }
 
-  socketPath(sandboxId: string): string {
-    if (!this.options.socketDir) throw new Error("this egress proxy has no socket directory");
-    return join(this.options.socketDir, `${sandboxId}.sock`);
-  }
-
-  /** Starts serving the sandbox's socket (at once if it is served); the policy applies to the next connection. */
-  async attach(sandboxId: string, policy: NetworkPolicy | undefined): Promise<string> {
+  /**
+   * Serves the connections `listener` accepts (the sandbox's own, made in its
+   * network namespace: netns-listener.ts) under the sandbox's policy, which
+   * applies to the next connection; a listener served before is closed.
+   */
+  async attach(sandboxId: string, policy: NetworkPolicy | undefined, listener: Server): Promise<void> {
     const entry = this.entry(sandboxId);
     entry.policy = policy;
     await entry.ready;
-    if (!entry.server) {
-      const path = this.socketPath(sandboxId);
-      fs.rmSync(path, { force: true });
-      const server = createServer({ pauseOnConnect: false }, (socket) => this.serve(sandboxId, entry, socket));
-      entry.server = server;
-      await new Promise<void>((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(path, () => {
-          server.off("error", reject);
-          resolve();
-        });
-      });
-      fs.chmodSync(path, 0o600);
-    }
-    return this.socketPath(sandboxId);
+    if (entry.server !== listener) await this.detach(sandboxId);
+    entry.server = listener;
+    listener.on("connection", (socket: Socket) => this.serve(sandboxId, entry, socket));
   }
 
   /** Replaces the policy of a sandbox (served or not); the next connection follows it. */
@@ -133,7 +115,7 @@ export class EgressProxy {
     this.entry(sandboxId).policy = policy;
   }
 
-  /** Stops serving the sandbox: its socket goes and its open connections are closed. Counters stay readable. */
+  /** Stops serving the sandbox: its listener is closed and its open connections too. Counters stay readable. */
   async detach(sandboxId: string): Promise<void> {
     const entry = this.sandboxes.get(sandboxId);
     if (!entry?.server) return;
@@ -141,7 +123,6 @@ export class EgressProxy {
     entry.server = undefined;
     for (const s of entry.open) s.destroy();
     await new Promise<void>((r) => server.close(() => r()));
-    fs.rmSync(this.socketPath(sandboxId), { force: true });
   }
 
   /** Forgets a sandbox (after its destroy). */

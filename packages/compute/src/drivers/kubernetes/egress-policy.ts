@@ -1,7 +1,7 @@
 // The NetworkPolicy of a Kubernetes sandbox with a network policy (issue 21):
 // its one way out is the egress proxy's pods.
 import type { V1NetworkPolicy } from "@kubernetes/client-node";
-import { SANDBOX_PROXY_PORT } from "../../egress/forwarder.ts";
+import { SANDBOX_PROXY_PORT } from "../../egress/proxy-env.ts";
 import { Label, MANAGED_BY, podName } from "./objects.ts";
 
 /** The label of the egress proxy's pods (its own Deployment). */

@@ -49,7 +49,7 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
     return;
   }
   const sandboxId = target.spec.sandboxId;
-  // The forwarder of a sandbox with a policy runs before its command does (started here the first time).
+  // The egress listener of a sandbox with a policy is made before its command runs (here the first time).
   let networkEnv: Record<string, string>;
   try {
     networkEnv = (await deps.network?.prepare(sandboxId, target.initPid as number)) ?? {};

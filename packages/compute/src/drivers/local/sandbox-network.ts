@@ -1,29 +1,30 @@
-import type { ChildProcess } from "node:child_process";
+import type { Server } from "node:net";
 import type { NetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
-import { proxyEnv, startForwarder, stopForwarder } from "../../egress/forwarder.ts";
+import { listenInNetns } from "../../egress/netns-listener.ts";
 import type { EgressProxy } from "../../egress/proxy.ts";
+import { proxyEnv, SANDBOX_PROXY_PORT } from "../../egress/proxy-env.ts";
 
 interface Wiring {
-  /** Undefined: no network (the proxy refuses everything; a sandbox never given a policy has no forwarder at all). */
+  /** Undefined: no network (the proxy refuses everything; a sandbox never given a policy has no listener at all). */
   policy?: NetworkPolicy;
   /** Ever given a policy: its execs get the proxy variables. */
   wired: boolean;
-  forwarder?: ChildProcess;
-  /** The init whose network namespace the forwarder is in. */
+  listener?: Server;
+  /** The init whose network namespace the listener is in. */
   forInit?: number;
   starting?: Promise<void>;
 }
 
 /**
  * A local sandbox's way out: its own network namespace keeps only loopback,
- * and for a sandbox with a network policy a forwarder in that namespace
- * relays 127.0.0.1:3128 to the sandbox's socket of the egress proxy on the
- * host, which enforces the policy. The forwarder is started before the
- * first exec that needs it (and again after a release or a restart of the
- * service gave the sandbox a new init), so warm adoption, resume and
- * recovery need nothing of their own. A sandbox without a policy has no
- * forwarder, no socket and no variables: as before.
+ * and for a sandbox with a network policy the egress proxy on the host,
+ * which enforces the policy, accepts on a listener made in that namespace
+ * (127.0.0.1:3128 there). The listener is made before the first exec that
+ * needs it (and again after a release or a restart of the service gave the
+ * sandbox a new init), so warm adoption, resume and recovery need nothing
+ * of their own. A sandbox without a policy has no listener and no
+ * variables: as before.
  */
 export class SandboxNetwork {
   private readonly sandboxes = new Map<string, Wiring>();
@@ -42,15 +43,14 @@ export class SandboxNetwork {
   }
 
   /**
-   * Before an exec: the forwarder of the sandbox's current init runs, and the
+   * Before an exec: the proxy listens in the namespace of the sandbox's current init, and the
    * environment the command gets on top of the base one ({} without a policy).
    */
   async prepare(sandboxId: string, initPid: number): Promise<Record<string, string>> {
     const w = this.sandboxes.get(sandboxId);
     if (!w?.wired) return {};
     while (w.starting) await w.starting;
-    const alive = w.forwarder && w.forwarder.exitCode === null && w.forwarder.signalCode === null;
-    if (!alive || w.forInit !== initPid) {
+    if (!w.listener?.listening || w.forInit !== initPid) {
       w.starting = this.start(sandboxId, w, initPid).finally(() => {
         w.starting = undefined;
       });
@@ -60,15 +60,19 @@ export class SandboxNetwork {
   }
 
   private async start(sandboxId: string, w: Wiring, initPid: number): Promise<void> {
-    await stopForwarder(w.forwarder);
-    w.forwarder = undefined;
-    const socketPath = await this.egress.attach(sandboxId, w.policy);
+    await this.stop(sandboxId);
     try {
-      w.forwarder = await startForwarder({ netns: `/proc/${initPid}/ns/net`, socketPath });
+      const listener = await listenInNetns({
+        netns: `/proc/${initPid}/ns/net`,
+        host: "127.0.0.1",
+        port: SANDBOX_PROXY_PORT,
+      });
+      await this.egress.attach(sandboxId, w.policy, listener);
+      w.listener = listener;
       w.forInit = initPid;
     } catch (err) {
       // Fail closed: the command runs with the variables and finds nothing listening.
-      this.log?.error({ err, sandboxId }, "starting the sandbox's egress forwarder failed");
+      this.log?.error({ err, sandboxId }, "listening for the sandbox's egress in its namespace failed");
     }
   }
 
@@ -82,24 +86,23 @@ export class SandboxNetwork {
     return this.egress.settled(sandboxId, timeoutMs);
   }
 
-  /** Its processes ended (release, failure): the forwarder goes; the policy stays for a resume. */
+  /** Its processes ended (release, failure): the listener goes (it would keep the namespace); the policy stays for a resume. */
   async stop(sandboxId: string): Promise<void> {
     const w = this.sandboxes.get(sandboxId);
-    if (!w?.forwarder) return;
-    const f = w.forwarder;
-    w.forwarder = undefined;
+    if (!w?.listener) return;
+    w.listener = undefined;
     w.forInit = undefined;
-    await stopForwarder(f);
+    await this.egress.detach(sandboxId);
   }
 
-  /** Destroyed: forwarder, socket and counters go (the totals are in its record by then). */
+  /** Destroyed: listener and counters go (the totals are in its record by then). */
   async forget(sandboxId: string): Promise<void> {
     await this.stop(sandboxId);
     this.sandboxes.delete(sandboxId);
     await this.egress.forget(sandboxId);
   }
 
-  /** Every forwarder ends (the service stops; they would die with it anyway). */
+  /** Every listener ends (the service stops). */
   async close(): Promise<void> {
     await Promise.all([...this.sandboxes.keys()].map((id) => this.stop(id)));
   }
