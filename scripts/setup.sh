@@ -17,7 +17,7 @@ need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v cc >/dev/null 2>&1 && [[ -e /usr/include/stdio.h ]] || need+=(gcc libc6-dev)
 [[ -e /usr/include/seccomp.h ]] || need+=(libseccomp-dev)
-# The forwarder into a sandbox's network namespace (compute's egress proxy, issue 21); curl and openssl for its tests.
+# socat: Anthropic's sandbox-runtime, a peer in pnpm bench, bridges its proxies with it.
 [[ -x /usr/bin/socat ]] || need+=(socat)
 # ripgrep: Anthropic's sandbox-runtime, a peer in pnpm bench, scans a command's workspace with it.
 command -v rg >/dev/null 2>&1 || need+=(ripgrep)
