@@ -1,7 +1,7 @@
 import type { Tokens } from "@platform/client";
-import { useState } from "preact/hooks";
+import { SubmitButton, useAction } from "../action.tsx";
 import { ErrorAlert } from "../error-alert.tsx";
-import { messageOf, type Platform, tokensOf } from "../platform.ts";
+import { type Platform, tokensOf } from "../platform.ts";
 
 /**
  * An invitation's link (`#/accept/<token>`): a new person chooses a name and
@@ -20,28 +20,17 @@ export function AcceptScreen({
   signedIn: boolean;
   onAccepted: (t: Tokens) => void;
 }) {
-  const [error, setError] = useState("");
-  const [busy, setBusy] = useState(false);
-  async function submit(e: Event) {
-    e.preventDefault();
+  const { error, busy, submit } = useAction();
+  const accept = submit(async (f) => {
     if (!token) return;
-    const f = new FormData(e.target as HTMLFormElement);
-    setBusy(true);
-    setError("");
-    try {
-      const res = await platform.members.acceptInvitation({
-        token,
-        email: String(f.get("email") ?? "").trim(),
-        name: String(f.get("name") ?? "").trim(),
-        password: String(f.get("password") ?? ""),
-      });
-      onAccepted(tokensOf(res.token!));
-    } catch (err) {
-      setError(messageOf(err));
-    } finally {
-      setBusy(false);
-    }
-  }
+    const res = await platform.members.acceptInvitation({
+      token,
+      email: String(f.get("email") ?? "").trim(),
+      name: String(f.get("name") ?? "").trim(),
+      password: String(f.get("password") ?? ""),
+    });
+    onAccepted(tokensOf(res.token!));
+  });
   return (
     <main class="container narrow">
       <article>
@@ -54,7 +43,7 @@ export function AcceptScreen({
             This link holds no invitation. Ask the person who invited you for a new one.
           </p>
         ) : (
-          <form onSubmit={submit}>
+          <form onSubmit={accept}>
             {signedIn && (
               <p class="muted" data-testid="accept-signed-in">
                 Accepting signs this tab in as the invited account.
@@ -73,12 +62,12 @@ export function AcceptScreen({
             <label>
               Password
               <input name="password" type="password" autocomplete="new-password" required minLength={8} />
-              <small>New to the platform: choose one (at least 8 characters). Already have an account: its password.</small>
+              <small>
+                New to the platform: choose one (at least 8 characters). Already have an account: its password.
+              </small>
             </label>
             <ErrorAlert message={error} />
-            <button type="submit" aria-busy={busy} disabled={busy}>
-              Accept the invitation
-            </button>
+            <SubmitButton busy={busy}>Accept the invitation</SubmitButton>
           </form>
         )}
       </article>

@@ -1,30 +1,33 @@
 import type { Agent, ChatEvent } from "@platform/client";
 import { useEffect, useRef, useState } from "preact/hooks";
+import { useAction } from "../action.tsx";
+import { ErrorAlert } from "../error-alert.tsx";
 import { fromLog, fromStream, merge, type ViewEvent } from "../events.ts";
-import { messageOf, type Platform } from "../platform.ts";
+import type { Platform } from "../platform.ts";
 import { go } from "../route.ts";
 import { ChatLog } from "./chat-log.tsx";
-import { ErrorAlert } from "../error-alert.tsx";
 
-export function ChatScreen({ platform, agentId, sessionId }: { platform: Platform; agentId?: string; sessionId?: string }) {
+export function ChatScreen({
+  platform,
+  agentId,
+  sessionId,
+}: {
+  platform: Platform;
+  agentId?: string;
+  sessionId?: string;
+}) {
   const [agents, setAgents] = useState<Agent[]>([]);
-  const [error, setError] = useState("");
+  const { error, fail, attempt } = useAction();
   useEffect(() => {
-    platform.client.agents.list({ limit: 100 }).then(
-      (p) => setAgents(p.items),
-      (e) => setError(messageOf(e)),
-    );
+    platform.client.agents.list({ limit: 100 }).then((p) => setAgents(p.items), fail);
   }, [platform]);
 
-  async function newSession() {
-    if (!agentId) return;
-    try {
+  const newSession = () =>
+    attempt(async () => {
+      if (!agentId) return;
       const s = await platform.client.sessions.create(agentId);
       go(`chat/${agentId}/${s.id}`);
-    } catch (err) {
-      setError(messageOf(err));
-    }
-  }
+    });
 
   return (
     <section>
@@ -65,7 +68,7 @@ function Conversation({ platform, id }: { platform: Platform; id: string }) {
   const [active, setActive] = useState(0);
   const running = active > 0;
   const [pending, setPending] = useState<Set<string>>(new Set());
-  const [error, setError] = useState("");
+  const { error, setError, fail, attempt } = useAction();
   const abort = useRef<AbortController>();
   const add = (more: ViewEvent[]) => setEvents((all) => merge(all, more));
 
@@ -78,7 +81,7 @@ function Conversation({ platform, id }: { platform: Platform; id: string }) {
         add([fromStream(e)]);
       }
     } catch (err) {
-      if (!abort.current?.signal.aborted) setError(messageOf(err));
+      if (!abort.current?.signal.aborted) fail(err);
     } finally {
       setActive((n) => n - 1);
       await refreshPending();
@@ -111,7 +114,7 @@ function Conversation({ platform, id }: { platform: Platform; id: string }) {
           await follow(platform.client.sessions.events(id, { after, signal }));
         }
       } catch (err) {
-        if (!signal.aborted) setError(messageOf(err));
+        if (!signal.aborted) fail(err);
       }
     })();
     return () => abort.current?.abort();
@@ -125,37 +128,35 @@ function Conversation({ platform, id }: { platform: Platform; id: string }) {
     form.reset();
     setError("");
     // The user's message is in the log; the stream has only the reply: shown now, replaced by its seq on reload.
-    const mine: ViewEvent = { seq: (events.at(-1)?.seq ?? 0) + 0.5, type: "user", content: text, toolUseId: "", isError: false };
+    const mine: ViewEvent = {
+      seq: (events.at(-1)?.seq ?? 0) + 0.5,
+      type: "user",
+      content: text,
+      toolUseId: "",
+      isError: false,
+    };
     add([mine]);
     if (running) {
       // Sent while a run holds the session: it stops that run (which ends with an error event) and is taken
       // next. Queued, its stream brings its message_queued event and later its message as a user event of
       // its own seq, which replaces the one shown now. (A run that ended meanwhile: it simply starts.)
       const queued = () => setEvents((all) => all.filter((e) => e !== mine));
-      await follow(platform.client.sessions.send(id, text, { mode: "interrupt", signal: abort.current?.signal }), queued);
+      await follow(
+        platform.client.sessions.send(id, text, { mode: "interrupt", signal: abort.current?.signal }),
+        queued,
+      );
       return;
     }
     await follow(platform.client.sessions.send(id, text, { signal: abort.current?.signal }));
   }
 
-  async function decide(toolUseId: string, decision: "allow" | "deny") {
-    setError("");
-    try {
+  const decide = (toolUseId: string, decision: "allow" | "deny") =>
+    attempt(async () => {
       const res = await platform.client.rpc.sessions.submitToolDecisions({ id, decisions: [{ toolUseId, decision }] });
       setPending(new Set(res.pending.map((c) => c.toolUseId)));
       if (res.resumed) await follow(platform.client.sessions.events(id, { after: Number(res.after) }));
-    } catch (err) {
-      setError(messageOf(err));
-    }
-  }
-
-  async function cancel() {
-    try {
-      await platform.client.sessions.cancel(id);
-    } catch (err) {
-      setError(messageOf(err));
-    }
-  }
+    });
+  const cancel = () => attempt(() => platform.client.sessions.cancel(id));
 
   return (
     <article class="conversation">

@@ -1,27 +1,16 @@
 import type { Tokens } from "@platform/client";
-import { useState } from "preact/hooks";
-import { messageOf, type Platform } from "../platform.ts";
+import { SubmitButton, useAction } from "../action.tsx";
 import { ErrorAlert } from "../error-alert.tsx";
+import type { Platform } from "../platform.ts";
 
 export function Login({ platform, onSignedIn }: { platform: Platform; onSignedIn: (t: Tokens) => void }) {
-  const [error, setError] = useState("");
-  const [busy, setBusy] = useState(false);
-  async function submit(e: Event) {
-    e.preventDefault();
-    const form = new FormData(e.target as HTMLFormElement);
-    setBusy(true);
-    setError("");
-    try {
-      const tokens = await platform.client.login(String(form.get("email")), String(form.get("password")), {
-        deviceLabel: "web console",
-      });
-      onSignedIn(tokens);
-    } catch (err) {
-      setError(messageOf(err));
-    } finally {
-      setBusy(false);
-    }
-  }
+  const { error, busy, submit } = useAction();
+  const signIn = submit(async (form) => {
+    const tokens = await platform.client.login(String(form.get("email")), String(form.get("password")), {
+      deviceLabel: "web console",
+    });
+    onSignedIn(tokens);
+  });
   return (
     <main class="container narrow">
       <article>
@@ -29,7 +18,7 @@ export function Login({ platform, onSignedIn }: { platform: Platform; onSignedIn
           <h1>Sign in</h1>
           <p>Agent platform console</p>
         </header>
-        <form onSubmit={submit}>
+        <form onSubmit={signIn}>
           <label>
             Email
             <input name="email" type="email" autocomplete="username" required />
@@ -39,9 +28,7 @@ export function Login({ platform, onSignedIn }: { platform: Platform; onSignedIn
             <input name="password" type="password" autocomplete="current-password" required />
           </label>
           <ErrorAlert message={error} />
-          <button type="submit" aria-busy={busy} disabled={busy}>
-            Sign in
-          </button>
+          <SubmitButton busy={busy}>Sign in</SubmitButton>
         </form>
       </article>
     </main>

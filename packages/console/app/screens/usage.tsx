@@ -1,7 +1,8 @@
 import type { Usage } from "@platform/gen/agents/v1/usage_pb";
 import { useEffect, useState } from "preact/hooks";
+import { useAction } from "../action.tsx";
 import { ErrorAlert } from "../error-alert.tsx";
-import { messageOf, type Platform } from "../platform.ts";
+import type { Platform } from "../platform.ts";
 import {
   type AgentSeries,
   type Day,
@@ -38,7 +39,7 @@ export function UsageScreen({ platform }: { platform: Platform }) {
   const [span, setSpan] = useState(7);
   const [series, setSeries] = useState<AgentSeries[]>();
   const [days, setDays] = useState<Day[]>([]);
-  const [error, setError] = useState("");
+  const { error, setError, fail } = useAction();
   const [generation, setGeneration] = useState(0);
 
   useEffect(() => {
@@ -74,14 +75,17 @@ export function UsageScreen({ platform }: { platform: Platform }) {
           (acc, s) => ({ tokens: acc.tokens + s.days[d]!.tokens, sandboxMs: acc.sandboxMs + s.days[d]!.sandboxMs }),
           { tokens: 0, sandboxMs: 0 },
         );
-        return { tokens: Math.max(0, all.tokens - shown.tokens), sandboxMs: Math.max(0, all.sandboxMs - shown.sandboxMs) };
+        return {
+          tokens: Math.max(0, all.tokens - shown.tokens),
+          sandboxMs: Math.max(0, all.sandboxMs - shown.sandboxMs),
+        };
       });
       if (rest.some((r) => r.tokens > 0 || r.sandboxMs > 0))
         out.push({ agentId: OTHER, name: "Other agents", days: rest });
       if (!live) return;
       setDays(range);
       setSeries(out);
-    })().catch((e) => live && setError(messageOf(e)));
+    })().catch((e) => live && fail(e));
     return () => {
       live = false;
     };
