@@ -1,8 +1,12 @@
 import type { Agent, Session } from "@platform/client";
 import { useEffect, useState } from "preact/hooks";
-import { messageOf, type Platform } from "../platform.ts";
-import { go } from "../route.ts";
+import { useAction } from "../action.tsx";
 import { ErrorAlert } from "../error-alert.tsx";
+import type { Platform } from "../platform.ts";
+import { go } from "../route.ts";
+import { Table, type TableHead } from "../table.tsx";
+
+const AGENT_TABLE: TableHead = { columns: ["Name", "Slug", "Model"], actions: true, empty: "No agents yet." };
 
 const PAGE = 10;
 /** The built-in tools whose calls a permission may hold for approval. */
@@ -13,35 +17,25 @@ export function AgentsScreen({ platform }: { platform: Platform }) {
   // Cursors of the pages before this one: "" is the first page.
   const [cursors, setCursors] = useState<string[]>([""]);
   const [next, setNext] = useState<string>();
-  const [error, setError] = useState("");
+  const { error, fail, submit } = useAction();
   const [creating, setCreating] = useState(false);
   const after = cursors.at(-1)!;
   useEffect(() => {
-    platform.client.agents.list({ limit: PAGE, after: after || undefined }).then(
-      (p) => {
-        setAgents(p.items);
-        setNext(p.next);
-      },
-      (e) => setError(messageOf(e)),
-    );
+    platform.client.agents.list({ limit: PAGE, after: after || undefined }).then((p) => {
+      setAgents(p.items);
+      setNext(p.next);
+    }, fail);
   }, [platform, after]);
 
-  async function create(e: Event) {
-    e.preventDefault();
-    const f = new FormData(e.target as HTMLFormElement);
-    setError("");
-    try {
-      const agent = await platform.client.agents.create({
-        name: String(f.get("name")),
-        slug: String(f.get("slug")),
-        model: String(f.get("model")),
-        systemPrompt: String(f.get("systemPrompt") ?? ""),
-      });
-      go(`agents/${agent.id}`);
-    } catch (err) {
-      setError(messageOf(err));
-    }
-  }
+  const create = submit(async (f) => {
+    const agent = await platform.client.agents.create({
+      name: String(f.get("name")),
+      slug: String(f.get("slug")),
+      model: String(f.get("model")),
+      systemPrompt: String(f.get("systemPrompt") ?? ""),
+    });
+    go(`agents/${agent.id}`);
+  });
 
   return (
     <section>
@@ -50,41 +44,22 @@ export function AgentsScreen({ platform }: { platform: Platform }) {
         <p>Page {cursors.length}</p>
       </hgroup>
       <ErrorAlert message={error} />
-      <div class="table-scroll">
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Slug</th>
-              <th scope="col">Model</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {agents.map((a) => (
-              <tr key={a.id}>
-                <td>
-                  <a href={`#/agents/${a.id}`}>{a.name}</a>
-                </td>
-                <td>
-                  <code>{a.slug}</code>
-                </td>
-                <td>{a.model}</td>
-                <td>
-                  <a href={`#/chat/${a.id}`}>Chat</a>
-                </td>
-              </tr>
-            ))}
-            {agents.length === 0 && (
-              <tr>
-                <td colSpan={4}>No agents yet.</td>
-              </tr>
-            )}
-          </tbody>
-        </table>
-      </div>
+      <Table {...AGENT_TABLE} rows={agents}>
+        {(a) => (
+          <tr key={a.id}>
+            <td>
+              <a href={`#/agents/${a.id}`}>{a.name}</a>
+            </td>
+            <td>
+              <code>{a.slug}</code>
+            </td>
+            <td>{a.model}</td>
+            <td>
+              <a href={`#/chat/${a.id}`}>Chat</a>
+            </td>
+          </tr>
+        )}
+      </Table>
       <nav aria-label="Pages" class="pager">
         <button
           type="button"
@@ -135,20 +110,14 @@ export function AgentsScreen({ platform }: { platform: Platform }) {
 export function AgentScreen({ platform, id }: { platform: Platform; id: string }) {
   const [agent, setAgent] = useState<Agent>();
   const [sessions, setSessions] = useState<Session[]>([]);
-  const [error, setError] = useState("");
+  const { error, fail, attempt, submit } = useAction();
   const [saved, setSaved] = useState("");
   useEffect(() => {
-    platform.client.agents.get(id).then(setAgent, (e) => setError(messageOf(e)));
-    platform.client.sessions.list({ agentId: id, limit: 50 }).then(
-      (p) => setSessions(p.items),
-      (e) => setError(messageOf(e)),
-    );
+    platform.client.agents.get(id).then(setAgent, fail);
+    platform.client.sessions.list({ agentId: id, limit: 50 }).then((p) => setSessions(p.items), fail);
   }, [platform, id]);
 
-  async function save(e: Event) {
-    e.preventDefault();
-    const f = new FormData(e.target as HTMLFormElement);
-    setError("");
+  const save = submit(async (f) => {
     setSaved("");
     const toolPermissions: Record<string, string> = {};
     for (const t of TOOLS) toolPermissions[t] = String(f.get(`perm-${t}`) ?? "allow");
@@ -162,37 +131,27 @@ export function AgentScreen({ platform, id }: { platform: Platform; id: string }
       }
       mcpServers.push({ name: mcpName, url: String(f.get("mcpUrl") ?? ""), headers });
     }
-    try {
-      const res = await platform.client.rpc.agents.updateAgent({
-        id,
-        name: String(f.get("name")),
-        model: String(f.get("model")),
-        systemPrompt: String(f.get("systemPrompt")),
-        toolPermissions,
-        mcpServers,
-      });
-      setAgent(res.agent);
-      setSaved("Saved.");
-    } catch (err) {
-      setError(messageOf(err));
-    }
-  }
-  async function removeMcp(name: string) {
-    try {
+    const res = await platform.client.rpc.agents.updateAgent({
+      id,
+      name: String(f.get("name")),
+      model: String(f.get("model")),
+      systemPrompt: String(f.get("systemPrompt")),
+      toolPermissions,
+      mcpServers,
+    });
+    setAgent(res.agent);
+    setSaved("Saved.");
+  });
+  const removeMcp = (name: string) =>
+    attempt(async () => {
       const res = await platform.client.rpc.agents.updateAgent({ id, mcpServers: [{ name, url: "" }] });
       setAgent(res.agent);
-    } catch (err) {
-      setError(messageOf(err));
-    }
-  }
-  async function newChat() {
-    try {
+    });
+  const newChat = () =>
+    attempt(async () => {
       const s = await platform.client.sessions.create(id);
       go(`chat/${id}/${s.id}`);
-    } catch (err) {
-      setError(messageOf(err));
-    }
-  }
+    });
 
   if (!agent) return <p aria-busy="true">{error || "Loading agent…"}</p>;
   return (

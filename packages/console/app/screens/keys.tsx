@@ -1,72 +1,51 @@
 import type { APIKey } from "@platform/client";
 import { useEffect, useState } from "preact/hooks";
-import { messageOf, type Platform } from "../platform.ts";
+import { useAction } from "../action.tsx";
 import { ErrorAlert } from "../error-alert.tsx";
+import type { Platform } from "../platform.ts";
+import { type SecretKind, ShownOnce } from "../shown-once.tsx";
+import { Table, type TableHead } from "../table.tsx";
+
+const NEW_KEY: SecretKind = { testId: "new-key", valueTestId: "raw-key", copyLabel: "Copy key" };
+const KEY_TABLE: TableHead = {
+  testId: "keys",
+  columns: ["Name", "Prefix", "Scopes", "Last used"],
+  actions: true,
+  empty: "No keys.",
+};
 
 export function KeysScreen({ platform }: { platform: Platform }) {
   const [keys, setKeys] = useState<APIKey[]>([]);
   const [raw, setRaw] = useState<{ name: string; key: string }>();
-  const [copied, setCopied] = useState(false);
-  const [error, setError] = useState("");
+  const { error, setError, fail, attempt, submit } = useAction();
   const [generation, setGeneration] = useState(0);
   useEffect(() => {
-    platform.client.apiKeys.list().then(setKeys, (e) => setError(messageOf(e)));
+    platform.client.apiKeys.list().then(setKeys, fail);
   }, [platform, generation]);
 
-  async function create(e: Event) {
-    e.preventDefault();
-    const form = e.target as HTMLFormElement;
-    const f = new FormData(form);
-    setError("");
-    setCopied(false);
-    try {
-      const scopes = String(f.get("scope")) === "read" ? ["read"] : undefined;
-      const res = await platform.client.apiKeys.create({ name: String(f.get("name")), scopes });
-      // Shown once: identity keeps only its hash.
-      setRaw({ name: String(f.get("name")), key: res.rawKey });
-      form.reset();
-      setGeneration((g) => g + 1);
-    } catch (err) {
-      setError(messageOf(err));
-    }
-  }
-  async function copy() {
-    if (!raw) return;
-    try {
-      await navigator.clipboard.writeText(raw.key);
-      setCopied(true);
-    } catch (err) {
-      setError(`Copy failed: ${messageOf(err)}`);
-    }
-  }
+  const create = submit(async (f, form) => {
+    const scopes = String(f.get("scope")) === "read" ? ["read"] : undefined;
+    const res = await platform.client.apiKeys.create({ name: String(f.get("name")), scopes });
+    // Shown once: identity keeps only its hash.
+    setRaw({ name: String(f.get("name")), key: res.rawKey });
+    form.reset();
+    setGeneration((g) => g + 1);
+  });
   async function revoke(k: APIKey) {
     if (!confirm(`Revoke the key ${k.name}? Programs using it stop working.`)) return;
-    try {
+    await attempt(async () => {
       await platform.client.apiKeys.revoke(k.id);
       setGeneration((g) => g + 1);
-    } catch (err) {
-      setError(messageOf(err));
-    }
+    });
   }
 
   return (
     <section>
       <h1>API keys</h1>
       {raw && (
-        <article class="secret" data-testid="new-key">
-          <p>
-            The key <strong>{raw.name}</strong>. Copy it now: it is not shown again.
-          </p>
-          <pre>
-            <code data-testid="raw-key">{raw.key}</code>
-          </pre>
-          <button type="button" onClick={copy}>
-            {copied ? "Copied" : "Copy key"}
-          </button>{" "}
-          <button type="button" class="secondary outline" onClick={() => setRaw(undefined)}>
-            Done
-          </button>
-        </article>
+        <ShownOnce {...NEW_KEY} value={raw.key} onDone={() => setRaw(undefined)} onError={setError}>
+          The key <strong>{raw.name}</strong>. Copy it now: it is not shown again.
+        </ShownOnce>
       )}
       <form onSubmit={create} class="grid">
         <label>
@@ -85,43 +64,23 @@ export function KeysScreen({ platform }: { platform: Platform }) {
         </div>
       </form>
       <ErrorAlert message={error} />
-      <div class="table-scroll">
-        <table data-testid="keys">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Prefix</th>
-              <th scope="col">Scopes</th>
-              <th scope="col">Last used</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {keys.length === 0 && (
-              <tr>
-                <td colSpan={5}>No keys.</td>
-              </tr>
-            )}
-            {keys.map((k) => (
-              <tr key={k.id}>
-                <td>{k.name}</td>
-                <td>
-                  <code>{k.keyPrefix}</code>
-                </td>
-                <td>{k.scopes.join(", ")}</td>
-                <td>{k.lastUsedAt ? new Date(Number(k.lastUsedAt.seconds) * 1000).toLocaleString() : "never"}</td>
-                <td>
-                  <button type="button" class="small secondary" onClick={() => revoke(k)}>
-                    Revoke {k.name}
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <Table {...KEY_TABLE} rows={keys}>
+        {(k) => (
+          <tr key={k.id}>
+            <td>{k.name}</td>
+            <td>
+              <code>{k.keyPrefix}</code>
+            </td>
+            <td>{k.scopes.join(", ")}</td>
+            <td>{k.lastUsedAt ? new Date(Number(k.lastUsedAt.seconds) * 1000).toLocaleString() : "never"}</td>
+            <td>
+              <button type="button" class="small secondary" onClick={() => revoke(k)}>
+                Revoke {k.name}
+              </button>
+            </td>
+          </tr>
+        )}
+      </Table>
     </section>
   );
 }

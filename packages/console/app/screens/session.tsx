@@ -2,10 +2,14 @@ import type { Session } from "@platform/client";
 import type { SessionFile } from "@platform/gen/agents/v1/agents_pb";
 import type { Usage } from "@platform/gen/agents/v1/usage_pb";
 import { useEffect, useState } from "preact/hooks";
-import { fromLog, type ViewEvent } from "../events.ts";
-import { messageOf, type Platform } from "../platform.ts";
-import { ChatLog } from "./chat-log.tsx";
+import { useAction } from "../action.tsx";
 import { ErrorAlert } from "../error-alert.tsx";
+import { fromLog, type ViewEvent } from "../events.ts";
+import type { Platform } from "../platform.ts";
+import { Table, type TableHead } from "../table.tsx";
+import { ChatLog } from "./chat-log.tsx";
+
+const FILE_TABLE: TableHead = { testId: "files", columns: ["Path", "Size"], actions: true, empty: "Empty." };
 
 /** Files shown as text up to this size; larger ones are downloaded. */
 const VIEW_LIMIT = 256 * 1024;
@@ -13,7 +17,7 @@ const VIEW_LIMIT = 256 * 1024;
 export function SessionScreen({ platform, id }: { platform: Platform; id: string }) {
   const [session, setSession] = useState<Session>();
   const [events, setEvents] = useState<ViewEvent[]>([]);
-  const [error, setError] = useState("");
+  const { error, fail } = useAction();
   const [usage, setUsage] = useState<Usage>();
   useEffect(() => {
     platform.usage.getSessionUsage({ id }).then(
@@ -21,13 +25,10 @@ export function SessionScreen({ platform, id }: { platform: Platform; id: string
       () => setUsage(undefined),
     );
     // Every page of the log (GetSession answers 1,000 events at a time).
-    platform.client.sessions.get(id).then(
-      (res) => {
-        setSession(res.session);
-        setEvents(res.events.map(fromLog));
-      },
-      (e) => setError(messageOf(e)),
-    );
+    platform.client.sessions.get(id).then((res) => {
+      setSession(res.session);
+      setEvents(res.events.map(fromLog));
+    }, fail);
   }, [platform, id]);
   const tokens = events
     .filter((e) => e.type === "done" || e.type === "requires_action")
@@ -41,7 +42,8 @@ export function SessionScreen({ platform, id }: { platform: Platform; id: string
           Session <code>{id.slice(0, 8)}</code>
         </h1>
         <p>
-          <a href={`#/agents/${session.agentId}`}>its agent</a> · <a href={`#/chat/${session.agentId}/${id}`}>continue chat</a>
+          <a href={`#/agents/${session.agentId}`}>its agent</a> ·{" "}
+          <a href={`#/chat/${session.agentId}/${id}`}>continue chat</a>
         </p>
       </hgroup>
       <article>
@@ -85,15 +87,12 @@ function Files({ platform, id }: { platform: Platform; id: string }) {
   const [dir, setDir] = useState("");
   const [files, setFiles] = useState<SessionFile[]>();
   const [open, setOpen] = useState<{ path: string; text: string }>();
-  const [error, setError] = useState("");
+  const { error, fail, attempt, submit } = useAction();
   const [generation, setGeneration] = useState(0);
   const rpc = platform.client.rpc.sessions;
   useEffect(() => {
     setFiles(undefined);
-    rpc.listSessionFiles({ id, path: dir }).then(
-      (r) => setFiles(r.items),
-      (e) => setError(messageOf(e)),
-    );
+    rpc.listSessionFiles({ id, path: dir }).then((r) => setFiles(r.items), fail);
   }, [platform, id, dir, generation]);
 
   async function read(path: string): Promise<Uint8Array> {
@@ -112,19 +111,14 @@ function Files({ platform, id }: { platform: Platform; id: string }) {
     }
     return out;
   }
-  async function view(f: SessionFile) {
-    setError("");
-    try {
+  const view = (f: SessionFile) =>
+    attempt(async () => {
       if (Number(f.size) > VIEW_LIMIT) return download(f);
       const path = dir ? `${dir}/${f.path}` : f.path;
       setOpen({ path, text: new TextDecoder().decode(await read(path)) });
-    } catch (e) {
-      setError(messageOf(e));
-    }
-  }
-  async function download(f: SessionFile) {
-    setError("");
-    try {
+    });
+  const download = (f: SessionFile) =>
+    attempt(async () => {
       const data = await read(dir ? `${dir}/${f.path}` : f.path);
       const url = URL.createObjectURL(new Blob([data as BlobPart]));
       const a = document.createElement("a");
@@ -132,29 +126,20 @@ function Files({ platform, id }: { platform: Platform; id: string }) {
       a.download = f.path.split("/").pop() ?? "file";
       a.click();
       setTimeout(() => URL.revokeObjectURL(url), 10_000);
-    } catch (e) {
-      setError(messageOf(e));
-    }
-  }
-  async function upload(e: Event) {
-    e.preventDefault();
-    const input = (e.target as HTMLFormElement).elements.namedItem("file") as HTMLInputElement;
+    });
+  const upload = submit(async (_, form) => {
+    const input = form.elements.namedItem("file") as HTMLInputElement;
     const file = input.files?.[0];
     if (!file) return;
-    setError("");
-    try {
-      const bytes = new Uint8Array(await file.arrayBuffer());
-      const path = dir ? `${dir.replace(/\/$/, "")}/${file.name}` : file.name;
-      const step = 8 * 1024 * 1024;
-      for (let at = 0; at === 0 || at < bytes.length; at += step) {
-        await rpc.writeSessionFile({ id, path, data: bytes.subarray(at, at + step), append: at > 0 });
-      }
-      (e.target as HTMLFormElement).reset();
-      setGeneration((g) => g + 1);
-    } catch (err) {
-      setError(messageOf(err));
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    const path = dir ? `${dir.replace(/\/$/, "")}/${file.name}` : file.name;
+    const step = 8 * 1024 * 1024;
+    for (let at = 0; at === 0 || at < bytes.length; at += step) {
+      await rpc.writeSessionFile({ id, path, data: bytes.subarray(at, at + step), append: at > 0 });
     }
-  }
+    form.reset();
+    setGeneration((g) => g + 1);
+  });
 
   const parent = dir.split("/").slice(0, -1).join("/");
   // Entries are named relative to the listed directory.
@@ -170,52 +155,34 @@ function Files({ platform, id }: { platform: Platform; id: string }) {
           </button>
         )}
       </p>
-      <div class="table-scroll">
-        <table data-testid="files">
-          <thead>
-            <tr>
-              <th scope="col">Path</th>
-              <th scope="col">Size</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {files?.map((f) => (
-              <tr key={f.path}>
-                <td>
-                  {f.isDir ? (
-                    <button type="button" class="link" onClick={() => setDir(full(f))}>
-                      {f.path}/
-                    </button>
-                  ) : (
-                    <code>{f.path}</code>
-                  )}
-                </td>
-                <td>{f.isDir ? "" : String(f.size)}</td>
-                <td>
-                  {!f.isDir && (
-                    <>
-                      <button type="button" class="small" onClick={() => view(f)}>
-                        View {f.path}
-                      </button>{" "}
-                      <button type="button" class="small secondary" onClick={() => download(f)}>
-                        Download {f.path}
-                      </button>
-                    </>
-                  )}
-                </td>
-              </tr>
-            ))}
-            {files?.length === 0 && (
-              <tr>
-                <td colSpan={3}>Empty.</td>
-              </tr>
-            )}
-          </tbody>
-        </table>
-      </div>
+      <Table {...FILE_TABLE} rows={files}>
+        {(f) => (
+          <tr key={f.path}>
+            <td>
+              {f.isDir ? (
+                <button type="button" class="link" onClick={() => setDir(full(f))}>
+                  {f.path}/
+                </button>
+              ) : (
+                <code>{f.path}</code>
+              )}
+            </td>
+            <td>{f.isDir ? "" : String(f.size)}</td>
+            <td>
+              {!f.isDir && (
+                <>
+                  <button type="button" class="small" onClick={() => view(f)}>
+                    View {f.path}
+                  </button>{" "}
+                  <button type="button" class="small secondary" onClick={() => download(f)}>
+                    Download {f.path}
+                  </button>
+                </>
+              )}
+            </td>
+          </tr>
+        )}
+      </Table>
       {!files && !error && <p aria-busy="true">Loading files…</p>}
       {open && (
         <figure>
