@@ -73,7 +73,10 @@ function Shell({ platform, onOrgSwitched }: { platform: Platform; onOrgSwitched:
   const [error, setError] = useState("");
   useEffect(() => {
     platform.client.me().then(setMe, (e) => setError(messageOf(e)));
-    platform.teams.listMyOrgs({}).then((r) => setOrgs(r.orgs), (e) => setError(messageOf(e)));
+    platform.teams.listMyOrgs({}).then(
+      (r) => setOrgs(r.orgs),
+      (e) => setError(messageOf(e)),
+    );
   }, [platform]);
   const orgId = platform.orgId();
   const org = orgs.find((o) => o.org?.id === orgId);

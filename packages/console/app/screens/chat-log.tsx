@@ -68,6 +68,7 @@ function Item({
               <li key={c.toolUseId}>
                 <code>{c.name}</code> <code>{JSON.stringify(c.input)}</code>{" "}
                 {pending?.has(c.toolUseId) && onDecide ? (
+                  // biome-ignore lint/a11y/useSemanticElements: two buttons inline in a list item; a fieldset is a bordered block
                   <span role="group" aria-label={`Decision for ${c.name}`}>
                     <button type="button" class="small" onClick={() => onDecide(c.toolUseId, "allow")}>
                       Approve
