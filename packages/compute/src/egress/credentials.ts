@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { isUuid } from "@platform/errors";
 
 /**
  * A sandbox's credential for the shared egress proxy (Kubernetes): the
@@ -15,7 +16,8 @@ export function proxyPassword(key: Buffer, sandboxId: string): string {
 
 /** The sandbox the credential names, or undefined when the password is not its. */
 export function verifyProxyCredential(key: Buffer, username: string, password: string): string | undefined {
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(username)) return undefined;
+  // Sandbox ids are lower-case (as compute makes them).
+  if (!isUuid(username) || username !== username.toLowerCase()) return undefined;
   const want = Buffer.from(proxyPassword(key, username));
   const got = Buffer.from(password);
   return got.length === want.length && timingSafeEqual(got, want) ? username : undefined;
