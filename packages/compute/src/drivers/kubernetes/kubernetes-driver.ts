@@ -477,14 +477,7 @@ export class KubernetesDriver implements SandboxDriver {
         // Marked only when no other sandbox of the session still uses it.
         if (!(await this.claimInUse(name, sandboxId)))
           annotations[DELETE_AFTER_KEY] = new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString();
-        await this.core
-          .patchNamespacedPersistentVolumeClaim(
-            { name, namespace: this.namespace, body: { metadata: { annotations } } },
-            merge,
-          )
-          .catch((err) => {
-            throw PlatformError.internal("orchestrator call failed", err);
-          });
+        await this.patchClaim(name, annotations);
       });
     }
     this.known.set(sandboxId, {
