@@ -6,6 +6,7 @@ import { currentRequest } from "../context.ts";
 import { boundConnectError, boundPlatformError } from "../error-bounds.ts";
 import { carryPlatformError, toConnectError } from "../errors.ts";
 import { isPlatformStatus } from "../platform-status.ts";
+import { watchCall } from "./watch-call.ts";
 
 /**
  * Outermost interceptor of every server: turns whatever a handler or an
@@ -39,22 +40,9 @@ export function errorInterceptor(fallback: Logger): Interceptor {
   };
   return (next) => async (req) => {
     const procedure = `${req.service.typeName}/${req.method.name}`;
-    try {
-      const res = await next(req);
-      if (!res.stream) return res;
-      const source = res.message;
-      return {
-        ...res,
-        message: (async function* () {
-          try {
-            yield* source;
-          } catch (e) {
-            throw convert(e, procedure);
-          }
-        })(),
-      };
-    } catch (e) {
-      throw convert(e, procedure);
-    }
+    return watchCall(
+      () => next(req),
+      (e) => convert(e, procedure),
+    );
   };
 }

@@ -2,6 +2,7 @@ import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { context, type Span, type SpanContext, SpanKind, SpanStatusCode, TraceFlags, trace } from "@opentelemetry/api";
 import { currentRequest } from "../context.ts";
+import { watchCall } from "../server/watch-call.ts";
 import { TRACER_NAME, w3c } from "./request-trace.ts";
 import { tracingEnabled } from "./start.ts";
 
@@ -23,30 +24,14 @@ export const serverTraceInterceptor: Interceptor = (next) => async (req) => {
     if (SERVER_FAULTS.has(code))
       span.setStatus({ code: SpanStatusCode.ERROR, message: ConnectError.from(e).rawMessage });
   };
-  let res: Awaited<ReturnType<typeof next>>;
-  try {
-    res = await next(req);
-  } catch (e) {
-    done(e);
-    throw e;
-  }
-  if (!res.stream) {
-    done();
-    return res;
-  }
-  const source = res.message;
-  return {
-    ...res,
-    message: (async function* () {
-      try {
-        yield* source;
-        done();
-      } catch (e) {
-        done(e);
-        throw e;
-      }
-    })(),
-  };
+  return watchCall(
+    () => next(req),
+    (e) => {
+      done(e);
+      return e;
+    },
+    done,
+  );
 };
 
 /**
