@@ -64,6 +64,21 @@ interface Attached {
 
 const HEAD_MAX = 64 * 1024;
 
+/** One client connection being served: its sandbox and when it arrived. */
+interface Conn {
+  sandboxId: string;
+  entry: Attached;
+  client: Socket;
+  started: number;
+}
+
+/** Where a request goes, and how it asked. */
+interface Dest {
+  protocol: NetworkEventRecord["protocol"];
+  host: string;
+  port: number;
+}
+
 /**
  * Who a connection to the shared listener is, from the credential it
  * presents (HTTP Proxy-Authorization Basic, or SOCKS5 username/password):
@@ -299,7 +314,7 @@ export class EgressProxy {
         const found = await who(user, password);
         if (!found) return void client.end(Buffer.from([1, 1]));
         client.write(Buffer.from([1, 0]));
-        return this.socks5(found.sandboxId, found.entry, client, reader, started, true);
+        return this.socks5({ ...found, client, started }, reader, true);
       }
       const head = (await reader.readUntil("\r\n\r\n", HEAD_MAX)).toString("latin1");
       const auth = /^proxy-authorization:[ \t]*basic[ \t]+([A-Za-z0-9+/=]+)[ \t]*\r?$/im.exec(head)?.[1];
@@ -312,7 +327,7 @@ export class EgressProxy {
           `HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="sandbox-egress"\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
         );
       }
-      return this.httpRequest(found.sandboxId, found.entry, client, reader, head, started);
+      return this.httpRequest({ ...found, client, started }, reader, head);
     })().catch((err) => {
       this.log?.debug({ err }, "egress handshake failed");
       client.destroy();
@@ -333,96 +348,40 @@ export class EgressProxy {
   }
 
   private async handshake(sandboxId: string, entry: Attached, client: Socket, reader: StreamReader): Promise<void> {
-    const started = performance.now();
-    if ((await reader.peek()) === 5) return this.socks5(sandboxId, entry, client, reader, started);
+    const conn = { sandboxId, entry, client, started: performance.now() };
+    if ((await reader.peek()) === 5) return this.socks5(conn, reader);
     const head = (await reader.readUntil("\r\n\r\n", HEAD_MAX)).toString("latin1");
-    return this.httpRequest(sandboxId, entry, client, reader, head, started);
+    return this.httpRequest(conn, reader, head);
   }
 
   /** An HTTP proxy request whose head is read: CONNECT or an absolute-URI request. */
-  private async httpRequest(
-    sandboxId: string,
-    entry: Attached,
-    client: Socket,
-    reader: StreamReader,
-    head: string,
-    started: number,
-  ): Promise<void> {
+  private async httpRequest(conn: Conn, reader: StreamReader, head: string): Promise<void> {
     const lines = head.split("\r\n");
     const [method = "", target = "", version = ""] = (lines[0] ?? "").split(" ");
     if (method.toUpperCase() === "CONNECT") {
       const m = /^\[?([^\]]*?)\]?:(\d{1,5})$/.exec(target);
-      if (!m) return this.refuseHttp(sandboxId, entry, client, "connect", target, 0, "bad_request", "", started);
-      const host = m[1] as string;
-      const port = Number(m[2]);
-      const decision = await this.decide(entry.policy, host, port);
-      if (!decision.allowed)
-        return this.refuseHttp(
-          sandboxId,
-          entry,
-          client,
-          "connect",
-          host,
-          port,
-          decision.reason,
-          decision.address,
-          started,
-        );
-      const upstream = await this.open(decision.address, port);
-      if (!upstream)
-        return this.refuseHttp(
-          sandboxId,
-          entry,
-          client,
-          "connect",
-          host,
-          port,
-          "connect_failed",
-          decision.address,
-          started,
-          502,
-        );
-      client.write(`${version || "HTTP/1.1"} 200 Connection Established\r\n\r\n`);
-      return this.relay(
-        sandboxId,
-        entry,
-        client,
-        upstream,
-        reader.rest(),
-        "connect",
-        host,
-        port,
-        decision.address,
-        started,
-      );
+      if (!m) return this.refuseHttp(conn, { protocol: "connect", host: target, port: 0 }, "bad_request");
+      const dest: Dest = { protocol: "connect", host: m[1] as string, port: Number(m[2]) };
+      const reached = await this.reach(conn, dest, (reason, address) => this.refuseHttp(conn, dest, reason, address));
+      if (!reached) return;
+      conn.client.write(`${version || "HTTP/1.1"} 200 Connection Established\r\n\r\n`);
+      return this.relay(conn, dest, reached, reader.rest());
     }
     let url: URL;
     try {
       url = new URL(target);
     } catch {
-      return this.refuseHttp(sandboxId, entry, client, "http", target.slice(0, 253), 0, "bad_request", "", started);
+      return this.refuseHttp(conn, { protocol: "http", host: target.slice(0, 253), port: 0 }, "bad_request");
     }
     if (url.protocol !== "http:")
-      return this.refuseHttp(sandboxId, entry, client, "http", url.hostname, 0, "bad_request", "", started);
-    const host = url.hostname.replace(/^\[|\]$/g, "");
-    const port = url.port ? Number(url.port) : 80;
-    const decision = await this.decide(entry.policy, host, port);
-    if (!decision.allowed)
-      return this.refuseHttp(sandboxId, entry, client, "http", host, port, decision.reason, decision.address, started);
-    const upstream = await this.open(decision.address, port);
-    if (!upstream)
-      return this.refuseHttp(
-        sandboxId,
-        entry,
-        client,
-        "http",
-        host,
-        port,
-        "connect_failed",
-        decision.address,
-        started,
-        502,
-      );
+      return this.refuseHttp(conn, { protocol: "http", host: url.hostname, port: 0 }, "bad_request");
+    const dest: Dest = {
+      protocol: "http",
+      host: url.hostname.replace(/^\[|\]$/g, ""),
+      port: url.port ? Number(url.port) : 80,
+    };
+    const reached = await this.reach(conn, dest, (reason, address) => this.refuseHttp(conn, dest, reason, address));
+    if (!reached) return;
     // Origin-form to the server; proxy-only headers dropped; one request per connection (the next may name another host).
     const kept = lines
       .slice(1)
@@ -431,17 +390,11 @@ export class EgressProxy {
       "\r\n",
     );
     const first = Buffer.concat([Buffer.from(rewritten, "latin1"), reader.rest()]);
-    return this.relay(sandboxId, entry, client, upstream, first, "http", host, port, decision.address, started);
+    return this.relay(conn, dest, reached, first);
   }
 
-  private async socks5(
-    sandboxId: string,
-    entry: Attached,
-    client: Socket,
-    reader: StreamReader,
-    started: number,
-    greeted = false,
-  ): Promise<void> {
+  private async socks5(conn: Conn, reader: StreamReader, greeted = false): Promise<void> {
+    const { client } = conn;
     if (!greeted) {
       const [, nMethods = 0] = await reader.read(2);
       const methods = await reader.read(nMethods);
@@ -464,61 +417,33 @@ export class EgressProxy {
       client.end(socksReply(8));
       return;
     }
-    const port = (await reader.read(2)).readUInt16BE(0);
-    if (ver !== 5 || cmd !== 1) {
-      this.record(sandboxId, entry, {
-        host,
-        port,
-        address: "",
-        allowed: false,
-        reason: "bad_request",
-        protocol: "socks5",
-        started,
-      });
-      client.end(socksReply(7));
-      return;
-    }
-    const decision = await this.decide(entry.policy, host, port);
-    if (!decision.allowed) {
-      this.record(sandboxId, entry, {
-        host,
-        port,
-        address: decision.address,
-        allowed: false,
-        reason: decision.reason,
-        protocol: "socks5",
-        started,
-      });
-      client.end(socksReply(decision.reason === "resolve_failed" ? 4 : 2));
-      return;
-    }
-    const upstream = await this.open(decision.address, port);
-    if (!upstream) {
-      this.record(sandboxId, entry, {
-        host,
-        port,
-        address: decision.address,
-        allowed: false,
-        reason: "connect_failed",
-        protocol: "socks5",
-        started,
-      });
-      client.end(socksReply(5));
-      return;
-    }
+    const dest: Dest = { protocol: "socks5", host, port: (await reader.read(2)).readUInt16BE(0) };
+    const refuse = (reason: DenyReason, address: string) => {
+      this.record(conn, { ...dest, address, allowed: false, reason });
+      client.end(socksReply(SOCKS_REFUSALS[reason]));
+    };
+    if (ver !== 5 || cmd !== 1) return refuse("bad_request", "");
+    const reached = await this.reach(conn, dest, refuse);
+    if (!reached) return;
     client.write(socksReply(0));
-    return this.relay(
-      sandboxId,
-      entry,
-      client,
-      upstream,
-      reader.rest(),
-      "socks5",
-      host,
-      port,
-      decision.address,
-      started,
-    );
+    return this.relay(conn, dest, reached, reader.rest());
+  }
+
+  /**
+   * The policy's decision on `dest`, then a connection to the address it
+   * chose: the upstream socket and that address, or undefined once `refuse`
+   * has answered the client (the policy's reason, or connect_failed).
+   */
+  private async reach(
+    conn: Conn,
+    dest: Dest,
+    refuse: (reason: DenyReason, address: string) => void,
+  ): Promise<{ upstream: Socket; address: string } | undefined> {
+    const decision = await this.decide(conn.entry.policy, dest.host, dest.port);
+    if (!decision.allowed) return void refuse(decision.reason, decision.address);
+    const upstream = await this.open(decision.address, dest.port);
+    if (!upstream) return void refuse("connect_failed", decision.address);
+    return { upstream, address: decision.address };
   }
 
   private open(address: string, port: number): Promise<Socket | undefined> {
@@ -541,17 +466,12 @@ export class EgressProxy {
   }
 
   private relay(
-    sandboxId: string,
-    entry: Attached,
-    client: Socket,
-    upstream: Socket,
+    conn: Conn,
+    dest: Dest,
+    { upstream, address }: { upstream: Socket; address: string },
     first: Buffer,
-    protocol: NetworkEventRecord["protocol"],
-    host: string,
-    port: number,
-    address: string,
-    started: number,
   ): void {
+    const { entry, client } = conn;
     entry.open.add(upstream);
     client.setTimeout(0);
     let egress = 0;
@@ -578,17 +498,7 @@ export class EgressProxy {
     const onClose = () => {
       if (++closed < 2) return;
       entry.open.delete(upstream);
-      this.record(sandboxId, entry, {
-        host,
-        port,
-        address,
-        allowed: true,
-        reason: "",
-        protocol,
-        started,
-        egressBytes: egress,
-        ingressBytes: ingress,
-      });
+      this.record(conn, { ...dest, address, allowed: true, reason: "", egressBytes: egress, ingressBytes: ingress });
     };
     client.on("close", () => {
       upstream.destroySoon();
@@ -600,46 +510,26 @@ export class EgressProxy {
     });
   }
 
-  private refuseHttp(
-    sandboxId: string,
-    entry: Attached,
-    client: Socket,
-    protocol: NetworkEventRecord["protocol"],
-    host: string,
-    port: number,
-    reason: DenyReason,
-    address: string,
-    started: number,
-    status = 403,
-  ): void {
-    this.record(sandboxId, entry, { host, port, address, allowed: false, reason, protocol, started });
+  /** A refusal as an HTTP answer: 502 when the destination did not answer, else 403. */
+  private refuseHttp(conn: Conn, { protocol, host, port }: Dest, reason: DenyReason, address = ""): void {
+    this.record(conn, { protocol, host, port, address, allowed: false, reason });
+    const status = reason === "connect_failed" ? 502 : 403;
     const body = `egress denied: ${reason} (${host}:${port})\n`;
-    client.end(
+    conn.client.end(
       `HTTP/1.1 ${status} ${status === 403 ? "Forbidden" : "Bad Gateway"}\r\nX-Egress-Denied: ${reason}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   }
 
   private record(
-    sandboxId: string,
-    entry: Attached,
-    e: {
-      host: string;
-      port: number;
-      address: string;
-      allowed: boolean;
-      reason: string;
-      protocol: NetworkEventRecord["protocol"];
-      started: number;
-      egressBytes?: number;
-      ingressBytes?: number;
-    },
+    { sandboxId, entry, started }: Conn,
+    e: Dest & { address: string; allowed: boolean; reason: string; egressBytes?: number; ingressBytes?: number },
   ): void {
     entry.recording++;
     void entry.ready.then(() => {
       const event: NetworkEventRecord = {
         sandboxId,
         seq: ++entry.seq,
-        at: new Date(Date.now() - (performance.now() - e.started)),
+        at: new Date(Date.now() - (performance.now() - started)),
         host: e.host.slice(0, 253),
         port: e.port,
         address: e.address,
@@ -648,7 +538,7 @@ export class EgressProxy {
         protocol: e.protocol,
         egressBytes: e.egressBytes ?? 0,
         ingressBytes: e.ingressBytes ?? 0,
-        durationMs: Math.max(0, performance.now() - e.started),
+        durationMs: Math.max(0, performance.now() - started),
       };
       if (!e.allowed) this.log?.info({ sandboxId, host: event.host, port: e.port, reason: e.reason }, "egress denied");
       for (const l of this.listeners) l(event);
@@ -665,6 +555,16 @@ export class EgressProxy {
     });
   }
 }
+
+/** The SOCKS5 reply code of each refusal (RFC 1928 §6). */
+const SOCKS_REFUSALS: Record<DenyReason, number> = {
+  not_allowed: 2,
+  private_address: 2,
+  host_service: 2,
+  resolve_failed: 4,
+  connect_failed: 5,
+  bad_request: 7,
+};
 
 function socksReply(code: number): Buffer {
   return Buffer.from([5, code, 0, 1, 0, 0, 0, 0, 0, 0]);
