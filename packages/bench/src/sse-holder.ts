@@ -71,6 +71,42 @@ export class SseHolder {
     }
   }
 
+  /**
+   * The run's own stream, which keeps a session of the `bench/idle` model
+   * running (its run waits forever): POST …/messages with one message.
+   */
+  openIdleRun(sessionId: string): Promise<void> {
+    return this.open(
+      `/v1/sessions/${sessionId}/messages`,
+      "POST",
+      JSON.stringify({ messages: [{ role: "user", content: "wait" }] }),
+    );
+  }
+
+  /**
+   * Opens followers of a session (GET …/events), `inFlight` at a time, each
+   * replaced as soon as it is established (not batch by batch, where every
+   * batch waits for its slowest), while `more(started)` allows one more
+   * (`started`: the opens this call began so far); `established` is told of
+   * each one established.
+   */
+  async follow(
+    sessionId: string,
+    inFlight: number,
+    more: (started: number) => boolean,
+    established: () => void,
+  ): Promise<void> {
+    let started = 0;
+    const opener = async () => {
+      while (more(started)) {
+        started++;
+        await this.withRetry(() => this.open(`/v1/sessions/${sessionId}/events`, "GET"));
+        established();
+      }
+    };
+    await Promise.all(Array.from({ length: inFlight }, opener));
+  }
+
   /** Ends the streams opened so far (they stay countable for new opens). */
   dropAll(): void {
     for (const req of this.#requests.splice(0)) req.destroy();
@@ -79,5 +115,15 @@ export class SseHolder {
   close(): void {
     this.dropAll();
     this.#agent.destroy();
+  }
+
+  /** Closes the streams, then cancels the session's run (best effort). */
+  async closeAndCancel(sessionId: string): Promise<void> {
+    this.close();
+    await fetch(new URL(`/v1/sessions/${sessionId}/cancel`, this.#base), {
+      method: "POST",
+      headers: { authorization: `Bearer ${this.#token}`, "content-type": "application/json" },
+      body: "{}",
+    }).catch(() => {});
   }
 }

@@ -63,38 +63,31 @@ export const sseMemoryCurve: Figure = {
     const sessionId = await stack.newSession(token, "bench/idle");
     const base = new URL(agents.urls.url!);
     const holder = new SseHolder(base, token);
-    const open = holder.open.bind(holder);
-    const withRetry = holder.withRetry.bind(holder);
     const points: Array<{ n: number; rss: number; heap: number; lagP99Ms: number; openSeconds: number }> = [];
     let opened = 0;
     let stopped: string | undefined;
     try {
       // The run's own stream keeps the session's run open; it is not counted.
-      await open(
-        `/v1/sessions/${sessionId}/messages`,
-        "POST",
-        JSON.stringify({ messages: [{ role: "user", content: "wait" }] }),
-      );
+      await holder.openIdleRun(sessionId);
       await agents.request("gc");
       const before = await agents.stats();
       const budgetMs = size === "quick" ? 15_000 : 420_000;
       const t0 = performance.now();
       for (const n of sizes) {
         const started = performance.now();
-        let next = opened;
-        const opener = async () => {
-          while (next < n) {
-            if (performance.now() - t0 > budgetMs) {
-              // Measured at what was reached, and the curve ends there.
-              stopped = `opening stopped at ${fmtCount(opened)} of ${fmtCount(n)} streams: the ${budgetMs / 1000} s budget ran out`;
-              return;
-            }
-            next++;
-            await withRetry(() => open(`/v1/sessions/${sessionId}/events`, "GET"));
-            opened++;
-          }
-        };
-        await Promise.all(Array.from({ length: IN_FLIGHT }, opener));
+        const from = opened;
+        await holder.follow(
+          sessionId,
+          IN_FLIGHT,
+          (started) => {
+            if (from + started >= n) return false;
+            if (performance.now() - t0 <= budgetMs) return true;
+            // Measured at what was reached, and the curve ends there.
+            stopped = `opening stopped at ${fmtCount(opened)} of ${fmtCount(n)} streams: the ${budgetMs / 1000} s budget ran out`;
+            return false;
+          },
+          () => opened++,
+        );
         const openSeconds = (performance.now() - started) / 1000;
         // Idle: nothing is sent; the process's own timers (pings) run.
         await agents.request("resetLag");
@@ -148,12 +141,7 @@ export const sseMemoryCurve: Figure = {
     } catch (err) {
       throw new Error(`after ${opened} streams: ${String(err)}`);
     } finally {
-      holder.close();
-      await fetch(`${agents.urls.url}/v1/sessions/${sessionId}/cancel`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: "{}",
-      }).catch(() => {});
+      await holder.closeAndCancel(sessionId);
     }
   },
 };

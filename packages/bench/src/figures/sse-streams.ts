@@ -22,34 +22,24 @@ export const sseStreams: Figure = {
     const sessionId = await stack.newSession(token, "bench/idle");
     const base = new URL(agents.urls.url!);
     const holder = new SseHolder(base, token);
-    const open = holder.open.bind(holder);
-    const withRetry = holder.withRetry.bind(holder);
     const target = size === "quick" ? 50 : 10_000;
     let opened = 0;
     let error: string | undefined;
     try {
-      await open(
-        `/v1/sessions/${sessionId}/messages`,
-        "POST",
-        JSON.stringify({ messages: [{ role: "user", content: "wait" }] }),
-      );
+      await holder.openIdleRun(sessionId);
       opened = 1;
       await agents.request("gc");
       const before = await agents.stats();
       const t0 = performance.now();
       const batch = 25;
       const openBudgetMs = size === "quick" ? 10_000 : 60_000;
-      // A window of `batch` opens in flight, each replaced as soon as it is
-      // established (not batch by batch, where every batch waits for its slowest).
-      let started = opened;
-      const opener = async () => {
-        while (started < target && performance.now() - t0 < openBudgetMs) {
-          started++;
-          await withRetry(() => open(`/v1/sessions/${sessionId}/events`, "GET"));
-          opened++;
-        }
-      };
-      await Promise.all(Array.from({ length: batch }, opener));
+      const from = opened;
+      await holder.follow(
+        sessionId,
+        batch,
+        (started) => from + started < target && performance.now() - t0 < openBudgetMs,
+        () => opened++,
+      );
       const openSeconds = (performance.now() - t0) / 1000;
       // Idle window: nothing is sent; only what the process does on its own runs.
       await agents.request("resetLag");
@@ -101,12 +91,7 @@ export const sseStreams: Figure = {
       error = String(err);
       throw new Error(`after ${opened} streams: ${error}`);
     } finally {
-      holder.close();
-      await fetch(`${agents.urls.url}/v1/sessions/${sessionId}/cancel`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: "{}",
-      }).catch(() => {});
+      await holder.closeAndCancel(sessionId);
     }
   },
 };
