@@ -27,32 +27,27 @@ def field_str(num, s):
     return varint(num << 3 | 2) + varint(len(b)) + b
 
 
+def read_varint(buf, i):
+    """The varint at buf[i:], and the index after it."""
+    v, shift = 0, 0
+    while True:
+        b = buf[i]; i += 1
+        v |= (b & 0x7F) << shift; shift += 7
+        if not b & 0x80:
+            return v, i
+
+
 def parse(buf):
     """Top-level fields as (number, value): varints as int, bytes as bytes."""
     i, out = 0, []
     while i < len(buf):
-        key, shift = 0, 0
-        while True:
-            b = buf[i]; i += 1
-            key |= (b & 0x7F) << shift; shift += 7
-            if not b & 0x80:
-                break
+        key, i = read_varint(buf, i)
         num, wt = key >> 3, key & 7
         if wt == 0:
-            v, shift = 0, 0
-            while True:
-                b = buf[i]; i += 1
-                v |= (b & 0x7F) << shift; shift += 7
-                if not b & 0x80:
-                    break
+            v, i = read_varint(buf, i)
             out.append((num, v))
         elif wt == 2:
-            ln, shift = 0, 0
-            while True:
-                b = buf[i]; i += 1
-                ln |= (b & 0x7F) << shift; shift += 7
-                if not b & 0x80:
-                    break
+            ln, i = read_varint(buf, i)
             out.append((num, buf[i:i + ln])); i += ln
         else:
             raise ValueError("unexpected wire type %d" % wt)
