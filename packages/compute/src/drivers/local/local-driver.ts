@@ -198,7 +198,7 @@ export class LocalDriver implements SandboxDriver {
   /** The image store and what `image` means here (images/). */
   readonly images: LocalImages;
   /** Per session workspace key: the tail of the work on it (create, release, GC), so they never interleave. */
-  private readonly workspaceLocks = new Map<string, Promise<void>>();
+  private readonly workspaceLocks = new KeyedLock();
   private readonly defaultWorkspaceBytes: number;
   private closed = false;
   /** Pause, resume and destroy of one sandbox run one at a time. */
@@ -862,17 +862,7 @@ export class LocalDriver implements SandboxDriver {
 
   /** Runs fn after every earlier holder of the session workspace's lock (create, release, GC of it). */
   private withWorkspaceLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const before = this.workspaceLocks.get(key) ?? Promise.resolve();
-    const run = before.then(fn, fn);
-    const settled = run.then(
-      () => {},
-      () => {},
-    );
-    this.workspaceLocks.set(key, settled);
-    void settled.then(() => {
-      if (this.workspaceLocks.get(key) === settled) this.workspaceLocks.delete(key);
-    });
-    return run;
+    return this.workspaceLocks.run(key, fn);
   }
 
   /** Sandboxes of this driver that use the workspace now (starting or ready), but `except`. */
