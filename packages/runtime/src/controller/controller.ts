@@ -196,55 +196,62 @@ export class Controller {
 
   /** Scales to zero every running tenant deployment idle for over 60 minutes. */
   async idleSweep(): Promise<SweepResult> {
-    const result: SweepResult = { acted: [], failed: [] };
     const now = this.#now().getTime();
-    for (const d of await this.#list()) {
-      if (d.replicas < 1) continue;
-      try {
-        const seen = Date.parse(d.annotations[Annotation.lastSeenAt] ?? "");
-        if (Number.isNaN(seen)) {
-          // No usable stamp: start the idle clock now rather than guess.
-          await this.#orch.patchAnnotations(d.name, { [Annotation.lastSeenAt]: this.#stamp() });
-          continue;
-        }
-        if (now - seen <= this.#idleAfterMs) continue;
-        await this.#orch.scaleDeployment(d.name, 0);
-        await this.#orch.patchAnnotations(d.name, { [Annotation.scaledDownAt]: this.#stamp() });
-        result.acted.push(d.name);
-      } catch (err) {
-        if (isNotFound(err)) continue;
-        result.failed.push(d.name);
-        this.#log?.warn({ deployName: d.name, err: String(err) }, "idle sweep: scale-down failed");
+    return this.#sweep("idle sweep", "scale-down failed", "scaledDown", async (d) => {
+      if (d.replicas < 1) return false;
+      const seen = Date.parse(d.annotations[Annotation.lastSeenAt] ?? "");
+      if (Number.isNaN(seen)) {
+        // No usable stamp: start the idle clock now rather than guess.
+        await this.#orch.patchAnnotations(d.name, { [Annotation.lastSeenAt]: this.#stamp() });
+        return false;
       }
-    }
-    if (result.acted.length) this.#log?.info({ scaledDown: result.acted }, "idle sweep");
-    return result;
+      if (now - seen <= this.#idleAfterMs) return false;
+      await this.#orch.scaleDeployment(d.name, 0);
+      await this.#orch.patchAnnotations(d.name, { [Annotation.scaledDownAt]: this.#stamp() });
+      return true;
+    });
   }
 
   /** Deletes tenant deployments that have been at zero replicas for 7 days or more. */
   async weeklySweep(): Promise<SweepResult> {
-    const result: SweepResult = { acted: [], failed: [] };
     const now = this.#now().getTime();
+    return this.#sweep("weekly sweep", "delete failed", "deleted", async (d) => {
+      if (d.replicas !== 0) return false;
+      let since = Date.parse(d.annotations[Annotation.scaledDownAt] ?? "");
+      if (Number.isNaN(since)) since = Date.parse(d.annotations[Annotation.lastSeenAt] ?? "");
+      if (Number.isNaN(since)) {
+        await this.#orch.patchAnnotations(d.name, { [Annotation.scaledDownAt]: this.#stamp() });
+        return false;
+      }
+      if (now - since < this.#deleteAfterMs) return false;
+      await this.#orch.deleteDeployment(d.name);
+      this.#forget(d.name);
+      return true;
+    });
+  }
+
+  /**
+   * One pass of a sweep over the tenant deployments: `act` on each, true
+   * when it acted. One gone meanwhile is passed over; one whose operation
+   * fails is listed and logged, and the next sweep tries it again.
+   */
+  async #sweep(
+    sweep: string,
+    failure: string,
+    actedKey: string,
+    act: (d: Deployment) => Promise<boolean>,
+  ): Promise<SweepResult> {
+    const result: SweepResult = { acted: [], failed: [] };
     for (const d of await this.#list()) {
-      if (d.replicas !== 0) continue;
       try {
-        let since = Date.parse(d.annotations[Annotation.scaledDownAt] ?? "");
-        if (Number.isNaN(since)) since = Date.parse(d.annotations[Annotation.lastSeenAt] ?? "");
-        if (Number.isNaN(since)) {
-          await this.#orch.patchAnnotations(d.name, { [Annotation.scaledDownAt]: this.#stamp() });
-          continue;
-        }
-        if (now - since < this.#deleteAfterMs) continue;
-        await this.#orch.deleteDeployment(d.name);
-        this.#forget(d.name);
-        result.acted.push(d.name);
+        if (await act(d)) result.acted.push(d.name);
       } catch (err) {
         if (isNotFound(err)) continue;
         result.failed.push(d.name);
-        this.#log?.warn({ deployName: d.name, err: String(err) }, "weekly sweep: delete failed");
+        this.#log?.warn({ deployName: d.name, err: String(err) }, `${sweep}: ${failure}`);
       }
     }
-    if (result.acted.length) this.#log?.info({ deleted: result.acted }, "weekly sweep");
+    if (result.acted.length) this.#log?.info({ [actedKey]: result.acted }, sweep);
     return result;
   }
 
