@@ -1,7 +1,7 @@
 import { PlatformError } from "@platform/errors";
 import { postForStream } from "./http.ts";
 import type { ModelEvent, ModelMessage, ModelProvider, ModelRequest, ToolCall } from "./provider.ts";
-import { readSse } from "./sse-reader.ts";
+import { eventJson, readSse } from "./sse-reader.ts";
 
 export type AnthropicOptions = { apiKey: string; baseUrl?: string; version?: string };
 
@@ -54,13 +54,7 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
   for await (const { data } of readSse(body)) {
     // Frames already buffered must not outlive an abort.
     if (signal.aborted) throw signal.reason;
-    // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
-    let msg: Record<string, any>;
-    try {
-      msg = JSON.parse(data);
-    } catch {
-      throw PlatformError.unavailable("anthropic sent a malformed stream event");
-    }
+    const msg = eventJson(data, "anthropic sent a malformed stream event");
     switch (msg.type) {
       case "message_start": {
         const usage = msg.message?.usage ?? {};

@@ -1,7 +1,7 @@
 import { PlatformError } from "@platform/errors";
 import { postForStream } from "./http.ts";
 import type { ModelEvent, ModelMessage, ModelProvider, ModelRequest, ToolCall } from "./provider.ts";
-import { readSse } from "./sse-reader.ts";
+import { eventJson, readSse } from "./sse-reader.ts";
 
 export type OpenAIOptions = {
   /** e.g. https://api.openai.com/v1, http://127.0.0.1:11434/v1 (Ollama), a vLLM or llama.cpp server. */
@@ -61,13 +61,7 @@ async function* parse(body: AsyncIterable<Uint8Array>, signal: AbortSignal): Asy
       done = true;
       break;
     }
-    // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
-    let chunk: Record<string, any>;
-    try {
-      chunk = JSON.parse(data);
-    } catch {
-      throw PlatformError.unavailable("openai sent a malformed stream chunk");
-    }
+    const chunk = eventJson(data, "openai sent a malformed stream chunk");
     if (chunk.error) {
       const e = chunk.error;
       throw PlatformError.unavailable(

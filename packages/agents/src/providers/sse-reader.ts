@@ -1,3 +1,5 @@
+import { PlatformError } from "@platform/errors";
+
 /** One event of an upstream Server-Sent Events stream. */
 export type UpstreamEvent = { event: string; data: string };
 
@@ -41,4 +43,18 @@ export async function* readSse(body: AsyncIterable<Uint8Array>): AsyncGenerator<
     if (buffer.slice(0, colon) === "data") data.push(buffer.slice(colon + 1).replace(/^ /, ""));
   }
   yield* flush();
+}
+
+/**
+ * An upstream event's data as a JSON object, to be read defensively field by
+ * field; data that is not JSON is the provider's fault: unavailable, with
+ * `malformed` as the message.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
+export function eventJson(data: string, malformed: string): Record<string, any> {
+  try {
+    return JSON.parse(data);
+  } catch {
+    throw PlatformError.unavailable(malformed);
+  }
 }
