@@ -46,6 +46,11 @@ const UNSERVED: [RegExp, string][] = [
   [/^\/secrets/, "secrets are not served by this platform"],
 ];
 
+/** A part of the E2B API this platform does not serve: 501, unimplemented. */
+function notServed(message: string): PlatformError {
+  return new PlatformError(Code.Unimplemented, "unimplemented", message, {}, { httpStatus: 501 });
+}
+
 /** E2B's control-plane REST routes the SDK uses, over the compute domain. */
 export class ControlPlane {
   constructor(
@@ -57,7 +62,7 @@ export class ControlPlane {
   async handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     const path = url.pathname.replace(/\/+$/, "");
     for (const [re, message] of UNSERVED) {
-      if (re.test(path)) throw new PlatformError(Code.Unimplemented, "unimplemented", message, {}, { httpStatus: 501 });
+      if (re.test(path)) throw notServed(message);
     }
     const caller = await this.#authenticate(req);
     const method = req.method ?? "GET";
@@ -117,22 +122,8 @@ export class ControlPlane {
         "template_not_served",
         `template ${JSON.stringify(String(templateId).slice(0, 64))} is not served by this platform: only '${TEMPLATE}' (its sandbox image); templates built from Dockerfiles are not served`,
       );
-    if (body.mcp)
-      throw new PlatformError(
-        Code.Unimplemented,
-        "unimplemented",
-        "MCP gateways are not served by this platform",
-        {},
-        { httpStatus: 501 },
-      );
-    if (body.volumeMounts)
-      throw new PlatformError(
-        Code.Unimplemented,
-        "unimplemented",
-        "volumes are not served by this platform",
-        {},
-        { httpStatus: 501 },
-      );
+    if (body.mcp) throw notServed("MCP gateways are not served by this platform");
+    if (body.volumeMounts) throw notServed("volumes are not served by this platform");
     const metadata = stringMap(body.metadata, "metadata");
     const envs = stringMap(body.envVars, "envVars");
     const timeoutS = timeoutOf(body.timeout, false);
@@ -302,12 +293,8 @@ function networkOf(allowInternet: unknown, network: unknown): NetworkPolicy | un
       throw new PlatformError(Code.InvalidArgument, "invalid_argument", "network must be an object");
     const { allowOut: out, ...rest } = network as Record<string, unknown>;
     if (Object.keys(rest).length > 0)
-      throw new PlatformError(
-        Code.Unimplemented,
-        "unimplemented",
+      throw notServed(
         `network options ${Object.keys(rest).sort().join(", ")} are not served by this platform: only allowOut (domains and CIDRs) and allowInternetAccess`,
-        {},
-        { httpStatus: 501 },
       );
     if (out !== undefined) {
       if (!Array.isArray(out) || out.length > 512 || !out.every((x) => typeof x === "string" && x.length <= 253))
