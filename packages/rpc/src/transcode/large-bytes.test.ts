@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { test } from "node:test";
 import { create, fromJson, toJson } from "@bufbuild/protobuf";
 import { ListBooksRequestSchema } from "@platform/gen/rpctest/v1/rpctest_pb";
-import { messageToJson, requestFromJson } from "./json.ts";
+import { jsonBody, messageToJson, requestFromJson } from "./json.ts";
 
 // Large bytes fields take Node's base64 both ways: the JSON must be exactly
 // protobuf-es's, and what protobuf-es refuses stays refused.
@@ -13,6 +13,7 @@ test("large bytes fields: the same JSON and the same message as protobuf-es", ()
     const msg = create(ListBooksRequestSchema, { token, shelf: 7n });
     const json = messageToJson(ListBooksRequestSchema, msg, { int64AsString: true });
     assert.deepEqual(json, toJson(ListBooksRequestSchema, msg), `size ${size}`);
+    assert.equal(jsonBody(json).toString("utf8"), JSON.stringify(json), `size ${size}`);
     const back = requestFromJson(ListBooksRequestSchema, structuredClone(json), { ignoreUnknownFields: false });
     assert.deepEqual(back, fromJson(ListBooksRequestSchema, json), `size ${size}`);
     assert.deepEqual(Buffer.from((back as unknown as { token: Uint8Array }).token), Buffer.from(token));
@@ -26,8 +27,41 @@ test("large bytes fields: the same JSON and the same message as protobuf-es", ()
     { ignoreUnknownFields: false },
   ) as unknown as { token: Uint8Array };
   assert.deepEqual(Buffer.from(decoded.token), raw);
-  assert.throws(
-    () => requestFromJson(ListBooksRequestSchema, { token: `${"A".repeat(5000)}!` }, { ignoreUnknownFields: false }),
-    /invalid base64/,
+  // Characters Node's decoder skips or stops at, wherever the length would still look right.
+  for (const bad of [
+    `${"A".repeat(5000)}!`,
+    `${"A".repeat(4999)} ==`,
+    `${"A".repeat(4996)}\u00ff${"A".repeat(4)}=`,
+    `${"A".repeat(4998)}\n=`,
+    `${"A".repeat(4000)}=${"A".repeat(1000)}`,
+    `${"A".repeat(4999)}===`,
+    `${"A".repeat(5000)}.AAA`,
+  ]) {
+    assert.throws(
+      () => requestFromJson(ListBooksRequestSchema, { token: bad }, { ignoreUnknownFields: false }),
+      /invalid base64/,
+      JSON.stringify(bad.slice(-8)),
+    );
+  }
+  // Padding protobuf-es accepts where the length says otherwise is still accepted.
+  const odd = requestFromJson(
+    ListBooksRequestSchema,
+    { token: `${"A".repeat(4997)}=` },
+    { ignoreUnknownFields: false },
   );
+  assert.deepEqual(odd, fromJson(ListBooksRequestSchema, { token: `${"A".repeat(4997)}=` }));
+});
+
+test("jsonBody: the bytes of JSON.stringify, with other members, unicode and values before and after the data", () => {
+  const token = new Uint8Array(randomBytes(70_000));
+  const msg = create(ListBooksRequestSchema, { token, shelf: 12n });
+  for (const opts of [{}, { alwaysEmitImplicit: true }, { emitNulls: true, int64AsString: true }]) {
+    const json = messageToJson(ListBooksRequestSchema, msg, opts);
+    assert.equal(jsonBody(json).toString("utf8"), JSON.stringify(json));
+  }
+  const json = messageToJson(ListBooksRequestSchema, msg) as Record<string, unknown>;
+  json.extra = 'naïve \u2028 "quoted" 😀';
+  json.gone = undefined;
+  assert.deepEqual(jsonBody(json as never), Buffer.from(JSON.stringify(json)));
+  assert.deepEqual(jsonBody({ a: [1, "é"] }), Buffer.from(JSON.stringify({ a: [1, "é"] })));
 });

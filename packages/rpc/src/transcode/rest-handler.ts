@@ -28,6 +28,7 @@ import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import {
   BindError,
   emptyJsonOf,
+  jsonBody,
   messageToJson,
   requestFromJson,
   type OutputJsonOptions,
@@ -318,12 +319,9 @@ export function createRestHandler(o: RestHandlerDeps) {
     if (route.responseBodyField) {
       json = (json as JsonObject)[route.responseBodyField.jsonName] ?? emptyJsonOf(route.responseBodyField);
     }
-    const text = JSON.stringify(json);
-    res.writeHead(route.successStatus, {
-      "content-type": "application/json",
-      "content-length": Buffer.byteLength(text),
-    });
-    res.end(text);
+    const body = jsonBody(json);
+    res.writeHead(route.successStatus, { "content-type": "application/json", "content-length": body.length });
+    res.end(body);
   }
 
   async function serveStream(
