@@ -63,18 +63,35 @@ export const loginThroughput: Figure = {
         () => {},
       );
     }, 50);
-    const burst = await saturate(burstClients, size === "quick" ? 500 : 5000, login(burstClients));
-    clearInterval(sampler);
-    http.close();
+    // Beyond ARGON2_MAX_QUEUE identity sheds with 503 and Retry-After (issue 15): a client
+    // waits as told and tries again; those answers are counted, not taken for failures.
+    let shed = 0;
+    const burstLogin = async () => {
+      const res = await http.postJson("/v1/auth/login", OWNER);
+      if (res.status === 503) {
+        shed++;
+        const after = Number((JSON.parse(res.text) as { retry_after?: string }).retry_after ?? "1");
+        await new Promise((r) => setTimeout(r, Math.min(5, Math.max(0.05, after)) * 1000));
+        return;
+      }
+      if (res.status !== 200) throw new Error(`login: ${res.status} ${res.text} (${burstClients} clients)`);
+    };
+    let burst: { ops: number; seconds: number };
+    try {
+      burst = await saturate(burstClients, size === "quick" ? 500 : 5000, burstLogin);
+    } finally {
+      clearInterval(sampler);
+      http.close();
+    }
     const growth = peak - before.rss;
     const bounded = growth < 256 * 2 ** 20;
     return {
       baseline: `raw argon2id verify (m=${MIB} MiB, t=${PARAMS.timeCost}, p=${PARAMS.parallelism}), ${SERVICE_CONCURRENCY} at a time: ${fmtRate(rawRate, "hashes/s")}`,
-      measured: `${fmtRate(loginRate, "logins/s")}; RSS ${fmtBytes(before.rss)} → peak ${fmtBytes(peak)} under ${burstClients} concurrent clients`,
+      measured: `${fmtRate(loginRate, "logins/s")}; RSS ${fmtBytes(before.rss)} → peak ${fmtBytes(peak)} under ${burstClients} concurrent clients (${shed} answers of ${burst.ops} were 503 and retried after Retry-After)`,
       ratio: pct(loginRate, rawRate),
       met: loginRate >= 0.9 * rawRate && bounded,
-      notes: `${rounds} alternating windows of ${windowMs / 1000} s: raw argon2.verify with ${SERVICE_CONCURRENCY} in flight (the service's ARGON2_MAX_CONCURRENT) in the bench process, then POST /v1/auth/login from 8 keep-alive HTTP/1.1 connections (node:http, not fetch: ~1 ms of client CPU a login instead of ~2.5 ms, on the same cores) to identity in its own process (each login = one argon2id verify + an RS256 signature + two statements: the user with its landing membership, one insert of the refresh-token family and its first token). Memory: identity's RSS sampled every 50 ms during a ${(burst.seconds).toFixed(1)} s burst of ${burstClients} concurrent clients (${fmtRate(burst.ops / burst.seconds, "logins/s")}); "bounded" = growth under 256 MiB (the argon2 semaphore caps hashing memory at ${SERVICE_CONCURRENCY} × ${MIB} MiB).`,
-      raw: { rawRate, loginRate, rssBefore: before.rss, rssPeak: peak },
+      notes: `${rounds} alternating windows of ${windowMs / 1000} s: raw argon2.verify with ${SERVICE_CONCURRENCY} in flight (the service's ARGON2_MAX_CONCURRENT) in the bench process, then POST /v1/auth/login from 8 keep-alive HTTP/1.1 connections (node:http, not fetch: ~1 ms of client CPU a login instead of ~2.5 ms, on the same cores) to identity in its own process (each login = one argon2id verify + an RS256 signature + two statements: the user with its landing membership, one insert of the refresh-token family and its first token). Memory: identity's RSS sampled every 50 ms during a ${(burst.seconds).toFixed(1)} s burst of ${burstClients} concurrent clients (${fmtRate((burst.ops - shed) / burst.seconds, "logins/s")}; beyond the hashing queue identity answers 503 with Retry-After, which these clients honour); "bounded" = growth under 256 MiB (the argon2 semaphore caps hashing memory at ${SERVICE_CONCURRENCY} × ${MIB} MiB).`,
+      raw: { rawRate, loginRate, rssBefore: before.rss, rssPeak: peak, burstShed: shed, burstAnswers: burst.ops },
     };
   },
 };

@@ -94,7 +94,18 @@ export class ServiceProcess {
           reject(e);
         },
       });
-      this.child.send({ ...args, id, type });
+      // The callback takes a send to a process already gone (ERR_IPC_CHANNEL_CLOSED), which would
+      // otherwise be an unhandled 'error' event: a late stats timer once ended a whole run so.
+      if (!this.child.connected) {
+        this.#pending.get(id)?.reject(new Error(`${this.kind}: ${type}: the process is gone`));
+        this.#pending.delete(id);
+        return;
+      }
+      this.child.send({ ...args, id, type }, (err) => {
+        if (!err) return;
+        this.#pending.get(id)?.reject(err);
+        this.#pending.delete(id);
+      });
     });
   }
 
