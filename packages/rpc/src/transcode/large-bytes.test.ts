@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { test } from "node:test";
 import { create, fromJson, toJson } from "@bufbuild/protobuf";
 import { ListBooksRequestSchema } from "@platform/gen/rpctest/v1/rpctest_pb";
-import { jsonBody, messageToJson, requestFromJson } from "./json.ts";
+import { jsonBody, messageToJson, parseBody, requestFromJson } from "./json.ts";
 
 // Large bytes fields take Node's base64 both ways: the JSON must be exactly
 // protobuf-es's, and what protobuf-es refuses stays refused.
@@ -64,4 +64,40 @@ test("jsonBody: the bytes of JSON.stringify, with other members, unicode and val
   json.gone = undefined;
   assert.deepEqual(jsonBody(json as never), Buffer.from(JSON.stringify(json)));
   assert.deepEqual(jsonBody({ a: [1, "é"] }), Buffer.from(JSON.stringify({ a: [1, "é"] })));
+});
+
+test("parseBody: a long base64 string cut out of the text gives the message parsing the whole text gives, or is left in", () => {
+  const b64 = randomBytes(9000).toString("base64");
+  const cases: Array<[string, boolean]> = [
+    [`{"shelf":"7","token":"${b64}"}`, true],
+    [`{"token":"${b64}","shelf":7,"pageToken":"naïve"}`, true],
+    [`{"pageToken":"\\"token\\":\\"","token":"${b64}"}`, true],
+    [`{"token":"${b64}","token":""}`, false],
+    [`{"token":"","shelf":1,"token":"${b64}"}`, false],
+    [`{"tags":["x"],"token":"${b64}"}`, false],
+    [`{"token":"${b64}","pageToken":"a\\u0062"}`, false],
+    [`{"token":"${b64.slice(0, 100)}\\n${b64}"}`, false],
+    [`{"token":"${b64}!"}`, false],
+    [`{"token":"${b64}\u00e9"}`, false],
+    [`{"token":"${b64}"`, false],
+    [` {"token":"${b64}"}`, false],
+    [`{"token":"${b64.slice(0, 4000)}"}`, false],
+  ];
+  for (const [text, cuts] of cases) {
+    const body = Buffer.from(text);
+    const whole = () => requestFromJson(ListBooksRequestSchema, JSON.parse(text), { ignoreUnknownFields: false });
+    const parsed = () => {
+      const { json, cut } = parseBody(ListBooksRequestSchema, body);
+      assert.equal(cut !== undefined, cuts, text.slice(0, 40));
+      return requestFromJson(ListBooksRequestSchema, json, { ignoreUnknownFields: false }, cut);
+    };
+    let expected: unknown;
+    try {
+      expected = whole();
+    } catch (err) {
+      assert.throws(parsed, { message: (err as Error).message }, text.slice(0, 40));
+      continue;
+    }
+    assert.deepEqual(parsed(), expected, text.slice(0, 40));
+  }
 });

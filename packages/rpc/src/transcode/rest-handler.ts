@@ -27,9 +27,11 @@ import { whenOpened } from "../calls/open-stream.ts";
 import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import {
   BindError,
+  type CutBytes,
   emptyJsonOf,
   jsonBody,
   messageToJson,
+  parseBody,
   requestFromJson,
   type OutputJsonOptions,
   resolveFieldPath,
@@ -139,13 +141,15 @@ function buildRequest(
 ): Message {
   const input = route.method.input;
   let root: JsonObject = {};
+  let cut: CutBytes | undefined;
   if (body.length > 0) {
     if (route.body === "") throw new Fault("invalid_request", "this route takes no request body");
     if (!isJsonContentType(req.headers["content-type"]))
       throw new Fault("unsupported_media_type", "Content-Type must be application/json");
     let parsed: JsonValue;
     try {
-      parsed = JSON.parse(body.toString("utf8"));
+      if (route.body === "*") ({ json: parsed, cut } = parseBody(input, body));
+      else parsed = JSON.parse(body.toString("utf8"));
     } catch {
       throw new Fault("invalid_request", "malformed JSON body");
     }
@@ -192,7 +196,7 @@ function buildRequest(
     throw e;
   }
   try {
-    return requestFromJson(input, root, { ignoreUnknownFields: !strictBody });
+    return requestFromJson(input, root, { ignoreUnknownFields: !strictBody }, cut);
   } catch (e) {
     throw new Fault("invalid_request", `invalid request body: ${(e as Error).message}`);
   }
