@@ -48,7 +48,8 @@ async function serve(): Promise<void> {
     let agentsUrl: string | undefined;
     try {
       tls = internalTls(process.env, WORKER_TLS_NAME);
-      await warmUp(tls);
+      // The orchestrator gives a spare the host it will serve on (HOST) before any tenant's settings.
+      await warmUp(tls, process.env.HOST || undefined);
       agentsUrl = internalUrl(process.env, "AGENTS_GRPC_URL", tls !== undefined);
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err;

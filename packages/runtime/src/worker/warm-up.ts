@@ -24,14 +24,16 @@ const echoAgents: AgentsPort = {
  * has compiled the server's request path (HTTP/2, Connect, protobuf, the
  * invoke handler) before a tenant's first request needs it: in a fresh
  * process that first request costs several times a warm one. A spare does
- * this while it waits; failures only mean a colder first request. With
+ * this while it waits, on the address the worker will listen on (the
+ * platform's configured host: nothing listens beyond it, even for a moment);
+ * failures only mean a colder first request. With
  * `tls` the call goes over mutual TLS with the worker's own certificate (the
  * handshake is on the path too), which this throwaway server alone admits.
  * Resolves whether the call went through.
  */
-export async function warmUp(tls: ServiceTls | undefined): Promise<boolean> {
+export async function warmUp(tls: ServiceTls | undefined, host = "127.0.0.1"): Promise<boolean> {
   const server = await startWorker(
-    { tenantId: NOBODY, orgId: NOBODY, agentsUrl: "http://127.0.0.1:9", port: 0, host: "127.0.0.1", tls },
+    { tenantId: NOBODY, orgId: NOBODY, agentsUrl: "http://127.0.0.1:9", port: 0, host, tls },
     { agents: echoAgents, shutdownTimeoutMs: 0, callers: tls ? [tls.name] : undefined },
   );
   try {

@@ -300,7 +300,8 @@ export class LocalOrchestrator implements Orchestrator {
   #spawn(command: WorkerCommand, deploymentEnv?: Record<string, string>): WorkerProcess {
     const env: Record<string, string> = {};
     for (const k of PASS_ENV) if (process.env[k]) env[k] = process.env[k] as string;
-    Object.assign(env, this.#opts.workerEnv, deploymentEnv);
+    // HOST for a spare too: its warm-up listens for a moment before any deployment is handed to it.
+    Object.assign(env, { HOST: this.#opts.host }, this.#opts.workerEnv, deploymentEnv);
     return new WorkerProcess(command, env, {
       stdio: this.#opts.workerStdio,
       spare: !deploymentEnv,
