@@ -108,9 +108,38 @@ export function mountsLeft(dataDir: string): string[] {
     } catch {
       continue;
     }
-    if (backing.startsWith(dataDir)) left.push(`/dev/${loop} -> ${backing}`);
+    if (backing.startsWith(dataDir)) left.push(`/dev/${loop} -> ${backing}${holdersOf(`/dev/${loop}`)}`);
   }
   return left;
+}
+
+/**
+ * Who still has `device` mounted in a mount namespace of theirs (a loop
+ * device left after a stop detaches itself once the last one goes): for the
+ * report of a flaky run, not a check of its own.
+ */
+function holdersOf(device: string): string {
+  const holders: string[] = [];
+  let pids: string[] = [];
+  try {
+    pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
+  } catch {}
+  let ours = "";
+  try {
+    ours = readlinkSync("/proc/self/ns/mnt");
+  } catch {}
+  for (const pid of pids) {
+    try {
+      // This namespace's own mounts are listed as mounts already.
+      if (readlinkSync(`/proc/${pid}/ns/mnt`) === ours) continue;
+      if (!readFileSync(`/proc/${pid}/mountinfo`, "utf8").includes(` ${device} `)) continue;
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim().slice(0, 120);
+      holders.push(`${pid} ${cmd}`);
+    } catch {}
+  }
+  return holders.length > 0
+    ? ` (mounted in the namespaces of: ${holders.slice(0, 5).join("; ")})`
+    : " (in no other mount namespace)";
 }
 
 /**
