@@ -416,3 +416,17 @@ describe("warm sandboxes and workspace sizes", () => {
     }
   });
 });
+
+test("the workspaces' mount root has room for tens of thousands of workspaces, grown in place when an older service mounted it small", async () => {
+  // 4 MiB held ~500 workspaces' mount points and owner records; the 501st create failed with ENOSPC.
+  const dir = fs.mkdtempSync(join(tmpdir(), "ws-root-"));
+  try {
+    const image = new WorkspaceImage(join(dir, "workspace.img"));
+    await image.create(16 * 1024 * 1024, { uid: 0, gid: 0 });
+    const { blocks, bsize } = fs.statfsSync(MOUNTS_ROOT);
+    assert.ok(blocks * bsize >= 256 * 1024 * 1024, `${MOUNTS_ROOT} holds ${(blocks * bsize) >> 20} MiB`);
+    await image.remove();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -161,13 +161,18 @@ export class WorkspaceImage {
 }
 
 let mountsRoot: Promise<void> | undefined;
+/** Room for ~32,000 workspaces' mount points and owner records (8 KiB each at most). */
+const MOUNTS_ROOT_SIZE = "256m";
 
 /** Mounts MOUNTS_ROOT once per host (under a lock: two services starting at once must not stack two). */
 function ensureMountsRoot(): Promise<void> {
   mountsRoot ??= (async () => {
-    if (isMountPoint(MOUNTS_ROOT)) return;
     fs.mkdirSync(MOUNTS_ROOT, { recursive: true, mode: 0o700 });
-    const script = `mountpoint -q "$1" || mount -t tmpfs -o mode=0700,size=4m,nosuid,nodev,noexec platform-compute-workspaces "$1"`;
+    // Each workspace keeps a mount point and its `.owner` record here, a page of the tmpfs each: 4 MiB
+    // held ~500 workspaces and the 501st create failed with ENOSPC (the bench's 1,000 paused
+    // sandboxes). A tmpfs takes memory only for what it holds; one mounted smaller by an older
+    // service is grown in place.
+    const script = `if mountpoint -q "$1"; then mount -o remount,size=${MOUNTS_ROOT_SIZE} "$1"; else mount -t tmpfs -o mode=0700,size=${MOUNTS_ROOT_SIZE},nosuid,nodev,noexec platform-compute-workspaces "$1"; fi`;
     await run("flock", [`${MOUNTS_ROOT}.lock`, "sh", "-c", script, "sh", MOUNTS_ROOT], {
       env: TOOLS_ENV,
       timeout: 30_000,
