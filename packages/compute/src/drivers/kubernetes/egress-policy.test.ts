@@ -25,7 +25,9 @@ test("a sandbox's egress NetworkPolicy selects its pod alone and allows only the
   const rule = np.spec?.egress?.[0];
   assert.deepEqual(rule?.ports, [{ protocol: "TCP", port: 3128 }]);
   assert.deepEqual(rule?.to, [{ podSelector: { matchLabels: EGRESS_PROXY_LABELS } }]);
-  assert.ok(!JSON.stringify(np).includes("ipBlock") && !JSON.stringify(np).includes("53"), "no DNS, no address range");
+  // Ports, not the whole object: a random sandbox id in the name holds "53" in about one run of eight.
+  const ports = (np.spec?.egress ?? []).flatMap((r) => r.ports ?? []).map((p) => p.port);
+  assert.ok(!JSON.stringify(np).includes("ipBlock") && !ports.includes(53), "no DNS, no address range");
   assert.match(np.metadata?.name ?? "", /^sbx-[0-9a-f-]{36}-egress$/);
   assert.ok((np.metadata?.name ?? "").length <= 253);
 });
