@@ -147,7 +147,9 @@ describe("leaks", () => {
         assert.ok(exists(join(wsDir, "annotations.json")), "unused: marked for collection");
         const spec = { ...contractSpec("local"), tenantId: killed.spec.tenantId, sessionId: killed.spec.sessionId };
         await next.create(spec);
-        assert.equal((await next.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000))).phase, "ready");
+        // The whole observation on failure: a fresh-clone CI run saw "failed" here once (passing alone).
+        const settled = await next.waitSettled(spec.sandboxId, AbortSignal.timeout(30_000));
+        assert.equal(settled.phase, "ready", JSON.stringify(settled));
         assert.equal(exists(join(wsDir, "annotations.json")), false, "used again: the mark is gone");
         assert.equal(
           (await collectExec(next, spec.sandboxId, { command: "/bin/cat", args: ["kept.txt"] })).stdout,
