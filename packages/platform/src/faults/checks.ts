@@ -309,7 +309,7 @@ export async function agentsDbProblems(database: Database<unknown>): Promise<str
 }
 
 /**
- * Idempotency records left running past any request's deadline, done ones
+ * Idempotency records held running beyond any claim's lock, done ones
  * without a stored answer, and refresh-token families in an impossible state
  * (more than one usable token, or a usable token in a revoked family).
  */
@@ -317,10 +317,14 @@ export async function identityDbProblems(database: Database<unknown>): Promise<s
   const problems: string[] = [];
   const stuck = await rows(
     database,
-    "select scope, key from idempotency_keys where state = 'running' and locked_until > now() + interval '35 seconds'",
+    // A claim holds its key for twice the request deadline (identity's idempotencyLockMs, 60 s), so a
+    // request cut by a kill keeps its record running until then and a retry after it takes over;
+    // a record locked further ahead than that is held beyond any claim. (The bound was 35 s, which
+    // flagged claims of the identity churn made less than 25 s before the check.)
+    "select scope, key from idempotency_keys where state = 'running' and locked_until > now() + interval '65 seconds'",
   );
   for (const r of stuck)
-    problems.push(`idempotency record ${r.scope}/${r.key} is held running beyond the request deadline`);
+    problems.push(`idempotency record ${r.scope}/${r.key} is held running beyond any claim's lock`);
   const empty = await rows(
     database,
     "select scope, key from idempotency_keys where state = 'done' and response is null",
