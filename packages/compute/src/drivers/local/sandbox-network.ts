@@ -61,16 +61,15 @@ export class SandboxNetwork {
 
   private async start(sandboxId: string, w: Wiring, initPid: number): Promise<void> {
     await this.stop(sandboxId);
+    let listener: Server | undefined;
     try {
-      const listener = await listenInNetns({
-        netns: `/proc/${initPid}/ns/net`,
-        host: "127.0.0.1",
-        port: SANDBOX_PROXY_PORT,
-      });
+      listener = await listenInNetns({ netns: `/proc/${initPid}/ns/net`, host: "127.0.0.1", port: SANDBOX_PROXY_PORT });
       await this.egress.attach(sandboxId, w.policy, listener);
       w.listener = listener;
       w.forInit = initPid;
     } catch (err) {
+      // Not served: closed, or it would keep the sandbox's namespace alive.
+      if (listener && w.listener !== listener) listener.close();
       // Fail closed: the command runs with the variables and finds nothing listening.
       this.log?.error({ err, sandboxId }, "listening for the sandbox's egress in its namespace failed");
     }
