@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import http from "node:http";
+import net, { type AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { KubeDouble } from "@platform/kube-testing";
 import { DELETE_AFTER_KEY } from "../../driver.ts";
@@ -162,6 +164,60 @@ describe("kubernetes driver: what lands on the cluster", () => {
     assert.equal((await driver.observe(spec.sandboxId)).phase, "gone");
     await again.close();
     await assert.rejects(driver.observe(randomUUID()));
+  });
+
+  test("a sandbox whose pod the API server is slow to make is starting, never lost, and its session's claim stays unmarked", async () => {
+    // The API server answers the pod's creation 600 ms late while the poller runs every 50 ms.
+    const slow = http.createServer((req, res) => {
+      const upstream = http.request(
+        `${double.url}${req.url}`,
+        { method: req.method, headers: req.headers },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      const podCreation = req.method === "POST" && /\/pods$/.test(req.url ?? "");
+      setTimeout(() => req.pipe(upstream), podCreation ? 600 : 0);
+    });
+    // Exec and usage reads are WebSocket upgrades: passed through as bytes.
+    slow.on("upgrade", (req, socket, head) => {
+      const upstream = net.connect(Number(new URL(double.url).port), "127.0.0.1", () => {
+        const headers = req.rawHeaders.map((v, i) => (i % 2 ? `${v}\r\n` : `${v}: `)).join("");
+        upstream.write(`${req.method} ${req.url} HTTP/1.1\r\n${headers}\r\n`);
+        upstream.write(head);
+        socket.pipe(upstream).pipe(socket);
+      });
+      upstream.on("error", () => socket.destroy());
+      socket.on("error", () => upstream.destroy());
+    });
+    await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
+    const kc = double.kubeConfig(NS);
+    kc.clusters[0] = { ...kc.clusters[0]!, server: `http://127.0.0.1:${(slow.address() as AddressInfo).port}` };
+    const late = new KubernetesDriver({ kubeConfig: kc, namespace: NS, pollIntervalMs: 50 });
+    try {
+      const first = contractSpec("debian:bookworm-slim");
+      await late.create(first);
+      await late.waitSettled(first.sandboxId, AbortSignal.timeout(10_000));
+      const seen: string[] = [];
+      const off = late.onPhaseChange((_id, o) => seen.push(o.phase));
+      // The poller is running (the first sandbox is live) when the second create starts.
+      const next = { ...contractSpec("debian:bookworm-slim"), tenantId: first.tenantId, sessionId: first.sessionId };
+      const made = late.create(next);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal((await late.observe(next.sandboxId)).phase, "starting");
+      await made;
+      assert.equal((await late.waitSettled(next.sandboxId, AbortSignal.timeout(10_000))).phase, "ready");
+      off();
+      assert.ok(!seen.includes("failed"), seen.join(","));
+      const claim = double.get("persistentvolumeclaims", NS, claimName(next.tenantId, next.sessionId));
+      assert.equal(claim?.metadata.annotations?.[DELETE_AFTER_KEY], undefined);
+      await late.destroy(first.sandboxId);
+      await late.destroy(next.sandboxId);
+    } finally {
+      await late.close();
+      await new Promise((r) => slow.close(r));
+    }
   });
 });
 

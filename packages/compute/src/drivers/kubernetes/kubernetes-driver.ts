@@ -14,8 +14,8 @@ import {
   setHeaderOptions,
   type V1Pod,
 } from "@kubernetes/client-node";
-import type { NetworkPolicy } from "@platform/network-policy";
 import { ComputeReason, PlatformError } from "@platform/errors";
+import type { NetworkPolicy } from "@platform/network-policy";
 import {
   DELETE_AFTER_KEY,
   type ExecEvent,
@@ -30,6 +30,10 @@ import {
   type Usage,
   zeroUsage,
 } from "../../driver.ts";
+import { KeyedLock } from "../../keyed-lock.ts";
+import { cleanWorkspacePath } from "../../paths.ts";
+import { workspaceSizeBytes } from "../../service/workspace-size.ts";
+import { buildEgressPolicy, egressPolicyName } from "./egress-policy.ts";
 import {
   Annotation,
   buildClaim,
@@ -41,19 +45,15 @@ import {
   Label,
   observePod,
   PAUSED_PREFIX,
-  pausedKey,
   type PodOptions,
+  pausedKey,
   podName,
   SELECTOR,
   workspaceLabel,
 } from "./objects.ts";
 import { PodExec, type PodExecTarget } from "./pod-exec.ts";
-import { buildEgressPolicy, egressPolicyName } from "./egress-policy.ts";
-import { cleanWorkspacePath } from "../../paths.ts";
-import { workspaceSizeBytes } from "../../service/workspace-size.ts";
 import { CONTAINER_USAGE, FILES, KILL, RUN } from "./scripts.ts";
 import { UsageRecordFilter } from "./usage-record.ts";
-import { KeyedLock } from "../../keyed-lock.ts";
 
 export interface KubernetesDriverOptions extends Partial<PodOptions> {
   kubeConfig: KubeConfig;
@@ -98,6 +98,12 @@ interface Known {
   spec?: SandboxSpec;
   /** While paused (no pod): since when. */
   pausedAt?: number;
+  /**
+   * Between create's start and its pod's creation: no pod yet is not a lost
+   * pod (the poller, listing then, would announce the new sandbox failed and
+   * mark its session's claim for collection).
+   */
+  creating?: boolean;
   /** Lifetime usage when the last pod went (pause): a new pod's counters start at 0 and add to it. */
   carried?: Usage;
 }
@@ -223,7 +229,8 @@ export class KubernetesDriver implements SandboxDriver {
     // The same rule as the domain's and the local driver's, before anything reaches the cluster.
     workspaceSizeBytes(spec.workspace.size || this.pod.defaultSize);
     const claim = claimName(spec.tenantId, spec.sessionId);
-    this.known.set(spec.sandboxId, { mountPath: spec.workspace.mountPath, claim, usage: zeroUsage(), spec });
+    const known: Known = { mountPath: spec.workspace.mountPath, claim, usage: zeroUsage(), spec, creating: true };
+    this.known.set(spec.sandboxId, known);
     try {
       // Its way out exists before its pod does (without it the pod reaches nothing; the order only avoids a first refusal).
       if (spec.networkPolicy && this.pod.egress) await this.ensureEgressPolicy(spec.sandboxId);
@@ -238,6 +245,8 @@ export class KubernetesDriver implements SandboxDriver {
       if (err instanceof PlatformError) throw err;
       if (apiCode(err) === 409) throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
       throw PlatformError.internal("pod or volume creation failed", err);
+    } finally {
+      known.creating = undefined;
     }
     this.record(spec.sandboxId, { phase: "starting" });
     this.startPolling();
@@ -261,6 +270,7 @@ export class KubernetesDriver implements SandboxDriver {
   async observe(sandboxId: string): Promise<SandboxObservation> {
     // Paused: no pod on purpose (one still there is being deleted).
     if (this.known.get(sandboxId)?.pausedAt !== undefined) return this.record(sandboxId, { phase: "paused" });
+    const creating = this.known.get(sandboxId)?.creating;
     const found = await this.readPod(sandboxId);
     // A destroyed sandbox's pod may still be terminating (graceful deletion):
     // it reads like no pod, and the claim's delete-after mark decides.
@@ -274,6 +284,8 @@ export class KubernetesDriver implements SandboxDriver {
       else if (claim) k.claim = claim;
       return this.record(sandboxId, observePod(pod));
     }
+    // Read before the pod was made by a create still in progress: not lost.
+    if (creating) return { phase: "starting" };
     // No pod: destroyed (its session's claim records it), vanished, or unknown.
     const claim = await this.claimOf(sandboxId);
     const k = this.known.get(sandboxId);
@@ -806,7 +818,9 @@ export class KubernetesDriver implements SandboxDriver {
   }
 
   private async pollOnce(): Promise<void> {
-    const live = [...this.known.entries()].filter(([, k]) => !k.destroyedUsage && k.last?.phase !== "failed");
+    const live = [...this.known.entries()].filter(
+      ([, k]) => !k.destroyedUsage && !k.creating && k.last?.phase !== "failed",
+    );
     if (live.length === 0) return;
     const pods = await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: SELECTOR });
     const byId = new Map(pods.items.map((p) => [p.metadata?.labels?.[Label.sandboxId] ?? "", p]));
