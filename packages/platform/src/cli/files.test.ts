@@ -10,15 +10,17 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
+  closeSync,
   createReadStream,
   mkdirSync,
+  mkdtempSync,
   openSync,
-  closeSync,
-  writeSync,
-  statSync,
-  rmSync,
-  writeFileSync,
+  readdirSync,
   readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
 } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -33,9 +35,10 @@ let work: string;
 
 type Result = { code: number | null; stdout: string; stderr: string };
 
-function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Result> {
+function run(args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string): Promise<Result> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [bin, ...args], {
+      cwd,
       env: { ...stack.env, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -222,6 +225,15 @@ test("paths that leave the workspace are 400 invalid_argument; a missing file 40
   assert.equal(missing.status, 404);
   assert.throws(() => statSync(join(work, "nope.part")));
   assert.throws(() => statSync(join(work, "out.part")));
+  // Refused before any byte, named by the remote path in the current directory: no `.part` left there either.
+  const cwd = mkdtempSync(join(work, "cwd-"));
+  for (const remote of ["../down.bin", "missing.bin"])
+    assert.equal((await run(["files", "download", session, remote], {}, cwd)).code, 1, remote);
+  // Not logged in: refused with no round trip at all, while a file made up front would still be opening.
+  const nobody = { PLATFORM_CONFIG_DIR: mkdtempSync(join(work, "config-")) };
+  for (let i = 0; i < 5; i++)
+    assert.equal((await run(["files", "download", session, "anon.bin"], nobody, cwd)).code, 1);
+  assert.deepEqual(readdirSync(cwd), []);
 });
 
 test("another organization's session is 404 for every file call; a malformed session id 400", async () => {

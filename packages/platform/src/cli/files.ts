@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { createReadStream, createWriteStream, renameSync, rmSync, statSync } from "node:fs";
+import { createReadStream, createWriteStream, renameSync, rmSync, statSync, type WriteStream } from "node:fs";
 import { basename, posix } from "node:path";
 import { finished } from "node:stream/promises";
 import { chunkCall } from "./chunk-call.ts";
@@ -147,7 +147,8 @@ export async function filesDownload(ctx: Context, args: string[]): Promise<void>
       `${url}?${new URLSearchParams({ path: remote, offset: String(offset), maxBytes: String(CHUNK_BYTES) })}`,
     );
   const part = `${local}.part`;
-  const out = toStdout ? process.stdout : createWriteStream(part);
+  // Made once the first answer is in: a download refused outright leaves no file behind.
+  let file: WriteStream | undefined;
   const hash = createHash("sha256");
   const started = Date.now();
   let offset = 0;
@@ -155,6 +156,8 @@ export async function filesDownload(ctx: Context, args: string[]): Promise<void>
   const inFlight = new Map<number, Promise<ReadAnswer>>();
   try {
     const first = await read(0);
+    if (!toStdout) file = createWriteStream(part);
+    const out = file ?? process.stdout;
     const total = Number(first.totalSize ?? 0);
     progress = Progress.maybe(`download ${basename(remote)}`, total, ctx.io.json);
     let next = CHUNK_BYTES;
@@ -181,14 +184,16 @@ export async function filesDownload(ctx: Context, args: string[]): Promise<void>
       inFlight.delete(offset);
       answer = pending ? await pending : await read(offset);
     }
-    if (!toStdout) {
-      out.end();
-      await finished(out);
+    if (file) {
+      file.end();
+      await finished(file);
       renameSync(part, local);
     }
   } catch (err) {
-    if (!toStdout) {
-      out.destroy();
+    if (file) {
+      // Removed once closed: a stream destroyed before its open completes still creates the file.
+      file.destroy();
+      await finished(file).catch(() => {});
       rmSync(part, { force: true });
     }
     throw err;
