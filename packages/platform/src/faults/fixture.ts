@@ -1,14 +1,15 @@
-import { statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { after, before } from "node:test";
 import { type PrivateCluster, postgresBinDir, startPrivateCluster } from "@platform/db/testing-pg-cluster";
 import {
-  SeenProcesses,
   agentsDbProblems,
   cgroupsLeft,
   execHelperDir,
   identityDbProblems,
   mountsLeft,
   processesUsing,
+  SeenProcesses,
   sandboxNames,
   serviceDatabase,
 } from "./checks.ts";
@@ -62,6 +63,11 @@ export class Fixture {
     // Always said: how long the kernel took to reap killed sandboxes is what the next flaky run needs to know.
     if (first > 0)
       console.log(`# leftovers after the stop: ${first} at first, ${left.length} after ${Date.now() - started} ms`);
+    // Whether compute finished its close or was killed at the launcher's grace, in its own words.
+    if (left.length > 0)
+      console.log(
+        `# launcher, last lines:\n${this.platform.logs(30)}\n# compute's log, last lines:\n${tail(join(this.platform.dataDir, "logs", "compute.log"), 30)}`,
+      );
     return left;
   }
 
@@ -151,5 +157,13 @@ function isDir(path: string): boolean {
     return statSync(path).isDirectory();
   } catch {
     return false;
+  }
+}
+
+function tail(file: string, lines: number): string {
+  try {
+    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
+  } catch (err) {
+    return `(${(err as Error).message})`;
   }
 }

@@ -195,6 +195,19 @@ test("a service that crashes at once on every restart is given up on at maxCrash
   await supervisor.stopAll();
 });
 
+test("a service that does not stop within the grace after SIGTERM is killed, and the launcher says so", {
+  timeout: 60_000,
+}, async () => {
+  const { supervisor, lines, spec } = await harness({});
+  await supervisor.start(await spec("stuck", { FAKE_IGNORE_TERM: "1" }));
+  const pid = supervisor.status().stuck!.pid!;
+  const started = Date.now();
+  await supervisor.stopAll(500);
+  assert.ok(Date.now() - started < 5000);
+  assert.equal(alive(pid), false);
+  assert.ok(lines.includes("platform: stuck did not stop within 0.5 s of SIGTERM; killing it"), lines.join("\n"));
+});
+
 test("logs: warnings, errors and plain lines on the console by default; every line in <service>.log; secrets in neither; the file is bounded", {
   timeout: 240_000,
 }, async () => {

@@ -136,7 +136,11 @@ export class Supervisor {
       const { child, exited } = s;
       if (child && exited && child.exitCode === null && child.signalCode === null) {
         child.kill("SIGTERM");
-        const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+        const timer = setTimeout(() => {
+          // Said: what it had not cleaned up yet is left behind, and its log ends without saying why.
+          this.options.log(`platform: ${s.spec.name} did not stop within ${seconds(graceMs)} of SIGTERM; killing it`);
+          child.kill("SIGKILL");
+        }, graceMs);
         await exited;
         clearTimeout(timer);
       }

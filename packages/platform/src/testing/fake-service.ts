@@ -1,7 +1,8 @@
 // A stand-in service for the supervisor's tests: answers /livez on FAKE_PORT,
 // writes pino-shaped lines at each level (and FAKE_SECRET, which must never
 // reach a log), and exits at once with code 3 while the file FAKE_CRASH_FILE
-// exists, as a service with a broken setting does.
+// exists, as a service with a broken setting does; with FAKE_IGNORE_TERM
+// it does not stop on SIGTERM.
 import { existsSync } from "node:fs";
 import { createServer } from "node:http";
 
@@ -22,4 +23,5 @@ process.stderr.write("a plain stderr line\n");
 // Bulk output for the rotation test: FAKE_BULK lines of about 100 bytes.
 for (let i = 0; i < Number(process.env.FAKE_BULK ?? 0); i++) line(30, `bulk ${i} ${"x".repeat(40)}`);
 createServer((_req, res) => res.end("ok")).listen(Number(process.env.FAKE_PORT), "127.0.0.1");
-process.on("SIGTERM", () => process.exit(0));
+// FAKE_IGNORE_TERM: a service whose stop hangs, for the launcher's grace.
+process.on("SIGTERM", () => (process.env.FAKE_IGNORE_TERM ? undefined : process.exit(0)));

@@ -784,7 +784,10 @@ export class LocalDriver implements SandboxDriver {
   async close(): Promise<void> {
     clearInterval(this.sampler);
     this.closed = true;
+    const started = performance.now();
+    const warm = [...this.warmPools.values()].reduce((n, pool) => n + pool.sandboxes.length, 0);
     await Promise.all([...this.warmPools.values()].map((pool) => pool.close()));
+    const warmMs = performance.now() - started;
     const spares: Promise<void>[] = [];
     for (const live of this.sandboxes.values()) {
       clearTimeout(live.deadlineTimer);
@@ -809,6 +812,16 @@ export class LocalDriver implements SandboxDriver {
     await this.helper.close();
     if (this.options.dieWithService) await this.killUnwatched();
     this.root.removeIfEmpty();
+    // A stop the launcher cuts short (SIGKILL after its grace) leaves what was not ended yet: the times say where it went.
+    this.log?.info(
+      {
+        warm,
+        warmMs: Math.round(warmMs),
+        sandboxes: this.sandboxes.size,
+        totalMs: Math.round(performance.now() - started),
+      },
+      "sandbox driver closed",
+    );
   }
 
   /**

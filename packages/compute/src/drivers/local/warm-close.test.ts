@@ -1,0 +1,101 @@
+// A stop at any moment of the warm pool's provisioning (workspace image
+// made, loop device attached, cgroup created, launch chain starting) ends
+// every warm sandbox completely: no cgroup in any hierarchy, no loop device
+// of the data directory, no directory. The platform's stop came while a
+// refill was provisioning and left two warm sandboxes' freezer cgroups and
+// loop devices (crashes-and-restarts case 6).
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { contractSpec } from "../../testing/driver-contract.ts";
+import { LocalDriver } from "./local-driver.ts";
+import { loopDevicesBackedBy } from "./mount-table.ts";
+
+/** Every cgroup directory named by `prefix` in any hierarchy (v1 controllers and the unified one). */
+function cgroupsOf(prefix: string): string[] {
+  const found: string[] = [];
+  for (const controller of fs.readdirSync("/sys/fs/cgroup")) {
+    const root = join("/sys/fs/cgroup", controller);
+    const walk = (dir: string, depth: number) => {
+      let subs: fs.Dirent[] = [];
+      try {
+        subs = fs.readdirSync(dir, { withFileTypes: true });
+      } catch {
+        return;
+      }
+      for (const s of subs) {
+        if (!s.isDirectory()) continue;
+        const path = join(dir, s.name);
+        if (s.name.startsWith(prefix)) found.push(path);
+        else if (depth < 3) walk(path, depth + 1);
+      }
+    };
+    walk(root, 0);
+  }
+  return found;
+}
+
+describe("local driver: closed while its warm pool provisions", () => {
+  let dataDir: string;
+  const prefix = `platform-compute-warmclose-${process.pid}`;
+
+  before(() => {
+    dataDir = fs.mkdtempSync(join(tmpdir(), "compute-warm-close-"));
+    fs.chmodSync(dataDir, 0o711);
+  });
+  after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+  for (const delayMs of [0, 20, 60, 120, 250, 500, 1000]) {
+    test(`closed ${delayMs} ms after start: nothing of a warm sandbox is left`, async () => {
+      const d = new LocalDriver({
+        dataDir,
+        killGraceMs: 300,
+        cgroupPrefix: prefix,
+        dieWithService: true,
+        warmSandboxes: 3,
+      });
+      await sleep(delayMs);
+      const closed = performance.now();
+      await d.close();
+      const closeMs = performance.now() - closed;
+      const left = {
+        cgroups: cgroupsOf(prefix),
+        loops: loopDevicesBackedBy(dataDir),
+        warm: fs.readdirSync(join(dataDir, "sandboxes")).filter((n) => n.startsWith(".warm-")),
+      };
+      assert.deepEqual(left, { cgroups: [], loops: [], warm: [] }, `close took ${closeMs.toFixed(0)} ms`);
+    });
+  }
+
+  for (const delayMs of [0, 60, 100, 130, 200, 400]) {
+    test(`an adoption, then closed ${delayMs} ms later (the refill provisioning): nothing is left`, async () => {
+      const d = new LocalDriver({
+        dataDir,
+        killGraceMs: 300,
+        cgroupPrefix: prefix,
+        dieWithService: true,
+        warmSandboxes: 2,
+      });
+      const ready = () =>
+        fs
+          .readdirSync(join(dataDir, "sandboxes"))
+          .filter((n) => n.startsWith(".warm-") && fs.existsSync(join(dataDir, "sandboxes", n, "state.json")));
+      for (let i = 0; i < 400 && ready().length < 2; i++) await sleep(25);
+      const spec = contractSpec("");
+      await d.create(spec);
+      await sleep(delayMs);
+      const closed = performance.now();
+      await d.close();
+      const closeMs = performance.now() - closed;
+      const left = {
+        cgroups: cgroupsOf(prefix),
+        loops: loopDevicesBackedBy(dataDir),
+        warm: fs.readdirSync(join(dataDir, "sandboxes")).filter((n) => n.startsWith(".warm-")),
+      };
+      assert.deepEqual(left, { cgroups: [], loops: [], warm: [] }, `close took ${closeMs.toFixed(0)} ms`);
+    });
+  }
+});
