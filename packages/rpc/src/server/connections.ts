@@ -3,10 +3,11 @@ import * as http2 from "node:http2";
 import * as net from "node:net";
 import type * as tls from "node:tls";
 import type { Logger } from "pino";
-import { HTTP2_SESSION_MEMORY_MB, HTTP2_STREAM_WINDOW, widenConnectionWindow } from "../http2-windows.ts";
 import type { NodeRequest, NodeResponse } from "../http/node-io.ts";
+import { HTTP2_SESSION_MEMORY_MB, HTTP2_STREAM_WINDOW, widenConnectionWindow } from "../http2-windows.ts";
 import { createTlsListener } from "../tls/listener.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
+import { duplicateListenHandle } from "./accept-handles.ts";
 import { stampAccepted } from "./accept-wait.ts";
 import { LISTEN_BACKLOG, MAX_CONCURRENT_STREAMS } from "./listen-limits.ts";
 
@@ -21,6 +22,11 @@ export interface ConnectionsOptions {
   /** Internal listeners: TLS only, with a client certificate of the CA. */
   tls: ServiceTls | undefined;
   logger: Logger;
+  /**
+   * Descriptors of each listening socket that accept connections (default 1):
+   * each takes one connection per event-loop turn (see accept-handles.ts).
+   */
+  acceptHandles?: number;
 }
 
 export interface Connections {
@@ -135,18 +141,46 @@ export function createConnections(o: ConnectionsOptions): Connections {
     : undefined;
 
   const netServers: net.Server[] = [];
+  const newServer = (): net.Server =>
+    tlsListener
+      ? tlsListener.createServer()
+      : net.createServer((socket) => {
+          if (track(socket)) dispatch(socket);
+        });
+  // More descriptors of `s`'s socket, each accepting on its own (a failure leaves one: slower bursts, nothing else).
+  const addAcceptHandles = async (s: net.Server): Promise<void> => {
+    const extra = (o.acceptHandles ?? 1) - 1;
+    if (extra <= 0) return;
+    const handle = (s as unknown as { _handle?: object })._handle;
+    let copies: object[] = [];
+    try {
+      if (!handle) throw new Error("the listening server has no handle");
+      copies = await duplicateListenHandle(handle, extra);
+      while (copies.length > 0) {
+        const more = newServer();
+        await new Promise<void>((resolve, reject) => {
+          more.once("error", reject);
+          // The backlog is the socket's, shared by every descriptor: listen() again with the same one.
+          more.listen(copies[0], LISTEN_BACKLOG, () => resolve());
+        });
+        copies.shift();
+        netServers.push(more);
+        if (closing) more.close();
+      }
+    } catch (err) {
+      for (const copy of copies) (copy as { close?: () => void }).close?.();
+      o.logger.warn({ err }, "could not add accept handles: fewer descriptors accept this port's connections");
+    }
+  };
   return {
     listen: (port, host) =>
       new Promise<number>((resolve, reject) => {
-        const s: net.Server = tlsListener
-          ? tlsListener.createServer()
-          : net.createServer((socket) => {
-              if (track(socket)) dispatch(socket);
-            });
+        const s = newServer();
         s.once("error", reject);
         s.listen(port, host, LISTEN_BACKLOG, () => {
           netServers.push(s);
-          resolve((s.address() as net.AddressInfo).port);
+          const bound = (s.address() as net.AddressInfo).port;
+          void addAcceptHandles(s).then(() => resolve(bound));
         });
       }),
     callerOf: (req) => tlsListener?.callerOf(req),

@@ -1,7 +1,7 @@
 import { setMaxListeners } from "node:events";
+import { createContextValues } from "@connectrpc/connect";
 import { pino } from "pino";
 import { createDirectTransport } from "../calls/direct-transport.ts";
-import { createContextValues } from "@connectrpc/connect";
 import { currentRequest, requestInfoKey } from "../context.ts";
 import { envelopeOf } from "../envelope.ts";
 import { createGrpcDirect } from "../grpc/grpc-direct.ts";
@@ -23,8 +23,8 @@ import { createDispatch } from "./dispatch.ts";
 import { Inflight } from "./inflight.ts";
 import { inputGuard } from "./input-guard.ts";
 import { errorInterceptor } from "./interceptors.ts";
-import type { Server, ServerOptions } from "./options.ts";
 import { requestIdsMixin } from "./log-ids.ts";
+import type { Server, ServerOptions } from "./options.ts";
 import { requestInfoMaker } from "./request-info.ts";
 import { createRequestEntry } from "./requests.ts";
 
@@ -124,6 +124,7 @@ export function createServer(options: ServerOptions): Server {
     requestTimeoutMs,
     tls: internalTls,
     logger,
+    acceptHandles: options.acceptHandles,
   });
   const entry = createRequestEntry({
     logger,

@@ -5,8 +5,8 @@ import type { Logger } from "pino";
 import type { ServiceRegistration } from "../calls/registration.ts";
 import type { Envelope, EnvelopeName } from "../envelope.ts";
 import type { HealthRegistry } from "../health/health.ts";
-import type { ServerMetrics } from "../metrics/server-metrics.ts";
 import type { NodeRequest, NodeResponse } from "../http/node-io.ts";
+import type { ServerMetrics } from "../metrics/server-metrics.ts";
 import type { CallerPolicy } from "../tls/callers.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
 import type { OutputJsonOptions } from "../transcode/json.ts";
@@ -116,6 +116,16 @@ export interface ServerOptions {
    * as a bearer token. Unset: /metrics is not served (routed like any path).
    */
   metricsToken?: string;
+  /**
+   * Descriptors of each listening socket that accept connections (default 1).
+   * Node 20 accepts one connection per descriptor per event-loop turn, so on
+   * a busy loop (turns of tens of milliseconds) a burst of new connections,
+   * health probes among them, waits seconds in the kernel's listen queue;
+   * `n` descriptors take up to `n` a turn. A short-lived helper process makes
+   * the copies at listen (server/accept-handles.ts); if it fails, one
+   * descriptor serves, with a warning.
+   */
+  acceptHandles?: number;
   /** Serve gRPC health and reflection (default true). */
   health?: boolean;
   reflection?: boolean;
