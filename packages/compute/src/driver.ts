@@ -215,7 +215,10 @@ export interface SandboxDriver {
   /**
    * Runs one command in a READY sandbox. The iterable yields stdout/stderr
    * chunks as they arrive and always ends with exactly one `completed`.
-   * FailedPrecondition if the sandbox is not ready.
+   * A sandbox that is not READY (starting, paused, failed, gone) is refused
+   * with FailedPrecondition `sandbox_not_runnable`, one unknown here with
+   * NotFound `sandbox_not_found`, before anything runs: the domain asks a
+   * known sandbox's exec first and resumes or waits for it only then.
    */
   exec(sandboxId: string, request: ExecRequest): AsyncIterable<ExecEvent>;
 

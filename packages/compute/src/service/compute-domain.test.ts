@@ -20,6 +20,8 @@ class ScriptedDriver implements SandboxDriver {
   phases = new Map<string, SandboxObservation>();
   specs = new Map<string, SandboxSpec>();
   lastExec?: ExecRequest;
+  /** Execs that ran (not refused). */
+  execs = 0;
   private listeners = new Set<(id: string, o: SandboxObservation) => void>();
   private waiters = new Map<string, Array<() => void>>();
 
@@ -35,7 +37,9 @@ class ScriptedDriver implements SandboxDriver {
   async recover(spec: SandboxSpec) {
     return this.phases.get(spec.sandboxId) ?? { phase: "failed" as const, reason: "lost" as const };
   }
+  observes = 0;
   async observe(id: string) {
+    this.observes++;
     const o = this.phases.get(id);
     if (!o) throw PlatformError.notFound("no");
     return o;
@@ -52,7 +56,13 @@ class ScriptedDriver implements SandboxDriver {
     this.listeners.add(l);
     return () => this.listeners.delete(l);
   }
-  async *exec(_id: string, request: ExecRequest): AsyncGenerator<ExecEvent> {
+  async *exec(id: string, request: ExecRequest): AsyncGenerator<ExecEvent> {
+    // As the driver contract says: refused before anything runs unless READY.
+    const o = this.phases.get(id);
+    if (!o) throw PlatformError.notFound("no", ComputeReason.sandboxNotFound);
+    if (o.phase !== "ready")
+      throw PlatformError.failedPrecondition(`sandbox is ${o.phase}`, ComputeReason.sandboxNotRunnable);
+    this.execs++;
     this.lastExec = request;
     yield { type: "stdout", data: new TextEncoder().encode("started\n") };
     // Runs until cancelled, like `sleep infinity`.
@@ -170,6 +180,25 @@ describe("ComputeDomain", () => {
       ["stdout", "completed"],
     );
     assert.equal((await store.get(sandboxId))?.status, "READY");
+  });
+
+  test("an exec on a READY sandbox is one call down to the driver; a paused one is refused there, resumed, and run once", async () => {
+    const { domain, driver } = setup();
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox(ids());
+    driver.set(sandboxId, { phase: "ready" });
+    await drain(domain.execCommand({ sandboxId, command: "/bin/x", signal: AbortSignal.abort() }));
+    const [observes, execs] = [driver.observes, driver.execs];
+    await drain(domain.execCommand({ sandboxId, command: "/bin/x", signal: AbortSignal.abort() }));
+    assert.deepEqual([driver.observes - observes, driver.execs - execs], [0, 1]);
+    await domain.pauseSandbox(sandboxId);
+    const events = await drain(domain.execCommand({ sandboxId, command: "/bin/x", signal: AbortSignal.abort() }));
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ["stdout", "completed"],
+    );
+    assert.equal(driver.resumes, 1);
+    assert.equal(driver.execs - execs, 2);
   });
 
   test("a sandbox failing while an exec waits gives FAILED_PRECONDITION; the failure reason is stored", async () => {

@@ -5,6 +5,7 @@ import { inWorkSpan, startWorkSpan, type WorkSpan } from "@platform/rpc";
 import type { Logger } from "pino";
 import {
   type ExecEvent,
+  type ExecRequest,
   type FailureReason,
   type ListResult,
   type ReadResult,
@@ -377,16 +378,59 @@ export class ComputeDomain {
       "sandbox.id": input.sandboxId,
       "process.executable.name": input.command,
     });
+    // The timeout runs from the start of the command, not from a wait for the sandbox (resume, STARTING).
+    const controller = new AbortController();
+    let timedOut = false;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        timedOut = true;
+        controller.abort(new Error("exec timeout"));
+      }, timeoutMs);
+    };
+    const onAbort = () => controller.abort(input.signal?.reason);
+    if (input.signal?.aborted) controller.abort(input.signal.reason);
+    input.signal?.addEventListener("abort", onAbort, { once: true });
+    let events: AsyncIterator<ExecEvent> | undefined;
     try {
-      for await (const event of this.execRunnable(input, env, timeoutMs, stdin?.channel)) {
+      const request = (mountPath: string): ExecRequest => {
+        const workingDir = input.workingDir ? inSandboxView(input.workingDir, mountPath) : mountPath;
+        checkPathLimits(workingDir, "working_dir");
+        return {
+          command: input.command,
+          args: input.args ?? [],
+          env,
+          workingDir,
+          signal: controller.signal,
+          ...(stdin ? { input: stdin.channel } : {}),
+          ...(input.terminal ? { terminal: terminalSize(input.terminal) } : {}),
+        };
+      };
+      const opened = await this.openExec(input, request, arm);
+      events = opened.events;
+      for (let next = opened.first; !next.done; next = await events.next()) {
+        let event = next.value;
+        if (event.type === "completed" && timedOut && !input.signal?.aborted) {
+          yield {
+            type: "stderr",
+            data: new TextEncoder().encode(`[compute] command timed out after ${timeoutMs / 1000} s\n`),
+          };
+          event = { ...event, exitCode: 124, cancelled: false };
+        }
         if (event.type === "completed")
           span.set({ "process.exit.code": event.exitCode, "sandbox.exec.cancelled": event.cancelled });
         yield event;
       }
+      events = undefined;
     } catch (err) {
       span.fail(err);
       throw err;
     } finally {
+      clearTimeout(timer);
+      input.signal?.removeEventListener("abort", onAbort);
+      // Left early (the caller went away): the driver ends the command.
+      await events?.return?.();
       stdin?.close();
       span.end();
       release();
@@ -442,49 +486,41 @@ export class ComputeDomain {
     );
   }
 
-  private async *execRunnable(
+  /**
+   * The driver's stream of an exec and its first event. For a sandbox this
+   * process created or read (its mount_path known), the exec is asked of the
+   * driver at once, one call down: every change of a sandbox reaches the
+   * driver before its record (a failure is seen by the driver, destroy stops
+   * it first), so a driver that runs it is right, with no database read, and
+   * one that refuses it as not runnable or unknown does so before running
+   * anything. Only then is the sandbox resumed or waited for through its
+   * record and the exec asked again. `arm` starts the timeout with each try.
+   */
+  private async openExec(
     input: ExecInput,
-    env: Record<string, string>,
-    timeoutMs: number,
-    stdin?: ExecInputChannel,
-  ): AsyncGenerator<ExecEvent> {
-    const mountPath = await this.runnableMountPath(input.sandboxId, input.signal);
-    const workingDir = input.workingDir ? inSandboxView(input.workingDir, mountPath) : mountPath;
-    checkPathLimits(workingDir, "working_dir");
-
-    const controller = new AbortController();
-    let timedOut = false;
-    const onAbort = () => controller.abort(input.signal?.reason);
-    if (input.signal?.aborted) controller.abort(input.signal.reason);
-    input.signal?.addEventListener("abort", onAbort, { once: true });
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort(new Error("exec timeout"));
-    }, timeoutMs);
-    try {
-      for await (const event of this.driver.exec(input.sandboxId, {
-        command: input.command,
-        args: input.args ?? [],
-        env,
-        workingDir,
-        signal: controller.signal,
-        ...(stdin ? { input: stdin } : {}),
-        ...(input.terminal ? { terminal: terminalSize(input.terminal) } : {}),
-      })) {
-        if (event.type === "completed" && timedOut && !input.signal?.aborted) {
-          yield {
-            type: "stderr",
-            data: new TextEncoder().encode(`[compute] command timed out after ${timeoutMs / 1000} s\n`),
-          };
-          yield { ...event, exitCode: 124, cancelled: false };
-          continue;
-        }
-        yield event;
+    request: (mountPath: string) => ExecRequest,
+    arm: () => void,
+  ): Promise<{ first: IteratorResult<ExecEvent>; events: AsyncIterator<ExecEvent> }> {
+    const attempt = async (mountPath: string) => {
+      const r = request(mountPath);
+      arm();
+      const events = this.driver.exec(input.sandboxId, r)[Symbol.asyncIterator]();
+      return { first: await events.next(), events };
+    };
+    // A pause (or resume, destroy) in flight goes first: the exec then sees what it left.
+    await this.ops.idle(input.sandboxId.toLowerCase());
+    const known = this.mountPaths.get(input.sandboxId.toLowerCase());
+    if (known !== undefined) {
+      try {
+        return await attempt(known);
+      } catch (err) {
+        const refused =
+          err instanceof PlatformError &&
+          (err.reason === ComputeReason.sandboxNotRunnable || err.reason === ComputeReason.sandboxNotFound);
+        if (!refused) throw err;
       }
-    } finally {
-      clearTimeout(timer);
-      input.signal?.removeEventListener("abort", onAbort);
     }
+    return attempt((await this.runnable(input.sandboxId, input.signal)).mountPath);
   }
 
   async readFile(sandboxId: string, path: string, offset = 0, maxBytes = 0): Promise<ReadResult> {
@@ -721,22 +757,6 @@ export class ComputeDomain {
     const inFlight = await this.persisting.get(record.id)?.catch(() => undefined);
     if (inFlight?.status === state) return inFlight;
     return (await this.persistPhase(record.id, observation)) ?? record;
-  }
-
-  /**
-   * mount_path of a sandbox that can run commands now. For a sandbox this
-   * process created or read, the driver saying READY is enough: every change
-   * of a sandbox reaches the driver before its record (a failure is seen by
-   * the driver, destroy stops it first), so the record cannot say otherwise,
-   * and an exec needs no database read.
-   */
-  private async runnableMountPath(sandboxId: string, signal?: AbortSignal): Promise<string> {
-    // A pause (or resume, destroy) in flight goes first: the exec then sees what it left.
-    await this.ops.idle(sandboxId.toLowerCase());
-    const known = this.mountPaths.get(sandboxId.toLowerCase());
-    if (known !== undefined && (await this.driver.observe(sandboxId).catch(() => undefined))?.phase === "ready")
-      return known;
-    return (await this.runnable(sandboxId, signal)).mountPath;
   }
 
   /**

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
-import { Code, PlatformError } from "@platform/errors";
+import { Code, ComputeReason, PlatformError } from "@platform/errors";
 import type { ExecEvent, ExecRequest, SandboxDriver, SandboxSpec } from "../driver.ts";
 
 /** What a driver factory receives from the contract suite. */
@@ -83,10 +83,11 @@ export async function collectExec(
   return { stdout, stderr, completed: last, events };
 }
 
-async function rejectsWith(promise: Promise<unknown>, code: Code): Promise<void> {
+async function rejectsWith(promise: Promise<unknown>, code: Code, reason?: string): Promise<void> {
   await assert.rejects(promise, (err: unknown) => {
     assert.ok(err instanceof PlatformError, `expected PlatformError, got ${String(err)}`);
     assert.equal(err.code, code, `expected code ${Code[code]}, got ${Code[err.code]}: ${err.message}`);
+    if (reason) assert.equal(err.reason, reason, err.message);
     return true;
   });
 }
@@ -413,7 +414,7 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
         await driver.writeFile(spec.sandboxId, "keep.txt", bytes("x"), false, 0o644);
         await driver.destroy(spec.sandboxId);
         assert.equal((await driver.observe(spec.sandboxId)).phase, "gone");
-        await assert.rejects(
+        await rejectsWith(
           (async () => {
             for await (const _ of driver.exec(spec.sandboxId, {
               command: "/bin/true",
@@ -423,7 +424,8 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
             })) {
             }
           })(),
-          (err: unknown) => err instanceof PlatformError && err.code === Code.FailedPrecondition,
+          Code.FailedPrecondition,
+          ComputeReason.sandboxNotRunnable,
         );
         assert.ok(!(await driver.collectGarbage(new Date())).includes(spec.sandboxId));
         const later = new Date(Date.now() + 24 * 3600_000 + 60_000);
@@ -670,6 +672,8 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
             }
           })(),
           Code.FailedPrecondition,
+          // The domain asks a known sandbox's exec of the driver first and resumes only on this refusal.
+          ComputeReason.sandboxNotRunnable,
         );
         const resumed = await driver.resume(spec.sandboxId, AbortSignal.timeout(60_000));
         assert.equal(resumed.phase, "ready");
