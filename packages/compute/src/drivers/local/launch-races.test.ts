@@ -111,6 +111,38 @@ describe("launch races", () => {
     }
   });
 
+  test("a destroy while a sandbox's launcher waits to be moved into its cgroup: nothing of it starts", async () => {
+    // The launcher makes its mount namespace while the driver moves it into the sandbox's cgroup
+    // (~13 ms: an RCU grace period); a destroy then finds the cgroup empty, so the launcher must not go on.
+    const dir = dataDir();
+    const prefix = `${PREFIX}-destroy`;
+    const driver = new LocalDriver({
+      dataDir: dir,
+      killGraceMs: 300,
+      cgroupPrefix: prefix,
+      dieWithService: true,
+      warmSandboxes: 0,
+    });
+    try {
+      for (let round = 0; round < 3; round++) {
+        const spec = contractSpec("local");
+        spec.workspace.size = "64Mi";
+        await driver.create(spec);
+        await sleep(round * 5);
+        await driver.destroy(spec.sandboxId);
+        await sleep(1000);
+        assert.deepEqual(
+          sandboxProcesses(dir, prefix),
+          { inCgroup: [], outside: [] },
+          `round ${round}: nothing runs after the destroy`,
+        );
+      }
+    } finally {
+      await driver.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a create still provisioning when the driver closes never starts a sandbox the closed driver would not end", async () => {
     for (let round = 0; round < 3; round++) {
       const dir = dataDir();

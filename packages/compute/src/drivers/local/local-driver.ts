@@ -157,6 +157,8 @@ const UNSHARE = "/usr/bin/unshare";
 
 /** The descriptor bwrap reads the seccomp filter from (3 and 4 are its info and readiness pipes). */
 const SECCOMP_FD = 5;
+/** The launcher reads "joined" here once it is in its sandbox's cgroup (joinCgroup). */
+const JOIN_FD = 6;
 
 /** An empty cgroup no sandbox of this data directory claims is removed at start after this long. */
 const ABANDONED_CGROUP_MS = 10 * 60_000;
@@ -1259,11 +1261,6 @@ export class LocalDriver implements SandboxDriver {
   private start(live: Live, again = false): void {
     const { spec, layout } = live;
     if (!live.warm && !again) this.attachIo(live, true);
-    // Never outside its cgroup (no limits there, and nothing would find it to end it).
-    const procs = live.cgroup
-      .procsFiles()
-      .map((f) => `echo $$ > ${f}`)
-      .join(" && ");
     // bwrap runs as the sandbox uid, which may not traverse the data
     // directory's parents (a clone under /root, a 0700 temp dir). So, still
     // as root, the sandbox directory is bound at a fixed traversable stage in
@@ -1285,17 +1282,20 @@ export class LocalDriver implements SandboxDriver {
       imageRoot: root ? imageRootArgs(root.tree, join(STAGE, "rootfs"), spec.workspace.mountPath) : undefined,
     });
     if (this.options.dieWithService) args.unshift("--die-with-parent");
-    // As root: join the sandbox cgroup and shield the init from the OOM killer,
-    // then drop to the sandbox uid for good and let bwrap build the namespaces.
+    // As root: shield the init from the OOM killer, make the mount namespace,
+    // wait until the service has moved the launcher into the sandbox cgroup
+    // (joinCgroup; never a sandbox process outside it: no limits there, and
+    // nothing would find it to end it), then drop to the sandbox uid for good
+    // and let bwrap build the namespaces.
     // Ending with the service: the parent-death signal is set by the first
     // process of the chain and kept through the uid change (which clears it),
     // so a service killed while a sandbox starts takes the launch with it,
     // not only a sandbox whose bwrap got as far as setting its own.
     const keepDeathSignal = this.options.dieWithService ? "--pdeathsig keep " : "";
     const bindRoot = root ? `mount --bind "$3" ${STAGE}/rootfs && ` : "";
-    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}umount -l ${MOUNTS_ROOT} && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
+    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}umount -l ${MOUNTS_ROOT} && read -r joined <&${JOIN_FD} && [ "$joined" = joined ] && exec ${JOIN_FD}<&- && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
     fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
-    const script = `${procs} || exit 125; echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
+    const script = `echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
     if (!this.seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
     const launcher = this.options.dieWithService ? [SETPRIV, "--pdeathsig", "KILL", "--", "/bin/sh"] : ["/bin/sh"];
     const child = spawn(
@@ -1316,7 +1316,7 @@ export class LocalDriver implements SandboxDriver {
       ],
       {
         env: baseEnv(spec.workspace.mountPath),
-        stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", "pipe"],
+        stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", "pipe", "pipe"],
         detached: true, // own process group: survives a restart of the service, re-attached by recover()
       },
     );
@@ -1325,6 +1325,7 @@ export class LocalDriver implements SandboxDriver {
     filter?.on("error", () => {}); // bwrap gone before reading: the exit handler reports the start failure
     filter?.end(this.seccompFilter);
     live.child = child;
+    this.joinCgroup(live, child);
     let stderr = "";
     child.stderr?.on("data", (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-2000);
@@ -1377,6 +1378,40 @@ export class LocalDriver implements SandboxDriver {
     });
     child.unref();
     (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
+  }
+
+  /**
+   * Moves the launcher into live's cgroup while it makes its mount namespace
+   * (as root, nothing of the sandbox running yet), then tells it to go on to
+   * setpriv and bwrap; it goes on only on "joined" (a failed move closes the
+   * pipe, and so does the service's end). The first move into a cgroup after a
+   * quiet spell waits for an RCU grace period (cgroup v1 without
+   * favordynmods: ~13 ms here, a third of a released sandbox's resume), which
+   * the launcher's own work now overlaps instead of following.
+   */
+  private joinCgroup(live: Live, child: ChildProcess): void {
+    const gate = child.stdio.at(JOIN_FD) as Writable | null | undefined;
+    gate?.on("error", () => {}); // the launcher gone: its exit handler reports the start failure
+    const pid = child.pid;
+    const move = async () => {
+      if (!gate || !pid) throw new Error("no launcher to move");
+      // Only while it runs: the pid of one that ended could be another process's by the time it is written.
+      const write = (file: string) => {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error("the launcher ended");
+        return fs.promises.writeFile(file, `${pid}\n`);
+      };
+      const [first, ...rest] = live.cgroup.procsFiles();
+      if (first) await write(first); // the grace period, if any, off the event loop
+      await Promise.all(rest.map(write)); // the others are quick after it
+      // A destroy meanwhile ended what was in the cgroup then, not this launcher: it must not go on.
+      if (live.stopping) throw new Error(`the sandbox is stopping (${live.stopping})`);
+      gate.end("joined\n");
+    };
+    move().catch((err) => {
+      if (child.exitCode === null && child.signalCode === null && !live.stopping)
+        this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "moving a sandbox's launcher into its cgroup failed");
+      gate?.destroy();
+    });
   }
 
   private async onInitExit(live: Live, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
