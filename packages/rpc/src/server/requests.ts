@@ -35,6 +35,12 @@ export interface RequestEntryOptions {
  * nothing else caught becomes a bare 500 in the envelope.
  */
 export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, res: NodeResponse) => void {
+  // The closing line holds ids that passed acceptedId, the method, the path,
+  // a status and times: nothing a service's redaction (pino's redact, matched
+  // against every line) would remove. Without it a line costs ~1.5 us instead
+  // of ~12 us here, which each of a storm's thousands of refusals pays on the
+  // event loop (issue 15 item 4).
+  const access = o.logger.child({}, { redact: [] });
   return (req, res) => {
     const started = performance.now();
     const acceptMs = acceptWaitMs(req.socket, started);
@@ -59,7 +65,7 @@ export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, r
         attributes: { "platform.request_id": info.requestId },
       });
       const probe = req.url === "/livez" || req.url === "/healthz" || req.url === "/readyz";
-      o.logger[probe ? "debug" : "info"](
+      access[probe ? "debug" : "info"](
         {
           requestId: info.requestId,
           traceId: info.traceId,
