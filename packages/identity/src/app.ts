@@ -8,6 +8,7 @@ import type { IdentityDB } from "./db/schema.ts";
 import { createIdentity, type Identity } from "./identity.ts";
 import { type RotationSchedule, startRotationSchedule } from "./keys/rotation-schedule.ts";
 import { createLogger } from "./logger.ts";
+import { lowerThreadpoolPriority } from "./passwords/hashing-priority.ts";
 import { createIdentityServers, type IdentityServers } from "./server/servers.ts";
 
 export type App = {
@@ -106,6 +107,8 @@ export async function startApp(
     const kid = await identity.keys.ensureActiveKey();
     // Made now, so the first unknown-email login costs no more than later ones.
     await identity.hasher.dummyHash();
+    const niced = await lowerThreadpoolPriority(settings.argon2.threadNice ?? 0);
+    if (niced.length) logger.info({ threads: niced.length, nice: settings.argon2.threadNice }, "hashing threads niced");
     logger.info({ kid }, "signing key active");
     if (settings.bootstrap) {
       const result = await identity.bootstrap(settings.bootstrap);

@@ -5,8 +5,8 @@ import {
   duration,
   type Env,
   host,
-  internalTlsRows,
   int,
+  internalTlsRows,
   logLevel,
   oneOf,
   port,
@@ -18,9 +18,9 @@ import {
 } from "@platform/config";
 import { corsAllowedOriginsSetting, metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
 import type { RotationPolicy } from "../keys/signing-keys.ts";
-import { DELIVERY_DEFAULTS, type DeliverySettings } from "../webhooks/delivery-worker.ts";
-import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
 import { TrustedProxies } from "../login-throttle/client-address.ts";
+import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
+import { DELIVERY_DEFAULTS, type DeliverySettings } from "../webhooks/delivery-worker.ts";
 
 /** The platform's one ConfigError under the name identity has always exported; `setting` names the variable. */
 export { ConfigError as SettingsError };
@@ -35,6 +35,8 @@ export type Argon2Settings = {
   maxConcurrent: number;
   /** Hashes waiting for a slot beyond which a caller gets 503 at once (ARGON2_MAX_QUEUE). */
   maxQueue?: number;
+  /** The nice value of the threads that hash (ARGON2_THREAD_NICE; 0: unchanged). */
+  threadNice?: number;
 };
 
 /**
@@ -48,6 +50,7 @@ export const ARGON2_DEFAULTS = {
   parallelism: 1,
   maxConcurrent: 2,
   maxQueue: 32,
+  threadNice: 10,
 } satisfies Argon2Settings;
 
 /**
@@ -217,6 +220,12 @@ export const IDENTITY_SETTINGS = {
     min: 0,
     max: 100_000,
     doc: "hashes waiting beyond which a login gets 503 at once",
+  }),
+  argon2ThreadNice: int("ARGON2_THREAD_NICE", {
+    default: ARGON2_DEFAULTS.threadNice,
+    min: 0,
+    max: 19,
+    doc: "nice value of libuv's threadpool threads, where argon2 hashes (Linux): hashing gets the CPU the event loop leaves; 0: unchanged",
   }),
   accountFreeFailures: int("LOGIN_THROTTLE_ACCOUNT_FAILURES", {
     default: LOGIN_THROTTLE_DEFAULTS.accountFreeFailures,
@@ -401,6 +410,7 @@ export function loadSettings(env: Env = process.env): Settings {
       parallelism: s.argon2Parallelism,
       maxConcurrent: s.argon2MaxConcurrent,
       maxQueue: s.argon2MaxQueue,
+      threadNice: s.argon2ThreadNice,
     },
     loginThrottle: {
       accountFreeFailures: s.accountFreeFailures,
