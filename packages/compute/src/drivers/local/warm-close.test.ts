@@ -48,54 +48,37 @@ describe("local driver: closed while its warm pool provisions", () => {
   });
   after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
+  const driver = (warmSandboxes: number) =>
+    new LocalDriver({ dataDir, killGraceMs: 300, cgroupPrefix: prefix, dieWithService: true, warmSandboxes });
+  const warmDirs = () => fs.readdirSync(join(dataDir, "sandboxes")).filter((n) => n.startsWith(".warm-"));
+
+  /** Closes `d` and asserts nothing of any sandbox of this prefix is left: cgroups, loop devices, warm directories. */
+  async function closeLeavesNothing(d: LocalDriver): Promise<void> {
+    const closed = performance.now();
+    await d.close();
+    const closeMs = performance.now() - closed;
+    const left = { cgroups: cgroupsOf(prefix), loops: loopDevicesBackedBy(dataDir), warm: warmDirs() };
+    assert.deepEqual(left, { cgroups: [], loops: [], warm: [] }, `close took ${closeMs.toFixed(0)} ms`);
+  }
+
   for (const delayMs of [0, 20, 60, 120, 250, 500, 1000]) {
     test(`closed ${delayMs} ms after start: nothing of a warm sandbox is left`, async () => {
-      const d = new LocalDriver({
-        dataDir,
-        killGraceMs: 300,
-        cgroupPrefix: prefix,
-        dieWithService: true,
-        warmSandboxes: 3,
-      });
+      const d = driver(3);
       await sleep(delayMs);
-      const closed = performance.now();
-      await d.close();
-      const closeMs = performance.now() - closed;
-      const left = {
-        cgroups: cgroupsOf(prefix),
-        loops: loopDevicesBackedBy(dataDir),
-        warm: fs.readdirSync(join(dataDir, "sandboxes")).filter((n) => n.startsWith(".warm-")),
-      };
-      assert.deepEqual(left, { cgroups: [], loops: [], warm: [] }, `close took ${closeMs.toFixed(0)} ms`);
+      await closeLeavesNothing(d);
     });
   }
 
   for (const delayMs of [0, 60, 100, 130, 200, 400]) {
     test(`an adoption, then closed ${delayMs} ms later (the refill provisioning): nothing is left`, async () => {
-      const d = new LocalDriver({
-        dataDir,
-        killGraceMs: 300,
-        cgroupPrefix: prefix,
-        dieWithService: true,
-        warmSandboxes: 2,
-      });
-      const ready = () =>
-        fs
-          .readdirSync(join(dataDir, "sandboxes"))
-          .filter((n) => n.startsWith(".warm-") && fs.existsSync(join(dataDir, "sandboxes", n, "state.json")));
+      const d = driver(2);
+      const ready = () => warmDirs().filter((n) => fs.existsSync(join(dataDir, "sandboxes", n, "state.json")));
       for (let i = 0; i < 400 && ready().length < 2; i++) await sleep(25);
-      const spec = contractSpec("");
-      await d.create(spec);
+      // Otherwise the create below builds its own sandbox and no adoption (nor refill) is tested.
+      assert.equal(ready().length, 2, "two warm sandboxes are started");
+      await d.create(contractSpec(""));
       await sleep(delayMs);
-      const closed = performance.now();
-      await d.close();
-      const closeMs = performance.now() - closed;
-      const left = {
-        cgroups: cgroupsOf(prefix),
-        loops: loopDevicesBackedBy(dataDir),
-        warm: fs.readdirSync(join(dataDir, "sandboxes")).filter((n) => n.startsWith(".warm-")),
-      };
-      assert.deepEqual(left, { cgroups: [], loops: [], warm: [] }, `close took ${closeMs.toFixed(0)} ms`);
+      await closeLeavesNothing(d);
     });
   }
 });
