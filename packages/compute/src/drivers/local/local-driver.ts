@@ -10,7 +10,6 @@ import {
   DELETE_AFTER_KEY,
   type ExecEvent,
   type ExecRequest,
-  type FailureReason,
   KILL_GRACE_MS,
   type ListResult,
   type ReadResult,
@@ -29,8 +28,7 @@ import { baseEnv, bwrapArgs } from "./bwrap.ts";
 import { type Cgroup, detectCgroups } from "./cgroups.ts";
 import { favorDynamicCgroupMods } from "./dynmods.ts";
 import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
-import { type ExecTarget, type RunningExec, runExec, signalNumber } from "./exec-run.ts";
-import { ExecSlots } from "./exec-slots.ts";
+import { runExec, signalNumber } from "./exec-run.ts";
 import { collectExpired, expiredWorkspaces } from "./gc.ts";
 import {
   HOST_IMAGE,
@@ -40,16 +38,20 @@ import {
   type RootImage,
   type StoredImage,
 } from "./images/index.ts";
+import { ENDED_KEY, failedMark, type Live, markEnded, newLive, openFs } from "./live.ts";
 import { mountPointsUnder } from "./mount-table.ts";
+import { Pauser } from "./pause.ts";
+import { Phases } from "./phases.ts";
 import { processStartTime, SandboxLayout, writeJson } from "./sandbox-layout.ts";
 import { SandboxNetwork } from "./sandbox-network.ts";
 import { deleteAfterOf, SessionWorkspace } from "./session-workspace.ts";
 import { removeStaleSocketDirs } from "./socket-dir.ts";
-import { currentUsage, type UsageSources, workspaceIo } from "./usage.ts";
+import { currentUsage, workspaceIo } from "./usage.ts";
 import { WARM_PREFIX, WarmPool } from "./warm-pool.ts";
-import { WorkspaceFs } from "./workspace-fs.ts";
 import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 import { flushWorkspace, WorkspaceIo } from "./workspace-io.ts";
+
+export { sandboxUid } from "./live.ts";
 
 export interface LocalDriverOptions {
   /** Root of sandbox directories (`<dataDir>/sandboxes/<id>`). */
@@ -109,48 +111,6 @@ export interface LocalDriverOptions {
   refuseUnknownImages?: boolean;
 }
 
-interface Live extends UsageSources, ExecTarget {
-  spec: SandboxSpec;
-  layout: SandboxLayout;
-  uid: number;
-  cgroup: Cgroup;
-  fs: WorkspaceFs;
-  /** The session's workspace it mounts (none for a warm sandbox, or one made before workspaces were per session). */
-  workspace?: SessionWorkspace;
-  /** Its ext4 image, mounted at workspaceDir while the sandbox is not destroyed. */
-  image?: WorkspaceImage;
-  /** The host directory of the workspace: the image's mount point (layout.workspace without an image). */
-  workspaceDir: string;
-  observation: SandboxObservation;
-  initPid?: number;
-  child?: ChildProcess;
-  /** Why we are stopping it ourselves, so the exit is reported right (shutdown: not at all, the next start finds it lost). */
-  stopping?: "deadline" | "destroy" | "shutdown" | "release";
-  deadlineTimer?: NodeJS.Timeout;
-  livenessTimer?: NodeJS.Timeout;
-  destroyed?: Usage;
-  settledWaiters: Array<() => void>;
-  execs: Set<RunningExec>;
-  /** The exec cgroups, and the next one made ahead. */
-  slots: ExecSlots;
-  /** /proc/<initPid>/stat start time, so a reused pid is never entered. */
-  initStartTime?: string;
-  /** Time spent in pauses that ended; the deadline is createdAt + maxRuntimeMs + this. */
-  pausedMs: number;
-  /** While paused (frozen, or released): since when. */
-  pausedAt?: number;
-  /** Paused and its processes ended (memory given back): a resume starts it again on its workspace. */
-  released?: boolean;
-  releaseTimer?: NodeJS.Timeout;
-  /** Started ahead and not yet adopted: no record, no deadline, no phase events. */
-  warm?: boolean;
-  oomKillsSeen: number;
-  /** The image whose tree is its root (none: the host's /usr). */
-  rootImage?: RootImage;
-  /** The warm pool it was started in (warm sandboxes only). */
-  warmPool?: WarmPool<Live>;
-}
-
 const SETPRIV = "/usr/bin/setpriv";
 const BWRAP = "/usr/bin/bwrap";
 const UNSHARE = "/usr/bin/unshare";
@@ -181,7 +141,7 @@ export class LocalDriver implements SandboxDriver {
   /** stdin and terminals for execs (issue 27): the exec helper's stdin socket or pseudo-terminal. */
   readonly execInput = true;
   private readonly sandboxes = new Map<string, Live>();
-  private readonly listeners = new Set<(id: string, o: SandboxObservation) => void>();
+  private readonly phases = new Phases();
   private readonly killGraceMs: number;
   private readonly pidsMax: number;
   private readonly root: Cgroup;
@@ -208,6 +168,7 @@ export class LocalDriver implements SandboxDriver {
   /** Present with an egress proxy: sandboxes may then have a network policy. */
   private readonly network?: SandboxNetwork;
   setNetworkPolicy?: (sandboxId: string, policy: NetworkPolicy | undefined) => Promise<void>;
+  private readonly pauser: Pauser<Live>;
 
   constructor(private readonly options: LocalDriverOptions) {
     if (options.egress) {
@@ -233,6 +194,21 @@ export class LocalDriver implements SandboxDriver {
           "cgroup favordynmods unavailable: starts and resumes wait for the kernel's cgroup migrations",
         );
     }
+    this.pauser = new Pauser<Live>({
+      ops: this.ops,
+      get: (id) => this.get(id),
+      setPhase: (live, observation) => this.phases.set(live, observation),
+      waitSettled: (live, signal) => this.phases.waitSettled(live, signal),
+      armDeadline: (live) => this.armDeadline(live),
+      startAgain: (live) => {
+        this.refuseIfClosed();
+        this.createCgroup(live); // as it was, unless something removed it meanwhile
+        this.start(live, true);
+      },
+      network: this.network,
+      releaseAfterMs: options.releasePausedAfterMs ?? RELEASE_PAUSED_AFTER_MS,
+      log: options.logger,
+    });
     this.removeEndedCgroups();
     this.sampler = setInterval(() => this.sample(), options.sampleIntervalMs ?? 200);
     this.sampler.unref();
@@ -363,7 +339,7 @@ export class LocalDriver implements SandboxDriver {
     if (failed) {
       // It ended while a service watched it, and the record missed that (a crash in between).
       live.finalUsage = live.layout.readUsage() ?? zeroUsage();
-      this.setObservation(live, { phase: "failed", reason: failed, message: "sandbox ended before the restart" });
+      this.phases.set(live, { phase: "failed", reason: failed, message: "sandbox ended before the restart" });
       await this.releaseWorkspace(live);
       return live.observation;
     }
@@ -391,12 +367,12 @@ export class LocalDriver implements SandboxDriver {
         // Paused before the restart: it stays so (its max runtime not counting) until resumed, and is released
         // a full period after this start (when it was frozen is not recorded).
         live.pausedAt = spec.pausedAt.getTime();
-        this.setObservation(live, { phase: "paused" });
-        this.armRelease(live);
+        this.phases.set(live, { phase: "paused" });
+        this.pauser.armRelease(live);
       } else {
         // Frozen while its record says running (a crash between the freeze and the record): it runs again.
         if (live.cgroup.isFrozen()) await live.cgroup.setFrozen(false);
-        this.setObservation(live, { phase: "ready" });
+        this.phases.set(live, { phase: "ready" });
         this.armDeadline(live);
       }
       live.livenessTimer = setInterval(() => {
@@ -419,15 +395,15 @@ export class LocalDriver implements SandboxDriver {
       live.oomKillsSeen = live.cgroup.stats().oomKills;
       live.pausedAt = spec.pausedAt.getTime();
       live.released = true;
-      this.setObservation(live, { phase: "paused" });
+      this.phases.set(live, { phase: "paused" });
       return live.observation;
     }
     // Its processes are gone (host reboot, crash): the sandbox cannot be resumed.
     live.finalUsage = live.layout.readUsage() ?? currentUsage(live);
     await live.cgroup.killAll(2000);
     await live.cgroup.remove();
-    this.markEnded(live, "lost");
-    this.setObservation(live, {
+    markEnded(live, "lost", this.log);
+    this.phases.set(live, {
       phase: "failed",
       reason: "lost",
       message: "sandbox processes not found after restart",
@@ -444,31 +420,11 @@ export class LocalDriver implements SandboxDriver {
   }
 
   waitSettled(sandboxId: string, signal?: AbortSignal): Promise<SandboxObservation> {
-    const live = this.get(sandboxId);
-    if (live.observation.phase !== "starting") return Promise.resolve({ ...live.observation });
-    return new Promise((resolve, reject) => {
-      // The sandbox's own handles are unref'd (it outlives this process), so a
-      // waiter keeps the event loop alive itself until the phase settles.
-      const keepAlive = setInterval(() => {}, 1000);
-      const done = () => {
-        clearInterval(keepAlive);
-        signal?.removeEventListener("abort", onAbort);
-        resolve({ ...live.observation });
-      };
-      const onAbort = () => {
-        clearInterval(keepAlive);
-        live.settledWaiters = live.settledWaiters.filter((w) => w !== done);
-        reject(signal?.reason);
-      };
-      if (signal?.aborted) return onAbort();
-      signal?.addEventListener("abort", onAbort, { once: true });
-      live.settledWaiters.push(done);
-    });
+    return this.phases.waitSettled(this.get(sandboxId), signal);
   }
 
   onPhaseChange(listener: (sandboxId: string, observation: SandboxObservation) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.phases.onChange(listener);
   }
 
   async *exec(sandboxId: string, request: ExecRequest): AsyncGenerator<ExecEvent> {
@@ -522,125 +478,12 @@ export class LocalDriver implements SandboxDriver {
     this.network.setPolicy(spec.sandboxId, spec.networkPolicy);
   }
 
-  /**
-   * Freezes the sandbox's cgroup (init, the exec child placed ahead, any
-   * exec): its processes stop where they are and keep their memory, so a
-   * resume is a thaw (no new process, no new mount). Where the kernel lets a
-   * cgroup give memory back (v2 memory.reclaim) it is asked to. Its max
-   * runtime stops counting; the workspace stays mounted.
-   */
   pause(sandboxId: string): Promise<void> {
-    return this.ops.run(sandboxId, async () => {
-      const live = this.get(sandboxId);
-      if (live.observation.phase === "paused") return;
-      if (live.observation.phase !== "ready" || !live.initPid || live.stopping || live.destroyed) {
-        throw PlatformError.failedPrecondition(
-          `sandbox is ${live.stopping ? "stopping" : live.observation.phase}`,
-          ComputeReason.sandboxNotRunnable,
-        );
-      }
-      // The exec child being placed ahead joins the cgroup first (frozen mid-way it would hold the helper).
-      await live.slots.ready();
-      clearTimeout(live.deadlineTimer);
-      live.pausedAt = Date.now();
-      if (!(await live.cgroup.setFrozen(true))) {
-        await live.cgroup.setFrozen(false);
-        live.pausedAt = undefined;
-        this.armDeadline(live);
-        throw PlatformError.internal("pausing the sandbox failed: its processes could not be frozen");
-      }
-      live.cgroup.reclaimMemory();
-      this.setObservation(live, { phase: "paused" });
-      this.armRelease(live);
-    });
+    return this.pauser.pause(sandboxId);
   }
 
-  /** After releasePausedAfterMs frozen, a paused sandbox's processes are ended and its memory given back. */
-  private armRelease(live: Live): void {
-    clearTimeout(live.releaseTimer);
-    const id = live.spec.sandboxId;
-    live.releaseTimer = setTimeout(() => {
-      live.releaseTimer = undefined;
-      this.ops
-        .run(id, () => this.release(live))
-        .catch((err) => this.log?.warn({ err, sandboxId: id }, "releasing a paused sandbox's memory failed"));
-    }, this.options.releasePausedAfterMs ?? RELEASE_PAUSED_AFTER_MS);
-    live.releaseTimer.unref();
-  }
-
-  /**
-   * Ends a paused sandbox's processes (detached ones included) and keeps
-   * everything else: its workspace (mounted), its cgroup and counters, its
-   * record PAUSED. What a frozen sandbox holds (about 0.9 MiB: three
-   * processes and their namespaces) goes back to the machine.
-   */
-  private async release(live: Live): Promise<void> {
-    if (live.observation.phase !== "paused" || live.released || live.stopping || live.destroyed) return;
-    live.stopping = "release";
-    clearInterval(live.livenessTimer);
-    try {
-      await live.slots.discard();
-      const child = live.child;
-      await live.cgroup.killAll();
-      if (child && child.exitCode === null && child.signalCode === null) {
-        // A ref'd timer: the child handle is unref'd (see destroyNow).
-        await new Promise<void>((r) => {
-          const timer = setTimeout(r, 2000);
-          child.once("exit", () => {
-            clearTimeout(timer);
-            r();
-          });
-        });
-      }
-      live.child = undefined;
-      live.initPid = undefined;
-      live.initStartTime = undefined;
-      live.released = true;
-      await this.network?.stop(live.spec.sandboxId);
-      live.cgroup.reclaimMemory();
-    } finally {
-      live.stopping = undefined;
-    }
-  }
-
-  /** Thaws a paused sandbox; its deadline is re-armed with the paused time left out. */
   resume(sandboxId: string, signal?: AbortSignal): Promise<SandboxObservation> {
-    return this.ops.run(sandboxId, async () => {
-      signal?.throwIfAborted();
-      const live = this.get(sandboxId);
-      if (live.observation.phase === "starting") return this.waitSettled(sandboxId, signal);
-      if (live.observation.phase === "ready") return { ...live.observation };
-      if (live.observation.phase !== "paused" || live.stopping || live.destroyed) {
-        throw PlatformError.failedPrecondition(
-          `sandbox is ${live.stopping ? "stopping" : live.observation.phase}`,
-          ComputeReason.sandboxNotRunnable,
-        );
-      }
-      clearTimeout(live.releaseTimer);
-      if (live.released) return this.restart(live, signal);
-      if (!(await live.cgroup.setFrozen(false)))
-        throw PlatformError.internal("resuming the sandbox failed: its processes could not be thawed");
-      live.pausedMs += Math.max(0, Date.now() - (live.pausedAt ?? Date.now()));
-      live.pausedAt = undefined;
-      this.armDeadline(live);
-      this.setObservation(live, { phase: "ready" });
-      return { ...live.observation };
-    });
-  }
-
-  /** Resumes a released sandbox: a new init on the same workspace, cgroup and uid; ready as a start is. */
-  private async restart(live: Live, signal?: AbortSignal): Promise<SandboxObservation> {
-    live.pausedMs += Math.max(0, Date.now() - (live.pausedAt ?? Date.now()));
-    live.pausedAt = undefined;
-    live.released = false;
-    // No phase event: the record stays PAUSED until the domain stores READY (or the start's failure).
-    live.observation = { phase: "starting" };
-    this.refuseIfClosed();
-    this.createCgroup(live); // as it was, unless something removed it meanwhile
-    this.start(live, true);
-    const settled = await this.waitSettled(live.spec.sandboxId, signal);
-    if (settled.phase === "ready") this.armDeadline(live);
-    return settled;
+    return this.pauser.resume(sandboxId, signal);
   }
 
   destroy(sandboxId: string): Promise<Usage> {
@@ -694,7 +537,7 @@ export class LocalDriver implements SandboxDriver {
     // A spare exec cgroup still being made would keep the sandbox's from being removed.
     await live.slots.settle();
     await live.cgroup.remove();
-    this.setObservation(live, { phase: "gone" });
+    this.phases.set(live, { phase: "gone" });
     return total;
   }
 
@@ -941,23 +784,6 @@ export class LocalDriver implements SandboxDriver {
   }
 
   /**
-   * Records that a sandbox ended on its own (failed): why, its lifetime usage,
-   * and a delete-after, so its directory and workspace are collected after
-   * the grace like a destroyed one's instead of staying forever.
-   */
-  private markEnded(live: Live, reason: FailureReason): void {
-    try {
-      if (live.finalUsage) live.layout.writeUsage(live.finalUsage);
-      live.layout.writeAnnotations({
-        [DELETE_AFTER_KEY]: new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString(),
-        [ENDED_KEY]: `failed:${reason}`,
-      });
-    } catch (err) {
-      this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "marking an ended sandbox for collection failed");
-    }
-  }
-
-  /**
    * Removes the cgroups of sandboxes that ended while no service of ours
    * watched them (killed with their service, or stopped before this fix):
    * empty ones whose sandbox has ended (its init no longer runs, or it is
@@ -1063,7 +889,7 @@ export class LocalDriver implements SandboxDriver {
     live.memSampleSum = 0;
     live.memSamples = 0;
     this.attachIo(live, true);
-    this.openFs(live);
+    openFs(live);
     live.layout.writeState({
       bwrapPid: live.child?.pid ?? 0,
       initPid: live.initPid as number,
@@ -1072,7 +898,7 @@ export class LocalDriver implements SandboxDriver {
     });
     this.sandboxes.set(spec.sandboxId, live);
     this.armDeadline(live);
-    for (const l of this.listeners) l(spec.sandboxId, { ...live.observation });
+    this.phases.announce(live);
     return true;
   }
 
@@ -1228,28 +1054,8 @@ export class LocalDriver implements SandboxDriver {
     }
   }
 
-  private newLive(spec: SandboxSpec, uid = sandboxUid(spec.sandboxId)): Live {
-    const layout = new SandboxLayout(this.options.dataDir, spec.sandboxId);
-    const live: Live = {
-      spec,
-      layout,
-      uid,
-      cgroup: this.root.child(spec.sandboxId),
-      fs: undefined as unknown as WorkspaceFs,
-      workspaceDir: layout.workspace,
-      observation: { phase: "starting" },
-      fileReadBytes: 0,
-      fileWriteBytes: 0,
-      memSampleSum: 0,
-      memSamples: 0,
-      settledWaiters: [],
-      execs: new Set(),
-      slots: undefined as unknown as ExecSlots,
-      oomKillsSeen: 0,
-      pausedMs: spec.pausedMs ?? 0,
-    };
-    live.slots = new ExecSlots(live, this.helper, () => live.observation.phase === "ready" && !live.stopping);
-    return live;
+  private newLive(spec: SandboxSpec, uid?: number): Live {
+    return newLive({ dataDir: this.options.dataDir, root: this.root, helper: this.helper }, spec, uid);
   }
 
   private async recoverById(sandboxId: string): Promise<Live> {
@@ -1352,7 +1158,7 @@ export class LocalDriver implements SandboxDriver {
       // Until here the pipes kept the event loop alive for waiters; now nothing should.
       (infoStream as unknown as { destroy(): void }).destroy();
       (readyStream as unknown as { destroy(): void }).destroy();
-      this.setObservation(live, { phase: "ready" });
+      this.phases.set(live, { phase: "ready" });
     };
     infoStream?.on("data", (d: Buffer) => {
       info += d.toString();
@@ -1366,7 +1172,7 @@ export class LocalDriver implements SandboxDriver {
     });
     child.on("error", (err) => {
       this.log?.error({ err, sandboxId: spec.sandboxId }, "sandbox spawn failed");
-      this.setObservation(live, { phase: "failed", reason: "start_error", message: err.message });
+      this.phases.set(live, { phase: "failed", reason: "start_error", message: err.message });
     });
     child.on("exit", (code, signal) => {
       // The init of before a release: its end was asked for.
@@ -1447,10 +1253,10 @@ export class LocalDriver implements SandboxDriver {
     // Nothing runs in it again: its cgroup goes now (a spare exec cgroup being made first).
     await live.slots.settle();
     await live.cgroup.remove();
-    this.markEnded(live, reason);
+    markEnded(live, reason, this.log);
     // Its loop device goes too; the files stay for the session's next sandbox.
     await this.releaseWorkspace(live);
-    this.setObservation(live, {
+    this.phases.set(live, {
       phase: "failed",
       reason,
       exitCode: code ?? (signal ? 128 + signalNumber(signal) : undefined),
@@ -1475,30 +1281,10 @@ export class LocalDriver implements SandboxDriver {
     live.deadlineTimer.unref();
   }
 
-  private setObservation(live: Live, observation: SandboxObservation): void {
-    const changed = live.observation.phase !== observation.phase;
-    live.observation = observation;
-    if (observation.phase === "ready" || observation.phase === "failed" || observation.phase === "gone") {
-      if (!live.fs && observation.phase === "ready") this.openFs(live);
-    }
-    // The first exec's cgroup too is made before it is asked for.
-    if (observation.phase === "ready" && changed) live.slots.prepare();
-    if (observation.phase !== "starting") {
-      const waiters = live.settledWaiters;
-      live.settledWaiters = [];
-      for (const w of waiters) w();
-    }
-    if (changed && !live.warm) for (const l of this.listeners) l(live.spec.sandboxId, { ...observation });
-  }
-
   /** Makes live's cgroup with its spec's limits. */
   private createCgroup(live: Live): void {
     const { limits } = live.spec;
     live.cgroup.create({ cpuMillis: limits.cpuMillis, memoryBytes: limits.memoryBytes, pidsMax: this.pidsMax });
-  }
-
-  private openFs(live: Live): void {
-    live.fs = new WorkspaceFs(live.workspaceDir, live.spec.workspace.mountPath, { uid: live.uid, gid: live.uid });
   }
 
   private get(sandboxId: string): Live {
@@ -1525,7 +1311,7 @@ export class LocalDriver implements SandboxDriver {
         throw PlatformError.internal("workspace I/O failed: the workspace could not be mounted", err);
       }
     }
-    if (!live.fs) this.openFs(live);
+    if (!live.fs) openFs(live);
     return live;
   }
 
@@ -1614,19 +1400,4 @@ export class LocalDriver implements SandboxDriver {
 function workspaceMounted(dir: string): boolean {
   const st = fs.statSync(dir, { throwIfNoEntry: false });
   return st !== undefined && st.dev !== fs.statSync(MOUNTS_ROOT).dev;
-}
-
-/** A uid per sandbox, outside any range the host uses, so sandboxes cannot touch each other's files. */
-export function sandboxUid(sandboxId: string): number {
-  return 0x10000000 + (Number.parseInt(sandboxId.replace(/-/g, "").slice(0, 6), 16) || 1);
-}
-
-/** How a sandbox ended, beside its delete-after: `failed:<reason>` (a destroyed one has no entry). */
-const ENDED_KEY = "compute.platform.io/ended";
-const FAILURE_REASONS = new Set<FailureReason>(["exited", "deadline", "oom", "start_error", "lost"]);
-
-/** The failure reason of a sandbox marked as failed, if it is. */
-function failedMark(annotations: Record<string, string> | undefined): FailureReason | undefined {
-  const reason = annotations?.[ENDED_KEY]?.replace(/^failed:/, "") as FailureReason | undefined;
-  return reason && FAILURE_REASONS.has(reason) ? reason : undefined;
 }
