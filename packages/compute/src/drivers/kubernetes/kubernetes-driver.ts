@@ -614,7 +614,8 @@ export class KubernetesDriver implements SandboxDriver {
   /** SIGTERM to the exec's session, SIGKILL after the grace if it still runs. */
   private async cancel(sandboxId: string, id: string, run: PodExec): Promise<void> {
     const target = this.target(sandboxId);
-    await PodExec.run(this.kc, target, ["/bin/sh", "-c", KILL, "sh", id, "TERM"]);
+    // A TERM that could not be delivered (the exec call failed) still ends in the KILL after the grace.
+    await PodExec.run(this.kc, target, ["/bin/sh", "-c", KILL, "sh", id, "TERM"]).catch(() => undefined);
     const ended = await Promise.race([
       run.finished.then(() => true),
       new Promise<boolean>((r) => setTimeout(() => r(false), this.killGraceMs).unref()),

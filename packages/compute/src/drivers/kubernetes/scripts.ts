@@ -51,13 +51,16 @@ exit "$code"
 
 /**
  * Signals every process of an exec's session: `sh -c KILL sh <id> <TERM|KILL>`.
- * Sessions survive re-parenting, so background and double-forked children
- * are found too; only a process that calls setsid itself escapes (it dies
- * with the pod).
+ * The process group first, in one kill(2), so a tree that is still forking
+ * cannot outrun it; then a scan of /proc for the session's members that moved
+ * to a group of their own (sessions survive re-parenting, so background and
+ * double-forked children are found too). Only a process that calls setsid
+ * itself escapes (it dies with the pod).
  */
 export const KILL = `d=${STATE_DIR}; sig=$2
 pid=$(cat "$d/$1.pid" 2>/dev/null) || exit 0
-kill -"$sig" -- -"$pid" 2>/dev/null
+# No "--" before the group: dash, Debian's /bin/sh, refuses "kill -SIG -- -pgid" as an illegal number.
+kill -"$sig" -"$pid" 2>/dev/null
 for f in /proc/[0-9]*/stat; do
   line=$(cat "$f" 2>/dev/null) || continue
   rest=\${line##*) }
