@@ -12,9 +12,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ComputeReason, PlatformError } from "@platform/errors";
 import type { SandboxSpec } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { removeTestCgroups } from "../../testing/test-cgroups.ts";
 import { LocalDriver } from "./local-driver.ts";
-import { workspaceImageOf } from "./session-workspace.ts";
 import { isMountPoint, loopDevicesBackedBy, mountPointsUnder } from "./mount-table.ts";
+import { workspaceImageOf } from "./session-workspace.ts";
 import { MOUNTS_ROOT, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
 
 const MiB = 1024 * 1024;
@@ -269,6 +270,11 @@ describe("workspace size (local driver)", () => {
 });
 
 describe("a killed service's workspace mounts", () => {
+  after(async () => {
+    // The service killed with its sandbox leaves that sandbox's cgroup under the prefix.
+    assert.deepEqual(await removeTestCgroups(`platform-compute-orphans-${process.pid}`), []);
+  });
+
   /** A driver in another process with one 64Mi sandbox; resolves with its id once READY. */
   async function serviceWithSandbox(dataDir: string, dieWithService: boolean) {
     const driverUrl = new URL("./local-driver.ts", import.meta.url).href;
