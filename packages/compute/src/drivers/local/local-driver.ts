@@ -1,8 +1,6 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomInt, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
-import type { Writable } from "node:stream";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { NetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
@@ -24,22 +22,14 @@ import type { EgressProxy } from "../../egress/proxy.ts";
 import { KeyedLock } from "../../keyed-lock.ts";
 import { LIMITS } from "../../service/limits.ts";
 import { workspaceSizeBytes } from "../../service/workspace-size.ts";
-import { baseEnv, bwrapArgs } from "./bwrap.ts";
 import { type Cgroup, detectCgroups } from "./cgroups.ts";
 import { favorDynamicCgroupMods } from "./dynmods.ts";
 import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
-import { runExec, signalNumber } from "./exec-run.ts";
+import { runExec } from "./exec-run.ts";
 import { collectExpired, expiredWorkspaces } from "./gc.ts";
-import {
-  HOST_IMAGE,
-  ImageStore,
-  imageRootArgs,
-  LocalImages,
-  type RootImage,
-  type StoredImage,
-} from "./images/index.ts";
+import { HOST_IMAGE, ImageStore, LocalImages, type RootImage, type StoredImage } from "./images/index.ts";
+import { Launcher } from "./launch.ts";
 import { ENDED_KEY, failedMark, type Live, markEnded, newLive, openFs } from "./live.ts";
-import { mountPointsUnder } from "./mount-table.ts";
 import { Pauser } from "./pause.ts";
 import { Phases } from "./phases.ts";
 import { processStartTime, SandboxLayout, writeJson } from "./sandbox-layout.ts";
@@ -48,8 +38,8 @@ import { deleteAfterOf, SessionWorkspace } from "./session-workspace.ts";
 import { removeStaleSocketDirs } from "./socket-dir.ts";
 import { currentUsage, workspaceIo } from "./usage.ts";
 import { WARM_PREFIX, WarmPool } from "./warm-pool.ts";
-import { MOUNTS_ROOT, releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
-import { flushWorkspace, WorkspaceIo } from "./workspace-io.ts";
+import { releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
+import { Workspaces, workspaceMounted } from "./workspaces.ts";
 
 export { sandboxUid } from "./live.ts";
 
@@ -111,23 +101,11 @@ export interface LocalDriverOptions {
   refuseUnknownImages?: boolean;
 }
 
-const SETPRIV = "/usr/bin/setpriv";
-const BWRAP = "/usr/bin/bwrap";
-const UNSHARE = "/usr/bin/unshare";
-
-/** The descriptor bwrap reads the seccomp filter from (3 and 4 are its info and readiness pipes). */
-const SECCOMP_FD = 5;
-/** The launcher reads "joined" here once it is in its sandbox's cgroup (joinCgroup). */
-const JOIN_FD = 6;
-
 /** An empty cgroup no sandbox of this data directory claims is removed at start after this long. */
 const ABANDONED_CGROUP_MS = 10 * 60_000;
 
 /** How long a paused sandbox keeps its processes (frozen) before they are ended; see LocalDriverOptions. */
 const RELEASE_PAUSED_AFTER_MS = 60_000;
-
-/** Mount point of a sandbox directory inside its launcher's private mount namespace. */
-const STAGE = "/run/platform-compute-stage";
 
 /**
  * The embedded driver: one bubblewrap sandbox per SandboxSpec, in its own
@@ -159,8 +137,7 @@ export class LocalDriver implements SandboxDriver {
   private readonly warmPools = new Map<string, WarmPool<Live>>();
   /** The image store and what `image` means here (images/). */
   readonly images: LocalImages;
-  /** Per session workspace key: the tail of the work on it (create, release, GC), so they never interleave. */
-  private readonly workspaceLocks = new KeyedLock();
+  private readonly workspaces: Workspaces;
   private readonly defaultWorkspaceBytes: number;
   private closed = false;
   /** Pause, resume and destroy of one sandbox run one at a time. */
@@ -168,6 +145,7 @@ export class LocalDriver implements SandboxDriver {
   /** Present with an egress proxy: sandboxes may then have a network policy. */
   private readonly network?: SandboxNetwork;
   setNetworkPolicy?: (sandboxId: string, policy: NetworkPolicy | undefined) => Promise<void>;
+  private readonly launcher: Launcher<Live>;
   private readonly pauser: Pauser<Live>;
 
   constructor(private readonly options: LocalDriverOptions) {
@@ -181,6 +159,12 @@ export class LocalDriver implements SandboxDriver {
         network.setPolicy(sandboxId, policy);
       };
     }
+    this.workspaces = new Workspaces({
+      dataDir: options.dataDir,
+      dieWithService: options.dieWithService,
+      sandboxes: () => this.sandboxes.values(),
+      log: options.logger,
+    });
     this.killGraceMs = options.killGraceMs ?? KILL_GRACE_MS;
     this.pidsMax = options.pidsMax ?? 512;
     this.log = options.logger;
@@ -194,16 +178,27 @@ export class LocalDriver implements SandboxDriver {
           "cgroup favordynmods unavailable: starts and resumes wait for the kernel's cgroup migrations",
         );
     }
+    this.launcher = new Launcher<Live>({
+      dieWithService: options.dieWithService,
+      pidsMax: this.pidsMax,
+      seccompFilter: () => this.seccompFilter,
+      isClosed: () => this.closed,
+      setPhase: (live, observation) => this.phases.set(live, observation),
+      discardWarm: async (live) => live.warmPool?.discard(live),
+      workspaces: this.workspaces,
+      network: this.network,
+      log: options.logger,
+    });
     this.pauser = new Pauser<Live>({
       ops: this.ops,
       get: (id) => this.get(id),
       setPhase: (live, observation) => this.phases.set(live, observation),
       waitSettled: (live, signal) => this.phases.waitSettled(live, signal),
-      armDeadline: (live) => this.armDeadline(live),
+      armDeadline: (live) => this.launcher.armDeadline(live),
       startAgain: (live) => {
         this.refuseIfClosed();
-        this.createCgroup(live); // as it was, unless something removed it meanwhile
-        this.start(live, true);
+        this.launcher.createCgroup(live); // as it was, unless something removed it meanwhile
+        this.launcher.start(live, true);
       },
       network: this.network,
       releaseAfterMs: options.releasePausedAfterMs ?? RELEASE_PAUSED_AFTER_MS,
@@ -266,7 +261,7 @@ export class LocalDriver implements SandboxDriver {
     }
     const ws = new SessionWorkspace(this.options.dataDir, spec.tenantId, spec.sessionId);
     // One at a time per session: two creates at once must not both make its workspace.
-    await this.withWorkspaceLock(ws.key, async () => {
+    await this.workspaces.withLock(ws.key, async () => {
       if (this.sandboxes.has(spec.sandboxId)) throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
       // The session had a sandbox: the new one mounts the same workspace (its size stays what it was made with).
       if (ws.exists()) return this.createOnWorkspace(spec, ws, root);
@@ -279,18 +274,18 @@ export class LocalDriver implements SandboxDriver {
       try {
         live.layout.prepare(spec, live.uid);
         ws.prepare(live.uid);
-        await this.provisionWorkspace(live, ws.image, sizeBytes);
+        await this.workspaces.provision(live, ws.image, sizeBytes);
         this.refuseIfClosed();
-        this.createCgroup(live);
+        this.launcher.createCgroup(live);
       } catch (err) {
         this.sandboxes.delete(spec.sandboxId);
         // It never ran: nothing of it is kept (no mount, no loop device, no image).
-        await this.removeSandboxDir(live.layout);
-        await this.removeWorkspaceDir(ws.dir);
+        await this.workspaces.removeSandboxDir(live.layout);
+        await this.workspaces.removeDir(ws.dir);
         throw err instanceof PlatformError ? err : PlatformError.internal("sandbox provisioning failed", err);
       }
-      this.armDeadline(live);
-      this.start(live);
+      this.launcher.armDeadline(live);
+      this.launcher.start(live);
     });
   }
 
@@ -300,9 +295,9 @@ export class LocalDriver implements SandboxDriver {
     ws.clearMark();
     let dir: string;
     try {
-      dir = await image.mount({ endsWithProcess: this.options.dieWithService });
+      dir = await this.workspaces.mountImage(image);
     } catch (err) {
-      this.markIfUnused(ws);
+      this.workspaces.markIfUnused(ws);
       throw PlatformError.internal("sandbox provisioning failed: the session's workspace could not be mounted", err);
     }
     // Its files belong to the uid the session's first sandbox ran as.
@@ -315,15 +310,15 @@ export class LocalDriver implements SandboxDriver {
     try {
       this.refuseIfClosed();
       live.layout.prepare(spec, live.uid);
-      this.createCgroup(live);
+      this.launcher.createCgroup(live);
     } catch (err) {
       this.sandboxes.delete(spec.sandboxId);
-      await this.removeSandboxDir(live.layout);
-      await this.releaseWorkspaceLocked(live);
+      await this.workspaces.removeSandboxDir(live.layout);
+      await this.workspaces.releaseLocked(live);
       throw err instanceof PlatformError ? err : PlatformError.internal("sandbox provisioning failed", err);
     }
-    this.armDeadline(live);
-    this.start(live);
+    this.launcher.armDeadline(live);
+    this.launcher.start(live);
   }
 
   async recover(spec: SandboxSpec): Promise<SandboxObservation> {
@@ -334,13 +329,13 @@ export class LocalDriver implements SandboxDriver {
     this.sandboxes.set(spec.sandboxId, live);
     if (this.network && spec.networkPolicy) this.network.setPolicy(spec.sandboxId, spec.networkPolicy);
     const annotations = live.layout.readAnnotations();
-    this.locateWorkspace(live, annotations?.[DELETE_AFTER_KEY] === undefined);
+    this.workspaces.locate(live, annotations?.[DELETE_AFTER_KEY] === undefined);
     const failed = failedMark(annotations);
     if (failed) {
       // It ended while a service watched it, and the record missed that (a crash in between).
       live.finalUsage = live.layout.readUsage() ?? zeroUsage();
       this.phases.set(live, { phase: "failed", reason: failed, message: "sandbox ended before the restart" });
-      await this.releaseWorkspace(live);
+      await this.workspaces.release(live);
       return live.observation;
     }
     if (annotations?.[DELETE_AFTER_KEY]) {
@@ -348,7 +343,7 @@ export class LocalDriver implements SandboxDriver {
       live.finalUsage = live.destroyed;
       live.observation = { phase: "gone" };
       // A crash between marking and unmounting left it mounted.
-      await this.releaseWorkspace(live);
+      await this.workspaces.release(live);
       return live.observation;
     }
     const state = live.layout.readState();
@@ -357,9 +352,9 @@ export class LocalDriver implements SandboxDriver {
     if (state && processStartTime(state.initPid) === state.initStartTime && state.initStartTime !== "") {
       // Still running from before the restart: adopt it. Not our child, so poll for its end.
       // Its workspace stays mounted across a restart; mounted again if something unmounted it.
-      if (live.image) await this.mountWorkspace(live);
+      if (live.image) await this.workspaces.mount(live);
       live.workspace?.clearMark();
-      this.attachIo(live, false);
+      this.workspaces.attachIo(live, false);
       live.initPid = state.initPid;
       live.initStartTime = state.initStartTime;
       live.oomKillsSeen = live.cgroup.stats().oomKills;
@@ -373,12 +368,12 @@ export class LocalDriver implements SandboxDriver {
         // Frozen while its record says running (a crash between the freeze and the record): it runs again.
         if (live.cgroup.isFrozen()) await live.cgroup.setFrozen(false);
         this.phases.set(live, { phase: "ready" });
-        this.armDeadline(live);
+        this.launcher.armDeadline(live);
       }
       live.livenessTimer = setInterval(() => {
         if (processStartTime(state.initPid) !== state.initStartTime) {
           clearInterval(live.livenessTimer);
-          void this.onInitExit(live, null, null);
+          void this.launcher.onInitExit(live, null, null);
         }
       }, 500);
       live.livenessTimer.unref();
@@ -387,11 +382,11 @@ export class LocalDriver implements SandboxDriver {
     if (spec.pausedAt) {
       // Paused, and its processes gone (released before the restart, or ended with the service): it stays
       // paused on its workspace, and a resume starts it again there.
-      if (live.image) await this.mountWorkspace(live);
+      if (live.image) await this.workspaces.mount(live);
       live.workspace?.clearMark();
-      this.attachIo(live, false);
+      this.workspaces.attachIo(live, false);
       await live.cgroup.killAll(2000);
-      this.createCgroup(live);
+      this.launcher.createCgroup(live);
       live.oomKillsSeen = live.cgroup.stats().oomKills;
       live.pausedAt = spec.pausedAt.getTime();
       live.released = true;
@@ -411,7 +406,7 @@ export class LocalDriver implements SandboxDriver {
     // Nothing runs on it any more (a killed service whose sandboxes died with
     // it left it mounted): its loop device goes; the image stays for the
     // session's next sandbox, mounted again should its files be asked for.
-    await this.releaseWorkspace(live);
+    await this.workspaces.release(live);
     return live.observation;
   }
 
@@ -520,7 +515,7 @@ export class LocalDriver implements SandboxDriver {
     await this.network?.forget(sandboxId);
     if (running && live.io) {
       // Its buffered writes count too: flushed before the last reading (its exit's usage was taken without).
-      await this.flushIo(live);
+      await this.workspaces.flushIo(live);
       const disk = workspaceIo(live);
       if (disk) {
         total.diskReadBytes = disk.read;
@@ -533,7 +528,7 @@ export class LocalDriver implements SandboxDriver {
     live.layout.writeAnnotations({ [DELETE_AFTER_KEY]: new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString() });
     // The image stays for the session's next sandbox, or for the grace window
     // (GC deletes it); its mount and loop device go now unless another sandbox of the session uses it.
-    await this.releaseWorkspace(live);
+    await this.workspaces.release(live);
     // A spare exec cgroup still being made would keep the sandbox's from being removed.
     await live.slots.settle();
     await live.cgroup.remove();
@@ -556,9 +551,9 @@ export class LocalDriver implements SandboxDriver {
       const key = found.workspaceKey;
       // A session's workspace under its lock: a create taking it up again waits, or goes first and clears the mark.
       const gone = key
-        ? await this.withWorkspaceLock(
+        ? await this.workspaces.withLock(
             key,
-            async () => this.workspaceUsers(key) === 0 && collectExpired(found.dir, now),
+            async () => this.workspaces.users(key) === 0 && collectExpired(found.dir, now),
           )
         : await collectExpired(found.dir, now);
       if (gone) removed.push(found.name);
@@ -607,9 +602,9 @@ export class LocalDriver implements SandboxDriver {
       keys = fs.readdirSync(join(this.options.dataDir, "workspaces"));
     } catch {}
     for (const key of keys) {
-      await this.withWorkspaceLock(key, async () => {
+      await this.workspaces.withLock(key, async () => {
         const dir = join(this.options.dataDir, "workspaces", key);
-        if (this.workspaceUsers(key) > 0 || deleteAfterOf(dir)) return;
+        if (this.workspaces.users(key) > 0 || deleteAfterOf(dir)) return;
         try {
           writeJson(join(dir, "annotations.json"), { [DELETE_AFTER_KEY]: when });
           marked.push(dir);
@@ -697,82 +692,6 @@ export class LocalDriver implements SandboxDriver {
     if (this.closed) throw PlatformError.unavailable("the compute service is stopping; try again");
   }
 
-  /**
-   * Where live's workspace is: the session's; or, for a sandbox made before
-   * workspaces were per session, the image in its own directory, moved to
-   * the session's place when the session has none yet (a rename: the mount
-   * and loop device follow the inode) unless it was destroyed.
-   */
-  private locateWorkspace(live: Live, migrate: boolean): void {
-    const ws = new SessionWorkspace(this.options.dataDir, live.spec.tenantId, live.spec.sessionId);
-    const legacy = new WorkspaceImage(live.layout.image);
-    if (legacy.exists() && migrate && !ws.exists()) {
-      ws.prepare(live.layout.readState()?.uid ?? live.uid);
-      fs.renameSync(legacy.file, ws.image);
-    }
-    // Without any image: made before workspace sizes were enforced, a plain directory.
-    const image = legacy.exists() ? legacy : ws.exists() ? new WorkspaceImage(ws.image) : undefined;
-    if (!image) return;
-    if (image.file === ws.image) live.workspace = ws;
-    live.image = image;
-    live.workspaceDir = image.mountPoint();
-  }
-
-  /** Runs fn after every earlier holder of the session workspace's lock (create, release, GC of it). */
-  private withWorkspaceLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    return this.workspaceLocks.run(key, fn);
-  }
-
-  /** Sandboxes of this driver that use the workspace now (starting or ready), but `except`. */
-  private workspaceUsers(key: string, except?: Live): number {
-    let n = 0;
-    for (const l of this.sandboxes.values()) {
-      // One we are stopping (destroy, deadline, shutdown) no longer counts.
-      if (l === except || l.workspace?.key !== key || l.destroyed || l.stopping) continue;
-      if (l.observation.phase === "starting" || l.observation.phase === "ready" || l.observation.phase === "paused")
-        n++;
-    }
-    return n;
-  }
-
-  /**
-   * live no longer uses its workspace: when no other sandbox of the session
-   * does, it is unmounted (its loop device goes) and marked for collection
-   * after the grace, unless marked already. The image stays for the
-   * session's next sandbox, which clears the mark.
-   */
-  private releaseWorkspace(live: Live): Promise<void> {
-    const ws = live.workspace;
-    if (!ws) return this.unmountWorkspace(live);
-    return this.withWorkspaceLock(ws.key, () => this.releaseWorkspaceLocked(live));
-  }
-
-  private async releaseWorkspaceLocked(live: Live): Promise<void> {
-    const ws = live.workspace;
-    if (ws && this.workspaceUsers(ws.key, live) > 0) return;
-    if (ws) this.markIfUnused(ws);
-    await this.unmountWorkspace(live);
-  }
-
-  private markIfUnused(ws: SessionWorkspace): void {
-    if (this.workspaceUsers(ws.key) > 0 || ws.deleteAfter()) return;
-    try {
-      ws.markDeleteAfter(new Date(Date.now() + SOFT_DELETE_GRACE_MS));
-    } catch (err) {
-      this.log?.warn({ err, workspace: ws.key }, "marking an unused workspace for collection failed");
-    }
-  }
-
-  /** Deletes a workspace that never served a sandbox (its image unmounted and detached first). */
-  private async removeWorkspaceDir(dir: string): Promise<void> {
-    try {
-      await releaseImages(dir);
-      if (mountPointsUnder(dir).length === 0) await fs.promises.rm(dir, { recursive: true, force: true });
-    } catch (err) {
-      this.log?.warn({ err, dir }, "a workspace directory could not be removed");
-    }
-  }
-
   /** Ends a sandbox because the service stops and it is not to outlive it. */
   private async endWithService(live: Live): Promise<void> {
     if (!live.destroyed) {
@@ -780,7 +699,7 @@ export class LocalDriver implements SandboxDriver {
       await live.cgroup.killAll(2000);
       await live.cgroup.remove();
     }
-    await this.releaseWorkspace(live);
+    await this.workspaces.release(live);
   }
 
   /**
@@ -888,7 +807,7 @@ export class LocalDriver implements SandboxDriver {
     live.warmPool = undefined;
     live.memSampleSum = 0;
     live.memSamples = 0;
-    this.attachIo(live, true);
+    this.workspaces.attachIo(live, true);
     openFs(live);
     live.layout.writeState({
       bwrapPid: live.child?.pid ?? 0,
@@ -897,7 +816,7 @@ export class LocalDriver implements SandboxDriver {
       uid: live.uid,
     });
     this.sandboxes.set(spec.sandboxId, live);
-    this.armDeadline(live);
+    this.launcher.armDeadline(live);
     this.phases.announce(live);
     return true;
   }
@@ -986,10 +905,10 @@ export class LocalDriver implements SandboxDriver {
   private async provisionWarm(live: Live): Promise<void> {
     const { spec } = live;
     live.layout.prepare(spec, live.uid);
-    await this.provisionWorkspace(live, live.layout.image, this.defaultWorkspaceBytes);
-    this.createCgroup(live);
+    await this.workspaces.provision(live, live.layout.image, this.defaultWorkspaceBytes);
+    this.launcher.createCgroup(live);
     // Closed meanwhile: close() is discarding it (after waiting for this).
-    if (!this.closed) this.start(live);
+    if (!this.closed) this.launcher.start(live);
   }
 
   /** Ends a warm sandbox that will not be used: its processes, cgroup, workspace and directory. */
@@ -1005,27 +924,7 @@ export class LocalDriver implements SandboxDriver {
     await live.cgroup.killAll(2000);
     await live.slots.ready();
     await live.cgroup.remove();
-    await this.removeSandboxDir(live.layout);
-  }
-
-  /**
-   * Deletes a sandbox directory that will never be used again, its
-   * workspace image unmounted and its loop device detached first.
-   */
-  private async removeSandboxDir(layout: SandboxLayout): Promise<void> {
-    try {
-      await releaseImages(layout.dir);
-    } catch (err) {
-      // Nothing is mounted under the data directory, so the directory still goes; a
-      // mount of a deleted image is released by the next sweep (releaseOrphanedMounts).
-      this.log?.warn({ err, dir: layout.dir }, "a workspace image could not be unmounted");
-    }
-    try {
-      if (mountPointsUnder(layout.dir).length > 0) throw new Error("something is mounted under it");
-      await fs.promises.rm(layout.dir, { recursive: true, force: true });
-    } catch (err) {
-      this.log?.warn({ err, dir: layout.dir }, "a sandbox directory could not be removed");
-    }
+    await this.workspaces.removeSandboxDir(live.layout);
   }
 
   /** Workspace mounts a killed service (this or another data directory) left behind: released, logged. */
@@ -1050,7 +949,7 @@ export class LocalDriver implements SandboxDriver {
       const cgroup = this.root.child(name);
       await cgroup.killAll(2000);
       await cgroup.remove();
-      await this.removeSandboxDir(new SandboxLayout(this.options.dataDir, name));
+      await this.workspaces.removeSandboxDir(new SandboxLayout(this.options.dataDir, name));
     }
   }
 
@@ -1061,230 +960,6 @@ export class LocalDriver implements SandboxDriver {
   private async recoverById(sandboxId: string): Promise<Live> {
     // Only sandboxes created or recovered by this process are known; the domain recovers all on start.
     throw PlatformError.notFound(`sandbox ${sandboxId} not found`, ComputeReason.sandboxNotFound);
-  }
-
-  /** Starts live's init; again: a released sandbox resumed (its disk counters go on from where they were). */
-  private start(live: Live, again = false): void {
-    const { spec, layout } = live;
-    if (!live.warm && !again) this.attachIo(live, true);
-    // bwrap runs as the sandbox uid, which may not traverse the data
-    // directory's parents (a clone under /root, a 0700 temp dir). So, still
-    // as root, the sandbox directory is bound at a fixed traversable stage in
-    // a private mount namespace, with the workspace's mounted image on its
-    // workspace directory, and bwrap takes its paths from there. That
-    // namespace then detaches its copy of every workspace mount of the host
-    // (all under MOUNTS_ROOT) in one go: held there, another sandbox's
-    // workspace would stay mounted, and its loop device attached, after it is
-    // destroyed, for as long as this sandbox lives.
-    // An image's tree is bound at the stage's rootfs too (its parents may not be traversable either).
-    const root = live.rootImage;
-    if (root) fs.mkdirSync(join(layout.dir, "rootfs"), { recursive: true, mode: 0o755 });
-    LocalImages.record(layout.dir, root);
-    const args = bwrapArgs({
-      workspace: join(STAGE, "workspace"),
-      etcDir: join(STAGE, "etc"),
-      mountPath: spec.workspace.mountPath,
-      seccompFd: SECCOMP_FD,
-      imageRoot: root ? imageRootArgs(root.tree, join(STAGE, "rootfs"), spec.workspace.mountPath) : undefined,
-    });
-    if (this.options.dieWithService) args.unshift("--die-with-parent");
-    // As root: shield the init from the OOM killer, make the mount namespace,
-    // wait until the service has moved the launcher into the sandbox cgroup
-    // (joinCgroup; never a sandbox process outside it: no limits there, and
-    // nothing would find it to end it), then drop to the sandbox uid for good
-    // and let bwrap build the namespaces.
-    // Ending with the service: the parent-death signal is set by the first
-    // process of the chain and kept through the uid change (which clears it),
-    // so a service killed while a sandbox starts takes the launch with it,
-    // not only a sandbox whose bwrap got as far as setting its own.
-    const keepDeathSignal = this.options.dieWithService ? "--pdeathsig keep " : "";
-    const bindRoot = root ? `mount --bind "$3" ${STAGE}/rootfs && ` : "";
-    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}umount -l ${MOUNTS_ROOT} && read -r joined <&${JOIN_FD} && [ "$joined" = joined ] && exec ${JOIN_FD}<&- && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
-    fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
-    const script = `echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
-    if (!this.seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
-    const launcher = this.options.dieWithService ? [SETPRIV, "--pdeathsig", "KILL", "--", "/bin/sh"] : ["/bin/sh"];
-    const child = spawn(
-      launcher[0] as string,
-      [
-        ...launcher.slice(1),
-        "-c",
-        script,
-        "sh",
-        layout.dir,
-        live.workspaceDir,
-        ...(root ? [root.tree] : []),
-        ...args,
-        "--",
-        "/bin/sh",
-        "-c",
-        "echo ready >&4; exec 4>&-; exec /bin/sleep infinity",
-      ],
-      {
-        env: baseEnv(spec.workspace.mountPath),
-        stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", "pipe", "pipe"],
-        detached: true, // own process group: survives a restart of the service, re-attached by recover()
-      },
-    );
-    // bwrap reads the filter to its end from this descriptor (and closes it before the init runs).
-    const filter = child.stdio.at(SECCOMP_FD) as Writable | null | undefined;
-    filter?.on("error", () => {}); // bwrap gone before reading: the exit handler reports the start failure
-    filter?.end(this.seccompFilter);
-    live.child = child;
-    this.joinCgroup(live, child);
-    let stderr = "";
-    child.stderr?.on("data", (d: Buffer) => {
-      stderr = (stderr + d.toString()).slice(-2000);
-    });
-    // fd 3: bwrap's info JSON (host pid of the sandbox's pid 1). fd 4: written by the
-    // init itself once it runs inside the finished sandbox, which is what READY means
-    // (bwrap reports child-pid before the mounts are in place).
-    let info = "";
-    let initPid: number | undefined;
-    let inside = false;
-    const infoStream = child.stdio[3] as NodeJS.ReadableStream | null;
-    const readyStream = child.stdio[4] as NodeJS.ReadableStream | null;
-    const maybeReady = () => {
-      if (!initPid || !inside || live.initPid || live.observation.phase !== "starting") return;
-      live.initPid = initPid;
-      live.initStartTime = processStartTime(initPid);
-      live.layout.writeState({
-        bwrapPid: child.pid ?? 0,
-        initPid,
-        initStartTime: live.initStartTime,
-        uid: live.uid,
-      });
-      live.oomKillsSeen = live.cgroup.stats().oomKills;
-      // Until here the pipes kept the event loop alive for waiters; now nothing should.
-      (infoStream as unknown as { destroy(): void }).destroy();
-      (readyStream as unknown as { destroy(): void }).destroy();
-      this.phases.set(live, { phase: "ready" });
-    };
-    infoStream?.on("data", (d: Buffer) => {
-      info += d.toString();
-      const m = /"child-pid":\s*(\d+)/.exec(info);
-      if (m) initPid = Number(m[1]);
-      maybeReady();
-    });
-    readyStream?.on("data", () => {
-      inside = true;
-      maybeReady();
-    });
-    child.on("error", (err) => {
-      this.log?.error({ err, sandboxId: spec.sandboxId }, "sandbox spawn failed");
-      this.phases.set(live, { phase: "failed", reason: "start_error", message: err.message });
-    });
-    child.on("exit", (code, signal) => {
-      // The init of before a release: its end was asked for.
-      if (live.child !== child) return;
-      if (live.observation.phase === "starting" && code !== 0) {
-        this.log?.error({ sandboxId: spec.sandboxId, code, stderr }, "sandbox failed to start");
-      }
-      void this.onInitExit(live, code, signal);
-    });
-    child.unref();
-    (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
-  }
-
-  /**
-   * Moves the launcher into live's cgroup while it makes its mount namespace
-   * (as root, nothing of the sandbox running yet), then tells it to go on to
-   * setpriv and bwrap; it goes on only on "joined" (a failed move closes the
-   * pipe, and so does the service's end). The first move into a cgroup after a
-   * quiet spell waits for an RCU grace period (cgroup v1 without
-   * favordynmods: ~13 ms here, a third of a released sandbox's resume), which
-   * the launcher's own work now overlaps instead of following.
-   */
-  private joinCgroup(live: Live, child: ChildProcess): void {
-    const gate = child.stdio.at(JOIN_FD) as Writable | null | undefined;
-    gate?.on("error", () => {}); // the launcher gone: its exit handler reports the start failure
-    const pid = child.pid;
-    const move = async () => {
-      if (!gate || !pid) throw new Error("no launcher to move");
-      // Only while it runs: the pid of one that ended could be another process's by the time it is written.
-      const write = (file: string) => {
-        if (child.exitCode !== null || child.signalCode !== null) throw new Error("the launcher ended");
-        return fs.promises.writeFile(file, `${pid}\n`);
-      };
-      const [first, ...rest] = live.cgroup.procsFiles();
-      if (first) await write(first); // the grace period, if any, off the event loop
-      await Promise.all(rest.map(write)); // the others are quick after it
-      // A destroy meanwhile ended what was in the cgroup then, not this launcher: it must not go on.
-      if (live.stopping) throw new Error(`the sandbox is stopping (${live.stopping})`);
-      gate.end("joined\n");
-    };
-    move().catch((err) => {
-      if (child.exitCode === null && child.signalCode === null && !live.stopping)
-        this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "moving a sandbox's launcher into its cgroup failed");
-      gate?.destroy();
-    });
-  }
-
-  private async onInitExit(live: Live, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
-    if (live.warm) {
-      if (!this.closed) this.log?.warn({ code, signal }, "a warm sandbox exited before it was used");
-      await live.warmPool?.discard(live);
-      return;
-    }
-    clearTimeout(live.deadlineTimer);
-    clearInterval(live.livenessTimer);
-    void this.network?.stop(live.spec.sandboxId);
-    // Ended by a release (a paused sandbox giving its memory back): it stays paused.
-    if (live.stopping === "release") return;
-    // A closed driver watches nothing: the next one finds how the sandbox ended (recover).
-    if (this.closed && live.stopping !== "shutdown") return;
-    if (live.stopping === "destroy" || live.stopping === "shutdown") {
-      live.finalUsage = currentUsage(live);
-      return;
-    }
-    // Whatever remains (execs) goes with the sandbox, as in a pod.
-    await this.flushIo(live);
-    live.finalUsage = currentUsage(live);
-    await live.cgroup.killAll();
-    const oom = live.cgroup.stats().oomKills > live.oomKillsSeen && (signal === "SIGKILL" || code === 137);
-    const reason =
-      live.stopping === "deadline"
-        ? "deadline"
-        : oom
-          ? "oom"
-          : live.observation.phase === "starting"
-            ? "start_error"
-            : "exited";
-    // Nothing runs in it again: its cgroup goes now (a spare exec cgroup being made first).
-    await live.slots.settle();
-    await live.cgroup.remove();
-    markEnded(live, reason, this.log);
-    // Its loop device goes too; the files stay for the session's next sandbox.
-    await this.releaseWorkspace(live);
-    this.phases.set(live, {
-      phase: "failed",
-      reason,
-      exitCode: code ?? (signal ? 128 + signalNumber(signal) : undefined),
-    });
-  }
-
-  private armDeadline(live: Live): void {
-    clearTimeout(live.deadlineTimer);
-    // max_runtime counts running time: the pauses that ended are left out.
-    const remaining = live.spec.createdAt.getTime() + live.spec.limits.maxRuntimeMs + live.pausedMs - Date.now();
-    live.deadlineTimer = setTimeout(
-      () => {
-        live.stopping = "deadline";
-        this.log?.info({ sandboxId: live.spec.sandboxId }, "sandbox reached max_runtime");
-        if (!live.child) {
-          // Adopted after a restart: no exit event will come from a child.
-          void live.cgroup.killAll().then(() => this.onInitExit(live, null, "SIGKILL"));
-        } else void live.cgroup.killAll();
-      },
-      Math.max(0, remaining),
-    );
-    live.deadlineTimer.unref();
-  }
-
-  /** Makes live's cgroup with its spec's limits. */
-  private createCgroup(live: Live): void {
-    const { limits } = live.spec;
-    live.cgroup.create({ cpuMillis: limits.cpuMillis, memoryBytes: limits.memoryBytes, pidsMax: this.pidsMax });
   }
 
   private get(sandboxId: string): Live {
@@ -1306,7 +981,7 @@ export class LocalDriver implements SandboxDriver {
     // image (a stat pair per call says it still is).
     if (live.image && !workspaceMounted(live.workspaceDir)) {
       try {
-        await this.mountWorkspace(live);
+        await this.workspaces.mount(live);
       } catch (err) {
         throw PlatformError.internal("workspace I/O failed: the workspace could not be mounted", err);
       }
@@ -1318,67 +993,6 @@ export class LocalDriver implements SandboxDriver {
   /** Size in bytes of spec's workspace (the driver's default when unset); INVALID_ARGUMENT when malformed. */
   private workspaceBytes(spec: SandboxSpec): number {
     return spec.workspace.size ? workspaceSizeBytes(spec.workspace.size) : this.defaultWorkspaceBytes;
-  }
-
-  /** A new workspace image of sizeBytes at file for live, owned by its uid, mounted at its workspace directory. */
-  private async provisionWorkspace(live: Live, file: string, sizeBytes: number): Promise<void> {
-    const image = new WorkspaceImage(file);
-    live.workspaceDir = await image.create(
-      sizeBytes,
-      { uid: live.uid, gid: live.uid },
-      { endsWithProcess: this.options.dieWithService },
-    );
-    live.image = image;
-  }
-
-  /** Mounts live's workspace image if it is not mounted (after a restart, or unmounted by hand). */
-  private async mountWorkspace(live: Live): Promise<void> {
-    const image = live.image as WorkspaceImage;
-    if (!image.exists()) throw new Error(`workspace image ${image.file} is missing`);
-    live.workspaceDir = await image.mount({ endsWithProcess: this.options.dieWithService });
-  }
-
-  /**
-   * Finds the disk counters of live's workspace. fresh: the sandbox starts
-   * now, its usage counts from here; otherwise (re-attached after a restart)
-   * from the values recorded when it started, if the device is the same.
-   */
-  private attachIo(live: Live, fresh: boolean): void {
-    const io = live.image ? WorkspaceIo.of(live.image.file) : undefined;
-    const now = io?.read();
-    if (!io || !now) return;
-    const saved = fresh ? undefined : live.layout.readIoBase();
-    live.io = io;
-    if (saved && saved.device === io.device && saved.read <= now.read && saved.write <= now.write) {
-      live.ioBase = { read: saved.read, write: saved.write };
-      return;
-    }
-    live.ioBase = now;
-    try {
-      live.layout.writeIoBase({ device: io.device, ...now });
-    } catch (err) {
-      this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "recording the workspace's disk counters failed");
-    }
-  }
-
-  /** Flushes live's workspace so its counters include buffered writes; logged, not thrown. */
-  private async flushIo(live: Live): Promise<void> {
-    if (!live.io || !workspaceMounted(live.workspaceDir)) return;
-    try {
-      await flushWorkspace(live.workspaceDir);
-    } catch (err) {
-      this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "flushing a workspace for its disk counters failed");
-    }
-  }
-
-  /** Unmounts live's workspace (its image stays); logged, not thrown: GC retries. */
-  private async unmountWorkspace(live: Live): Promise<void> {
-    if (!live.image) return;
-    try {
-      await live.image.unmount();
-    } catch (err) {
-      this.log?.warn({ err, sandboxId: live.spec.sandboxId }, "unmounting a workspace failed; GC will retry");
-    }
   }
 
   private sample(): void {
@@ -1394,10 +1008,4 @@ export class LocalDriver implements SandboxDriver {
       }
     }
   }
-}
-
-/** Whether a workspace image is mounted at dir (a mount point under MOUNTS_ROOT has another device than it). */
-function workspaceMounted(dir: string): boolean {
-  const st = fs.statSync(dir, { throwIfNoEntry: false });
-  return st !== undefined && st.dev !== fs.statSync(MOUNTS_ROOT).dev;
 }

@@ -1,0 +1,301 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { Writable } from "node:stream";
+import type { Logger } from "pino";
+import type { SandboxObservation } from "../../driver.ts";
+import { baseEnv, bwrapArgs } from "./bwrap.ts";
+import { signalNumber } from "./exec-run.ts";
+import { imageRootArgs, LocalImages } from "./images/index.ts";
+import { type Live, markEnded } from "./live.ts";
+import { processStartTime } from "./sandbox-layout.ts";
+import type { SandboxNetwork } from "./sandbox-network.ts";
+import { currentUsage, type UsageSources } from "./usage.ts";
+import { MOUNTS_ROOT } from "./workspace-image.ts";
+import type { WorkspaceHolder, Workspaces } from "./workspaces.ts";
+
+const SETPRIV = "/usr/bin/setpriv";
+const BWRAP = "/usr/bin/bwrap";
+const UNSHARE = "/usr/bin/unshare";
+
+/** The descriptor bwrap reads the seccomp filter from (3 and 4 are its info and readiness pipes). */
+const SECCOMP_FD = 5;
+/** The launcher reads "joined" here once it is in its sandbox's cgroup (joinCgroup). */
+const JOIN_FD = 6;
+
+/** Mount point of a sandbox directory inside its launcher's private mount namespace. */
+const STAGE = "/run/platform-compute-stage";
+
+/** What starting a sandbox, watching its init and ending it touch of the sandbox. */
+export type Launchable = WorkspaceHolder &
+  UsageSources &
+  Pick<
+    Live,
+    | "warm"
+    | "rootImage"
+    | "child"
+    | "initPid"
+    | "initStartTime"
+    | "oomKillsSeen"
+    | "deadlineTimer"
+    | "livenessTimer"
+    | "slots"
+    | "pausedMs"
+  >;
+
+/** What the launch needs of the rest of the driver. */
+export interface LaunchDeps<S extends Launchable> {
+  /** The launch chain dies with this process (bwrap --die-with-parent, a parent-death signal before it). */
+  dieWithService?: boolean;
+  /** Process cap of a sandbox's cgroup. */
+  pidsMax: number;
+  /** The built seccomp filter every sandbox process runs under (none yet: no sandbox may start). */
+  seccompFilter(): Buffer | undefined;
+  /** Whether the driver is closing: it then watches no sandbox's end. */
+  isClosed(): boolean;
+  /** Sets live's phase, telling its waiters and the driver's listeners (phases.ts). */
+  setPhase(live: S, observation: SandboxObservation): void;
+  /** A warm sandbox whose init ended before it was adopted: out of its pool, removed. */
+  discardWarm(live: S): Promise<void>;
+  workspaces: Pick<Workspaces, "attachIo" | "flushIo" | "release">;
+  network?: Pick<SandboxNetwork, "stop">;
+  log?: Logger;
+}
+
+/**
+ * How a local sandbox runs: its cgroup, the launch chain that builds it
+ * (a shell as root in a private mount namespace, setpriv, bwrap, the init),
+ * its max runtime, and what its init's end means (failed, released, or
+ * ended by us).
+ */
+export class Launcher<S extends Launchable> {
+  constructor(private readonly deps: LaunchDeps<S>) {}
+
+  /** Starts live's init; again: a released sandbox resumed (its disk counters go on from where they were). */
+  start(live: S, again = false): void {
+    const { spec, layout } = live;
+    if (!live.warm && !again) this.deps.workspaces.attachIo(live, true);
+    // bwrap runs as the sandbox uid, which may not traverse the data
+    // directory's parents (a clone under /root, a 0700 temp dir). So, still
+    // as root, the sandbox directory is bound at a fixed traversable stage in
+    // a private mount namespace, with the workspace's mounted image on its
+    // workspace directory, and bwrap takes its paths from there. That
+    // namespace then detaches its copy of every workspace mount of the host
+    // (all under MOUNTS_ROOT) in one go: held there, another sandbox's
+    // workspace would stay mounted, and its loop device attached, after it is
+    // destroyed, for as long as this sandbox lives.
+    // An image's tree is bound at the stage's rootfs too (its parents may not be traversable either).
+    const root = live.rootImage;
+    if (root) fs.mkdirSync(join(layout.dir, "rootfs"), { recursive: true, mode: 0o755 });
+    LocalImages.record(layout.dir, root);
+    const args = bwrapArgs({
+      workspace: join(STAGE, "workspace"),
+      etcDir: join(STAGE, "etc"),
+      mountPath: spec.workspace.mountPath,
+      seccompFd: SECCOMP_FD,
+      imageRoot: root ? imageRootArgs(root.tree, join(STAGE, "rootfs"), spec.workspace.mountPath) : undefined,
+    });
+    if (this.deps.dieWithService) args.unshift("--die-with-parent");
+    // As root: shield the init from the OOM killer, make the mount namespace,
+    // wait until the service has moved the launcher into the sandbox cgroup
+    // (joinCgroup; never a sandbox process outside it: no limits there, and
+    // nothing would find it to end it), then drop to the sandbox uid for good
+    // and let bwrap build the namespaces.
+    // Ending with the service: the parent-death signal is set by the first
+    // process of the chain and kept through the uid change (which clears it),
+    // so a service killed while a sandbox starts takes the launch with it,
+    // not only a sandbox whose bwrap got as far as setting its own.
+    const keepDeathSignal = this.deps.dieWithService ? "--pdeathsig keep " : "";
+    const bindRoot = root ? `mount --bind "$3" ${STAGE}/rootfs && ` : "";
+    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}umount -l ${MOUNTS_ROOT} && read -r joined <&${JOIN_FD} && [ "$joined" = joined ] && exec ${JOIN_FD}<&- && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
+    fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
+    const script = `echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
+    const seccompFilter = this.deps.seccompFilter();
+    if (!seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
+    const launcher = this.deps.dieWithService ? [SETPRIV, "--pdeathsig", "KILL", "--", "/bin/sh"] : ["/bin/sh"];
+    const child = spawn(
+      launcher[0] as string,
+      [
+        ...launcher.slice(1),
+        "-c",
+        script,
+        "sh",
+        layout.dir,
+        live.workspaceDir,
+        ...(root ? [root.tree] : []),
+        ...args,
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo ready >&4; exec 4>&-; exec /bin/sleep infinity",
+      ],
+      {
+        env: baseEnv(spec.workspace.mountPath),
+        stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", "pipe", "pipe"],
+        detached: true, // own process group: survives a restart of the service, re-attached by recover()
+      },
+    );
+    // bwrap reads the filter to its end from this descriptor (and closes it before the init runs).
+    const filter = child.stdio.at(SECCOMP_FD) as Writable | null | undefined;
+    filter?.on("error", () => {}); // bwrap gone before reading: the exit handler reports the start failure
+    filter?.end(seccompFilter);
+    live.child = child;
+    this.joinCgroup(live, child);
+    let stderr = "";
+    child.stderr?.on("data", (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-2000);
+    });
+    // fd 3: bwrap's info JSON (host pid of the sandbox's pid 1). fd 4: written by the
+    // init itself once it runs inside the finished sandbox, which is what READY means
+    // (bwrap reports child-pid before the mounts are in place).
+    let info = "";
+    let initPid: number | undefined;
+    let inside = false;
+    const infoStream = child.stdio[3] as NodeJS.ReadableStream | null;
+    const readyStream = child.stdio[4] as NodeJS.ReadableStream | null;
+    const maybeReady = () => {
+      if (!initPid || !inside || live.initPid || live.observation.phase !== "starting") return;
+      live.initPid = initPid;
+      live.initStartTime = processStartTime(initPid);
+      live.layout.writeState({
+        bwrapPid: child.pid ?? 0,
+        initPid,
+        initStartTime: live.initStartTime,
+        uid: live.uid,
+      });
+      live.oomKillsSeen = live.cgroup.stats().oomKills;
+      // Until here the pipes kept the event loop alive for waiters; now nothing should.
+      (infoStream as unknown as { destroy(): void }).destroy();
+      (readyStream as unknown as { destroy(): void }).destroy();
+      this.deps.setPhase(live, { phase: "ready" });
+    };
+    infoStream?.on("data", (d: Buffer) => {
+      info += d.toString();
+      const m = /"child-pid":\s*(\d+)/.exec(info);
+      if (m) initPid = Number(m[1]);
+      maybeReady();
+    });
+    readyStream?.on("data", () => {
+      inside = true;
+      maybeReady();
+    });
+    child.on("error", (err) => {
+      this.deps.log?.error({ err, sandboxId: spec.sandboxId }, "sandbox spawn failed");
+      this.deps.setPhase(live, { phase: "failed", reason: "start_error", message: err.message });
+    });
+    child.on("exit", (code, signal) => {
+      // The init of before a release: its end was asked for.
+      if (live.child !== child) return;
+      if (live.observation.phase === "starting" && code !== 0) {
+        this.deps.log?.error({ sandboxId: spec.sandboxId, code, stderr }, "sandbox failed to start");
+      }
+      void this.onInitExit(live, code, signal);
+    });
+    child.unref();
+    (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
+  }
+
+  /**
+   * Moves the launcher into live's cgroup while it makes its mount namespace
+   * (as root, nothing of the sandbox running yet), then tells it to go on to
+   * setpriv and bwrap; it goes on only on "joined" (a failed move closes the
+   * pipe, and so does the service's end). The first move into a cgroup after a
+   * quiet spell waits for an RCU grace period (cgroup v1 without
+   * favordynmods: ~13 ms here, a third of a released sandbox's resume), which
+   * the launcher's own work now overlaps instead of following.
+   */
+  private joinCgroup(live: S, child: ChildProcess): void {
+    const gate = child.stdio.at(JOIN_FD) as Writable | null | undefined;
+    gate?.on("error", () => {}); // the launcher gone: its exit handler reports the start failure
+    const pid = child.pid;
+    const move = async () => {
+      if (!gate || !pid) throw new Error("no launcher to move");
+      // Only while it runs: the pid of one that ended could be another process's by the time it is written.
+      const write = (file: string) => {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error("the launcher ended");
+        return fs.promises.writeFile(file, `${pid}\n`);
+      };
+      const [first, ...rest] = live.cgroup.procsFiles();
+      if (first) await write(first); // the grace period, if any, off the event loop
+      await Promise.all(rest.map(write)); // the others are quick after it
+      // A destroy meanwhile ended what was in the cgroup then, not this launcher: it must not go on.
+      if (live.stopping) throw new Error(`the sandbox is stopping (${live.stopping})`);
+      gate.end("joined\n");
+    };
+    move().catch((err) => {
+      if (child.exitCode === null && child.signalCode === null && !live.stopping)
+        this.deps.log?.warn(
+          { err, sandboxId: live.spec.sandboxId },
+          "moving a sandbox's launcher into its cgroup failed",
+        );
+      gate?.destroy();
+    });
+  }
+
+  async onInitExit(live: S, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
+    if (live.warm) {
+      if (!this.deps.isClosed()) this.deps.log?.warn({ code, signal }, "a warm sandbox exited before it was used");
+      await this.deps.discardWarm(live);
+      return;
+    }
+    clearTimeout(live.deadlineTimer);
+    clearInterval(live.livenessTimer);
+    void this.deps.network?.stop(live.spec.sandboxId);
+    // Ended by a release (a paused sandbox giving its memory back): it stays paused.
+    if (live.stopping === "release") return;
+    // A closed driver watches nothing: the next one finds how the sandbox ended (recover).
+    if (this.deps.isClosed() && live.stopping !== "shutdown") return;
+    if (live.stopping === "destroy" || live.stopping === "shutdown") {
+      live.finalUsage = currentUsage(live);
+      return;
+    }
+    // Whatever remains (execs) goes with the sandbox, as in a pod.
+    await this.deps.workspaces.flushIo(live);
+    live.finalUsage = currentUsage(live);
+    await live.cgroup.killAll();
+    const oom = live.cgroup.stats().oomKills > live.oomKillsSeen && (signal === "SIGKILL" || code === 137);
+    const reason =
+      live.stopping === "deadline"
+        ? "deadline"
+        : oom
+          ? "oom"
+          : live.observation.phase === "starting"
+            ? "start_error"
+            : "exited";
+    // Nothing runs in it again: its cgroup goes now (a spare exec cgroup being made first).
+    await live.slots.settle();
+    await live.cgroup.remove();
+    markEnded(live, reason, this.deps.log);
+    // Its loop device goes too; the files stay for the session's next sandbox.
+    await this.deps.workspaces.release(live);
+    this.deps.setPhase(live, {
+      phase: "failed",
+      reason,
+      exitCode: code ?? (signal ? 128 + signalNumber(signal) : undefined),
+    });
+  }
+
+  armDeadline(live: S): void {
+    clearTimeout(live.deadlineTimer);
+    // max_runtime counts running time: the pauses that ended are left out.
+    const remaining = live.spec.createdAt.getTime() + live.spec.limits.maxRuntimeMs + live.pausedMs - Date.now();
+    live.deadlineTimer = setTimeout(
+      () => {
+        live.stopping = "deadline";
+        this.deps.log?.info({ sandboxId: live.spec.sandboxId }, "sandbox reached max_runtime");
+        if (!live.child) {
+          // Adopted after a restart: no exit event will come from a child.
+          void live.cgroup.killAll().then(() => this.onInitExit(live, null, "SIGKILL"));
+        } else void live.cgroup.killAll();
+      },
+      Math.max(0, remaining),
+    );
+    live.deadlineTimer.unref();
+  }
+
+  /** Makes live's cgroup with its spec's limits. */
+  createCgroup(live: S): void {
+    const { limits } = live.spec;
+    live.cgroup.create({ cpuMillis: limits.cpuMillis, memoryBytes: limits.memoryBytes, pidsMax: this.deps.pidsMax });
+  }
+}
