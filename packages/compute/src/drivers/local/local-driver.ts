@@ -1,4 +1,3 @@
-import { randomInt, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { ComputeReason, PlatformError } from "@platform/errors";
@@ -26,19 +25,18 @@ import { type Cgroup, detectCgroups } from "./cgroups.ts";
 import { favorDynamicCgroupMods } from "./dynmods.ts";
 import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
 import { runExec } from "./exec-run.ts";
-import { collectExpired, expiredWorkspaces } from "./gc.ts";
-import { HOST_IMAGE, ImageStore, LocalImages, type RootImage, type StoredImage } from "./images/index.ts";
+import { Housekeeping } from "./housekeeping.ts";
+import { ImageStore, LocalImages, type RootImage } from "./images/index.ts";
 import { Launcher } from "./launch.ts";
-import { ENDED_KEY, failedMark, type Live, markEnded, newLive, openFs } from "./live.ts";
+import { failedMark, type Live, markEnded, newLive, openFs } from "./live.ts";
 import { Pauser } from "./pause.ts";
 import { Phases } from "./phases.ts";
-import { processStartTime, SandboxLayout, writeJson } from "./sandbox-layout.ts";
+import { processStartTime } from "./sandbox-layout.ts";
 import { SandboxNetwork } from "./sandbox-network.ts";
-import { deleteAfterOf, SessionWorkspace } from "./session-workspace.ts";
-import { removeStaleSocketDirs } from "./socket-dir.ts";
+import { SessionWorkspace } from "./session-workspace.ts";
 import { currentUsage, workspaceIo } from "./usage.ts";
-import { WARM_PREFIX, WarmPool } from "./warm-pool.ts";
-import { releaseImages, releaseOrphanedMounts, WorkspaceImage } from "./workspace-image.ts";
+import { WarmSandboxes } from "./warm-sandboxes.ts";
+import { WorkspaceImage } from "./workspace-image.ts";
 import { Workspaces, workspaceMounted } from "./workspaces.ts";
 
 export { sandboxUid } from "./live.ts";
@@ -101,9 +99,6 @@ export interface LocalDriverOptions {
   refuseUnknownImages?: boolean;
 }
 
-/** An empty cgroup no sandbox of this data directory claims is removed at start after this long. */
-const ABANDONED_CGROUP_MS = 10 * 60_000;
-
 /** How long a paused sandbox keeps its processes (frozen) before they are ended; see LocalDriverOptions. */
 const RELEASE_PAUSED_AFTER_MS = 60_000;
 
@@ -133,8 +128,9 @@ export class LocalDriver implements SandboxDriver {
    */
   private readonly built: Promise<HelperBuild>;
   private seccompFilter?: Buffer;
-  /** Warm sandboxes per image (digest, or `host`): the default image's, and one kept for each image once used. */
-  private readonly warmPools = new Map<string, WarmPool<Live>>();
+  /** Sandboxes started ahead, per image. */
+  private readonly warmSandboxes: WarmSandboxes;
+  private readonly housekeeping: Housekeeping;
   /** The image store and what `image` means here (images/). */
   readonly images: LocalImages;
   private readonly workspaces: Workspaces;
@@ -204,7 +200,18 @@ export class LocalDriver implements SandboxDriver {
       releaseAfterMs: options.releasePausedAfterMs ?? RELEASE_PAUSED_AFTER_MS,
       log: options.logger,
     });
-    this.removeEndedCgroups();
+    this.housekeeping = new Housekeeping({
+      dataDir: options.dataDir,
+      root: this.root,
+      sandbox: (id) => this.sandboxes.get(id),
+      workspaces: this.workspaces,
+      collectImages: async () => {
+        await this.warmSandboxes.dropUnnamed();
+        this.images.store.collect(this.imagesInUse(true));
+      },
+      log: options.logger,
+    });
+    this.housekeeping.removeEndedCgroups();
     this.sampler = setInterval(() => this.sample(), options.sampleIntervalMs ?? 200);
     this.sampler.unref();
     this.helper = new ExecHelper(options.logger);
@@ -221,28 +228,44 @@ export class LocalDriver implements SandboxDriver {
       {
         inUse: () => this.imagesInUse(false),
         held: () => this.imagesInUse(true),
-        dropWarm: (digest) => this.dropWarm(digest),
-        imported: (image) => this.onImported(image),
+        dropWarm: (digest) => this.warmSandboxes.drop(digest),
+        imported: (image) => this.warmSandboxes.onImported(image),
       },
       options.logger,
       options.refuseUnknownImages ?? false,
     );
     this.images.logUnstoredDefault();
-    this.warmPoolFor(this.images.resolve(""), options.warmSandboxes ?? 4);
     this.defaultWorkspaceBytes = workspaceSizeBytes(
       options.defaultWorkspaceSize ?? LIMITS.defaultWorkspaceSize,
       "defaultWorkspaceSize",
     );
-    void this.removeWarmLeftovers()
-      .then(() => this.releaseOrphans())
-      .then(() => this.removeStaleSocketDirs())
+    this.warmSandboxes = new WarmSandboxes({
+      dataDir: options.dataDir,
+      target: options.warmSandboxes ?? 4,
+      defaultWorkspaceBytes: this.defaultWorkspaceBytes,
+      pidsMax: this.pidsMax,
+      root: this.root,
+      images: this.images,
+      isClosed: () => this.closed,
+      newLive: (spec, uid) => this.newLive(spec, uid),
+      launcher: this.launcher,
+      workspaces: this.workspaces,
+      adopted: (live) => {
+        this.sandboxes.set(live.spec.sandboxId, live);
+        this.launcher.armDeadline(live);
+        this.phases.announce(live);
+      },
+      log: options.logger,
+    });
+    void this.warmSandboxes
+      .removeLeftovers()
+      .then(() => this.housekeeping.releaseOrphans())
+      .then(() => this.housekeeping.removeStaleSocketDirs())
       // Once more a little later: a sandbox killed with its service keeps its cgroup busy until its zombies are reaped.
-      .then(() => setTimeout(() => this.removeEndedCgroups(), 2000).unref())
+      .then(() => setTimeout(() => this.housekeeping.removeEndedCgroups(), 2000).unref())
       .then(() => this.built)
       .then(
-        () => {
-          for (const pool of this.warmPools.values()) pool.refill();
-        },
+        () => this.warmSandboxes.refill(),
         () => {},
       );
   }
@@ -266,7 +289,7 @@ export class LocalDriver implements SandboxDriver {
       // The session had a sandbox: the new one mounts the same workspace (its size stays what it was made with).
       if (ws.exists()) return this.createOnWorkspace(spec, ws, root);
       // Warm sandboxes carry a workspace of the default size; any other size is made for the spec.
-      if (sizeBytes === this.defaultWorkspaceBytes && this.adoptWarm(spec, ws, root)) return;
+      if (sizeBytes === this.defaultWorkspaceBytes && this.warmSandboxes.adopt(spec, ws, root)) return;
       const live = this.newLive(spec);
       live.rootImage = root;
       live.workspace = ws;
@@ -536,97 +559,25 @@ export class LocalDriver implements SandboxDriver {
     return total;
   }
 
-  async collectGarbage(now = new Date()): Promise<string[]> {
-    await this.releaseOrphans();
-    this.removeEndedCgroups();
-    // Image trees no name and no sandbox holds any more (a name re-imported while a sandbox ran on the old tree).
-    try {
-      await this.dropUnnamedWarm();
-      this.images.store.collect(this.imagesInUse(true));
-    } catch (err) {
-      this.log?.warn({ err }, "removing unused image trees failed");
-    }
-    const removed: string[] = [];
-    for (const found of expiredWorkspaces(this.options.dataDir, now)) {
-      const key = found.workspaceKey;
-      // A session's workspace under its lock: a create taking it up again waits, or goes first and clears the mark.
-      const gone = key
-        ? await this.workspaces.withLock(
-            key,
-            async () => this.workspaces.users(key) === 0 && collectExpired(found.dir, now),
-          )
-        : await collectExpired(found.dir, now);
-      if (gone) removed.push(found.name);
-    }
-    return removed;
+  collectGarbage(now = new Date()): Promise<string[]> {
+    return this.housekeeping.collectGarbage(now);
   }
 
   /**
    * After the domain recovered every sandbox its store holds as live: any
-   * other sandbox directory without a delete-after (its record ended while
-   * no service watched it, or its recovery failed) is ended and marked
-   * `lost`, and any session workspace no sandbox of this driver uses is
-   * marked too, so GC collects them after the grace instead of never.
-   * Returns the directories marked.
+   * other sandbox directory without a delete-after is ended and marked
+   * `lost`, and any session workspace no sandbox uses is marked too
+   * (housekeeping.ts). Returns the directories marked.
    */
-  async reconcile(): Promise<string[]> {
-    const marked: string[] = [];
-    const when = new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString();
-    let names: string[] = [];
-    try {
-      names = fs.readdirSync(join(this.options.dataDir, "sandboxes")).filter((n) => !n.startsWith("."));
-    } catch {}
-    for (const name of names) {
-      const layout = new SandboxLayout(this.options.dataDir, name);
-      const phase = this.sandboxes.get(name)?.observation.phase;
-      if (phase === "starting" || phase === "ready" || phase === "paused") continue;
-      const annotations = layout.readAnnotations();
-      if (annotations?.[DELETE_AFTER_KEY]) continue;
-      try {
-        const cgroup = this.root.child(name);
-        await cgroup.killAll(2000);
-        await cgroup.remove();
-        await releaseImages(layout.image);
-        layout.writeAnnotations({
-          ...annotations,
-          [DELETE_AFTER_KEY]: when,
-          [ENDED_KEY]: annotations?.[ENDED_KEY] ?? "failed:lost",
-        });
-        marked.push(layout.dir);
-      } catch (err) {
-        this.log?.warn({ err, sandboxId: name }, "marking an unreachable sandbox directory for collection failed");
-      }
-    }
-    let keys: string[] = [];
-    try {
-      keys = fs.readdirSync(join(this.options.dataDir, "workspaces"));
-    } catch {}
-    for (const key of keys) {
-      await this.workspaces.withLock(key, async () => {
-        const dir = join(this.options.dataDir, "workspaces", key);
-        if (this.workspaces.users(key) > 0 || deleteAfterOf(dir)) return;
-        try {
-          writeJson(join(dir, "annotations.json"), { [DELETE_AFTER_KEY]: when });
-          marked.push(dir);
-        } catch (err) {
-          this.log?.warn({ err, workspace: key }, "marking an unused workspace for collection failed");
-        }
-      });
-    }
-    if (marked.length > 0)
-      this.log?.warn(
-        { marked },
-        "sandboxes and workspaces no live sandbox uses were left unmarked; marked for collection",
-      );
-    return marked;
+  reconcile(): Promise<string[]> {
+    return this.housekeeping.reconcile();
   }
 
   async close(): Promise<void> {
     clearInterval(this.sampler);
     this.closed = true;
     const started = performance.now();
-    const warm = [...this.warmPools.values()].reduce((n, pool) => n + pool.sandboxes.length, 0);
-    await Promise.all([...this.warmPools.values()].map((pool) => pool.close()));
+    const warm = await this.warmSandboxes.close();
     const warmMs = performance.now() - started;
     const spares: Promise<void>[] = [];
     for (const live of this.sandboxes.values()) {
@@ -650,7 +601,7 @@ export class LocalDriver implements SandboxDriver {
     }
     await this.network?.close();
     await this.helper.close();
-    if (this.options.dieWithService) await this.killUnwatched();
+    if (this.options.dieWithService) await this.housekeeping.killUnwatched();
     this.root.removeIfEmpty();
     // A stop the launcher cuts short (SIGKILL after its grace) leaves what was not ended yet: the times say where it went.
     this.log?.info(
@@ -662,29 +613,6 @@ export class LocalDriver implements SandboxDriver {
       },
       "sandbox driver closed",
     );
-  }
-
-  /**
-   * A create that was provisioning when close() began, or a launch this
-   * process lost track of, can leave processes in a cgroup of one of this
-   * data directory's sandboxes that no Live ends. They would outlive the
-   * service (the launch chain has no parent-death signal of bwrap's own
-   * until bwrap runs), so every such cgroup is emptied before the exit.
-   */
-  private async killUnwatched(): Promise<void> {
-    let names: string[] = [];
-    try {
-      names = fs.readdirSync(join(this.options.dataDir, "sandboxes"));
-    } catch {
-      return;
-    }
-    for (const name of names) {
-      const cgroup = this.root.child(name);
-      if (cgroup.isEmpty()) continue;
-      this.log?.warn({ sandboxId: name }, "ending the processes of a sandbox no longer watched before the exit");
-      await cgroup.killAll(2000);
-      cgroup.removeTreeSync();
-    }
   }
 
   /** A sandbox is never started once close() began: nothing would end it. */
@@ -702,170 +630,19 @@ export class LocalDriver implements SandboxDriver {
     await this.workspaces.release(live);
   }
 
-  /**
-   * Removes the cgroups of sandboxes that ended while no service of ours
-   * watched them (killed with their service, or stopped before this fix):
-   * empty ones whose sandbox has ended (its init no longer runs, or it is
-   * marked for collection), or that have been empty for 10 minutes without a
-   * sandbox here to claim them. A sandbox being made now (no state yet) and
-   * any cgroup holding a process are left alone.
-   */
-  private removeEndedCgroups(): void {
-    const removed: string[] = [];
-    for (const name of this.root.childNames()) {
-      const cgroup = this.root.child(name);
-      // cgroup.procs, not pids.current: that still counts the zombies of a sandbox killed with its service.
-      if (cgroup.pids().length > 0) continue;
-      // Released (paused, no processes): its cgroup keeps its counters for the resume.
-      if (this.sandboxes.get(name)?.released) continue;
-      const layout = new SandboxLayout(this.options.dataDir, name);
-      const state = layout.readState();
-      const ended =
-        (state !== undefined && processStartTime(state.initPid) !== state.initStartTime) ||
-        layout.readAnnotations()?.[DELETE_AFTER_KEY] !== undefined ||
-        cgroup.ageMs() > ABANDONED_CGROUP_MS;
-      if (ended && cgroup.removeTreeSync()) removed.push(name);
-    }
-    if (removed.length > 0)
-      this.log?.info(
-        { removed: removed.length },
-        "removed the cgroups of sandboxes that ended while no service watched them",
-      );
-  }
-
-  /** Removes the exec socket directories killed services left in the temp directory. */
-  private removeStaleSocketDirs(): void {
-    try {
-      const removed = removeStaleSocketDirs();
-      if (removed.length > 0) this.log?.info({ removed }, "removed exec socket directories of killed services");
-    } catch (err) {
-      this.log?.warn({ err }, "looking for stale exec socket directories failed");
-    }
-  }
-
   /** The default image's warm pool (what `warm` was before pools per image; tests look into it). */
   private get warm(): { sandboxes: Live[] } {
-    return this.warmPools.get(this.images.resolve("")?.digest ?? HOST_IMAGE) ?? { sandboxes: [] };
+    return this.warmSandboxes.defaultPool;
   }
 
   /** Whether a warm sandbox of this image is ready to be adopted (tests, diagnostics). */
   warmReady(image: string): boolean {
-    const pool = this.warmPools.get(this.images.resolve(image)?.digest ?? HOST_IMAGE);
-    return pool?.sandboxes.some((w) => w.observation.phase === "ready") ?? false;
+    return this.warmSandboxes.ready(image);
   }
 
   /** The sandbox's cgroup, for tests and diagnostics. */
   cgroupOf(sandboxId: string): Cgroup {
     return this.get(sandboxId).cgroup;
-  }
-
-  // --- internals ---
-
-  /**
-   * Takes a started warm sandbox for spec: its directory and cgroup are
-   * renamed to spec's id (the init's mounts and cgroup membership follow a
-   * rename), spec's limits are applied, and it is READY at once. Only the
-   * default mount path is prepared ahead.
-   */
-  private adoptWarm(spec: SandboxSpec, ws: SessionWorkspace, root: RootImage | undefined): boolean {
-    if (spec.workspace.mountPath !== LIMITS.defaultMountPath) return false;
-    const pool = this.warmPools.get(root?.digest ?? HOST_IMAGE);
-    // An image used for the first time: one warm sandbox is kept for it from now on.
-    if (!pool) {
-      if ((this.options.warmSandboxes ?? 4) > 0 && !this.closed) this.warmPoolFor(root, 1).refill();
-      return false;
-    }
-    const live = pool.take();
-    if (!live) return false;
-    const layout = new SandboxLayout(this.options.dataDir, spec.sandboxId);
-    let cgroup: Cgroup;
-    try {
-      cgroup = live.cgroup.rename(spec.sandboxId);
-      // The spare exec cgroup moved with its parent.
-      live.slots.followRename(cgroup);
-      live.cgroup = cgroup;
-      fs.renameSync(live.layout.dir, layout.dir);
-      live.layout = layout;
-      // Its image becomes the session's workspace. The mount point is named
-      // by the image's inode, which a rename keeps: it stays mounted where it was.
-      ws.prepare(live.uid);
-      fs.renameSync(layout.image, ws.image);
-      live.image = new WorkspaceImage(ws.image);
-      live.workspace = ws;
-      cgroup.applyLimits({
-        cpuMillis: spec.limits.cpuMillis,
-        memoryBytes: spec.limits.memoryBytes,
-        pidsMax: this.pidsMax,
-      });
-    } catch (err) {
-      this.log?.warn({ err }, "adopting a warm sandbox failed; starting a new one");
-      void pool.discard(live);
-      return false;
-    }
-    live.spec = spec;
-    live.warm = false;
-    live.warmPool = undefined;
-    live.memSampleSum = 0;
-    live.memSamples = 0;
-    this.workspaces.attachIo(live, true);
-    openFs(live);
-    live.layout.writeState({
-      bwrapPid: live.child?.pid ?? 0,
-      initPid: live.initPid as number,
-      initStartTime: live.initStartTime ?? "",
-      uid: live.uid,
-    });
-    this.sandboxes.set(spec.sandboxId, live);
-    this.launcher.armDeadline(live);
-    this.phases.announce(live);
-    return true;
-  }
-
-  /** The warm pool of an image (made with target sandboxes if there is none). */
-  private warmPoolFor(root: RootImage | undefined, target: number): WarmPool<Live> {
-    const key = root?.digest ?? HOST_IMAGE;
-    const existing = this.warmPools.get(key);
-    if (existing) return existing;
-    const pool: WarmPool<Live> = new WarmPool(
-      target,
-      {
-        newWarm: () => this.newWarm(root, pool),
-        provision: (live) => this.provisionWarm(live),
-        teardown: (live) => this.teardownWarm(live),
-      },
-      this.options.logger,
-    );
-    this.warmPools.set(key, pool);
-    return pool;
-  }
-
-  /** Ends the warm sandboxes of an image (its tree is about to go). */
-  private async dropWarm(digest: string): Promise<void> {
-    const pool = this.warmPools.get(digest);
-    if (!pool) return;
-    this.warmPools.delete(digest);
-    await pool.close();
-  }
-
-  /** Ends the warm pools of trees no name points to any more (a name imported again with other content). */
-  private async dropUnnamedWarm(): Promise<void> {
-    const named = new Set(this.images.store.list().map((i) => i.digest));
-    await Promise.all(
-      [...this.warmPools.keys()].filter((k) => k !== HOST_IMAGE && !named.has(k)).map((k) => this.dropWarm(k)),
-    );
-  }
-
-  /** The default image was just stored: warm sandboxes start on it, none on the host's /usr any more. */
-  private onImported(image: StoredImage): void {
-    void this.dropUnnamedWarm();
-    if (this.closed || this.images.store.find(this.images.defaultImage)?.digest !== image.digest) return;
-    const hostPool = this.warmPools.get(HOST_IMAGE);
-    const target = this.options.warmSandboxes ?? 4;
-    if (hostPool) {
-      this.warmPools.delete(HOST_IMAGE);
-      void hostPool.close();
-    }
-    if (target > 0) this.warmPoolFor(this.images.resolve(""), target).refill();
   }
 
   /** Digests of the trees sandboxes run on (paused and starting ones too); with warm, warm ones as well. */
@@ -874,83 +651,8 @@ export class LocalDriver implements SandboxDriver {
     for (const l of this.sandboxes.values())
       if (l.rootImage && !l.destroyed && l.observation.phase !== "failed" && l.observation.phase !== "gone")
         digests.add(l.rootImage.digest);
-    if (warm)
-      for (const [key, pool] of this.warmPools) if (key !== HOST_IMAGE && pool.sandboxes.length > 0) digests.add(key);
+    if (warm) for (const digest of this.warmSandboxes.held()) digests.add(digest);
     return digests;
-  }
-
-  /** A sandbox for a warm pool; a random uid, as its id is not known yet. */
-  private newWarm(root: RootImage | undefined, pool: WarmPool<Live>): Live {
-    const spec: SandboxSpec = {
-      sandboxId: `${WARM_PREFIX}${randomUUID()}`,
-      tenantId: "",
-      sessionId: "",
-      image: root?.ref ?? "",
-      workspace: { storageClass: "", size: "", mountPath: LIMITS.defaultMountPath },
-      limits: {
-        cpuMillis: LIMITS.defaultCpuMillis,
-        memoryBytes: LIMITS.defaultMemoryBytes,
-        maxRuntimeMs: LIMITS.maxMaxRuntimeMs,
-      },
-      createdAt: new Date(),
-    };
-    const live = this.newLive(spec, 0x10000000 + randomInt(1, 0xffffff));
-    live.warm = true;
-    live.rootImage = root;
-    live.warmPool = pool;
-    return live;
-  }
-
-  /** Makes a warm sandbox's workspace image (default size) and cgroup, then starts it. */
-  private async provisionWarm(live: Live): Promise<void> {
-    const { spec } = live;
-    live.layout.prepare(spec, live.uid);
-    await this.workspaces.provision(live, live.layout.image, this.defaultWorkspaceBytes);
-    this.launcher.createCgroup(live);
-    // Closed meanwhile: close() is discarding it (after waiting for this).
-    if (!this.closed) this.launcher.start(live);
-  }
-
-  /** Ends a warm sandbox that will not be used: its processes, cgroup, workspace and directory. */
-  private async teardownWarm(live: Live): Promise<void> {
-    // Still starting, its launcher may not have joined the cgroup yet: its process group goes too.
-    if (live.child?.pid && live.child.exitCode === null && live.child.signalCode === null) {
-      try {
-        process.kill(-live.child.pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    }
-    await live.cgroup.killAll(2000);
-    await live.slots.ready();
-    await live.cgroup.remove();
-    await this.workspaces.removeSandboxDir(live.layout);
-  }
-
-  /** Workspace mounts a killed service (this or another data directory) left behind: released, logged. */
-  private async releaseOrphans(): Promise<void> {
-    try {
-      const released = await releaseOrphanedMounts();
-      if (released.length > 0) this.log?.info({ released }, "released workspace mounts nobody will use again");
-    } catch (err) {
-      this.log?.warn({ err }, "looking for orphaned workspace mounts failed");
-    }
-  }
-
-  /** Warm sandboxes of a previous run of the service were never handed out: remove them. */
-  private async removeWarmLeftovers(): Promise<void> {
-    let names: string[] = [];
-    try {
-      names = fs.readdirSync(join(this.options.dataDir, "sandboxes")).filter((n) => n.startsWith(WARM_PREFIX));
-    } catch {
-      return;
-    }
-    for (const name of names) {
-      const cgroup = this.root.child(name);
-      await cgroup.killAll(2000);
-      await cgroup.remove();
-      await this.workspaces.removeSandboxDir(new SandboxLayout(this.options.dataDir, name));
-    }
   }
 
   private newLive(spec: SandboxSpec, uid?: number): Live {
