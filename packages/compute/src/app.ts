@@ -124,6 +124,7 @@ export async function createComputeApp(
           resolver: createResolver({ hosts: config.egressHosts, servers: config.egressDnsServers }),
           protectedPorts: config.egressProtectedPorts,
           events: networkEvents,
+          spliceRelay: config.egressSpliceRelay,
           logger,
         })
       : undefined;

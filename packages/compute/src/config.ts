@@ -65,6 +65,8 @@ export interface ComputeConfig {
   egressDnsServers: string[];
   /** COMPUTE_EGRESS_PROTECTED_PORTS: never reachable on the host's own addresses. */
   egressProtectedPorts: number[];
+  /** COMPUTE_EGRESS_SPLICE_RELAY: tunnels' bytes moved by splice-relay.c where it can run. */
+  egressSpliceRelay: boolean;
   /** Kubernetes driver: COMPUTE_EGRESS_PROXY_ADDRESS, `host:port` of the egress proxy's Service. */
   egressProxyAddress?: string;
   /** Kubernetes driver: COMPUTE_EGRESS_PROXY_KEY_FILE's key (sandboxes' proxy credentials). */
@@ -148,6 +150,10 @@ export const COMPUTE_SETTINGS = {
     min: 0,
     max: LIMITS.maxIdleTimeoutMs / 1000,
     doc: "local driver: a paused sandbox stays frozen this long, its processes kept (a resume is a thaw); then they are ended and its memory given back, the workspace kept (a resume starts it again; nothing else is lost: a command's background processes end with it). `0`: at once",
+  }),
+  egressSpliceRelay: bool("COMPUTE_EGRESS_SPLICE_RELAY", {
+    default: true,
+    doc: "the egress proxy hands each open tunnel to a small relay process (built with cc at first use) that moves its bytes with splice(2), off the service's event loop; needs pidfd_getfd (Linux 5.6+) and the right to use it on the service (root, or CAP_SYS_PTRACE). Where it cannot run, or `0`, the service relays the bytes itself (the same, about half the speed)",
   }),
   favorDynamicCgroupMods: bool("COMPUTE_CGROUP_FAVOR_DYNMODS", {
     default: false,
@@ -254,6 +260,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ComputeConfig 
     egressHosts: s.egressHosts,
     egressDnsServers: s.egressDnsServers,
     egressProtectedPorts: [...new Set([...s.egressProtectedPorts, s.port].filter((p) => p > 0))],
+    egressSpliceRelay: s.egressSpliceRelay,
     egressProxyAddress: s.egressProxyAddress,
     egressProxyKey: s.egressProxyKey,
     metricsToken: s.metricsToken,

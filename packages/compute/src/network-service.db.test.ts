@@ -56,6 +56,7 @@ before(async () => {
     }),
     protectedPorts: [5432],
     events: new KyselyNetworkEventStore(database),
+    spliceRelay: true, // as compute runs it
     logger,
   });
   const driver = new LocalDriver({

@@ -83,16 +83,12 @@ export function explicitlyAllowed(policy: NetworkPolicy, address: string, port: 
   return false;
 }
 
-let cached: { at: number; addresses: Set<string> } | undefined;
-
-/** The host's own addresses (every interface), refreshed every few seconds. */
+/** The host's own addresses (every interface), read now (~30 µs). */
 export function hostAddresses(): Set<string> {
-  if (cached && Date.now() - cached.at < 5000) return cached.addresses;
   const addresses = new Set<string>(["0.0.0.0", "::"]);
   for (const list of Object.values(networkInterfaces())) {
     for (const i of list ?? []) addresses.add(canonicalAddress(i.address.replace(/%.*$/, "")));
   }
-  cached = { at: Date.now(), addresses };
   return addresses;
 }
 

@@ -24,6 +24,7 @@ export const EGRESS_PROXY_SETTINGS = {
   egressHosts: COMPUTE_SETTINGS.egressHosts,
   egressDnsServers: COMPUTE_SETTINGS.egressDnsServers,
   egressProtectedPorts: COMPUTE_SETTINGS.egressProtectedPorts,
+  egressSpliceRelay: COMPUTE_SETTINGS.egressSpliceRelay,
   logLevel: logLevel(),
 };
 

@@ -38,6 +38,7 @@ const service = await startEgressService({
   resolver: createResolver({ hosts: config.egressHosts, servers: config.egressDnsServers }),
   protectedPorts: config.egressProtectedPorts,
   deniedAddresses,
+  spliceRelay: config.egressSpliceRelay,
   logger,
 });
 logger.info({ host: config.host, port: service.port }, "egress proxy listening");

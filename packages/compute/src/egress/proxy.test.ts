@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { after, before, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import { validateNetworkPolicy } from "@platform/network-policy";
 import { MemoryNetworkEventStore } from "../store/network-event-store.ts";
 import { createIsolatedNetns, createNetworkWorld, type NetworkWorld } from "../testing/network-world.ts";
@@ -14,192 +14,247 @@ import { EgressProxy } from "./proxy.ts";
 import { proxyEnv, SANDBOX_PROXY_PORT } from "./proxy-env.ts";
 import { createResolver } from "./resolver.ts";
 
-let world: NetworkWorld;
-let client: ReturnType<typeof createIsolatedNetns>;
-let proxy: EgressProxy;
-const events = new MemoryNetworkEventStore();
-const sandboxId = randomUUID();
-const PROTECTED = [5432, 50051];
+// Every case runs with the splice relay (compute's default) and with Node's own relay (its fallback).
+for (const spliceRelay of [true, false]) {
+  describe(spliceRelay ? "relayed by splice(2) in the relay process" : "relayed by Node", () => {
+    let world: NetworkWorld;
+    let client: ReturnType<typeof createIsolatedNetns>;
+    let proxy: EgressProxy;
+    const events = new MemoryNetworkEventStore();
+    const sandboxId = randomUUID();
+    const PROTECTED = [5432, 50051];
 
-function run(
-  cmd: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      "ip",
-      [
-        "netns",
-        "exec",
-        client.netns,
-        "env",
-        "-i",
-        "PATH=/usr/bin:/bin",
-        ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
-        ...cmd,
-      ],
-      { maxBuffer: 1 << 20, timeout: 60_000 },
-      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+    function run(
+      cmd: string[],
+      env: Record<string, string> = {},
+    ): Promise<{ code: number; stdout: string; stderr: string }> {
+      return new Promise((resolve) => {
+        execFile(
+          "ip",
+          [
+            "netns",
+            "exec",
+            client.netns,
+            "env",
+            "-i",
+            "PATH=/usr/bin:/bin",
+            ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
+            ...cmd,
+          ],
+          { maxBuffer: 1 << 20, timeout: 60_000 },
+          (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+        );
+      });
+    }
 
-const env = proxyEnv();
-const curl = (...args: string[]) => run(["curl", "-sS", "--max-time", "20", ...args], env);
-const lastEvent = async () => {
-  // Connections are recorded when they end, which the proxy may see just after curl exits.
-  await proxy.settled(sandboxId);
-  return (await events.list(sandboxId, 0, 10_000)).at(-1);
-};
+    const env = proxyEnv();
+    const curl = (...args: string[]) => run(["curl", "-sS", "--max-time", "20", ...args], env);
+    const lastEvent = async () => {
+      // Connections are recorded when they end, which the proxy may see just after curl exits.
+      await proxy.settled(sandboxId);
+      return (await events.list(sandboxId, 0, 10_000)).at(-1);
+    };
 
-before(async () => {
-  world = await createNetworkWorld(["allowed.test", "denied.test", "api.wild.test"]);
-  client = createIsolatedNetns();
-  const hosts = new Map<string, string[]>([
-    ["allowed.test", [world.worldAddress]],
-    ["denied.test", [world.worldAddress]],
-    ["api.wild.test", [world.worldAddress]],
-    ["loop.test", ["127.0.0.1"]],
-    ["hostsvc.test", [world.hostAddress]],
-  ]);
-  proxy = new EgressProxy({ resolver: createResolver({ hosts }), protectedPorts: PROTECTED, events });
-  await proxy.attach(
-    sandboxId,
-    validateNetworkPolicy({ allowedDomains: ["allowed.test", "*.wild.test", "loop.test", "hostsvc.test"] }),
-    await listenInNetns({ netns: client.path, host: "127.0.0.1", port: SANDBOX_PROXY_PORT }),
-  );
-});
+    before(async () => {
+      world = await createNetworkWorld(["allowed.test", "denied.test", "api.wild.test"]);
+      client = createIsolatedNetns();
+      const hosts = new Map<string, string[]>([
+        ["allowed.test", [world.worldAddress]],
+        ["denied.test", [world.worldAddress]],
+        ["api.wild.test", [world.worldAddress]],
+        ["loop.test", ["127.0.0.1"]],
+        ["hostsvc.test", [world.hostAddress]],
+      ]);
+      proxy = new EgressProxy({ resolver: createResolver({ hosts }), protectedPorts: PROTECTED, events, spliceRelay });
+      assert.equal(
+        await proxy.relaysInKernel(),
+        spliceRelay,
+        "the splice relay runs on this machine (root, kernel >= 5.6)",
+      );
+      await proxy.attach(
+        sandboxId,
+        validateNetworkPolicy({ allowedDomains: ["allowed.test", "*.wild.test", "loop.test", "hostsvc.test"] }),
+        await listenInNetns({ netns: client.path, host: "127.0.0.1", port: SANDBOX_PROXY_PORT }),
+      );
+    });
 
-after(async () => {
-  await proxy?.close();
-  client?.close();
-  await world?.close();
-});
+    after(async () => {
+      await proxy?.close();
+      client?.close();
+      await world?.close();
+    });
 
-test("an allowed name is reachable by curl (HTTP and HTTPS) and Python's urllib through the proxy variables", async () => {
-  const http = await curl("http://allowed.test/");
-  assert.equal(http.stdout, "hello from the world\n", http.stderr);
-  const https = await curl("--cacert", world.caFile, "https://allowed.test/");
-  assert.equal(https.stdout, "hello from the world\n", https.stderr);
-  assert.equal((await lastEvent())?.protocol, "connect");
-  const wild = await curl("--cacert", world.caFile, "https://api.wild.test/");
-  assert.equal(wild.stdout, "hello from the world\n", wild.stderr);
-  const py = await run(
-    [
-      "/usr/bin/python3",
-      "-c",
-      `import ssl, urllib.request
+    test("an allowed name is reachable by curl (HTTP and HTTPS) and Python's urllib through the proxy variables", async () => {
+      const http = await curl("http://allowed.test/");
+      assert.equal(http.stdout, "hello from the world\n", http.stderr);
+      const https = await curl("--cacert", world.caFile, "https://allowed.test/");
+      assert.equal(https.stdout, "hello from the world\n", https.stderr);
+      assert.equal((await lastEvent())?.protocol, "connect");
+      const wild = await curl("--cacert", world.caFile, "https://api.wild.test/");
+      assert.equal(wild.stdout, "hello from the world\n", wild.stderr);
+      const py = await run(
+        [
+          "/usr/bin/python3",
+          "-c",
+          `import ssl, urllib.request
 ctx = ssl.create_default_context(cafile="${world.caFile}")
 print(urllib.request.urlopen("https://allowed.test/", context=ctx).read().decode(), end="")
 print(urllib.request.urlopen("http://allowed.test/").read().decode(), end="")`,
-    ],
-    env,
-  );
-  assert.equal(py.stdout, "hello from the world\nhello from the world\n", py.stderr);
-  const socks = await run([
-    "curl",
-    "-sS",
-    "--socks5-hostname",
-    `127.0.0.1:${SANDBOX_PROXY_PORT}`,
-    "http://allowed.test/",
-  ]);
-  assert.equal(socks.stdout, "hello from the world\n", socks.stderr);
-  const e = await lastEvent();
-  assert.equal(e?.protocol, "socks5");
-  assert.equal(e?.allowed, true);
-  assert.equal(e?.address, world.worldAddress);
-  assert.ok((e?.ingressBytes ?? 0) > 20);
-});
+        ],
+        env,
+      );
+      assert.equal(py.stdout, "hello from the world\nhello from the world\n", py.stderr);
+      const socks = await run([
+        "curl",
+        "-sS",
+        "--socks5-hostname",
+        `127.0.0.1:${SANDBOX_PROXY_PORT}`,
+        "http://allowed.test/",
+      ]);
+      assert.equal(socks.stdout, "hello from the world\n", socks.stderr);
+      const e = await lastEvent();
+      assert.equal(e?.protocol, "socks5");
+      assert.equal(e?.allowed, true);
+      assert.equal(e?.address, world.worldAddress);
+      assert.ok((e?.ingressBytes ?? 0) > 20);
+    });
 
-test("a denied name is refused (HTTP, CONNECT, SOCKS5) and logged with why", async () => {
-  const http = await curl("-f", "http://denied.test/");
-  assert.notEqual(http.code, 0);
-  assert.equal((await lastEvent())?.reason, "not_allowed");
-  const https = await curl("https://denied.test/");
-  assert.notEqual(https.code, 0);
-  assert.match(https.stderr, /403/);
-  const e = await lastEvent();
-  assert.deepEqual(
-    [e?.host, e?.port, e?.allowed, e?.reason, e?.protocol],
-    ["denied.test", 443, false, "not_allowed", "connect"],
-  );
-  assert.equal(e?.address, "", "a name the policy does not list is not even looked up");
-  const socks = await run([
-    "curl",
-    "-sS",
-    "--socks5-hostname",
-    `127.0.0.1:${SANDBOX_PROXY_PORT}`,
-    "http://denied.test/",
-  ]);
-  assert.notEqual(socks.code, 0);
-  assert.equal((await lastEvent())?.protocol, "socks5");
-  // An address literal is a destination like any other: not listed, not reached.
-  assert.notEqual((await curl("-f", `http://${world.worldAddress}/`)).code, 0);
-});
+    test("a denied name is refused (HTTP, CONNECT, SOCKS5) and logged with why", async () => {
+      const http = await curl("-f", "http://denied.test/");
+      assert.notEqual(http.code, 0);
+      assert.equal((await lastEvent())?.reason, "not_allowed");
+      const https = await curl("https://denied.test/");
+      assert.notEqual(https.code, 0);
+      assert.match(https.stderr, /403/);
+      const e = await lastEvent();
+      assert.deepEqual(
+        [e?.host, e?.port, e?.allowed, e?.reason, e?.protocol],
+        ["denied.test", 443, false, "not_allowed", "connect"],
+      );
+      assert.equal(e?.address, "", "a name the policy does not list is not even looked up");
+      const socks = await run([
+        "curl",
+        "-sS",
+        "--socks5-hostname",
+        `127.0.0.1:${SANDBOX_PROXY_PORT}`,
+        "http://denied.test/",
+      ]);
+      assert.notEqual(socks.code, 0);
+      assert.equal((await lastEvent())?.protocol, "socks5");
+      // An address literal is a destination like any other: not listed, not reached.
+      assert.notEqual((await curl("-f", `http://${world.worldAddress}/`)).code, 0);
+    });
 
-test("a connection ignoring the proxy gets nowhere: the namespace has only loopback", async () => {
-  const direct = await run(["curl", "-sS", "--max-time", "5", "--noproxy", "*", `http://${world.worldAddress}/`]);
-  assert.notEqual(direct.code, 0);
-  assert.match(direct.stderr, /unreachable|Failed to connect|resolve/i);
-});
+    test("a connection ignoring the proxy gets nowhere: the namespace has only loopback", async () => {
+      const direct = await run(["curl", "-sS", "--max-time", "5", "--noproxy", "*", `http://${world.worldAddress}/`]);
+      assert.notEqual(direct.code, 0);
+      assert.match(direct.stderr, /unreachable|Failed to connect|resolve/i);
+    });
 
-test("a name resolving to loopback or to the host's services is refused, also with allow_all", async () => {
-  await curl("-f", "http://loop.test/");
-  assert.equal((await lastEvent())?.reason, "private_address");
-  assert.equal((await lastEvent())?.address, "127.0.0.1");
-  proxy.setPolicy(
-    sandboxId,
-    validateNetworkPolicy({ allowAll: true, allowedCidrs: [{ cidr: `${world.hostAddress}/32` }] }),
-  );
-  try {
-    for (const target of [
-      "http://loop.test/",
-      "http://127.0.0.1:5432/",
-      "http://[::1]:80/",
-      "http://169.254.169.254/",
-    ]) {
-      const r = await curl("-f", target);
-      assert.notEqual(r.code, 0, target);
-      assert.equal((await lastEvent())?.reason, "private_address", target);
-    }
-    // The host's own address, allowed by an explicit /32, still never on a service port.
-    for (const port of PROTECTED) {
-      await curl("-f", `http://hostsvc.test:${port}/`);
-      assert.equal((await lastEvent())?.reason, "host_service", String(port));
-    }
-  } finally {
-    proxy.setPolicy(sandboxId, validateNetworkPolicy({ allowedDomains: ["allowed.test"] }));
-  }
-});
+    test("a name resolving to loopback or to the host's services is refused, also with allow_all", async () => {
+      await curl("-f", "http://loop.test/");
+      assert.equal((await lastEvent())?.reason, "private_address");
+      assert.equal((await lastEvent())?.address, "127.0.0.1");
+      proxy.setPolicy(
+        sandboxId,
+        validateNetworkPolicy({ allowAll: true, allowedCidrs: [{ cidr: `${world.hostAddress}/32` }] }),
+      );
+      try {
+        for (const target of [
+          "http://loop.test/",
+          "http://127.0.0.1:5432/",
+          "http://[::1]:80/",
+          "http://169.254.169.254/",
+        ]) {
+          const r = await curl("-f", target);
+          assert.notEqual(r.code, 0, target);
+          assert.equal((await lastEvent())?.reason, "private_address", target);
+        }
+        // The host's own address, allowed by an explicit /32, still never on a service port.
+        for (const port of PROTECTED) {
+          await curl("-f", `http://hostsvc.test:${port}/`);
+          assert.equal((await lastEvent())?.reason, "host_service", String(port));
+        }
+      } finally {
+        proxy.setPolicy(sandboxId, validateNetworkPolicy({ allowedDomains: ["allowed.test"] }));
+      }
+    });
 
-test("a policy update applies to the next connection", async () => {
-  proxy.setPolicy(sandboxId, validateNetworkPolicy({ allowedDomains: ["denied.test"] }));
-  assert.notEqual((await curl("-f", "http://allowed.test/")).code, 0);
-  assert.equal((await curl("http://denied.test/")).stdout, "hello from the world\n");
-  proxy.setPolicy(sandboxId, undefined);
-  assert.notEqual((await curl("-f", "http://denied.test/")).code, 0);
-  proxy.setPolicy(sandboxId, validateNetworkPolicy({ allowedDomains: ["allowed.test"] }));
-  assert.equal((await curl("http://allowed.test/")).stdout, "hello from the world\n");
-});
+    test("a policy update applies to the next connection", async () => {
+      proxy.setPolicy(sandboxId, validateNetworkPolicy({ allowedDomains: ["denied.test"] }));
+      assert.notEqual((await curl("-f", "http://allowed.test/")).code, 0);
+      assert.equal((await curl("http://denied.test/")).stdout, "hello from the world\n");
+      proxy.setPolicy(sandboxId, undefined);
+      assert.notEqual((await curl("-f", "http://denied.test/")).code, 0);
+      proxy.setPolicy(sandboxId, validateNetworkPolicy({ allowedDomains: ["allowed.test"] }));
+      assert.equal((await curl("http://allowed.test/")).stdout, "hello from the world\n");
+    });
 
-test("bytes are counted each way within 1 % on 100 MiB", async () => {
-  const size = 100 * 1024 * 1024;
-  const before = proxy.counters(sandboxId);
-  const started = performance.now();
-  const down = await curl("-o", "/dev/null", "-w", "%{size_download}", "http://allowed.test/bytes/" + size);
-  const downMs = performance.now() - started;
-  assert.equal(down.stdout, String(size), down.stderr);
-  const mid = proxy.counters(sandboxId);
-  const ingress = mid.ingressBytes - before.ingressBytes;
-  assert.ok(ingress >= size && ingress <= size * 1.01, `ingress ${ingress}`);
-  const up = await run(["/bin/sh", "-c", `head -c ${size} /dev/zero | curl -sS -T - http://allowed.test/upload`], env);
-  assert.equal(up.stdout, `received ${size}\n`, up.stderr);
-  const egress = proxy.counters(sandboxId).egressBytes - mid.egressBytes;
-  assert.ok(egress >= size && egress <= size * 1.01, `egress ${egress}`);
-  const e = await lastEvent();
-  assert.ok((e?.egressBytes ?? 0) >= size, "the connection's event carries its bytes");
-  console.log(`100 MiB down through the proxy: ${downMs.toFixed(0)} ms; counted ingress ${ingress}, egress ${egress}`);
-});
+    test("bytes are counted each way within 1 % on 100 MiB", async () => {
+      const size = 100 * 1024 * 1024;
+      const before = proxy.counters(sandboxId);
+      const started = performance.now();
+      const down = await curl("-o", "/dev/null", "-w", "%{size_download}", "http://allowed.test/bytes/" + size);
+      const downMs = performance.now() - started;
+      assert.equal(down.stdout, String(size), down.stderr);
+      const mid = proxy.counters(sandboxId);
+      const ingress = mid.ingressBytes - before.ingressBytes;
+      assert.ok(ingress >= size && ingress <= size * 1.01, `ingress ${ingress}`);
+      const up = await run(
+        ["/bin/sh", "-c", `head -c ${size} /dev/zero | curl -sS -T - http://allowed.test/upload`],
+        env,
+      );
+      assert.equal(up.stdout, `received ${size}\n`, up.stderr);
+      const egress = proxy.counters(sandboxId).egressBytes - mid.egressBytes;
+      assert.ok(egress >= size && egress <= size * 1.01, `egress ${egress}`);
+      const e = await lastEvent();
+      assert.ok((e?.egressBytes ?? 0) >= size, "the connection's event carries its bytes");
+      console.log(
+        `100 MiB down through the proxy: ${downMs.toFixed(0)} ms; counted ingress ${ingress}, egress ${egress}`,
+      );
+    });
+
+    test("an open connection's bytes are counted while they flow, not only when it ends", async () => {
+      const size = 60 * 1024 * 1024;
+      const before = proxy.counters(sandboxId).ingressBytes;
+      const download = curl("--limit-rate", "30M", "-o", "/dev/null", "http://allowed.test/bytes/" + size);
+      await new Promise((r) => setTimeout(r, 1000));
+      const flowing = proxy.counters(sandboxId).ingressBytes - before;
+      assert.equal((await download).code, 0);
+      assert.ok(flowing > 4 * 1024 * 1024 && flowing < size, `counted ${flowing} bytes 1 s into a 2 s transfer`);
+    });
+
+    test("a detached sandbox's open connections end at once (its tunnels are closed, counted and recorded)", async () => {
+      const size = 200 * 1024 * 1024;
+      const download = curl(
+        "--limit-rate",
+        "20M",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{size_download}",
+        `http://allowed.test/bytes/${size}`,
+      );
+      await new Promise((r) => setTimeout(r, 500));
+      const detached = performance.now();
+      await proxy.detach(sandboxId);
+      const r = await download;
+      const endedMs = performance.now() - detached;
+      assert.notEqual(r.code, 0, "the transfer did not complete");
+      assert.ok(endedMs < 3000, `curl saw its connection end ${endedMs.toFixed(0)} ms after the detach`);
+      await proxy.settled(sandboxId);
+      const e = await lastEvent();
+      assert.ok(e?.allowed && e.ingressBytes > 0 && e.ingressBytes < size, `recorded ${e?.ingressBytes} bytes`);
+      assert.ok(Number(r.stdout) <= e.ingressBytes, `curl got ${r.stdout}, the proxy counted ${e.ingressBytes}`);
+      // Served again, for the file's other cases.
+      await proxy.attach(
+        sandboxId,
+        validateNetworkPolicy({ allowedDomains: ["allowed.test"] }),
+        await listenInNetns({ netns: client.path, host: "127.0.0.1", port: SANDBOX_PROXY_PORT }),
+      );
+    });
+  });
+}
 
 test("a sandbox holds at most its share of the proxy: open connections, handshake time, stored events", async () => {
   const { connect, createServer } = await import("node:net");

@@ -4,6 +4,7 @@ import type { Logger } from "pino";
 import type { NetworkEventRecord, NetworkEventStore } from "../store/network-event-store.ts";
 import { canonicalAddress, explicitlyAllowed, isHostAddress, specialRange } from "./addresses.ts";
 import type { EgressResolver } from "./resolver.ts";
+import { SpliceRelay } from "./splice-relay.ts";
 import { StreamReader } from "./stream-reader.ts";
 
 /** Why a connection was refused (NetworkEvent.reason). */
@@ -28,6 +29,11 @@ export interface EgressProxyOptions {
   /** Bounds one sandbox puts on compute (defaults: PROXY_LIMITS). */
   limits?: Partial<typeof PROXY_LIMITS>;
   logger?: Logger;
+  /**
+   * Relay open tunnels' bytes with splice(2) in a helper process (splice-relay.c) instead of
+   * through this event loop, where the machine allows it (falls back to Node's relay).
+   */
+  spliceRelay?: boolean;
 }
 
 /**
@@ -105,10 +111,19 @@ export class EgressProxy {
   private readonly shared = new Set<Server>();
   /** Shared-listener connections not yet identified (bounded: they hold no sandbox's budget yet). */
   private readonly unidentified = new Set<Socket>();
+  private readonly splice?: Promise<SpliceRelay | undefined>;
+  /** Tunnels the splice relay holds, by upstream socket: how to end one. */
+  private readonly spliced = new WeakMap<Socket, () => void>();
 
   constructor(private readonly options: EgressProxyOptions) {
     this.log = options.logger;
     this.limits = { ...PROXY_LIMITS, ...options.limits };
+    if (options.spliceRelay) this.splice = SpliceRelay.start(this.log);
+  }
+
+  /** Whether tunnels are relayed by the splice relay (false: by this process). */
+  async relaysInKernel(): Promise<boolean> {
+    return (await this.splice) !== undefined;
   }
 
   /**
@@ -136,7 +151,11 @@ export class EgressProxy {
     if (!entry?.server) return;
     const server = entry.server;
     entry.server = undefined;
-    for (const s of entry.open) s.destroy();
+    for (const s of entry.open) {
+      const end = this.spliced.get(s);
+      if (end) end();
+      else s.destroy();
+    }
     await new Promise<void>((r) => server.close(() => r()));
   }
 
@@ -178,6 +197,7 @@ export class EgressProxy {
       ...[...this.sandboxes.keys()].map((id) => this.detach(id)),
       ...shared.map((server) => new Promise<void>((r) => server.close(() => r()))),
     ]);
+    await (await this.splice)?.close();
   }
 
   /**
@@ -474,31 +494,74 @@ export class EgressProxy {
     const { entry, client } = conn;
     entry.open.add(upstream);
     client.setTimeout(0);
-    let egress = 0;
-    let ingress = 0;
     upstream.on("error", () => client.destroy());
     client.on("error", () => upstream.destroy());
+    let egress = 0;
+    let ingress = 0;
+    const count = (e: number, i: number) => {
+      egress += e;
+      ingress += i;
+      entry.egressBytes += e;
+      entry.ingressBytes += i;
+    };
+    let finished = false;
+    const finish = () => {
+      if (finished) return;
+      finished = true;
+      entry.open.delete(upstream);
+      this.record(conn, { ...dest, address, allowed: true, reason: "", egressBytes: egress, ingressBytes: ingress });
+    };
+    const inNode = (head: Buffer) => this.pipeInNode(client, upstream, head, count, finish);
+    if (!this.splice) {
+      inNode(first);
+      return;
+    }
+    void this.splice
+      .then(async (splice) => {
+        const end = await splice?.hand(client, upstream, first, {
+          progress: count,
+          ended: (taken) => {
+            this.spliced.delete(upstream);
+            if (!taken) {
+              inNode(Buffer.alloc(0));
+              return;
+            }
+            client.destroy();
+            upstream.destroy();
+            finish();
+          },
+        });
+        if (end) this.spliced.set(upstream, end);
+        else inNode(first);
+      })
+      .catch(() => {
+        // A socket failed while its buffered bytes were forwarded: the tunnel is over.
+        client.destroy();
+        upstream.destroy();
+        finish();
+      });
+  }
+
+  /** Node's relay: both directions piped through this process, counted as they pass. */
+  private pipeInNode(
+    client: Socket,
+    upstream: Socket,
+    first: Buffer,
+    count: (egress: number, ingress: number) => void,
+    finish: () => void,
+  ): void {
     if (first.length > 0) {
-      egress += first.length;
-      entry.egressBytes += first.length;
+      count(first.length, 0);
       upstream.write(first);
     }
-    client.on("data", (d: Buffer) => {
-      egress += d.length;
-      entry.egressBytes += d.length;
-    });
-    upstream.on("data", (d: Buffer) => {
-      ingress += d.length;
-      entry.ingressBytes += d.length;
-    });
+    client.on("data", (d: Buffer) => count(d.length, 0));
+    upstream.on("data", (d: Buffer) => count(0, d.length));
     client.pipe(upstream);
     upstream.pipe(client);
     client.resume();
     let closed = 0;
     const onClose = () => {
-      if (++closed < 2) return;
-      entry.open.delete(upstream);
-      this.record(conn, { ...dest, address, allowed: true, reason: "", egressBytes: egress, ingressBytes: ingress });
+      if (++closed === 2) finish();
     };
     client.on("close", () => {
       upstream.destroySoon();

@@ -17,6 +17,8 @@ export interface EgressServiceOptions {
   protectedPorts: number[];
   /** Never reachable whatever a policy says (main.ts: the database's addresses). */
   deniedAddresses?: string[];
+  /** Relay tunnels with the splice relay where it can run (COMPUTE_EGRESS_SPLICE_RELAY). */
+  spliceRelay?: boolean;
   logger?: Logger;
 }
 
@@ -35,6 +37,7 @@ export async function startEgressService(
     protectedPorts: o.protectedPorts,
     deniedAddresses: o.deniedAddresses ?? [],
     events: o.events,
+    ...(o.spliceRelay ? { spliceRelay: true } : {}),
     ...(o.logger ? { logger: o.logger } : {}),
   });
   const server: Server = await proxy.listenShared({

@@ -1,14 +1,14 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as net from "node:net";
-import { constants as osConstants, tmpdir } from "node:os";
+import { constants as osConstants } from "node:os";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { ComputeReason, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
+import { buildNative, nativeBinDir } from "../../native-build.ts";
 import { makeSocketDir, removeStaleSocketDirs } from "./socket-dir.ts";
 
 /** MAX_REQUEST and MAX_FIELDS of exec-helper.c. */
@@ -105,7 +105,7 @@ export class ExecHelper {
 
   constructor(
     private readonly log?: Logger,
-    private readonly binDir = join(tmpdir(), `platform-compute-bin-${process.getuid?.() ?? 0}`),
+    private readonly binDir = nativeBinDir(),
   ) {}
 
   /** Builds the helper (or finds it built); rejects, naming what to install, without a C compiler or libseccomp. */
@@ -370,35 +370,24 @@ export class ExecHelper {
 }
 
 /**
- * Compiles exec-helper.c (with seccomp-filter.c, against libseccomp) into dir
- * unless these exact sources are already built there, and asks it for the
- * seccomp filter as raw BPF (what bwrap reads). The directory is shared by
- * every driver of this user (tests make many), so it must be ours alone: a
- * binary planted by anyone else would run as root.
+ * exec-helper.c (with seccomp-filter.c, against libseccomp) built in dir, and
+ * the seccomp filter it prints as raw BPF (what bwrap reads).
  */
 async function build(dir: string): Promise<HelperBuild> {
-  const hash = createHash("sha256");
-  for (const file of SOURCES) hash.update(fs.readFileSync(join(SOURCE_DIR, file)));
-  const binary = join(dir, `exec-helper-${hash.digest("hex").slice(0, 16)}`);
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const st = fs.lstatSync(dir);
-  if (!st.isDirectory() || st.uid !== (process.getuid?.() ?? 0) || (st.mode & 0o077) !== 0) {
-    throw new Error(`${dir} is not a private directory of this user`);
-  }
-  if (fs.existsSync(binary)) return { binary, seccompFilter: await seccompFilterOf(binary) };
-  const tmp = `${binary}.${process.pid}.${Date.now()}.tmp`;
-  const sources = SOURCES.filter((f) => f.endsWith(".c")).map((f) => join(SOURCE_DIR, f));
+  let binary: string;
   try {
-    await promisify(execFile)(process.env.CC ?? "cc", ["-O2", "-o", tmp, ...sources, "-lseccomp"]);
+    binary = await buildNative(
+      { name: "exec-helper", sourceDir: SOURCE_DIR, sources: SOURCES, libraries: ["-lseccomp"] },
+      dir,
+    );
   } catch (err) {
+    if (/private directory/.test((err as Error).message)) throw err;
     throw new Error(
       `cannot build the sandbox exec helper (${(err as Error).message.split("\n")[0]}): sandboxes need a C compiler and libseccomp; install gcc, libc6-dev and libseccomp-dev (scripts/setup.sh does)`,
       { cause: err },
     );
   }
-  const seccompFilter = await seccompFilterOf(tmp);
-  fs.renameSync(tmp, binary);
-  return { binary, seccompFilter };
+  return { binary, seccompFilter: await seccompFilterOf(binary) };
 }
 
 async function seccompFilterOf(binary: string): Promise<Buffer> {
