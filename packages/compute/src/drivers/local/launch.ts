@@ -299,3 +299,20 @@ export class Launcher<S extends Launchable> {
     live.cgroup.create({ cpuMillis: limits.cpuMillis, memoryBytes: limits.memoryBytes, pidsMax: this.deps.pidsMax });
   }
 }
+
+/**
+ * Resolves once a sandbox's launch child (bwrap, the init's parent) has
+ * exited, or after timeoutMs. The timer is ref'd on purpose: the child
+ * handle is unref'd (the sandbox may outlive this process), so without it
+ * the event loop could end before the exit is delivered.
+ */
+export async function launchExited(child: ChildProcess | undefined, timeoutMs: number): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((r) => {
+    const timer = setTimeout(r, timeoutMs);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      r();
+    });
+  });
+}

@@ -15,7 +15,6 @@ import {
   type SandboxSpec,
   SOFT_DELETE_GRACE_MS,
   type Usage,
-  zeroUsage,
 } from "../../driver.ts";
 import type { EgressProxy } from "../../egress/proxy.ts";
 import { KeyedLock } from "../../keyed-lock.ts";
@@ -27,11 +26,11 @@ import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
 import { runExec } from "./exec-run.ts";
 import { Housekeeping } from "./housekeeping.ts";
 import { ImageStore, LocalImages, type RootImage } from "./images/index.ts";
-import { Launcher } from "./launch.ts";
-import { failedMark, type Live, markEnded, newLive, openFs } from "./live.ts";
+import { Launcher, launchExited } from "./launch.ts";
+import { type Live, newLive, openFs } from "./live.ts";
 import { Pauser } from "./pause.ts";
 import { Phases } from "./phases.ts";
-import { processStartTime } from "./sandbox-layout.ts";
+import { recoverSandbox } from "./recover.ts";
 import { SandboxNetwork } from "./sandbox-network.ts";
 import { SessionWorkspace } from "./session-workspace.ts";
 import { currentUsage, workspaceIo } from "./usage.ts";
@@ -347,90 +346,19 @@ export class LocalDriver implements SandboxDriver {
   async recover(spec: SandboxSpec): Promise<SandboxObservation> {
     const existing = this.sandboxes.get(spec.sandboxId);
     if (existing) return existing.observation;
-    const live = this.newLive(spec);
-    live.rootImage = LocalImages.recorded(live.layout.dir);
-    this.sandboxes.set(spec.sandboxId, live);
-    if (this.network && spec.networkPolicy) this.network.setPolicy(spec.sandboxId, spec.networkPolicy);
-    const annotations = live.layout.readAnnotations();
-    this.workspaces.locate(live, annotations?.[DELETE_AFTER_KEY] === undefined);
-    const failed = failedMark(annotations);
-    if (failed) {
-      // It ended while a service watched it, and the record missed that (a crash in between).
-      live.finalUsage = live.layout.readUsage() ?? zeroUsage();
-      this.phases.set(live, { phase: "failed", reason: failed, message: "sandbox ended before the restart" });
-      await this.workspaces.release(live);
-      return live.observation;
-    }
-    if (annotations?.[DELETE_AFTER_KEY]) {
-      live.destroyed = live.layout.readUsage() ?? zeroUsage();
-      live.finalUsage = live.destroyed;
-      live.observation = { phase: "gone" };
-      // A crash between marking and unmounting left it mounted.
-      await this.workspaces.release(live);
-      return live.observation;
-    }
-    const state = live.layout.readState();
-    // An adopted warm sandbox has the uid it was started with, not the one its id gives.
-    if (state?.uid) live.uid = state.uid;
-    if (state && processStartTime(state.initPid) === state.initStartTime && state.initStartTime !== "") {
-      // Still running from before the restart: adopt it. Not our child, so poll for its end.
-      // Its workspace stays mounted across a restart; mounted again if something unmounted it.
-      if (live.image) await this.workspaces.mount(live);
-      live.workspace?.clearMark();
-      this.workspaces.attachIo(live, false);
-      live.initPid = state.initPid;
-      live.initStartTime = state.initStartTime;
-      live.oomKillsSeen = live.cgroup.stats().oomKills;
-      if (live.cgroup.isFrozen() && spec.pausedAt) {
-        // Paused before the restart: it stays so (its max runtime not counting) until resumed, and is released
-        // a full period after this start (when it was frozen is not recorded).
-        live.pausedAt = spec.pausedAt.getTime();
-        this.phases.set(live, { phase: "paused" });
-        this.pauser.armRelease(live);
-      } else {
-        // Frozen while its record says running (a crash between the freeze and the record): it runs again.
-        if (live.cgroup.isFrozen()) await live.cgroup.setFrozen(false);
-        this.phases.set(live, { phase: "ready" });
-        this.launcher.armDeadline(live);
-      }
-      live.livenessTimer = setInterval(() => {
-        if (processStartTime(state.initPid) !== state.initStartTime) {
-          clearInterval(live.livenessTimer);
-          void this.launcher.onInitExit(live, null, null);
-        }
-      }, 500);
-      live.livenessTimer.unref();
-      return live.observation;
-    }
-    if (spec.pausedAt) {
-      // Paused, and its processes gone (released before the restart, or ended with the service): it stays
-      // paused on its workspace, and a resume starts it again there.
-      if (live.image) await this.workspaces.mount(live);
-      live.workspace?.clearMark();
-      this.workspaces.attachIo(live, false);
-      await live.cgroup.killAll(2000);
-      this.launcher.createCgroup(live);
-      live.oomKillsSeen = live.cgroup.stats().oomKills;
-      live.pausedAt = spec.pausedAt.getTime();
-      live.released = true;
-      this.phases.set(live, { phase: "paused" });
-      return live.observation;
-    }
-    // Its processes are gone (host reboot, crash): the sandbox cannot be resumed.
-    live.finalUsage = live.layout.readUsage() ?? currentUsage(live);
-    await live.cgroup.killAll(2000);
-    await live.cgroup.remove();
-    markEnded(live, "lost", this.log);
-    this.phases.set(live, {
-      phase: "failed",
-      reason: "lost",
-      message: "sandbox processes not found after restart",
-    });
-    // Nothing runs on it any more (a killed service whose sandboxes died with
-    // it left it mounted): its loop device goes; the image stays for the
-    // session's next sandbox, mounted again should its files be asked for.
-    await this.workspaces.release(live);
-    return live.observation;
+    return recoverSandbox(
+      {
+        newLive: (s) => this.newLive(s),
+        register: (live) => this.sandboxes.set(live.spec.sandboxId, live),
+        network: this.network,
+        workspaces: this.workspaces,
+        setPhase: (live, observation) => this.phases.set(live, observation),
+        launcher: this.launcher,
+        pauser: this.pauser,
+        log: this.log,
+      },
+      spec,
+    );
   }
 
   async observe(sandboxId: string): Promise<SandboxObservation> {
@@ -523,17 +451,7 @@ export class LocalDriver implements SandboxDriver {
     clearInterval(live.livenessTimer);
     const usageBefore = live.finalUsage ?? currentUsage(live);
     await live.cgroup.killAll();
-    if (live.child && live.child.exitCode === null && live.child.signalCode === null) {
-      // A ref'd timer: the sandbox's child handle is unref'd, so without it the
-      // event loop could end before the exit is delivered.
-      await new Promise<void>((r) => {
-        const timer = setTimeout(r, 2000);
-        live.child?.once("exit", () => {
-          clearTimeout(timer);
-          r();
-        });
-      });
-    }
+    await launchExited(live.child, 2000);
     const total = this.withNetwork(sandboxId, live.finalUsage ?? usageBefore);
     await this.network?.forget(sandboxId);
     if (running && live.io) {

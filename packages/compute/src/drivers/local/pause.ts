@@ -2,6 +2,7 @@ import { ComputeReason, PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import type { SandboxObservation } from "../../driver.ts";
 import type { KeyedLock } from "../../keyed-lock.ts";
+import { launchExited } from "./launch.ts";
 import type { Live } from "./live.ts";
 import type { SandboxNetwork } from "./sandbox-network.ts";
 
@@ -118,16 +119,7 @@ export class Pauser<S extends Pausable> {
       await live.slots.discard();
       const child = live.child;
       await live.cgroup.killAll();
-      if (child && child.exitCode === null && child.signalCode === null) {
-        // A ref'd timer: the child handle is unref'd (see the driver's destroy).
-        await new Promise<void>((r) => {
-          const timer = setTimeout(r, 2000);
-          child.once("exit", () => {
-            clearTimeout(timer);
-            r();
-          });
-        });
-      }
+      await launchExited(child, 2000);
       live.child = undefined;
       live.initPid = undefined;
       live.initStartTime = undefined;
