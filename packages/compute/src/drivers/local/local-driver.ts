@@ -4,7 +4,6 @@ import { ComputeReason, PlatformError } from "@platform/errors";
 import type { NetworkPolicy } from "@platform/network-policy";
 import type { Logger } from "pino";
 import {
-  DELETE_AFTER_KEY,
   type ExecEvent,
   type ExecRequest,
   KILL_GRACE_MS,
@@ -13,7 +12,6 @@ import {
   type SandboxDriver,
   type SandboxObservation,
   type SandboxSpec,
-  SOFT_DELETE_GRACE_MS,
   type Usage,
 } from "../../driver.ts";
 import type { EgressProxy } from "../../egress/proxy.ts";
@@ -21,21 +19,21 @@ import { KeyedLock } from "../../keyed-lock.ts";
 import { LIMITS } from "../../service/limits.ts";
 import { workspaceSizeBytes } from "../../service/workspace-size.ts";
 import { type Cgroup, detectCgroups } from "./cgroups.ts";
+import { createSandbox } from "./create.ts";
+import { destroySandbox, type EndDeps, endWithService } from "./destroy.ts";
 import { favorDynamicCgroupMods } from "./dynmods.ts";
 import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
 import { runExec } from "./exec-run.ts";
 import { Housekeeping } from "./housekeeping.ts";
-import { ImageStore, LocalImages, type RootImage } from "./images/index.ts";
-import { Launcher, launchExited } from "./launch.ts";
+import { ImageStore, LocalImages } from "./images/index.ts";
+import { Launcher } from "./launch.ts";
 import { type Live, newLive, openFs } from "./live.ts";
 import { Pauser } from "./pause.ts";
 import { Phases } from "./phases.ts";
 import { recoverSandbox } from "./recover.ts";
 import { SandboxNetwork } from "./sandbox-network.ts";
-import { SessionWorkspace } from "./session-workspace.ts";
-import { currentUsage, workspaceIo } from "./usage.ts";
+import { currentUsage, withNetwork } from "./usage.ts";
 import { WarmSandboxes } from "./warm-sandboxes.ts";
-import { WorkspaceImage } from "./workspace-image.ts";
 import { Workspaces, workspaceMounted } from "./workspaces.ts";
 
 export { sandboxUid } from "./live.ts";
@@ -142,6 +140,7 @@ export class LocalDriver implements SandboxDriver {
   setNetworkPolicy?: (sandboxId: string, policy: NetworkPolicy | undefined) => Promise<void>;
   private readonly launcher: Launcher<Live>;
   private readonly pauser: Pauser<Live>;
+  private readonly ending: EndDeps;
 
   constructor(private readonly options: LocalDriverOptions) {
     if (options.egress) {
@@ -184,6 +183,11 @@ export class LocalDriver implements SandboxDriver {
       network: this.network,
       log: options.logger,
     });
+    this.ending = {
+      network: this.network,
+      workspaces: this.workspaces,
+      setPhase: (live, observation) => this.phases.set(live, observation),
+    };
     this.pauser = new Pauser<Live>({
       ops: this.ops,
       get: (id) => this.get(id),
@@ -281,66 +285,23 @@ export class LocalDriver implements SandboxDriver {
     if (this.sandboxes.has(spec.sandboxId)) {
       throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
     }
-    const ws = new SessionWorkspace(this.options.dataDir, spec.tenantId, spec.sessionId);
-    // One at a time per session: two creates at once must not both make its workspace.
-    await this.workspaces.withLock(ws.key, async () => {
-      if (this.sandboxes.has(spec.sandboxId)) throw PlatformError.alreadyExists(`sandbox ${spec.sandboxId} exists`);
-      // The session had a sandbox: the new one mounts the same workspace (its size stays what it was made with).
-      if (ws.exists()) return this.createOnWorkspace(spec, ws, root);
-      // Warm sandboxes carry a workspace of the default size; any other size is made for the spec.
-      if (sizeBytes === this.defaultWorkspaceBytes && this.warmSandboxes.adopt(spec, ws, root)) return;
-      const live = this.newLive(spec);
-      live.rootImage = root;
-      live.workspace = ws;
-      this.sandboxes.set(spec.sandboxId, live);
-      try {
-        live.layout.prepare(spec, live.uid);
-        ws.prepare(live.uid);
-        await this.workspaces.provision(live, ws.image, sizeBytes);
-        this.refuseIfClosed();
-        this.launcher.createCgroup(live);
-      } catch (err) {
-        this.sandboxes.delete(spec.sandboxId);
-        // It never ran: nothing of it is kept (no mount, no loop device, no image).
-        await this.workspaces.removeSandboxDir(live.layout);
-        await this.workspaces.removeDir(ws.dir);
-        throw err instanceof PlatformError ? err : PlatformError.internal("sandbox provisioning failed", err);
-      }
-      this.launcher.armDeadline(live);
-      this.launcher.start(live);
-    });
-  }
-
-  /** A new sandbox on the session's existing workspace: no longer marked for collection, mounted, its uid kept. */
-  private async createOnWorkspace(spec: SandboxSpec, ws: SessionWorkspace, root?: RootImage): Promise<void> {
-    const image = new WorkspaceImage(ws.image);
-    ws.clearMark();
-    let dir: string;
-    try {
-      dir = await this.workspaces.mountImage(image);
-    } catch (err) {
-      this.workspaces.markIfUnused(ws);
-      throw PlatformError.internal("sandbox provisioning failed: the session's workspace could not be mounted", err);
-    }
-    // Its files belong to the uid the session's first sandbox ran as.
-    const live = this.newLive(spec, ws.owner()?.uid ?? fs.statSync(dir).uid);
-    live.rootImage = root;
-    live.workspace = ws;
-    live.image = image;
-    live.workspaceDir = dir;
-    this.sandboxes.set(spec.sandboxId, live);
-    try {
-      this.refuseIfClosed();
-      live.layout.prepare(spec, live.uid);
-      this.launcher.createCgroup(live);
-    } catch (err) {
-      this.sandboxes.delete(spec.sandboxId);
-      await this.workspaces.removeSandboxDir(live.layout);
-      await this.workspaces.releaseLocked(live);
-      throw err instanceof PlatformError ? err : PlatformError.internal("sandbox provisioning failed", err);
-    }
-    this.launcher.armDeadline(live);
-    this.launcher.start(live);
+    await createSandbox(
+      {
+        dataDir: this.options.dataDir,
+        defaultWorkspaceBytes: this.defaultWorkspaceBytes,
+        known: (id) => this.sandboxes.has(id),
+        register: (live) => this.sandboxes.set(live.spec.sandboxId, live),
+        forget: (id) => this.sandboxes.delete(id),
+        newLive: (s, uid) => this.newLive(s, uid),
+        adoptWarm: (s, ws, root) => this.warmSandboxes.adopt(s, ws, root),
+        refuseIfClosed: () => this.refuseIfClosed(),
+        workspaces: this.workspaces,
+        launcher: this.launcher,
+      },
+      spec,
+      root,
+      sizeBytes,
+    );
   }
 
   async recover(spec: SandboxSpec): Promise<SandboxObservation> {
@@ -404,14 +365,7 @@ export class LocalDriver implements SandboxDriver {
     // No flush here: DescribeSandbox is on the agents' path before each tool call, and
     // forcing a command's buffered writes out would make it wait for them.
     if (live.destroyed) return live.destroyed;
-    return this.withNetwork(sandboxId, live.finalUsage ?? currentUsage(live));
-  }
-
-  /** Usage with the network totals of the egress proxy (0 for a sandbox that never had a policy). */
-  private withNetwork(sandboxId: string, usage: Usage): Usage {
-    if (!this.network) return usage;
-    const n = this.network.counters(sandboxId);
-    return { ...usage, networkEgressBytes: n.egressBytes, networkIngressBytes: n.ingressBytes };
+    return withNetwork(live.finalUsage ?? currentUsage(live), this.network?.counters(sandboxId));
   }
 
   /** A policy asked for at create: the driver needs its egress proxy. */
@@ -439,42 +393,7 @@ export class LocalDriver implements SandboxDriver {
 
   private async destroyNow(sandboxId: string): Promise<Usage> {
     const live = this.sandboxes.get(sandboxId) ?? (await this.recoverById(sandboxId));
-    if (live.destroyed) return live.destroyed;
-    // A sandbox that failed before has its totals already (taken at its failure, flushed).
-    const running =
-      live.observation.phase === "ready" ||
-      live.observation.phase === "starting" ||
-      live.observation.phase === "paused";
-    live.stopping = "destroy";
-    clearTimeout(live.deadlineTimer);
-    clearTimeout(live.releaseTimer);
-    clearInterval(live.livenessTimer);
-    const usageBefore = live.finalUsage ?? currentUsage(live);
-    await live.cgroup.killAll();
-    await launchExited(live.child, 2000);
-    const total = this.withNetwork(sandboxId, live.finalUsage ?? usageBefore);
-    await this.network?.forget(sandboxId);
-    if (running && live.io) {
-      // Its buffered writes count too: flushed before the last reading (its exit's usage was taken without).
-      await this.workspaces.flushIo(live);
-      const disk = workspaceIo(live);
-      if (disk) {
-        total.diskReadBytes = disk.read;
-        total.diskWriteBytes = disk.write;
-      }
-    }
-    live.destroyed = total;
-    live.finalUsage = total;
-    live.layout.writeUsage(total);
-    live.layout.writeAnnotations({ [DELETE_AFTER_KEY]: new Date(Date.now() + SOFT_DELETE_GRACE_MS).toISOString() });
-    // The image stays for the session's next sandbox, or for the grace window
-    // (GC deletes it); its mount and loop device go now unless another sandbox of the session uses it.
-    await this.workspaces.release(live);
-    // A spare exec cgroup still being made would keep the sandbox's from being removed.
-    await live.slots.settle();
-    await live.cgroup.remove();
-    this.phases.set(live, { phase: "gone" });
-    return total;
+    return destroySandbox(this.ending, live);
   }
 
   collectGarbage(now = new Date()): Promise<string[]> {
@@ -515,7 +434,7 @@ export class LocalDriver implements SandboxDriver {
       // A few at a time: one process each, and a stop should not take 100 ms per sandbox.
       const lives = [...this.sandboxes.values()];
       for (let i = 0; i < lives.length; i += 8)
-        await Promise.all(lives.slice(i, i + 8).map((live) => this.endWithService(live)));
+        await Promise.all(lives.slice(i, i + 8).map((live) => endWithService(this.ending, live)));
     }
     await this.network?.close();
     await this.helper.close();
@@ -536,16 +455,6 @@ export class LocalDriver implements SandboxDriver {
   /** A sandbox is never started once close() began: nothing would end it. */
   private refuseIfClosed(): void {
     if (this.closed) throw PlatformError.unavailable("the compute service is stopping; try again");
-  }
-
-  /** Ends a sandbox because the service stops and it is not to outlive it. */
-  private async endWithService(live: Live): Promise<void> {
-    if (!live.destroyed) {
-      live.stopping ??= "shutdown";
-      await live.cgroup.killAll(2000);
-      await live.cgroup.remove();
-    }
-    await this.workspaces.release(live);
   }
 
   /** The default image's warm pool (what `warm` was before pools per image; tests look into it). */

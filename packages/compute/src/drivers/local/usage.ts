@@ -60,3 +60,9 @@ export function currentUsage(src: UsageSources): Usage {
   }
   return usage;
 }
+
+/** usage with a sandbox's egress proxy totals (none without a proxy: usage as it is; 0 for a sandbox without a policy). */
+export function withNetwork(usage: Usage, network: { egressBytes: number; ingressBytes: number } | undefined): Usage {
+  if (!network) return usage;
+  return { ...usage, networkEgressBytes: network.egressBytes, networkIngressBytes: network.ingressBytes };
+}
