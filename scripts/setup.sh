@@ -56,7 +56,7 @@ fi
 # The web console (packages/console), served by the router at /: built by Vite into its dist/ (not
 # committed) when missing or older than its sources or the SDK's.
 console_dist=packages/console/dist/index.html
-if [[ ! -f $console_dist ]] || [[ -n "$(find packages/console/app packages/console/index.html packages/console/vite.config.ts packages/client/src -newer "$console_dist" -print -quit 2>/dev/null)" ]]; then
+if [[ ! -f $console_dist ]] || [[ -n "$(find packages/console/app packages/console/index.html packages/console/vite.config.ts packages/client/src packages/rpc/src/transcode/http-rule.ts -newer "$console_dist" -print -quit 2>/dev/null)" ]]; then
   started=$(date +%s%N)
   (cd packages/console && node node_modules/vite/bin/vite.js build >/dev/null)
   echo "setup: built the web console in $(( ($(date +%s%N) - started) / 1000000 )) ms"

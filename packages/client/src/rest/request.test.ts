@@ -10,7 +10,7 @@ import {
   SessionService,
 } from "@platform/gen/agents/v1/agents_pb";
 import { InvokeEventSchema, RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
-import { httpBindingsOf, sseOf } from "./http-rules.ts";
+import { httpBindingsOf, sseOf } from "@platform/rpc/http-rule";
 import { buildCall } from "./request.ts";
 import { decodeSseEvent } from "./sse.ts";
 

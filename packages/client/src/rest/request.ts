@@ -1,6 +1,6 @@
 import type { DescField, DescMessage, DescMethod, JsonObject, JsonValue, Message } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
-import type { HttpBinding } from "./http-rules.ts";
+import type { HttpBinding } from "@platform/rpc/http-rule";
 
 /** One HTTP request of an RPC, as its google.api.http binding lays the message out. */
 export interface HttpCall {

@@ -10,8 +10,8 @@ import {
 } from "@bufbuild/protobuf";
 import { ConnectError, type StreamResponse, type Transport, type UnaryResponse } from "@connectrpc/connect";
 import { Code } from "@platform/errors";
+import { httpBindingsOf, sseOf, successStatusOf } from "@platform/rpc/http-rule";
 import { ClientReason, clientError, errorFromResponse } from "../errors.ts";
-import { httpBindingsOf, sseOf, successStatusOf } from "./http-rules.ts";
 import { buildCall, type HttpCall } from "./request.ts";
 import { decodeSseEvent, readSse } from "./sse.ts";
 
@@ -146,7 +146,8 @@ export function createRestTransport(options: RestTransportOptions): Transport {
             throw clientError(Code.Unknown, ClientReason.protocolError, `${call.url}: the answer is not JSON`, err);
           }
         }
-        const selected = call.binding.responseBody;
+        // An additional binding without its own response_body takes the rule's.
+        const selected = call.binding.responseBody || call.binding.rule.responseBody;
         if (selected) {
           const field = method.output.fields.find((f) => f.name === selected);
           json = { [field?.jsonName ?? selected]: json };

@@ -4,7 +4,9 @@ import type { HttpRule } from "@platform/gen/google/api/http_pb";
 import { type SseStream, sse, success_status, tolerant_body } from "@platform/gen/platform/api/v1/options_pb";
 
 // The one reader of a method's REST annotations: the transcoder builds its
-// routes from it and the contract tests hold the same bindings to the spec.
+// routes from it, the contract tests hold the same bindings to the spec, and
+// the client SDK builds its requests from it (`@platform/rpc/http-rule`, a
+// subpath that imports nothing of Node, so browsers can bundle it).
 
 /** One `google.api.http` binding of a method: its rule, or one of the rule's additional_bindings. */
 export interface HttpBinding {
