@@ -1,4 +1,5 @@
 import http from "node:http";
+import { annotateErrors, stampFrees } from "./socket-reuse.ts";
 
 /**
  * JSON POSTs over keep-alive HTTP/1.1 connections with node:http, for
@@ -13,6 +14,7 @@ export class HttpLoadClient {
   constructor(baseUrl: string, maxSockets: number) {
     this.#url = new URL(baseUrl);
     this.#agent = new http.Agent({ keepAlive: true, maxSockets });
+    stampFrees(this.#agent);
   }
 
   postJson(
@@ -51,6 +53,7 @@ export class HttpLoadClient {
           res.on("error", reject);
         },
       );
+      annotateErrors(req);
       req.on("error", reject);
       req.end(payload);
     });

@@ -6,28 +6,36 @@
 // generator's event loop does not add to what it measures; probing several
 // servers from one process gives each the same client-side delays.
 import * as http from "node:http";
+import { annotateErrors, stampFrees } from "./socket-reuse.ts";
 
 const [durationArg, intervalArg, ...bases] = process.argv.slice(2);
 const durationMs = Number(durationArg);
 const intervalMs = Number(intervalArg);
 const agent = new http.Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
-const results = bases.map(() => ({ samples: [] as number[], failures: 0 }));
+stampFrees(agent);
+// Each failure's description (status, or the error with how its socket was used), in order.
+const results = bases.map(() => ({ samples: [] as number[], failures: 0, errors: [] as string[] }));
 const pending = new Set<Promise<void>>();
 
-function probe(url: URL, into: { samples: number[]; failures: number }): Promise<void> {
+function probe(url: URL, into: { samples: number[]; failures: number; errors: string[] }): Promise<void> {
   const t0 = process.hrtime.bigint();
   return new Promise<void>((resolve) => {
     const req = http.get(url, { agent, timeout: 30_000 }, (res) => {
       res.resume();
       res.on("end", () => {
         if (res.statusCode === 200) into.samples.push(Number(process.hrtime.bigint() - t0) / 1e6);
-        else into.failures++;
+        else {
+          into.failures++;
+          into.errors.push(`status ${res.statusCode}`);
+        }
         resolve();
       });
     });
+    annotateErrors(req);
     req.on("timeout", () => req.destroy(new Error("timeout")));
-    req.on("error", () => {
+    req.on("error", (err) => {
       into.failures++;
+      into.errors.push(`${((performance.now() - start) / 1000).toFixed(1)} s in: ${err.message}`);
       resolve();
     });
   });

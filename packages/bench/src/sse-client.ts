@@ -1,4 +1,5 @@
 import * as http from "node:http";
+import { annotateErrors, stampFrees } from "./socket-reuse.ts";
 import { now } from "./stats.ts";
 
 export interface SseEvent {
@@ -30,6 +31,7 @@ export function readSse(
   body?: unknown,
   agent?: http.Agent,
 ): Promise<{ status: number; firstByteAt: bigint; events: SseEvent[] }> {
+  if (agent) stampFrees(agent);
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = http.request(
@@ -56,7 +58,8 @@ export function readSse(
           buffer += chunk;
           let end = buffer.indexOf("\n\n");
           while (end >= 0) {
-            events.push(parseEvent(buffer.slice(0, end), at));
+            const event = parseEvent(buffer.slice(0, end), at);
+            if (event) events.push(event);
             buffer = buffer.slice(end + 2);
             end = buffer.indexOf("\n\n");
           }
@@ -65,17 +68,25 @@ export function readSse(
         res.on("error", reject);
       },
     );
+    annotateErrors(req);
     req.on("error", reject);
     req.end(payload);
   });
 }
 
-function parseEvent(block: string, at: bigint): SseEvent {
+/**
+ * A block without a data line (the server's `: ping` keep-alive comment) is no
+ * event (as EventSource has it): undefined. Taken for one, a ping between a
+ * run's `done` and the stream's end made the mixed-load figure count a
+ * completed send as failed.
+ */
+function parseEvent(block: string, at: bigint): SseEvent | undefined {
   let event = "message";
   const data: string[] = [];
   for (const line of block.split("\n")) {
     if (line.startsWith("event:")) event = line.slice(6).trim();
     else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
   }
+  if (data.length === 0) return undefined;
   return { event, data: data.join("\n"), at };
 }

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import * as http from "node:http";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import type { Figure } from "../figure.ts";
 import { HttpLoadClient } from "../http-load-client.ts";
@@ -10,7 +11,7 @@ import { fmtMs, summarize } from "../stats.ts";
 const PROBE = fileURLToPath(new URL("../livez-probe.ts", import.meta.url));
 const PROBE_INTERVAL_MS = 20;
 
-type Probed = { samples: number[]; failures: number };
+type Probed = { samples: number[]; failures: number; errors: string[] };
 
 /** Probes GET /livez of each base URL from a process of its own for `durationMs`; latencies in ms. */
 function probeLivez(durationMs: number, ...bases: string[]): Promise<Probed[]> {
@@ -88,9 +89,13 @@ export const agentsLivezLoad: Figure = {
 
       const counts = { sessions: 0, messages: 0, toolCalls: 0, logReads: 0, replays: 0, follows: 0, errors: 0 };
       let firstError: string | undefined;
+      // Every distinct error (its first 160 characters) and how often: one line in the notes each.
+      const errorKinds = new Map<string, number>();
       const fail = (what: string) => {
         counts.errors++;
         firstError ??= what;
+        const kind = what.slice(0, 160);
+        errorKinds.set(kind, (errorKinds.get(kind) ?? 0) + 1);
       };
       const echo = "the quick brown fox jumps over the lazy dog ".repeat(40);
 
@@ -110,7 +115,8 @@ export const agentsLivezLoad: Figure = {
         );
         const last = r.events.at(-1);
         if (r.status !== 200 || !last?.data.includes('"done"')) {
-          fail(`send: ${r.status} ${last?.data.slice(0, 200)}`);
+          const tail = r.events.slice(-3).map((e) => `${e.event} ${e.data.slice(0, 60)}`);
+          fail(`send: ${r.status}, ${r.events.length} events, the last: ${tail.join(" | ")}`);
           return false;
         }
         return true;
@@ -181,6 +187,10 @@ export const agentsLivezLoad: Figure = {
 
       await agents.request("resetLag");
       const cpu0 = (await agents.stats()).cpu;
+      // The load generator's own stalls: a kept-alive socket it reuses after a stall longer than the
+      // margin Node keeps under the server's keep-alive timeout (1 s) may have been closed meanwhile.
+      const clientLag = monitorEventLoopDelay({ resolution: 10 });
+      clientLag.enable();
       const t0 = performance.now();
       // Baseline: a bare server probed by the same process in the same window.
       const [[loaded, control]] = await Promise.all([
@@ -188,6 +198,7 @@ export const agentsLivezLoad: Figure = {
         Promise.all(Array.from({ length: lanes }, (_, n) => lane(n))),
       ]);
       const seconds = (performance.now() - t0) / 1000;
+      clientLag.disable();
       const loadStats = await agents.stats();
 
       const i = summarize(idle!.samples.map((ms) => ms * 1e6));
@@ -201,7 +212,7 @@ export const agentsLivezLoad: Figure = {
         measured: `/livez p50 ${fmtMs(l.p50)}, p99 ${fmtMs(l.p99)}, max ${fmtMs(l.max)} (n=${l.n}, ${loaded!.failures} failed)`,
         ratio: `p99 ${ratio(l.p99, c.p99)}`,
         met: l.p99 <= 100 && loaded!.failures === 0,
-        notes: `${lanes} lanes for ${seconds.toFixed(0)} s on ${stack.databaseKind}: ${ops} operations (${JSON.stringify(counts)}${firstError ? `, first error: ${firstError}` : ""}); agents used ${((cpuSeconds / seconds) * 100).toFixed(0)} % of a core; its own event-loop delay p99 ${loadStats.lagP99Ms.toFixed(1)} ms, max ${loadStats.lagMaxMs.toFixed(0)} ms under load (idle: p99 ${idleLag.lagP99Ms.toFixed(1)} ms); agents idle before the load: /livez p50 ${fmtMs(i.p50)}, p99 ${fmtMs(i.p99)}. /livez probed every ${PROBE_INTERVAL_MS} ms on a fixed schedule from a process of its own.`,
+        notes: `${lanes} lanes for ${seconds.toFixed(0)} s on ${stack.databaseKind}: ${ops} operations (${JSON.stringify(counts)}${errorKinds.size > 0 ? `, errors: ${[...errorKinds].map(([k, n]) => `${n}× ${k}`).join("; ")}` : ""}); agents used ${((cpuSeconds / seconds) * 100).toFixed(0)} % of a core; its own event-loop delay p99 ${loadStats.lagP99Ms.toFixed(1)} ms, max ${loadStats.lagMaxMs.toFixed(0)} ms under load (idle: p99 ${idleLag.lagP99Ms.toFixed(1)} ms); agents idle before the load: /livez p50 ${fmtMs(i.p50)}, p99 ${fmtMs(i.p99)}. The load generator's event-loop delay p99 ${(clientLag.percentile(99) / 1e6).toFixed(0)} ms, max ${(clientLag.max / 1e6).toFixed(0)} ms. /livez probed every ${PROBE_INTERVAL_MS} ms on a fixed schedule from a process of its own.${loaded!.errors.length > 0 ? ` Failed probes: ${loaded!.errors.slice(0, 5).join("; ")}.` : ""}`,
         raw: {
           idle: i,
           loaded: l,
