@@ -57,6 +57,8 @@ export interface LaunchDeps<S extends Launchable> {
   setPhase(live: S, observation: SandboxObservation): void;
   /** A warm sandbox whose init ended before it was adopted: out of its pool, removed. */
   discardWarm(live: S): Promise<void>;
+  /** Whether a warm sandbox is still in its pool (false: its pool already ended it, e.g. for a new default image). */
+  warmHeld(live: S): boolean;
   workspaces: Pick<Workspaces, "attachIo" | "flushIo" | "release">;
   network?: Pick<SandboxNetwork, "stop">;
   log?: Logger;
@@ -234,7 +236,8 @@ export class Launcher<S extends Launchable> {
 
   async onInitExit(live: S, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
     if (live.warm) {
-      if (!this.deps.isClosed()) this.deps.log?.warn({ code, signal }, "a warm sandbox exited before it was used");
+      if (!this.deps.isClosed() && this.deps.warmHeld(live))
+        this.deps.log?.warn({ code, signal }, "a warm sandbox exited before it was used");
       await this.deps.discardWarm(live);
       return;
     }

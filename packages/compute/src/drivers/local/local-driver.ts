@@ -179,6 +179,7 @@ export class LocalDriver implements SandboxDriver {
       isClosed: () => this.closed,
       setPhase: (live, observation) => this.phases.set(live, observation),
       discardWarm: async (live) => live.warmPool?.discard(live),
+      warmHeld: (live) => live.warmPool?.holds(live) ?? false,
       workspaces: this.workspaces,
       network: this.network,
       log: options.logger,

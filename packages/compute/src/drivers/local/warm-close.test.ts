@@ -10,9 +10,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { pino } from "pino";
 import { contractSpec } from "../../testing/driver-contract.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { loopDevicesBackedBy } from "./mount-table.ts";
+import type { WarmPool } from "./warm-pool.ts";
 
 /** Every cgroup directory named by `prefix` in any hierarchy (v1 controllers and the unified one). */
 function cgroupsOf(prefix: string): string[] {
@@ -81,4 +83,33 @@ describe("local driver: closed while its warm pool provisions", () => {
       await closeLeavesNothing(d);
     });
   }
+
+  test("a warm pool ended on purpose (a new default image) warns of nothing; a warm sandbox killed from outside is warned of", async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });
+    const d = new LocalDriver({
+      dataDir,
+      killGraceMs: 300,
+      cgroupPrefix: prefix,
+      dieWithService: true,
+      warmSandboxes: 2,
+      logger,
+    });
+    const pool = (d as unknown as { warm: WarmPool<{ observation: { phase: string }; initPid?: number }> }).warm;
+    const ready = () => pool.sandboxes.filter((w) => w.observation.phase === "ready");
+    const warned = () => lines.filter((l) => l.includes("a warm sandbox exited before it was used")).length;
+    try {
+      for (let i = 0; i < 400 && ready().length < 2; i++) await sleep(25);
+      assert.equal(ready().length, 2, "two warm sandboxes are started");
+      process.kill(ready()[0]?.initPid as number, "SIGKILL");
+      for (let i = 0; i < 200 && warned() === 0; i++) await sleep(25);
+      assert.equal(warned(), 1, "an init killed from outside is warned of");
+      for (let i = 0; i < 400 && ready().length < 2; i++) await sleep(25);
+      await pool.close();
+      await sleep(500);
+      assert.equal(warned(), 1, `the pool's own ending is no warning:\n${lines.join("")}`);
+    } finally {
+      await closeLeavesNothing(d);
+    }
+  });
 });

@@ -44,6 +44,11 @@ export class WarmPool<W extends { observation: { phase: string } }> {
     return taken;
   }
 
+  /** Whether the sandbox is still one of the pool's (false once taken, discarded or the pool closed). */
+  holds(sandbox: W): boolean {
+    return this.sandboxes.includes(sandbox);
+  }
+
   /** Starts sandboxes up to the target. */
   refill(): void {
     while (!this.closed && this.sandboxes.length < this.target) {
