@@ -1,5 +1,5 @@
 import http from "node:http";
-import { annotateErrors, stampFrees } from "./socket-reuse.ts";
+import { annotateErrors, keepAliveAgent, stampFrees } from "./socket-reuse.ts";
 
 /**
  * JSON POSTs over keep-alive HTTP/1.1 connections with node:http, for
@@ -13,7 +13,7 @@ export class HttpLoadClient {
 
   constructor(baseUrl: string, maxSockets: number) {
     this.#url = new URL(baseUrl);
-    this.#agent = new http.Agent({ keepAlive: true, maxSockets });
+    this.#agent = keepAliveAgent(maxSockets);
     stampFrees(this.#agent);
   }
 

@@ -6,12 +6,12 @@
 // generator's event loop does not add to what it measures; probing several
 // servers from one process gives each the same client-side delays.
 import * as http from "node:http";
-import { annotateErrors, stampFrees } from "./socket-reuse.ts";
+import { annotateErrors, keepAliveAgent, stampFrees } from "./socket-reuse.ts";
 
 const [durationArg, intervalArg, ...bases] = process.argv.slice(2);
 const durationMs = Number(durationArg);
 const intervalMs = Number(intervalArg);
-const agent = new http.Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
+const agent = keepAliveAgent(Number.POSITIVE_INFINITY);
 stampFrees(agent);
 // Each failure's description (status, or the error with how its socket was used), in order.
 const results = bases.map(() => ({ samples: [] as number[], failures: 0, errors: [] as string[] }));

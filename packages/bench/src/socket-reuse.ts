@@ -1,5 +1,21 @@
-import type * as http from "node:http";
+import * as http from "node:http";
 import type * as net from "node:net";
+
+/**
+ * A keep-alive agent that drops a pooled socket before the server closes it.
+ * Node 20's servers announce `Keep-Alive: timeout=5` and close an idle
+ * connection 6 s after its last answer (5 s plus a second's margin), and an
+ * agent lets the announced time shorten its own socket timeout (to 4 s) only
+ * when it has one: without `timeout`, a pooled socket is kept until the
+ * server's close arrives, and a request sent on it in the same millisecond
+ * is reset (`read ECONNRESET` on a socket idle ~6,012 ms, seen in the
+ * mixed-load figure's lanes and probe; reproduced against a bare
+ * http.Server). The timeout itself only marks a busy socket idle that long
+ * (no request is ended by it); SSE streams are pinged well within it.
+ */
+export function keepAliveAgent(maxSockets: number): http.Agent {
+  return new http.Agent({ keepAlive: true, maxSockets, timeout: 60_000 });
+}
 
 const freedAt = new WeakMap<net.Socket, number>();
 const watched = new WeakSet<http.Agent>();

@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
-import * as http from "node:http";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import type { Figure } from "../figure.ts";
 import { HttpLoadClient } from "../http-load-client.ts";
 import { ratio } from "../loop.ts";
+import { keepAliveAgent } from "../socket-reuse.ts";
 import { readSse } from "../sse-client.ts";
 import { fmtMs, summarize } from "../stats.ts";
 
@@ -74,7 +74,7 @@ export const agentsLivezLoad: Figure = {
     const idleMs = size === "quick" ? 1000 : 5000;
     const auth = { authorization: `Bearer ${token}` };
     const client = new HttpLoadClient(base, lanes * 2);
-    const streams = new http.Agent({ keepAlive: true, maxSockets: lanes * 2 });
+    const streams = keepAliveAgent(lanes * 2);
     const slug = `load-${Date.now().toString(36)}`;
     const created = await client.postJson("/v1/agents", { name: slug, slug, model: "dev/echo" }, auth);
     if (created.status !== 201) throw new Error(`create agent: ${created.status} ${created.text}`);
