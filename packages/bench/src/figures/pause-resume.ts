@@ -1,6 +1,7 @@
+import { probeCgroupMigration } from "../cgroup-migration.ts";
 import { computeClient, createSandbox, readySandbox, timedExec } from "../compute-client.ts";
 import type { Figure } from "../figure.ts";
-import { repeat, ratio } from "../loop.ts";
+import { ratio, repeat } from "../loop.ts";
 import { fmtBytes, lat, now, summarize } from "../stats.ts";
 
 type CgroupMemory = { usageBytes: number; rssBytes: number; path: string } | undefined;
@@ -61,6 +62,11 @@ export const pauseResume: Figure = {
         },
       );
       const rel = summarize(restarted);
+      // A released resume moves a new process into the sandbox's cgroup: what that costs on this kernel now.
+      const migration = await probeCgroupMigration();
+      const migrationNote = migration
+        ? ` A cgroup.procs write after a quiet spell takes ${migration.ms.toFixed(2)} ms on this machine now: ${migration.mode === "grace-period" ? "it waits an RCU grace period (the kernel's global migration lock)" : "no RCU grace period (the kernel's per-threadgroup migration lock: on Linux 6.18 a favordynmods mount since boot switches to it until a reboot, so the released number is lower here than on a freshly booted machine)"}.`
+        : "";
       // Gone before the memory part, which waits until no sandbox of the bench runs.
       await client.destroySandbox({ sandboxId: id });
       ids.pop();
@@ -111,12 +117,13 @@ export const pauseResume: Figure = {
         measured: `on the PAUSED one (resumed by the exec): frozen ${lat(res)}, released ${lat(rel)}; ${mem.length} PAUSED: ${fmtBytes(pausedTotal)} (${fmtBytes(pausedTotal / mem.length)} each)`,
         ratio: `resume p50 frozen ${ratio(res.p50, base.p50)}, released ${ratio(rel.p50, base.p50)}; paused / idle memory ${(pausedTotal / idleTotal).toFixed(2)}×`,
         met: latencyMet && memoryMet && mem.length >= 1000,
-        notes: `${n} rounds, interleaved: an exec on the READY sandbox, PauseSandbox, the timed exec (its first stdout byte, the resume included), PauseSandbox, then ResumeSandbox + exec timed from the ResumeSandbox call: ${lat(exp)}; and in the first rounds PauseSandbox, a wait until the sandbox is released (its processes ended after COMPUTE_PAUSE_RELEASE_SECONDS=1), then the timed exec (a new init on the same workspace): ${lat(rel)}. Memory: ${mem.length} sandboxes created ${batch} at a time and made READY in ${createSeconds.toFixed(1)} s${mem.length < target ? ` (stopped at the ${budgetMs / 1000} s budget)` : ""}, paused in ${pauseSeconds.toFixed(1)} s; the driver's cgroup subtree (memory.usage_in_bytes incl. page cache) idle ${fmtBytes(delta(idleCg))} (anon ${fmtBytes(anon(idleCg))}), paused ${fmtBytes(delta(pausedCg))} (anon ${fmtBytes(anon(pausedCg))}), + compute's RSS growth idle ${fmtBytes(idleStats.rss - before.rss)}, paused ${fmtBytes(pausedStats.rss - before.rss)}; ${fmtBytes(per1000)} per 1,000 paused. Latency goal ${latencyMet ? "met" : "missed"}, memory goal ${memoryMet ? "met" : "missed"}.`,
+        notes: `${n} rounds, interleaved: an exec on the READY sandbox, PauseSandbox, the timed exec (its first stdout byte, the resume included), PauseSandbox, then ResumeSandbox + exec timed from the ResumeSandbox call: ${lat(exp)}; and in the first rounds PauseSandbox, a wait until the sandbox is released (its processes ended after COMPUTE_PAUSE_RELEASE_SECONDS=1), then the timed exec (a new init on the same workspace): ${lat(rel)}. Memory: ${mem.length} sandboxes created ${batch} at a time and made READY in ${createSeconds.toFixed(1)} s${mem.length < target ? ` (stopped at the ${budgetMs / 1000} s budget)` : ""}, paused in ${pauseSeconds.toFixed(1)} s; the driver's cgroup subtree (memory.usage_in_bytes incl. page cache) idle ${fmtBytes(delta(idleCg))} (anon ${fmtBytes(anon(idleCg))}), paused ${fmtBytes(delta(pausedCg))} (anon ${fmtBytes(anon(pausedCg))}), + compute's RSS growth idle ${fmtBytes(idleStats.rss - before.rss)}, paused ${fmtBytes(pausedStats.rss - before.rss)}; ${fmtBytes(per1000)} per 1,000 paused. Latency goal ${latencyMet ? "met" : "missed"}, memory goal ${memoryMet ? "met" : "missed"}.${migrationNote}`,
         raw: {
           running: base,
           resumed: res,
           explicit: exp,
           released: rel,
+          migration,
           sandboxes: mem.length,
           idleTotal,
           pausedTotal,

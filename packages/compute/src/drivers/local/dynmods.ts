@@ -14,8 +14,13 @@ export const DYNMODS_MOUNT = "/run/platform-compute-dynmods";
  * the kernel keeps that rwsem in its slow mode instead (forks and exits take
  * an atomic more), and the same writes take 0.4 ms. An empty named hierarchy
  * is mounted for it, not a remount of the host's: nothing of the host's
- * cgroups changes, and `umount` of it undoes it. It stays mounted after the
- * service ends (other drivers of the machine may rely on it).
+ * cgroups changes. It stays mounted after the service ends (other drivers of
+ * the machine may rely on it). Linux 6.18 makes the switch one-way: from the
+ * first favordynmods mount until a reboot, writes to cgroup.procs take a
+ * per-threadgroup rwsem and never wait a grace period, and an `umount` of the
+ * hierarchy does not bring the old mode back (measured on a machine where
+ * it had been mounted and unmounted since boot: 0.3 ms writes, where a grace
+ * period is 8-12 ms).
  */
 export function favorDynamicCgroupMods(): "on" | "already" | { unavailable: string } {
   if (favorDynmodsMounted()) return "already";
