@@ -256,6 +256,34 @@ print(urllib.request.urlopen("http://allowed.test/").read().decode(), end="")`,
   });
 }
 
+test("the splice relay starts with the first tunnel and ends with the proxy: an idle proxy holds no process", async () => {
+  const { readdirSync, readFileSync } = await import("node:fs");
+  const relays = () =>
+    readdirSync("/proc").filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        return stat.includes("(splice-relay-") && Number(fields[1]) === process.pid;
+      } catch {
+        return false;
+      }
+    }).length;
+  const before = relays();
+  const idle = new EgressProxy({
+    resolver: createResolver({ hosts: new Map() }),
+    protectedPorts: [],
+    events: new MemoryNetworkEventStore(),
+    spliceRelay: true,
+  });
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(relays(), before, "no relay process before any tunnel");
+  assert.equal(await idle.relaysInKernel(), true);
+  assert.equal(relays(), before + 1);
+  await idle.close();
+  for (let i = 0; i < 50 && relays() > before; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(relays(), before, "the relay ends with the proxy");
+});
+
 test("a sandbox holds at most its share of the proxy: open connections, handshake time, stored events", async () => {
   const { connect, createServer } = await import("node:net");
   const store = new MemoryNetworkEventStore();

@@ -111,19 +111,27 @@ export class EgressProxy {
   private readonly shared = new Set<Server>();
   /** Shared-listener connections not yet identified (bounded: they hold no sandbox's budget yet). */
   private readonly unidentified = new Set<Socket>();
-  private readonly splice?: Promise<SpliceRelay | undefined>;
+  /** Started at the first tunnel (an idle platform holds no relay process). */
+  private splice?: Promise<SpliceRelay | undefined>;
   /** Tunnels the splice relay holds, by upstream socket: how to end one. */
   private readonly spliced = new WeakMap<Socket, () => void>();
 
   constructor(private readonly options: EgressProxyOptions) {
     this.log = options.logger;
     this.limits = { ...PROXY_LIMITS, ...options.limits };
-    if (options.spliceRelay) this.splice = SpliceRelay.start(this.log);
+    // Compiled ahead (a no-op once built), so the first tunnel waits only for the relay's start.
+    if (options.spliceRelay) SpliceRelay.build().catch(() => {});
   }
 
-  /** Whether tunnels are relayed by the splice relay (false: by this process). */
+  private relayProcess(): Promise<SpliceRelay | undefined> | undefined {
+    if (!this.options.spliceRelay) return undefined;
+    this.splice ??= SpliceRelay.start(this.log);
+    return this.splice;
+  }
+
+  /** Whether tunnels are relayed by the splice relay (false: by this process); starts it if it is not yet. */
   async relaysInKernel(): Promise<boolean> {
-    return (await this.splice) !== undefined;
+    return (await this.relayProcess()) !== undefined;
   }
 
   /**
@@ -197,7 +205,9 @@ export class EgressProxy {
       ...[...this.sandboxes.keys()].map((id) => this.detach(id)),
       ...shared.map((server) => new Promise<void>((r) => server.close(() => r()))),
     ]);
-    await (await this.splice)?.close();
+    const splice = this.splice;
+    this.splice = undefined;
+    await (await splice)?.close();
   }
 
   /**
@@ -512,13 +522,14 @@ export class EgressProxy {
       this.record(conn, { ...dest, address, allowed: true, reason: "", egressBytes: egress, ingressBytes: ingress });
     };
     const inNode = (head: Buffer) => this.pipeInNode(client, upstream, head, count, finish);
-    if (!this.splice) {
+    const splice = this.relayProcess();
+    if (!splice) {
       inNode(first);
       return;
     }
-    void this.splice
-      .then(async (splice) => {
-        const end = await splice?.hand(client, upstream, first, {
+    void splice
+      .then(async (relay) => {
+        const end = await relay?.hand(client, upstream, first, {
           progress: count,
           ended: (taken) => {
             this.spliced.delete(upstream);

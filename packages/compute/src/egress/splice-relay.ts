@@ -24,6 +24,8 @@ interface Tunnel {
   ingress: number;
 }
 
+let built: Promise<string> | undefined;
+
 type Handle = { fd?: number; reading?: boolean; readStop?: () => number };
 
 /** The descriptor of a connected TCP socket, or undefined when Node does not expose one. */
@@ -89,11 +91,7 @@ export class SpliceRelay {
    */
   static async start(log?: Logger): Promise<SpliceRelay | undefined> {
     try {
-      const binary = await buildNative({
-        name: "splice-relay",
-        sourceDir: dirname(fileURLToPath(import.meta.url)),
-        sources: ["splice-relay.c"],
-      });
+      const binary = await SpliceRelay.build();
       const child = spawn(binary, [String(process.pid)], { stdio: ["pipe", "pipe", "pipe"] });
       let stderr = "";
       child.stderr?.on("data", (d) => {
@@ -117,6 +115,16 @@ export class SpliceRelay {
       );
       return undefined;
     }
+  }
+
+  /** The relay's binary, compiled once per process (and once per source version on the machine). */
+  static build(): Promise<string> {
+    built ??= buildNative({
+      name: "splice-relay",
+      sourceDir: dirname(fileURLToPath(import.meta.url)),
+      sources: ["splice-relay.c"],
+    });
+    return built;
   }
 
   /**
