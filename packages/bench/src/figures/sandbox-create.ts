@@ -9,7 +9,7 @@ import { lat, now, summarize } from "../stats.ts";
 export const sandboxCreate: Figure = {
   id: "sandbox-create",
   title: "sandbox create → first stdout byte at a gRPC client (local driver)",
-  goal: "p50 ≤ 20 ms, p99 ≤ 50 ms",
+  goal: "p50 ≤ 15 ms, p99 ≤ 40 ms",
   async run(stack, size) {
     const compute = await stack.compute();
     const client = computeClient(compute.urls.grpc!, await stack.tls("agents"));
@@ -44,7 +44,7 @@ export const sandboxCreate: Figure = {
       baseline: `bare bwrap \`echo hi\`: ${lat(b)}`,
       measured: lat(m),
       ratio: `p50 ${ratio(m.p50, b.p50)}`,
-      met: m.p50 <= 20 && m.p99 <= 50,
+      met: m.p50 <= 15 && m.p99 <= 40,
       notes: `${n} create+exec pairs interleaved with bare bwrap spawns and with sandbox-runtime's wrap-and-run of \`echo hi\` (initialized once: its proxies; per sample its wrap, which scans its empty workspace with ripgrep, and the bwrap it spawns through the shell); each sandbox destroyed after its sample.`,
       raw: { platform: m, baseline: b, sandboxRuntime: p },
       peers: [
