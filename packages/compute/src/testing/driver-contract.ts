@@ -389,7 +389,12 @@ export function driverContract(name: string, makeDriver: DriverFactory, cases: C
       assert.equal(settled.phase, "ready", `settled as ${JSON.stringify(settled)}`);
       const r = await collectExec(driver, spec.sandboxId, {
         command: "/bin/sh",
-        args: ["-c", "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done; head -c 300000 /dev/zero > blob; echo done"],
+        // The last sleep keeps the command alive past the first memory sample of a driver that samples
+        // (Kubernetes: /proc every 100 ms): under CI load the ~70 ms loop once ended before it.
+        args: [
+          "-c",
+          "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done; head -c 300000 /dev/zero > blob; echo done; sleep 0.3",
+        ],
       });
       const seen = () =>
         `exit ${r.completed.exitCode}, stdout ${JSON.stringify(r.stdout)}, stderr ${JSON.stringify(r.stderr.slice(0, 500))}, exec usage ${JSON.stringify(r.completed.usage)}`;
