@@ -7,10 +7,12 @@ import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import { PGlitePool } from "./pglite-pool.ts";
 import { GuardedPool, POOL_BOUNDS_DEFAULTS, type PoolBounds } from "./pool-guard.ts";
+import { installTimestamptzParser } from "./timestamptz.ts";
 
 // int8 and numeric as JS values: counters and byte sizes in this platform fit
 // in 2^53, and callers should not have to parse strings.
 pg.types.setTypeParser(20, (v) => Number(v));
+installTimestamptzParser();
 
 export type DatabaseOptions = {
   /** postgres:// URL. Absent: an embedded PGlite database. */
