@@ -26,8 +26,10 @@ test("timestamptz reads back as the same instant whatever the session's time zon
           t: Date;
           micro: Date;
         }>`select ${iso}::timestamptz as t, (${iso}::timestamptz + interval '456 microseconds') as micro`.execute(trx);
-        assert.equal((rows[0]?.t as Date).toISOString(), iso, `${zone} ${iso}`);
-        assert.equal((rows[0]?.micro as Date).toISOString(), iso, `${zone} ${iso} + 456 µs (truncated)`);
+        const row = rows[0];
+        assert.ok(row);
+        assert.equal(row.t.toISOString(), iso, `${zone} ${iso}`);
+        assert.equal(row.micro.toISOString(), iso, `${zone} ${iso} + 456 µs (truncated)`);
       }
     });
   }
