@@ -197,6 +197,8 @@ print(urllib.request.urlopen("http://allowed.test/").read().decode(), end="")`,
       const down = await curl("-o", "/dev/null", "-w", "%{size_download}", "http://allowed.test/bytes/" + size);
       const downMs = performance.now() - started;
       assert.equal(down.stdout, String(size), down.stderr);
+      // Exact once the connection has ended (the splice relay reports running totals every 200 ms).
+      await proxy.settled(sandboxId);
       const mid = proxy.counters(sandboxId);
       const ingress = mid.ingressBytes - before.ingressBytes;
       assert.ok(ingress >= size && ingress <= size * 1.01, `ingress ${ingress}`);
@@ -205,6 +207,7 @@ print(urllib.request.urlopen("http://allowed.test/").read().decode(), end="")`,
         env,
       );
       assert.equal(up.stdout, `received ${size}\n`, up.stderr);
+      await proxy.settled(sandboxId);
       const egress = proxy.counters(sandboxId).egressBytes - mid.egressBytes;
       assert.ok(egress >= size && egress <= size * 1.01, `egress ${egress}`);
       const e = await lastEvent();
