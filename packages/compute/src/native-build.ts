@@ -18,6 +18,8 @@ export interface NativeProgram {
   sources: string[];
   /** Linker arguments after the sources, e.g. ["-lseccomp"]. */
   libraries?: string[];
+  /** What a failed compile's error adds: what the machine lacks and where it comes from. */
+  whenCompileFails?: string;
 }
 
 /** The private directory compute's binaries are built in (shared by every compute of this user). */
@@ -42,7 +44,17 @@ export async function buildNative(program: NativeProgram, dir = nativeBinDir()):
   if (fs.existsSync(binary)) return binary;
   const tmp = `${binary}.${process.pid}.${Date.now()}.tmp`;
   const sources = program.sources.filter((f) => f.endsWith(".c")).map((f) => join(program.sourceDir, f));
-  await promisify(execFile)(process.env.CC ?? "cc", ["-O2", "-o", tmp, ...sources, ...(program.libraries ?? [])]);
+  try {
+    await promisify(execFile)(process.env.CC ?? "cc", ["-O2", "-o", tmp, ...sources, ...(program.libraries ?? [])]);
+  } catch (err) {
+    const first = (err as Error).message.split("\n")[0];
+    throw new Error(
+      `cannot build ${program.name} (${first})${program.whenCompileFails ? `: ${program.whenCompileFails}` : ""}`,
+      {
+        cause: err,
+      },
+    );
+  }
   fs.renameSync(tmp, binary);
   return binary;
 }

@@ -374,19 +374,17 @@ export class ExecHelper {
  * the seccomp filter it prints as raw BPF (what bwrap reads).
  */
 async function build(dir: string): Promise<HelperBuild> {
-  let binary: string;
-  try {
-    binary = await buildNative(
-      { name: "exec-helper", sourceDir: SOURCE_DIR, sources: SOURCES, libraries: ["-lseccomp"] },
-      dir,
-    );
-  } catch (err) {
-    if (/private directory/.test((err as Error).message)) throw err;
-    throw new Error(
-      `cannot build the sandbox exec helper (${(err as Error).message.split("\n")[0]}): sandboxes need a C compiler and libseccomp; install gcc, libc6-dev and libseccomp-dev (scripts/setup.sh does)`,
-      { cause: err },
-    );
-  }
+  const binary = await buildNative(
+    {
+      name: "exec-helper",
+      sourceDir: SOURCE_DIR,
+      sources: SOURCES,
+      libraries: ["-lseccomp"],
+      whenCompileFails:
+        "sandboxes need a C compiler and libseccomp; install gcc, libc6-dev and libseccomp-dev (scripts/setup.sh does)",
+    },
+    dir,
+  );
   return { binary, seccompFilter: await seccompFilterOf(binary) };
 }
 
