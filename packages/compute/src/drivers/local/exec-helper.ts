@@ -268,6 +268,9 @@ export class ExecHelper {
     child.stdout?.setEncoding("utf8");
     child.stdout?.on("data", (text: string) => this.onReport(text));
     child.on("error", (err) => this.onHelperGone(child, err));
+    // A request written while the helper is exiting (a stop) gets EPIPE: that request fails, compute goes on
+    // (unhandled, it ended compute in the middle of its close and left frozen sandboxes: fault case 6).
+    child.stdin?.on("error", (err) => this.onHelperGone(child, err));
     child.on("exit", (code, signal) => this.onHelperGone(child, new Error(`exec helper exited (${code ?? signal})`)));
     // It must not keep the service alive on its own, nor outlive it.
     child.unref();
