@@ -1,11 +1,17 @@
-import { MAX_INPUT_CHUNK_BYTES, type ComputePort } from "./compute-port.ts";
 import { randomBytes, randomUUID } from "node:crypto";
 import { Code, ComputeReason, PlatformError } from "@platform/errors";
+import { type ComputePort, MAX_INPUT_CHUNK_BYTES } from "./compute-port.ts";
 
 const MARK_VAR = "PLATFORM_E2B_PROCESS";
-/** Signals every process whose environment holds the mark ($1) with $2; never itself (its environment lacks it). */
+/**
+ * Signals every process whose environment holds the mark ($1) with $2; never itself (its environment lacks it).
+ * Exits 1 when it found none to signal.
+ */
 const SIGNAL_SCRIPT =
-  'for d in /proc/[0-9]*; do if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$1"; then kill -s "$2" "$(basename "$d")" 2>/dev/null; fi; done; exit 0';
+  'n=1; for d in /proc/[0-9]*; do if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$1"; then kill -s "$2" "$(basename "$d")" 2>/dev/null && n=0; fi; done; exit $n';
+
+/** How long a signal looks for a command that compute has not started yet before it cancels the exec instead. */
+const SIGNAL_WAIT_MS = 10_000;
 
 /** One event of a running process, as envd streams it. */
 export type ProcEvent =
@@ -111,7 +117,10 @@ export class ProcessTable {
         } else emit(proc.pty ? { type: "pty", data: ev.data } : ev);
       }
     } catch (err) {
-      end = { type: "end", exitCode: -1, status: "error", error: err instanceof Error ? err.message : String(err) };
+      end =
+        proc.signalled && proc.abort.signal.aborted
+          ? { type: "end", exitCode: -1, status: "signal: killed", error: "signal: killed" }
+          : { type: "end", exitCode: -1, status: "error", error: err instanceof Error ? err.message : String(err) };
     } finally {
       proc.ended = true;
       this.#procs.delete(proc.pid);
@@ -206,15 +215,30 @@ export class ProcessTable {
   async signal(select: { pid?: number; tag?: string }, signal: "KILL" | "TERM"): Promise<void> {
     const proc = this.#find(select);
     proc.signalled = true;
-    for await (const _ of this.compute.exec({
+    // A command started a moment ago may not be running in the sandbox yet: a scan that finds none of its
+    // processes is repeated until it finds them or the command ends (a signal once came before the command
+    // and was lost: the SDK's wait() then hung to its deadline).
+    const until = Date.now() + SIGNAL_WAIT_MS;
+    for (let delay = 10; !proc.ended; delay = Math.min(delay * 2, 200)) {
+      if ((await this.#signalMarked(proc, signal)) || proc.ended) return;
+      if (Date.now() > until) return void proc.abort.abort(new Error(`signal ${signal}`));
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+
+  /** Whether the scan found any of the command's processes to signal. */
+  async #signalMarked(proc: Proc, signal: "KILL" | "TERM"): Promise<boolean> {
+    let signalled = false;
+    for await (const ev of this.compute.exec({
       sandboxId: this.sandboxId,
       command: "/bin/sh",
       args: ["-c", SIGNAL_SCRIPT, "signal", `${MARK_VAR}=${proc.mark}`, signal],
       env: {},
       timeoutMs: 30_000,
     })) {
-      // The script's own output is of no interest.
+      if (ev.type === "completed") signalled = ev.exitCode === 0;
     }
+    return signalled;
   }
 
   /** This service's shutdown: stops streaming (compute ends the commands with the sandboxes or their deadline). */
