@@ -157,7 +157,7 @@ export const COMPUTE_SETTINGS = {
   }),
   favorDynamicCgroupMods: bool("COMPUTE_CGROUP_FAVOR_DYNMODS", {
     default: false,
-    doc: "local driver: mounts an empty cgroup hierarchy with `favordynmods` at /run/platform-compute-dynmods (kept after exit; `umount` removes it, but on Linux ≥ 6.18 the kernel keeps cheap migrations until a reboot: a one-way switch), so moving a sandbox's first process into its cgroups skips an RCU grace period (12-20 ms → 0.4 ms; a released sandbox's resume 99.9 → 38 ms). Machine-wide: forks and exits take a slightly slower path. Off by default while the fault suite's sandbox processes that outlive a stopped service are not understood (first seen with it on, later also without it)",
+    doc: "local driver: mounts an empty cgroup hierarchy with `favordynmods` at /run/platform-compute-dynmods (kept after exit; `umount` removes it, but on Linux ≥ 6.18 the kernel keeps cheap migrations until a reboot: a one-way switch), so moving a sandbox's first process into its cgroups skips an RCU grace period (12-20 ms → 0.4 ms; a released sandbox's resume 99.9 → 38 ms). Machine-wide: forks and exits take a slightly slower path (fork + exit 234 → 246 µs, within this machine's noise). Measured on a fresh boot, 2026-11-27: it moves the released resume (59.2 → 51.6 ms p50) and nothing else the bench measures (exec round trip and create → first byte place their processes ahead of time). Off by default because it changes the whole machine until a reboot, which an operator must choose",
   }),
   kubernetesNamespace: text("COMPUTE_NAMESPACE", {
     shown: "the service account's",
