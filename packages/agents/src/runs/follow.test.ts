@@ -131,3 +131,29 @@ test("a follower whose client went away ends without an event", async () => {
   assert.equal(hub.listenerCount(SESSION), 0);
   detach();
 });
+
+test("a replay reads a small first page (its first event waits for little), then full pages, every event once in order", async () => {
+  for (const n of [0, 15, 16, 17, 1000]) {
+    const log = Array.from({ length: n }, (_, i) => event(i + 1));
+    const limits: number[] = [];
+    const store = {
+      async readLog(_org: string, _session: string, after: number, limit: number) {
+        limits.push(limit);
+        const session = { id: SESSION, orgId: ORG, status: "idle", lastSeq: n } as unknown as Session;
+        return { session, events: log.filter((e) => e.seq > after).slice(0, limit) };
+      },
+    } as unknown as Store;
+    const seqs: number[] = [];
+    for await (const e of new Followers(store, new EventHub(), 1).follow(ORG, SESSION, 0)) seqs.push(e.seq);
+    assert.deepEqual(
+      seqs,
+      log.map((e) => e.seq),
+      `all ${n} events, in order`,
+    );
+    assert.ok(limits[0]! <= 16, `first read asks ${limits[0]} rows`);
+    assert.ok(
+      limits.slice(1).every((l) => l >= 250),
+      `the reads after the first are full pages: ${limits.join(",")}`,
+    );
+  }
+});

@@ -30,6 +30,13 @@ type Poll = { timer: NodeJS.Timeout; followers: number; busy: boolean };
  * runs), garbage awaiting a full GC.
  */
 const REPLAY_PAGE = 250;
+/**
+ * The first read of a follow: what a client waits for before its first event.
+ * A full page there made the first event of a long log ~2.5× slower than that
+ * of a 10-event one (9 vs 3.6 ms: 250 rows read and parsed before the first
+ * is written); the pages after it are full ones.
+ */
+const FIRST_PAGE = 16;
 /** Events published to a follower that it may hold before it reads the log instead. */
 const INBOX_LIMIT = 1000;
 
@@ -104,17 +111,17 @@ export class Followers {
     options.signal?.addEventListener("abort", onAbort, { once: true });
     let unwatch: (() => void) | undefined;
     try {
-      const read = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
+      const read = await store.readLog(orgId, sessionId, last, FIRST_PAGE);
       if (!read) throw PlatformError.notFound("session not found");
       if (!queued) runId ??= read.session.activeRunId ?? read.session.lapsedRunId;
       // The stored log in pages: a long one is never one big read and parse.
-      for (let page = read.events; ; ) {
+      for (let page = read.events, asked = FIRST_PAGE; ; asked = REPLAY_PAGE) {
         for (const event of page) {
           if (shown(event)) yield event;
           last = event.seq;
           if (runId && event.runId === runId && isTerminal(event)) return;
         }
-        if (page.length < REPLAY_PAGE) break;
+        if (page.length < asked) break;
         const more = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
         if (!more) return;
         page = more.events;
