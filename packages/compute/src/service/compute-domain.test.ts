@@ -201,6 +201,47 @@ describe("ComputeDomain", () => {
     assert.equal(driver.execs - execs, 2);
   });
 
+  test("an exec on a sandbox the driver holds paused: its resume starts before the record is read, one read, one resume", async () => {
+    const { domain, driver, store } = setup();
+    await domain.start();
+    const { sandboxId } = await domain.createSandbox(ids());
+    driver.set(sandboxId, { phase: "ready" });
+    await drain(domain.execCommand({ sandboxId, command: "/bin/x", signal: AbortSignal.abort() }));
+    await domain.pauseSandbox(sandboxId);
+    await new Promise((r) => setTimeout(r, 20));
+    // The record's reads are held until the test lets them go.
+    const get = store.get.bind(store);
+    let reads = 0;
+    let letGo = () => {};
+    const held = new Promise<void>((r) => {
+      letGo = r;
+    });
+    store.get = async (id) => {
+      reads++;
+      await held;
+      return get(id);
+    };
+    const [observes, execs] = [driver.observes, driver.execs];
+    const exec = drain(domain.execCommand({ sandboxId, command: "/bin/x", signal: AbortSignal.abort() }));
+    const until = Date.now() + 2000;
+    while (driver.resumes === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
+    // A released local sandbox's resume is a new start (~40 ms): it must not wait behind the read.
+    assert.equal(driver.resumes, 1, "the driver's resume started while the record was being read");
+    assert.equal(reads, 1);
+    letGo();
+    const events = await exec;
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ["stdout", "completed"],
+    );
+    await domain.settle();
+    assert.deepEqual([reads, driver.resumes, driver.execs - execs, driver.observes - observes], [1, 1, 1, 1]);
+    const record = await get(sandboxId);
+    assert.equal(record?.status, "READY");
+    assert.ok((record?.pausedMs ?? 0) >= 15, `paused time counted (${record?.pausedMs} ms)`);
+    assert.equal(record?.pausedAt, null);
+  });
+
   test("a sandbox failing while an exec waits gives FAILED_PRECONDITION; the failure reason is stored", async () => {
     const { domain, driver, store } = setup();
     await domain.start();

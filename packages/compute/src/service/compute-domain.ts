@@ -705,21 +705,39 @@ export class ComputeDomain {
    * READY, or whatever it became meanwhile (destroyed by a destroy that went
    * first, resumed by another call) for the caller to judge.
    */
-  private async resume(seen: SandboxRecord, signal?: AbortSignal): Promise<SandboxRecord> {
-    const id = seen.id;
+  private async resume(
+    id: string,
+    seen: SandboxRecord | Promise<SandboxRecord>,
+    signal?: AbortSignal,
+  ): Promise<SandboxRecord> {
+    if (seen instanceof Promise) seen.catch(() => {}); // judged below, after the lock
     // Uncontended (the common case: an exec on a sandbox idle long enough to pause), the record just read holds.
     const contended = this.ops.busy(id);
     const release = await this.ops.acquire(id);
     let released = false;
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new Error("ready timeout")), this.readyTimeoutMs);
     try {
-      const record = contended ? await this.reconcile(await this.record(id)) : seen;
-      if (record.status !== "PAUSED") return record;
-      const deadline = new AbortController();
-      const timer = setTimeout(() => deadline.abort(new Error("ready timeout")), this.readyTimeoutMs);
       const waitSignal = signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal;
+      // The record still being read (runnable's fast path): the driver resumes meanwhile.
+      const resuming = !contended && seen instanceof Promise ? this.driver.resume(id, waitSignal) : undefined;
+      resuming?.catch(() => {});
+      let record: SandboxRecord;
+      try {
+        record = contended ? await this.reconcile(await this.record(id)) : await seen;
+      } catch (err) {
+        await resuming?.catch(() => {});
+        throw err;
+      }
+      if (record.status !== "PAUSED") {
+        if (!resuming) return record;
+        // Not what the driver held: whatever it is once the driver's resume is over.
+        await resuming.catch(() => {});
+        return this.reconcile(await this.record(id));
+      }
       let observation: SandboxObservation;
       try {
-        observation = await this.driver.resume(id, waitSignal);
+        observation = await (resuming ?? this.driver.resume(id, waitSignal));
       } catch (err) {
         if (deadline.signal.aborted)
           throw PlatformError.deadlineExceeded("sandbox did not resume in time", ComputeReason.readyTimeout);
@@ -727,8 +745,6 @@ export class ComputeDomain {
         if (err instanceof PlatformError && err.code === Code.FailedPrecondition)
           return this.reconcile(await this.record(id));
         throw PlatformError.internal("resuming the sandbox failed", err);
-      } finally {
-        clearTimeout(timer);
       }
       if (observation.phase !== "ready") return (await this.persistPhase(id, observation)) ?? record;
       // max_runtime counts running time: this pause is left out of it from now on (also after a restart).
@@ -741,6 +757,7 @@ export class ComputeDomain {
       this.track(write.finally(release));
       return { ...record, status: "READY", pausedAt: null, pausedMs };
     } finally {
+      clearTimeout(timer);
       if (!released) release();
     }
   }
@@ -764,9 +781,20 @@ export class ComputeDomain {
    * paused, waited for if it is starting (as ExecCommand waits for STARTING).
    */
   private async runnable(sandboxId: string, signal?: AbortSignal): Promise<SandboxRecord> {
-    await this.ops.idle(sandboxId.toLowerCase());
-    let record = await this.reconcile(await this.record(sandboxId));
-    if (record.status === "PAUSED") record = await this.resume(record, signal);
+    const id = sandboxId.toLowerCase();
+    await this.ops.idle(id);
+    let record: SandboxRecord;
+    // Every change reaches the driver before the record, so a driver that holds the
+    // sandbox paused (an exec on one idle long enough) is believed at once: its resume
+    // starts now and the record is read meanwhile instead of before it, with no
+    // reconcile (the read is 2-3 ms of a released sandbox's ~50 ms resume here).
+    const paused =
+      this.mountPaths.has(id) && (await this.driver.observe(id).catch(() => undefined))?.phase === "paused";
+    if (paused && !this.ops.busy(id)) record = await this.resume(id, this.record(sandboxId), signal);
+    else {
+      record = await this.reconcile(await this.record(sandboxId));
+      if (record.status === "PAUSED") record = await this.resume(record.id, record, signal);
+    }
     if (record.status === "STARTING") record = await this.settled(record, signal);
     if (record.status !== "READY") throw notRunnable(record);
     return record;

@@ -200,6 +200,7 @@ export class LocalDriver implements SandboxDriver {
         this.launcher.createCgroup(live); // as it was, unless something removed it meanwhile
         this.launcher.start(live, true);
       },
+      prepareStart: () => this.launcher.prepareSpare(),
       network: this.network,
       releaseAfterMs: options.releasePausedAfterMs ?? RELEASE_PAUSED_AFTER_MS,
       log: options.logger,
@@ -414,6 +415,7 @@ export class LocalDriver implements SandboxDriver {
   async close(): Promise<void> {
     clearInterval(this.sampler);
     this.closed = true;
+    this.launcher.close();
     const started = performance.now();
     const warm = await this.warmSandboxes.close();
     const warmMs = performance.now() - started;

@@ -44,6 +44,8 @@ export interface PauseDeps<S extends Pausable> {
    * closing, since nothing would end it.
    */
   startAgain(live: S): void;
+  /** Gets ready for a released sandbox's start (launch.ts's spare launcher); off any caller's path. */
+  prepareStart?(): void;
   network?: Pick<SandboxNetwork, "stop">;
   /** How long a paused sandbox stays frozen before its processes are ended. */
   releaseAfterMs: number;
@@ -126,6 +128,7 @@ export class Pauser<S extends Pausable> {
       live.released = true;
       await this.deps.network?.stop(live.spec.sandboxId);
       live.cgroup.reclaimMemory();
+      this.deps.prepareStart?.();
     } finally {
       live.stopping = undefined;
     }
