@@ -7,7 +7,7 @@ import { envelopeOf } from "../envelope.ts";
 import { createGrpcDirect } from "../grpc/grpc-direct.ts";
 import { HealthRegistry, ServingStatus } from "../health/health.ts";
 import { ShutdownHooks } from "../http/shutdown-hooks.ts";
-import { metricsEndpoint } from "../metrics/metrics-endpoint.ts";
+import { METRICS_PATH, metricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { routeLabeler } from "../metrics/route-label.ts";
 import { metricsInterceptor } from "../metrics/rpc-interceptor.ts";
 import { ServerMetrics } from "../metrics/server-metrics.ts";
@@ -27,6 +27,23 @@ import { requestIdsMixin } from "./log-ids.ts";
 import type { Server, ServerOptions } from "./options.ts";
 import { requestInfoMaker } from "./request-info.ts";
 import { createRequestEntry } from "./requests.ts";
+
+/**
+ * ServerOptions.shed as the request entry asks it, before dispatch: never
+ * for what dispatch serves ahead of its shed step (the health endpoints,
+ * /metrics and the documents on GET and HEAD) nor for procedure paths.
+ */
+function earlyShed(
+  shed: NonNullable<ServerOptions["shed"]>,
+  procedures: ReadonlyMap<string, unknown>,
+  documents: readonly string[],
+): NonNullable<ServerOptions["shed"]> {
+  const served = new Set(["/livez", "/healthz", "/readyz", METRICS_PATH, ...documents]);
+  return (req, path) =>
+    procedures.has(path) || ((req.method === "GET" || req.method === "HEAD") && served.has(path))
+      ? undefined
+      : shed(req, path);
+}
 
 export type { ListenResult, Server, ServerOptions, ServiceRegistration } from "./options.ts";
 
@@ -146,6 +163,7 @@ export function createServer(options: ServerOptions): Server {
     },
     closing: () => connections.closing,
     closeIdle: () => connections.closeIdle(),
+    shed: options.shed && earlyShed(options.shed, connect.byPath, Object.keys(options.documents ?? {})),
     dispatch: createDispatch({
       name: options.name,
       envelope,

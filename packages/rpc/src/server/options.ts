@@ -92,9 +92,12 @@ export interface ServerOptions {
    * password hashing queue is full). Under a storm every request costs the
    * event loop its routing, body parsing and interceptors; a refusal here
    * skips them, so the loop gets through the listen queue several times
-   * faster. Called after CORS and the health endpoints, never for those; it
-   * must be cheap (it may return one shared error object). REST/HTTP paths:
-   * a gRPC or Connect call is never passed to it.
+   * faster. Never called for the health endpoints, /metrics or the
+   * documents, nor for a gRPC or Connect call. An HTTP/1.1 request without
+   * an Origin is offered to it as it enters, before its ids' context, trace
+   * context and access log line are made (requests.ts earlyRefusals: its
+   * refusals are logged as counts); any other after CORS. It must be cheap
+   * and may return one shared error object (its rendering is kept).
    */
   shed?: (req: NodeRequest, path: string) => PlatformError | undefined;
   /**
