@@ -10,11 +10,12 @@ import {
 import { Code, ConnectError, type ContextValues, type Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { contentTypeProto, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { whenOpened } from "../calls/open-stream.ts";
+import { requestLimitOf } from "../calls/request-limit.ts";
 import { boundConnectError } from "../error-bounds.ts";
 import { callAbort, drained, headerOf, headersOf, isGone } from "../http/node-io.ts";
-import { whenOpened } from "../calls/open-stream.ts";
 import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
-import { requestLimitOf } from "../calls/request-limit.ts";
+import { encodeEnveloped } from "./spliced-encoding.ts";
 
 export interface GrpcDirectOptions {
   services: DescService[];
@@ -172,18 +173,14 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
 export type GrpcDirect = ReturnType<typeof createGrpcDirect>;
 
 /**
- * Writes one enveloped message. A large one goes out as its 5-byte prefix
- * and the encoded bytes as they are, sparing a copy of each MiB of exec
- * output; small ones stay one write (one DATA frame).
+ * Writes one enveloped message: exec output's bytes go out as the handler
+ * gave them, never copied (spliced-encoding.ts), so a handler must not
+ * change bytes it has yielded.
  */
 function writeMessage(res: http2.Http2ServerResponse, method: DirectMethod, message: Message): boolean {
-  const body = toBinary(method.output, message);
-  if (body.length < 64 * 1024) return res.write(envelope(method, message, body));
-  const prefix = Buffer.allocUnsafe(5);
-  prefix[0] = 0;
-  prefix.writeUInt32BE(body.length, 1);
-  res.write(prefix);
-  return res.write(body);
+  let ok = true;
+  for (const piece of encodeEnveloped(method.output, message)) ok = res.write(piece);
+  return ok;
 }
 
 function envelope(method: DirectMethod, message: Message, body = toBinary(method.output, message)): Buffer {
