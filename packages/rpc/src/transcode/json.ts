@@ -1,11 +1,11 @@
 import {
   type DescField,
   type DescMessage,
+  fromJson,
   type JsonObject,
   type JsonValue,
   type Message,
   ScalarType,
-  fromJson,
   toJson,
 } from "@bufbuild/protobuf";
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
@@ -256,7 +256,8 @@ function fillNulls(desc: DescMessage, json: JsonValue): void {
   }
 }
 
-const int64Scalars = new Set([
+/** The 64-bit integer scalars (JSON strings in proto3 JSON; numbers in our output when safe). */
+export const int64Scalars = new Set([
   ScalarType.INT64,
   ScalarType.UINT64,
   ScalarType.SINT64,

@@ -8,7 +8,7 @@ import {
   ScalarType,
 } from "@bufbuild/protobuf";
 import { SseData, type SseEvent, type SseStream, sse_event } from "@platform/gen/platform/api/v1/options_pb";
-import { messageToJson, type OutputJsonOptions } from "./json.ts";
+import { int64Scalars, messageToJson, type OutputJsonOptions } from "./json.ts";
 
 /** One SSE event ready to write, and whether the stream ends after it. */
 export interface SseFrame {
@@ -130,20 +130,13 @@ export class SseFramer {
   }
 }
 
-/** Integer scalars whose zero is `0` (protobuf-es: number) or `0n` (bigint). */
+/** 32-bit integer scalars (protobuf-es: number, zero `0`); the 64-bit ones are json.ts's. */
 const int32Scalars = new Set([
   ScalarType.INT32,
   ScalarType.UINT32,
   ScalarType.SINT32,
   ScalarType.FIXED32,
   ScalarType.SFIXED32,
-]);
-const int64Scalars = new Set([
-  ScalarType.INT64,
-  ScalarType.UINT64,
-  ScalarType.SINT64,
-  ScalarType.FIXED64,
-  ScalarType.SFIXED64,
 ]);
 
 /**
