@@ -4,10 +4,11 @@
 // setting (or binds 0.0.0.0 / ::) shows up in the kernel's socket tables.
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { seedEmbeddedDatabases } from "./testing/embedded-databases.ts";
 import { freePort } from "./testing/platform-stack.ts";
 import { ProcessGroup } from "./testing/process-group.ts";
 import { processTree } from "./testing/process-tree.ts";
@@ -23,6 +24,7 @@ let output = "";
 before(
   async () => {
     dir = mkdtempSync(join(tmpdir(), "listen-host-"));
+    await seedEmbeddedDatabases(join(dir, "data"));
     const [identity, identityGrpc, compute, agents, agentsGrpc, router] = [
       await freePort(HOST),
       await freePort(HOST),

@@ -4,9 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { serviceTlsFiles } from "@platform/pki";
 import { type ProbeTls, probe } from "../launcher/supervisor.ts";
+import { seedEmbeddedDatabases } from "../testing/embedded-databases.ts";
 import { freePort } from "../testing/platform-stack.ts";
-import { processTree } from "../testing/process-tree.ts";
 import { ProcessGroup } from "../testing/process-group.ts";
+import { processTree } from "../testing/process-tree.ts";
 
 const root = new URL("../../../../", import.meta.url).pathname;
 
@@ -73,6 +74,7 @@ export class FaultPlatform {
       platform.#ports[name] = String(p);
     }
     process.once("exit", platform.#reap);
+    if (!options.databaseUrl) await seedEmbeddedDatabases(platform.dataDir);
     await options.prepare?.(platform.dataDir);
     await platform.launch();
     return platform;
@@ -98,7 +100,8 @@ export class FaultPlatform {
       ...(this.options.databaseUrl ? { DATABASE_URL: this.options.databaseUrl } : {}),
       ...this.options.env,
     };
-    const child = spawn(process.execPath, ["--import", "tsx", join(root, "packages/platform/src/main.ts")], {
+    // What scripts/run.sh runs: the launcher and its services from their bundles.
+    const child = spawn(process.execPath, [join(root, "packages/platform/bin/start.mjs")], {
       cwd: root,
       env,
       detached: true,
@@ -165,6 +168,8 @@ export class FaultPlatform {
       if (pid === launcher) continue;
       const cmd = cmdline(pid);
       if (cmd.includes(SERVICE_ENTRIES[name]) && cmd.includes("--import")) return pid;
+      // Run from its bundle (launcher/bundles.ts): <cache>/platform-bundles/<build>/<name>.mjs.
+      if (new RegExp(`/platform-bundles/[0-9a-f]+/${name}\\.mjs( |$)`).test(cmd)) return pid;
     }
     return undefined;
   }

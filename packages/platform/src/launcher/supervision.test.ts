@@ -6,16 +6,17 @@
 // up loudly, stop everything and exit 1.
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { readdirSync, readFileSync, rmSync, statSync, mkdtempSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { seedEmbeddedDatabases } from "../testing/embedded-databases.ts";
 import { freePort } from "../testing/platform-stack.ts";
-import { processTree } from "../testing/process-tree.ts";
 import { ProcessGroup } from "../testing/process-group.ts";
+import { processTree } from "../testing/process-tree.ts";
 import type { PlatformFile } from "./status-file.ts";
-import { probe, type ProbeTls } from "./supervisor.ts";
+import { type ProbeTls, probe } from "./supervisor.ts";
 
 const root = new URL("../../../..", import.meta.url).pathname;
 const HOST = "127.0.0.1";
@@ -62,6 +63,7 @@ before(
   async () => {
     dir = mkdtempSync(join(tmpdir(), "supervision-"));
     data = join(dir, "data");
+    await seedEmbeddedDatabases(data);
     const ports: number[] = [];
     while (ports.length < 6) {
       const p = await freePort(HOST);

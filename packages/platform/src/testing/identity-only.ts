@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { seedPgliteDataDir } from "@platform/db/testing";
 import { freePort } from "./platform-stack.ts";
 
 const root = new URL("../../../../", import.meta.url).pathname;
@@ -20,6 +21,7 @@ export type CliResult = { code: number | null; stdout: string; stderr: string };
  */
 export async function startIdentityOnly() {
   const dir = mkdtempSync(join(tmpdir(), "platform-teams-"));
+  await seedPgliteDataDir(join(dir, "identity"));
   const [rest, grpc] = [await freePort("127.0.0.1"), await freePort("127.0.0.1")];
   const url = `http://127.0.0.1:${rest}`;
   let logs = "";

@@ -4,6 +4,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { seedEmbeddedDatabases } from "./embedded-databases.ts";
 
 const root = new URL("../../../../", import.meta.url).pathname;
 
@@ -61,6 +62,7 @@ export async function startPlatform(options: { env?: Record<string, string> } = 
   const dataDir = mkdtempSync(join(tmpdir(), "platform-cli-"));
   // The sandbox's mapped user must traverse it (mkdtemp makes 0700).
   chmodSync(dataDir, 0o755);
+  await seedEmbeddedDatabases(dataDir);
   const ports: number[] = [];
   while (ports.length < 6) {
     const p = await freePort(host);

@@ -1,4 +1,4 @@
-import { readFileSync, readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 /** The pid and every descendant of it, read from /proc. */
 export function processTree(rootPid: number): number[] {
