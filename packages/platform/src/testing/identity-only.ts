@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { seedPgliteDataDir } from "@platform/db/testing";
 import { freePort } from "./platform-stack.ts";
+import { serviceBundles } from "./service-bundles.ts";
 
 const root = new URL("../../../../", import.meta.url).pathname;
 const bin = new URL("../../bin/platform.mjs", import.meta.url).pathname;
@@ -25,30 +26,26 @@ export async function startIdentityOnly() {
   const [rest, grpc] = [await freePort("127.0.0.1"), await freePort("127.0.0.1")];
   const url = `http://127.0.0.1:${rest}`;
   let logs = "";
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ["--import", "tsx", join(root, "packages/identity/src/main.ts")],
-    {
-      cwd: root,
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOST: "127.0.0.1",
-        LOG_LEVEL: "warn",
-        SHUTDOWN_TIMEOUT: "2s",
-        INTERNAL_TLS: "off",
-        SERVER_PORT: String(rest),
-        IDENTITY_GRPC_PORT: String(grpc),
-        IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
-        IDENTITY_DATA_DIR: join(dir, "identity"),
-        ARGON2_MEMORY_KIB: "1024",
-        ARGON2_TIME_COST: "1",
-        BOOTSTRAP_OWNER_EMAIL: IDENTITY_OWNER.email,
-        BOOTSTRAP_OWNER_PASSWORD: IDENTITY_OWNER.password,
-        BOOTSTRAP_ORG_NAME: "First Org",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+  const child: ChildProcess = spawn(process.execPath, [(await serviceBundles()).identity as string], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      SHUTDOWN_TIMEOUT: "2s",
+      INTERNAL_TLS: "off",
+      SERVER_PORT: String(rest),
+      IDENTITY_GRPC_PORT: String(grpc),
+      IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),
+      IDENTITY_DATA_DIR: join(dir, "identity"),
+      ARGON2_MEMORY_KIB: "1024",
+      ARGON2_TIME_COST: "1",
+      BOOTSTRAP_OWNER_EMAIL: IDENTITY_OWNER.email,
+      BOOTSTRAP_OWNER_PASSWORD: IDENTITY_OWNER.password,
+      BOOTSTRAP_ORG_NAME: "First Org",
     },
-  );
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   child.stdout!.on("data", (c: Buffer) => (logs += c));
   child.stderr!.on("data", (c: Buffer) => (logs += c));
   const reap = () => child.kill("SIGKILL");

@@ -4,9 +4,9 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ensureBundles } from "../launcher/bundles.ts";
-import { SERVICE_ENTRIES } from "../launcher/services.ts";
+import type { SERVICE_ENTRIES } from "../launcher/services.ts";
 import { seedEmbeddedDatabases } from "./embedded-databases.ts";
+import { serviceBundles } from "./service-bundles.ts";
 
 const root = new URL("../../../../", import.meta.url).pathname;
 
@@ -30,20 +30,6 @@ export type PlatformStack = {
   logs(): string;
   stop(): Promise<void>;
 };
-
-/**
- * The services as `bash scripts/run.sh` runs them: bundles of their sources
- * on plain Node (launcher/bundles.ts), the same build bin/start.mjs makes and
- * caches. Under tsx each service also ran a loader thread and transpiled its
- * modules as they loaded: ~2 s more CPU a platform start.
- */
-async function serviceBundles(): Promise<Record<string, string>> {
-  const { paths } = await ensureBundles({
-    launcher: join(root, "packages/platform/src/main.ts"),
-    ...SERVICE_ENTRIES,
-  });
-  return paths;
-}
 
 /**
  * A port free on `host` now, below the kernel's ephemeral range
