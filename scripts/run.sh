@@ -8,4 +8,4 @@ bash scripts/setup.sh
 # background on the first start; set COMPUTE_DEFAULT_IMAGE_PACKAGES= (empty) to
 # keep sandboxes on the host's /usr.
 export COMPUTE_DEFAULT_IMAGE_PACKAGES="${COMPUTE_DEFAULT_IMAGE_PACKAGES-python3,nodejs,git}"
-exec node --import tsx packages/platform/src/main.ts "$@"
+exec node packages/platform/bin/start.mjs "$@"

@@ -61,8 +61,7 @@ export async function createDriver(
       refuseUnknownImages: config.unknownImage === "refuse",
     });
   }
-  const path = "./drivers/kubernetes/index.ts";
-  const mod = (await import(path)) as {
+  const mod = (await import("./drivers/kubernetes/index.ts")) as {
     createKubernetesDriver?: (o: {
       config: ComputeConfig;
       logger: Logger;

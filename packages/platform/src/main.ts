@@ -7,6 +7,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { listSettingsIfAsked } from "@platform/config";
 import { ensurePki } from "@platform/pki";
+import { BUNDLES_ENV, bundlesFromEnv } from "./launcher/bundles.ts";
 import { LAUNCHER_SETTINGS, loadLauncherConfig } from "./launcher/config.ts";
 import { loadOrCreateSecrets } from "./launcher/secrets.ts";
 import { RotatingFile, redactor, ServiceLog } from "./launcher/service-log.ts";
@@ -39,6 +40,10 @@ async function main(): Promise<void> {
   const pki = await ensurePki(join(config.dataDir, "tls"), { hosts: [config.host] });
   if (pki.issued.length > 0) log(`platform: issued certificates in ${pki.dir}: ${pki.issued.join(", ")}`);
   const { services, endpoints } = platformServices(config, secrets, pki.files);
+  // Set by bin/start.mjs (run.sh); the services must not inherit it.
+  const bundles = bundlesFromEnv(process.env);
+  delete process.env[BUNDLES_ENV];
+  for (const service of services) service.bundle = bundles[service.name];
   const operator = pki.files("operator");
   const probeTls = {
     ca: readFileSync(operator.caFile),

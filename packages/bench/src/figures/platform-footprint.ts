@@ -269,7 +269,7 @@ export const platformFootprint: Figure = {
         ratio: `${(idle.total.rss / GOAL_BYTES).toFixed(2)}× the goal`,
         met,
         notes: [
-          `Every process of \`bash scripts/run.sh\` (launcher, identity, compute, agents, runtime router, and what each starts: tsx's esbuild, sandboxes, tenant workers), embedded PGlite in a fresh data directory${size === "quick" ? " (toy size: each service's empty cluster copied in, not made by a first start)" : ""}; MiB.`,
+          `Every process of \`bash scripts/run.sh\` (launcher, identity, compute, agents, runtime router, and what each starts: sandboxes, tenant workers, tsx's esbuild where a process runs through tsx), embedded PGlite in a fresh data directory${size === "quick" ? " (toy size: each service's empty cluster copied in, not made by a first start)" : ""}; MiB.`,
           `First start, empty database, ${settleMs / 1000} s after up: ${mib(first.total.rss)} RSS, PSS ${mib(first.total.pss)}: ${perService(first)}.`,
           ...(restart
             ? [

@@ -8,6 +8,15 @@ import type { ServiceSpec } from "./supervisor.ts";
 
 const root = new URL("../../../..", import.meta.url).pathname;
 
+/** Each service's entry, by the name the launcher gives it. */
+export const SERVICE_ENTRIES = {
+  identity: join(root, "packages/identity/src/main.ts"),
+  compute: join(root, "packages/compute/src/main.ts"),
+  agents: join(root, "packages/agents/src/main.ts"),
+  runtime: join(root, "packages/runtime/src/router/main.ts"),
+  e2b: join(root, "packages/e2b-compat/src/main.ts"),
+} as const;
+
 /**
  * The four services of the embedded shape, in start order, with their
  * settings. `tls(name)` is a service's certificate in the launcher's PKI:
@@ -52,7 +61,7 @@ export function platformServices(
   const services: ServiceSpec[] = [
     {
       name: "identity",
-      entry: join(root, "packages/identity/src/main.ts"),
+      entry: SERVICE_ENTRIES.identity,
       ...pglite,
       // The internal port listens last: once it answers, both do.
       readyUrl: `${endpoints.identityGrpc}/livez`,
@@ -73,7 +82,7 @@ export function platformServices(
     },
     {
       name: "compute",
-      entry: join(root, "packages/compute/src/main.ts"),
+      entry: SERVICE_ENTRIES.compute,
       ...pglite,
       readyUrl: `${endpoints.computeGrpc}/livez`,
       // Ctrl-C stops the sandboxes too; a session's next tool call after a
@@ -88,7 +97,7 @@ export function platformServices(
     },
     {
       name: "agents",
-      entry: join(root, "packages/agents/src/main.ts"),
+      entry: SERVICE_ENTRIES.agents,
       ...pglite,
       readyUrl: `${endpoints.agentsGrpc}/livez`,
       env: {
@@ -104,7 +113,7 @@ export function platformServices(
     },
     {
       name: "runtime",
-      entry: join(root, "packages/runtime/src/router/main.ts"),
+      entry: SERVICE_ENTRIES.runtime,
       readyUrl: `${endpoints.router}/livez`,
       env: {
         ...common,
@@ -127,7 +136,7 @@ export function platformServices(
     endpoints.e2b = url(ports.e2b);
     services.push({
       name: "e2b",
-      entry: join(root, "packages/e2b-compat/src/main.ts"),
+      entry: SERVICE_ENTRIES.e2b,
       readyUrl: `${url(ports.e2b)}/livez`,
       env: {
         ...common,

@@ -8,8 +8,10 @@ import type { ServiceLog } from "./service-log.ts";
 /** One service process of the embedded shape. */
 export type ServiceSpec = {
   name: string;
-  /** TypeScript entry, run through tsx. */
+  /** TypeScript entry, run through tsx when there is no bundle. */
   entry: string;
+  /** The entry built into plain JavaScript (launcher/bundles.ts), run by Node alone. */
+  bundle?: string;
   /** Node's own options before the entry (V8 flags NODE_OPTIONS does not take). */
   nodeArgs?: string[];
   env: Record<string, string>;
@@ -153,7 +155,8 @@ export class Supervisor {
   }
 
   #spawn(s: Supervised): ChildProcess {
-    const child = spawn(process.execPath, [...(s.spec.nodeArgs ?? []), "--import", "tsx", s.spec.entry], {
+    const run = s.spec.bundle ? [s.spec.bundle] : ["--import", "tsx", s.spec.entry];
+    const child = spawn(process.execPath, [...(s.spec.nodeArgs ?? []), ...run], {
       env: { ...process.env, ...s.spec.env },
       stdio: ["ignore", "pipe", "pipe"],
     });

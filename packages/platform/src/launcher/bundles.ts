@@ -1,0 +1,255 @@
+import { createHash } from "node:crypto";
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { createRequire, isBuiltin } from "node:module";
+import { extname, join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const root = new URL("../../../..", import.meta.url).pathname;
+
+/** Not in the repository: node_modules is never committed, and a fresh install starts without it. */
+export const BUNDLE_CACHE = join(root, "node_modules/.cache/platform-bundles");
+
+/** What else decides the bundles' bytes besides their inputs. A change here makes every cached build stale. */
+const RECIPE = `esm splitting keepNames v1 node ${process.version}`;
+
+/** Old builds are removed once they are this old (a service being restarted may still be reading one). */
+const KEEP_OLD_MS = 60 * 60 * 1000;
+
+/** The launcher hands its services' bundles to main.ts in this variable (bin/start.mjs sets it). */
+export const BUNDLES_ENV = "PLATFORM_SERVICE_BUNDLES";
+
+type Manifest = {
+  recipe: string;
+  /** Every workspace file that went in (absolute path) and the sha256 of the bytes read. */
+  inputs: Record<string, string>;
+  /** The node_modules files the bundles import by absolute path: a reinstall may move them. */
+  externals: string[];
+  /** Directory of the build in the cache, and each entry's file in it. */
+  dir: string;
+  entries: Record<string, string>;
+};
+
+const sha256 = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
+
+const LOADERS: Record<string, "ts" | "json" | "js"> = { ".ts": "ts", ".mts": "ts", ".cts": "ts", ".json": "json" };
+
+/**
+ * Each entry (name → TypeScript file) and the workspace sources it imports
+ * as ES modules in one directory of `cacheDir`, so its process runs on plain
+ * Node: under tsx every process also holds a loader thread with its own V8
+ * isolate, tsx and esbuild's JavaScript, and each module's transpiled text
+ * with an inline source map (~35-50 MiB resident per process). Packages from
+ * node_modules stay outside, imported by absolute path, as Node itself would
+ * resolve them; a dynamic import() becomes a chunk loaded when it runs, so
+ * what a service loads lazily stays lazy. Each workspace file keeps its own
+ * import.meta.url (the path of its source), so what it finds beside itself
+ * it still finds. Built again when any input changed or went missing.
+ */
+export async function ensureBundles(
+  entries: Record<string, string>,
+  cacheDir = BUNDLE_CACHE,
+): Promise<{ paths: Record<string, string>; built: boolean }> {
+  const manifestPath = join(cacheDir, `manifest-${sha256(JSON.stringify(entries)).slice(0, 12)}.json`);
+  const current = await readManifest(manifestPath);
+  if (current && current.recipe === RECIPE && (await unchanged(current))) {
+    const paths = Object.fromEntries(
+      Object.entries(current.entries).map(([name, file]) => [name, join(cacheDir, current.dir, file)]),
+    );
+    if ((await Promise.all(Object.values(paths).map(exists))).every(Boolean)) return { paths, built: false };
+  }
+  const { files, inputs, externals } = await build(entries);
+  const dir = sha256(files.map((f) => `${f.name}\0${sha256(f.bytes)}`).join("\n")).slice(0, 16);
+  await mkdir(cacheDir, { recursive: true });
+  const target = join(cacheDir, dir);
+  if (!(await exists(target))) {
+    const tmp = `${target}.${process.pid}.tmp`;
+    await rm(tmp, { recursive: true, force: true });
+    await mkdir(tmp);
+    for (const f of files) await writeFile(join(tmp, f.name), f.bytes);
+    // Another process may have written the same bytes first.
+    await rename(tmp, target).catch(() => rm(tmp, { recursive: true, force: true }));
+  }
+  const names = Object.fromEntries(Object.keys(entries).map((name) => [name, `${name}.mjs`]));
+  const manifest: Manifest = { recipe: RECIPE, inputs, externals, dir, entries: names };
+  await atomicWrite(manifestPath, `${JSON.stringify(manifest)}\n`);
+  await removeOld(cacheDir, dir);
+  return { paths: Object.fromEntries(Object.keys(entries).map((n) => [n, join(target, `${n}.mjs`)])), built: true };
+}
+
+/** The bundles bin/start.mjs built for the services, by service name (empty when the launcher runs under tsx). */
+export function bundlesFromEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+  const value = env[BUNDLES_ENV];
+  if (!value) return {};
+  const parsed = JSON.parse(value) as unknown;
+  return typeof parsed === "object" && parsed !== null ? (parsed as Record<string, string>) : {};
+}
+
+const SKIP = Symbol("resolving");
+const IMPORT_META_URL = /(?<![\w$.])import\.meta\.url(?![\w$])/g;
+
+async function build(entries: Record<string, string>) {
+  const esbuild = loadEsbuild();
+  const inputs: Record<string, string> = {};
+  const externals = new Set<string>();
+  const files = new Map<string, Uint8Array>();
+  try {
+    // One build per entry: code splitting across entries would move what two
+    // services share into chunks that run before the rest of each service's
+    // modules (esbuild's split chunks do not keep the import order); alone, an
+    // entry is split only at its own dynamic imports.
+    for (const [name, entry] of Object.entries(entries)) {
+      const result = await esbuild.build({
+        entryPoints: { [name]: entry },
+        bundle: true,
+        splitting: true,
+        format: "esm",
+        platform: "node",
+        target: `node${process.versions.node}`,
+        // As tsx transpiles: a class's or function's name survives the renaming that one scope needs.
+        keepNames: true,
+        // Node's own resolution for what stays outside: no `module` field or condition.
+        mainFields: ["main"],
+        conditions: [],
+        outdir: "/bundle",
+        outExtension: { ".js": ".mjs" },
+        chunkNames: "chunk-[hash]",
+        write: false,
+        logLevel: "silent",
+        plugins: [workspaceOnly(inputs, externals)],
+      });
+      for (const f of result.outputFiles) files.set(f.path.slice("/bundle/".length), f.contents);
+    }
+  } finally {
+    // Its service process holds tens of MiB for a next call that does not come.
+    await esbuild.stop();
+  }
+  // tsconfig.json decides how the sources are transpiled, the lockfile where the packages outside are.
+  for (const file of ["tsconfig.json", "pnpm-lock.yaml"]) {
+    const path = join(root, file);
+    const bytes = await readFile(path).catch(() => undefined);
+    if (bytes) inputs[path] = sha256(bytes);
+  }
+  return {
+    files: [...files].map(([name, bytes]) => ({ name, bytes })).sort((a, b) => a.name.localeCompare(b.name)),
+    inputs,
+    externals: [...externals].sort(),
+  };
+}
+
+/**
+ * Bundles workspace sources only: a package from node_modules is imported by
+ * its absolute path, and each source's import.meta.url becomes its own path.
+ * Records every input's hash and every outside file.
+ */
+function workspaceOnly(inputs: Record<string, string>, externals: Set<string>): EsbuildPlugin {
+  return {
+    name: "workspace-only",
+    setup(b) {
+      b.onResolve({ filter: /^[^./]/ }, async (args) => {
+        if (args.pluginData === SKIP) return undefined;
+        if (isBuiltin(args.path)) return { path: args.path, external: true };
+        const r = await b.resolve(args.path, {
+          kind: args.kind,
+          resolveDir: args.resolveDir,
+          importer: args.importer,
+          pluginData: SKIP,
+        });
+        if (r.errors.length > 0) return { errors: r.errors };
+        // Workspace packages resolve through their node_modules symlink to their sources: bundled.
+        if (r.external || !r.path.includes("/node_modules/")) return { path: r.path, external: r.external };
+        externals.add(r.path);
+        return { path: pathToFileURL(r.path).href, external: true };
+      });
+      b.onLoad({ filter: /\.([cm]?ts|[cm]?js|json)$/ }, async (args) => {
+        const bytes = await readFile(args.path);
+        inputs[args.path] = sha256(bytes);
+        const loader = LOADERS[extname(args.path)] ?? "js";
+        if (loader === "json") return { contents: bytes, loader };
+        const here = JSON.stringify(pathToFileURL(args.path).href);
+        return { contents: bytes.toString("utf8").replace(IMPORT_META_URL, here), loader };
+      });
+    },
+  };
+}
+
+/** The part of esbuild's API used here. */
+type Esbuild = {
+  stop(): Promise<void>;
+  build(options: Record<string, unknown> & { write: false; plugins: EsbuildPlugin[] }): Promise<{
+    outputFiles: { path: string; contents: Uint8Array }[];
+  }>;
+};
+type ResolveArgs = { path: string; kind: string; resolveDir: string; importer: string; pluginData?: unknown };
+type EsbuildPlugin = {
+  name: string;
+  setup(build: {
+    resolve(
+      path: string,
+      options: Omit<ResolveArgs, "path">,
+    ): Promise<{ path: string; external: boolean; errors: unknown[] }>;
+    onResolve(
+      options: { filter: RegExp },
+      resolve: (args: ResolveArgs) => Promise<{ path: string; external?: boolean } | { errors: unknown[] } | undefined>,
+    ): void;
+    onLoad(
+      options: { filter: RegExp },
+      load: (args: { path: string }) => Promise<{ contents: Uint8Array | string; loader: string }>,
+    ): void;
+  }): void;
+};
+
+/** The esbuild tsx transpiles with (as the runtime's worker bundle does): no dependency of its own. */
+function loadEsbuild(): Esbuild {
+  const tsx = createRequire(import.meta.url).resolve("tsx/package.json");
+  return createRequire(tsx)("esbuild") as Esbuild;
+}
+
+async function readManifest(path: string): Promise<Manifest | undefined> {
+  try {
+    const m = JSON.parse(await readFile(path, "utf8")) as Partial<Manifest>;
+    if (typeof m.recipe !== "string" || typeof m.dir !== "string" || !m.inputs || !m.entries || !m.externals)
+      return undefined;
+    return m as Manifest;
+  } catch {
+    return undefined;
+  }
+}
+
+async function unchanged(m: Manifest): Promise<boolean> {
+  const checks = await Promise.all([
+    ...Object.entries(m.inputs).map(async ([path, hash]) => {
+      try {
+        return sha256(await readFile(path)) === hash;
+      } catch {
+        return false;
+      }
+    }),
+    ...m.externals.map(exists),
+  ]);
+  return checks.length > 0 && checks.every(Boolean);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function atomicWrite(path: string, data: string): Promise<void> {
+  const tmp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+  await writeFile(tmp, data);
+  await rename(tmp, path);
+}
+
+async function removeOld(dir: string, keep: string): Promise<void> {
+  const cutoff = Date.now() - KEEP_OLD_MS;
+  for (const name of await readdir(dir)) {
+    if (name === keep || name.startsWith("manifest-")) continue;
+    const path = join(dir, name);
+    const s = await stat(path).catch(() => undefined);
+    if (s && s.mtimeMs < cutoff) await rm(path, { recursive: true, force: true });
+  }
+}
