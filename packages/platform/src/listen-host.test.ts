@@ -36,7 +36,7 @@ before(
     const env = Object.fromEntries(
       Object.entries(process.env).filter(([k]) => !k.startsWith("PLATFORM_") && k !== "DATABASE_URL" && k !== "HOST"),
     );
-    child = spawn(process.execPath, ["--import", "tsx", "packages/platform/src/main.ts"], {
+    child = spawn(process.execPath, ["packages/platform/bin/start.mjs"], {
       cwd: root,
       env: {
         ...env,

@@ -74,7 +74,7 @@ before(
         ([k]) => !k.startsWith("PLATFORM_") && k !== "DATABASE_URL" && k !== "HOST" && k !== "LOG_LEVEL",
       ),
     );
-    child = spawn(process.execPath, ["--import", "tsx", "packages/platform/src/main.ts"], {
+    child = spawn(process.execPath, ["packages/platform/bin/start.mjs"], {
       cwd: root,
       env: {
         ...env,
@@ -97,7 +97,7 @@ before(
     child.stdout!.on("data", (c: Buffer) => (output += c.toString()));
     child.stderr!.on("data", (c: Buffer) => (output += c.toString()));
     exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
-    // Four services on PGlite through tsx: minutes on a 2-core machine shared with other test runs.
+    // Four services on PGlite: minutes on a 2-core machine shared with other test runs.
     const deadline = Date.now() + 540_000;
     while (!output.includes("Ctrl-C stops everything.")) {
       if (child.exitCode !== null) throw new Error(`launcher exited (${child.exitCode}):\n${output.slice(-3000)}`);
