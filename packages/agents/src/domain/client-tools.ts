@@ -1,6 +1,7 @@
-import { PlatformError } from "@platform/errors";
+import { createRequire } from "node:module";
 import { setFlagsFromString } from "node:v8";
-import { Ajv, type ValidateFunction } from "ajv";
+import { PlatformError } from "@platform/errors";
+import type { Ajv, ValidateFunction } from "ajv";
 import type { RegExpEngine } from "ajv/dist/types/index.js";
 import type { ClientTool } from "./model.ts";
 
@@ -30,7 +31,11 @@ const linearRegExp: RegExpEngine = Object.assign((pattern: string) => new RegExp
 });
 
 /**
- * One Ajv for the process. `addUsedSchema: false`: a schema's `$id` stays
+ * One Ajv for the process, made when the first client tool is checked: Ajv
+ * and its compiled meta-schemas are several MiB that an agents process whose
+ * agents declare no client tool never needs (required, not imported, as
+ * every caller is synchronous; Ajv is CommonJS either way).
+ * `addUsedSchema: false`: a schema's `$id` stays
  * its own (two agents may use the same id for different schemas); no
  * `loadSchema`: a remote `$ref` is a compile error, nothing is fetched.
  * `strict: false`: keywords Ajv does not know are annotations, as in the
@@ -39,14 +44,21 @@ const linearRegExp: RegExpEngine = Object.assign((pattern: string) => new RegExp
  * engine has no `u` mode. `allErrors: false`: validation stops at the first
  * error (the model gets that one).
  */
-export const ajv = new Ajv({
-  strict: false,
-  addUsedSchema: false,
-  allErrors: false,
-  unicodeRegExp: false,
-  logger: false,
-  code: { regExp: linearRegExp },
-});
+export function ajv(): Ajv {
+  if (!instance) {
+    const { Ajv } = createRequire(import.meta.url)("ajv") as typeof import("ajv");
+    instance = new Ajv({
+      strict: false,
+      addUsedSchema: false,
+      allErrors: false,
+      unicodeRegExp: false,
+      logger: false,
+      code: { regExp: linearRegExp },
+    });
+  }
+  return instance;
+}
+let instance: Ajv | undefined;
 
 /** Compiled validators by schema text; bounded (Ajv keeps each compiled schema until removed). */
 const compiled = new Map<string, ValidateFunction>();
@@ -62,12 +74,12 @@ export function validatorOf(schema: Record<string, unknown>): ValidateFunction {
     compiled.set(key, hit);
     return hit;
   }
-  const fn = ajv.compile(schema);
+  const fn = ajv().compile(schema);
   compiled.set(key, fn);
   if (compiled.size > COMPILED_MAX) {
     const [oldKey, old] = compiled.entries().next().value as [string, ValidateFunction];
     compiled.delete(oldKey);
-    ajv.removeSchema(old.schema as Record<string, unknown>);
+    ajv().removeSchema(old.schema as Record<string, unknown>);
   }
   return fn;
 }

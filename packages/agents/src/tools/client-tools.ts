@@ -36,7 +36,7 @@ export class ClientToolset {
     if (!tool) return { content: JSON.stringify({ error: `unknown tool "${call.name}"` }), isError: true };
     const validate = validatorOf(tool.inputSchema);
     if (validate(call.input)) return undefined;
-    const reason = ajv.errorsText(validate.errors, { dataVar: "input" });
+    const reason = ajv().errorsText(validate.errors, { dataVar: "input" });
     return {
       content: JSON.stringify({
         error: `the input does not match the ${call.name} tool's input schema: ${reason.slice(0, 1000)}`,

@@ -1,12 +1,11 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { publicOnlyFetch } from "@platform/rpc";
 import type { Logger } from "pino";
+import { headersAad } from "../../domain/mcp-servers.ts";
 import type { McpServer } from "../../domain/model.ts";
 import type { ToolCall, ToolSpec } from "../../providers/provider.ts";
 import { clip, type ToolResult } from "../toolbox.ts";
 import { modelToolName, serverOf } from "./names.ts";
-import { headersAad } from "../../domain/mcp-servers.ts";
-import { publicOnlyFetch } from "@platform/rpc";
 import { HeaderSecrets } from "./secrets.ts";
 
 export type McpOptions = {
@@ -20,6 +19,19 @@ export type McpOptions = {
   /** AGENTS_MCP_ALLOW_PRIVATE_TARGETS: servers on loopback and private addresses may be called. */
   allowPrivateTargets?: boolean;
 };
+
+/**
+ * The SDK loads with the first run that has an MCP server: it builds its zod
+ * schemas as it is imported, memory an agents process whose agents use no MCP
+ * server would hold for nothing.
+ */
+async function mcpSdk() {
+  const [{ Client }, { StreamableHTTPClientTransport }] = await Promise.all([
+    import("@modelcontextprotocol/sdk/client/index.js"),
+    import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+  ]);
+  return { Client, StreamableHTTPClientTransport };
+}
 
 /** Tools listed per server: a server cannot flood the model's request. */
 const MAX_TOOLS_PER_SERVER = 128;
@@ -110,6 +122,7 @@ export class McpTools {
     if (!server || this.#closed) return { ok: false, reason: "not configured" };
     const timeout = this.options.connectTimeoutMs;
     const both = AbortSignal.any([signal, AbortSignal.timeout(timeout)]);
+    const { Client, StreamableHTTPClientTransport } = await mcpSdk();
     const client = new Client({ name: "platform-agents", version: "0.1.0" });
     try {
       const headers = server.sealedHeaders
