@@ -103,6 +103,49 @@ describe("READ_HEADER_TIMEOUT", () => {
   });
 });
 
+// The first bytes of a plaintext connection tell HTTP/1.1 from h2c; they may arrive in pieces.
+describe("protocol sniffing", () => {
+  const { server } = testServer({});
+  let port = 0;
+  before(async () => {
+    ({ port } = await server.listen());
+  });
+  after(() => server.close());
+
+  /** Writes `pieces` 20 ms apart and resolves with the first bytes that come back. */
+  const answerTo = (pieces: (string | Buffer)[]) =>
+    new Promise<Buffer>((resolve, reject) => {
+      const s = net.connect(port, "127.0.0.1", async () => {
+        for (const piece of pieces) {
+          s.write(piece);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      });
+      s.once("data", (d: Buffer) => {
+        s.destroy();
+        resolve(d);
+      });
+      s.on("error", reject);
+    });
+
+  test("an HTTP/1.1 request sent a byte at a time (its first byte also begins the HTTP/2 preface)", async () => {
+    const answer = await answerTo([..."GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"]);
+    assert.match(answer.toString(), /^HTTP\/1\.1 200 /);
+  });
+
+  test("an HTTP/1.1 request whose first piece holds the whole request", async () => {
+    const answer = await answerTo(["GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"]);
+    assert.match(answer.toString(), /^HTTP\/1\.1 200 /);
+  });
+
+  test("an HTTP/2 preface in pieces gets the server's SETTINGS frame", async () => {
+    // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+    const settings = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    const answer = await answerTo(["PRI * HTTP/2.0\r\n", "\r\nSM", "\r\n\r\n", settings]);
+    assert.equal(answer[3], 4, "the first frame is SETTINGS");
+  });
+});
+
 describe("slow request bodies", () => {
   const { server } = testServer({ readHeaderTimeoutMs: 200, requestTimeoutMs: 400 });
   let port = 0;

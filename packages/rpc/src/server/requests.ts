@@ -6,6 +6,7 @@ import type { Envelope } from "../envelope.ts";
 import { retryAfterOf } from "../errors.ts";
 import { headerOf, type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
 import { runInTrace, startRequestTrace } from "../tracing/request-trace.ts";
+import { tracingEnabled } from "../tracing/start.ts";
 import { acceptWaitMs } from "./accept-wait.ts";
 import type { Inflight } from "./inflight.ts";
 import type { MakeRequestInfo } from "./request-info.ts";
@@ -105,9 +106,13 @@ function earlyRefusals(o: RequestEntryOptions) {
     req.resume();
     const method = req.method ?? "GET";
     const clientTraceId = headerOf(req, "x-trace-id");
-    const trace = startRequestTrace(req.headers, method, path, clientTraceId);
+    // Without a traceparent and a span to export there is no trace to continue: skip the propagator.
+    const trace =
+      req.headers.traceparent === undefined && !tracingEnabled()
+        ? undefined
+        : startRequestTrace(req.headers, method, path, clientTraceId);
     const requestId = acceptOrGenerateRequestId(headerOf(req, "x-request-id"));
-    const traceId = trace.traceId ?? acceptOrGenerateTraceId(clientTraceId);
+    const traceId = trace?.traceId ?? acceptOrGenerateTraceId(clientTraceId);
     const r = renderOnce(err);
     const headers = [...r.fixed, "x-request-id", requestId, "x-trace-id", traceId];
     if (o.closing()) headers.push("connection", "close");
@@ -115,7 +120,7 @@ function earlyRefusals(o: RequestEntryOptions) {
     res.end(r.text);
     const ms = performance.now() - started;
     o.observe?.(req, res, ms / 1000);
-    trace.end({
+    trace?.end({
       name: o.spanName?.(req) ?? method,
       status: r.status,
       attributes: { "platform.request_id": requestId },
