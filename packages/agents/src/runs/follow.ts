@@ -80,15 +80,22 @@ export class Followers {
     const { queuedSeq } = options;
     const queued = queuedSeq !== undefined;
     // A queued send's follower shows its own `message_queued` and its run, nothing of the runs before.
-    const shown = (e: SessionEvent): boolean => {
-      if (!queued) return true;
-      if (e.queuedSeq === queuedSeq) runId = e.runId;
-      return e.seq === queuedSeq || (runId !== undefined && e.runId === runId);
-    };
+    // (Other followers show everything and make no closure for it.)
+    const shown = queued
+      ? (e: SessionEvent): boolean => {
+          if (e.queuedSeq === queuedSeq) runId = e.runId;
+          return e.seq === queuedSeq || (runId !== undefined && e.runId === runId);
+        }
+      : undefined;
     // Set when the log changed in a way only the database can tell.
     let dirty = false;
     let wake: (() => void) | undefined;
-    const listener: Listener = {
+    // Also the abort signal's listener (handleEvent): one object where closures
+    // would each cost a function and, under tsx (keepNames), a dictionary.
+    const listener: Listener & { handleEvent(): void } = {
+      handleEvent() {
+        wake?.();
+      },
       event(event) {
         // A follower that does not keep up (a slow client: the stream waits
         // for its socket to drain) holds at most a page of published events;
@@ -107,28 +114,36 @@ export class Followers {
     };
     // Before the read: an event is either in the log read below or published after this.
     const unsubscribe = this.hub.subscribe(sessionId, listener);
-    const onAbort = () => wake?.();
-    options.signal?.addEventListener("abort", onAbort, { once: true });
+    options.signal?.addEventListener("abort", listener, { once: true });
     let unwatch: (() => void) | undefined;
+    // This frame stays suspended for as long as the follower waits: the pages
+    // read and the last event relayed are let go before that (in `let`s
+    // cleared below) rather than held by each idle follower.
+    let event: SessionEvent | undefined;
+    let read: Awaited<ReturnType<Store["readLog"]>>;
     try {
-      const read = await store.readLog(orgId, sessionId, last, FIRST_PAGE);
+      read = await store.readLog(orgId, sessionId, last, FIRST_PAGE);
       if (!read) throw PlatformError.notFound("session not found");
-      if (!queued) runId ??= read.session.activeRunId ?? read.session.lapsedRunId;
+      const lapsedRunId = read.session.lapsedRunId;
+      if (!queued) runId ??= read.session.activeRunId ?? lapsedRunId;
       // The stored log in pages: a long one is never one big read and parse.
-      for (let page = read.events, asked = FIRST_PAGE; ; asked = REPLAY_PAGE) {
-        for (const event of page) {
-          if (shown(event)) yield event;
+      let page: SessionEvent[] | undefined = read.events;
+      read = undefined;
+      for (let asked = FIRST_PAGE; ; asked = REPLAY_PAGE) {
+        for (event of page) {
+          if (!shown || shown(event)) yield event;
           last = event.seq;
           if (runId && event.runId === runId && isTerminal(event)) return;
         }
         if (page.length < asked) break;
-        const more = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
-        if (!more) return;
-        page = more.events;
+        page = (await store.readLog(orgId, sessionId, last, REPLAY_PAGE))?.events;
+        if (!page) return;
       }
+      page = undefined;
+      event = undefined;
       if (!runId && !queued) return;
       // A dead run: the loop's read ends it. A queued send not taken yet: the loop's read sees who should take it.
-      if (read.session.lapsedRunId === runId || (queued && !runId)) dirty = true;
+      if (lapsedRunId === runId || (queued && !runId)) dirty = true;
       unwatch = this.#watch(orgId, sessionId);
       while (!options.signal?.aborted) {
         let fresh: SessionEvent[] | undefined;
@@ -136,6 +151,8 @@ export class Followers {
         if (!dirty && queued.length > 0 && queued.every((e, i) => e.seq === last + 1 + i)) {
           fresh = queued;
         } else if (!dirty && queued.length === 0) {
+          event = undefined;
+          read = undefined;
           await new Promise<void>((resolve) => {
             wake = resolve;
           });
@@ -145,42 +162,42 @@ export class Followers {
           // A gap or a change elsewhere: the log decides, a page at a time
           // (a full page: read on after it).
           dirty = false;
-          const now = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
-          if (!now) return;
-          fresh = now.events;
+          read = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
+          if (!read) return;
+          fresh = read.events;
           if (fresh.length === REPLAY_PAGE) dirty = true;
           const taker = queued && !runId ? fresh.find((e) => e.queuedSeq === queuedSeq)?.runId : runId;
           if (queued && !taker) {
             // Not taken yet: a dead holder is ended here (that hands the queue on), a free session is
             // handed its queue; a live holder or a pause takes it when it ends.
-            const lapsed = now.session.lapsedRunId;
+            const lapsed = read.session.lapsedRunId;
             if (lapsed && this.reaper) {
               if (await this.reaper.endIfLapsed(sessionId, lapsed).catch(() => false)) dirty = true;
-            } else if (!lapsed && !now.session.activeRunId && fresh.length === 0) {
+            } else if (!lapsed && !read.session.activeRunId && fresh.length === 0) {
               await this.dispatch?.(orgId, sessionId);
             }
           }
           const ended = fresh.some((e) => e.runId === taker && isTerminal(e));
           if (!taker) {
             // Waiting for the run that takes the queued send.
-          } else if (!ended && now.session.lapsedRunId === taker && this.reaper) {
+          } else if (!ended && read.session.lapsedRunId === taker && this.reaper) {
             // Its replica died: end it, then read its end (or another reaper's).
             const reaped = await this.reaper.endIfLapsed(sessionId, taker).catch(() => false);
             if (reaped) dirty = true;
-          } else if (!ended && fresh.length === 0 && now.session.activeRunId !== taker) {
+          } else if (!ended && fresh.length === 0 && read.session.activeRunId !== taker) {
             // Released without a terminal event: nothing more will come.
             return;
           }
         }
-        for (const event of fresh) {
-          if (shown(event)) yield event;
+        for (event of fresh) {
+          if (!shown || shown(event)) yield event;
           last = event.seq;
           if (isTerminal(event) && runId !== undefined && event.runId === runId) return;
           if (!queued && isTerminal(event) && event.runId === undefined) return;
         }
       }
     } finally {
-      options.signal?.removeEventListener("abort", onAbort);
+      options.signal?.removeEventListener("abort", listener);
       unwatch?.();
       unsubscribe();
     }

@@ -33,20 +33,117 @@ function sliceSpent(): number {
  * for it. Passing the items through here gives the event loop a turn after
  * every `maxItems` items or `sliceMs` of work, whichever comes first.
  */
-export async function* withLoopTurns<T>(
+export function withLoopTurns<T>(
   source: AsyncIterable<T>,
   options: { maxItems?: number; sliceMs?: number } = {},
-): AsyncGenerator<T> {
-  const maxItems = options.maxItems ?? 256;
-  const sliceMs = options.sliceMs ?? 5;
-  let items = 0;
-  for await (const item of source) {
-    openSlice();
-    yield item;
-    if (++items >= maxItems || sliceSpent() >= sliceMs) {
-      await nextTurn();
-      items = 0;
+): AsyncIterableIterator<T> {
+  return relayInTurns(
+    async () => source,
+    (item) => item,
+    options,
+  );
+}
+
+/**
+ * A server stream's messages: `open()` (on the first read) gives the
+ * domain's stream, whose items leave through `map`, with the turns of
+ * withLoopTurns. An iterator object, not an async generator: an idle stream
+ * (an SSE follower waiting for events) would keep a generator suspended, with
+ * its frame, the handler's request and context and the last item, for as
+ * long as it is open; this holds the source and its own few fields.
+ */
+export function relayInTurns<T, R>(
+  open: () => Promise<AsyncIterable<T>>,
+  map: (item: T) => R,
+  options: { maxItems?: number; sliceMs?: number } = {},
+): AsyncIterableIterator<R> {
+  return new TurnsRelay(open, map, options.maxItems ?? 256, options.sliceMs ?? 5);
+}
+
+class TurnsRelay<T, R> implements AsyncIterableIterator<R> {
+  #open: (() => Promise<AsyncIterable<T>>) | undefined;
+  #source: Promise<AsyncIterator<T>> | undefined;
+  /** The source, once open: read directly, without a promise more per item. */
+  #it: AsyncIterator<T> | undefined;
+  #finished = false;
+  /** Items relayed since the last turn; -1 before the first. */
+  #items = -1;
+
+  constructor(
+    open: () => Promise<AsyncIterable<T>>,
+    private readonly map: (item: T) => R,
+    private readonly maxItems: number,
+    private readonly sliceMs: number,
+  ) {
+    this.#open = open;
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<R>> {
+    if (this.#finished) return Promise.resolve({ done: true, value: undefined });
+    // The turn after the previous item, once its consumer is back for more (as a generator would resume).
+    if (this.#items >= 0 && (++this.#items >= this.maxItems || sliceSpent() >= this.sliceMs)) {
+      this.#items = 0;
+      return nextTurn().then(() => this.#pull());
     }
+    return this.#pull();
+  }
+
+  #start(): Promise<AsyncIterator<T>> {
+    const open = this.#open!;
+    // What the opening needed (the handler's request and context) is not kept.
+    this.#open = undefined;
+    return open().then((s) => s[Symbol.asyncIterator]());
+  }
+
+  #pull(): Promise<IteratorResult<R>> {
+    let read: Promise<IteratorResult<T>>;
+    if (this.#it) {
+      try {
+        read = this.#it.next();
+      } catch (e) {
+        this.#finished = true;
+        return Promise.reject(e);
+      }
+    } else {
+      this.#source ??= this.#start();
+      read = this.#source.then((it) => {
+        this.#it = it;
+        return it.next();
+      });
+    }
+    return read.then(
+      (r): IteratorResult<R> => {
+        if (r.done) {
+          this.#finished = true;
+          return { done: true, value: undefined };
+        }
+        openSlice();
+        if (this.#items < 0) this.#items = 0;
+        try {
+          return { done: false, value: this.map(r.value) };
+        } catch (e) {
+          // As a generator's loop would: the source is closed, the error is the read's.
+          void this.return();
+          throw e;
+        }
+      },
+      (e: unknown) => {
+        this.#finished = true;
+        throw e;
+      },
+    );
+  }
+
+  async return(): Promise<IteratorResult<R>> {
+    this.#finished = true;
+    this.#open = undefined;
+    const source = this.#source;
+    if (source) await (await source.catch(() => undefined))?.return?.();
+    return { done: true, value: undefined };
   }
 }
 

@@ -1,6 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import { Code, PlatformError } from "@platform/errors";
+import type { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import { openStream, requestInfo } from "@platform/rpc";
 import type { AgentsDomain } from "../domain/agents.ts";
 import type { SessionFiles } from "../domain/session-files.ts";
@@ -15,7 +15,7 @@ import {
   sessionToProto,
   usageToProto,
 } from "./convert.ts";
-import { mapInTurns, withLoopTurns } from "./loop-turns.ts";
+import { mapInTurns, relayInTurns } from "./loop-turns.ts";
 
 /** Last-Event-ID, the SSE reconnection header, when the query has no `after`. */
 function resumeFrom(after: bigint, header: string | null): number {
@@ -101,21 +101,24 @@ export function sessionService(
         nextPageToken: next,
       };
     },
-    async *sendMessages(req, ctx) {
-      const stream = await domain.sendMessages(authOf(ctx), req.id, req.messages, {
-        signal: ctx.signal,
-        logger: requestInfo(ctx)?.logger,
-        mode: req.mode,
-      });
-      // The run started: headers now (SSE 200, gRPC HEADERS), not with the
-      // first event, which may come after a long model or tool call.
-      openStream(ctx);
-      for await (const event of withLoopTurns(stream)) yield eventToProto(event);
+    sendMessages(req, ctx) {
+      return relayInTurns(async () => {
+        const stream = await domain.sendMessages(authOf(ctx), req.id, req.messages, {
+          signal: ctx.signal,
+          logger: requestInfo(ctx)?.logger,
+          mode: req.mode,
+        });
+        // The run started: headers now (SSE 200, gRPC HEADERS), not with the
+        // first event, which may come after a long model or tool call.
+        openStream(ctx);
+        return stream;
+      }, eventToProto);
     },
-    async *streamEvents(req, ctx) {
-      const after = resumeFrom(req.after, ctx.requestHeader.get("last-event-id"));
-      const stream = await domain.streamEvents(authOf(ctx), req.id, after, ctx.signal);
-      for await (const event of withLoopTurns(stream)) yield eventToProto(event);
+    streamEvents(req, ctx) {
+      return relayInTurns(async () => {
+        const after = resumeFrom(req.after, ctx.requestHeader.get("last-event-id"));
+        return domain.streamEvents(authOf(ctx), req.id, after, ctx.signal);
+      }, eventToProto);
     },
     async submitToolDecisions(req, ctx) {
       const outcome = await domain.submitToolDecisions(authOf(ctx), req.id, req.decisions, {

@@ -131,27 +131,29 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
    * stream costs memory (connect's own invoke path adds three).
    */
   function serverStreaming(spec: MethodImplSpec & { kind: "server_streaming" }, context: CallContext) {
-    const last = async (req: StreamRequest): Promise<StreamResponse> => {
-      const first = await req.message[Symbol.asyncIterator]().next();
-      if (first.done) throw new ConnectError("missing input message for server-streaming method", Code.Unimplemented);
-      const output = spec.impl(first.value as never, {
-        ...context,
-        requestHeader: req.header,
-        signal: req.signal,
-        values: req.contextValues,
-      });
-      return {
-        stream: true,
-        service: req.service,
-        method: req.method,
-        header: context.responseHeader,
-        trailer: context.responseTrailer,
-        message: output,
-      } as unknown as StreamResponse;
-    };
+    // The innermost step inline, not a named closure: the chain lives as long
+    // as the stream, and under tsx (keepNames) a named closure also carries a
+    // dictionary of properties.
     const chain = o.interceptors.reduceRight<(req: StreamRequest) => Promise<StreamResponse>>(
       (next, interceptor) => interceptor(next as never) as never,
-      last,
+      async (req: StreamRequest): Promise<StreamResponse> => {
+        const first = await req.message[Symbol.asyncIterator]().next();
+        if (first.done) throw new ConnectError("missing input message for server-streaming method", Code.Unimplemented);
+        const output = spec.impl(first.value as never, {
+          ...context,
+          requestHeader: req.header,
+          signal: req.signal,
+          values: req.contextValues,
+        });
+        return {
+          stream: true,
+          service: req.service,
+          method: req.method,
+          header: context.responseHeader,
+          trailer: context.responseTrailer,
+          message: output,
+        } as unknown as StreamResponse;
+      },
     );
     return async (req: StreamRequest) => {
       const res = await chain(req);
@@ -191,9 +193,9 @@ function callContext(
   values: ContextValues,
 ): CallContext {
   const controller = new AbortController();
-  const follow = () => controller.abort(getAbortSignalReason(callerSignal!));
-  if (callerSignal?.aborted) follow();
-  else callerSignal?.addEventListener("abort", follow, { once: true });
+  const follow = callerSignal && new FollowAbort(controller, callerSignal);
+  if (callerSignal?.aborted) follow!.handleEvent();
+  else callerSignal?.addEventListener("abort", follow!, { once: true });
   const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
   const timer =
     timeoutMs === undefined
@@ -209,17 +211,35 @@ function callContext(
     requestMethod: "POST",
     url: `/${method.parent.typeName}/${method.name}`,
     signal: controller.signal,
-    timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
+    timeoutMs() {
+      return deadline === undefined ? undefined : deadline - Date.now();
+    },
     requestHeader: new Headers(header),
     responseHeader: new Headers(),
     responseTrailer: new Headers(),
     values,
     abort(reason) {
       clearTimeout(timer);
-      callerSignal?.removeEventListener("abort", follow);
+      if (follow) callerSignal?.removeEventListener("abort", follow);
       controller.abort(reason);
     },
   };
+}
+
+/**
+ * Aborts the call's controller when its caller's signal aborts. An object
+ * with handleEvent rather than a closure: one per open call, and under tsx
+ * (keepNames) a named closure also carries a dictionary of properties.
+ */
+class FollowAbort {
+  constructor(
+    private readonly controller: AbortController,
+    private readonly caller: AbortSignal,
+  ) {}
+
+  handleEvent(): void {
+    this.controller.abort(getAbortSignalReason(this.caller));
+  }
 }
 
 /**
@@ -229,36 +249,83 @@ function callContext(
  */
 class CallOutput implements AsyncIterableIterator<Message> {
   #source: Promise<AsyncIterator<Message>> | undefined;
+  /** The started call's stream, once it is there. */
+  #it: AsyncIterator<Message> | undefined;
+  /** Starts the call; let go once it has (it holds the call's request: headers and message). */
+  #start: (() => Promise<AsyncIterator<Message>>) | undefined;
   /** The abort listener (one per call) rejects the pending read, if any, through this. */
   #rejectRead: ((reason: unknown) => void) | undefined;
   #listening = false;
   constructor(
-    private readonly start: () => Promise<AsyncIterator<Message>>,
+    start: () => Promise<AsyncIterator<Message>>,
     private readonly context: CallContext,
     private readonly output: DescMessage,
-  ) {}
+  ) {
+    this.#start = start;
+  }
 
   [Symbol.asyncIterator]() {
     return this;
   }
 
-  async next(): Promise<IteratorResult<Message>> {
-    if (this.context.signal.reason === callEnded) return { done: true, value: undefined };
+  // Not an async function: an idle stream's pending read would keep its frame suspended.
+  next(): Promise<IteratorResult<Message>> {
+    if (this.context.signal.reason === callEnded) return Promise.resolve({ done: true, value: undefined });
+    if (this.#it) return this.#read(this.#it);
+    let source: Promise<AsyncIterator<Message>>;
     try {
-      this.#source ??= this.start();
-      const source = await this.#untilAborted(this.#source);
-      const r = await this.#untilAborted(source.next());
-      if (r.done) {
-        this.context.abort(callEnded);
-        return r;
-      }
-      // Implementations may yield plain objects.
-      return { done: false, value: create(this.output, r.value as never) as Message };
+      source = this.#source ??= this.#begin();
     } catch (e) {
-      const err = withResponseHeaders(e, this.context);
-      this.context.abort(callEnded);
-      throw err;
+      return Promise.reject(this.#failed(e));
     }
+    return this.#untilAborted(source).then(
+      (it) => {
+        this.#it = it;
+        return this.#read(it);
+      },
+      (e: unknown) => {
+        throw this.#failed(e);
+      },
+    );
+  }
+
+  #read(it: AsyncIterator<Message>): Promise<IteratorResult<Message>> {
+    let pending: Promise<IteratorResult<Message>>;
+    try {
+      pending = it.next();
+    } catch (e) {
+      return Promise.reject(this.#failed(e));
+    }
+    return this.#untilAborted(pending).then(
+      (r): IteratorResult<Message> => {
+        if (r.done) {
+          this.context.abort(callEnded);
+          return r;
+        }
+        try {
+          // Implementations may yield plain objects.
+          return { done: false, value: create(this.output, r.value as never) as Message };
+        } catch (e) {
+          throw this.#failed(e);
+        }
+      },
+      (e: unknown) => {
+        throw this.#failed(e);
+      },
+    );
+  }
+
+  #begin(): Promise<AsyncIterator<Message>> {
+    const start = this.#start!;
+    this.#start = undefined;
+    return start();
+  }
+
+  /** The error a failed read throws; the call is over. */
+  #failed(e: unknown): ConnectError {
+    const err = withResponseHeaders(e, this.context);
+    this.context.abort(callEnded);
+    return err;
   }
 
   /**
@@ -271,7 +338,7 @@ class CallOutput implements AsyncIterableIterator<Message> {
     const { signal } = this.context;
     if (!this.#listening) {
       this.#listening = true;
-      signal.addEventListener("abort", () => this.#rejectRead?.(getAbortSignalReason(signal)), { once: true });
+      signal.addEventListener("abort", this, { once: true });
     }
     if (signal.aborted) {
       work.catch(() => {});
@@ -279,20 +346,22 @@ class CallOutput implements AsyncIterableIterator<Message> {
     }
     return new Promise<T>((resolve, reject) => {
       this.#rejectRead = reject;
-      const settled = () => {
-        if (this.#rejectRead === reject) this.#rejectRead = undefined;
-      };
       work.then(
         (value) => {
-          settled();
+          if (this.#rejectRead === reject) this.#rejectRead = undefined;
           resolve(value);
         },
         (err: unknown) => {
-          settled();
+          if (this.#rejectRead === reject) this.#rejectRead = undefined;
           reject(err);
         },
       );
     });
+  }
+
+  /** The call's abort: the pending read, if any, fails with its reason. (The listener is this object: no closure per call.) */
+  handleEvent(): void {
+    this.#rejectRead?.(getAbortSignalReason(this.context.signal));
   }
 
   async return(): Promise<IteratorResult<Message>> {

@@ -65,9 +65,9 @@ export function callAbort(
   shutdown: ShutdownHooks,
 ): { controller: AbortController; release(): void } {
   const controller = new AbortController();
-  const onClose = () => {
-    if (!res.writableEnded) controller.abort(new ConnectError("client went away", Code.Canceled));
-  };
+  // Bound, not a named closure: under tsx (keepNames) a named closure also
+  // carries a dictionary of properties, and an SSE stream keeps this one for hours.
+  const onClose = abortUnlessEnded.bind(undefined, res, controller);
   res.on("close", onClose);
   const unhook = shutdown.add(() => controller.abort(new ConnectError("server shutting down", Code.Unavailable)));
   return {
@@ -77,4 +77,8 @@ export function callAbort(
       unhook();
     },
   };
+}
+
+function abortUnlessEnded(res: NodeResponse, controller: AbortController): void {
+  if (!res.writableEnded) controller.abort(new ConnectError("client went away", Code.Canceled));
 }

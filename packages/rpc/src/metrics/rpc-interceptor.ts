@@ -39,60 +39,96 @@ function codeOf(e: unknown): string {
 export function metricsInterceptor(metrics: ServerMetrics, server: string): Interceptor {
   return (next) => async (req) => {
     const started = performance.now();
-    const service = req.service.typeName;
-    const method = req.method.name;
-    const done = (code: string) => {
-      const labels = { server, service, method, code };
-      metrics.rpcHandled.inc(labels);
-      metrics.rpcDuration.observe(labels, (performance.now() - started) / 1000);
-    };
+    const labels = { server, service: req.service.typeName, method: req.method.name, code: "" };
     let res: Awaited<ReturnType<typeof next>>;
     try {
       res = await next(req);
     } catch (e) {
-      done(codeOf(e));
+      handled(metrics, labels, started, codeOf(e));
       throw e;
     }
     if (!res.stream) {
-      done("OK");
+      handled(metrics, labels, started, "OK");
       return res;
     }
-    const open = { server, service, method };
-    metrics.rpcStreamsOpen.inc(open);
-    let ended = false;
-    const end = (code: string) => {
-      if (ended) return;
-      ended = true;
-      metrics.rpcStreamsOpen.dec(open);
-      done(code);
-    };
-    const source = res.message;
-    const message: AsyncIterable<unknown> = {
-      [Symbol.asyncIterator]() {
-        const it = source[Symbol.asyncIterator]();
-        return {
-          async next() {
-            try {
-              const r = await it.next();
-              if (r.done) end("OK");
-              return r;
-            } catch (e) {
-              end(codeOf(e));
-              throw e;
-            }
-          },
-          async return(value?: unknown) {
-            end(req.signal.aborted && req.signal.reason !== callEnded ? "CANCELLED" : "OK");
-            return it.return ? it.return(value) : { done: true as const, value };
-          },
-          async throw(e?: unknown) {
-            end(codeOf(e));
-            if (it.throw) return it.throw(e);
-            throw e;
-          },
-        };
-      },
-    };
-    return { ...res, message } as typeof res;
+    metrics.rpcStreamsOpen.inc({ server, service: labels.service, method: labels.method });
+    return { ...res, message: new CountedStream(res.message, metrics, labels, started, req.signal) } as typeof res;
   };
+}
+
+type CallLabels = { server: string; service: string; method: string; code: string };
+
+function handled(metrics: ServerMetrics, labels: CallLabels, started: number, code: string): void {
+  const done = { ...labels, code };
+  metrics.rpcHandled.inc(done);
+  metrics.rpcDuration.observe(done, (performance.now() - started) / 1000);
+}
+
+/**
+ * A stream's messages, counted when it ends. An object with methods, not an
+ * async generator or closures: an open stream (an idle SSE follower) keeps
+ * its reader for as long as it lasts, and a suspended frame or a handful of
+ * closures per stream add up over thousands.
+ */
+class CountedStream implements AsyncIterableIterator<unknown> {
+  #it: AsyncIterator<unknown> | undefined;
+  #ended = false;
+
+  constructor(
+    private readonly source: AsyncIterable<unknown>,
+    private readonly metrics: ServerMetrics,
+    private readonly labels: CallLabels,
+    private readonly started: number,
+    private readonly signal: AbortSignal,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  #source(): AsyncIterator<unknown> {
+    this.#it ??= this.source[Symbol.asyncIterator]();
+    return this.#it;
+  }
+
+  #end(code: string): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    const { server, service, method } = this.labels;
+    this.metrics.rpcStreamsOpen.dec({ server, service, method });
+    handled(this.metrics, this.labels, this.started, code);
+  }
+
+  next(): Promise<IteratorResult<unknown>> {
+    let pending: Promise<IteratorResult<unknown>>;
+    try {
+      pending = this.#source().next();
+    } catch (e) {
+      this.#end(codeOf(e));
+      return Promise.reject(e);
+    }
+    return pending.then(
+      (r) => {
+        if (r.done) this.#end("OK");
+        return r;
+      },
+      (e: unknown) => {
+        this.#end(codeOf(e));
+        throw e;
+      },
+    );
+  }
+
+  async return(value?: unknown): Promise<IteratorResult<unknown>> {
+    this.#end(this.signal.aborted && this.signal.reason !== callEnded ? "CANCELLED" : "OK");
+    const it = this.#source();
+    return it.return ? it.return(value) : { done: true as const, value };
+  }
+
+  async throw(e?: unknown): Promise<IteratorResult<unknown>> {
+    this.#end(codeOf(e));
+    const it = this.#source();
+    if (it.throw) return it.throw(e);
+    throw e;
+  }
 }

@@ -53,12 +53,7 @@ export function inputGuard(refusal?: InputRefusal): Interceptor {
       const it = source[Symbol.asyncIterator]();
       const first = await it.next();
       if (!first.done) check(method, req.method.input, first.value, refusal);
-      const replay = async function* () {
-        if (first.done) return;
-        yield first.value;
-        for (let r = await it.next(); !r.done; r = await it.next()) yield r.value;
-      };
-      return next({ ...req, message: replay() });
+      return next({ ...req, message: readAgain(first, it) });
     }
     const checked = async function* () {
       for await (const m of source) {
@@ -67,5 +62,31 @@ export function inputGuard(refusal?: InputRefusal): Interceptor {
       }
     };
     return next({ ...req, message: checked() });
+  };
+}
+
+/**
+ * `it` with its first result, already read, given again first. Not an async
+ * generator: an open stream would keep one suspended after its one message
+ * for as long as it lasts, holding the message.
+ */
+function readAgain<T>(first: IteratorResult<T>, it: AsyncIterator<T>): AsyncIterableIterator<T> {
+  let again: IteratorResult<T> | undefined = first;
+  const ended = first.done === true;
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    next(): Promise<IteratorResult<T>> {
+      const r = again;
+      again = undefined;
+      if (r && !ended) return Promise.resolve(r);
+      if (ended) return Promise.resolve({ done: true, value: undefined });
+      return it.next();
+    },
+    return(value?: unknown): Promise<IteratorResult<T>> {
+      again = undefined;
+      return it.return ? it.return(value) : Promise.resolve({ done: true, value: undefined });
+    },
   };
 }

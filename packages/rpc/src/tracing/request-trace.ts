@@ -31,6 +31,9 @@ function untraced(path: string): boolean {
   );
 }
 
+/** No span to end. One function for all requests (it lives as long as the request: an SSE stream's, hours). */
+function untracedEnd(): void {}
+
 /** A request's place in a trace, from its `traceparent` and (when this process exports) its server span. */
 export interface RequestTrace {
   /** The W3C trace id, when a traceparent came in or a span was started; what x-trace-id becomes. */
@@ -59,7 +62,7 @@ export function startRequestTrace(
   const incoming = w3c.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
   const remote = trace.getSpanContext(incoming);
   if (!tracingEnabled() || untraced(path)) {
-    return { traceId: remote?.traceId, context: incoming, parent: remote, end: () => {} };
+    return { traceId: remote?.traceId, context: incoming, parent: remote, end: untracedEnd };
   }
   const span: Span = withPreferredTraceId(remote || !isW3cTraceId(clientTraceId) ? undefined : clientTraceId, () =>
     trace

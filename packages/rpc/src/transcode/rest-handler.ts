@@ -9,22 +9,14 @@ import {
   type Message,
 } from "@bufbuild/protobuf";
 import { ConnectError, type ContextValues, type Transport } from "@connectrpc/connect";
-import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import type { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
+import { oneMessage } from "../calls/one-message.ts";
 import { whenOpened } from "../calls/open-stream.ts";
 import { requestLimitOf } from "../calls/request-limit.ts";
 import type { Envelope, TransportFault } from "../envelope.ts";
 import { fromConnectError, platformErrorOf } from "../errors.ts";
-import {
-  callAbort,
-  drained,
-  headersOf,
-  isGone,
-  type NodeRequest,
-  type NodeResponse,
-  sendJson,
-} from "../http/node-io.ts";
+import { callAbort, headersOf, isGone, type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
 import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import {
   BindError,
@@ -41,6 +33,7 @@ import {
 } from "./json.ts";
 import { lookupRoute, type Route } from "./routes.ts";
 import { SseFramer } from "./sse.ts";
+import { SsePinger, SseRelay, type SseRelayDeps } from "./sse-relay.ts";
 
 export interface RestOptions {
   routes: Route[];
@@ -105,9 +98,17 @@ class Fault extends Error {
   }
 }
 
+const NO_BODY = Buffer.alloc(0);
+
 async function readBody(req: NodeRequest, limit: number): Promise<Buffer> {
   const declared = Number(req.headers["content-length"] ?? "0");
   if (declared > limit) throw new Fault("payload_too_large", `request body exceeds ${limit} bytes`);
+  // An HTTP/1.1 request with neither header has no body (RFC 9112, 6.3).
+  // Not read at all: reading a stream to its end with `for await` leaves
+  // the end-of-stream listeners and their closures on the request, kept for
+  // as long as it stays open (an SSE follow: hours).
+  if (req.httpVersionMajor === 1 && req.headers["content-length"] === undefined && !req.headers["transfer-encoding"])
+    return NO_BODY;
   const chunks: Buffer[] = [];
   let size = 0;
   try {
@@ -229,7 +230,14 @@ export interface RestHandlerDeps extends RestOptions {
  * interceptors run exactly as for gRPC and Connect calls.
  */
 export function createRestHandler(o: RestHandlerDeps) {
-  const pinger = new SsePinger(o.ssePingMs);
+  const relayDeps: SseRelayDeps = {
+    pinger: new SsePinger(o.ssePingMs),
+    warn: (res, err) =>
+      o
+        .logger(res.req)
+        .warn({ err: { code: err.code, reason: err.reason, message: err.message } }, "stream failed mid-way"),
+    errorEvent: o.sseErrorEvent,
+  };
   const framers = new Map<Route, SseFramer>();
   const framerOf = (route: Route) => {
     let f = framers.get(route);
@@ -285,12 +293,11 @@ export function createRestHandler(o: RestHandlerDeps) {
     }
     const headers = headersOf(req, isFramingHeader);
     const { controller: abort, release } = callAbort(res, o.shutdown);
+    // Returned, not awaited: this frame (the URL, the route's match, the body
+    // and the request message) is not held for as long as the stream is open.
+    if (route.sse) return serveStream(res, route, message, headers, abort).finally(release);
     try {
-      if (route.sse) {
-        await serveStream(req, res, route, message, headers, abort);
-      } else {
-        await serveUnary(res, route, message, headers, abort.signal);
-      }
+      await serveUnary(res, route, message, headers, abort.signal);
     } finally {
       release();
     }
@@ -329,7 +336,6 @@ export function createRestHandler(o: RestHandlerDeps) {
   }
 
   async function serveStream(
-    req: NodeRequest,
     nodeRes: NodeResponse,
     route: Route,
     message: Message,
@@ -351,7 +357,7 @@ export function createRestHandler(o: RestHandlerDeps) {
         abort.signal,
         o.streamTimeoutMs,
         headers,
-        createAsyncIterable([message as never]),
+        oneMessage(message as never),
         values,
       );
       it = (out.message as AsyncIterable<Message>)[Symbol.asyncIterator]();
@@ -374,98 +380,10 @@ export function createRestHandler(o: RestHandlerDeps) {
       "x-accel-buffering": "no",
     });
     res.flushHeaders?.();
-    pinger.add(res);
-    const sseClosed = o.sseOpened?.(route);
-    // The frames of one burst (the events a handler yields before it waits
-    // for anything) go out in one write, at the end of the burst: the moment
-    // Node's own corking sent them anyway (so no later and in as many
-    // syscalls), but as one chunk instead of a chunk (size line, text, CRLF)
-    // per frame: a replay page of 250 events was one writev of 750 pieces,
-    // each through the stream machinery. The event stream's bytes are the same.
-    let held = "";
-    let flushQueued = false;
-    let draining: Promise<void> | undefined;
-    const flush = () => {
-      flushQueued = false;
-      if (held === "") return;
-      const text = held;
-      held = "";
-      if (isGone(res)) return;
-      if (!res.write(text)) draining ??= drained(res);
-    };
-    try {
-      let r = await first;
-      while (!r.done) {
-        const frame = framer.frame(r.value);
-        if (frame) {
-          held += frame.text;
-          if (frame.terminal) break;
-          if (held.length >= SSE_HELD_MAX) flush();
-          else if (!flushQueued) {
-            flushQueued = true;
-            process.nextTick(flush);
-          }
-          // Backpressure: a slow reader holds the handler, not our memory.
-          if (draining) {
-            await draining;
-            draining = undefined;
-          }
-        }
-        r = await it.next();
-      }
-    } catch (e) {
-      if (!isGone(res) && !abort.signal.aborted) {
-        const err = platformErrorOf(e) ?? fromConnectError(e);
-        o.logger(req).warn(
-          { err: { code: err.code, reason: err.reason, message: err.message } },
-          "stream failed mid-way",
-        );
-        const evMsg = o.sseErrorEvent?.(err, method) ?? framer.errorMessage(safeText(err));
-        const frame = evMsg ? framer.frame(evMsg) : undefined;
-        if (frame) held += frame.text;
-      }
-    } finally {
-      flush();
-      pinger.delete(res);
-      sseClosed?.();
-      // Ends the RPC if the handler still runs (terminal event, disconnect).
-      await it.return?.().catch(() => {});
-      if (!isGone(res)) res.end();
-    }
+    // Returned, not awaited: the relay holds what an open stream needs, not
+    // this frame (the call's headers, values and request message).
+    const relay = new SseRelay(res, method, framer, it, abort.signal, relayDeps, o.sseOpened?.(route));
+    relay.start(first);
+    return relay.done;
   }
-}
-
-/** Characters of a burst's frames held before they are written anyway (memory bound of a stream). */
-const SSE_HELD_MAX = 64 * 1024;
-
-/**
- * A comment line now and then keeps proxies from closing an idle stream. One
- * timer for all open streams (each is pinged once per interval), not one each.
- */
-class SsePinger {
-  readonly #open = new Set<http.ServerResponse>();
-  #timer: NodeJS.Timeout | undefined;
-  constructor(private readonly intervalMs: number) {}
-
-  add(res: http.ServerResponse): void {
-    this.#open.add(res);
-    if (!this.#timer) {
-      this.#timer = setInterval(() => {
-        for (const r of this.#open) r.write(": ping\n\n");
-      }, this.intervalMs);
-      this.#timer.unref();
-    }
-  }
-
-  delete(res: http.ServerResponse): void {
-    this.#open.delete(res);
-    if (this.#open.size === 0 && this.#timer) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
-  }
-}
-
-function safeText(err: PlatformError): string {
-  return err.code === 13 || err.code === 2 ? "internal error" : err.message;
 }

@@ -1,0 +1,86 @@
+import assert from "node:assert/strict";
+import * as http from "node:http";
+import { after, before, test } from "node:test";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import { StreamService, type TickRequest, TickResponseSchema } from "@platform/gen/rpctest/v1/rpctest_pb";
+import { pino } from "pino";
+import { createServer } from "../server/create-server.ts";
+
+// What an open, idle SSE stream keeps of its request: the memory of
+// thousands of idle followers (bench sse-streams) is mostly what each one
+// holds while it waits. The request message (with the path, query and body
+// it was built from) is read once; a suspended layer of the bridge holding it
+// (an async function awaiting the stream, a generator over the one message)
+// would keep it, and everything beside it, for the stream's life.
+
+setFlagsFromString("--expose-gc");
+const gc = runInNewContext("gc") as () => void;
+
+const requests: WeakRef<TickRequest>[] = [];
+const contexts: HandlerContext[] = [];
+
+/** One event, then nothing until the client goes: an idle follower. Holds its context, not its request. */
+function idleStream(req: TickRequest, ctx: HandlerContext): AsyncIterable<unknown> {
+  requests.push(new WeakRef(req));
+  contexts.push(ctx);
+  let sent = false;
+  return {
+    [Symbol.asyncIterator]: () => ({
+      next: () => {
+        if (!sent) {
+          sent = true;
+          return Promise.resolve({ done: false, value: create(TickResponseSchema, { seq: 1n, text: "open" }) });
+        }
+        return new Promise((resolve) =>
+          ctx.signal.addEventListener("abort", () => resolve({ done: true, value: undefined }), { once: true }),
+        );
+      },
+    }),
+  };
+}
+
+const server = createServer({
+  name: "sse-idle",
+  envelope: "agents",
+  services: [{ service: StreamService, impl: { tick: idleStream as never, chat: idleStream as never } }],
+  logger: pino({ level: "silent" }),
+});
+let port = 0;
+before(async () => {
+  port = Number(new URL((await server.listen()).url).port);
+});
+after(() => server.close());
+
+/** Opens a stream and resolves once its first event arrived; the request stays open. */
+function open(path: string): Promise<http.ClientRequest> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ port, path, headers: { accept: "text/event-stream" } }, (res) => {
+      assert.equal(res.statusCode, 200);
+      res.once("data", () => resolve(req));
+    });
+    req.on("error", reject);
+  });
+}
+
+test("an open SSE stream waiting for its next event does not hold its request message", async () => {
+  const clients = await Promise.all(Array.from({ length: 5 }, (_, i) => open(`/v1/ticks?count=${i + 1}&after=7`)));
+  try {
+    assert.equal(requests.length, 5);
+    // Collected across turns: a finalizer-free WeakRef clears after the job it was made in.
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setImmediate(r));
+      gc();
+    }
+    const kept = requests.filter((r) => r.deref() !== undefined).length;
+    assert.equal(kept, 0, `${kept} of 5 idle streams still hold their request message`);
+    assert.ok(
+      contexts.every((c) => !c.signal.aborted),
+      "the streams are still open",
+    );
+  } finally {
+    for (const c of clients) c.destroy();
+  }
+});
