@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { after, before, test } from "node:test";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { loadLauncherConfig } from "./config.ts";
-import { platformServices } from "./services.ts";
+import { platformServices, SEMI_SPACE_MIB } from "./services.ts";
 
 let pki: TestPki;
 before(async () => {
@@ -102,9 +102,10 @@ test("identity believes X-Forwarded-For from the router's own address only (LOGI
   assert.equal(trusted({ PLATFORM_HOST: "localhost" }), "127.0.0.1,::1");
 });
 
-test("the services on embedded PGlite run with --liftoff-only; the router, which has no database, without", () => {
+test("every service bounds V8's semi-space; those on embedded PGlite also run with --liftoff-only, the router (no database) without", () => {
   const { services } = platformServices(loadLauncherConfig({}), secrets, pki.files);
   const args = Object.fromEntries(services.map((s) => [s.name, s.nodeArgs ?? []]));
-  for (const name of ["identity", "compute", "agents"]) assert.deepEqual(args[name], ["--liftoff-only"], name);
-  assert.deepEqual(args.runtime, []);
+  const young = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
+  for (const name of ["identity", "compute", "agents"]) assert.deepEqual(args[name], ["--liftoff-only", young], name);
+  assert.deepEqual(args.runtime, [young]);
 });

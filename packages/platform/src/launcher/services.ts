@@ -8,6 +8,9 @@ import type { ServiceSpec } from "./supervisor.ts";
 
 const root = new URL("../../../..", import.meta.url).pathname;
 
+/** The services' V8 semi-space bound, MiB (platformServices says why). */
+export const SEMI_SPACE_MIB = 2;
+
 /** Each service's entry, by the name the launcher gives it. */
 export const SERVICE_ENTRIES = {
   identity: join(root, "packages/identity/src/main.ts"),
@@ -52,11 +55,16 @@ export function platformServices(
     HOST: host,
     ...(config.otelEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: config.otelEndpoint } : {}),
   };
+  // V8's young generation: Node 20 lets each semi-space grow to 16 MiB, a
+  // service's start-up grows it that far, and an idle process keeps it; at
+  // SEMI_SPACE_MIB the whole platform idles ~85 MiB lower for no measurable
+  // CPU over a load of sign-ins and sandbox turns (README, Memory).
+  const young = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
   // The services on embedded PGlite (a WebAssembly build of PostgreSQL) keep
   // its code in Liftoff, V8's baseline WASM compiler: optimizing it too cost
   // ~60 MiB of resident code per process, and more CPU than it saved over
   // 15,000 queries (README, Memory).
-  const pglite = { nodeArgs: ["--liftoff-only"] };
+  const pglite = { nodeArgs: ["--liftoff-only", young] };
   const worker = tls("runtime-worker");
   const services: ServiceSpec[] = [
     {
@@ -114,6 +122,7 @@ export function platformServices(
     {
       name: "runtime",
       entry: SERVICE_ENTRIES.runtime,
+      nodeArgs: [young],
       readyUrl: `${endpoints.router}/livez`,
       env: {
         ...common,
@@ -137,6 +146,7 @@ export function platformServices(
     services.push({
       name: "e2b",
       entry: SERVICE_ENTRIES.e2b,
+      nodeArgs: [young],
       readyUrl: `${url(ports.e2b)}/livez`,
       env: {
         ...common,
