@@ -3,13 +3,13 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createTestDatabase } from "@platform/db/testing";
+import { IdentityClient } from "@platform/identity-client";
 import { type EnsureResult, ensurePki, tlsEnv } from "@platform/pki";
 import { createServiceTransport, loadServiceTls, type ServiceTls } from "@platform/rpc";
 // The runtime package exports only its orchestrator types from its index;
 // the router, the local orchestrator and the identity authenticator are
 // reached by path until it exports them.
 import { LocalOrchestrator } from "../../runtime/src/orchestrator/local/local-orchestrator.ts";
-import { IdentityClient } from "@platform/identity-client";
 import { type RunningRouter, startRouter } from "../../runtime/src/router/router.ts";
 import { ServiceProcess } from "./host/service-process.ts";
 
@@ -177,6 +177,14 @@ export class Stack {
       return svc;
     })();
     return this.#grpcJsPeers[kind];
+  }
+
+  /**
+   * The bare node:http2 gRPC server (src/peers/bare-grpc.ts) with identity's
+   * certificate, in a process of its own, stopped by `stop()` of the result.
+   */
+  async bareGrpc(): Promise<ServiceProcess> {
+    return ServiceProcess.start("bare-grpc", { ...(await this.#tlsEnv("identity")), HOST: "127.0.0.1" });
   }
 
   router(): Promise<{ router: RunningRouter; orchestrator: LocalOrchestrator }> {

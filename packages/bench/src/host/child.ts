@@ -1,13 +1,14 @@
 // A service under test in its own process, driven over IPC by the bench
-// runner: `node --import tsx child.ts <identity|compute|agents|bare-sse>`. It starts
+// runner: `node --import tsx child.ts <identity|compute|agents|bare-sse|bare-grpc>`. It starts
 // the real service factory on ephemeral ports, sends {type:"ready", urls},
 // and answers {type:"stats"} with its memory and event-loop lag, so the
 // runner measures the service's process, not its own. With BENCH_PEER=grpc-js
 // identity and compute serve their own implementations under grpc-js instead
-// (the peers of src/peers/); bare-sse is the bare SSE server peer.
+// (the peers of src/peers/); bare-sse is the bare SSE server peer, bare-grpc
+// the bare gRPC server the API key latency figure's tail is compared with.
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { destination, pino } from "pino";
 import { BenchModel } from "./bench-model.ts";
 
@@ -16,6 +17,15 @@ type Msg = { id: number; type: string; [k: string]: unknown };
 const kind = process.argv[2];
 const lag = monitorEventLoopDelay({ resolution: 1 });
 lag.enable();
+// The process's GC pauses since the last resetLag: a latency tail is told apart from them.
+const gc = { count: 0, totalMs: 0, maxMs: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gc.count++;
+    gc.totalMs += e.duration;
+    gc.maxMs = Math.max(gc.maxMs, e.duration);
+  }
+}).observe({ entryTypes: ["gc"] });
 // To stderr, which the bench passes through (its stdout is the results table).
 const logger = pino({ level: process.env.LOG_LEVEL ?? "warn" }, destination(2));
 
@@ -106,6 +116,15 @@ async function start(): Promise<Record<string, string>> {
     // The session-log figure writes long logs straight into the service's own database (PGlite too).
     extra = (msg) => (msg.type === "seedLog" ? seedLog(server.database, msg) : undefined);
     return { url, grpc: grpcUrl };
+  }
+  if (kind === "bare-grpc") {
+    // The floor of identity's gRPC latency figures: a bare node:http2 server with identity's TLS (peers/bare-grpc.ts).
+    const { startBareGrpc } = await import("../peers/bare-grpc.ts");
+    const tls = (await import("@platform/rpc")).internalTlsFromEnv(process.env, "identity");
+    if (!tls) throw new Error("bare-grpc needs TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE");
+    const server = await startBareGrpc(process.env.HOST ?? "127.0.0.1", tls);
+    closeService = () => server.close();
+    return { grpc: server.url };
   }
   if (kind === "bare-sse") {
     // The peer of agents' SSE streams: a bare node:http server (peers/bare-sse.ts).
@@ -232,6 +251,7 @@ function stats() {
     lagP50Ms: lag.percentile(50) / 1e6,
     lagP99Ms: lag.percentile(99) / 1e6,
     lagMaxMs: lag.max / 1e6,
+    gc: { ...gc },
     cpu: process.cpuUsage(),
   };
   return s;
@@ -243,8 +263,10 @@ process.on("message", (raw) => {
     try {
       let result: unknown;
       if (msg.type === "stats") result = stats();
-      else if (msg.type === "resetLag") lag.reset();
-      else if (msg.type === "gc") (globalThis as { gc?: () => void }).gc?.();
+      else if (msg.type === "resetLag") {
+        lag.reset();
+        Object.assign(gc, { count: 0, totalMs: 0, maxMs: 0 });
+      } else if (msg.type === "gc") (globalThis as { gc?: () => void }).gc?.();
       else if (msg.type === "close") {
         await closeService();
         result = true;

@@ -10,6 +10,8 @@ export interface ChildStats {
   lagP50Ms: number;
   lagP99Ms: number;
   lagMaxMs: number;
+  /** GC pauses since the last resetLag (PerformanceObserver "gc" entries). */
+  gc: { count: number; totalMs: number; maxMs: number };
   cpu: { user: number; system: number };
 }
 
@@ -38,7 +40,7 @@ export class ServiceProcess {
   }
 
   static async start(
-    kind: "identity" | "compute" | "agents" | "bare-sse",
+    kind: "identity" | "compute" | "agents" | "bare-sse" | "bare-grpc",
     env: Record<string, string>,
     timeoutMs = 60_000,
   ): Promise<ServiceProcess> {

@@ -1,0 +1,68 @@
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { AuthMode, Env, Role, VerifyAPIKeyResponseSchema } from "@platform/gen/identity/v1/auth_pb";
+import type { ServiceTls } from "@platform/rpc";
+
+/**
+ * The least a Node gRPC server can be: node:http2 with the same mutual TLS
+ * as identity's internal port, answering every call with one fixed
+ * VerifyAPIKey response (an API key's context, so the client decodes as
+ * much as from ours) and grpc-status 0. No routing, no verification, no
+ * interceptors, no log: the floor a latency figure's tail is compared with,
+ * i.e. what the transport, the load client and this machine's scheduling
+ * allow any server.
+ */
+export async function startBareGrpc(host: string, tls: ServiceTls): Promise<{ url: string; close(): Promise<void> }> {
+  const body = toBinary(
+    VerifyAPIKeyResponseSchema,
+    create(VerifyAPIKeyResponseSchema, {
+      context: {
+        userId: "00000000-0000-4000-8000-000000000001",
+        orgId: "00000000-0000-4000-8000-000000000002",
+        mode: AuthMode.API_KEY,
+        role: Role.OWNER,
+        env: Env.LIVE,
+        apiKeyId: "00000000-0000-4000-8000-000000000003",
+        method: "api_key:sk_live_abcdefgh",
+        scopes: ["read", "agents:write", "sessions:run"],
+      },
+    }),
+  );
+  const frame = Buffer.alloc(5 + body.length);
+  frame.writeUInt32BE(body.length, 1);
+  frame.set(body, 5);
+  const server = http2.createSecureServer({
+    ca: tls.ca,
+    cert: tls.cert,
+    key: tls.key,
+    requestCert: true,
+    rejectUnauthorized: true,
+  });
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  server.on("stream", (stream) => {
+    stream.on("data", () => {});
+    stream.on("end", () => {
+      if (stream.destroyed) return;
+      stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
+      stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      stream.end(frame);
+    });
+    stream.on("error", () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `https://${host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Open sessions would hold close() until they end.
+        for (const s of sessions) s.destroy();
+      }),
+  };
+}
