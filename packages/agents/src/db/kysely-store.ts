@@ -232,22 +232,32 @@ export class KyselyStore implements Store {
     after: number,
     limit?: number,
   ): Promise<{ session: Session; events: SessionEvent[] } | undefined> {
-    // One row per event (or one with null event columns), each repeating the
-    // session; created_at is the only column name the two tables share. The
-    // events are a keyset read inside a lateral subquery (seq > after by the
-    // (session_id, seq) primary key, limit inside): an order-by-limit over a
-    // plain join made the planner read every event of the session after
-    // `after` and sort them, so a page of a 100,000-event log cost a scan of it.
+    // One row per event (or one with null event columns); the session's
+    // columns only on the first (the lateral `x` is empty for the others, so
+    // they come back null): repeated on every row, they were more than half
+    // of each row's parse (four timestamptz and the budgets' JSON per event,
+    // ~15 % of agents' CPU went to pg row parsing under the mixed-load bench
+    // figure). The events are a keyset read inside a lateral subquery (seq >
+    // after by the (session_id, seq) primary key, limit inside): an
+    // order-by-limit over a plain join made the planner read every event of
+    // the session after `after` and sort them, so a page of a 100,000-event
+    // log cost a scan of it.
     const { rows } = await sql<
-      Selectable<SessionEventsTable> &
+      Omit<Selectable<SessionEventsTable>, "session_id"> &
         Omit<Selectable<SessionsTable>, "created_at"> & { session_created_at: Date; now: Date }
     >`
-      select e.*, s.id, s.org_id, s.agent_id, s.last_seq, s.sandbox_id, s.active_run_id, s.run_lease_until, s.cancel_requested, s.budgets, s.updated_at,
-        s.created_at as session_created_at, now() as now
+      select e.seq, e.run_id, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error, e.created_at,
+        e.queued_seq, x.*
       from sessions s left join lateral (
-        select * from session_events where session_id = s.id and seq > ${after}
+        select seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq,
+          row_number() over (order by seq rows between unbounded preceding and current row) as nth
+        from session_events where session_id = s.id and seq > ${after}
         order by seq ${limit === undefined ? sql`` : sql`limit ${limit}`}
-      ) e on true
+      ) e on true left join lateral (
+        select s.id, s.org_id, s.agent_id, s.last_seq, s.sandbox_id, s.active_run_id, s.run_lease_until,
+          s.cancel_requested, s.budgets, s.updated_at, s.created_at as session_created_at, now() as now
+        where e.nth is null or e.nth = 1
+      ) x on true
       where s.org_id = ${orgId} and s.id = ${sessionId}
       order by e.seq`.execute(this.db);
     const first = rows[0];
@@ -773,7 +783,7 @@ function toSession(row: Selectable<SessionsTable>, now: Date): Session {
   };
 }
 
-function toEvent(row: Selectable<SessionEventsTable>): SessionEvent {
+function toEvent(row: Omit<Selectable<SessionEventsTable>, "session_id">): SessionEvent {
   return {
     seq: Number(row.seq),
     type: row.type as EventType,
