@@ -232,6 +232,10 @@ export interface RestHandlerDeps extends RestOptions {
 export function createRestHandler(o: RestHandlerDeps) {
   const relayDeps: SseRelayDeps = {
     pinger: new SsePinger(o.ssePingMs),
+    broke: (res, err) => {
+      o.logger(res.req).error({ err }, "request failed");
+      res.destroy();
+    },
     warn: (res, err) =>
       o
         .logger(res.req)
@@ -293,9 +297,10 @@ export function createRestHandler(o: RestHandlerDeps) {
     }
     const headers = headersOf(req, isFramingHeader);
     const { controller: abort, release } = callAbort(res, o.shutdown);
-    // Returned, not awaited: this frame (the URL, the route's match, the body
-    // and the request message) is not held for as long as the stream is open.
-    if (route.sse) return serveStream(res, route, message, headers, abort).finally(release);
+    // Returns once the stream is open (its relay goes on alone): this frame
+    // (the URL, the route's match, the body and the request message) is not
+    // held for as long as the stream is open.
+    if (route.sse) return serveStream(res, route, message, headers, abort, release);
     try {
       await serveUnary(res, route, message, headers, abort.signal);
     } finally {
@@ -341,9 +346,27 @@ export function createRestHandler(o: RestHandlerDeps) {
     message: Message,
     headers: Headers,
     abort: AbortController,
+    release: () => void,
   ) {
     // Both response kinds have write/flushHeaders; their union type does not.
     const res = nodeRes as http.ServerResponse;
+    let relaying = false;
+    try {
+      relaying = await startStream(res, route, message, headers, abort, release);
+    } finally {
+      if (!relaying) release();
+    }
+  }
+
+  /** Answers the call's first outcome: an error envelope (false), or the SSE headers and a relay started (true). */
+  async function startStream(
+    res: http.ServerResponse,
+    route: Route,
+    message: Message,
+    headers: Headers,
+    abort: AbortController,
+    release: () => void,
+  ): Promise<boolean> {
     const framer = framerOf(route);
     const method = route.method as DescMethodServerStreaming;
     let it: AsyncIterator<Message>;
@@ -367,12 +390,12 @@ export function createRestHandler(o: RestHandlerDeps) {
       await Promise.race([first, opened]);
       copyHeaders(out.header, res);
     } catch (e) {
-      if (abort.signal.aborted && isGone(res)) return;
+      if (abort.signal.aborted && isGone(res)) return false;
       const ce = ConnectError.from(e);
       // Headers the handler set before failing (e.g. Retry-After) still count.
       copyHeaders(out?.header, res);
       sendError(res, platformErrorOf(ce) ?? fromConnectError(ce), ce.metadata);
-      return;
+      return false;
     }
     res.writeHead(200, {
       "content-type": "text/event-stream",
@@ -380,10 +403,9 @@ export function createRestHandler(o: RestHandlerDeps) {
       "x-accel-buffering": "no",
     });
     res.flushHeaders?.();
-    // Returned, not awaited: the relay holds what an open stream needs, not
-    // this frame (the call's headers, values and request message).
-    const relay = new SseRelay(res, method, framer, it, abort.signal, relayDeps, o.sseOpened?.(route));
-    relay.start(first);
-    return relay.done;
+    // The relay holds what an open stream needs, not this frame (the call's
+    // headers, values and request message).
+    new SseRelay(res, method, framer, it, abort.signal, relayDeps, o.sseOpened?.(route), release).start(first);
+    return true;
   }
 }

@@ -13,15 +13,19 @@ export interface SseRelayDeps {
   pinger: SsePinger;
   /** Logs a stream that failed after its first event. */
   warn: (res: http.ServerResponse, err: PlatformError) => void;
+  /** What failed while relaying a failure: logged as the request's own failure (the response is ended and destroyed). */
+  broke: (res: http.ServerResponse, err: unknown) => void;
   /** The stream's error event for a mid-stream failure, when the contract has none. */
   errorEvent?: (err: PlatformError, method: DescMethodServerStreaming) => Message | undefined;
 }
 
 /**
  * Writes a server stream's messages to an open SSE response until the
- * stream ends, fails or its client goes; `done` resolves once the response
- * is ended and the call closed (rejects only when relaying a failure itself
- * failed). Driven by promise callbacks, not a loop in an async function, and
+ * stream ends, fails or its client goes, then tells `released` (the
+ * response ended, the call closed). Nothing awaits it: the request's handler
+ * returns once the relay starts, so no chain of pending promises (each with
+ * its async_hooks fields) waits on the stream from the layers above. Driven
+ * by promise callbacks, not a loop in an async function, and
  * an object with methods rather than closures: an idle stream (an SSE
  * follower waiting for events, thousands per process) holds this object and
  * its pending read, not a suspended frame with everything the request ever
@@ -37,9 +41,6 @@ export interface SseRelayDeps {
  * machinery. The event stream's bytes are the same.
  */
 export class SseRelay {
-  readonly done: Promise<void>;
-  #resolve!: () => void;
-  #reject!: (err: unknown) => void;
   #held = "";
   #flushQueued = false;
   #draining: Promise<void> | undefined;
@@ -56,12 +57,10 @@ export class SseRelay {
     private readonly deps: SseRelayDeps,
     /** Told once the stream ended (metrics). */
     closed: (() => void) | undefined,
+    /** Told once the response is ended and the call closed. */
+    private readonly released: () => void,
   ) {
     this.#closed = closed;
-    this.done = new Promise<void>((resolve, reject) => {
-      this.#resolve = resolve;
-      this.#reject = reject;
-    });
     deps.pinger.add(res);
   }
 
@@ -148,8 +147,8 @@ export class SseRelay {
       .catch(() => {})
       .then(() => {
         if (!isGone(this.res)) this.res.end();
-        if (thrown) this.#reject(thrown.err);
-        else this.#resolve();
+        this.released();
+        if (thrown) this.deps.broke(this.res, thrown.err);
       });
   }
 }
