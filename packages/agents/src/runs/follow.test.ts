@@ -157,3 +157,16 @@ test("a replay reads a small first page (its first event waits for little), then
     );
   }
 });
+
+test("a follower that follows no queued send ends at a terminal event of no run, as at its run's end", async () => {
+  const { store } = storeDouble([event(1, "user"), event(2)]);
+  const hub = new EventHub();
+  const detach = hub.attachWriter(SESSION);
+  const it = new Followers(store, hub, 1).follow(ORG, SESSION, 0)[Symbol.asyncIterator]();
+  assert.deepEqual(await take(it, 2), [1, 2]);
+  hub.publish(SESSION, [{ ...event(3, "error"), runId: undefined }]);
+  assert.equal((await it.next()).value?.seq, 3);
+  const end = await Promise.race([it.next(), new Promise((r) => setTimeout(() => r("still waiting"), 2000))]);
+  assert.deepEqual(end, { done: true, value: undefined });
+  detach();
+});

@@ -147,10 +147,10 @@ export class Followers {
       unwatch = this.#watch(orgId, sessionId);
       while (!options.signal?.aborted) {
         let fresh: SessionEvent[] | undefined;
-        const queued = inbox.splice(0).filter((e) => e.seq > last);
-        if (!dirty && queued.length > 0 && queued.every((e, i) => e.seq === last + 1 + i)) {
-          fresh = queued;
-        } else if (!dirty && queued.length === 0) {
+        const arrived = inbox.splice(0).filter((e) => e.seq > last);
+        if (!dirty && arrived.length > 0 && arrived.every((e, i) => e.seq === last + 1 + i)) {
+          fresh = arrived;
+        } else if (!dirty && arrived.length === 0) {
           event = undefined;
           read = undefined;
           await new Promise<void>((resolve) => {
