@@ -161,7 +161,7 @@ async function pageServer(sdk: string): Promise<{ origin: string; onCut?: () => 
 
 /**
  * A TCP proxy to `target` that holds the first reply stream (POST .../messages)
- * right after its first whole event (cutPoint), however the server's writes
+ * right after its first whole event (cutPrefix), however the server's writes
  * were split into TCP chunks: nothing more of it is passed on, and `cut()`
  * destroys both sides (once the page has that event: a browser may drop what
  * arrived just before a connection error). Keeps each request line and
@@ -176,7 +176,6 @@ async function cuttingProxy(target: string) {
     const upstream = net.connect(Number(port), hostname);
     let armed = false;
     let answer = Buffer.alloc(0);
-    let passed = 0;
     client.on("data", (chunk: Buffer) => {
       const head = chunk.toString("latin1");
       const line = /^(GET|POST|PATCH|DELETE|PUT|OPTIONS) (\S+) HTTP/.exec(head);
@@ -185,7 +184,6 @@ async function cuttingProxy(target: string) {
         requests.push(`${line[1]} ${line[2]}${lastId ? ` last-event-id=${lastId}` : ""}`);
         armed = !held && line[1] === "POST" && /\/messages$/.test(line[2]!);
         answer = Buffer.alloc(0);
-        passed = 0;
       }
       upstream.write(chunk);
     });
@@ -197,22 +195,14 @@ async function cuttingProxy(target: string) {
         return;
       }
       answer = Buffer.concat([answer, chunk]);
-      const end = cutPoint(answer.toString("latin1"));
-      if (end < 0) {
-        client.write(answer.subarray(passed));
-        passed = answer.length;
-        return;
-      }
+      // Held until the first event is whole; then only it goes through (the server may write a whole burst, even
+      // the whole reply, as one chunk: the cut must still come after the first event, not after the chunk).
+      const prefix = cutPrefix(answer.toString("latin1"));
+      if (prefix === undefined) return;
       armed = false;
       holding = true;
-      client.write(answer.subarray(passed, end));
-      // The server writes the events of a burst as one chunk, so more than the first may have got through.
-      lastPassedId = [
-        ...answer
-          .subarray(0, end)
-          .toString("latin1")
-          .matchAll(/^id: *(\S+)$/gm),
-      ].at(-1)?.[1];
+      client.write(Buffer.from(prefix, "latin1"));
+      lastPassedId = [...prefix.matchAll(/^id: *(\S+)$/gm)].at(-1)?.[1];
       held = () => {
         client.destroy();
         upstream.destroy();
@@ -242,33 +232,37 @@ async function cuttingProxy(target: string) {
 }
 
 /**
- * Where an answer (`text`, its bytes as latin1) may be cut right after its
- * first whole event with an id: the end of the chunk frame holding the
- * event's blank line (so the browser is given a well-formed prefix of the
- * chunked body, not half a frame it may hold back), or -1 before that has
- * arrived.
+ * What of an answer (`text`, its bytes as latin1) goes through before the
+ * cut: its head and its first whole event with an id, as one chunk frame
+ * when the body is chunked (so the browser is given a well-formed prefix of
+ * the body, not half a frame it may hold back); undefined until the first
+ * event has arrived.
  */
-function cutPoint(text: string): number {
+function cutPrefix(text: string): string | undefined {
   const bodyAt = text.indexOf("\r\n\r\n") + 4;
-  if (bodyAt < 4) return -1;
+  if (bodyAt < 4) return undefined;
   const eventEnd = (data: string) => {
     const id = /^id: /m.exec(data);
     return id ? data.indexOf("\n\n", id.index) : -1;
   };
   if (!/\r\ntransfer-encoding: *chunked/i.test(text.slice(0, bodyAt))) {
     const end = eventEnd(text.slice(bodyAt));
-    return end < 0 ? -1 : bodyAt + end + 2;
+    return end < 0 ? undefined : text.slice(0, bodyAt + end + 2);
   }
   let data = "";
   for (let at = bodyAt; ; ) {
     const lineEnd = text.indexOf("\r\n", at);
-    if (lineEnd < 0) return -1;
+    if (lineEnd < 0) return undefined;
     const size = Number.parseInt(text.slice(at, lineEnd), 16);
     const frameEnd = lineEnd + 2 + size + 2;
-    if (size === 0 || frameEnd > text.length) return -1;
+    if (size === 0 || frameEnd > text.length) return undefined;
     data += text.slice(lineEnd + 2, lineEnd + 2 + size);
     at = frameEnd;
-    if (eventEnd(data) >= 0) return at;
+    const end = eventEnd(data);
+    if (end >= 0) {
+      const first = data.slice(0, end + 2);
+      return `${text.slice(0, bodyAt)}${first.length.toString(16)}\r\n${first}\r\n`;
+    }
   }
 }
 
@@ -395,7 +389,7 @@ describe("the SDK's browser bundle in Chromium against the real platform", { tim
       const rejoins = proxy.requests.filter((q) => /^GET \/v1\/sessions\/[^/]+\/events last-event-id=\d+$/.test(q));
       assert.ok(rejoins.length >= 1, proxy.requests.join("\n"));
       assert.deepEqual(got.seqs, log, JSON.stringify(r));
-      // The rejoin continues after the last event that got through (the first, or the rest of its burst).
+      // The rejoin continues after the one event that got through.
       const passed = proxy.lastPassedId();
       assert.ok(passed !== undefined && got.seqs.includes(passed), `${passed} in ${got.seqs}`);
       assert.notEqual(passed, got.seqs.at(-1), "the cut came before the end of the reply");
