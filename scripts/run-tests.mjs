@@ -9,7 +9,8 @@
 //   node scripts/run-tests.mjs --watch [filter...]   (pnpm test:watch) the matching files on
 //     PostgreSQL, again whenever a file they import changes (node --test --watch); Ctrl-C ends it
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -107,15 +108,37 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   });
 }
 
+/**
+ * CI on 2 cores is bound by CPU, not by waiting (3 files at once kept the load
+ * average at 7-9), so each file's CPU time is what tells where a run's time
+ * goes: GNU time reports the user and system seconds of the file's process
+ * and of every process it waited for (the services a test starts included).
+ */
+const TIME = "/usr/bin/time";
+const cpuDir = existsSync(TIME) ? mkdtempSync(join(tmpdir(), "test-cpu-")) : undefined;
+process.on("exit", () => cpuDir && rmSync(cpuDir, { recursive: true, force: true }));
+let cpuFiles = 0;
+
+function readCpu(path) {
+  try {
+    const [user, sys] = readFileSync(path, "utf8").trim().split("\n").at(-1).split(" ").map(Number);
+    return user + sys;
+  } catch {
+    return undefined;
+  }
+}
+
 /** One file in a `node --test` of its own; its output held and printed when it ends. */
 function runFile(job) {
   const { file, backend, env, attempt = 1 } = job;
   return new Promise((resolve) => {
     const timeout = fileTimeout(file);
     const started = Date.now();
+    const args = ["--import", "tsx", "--test", "--test-reporter=spec", `--test-timeout=${timeout}`, file];
+    const cpuFile = cpuDir && join(cpuDir, `${cpuFiles++}`);
     const child = spawn(
-      process.execPath,
-      ["--import", "tsx", "--test", "--test-reporter=spec", `--test-timeout=${timeout}`, file],
+      cpuFile ? TIME : process.execPath,
+      cpuFile ? ["-f", "%U %S", "-o", cpuFile, process.execPath, ...args] : args,
       // Its own process group, so a file that hangs is ended with everything it started.
       { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true },
     );
@@ -129,13 +152,14 @@ function runFile(job) {
       clearTimeout(guard);
       children.delete(child);
       const ms = Date.now() - started;
+      const cpu = cpuFile && readCpu(cpuFile);
       const pass = Number(/ℹ pass (\d+)/.exec(out)?.[1] ?? 0);
       let fail = Number(/ℹ fail (\d+)/.exec(out)?.[1] ?? 0);
       if (code !== 0 && fail === 0) fail = 1;
       process.stdout.write(
-        `\n== ${file} (${backend})${attempt > 1 ? ` (run ${attempt})` : ""}: ${pass} passed, ${fail} failed in ${(ms / 1000).toFixed(1)} s ==\n${out}`,
+        `\n== ${file} (${backend})${attempt > 1 ? ` (run ${attempt})` : ""}: ${pass} passed, ${fail} failed in ${(ms / 1000).toFixed(1)} s${cpu === undefined ? "" : ` (CPU ${cpu.toFixed(1)} s)`} ==\n${out}`,
       );
-      resolve({ file, backend, pass, fail, ms, job });
+      resolve({ file, backend, pass, fail, ms, cpu, job });
     });
   });
 }
@@ -173,7 +197,11 @@ if (watch) {
     for (const first of failedNow) {
       const again = await runFile({ ...first.job, attempt: round + 2 });
       if (again.fail === 0 && again.pass > 0) flaky.push(first);
-      results[results.indexOf(first)] = { ...again, ms: first.ms + again.ms };
+      results[results.indexOf(first)] = {
+        ...again,
+        ms: first.ms + again.ms,
+        cpu: first.cpu === undefined ? again.cpu : first.cpu + (again.cpu ?? 0),
+      };
     }
   }
   const pass = results.reduce((n, r) => n + r.pass, 0);
@@ -181,6 +209,13 @@ if (watch) {
   console.log("\nslowest files:");
   for (const r of [...results].sort((a, b) => b.ms - a.ms).slice(0, 15)) {
     console.log(`  ${(r.ms / 1000).toFixed(1).padStart(6)} s  ${r.file} (${r.backend})`);
+  }
+  if (results.some((r) => r.cpu !== undefined)) {
+    const cpu = results.reduce((n, r) => n + (r.cpu ?? 0), 0);
+    console.log(`\nmost CPU (${Math.round(cpu)} s of CPU in all the files):`);
+    for (const r of [...results].sort((a, b) => (b.cpu ?? 0) - (a.cpu ?? 0)).slice(0, 15)) {
+      console.log(`  ${(r.cpu ?? 0).toFixed(1).padStart(6)} s  ${r.file} (${r.backend})`);
+    }
   }
   const failed = results.filter((r) => r.fail > 0);
   if (failed.length > 0)
