@@ -1,9 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import type { SandboxObservation } from "../../driver.ts";
+import { buildNative, nativeBinDir } from "../../native-build.ts";
 import { baseEnv, bwrapArgs } from "./bwrap.ts";
 import { signalNumber } from "./exec-run.ts";
 import { imageRootArgs, LocalImages } from "./images/index.ts";
@@ -28,6 +30,26 @@ const SCRIPT_FD = 7;
 /** Mount point of a sandbox directory inside its launcher's private mount namespace. */
 const STAGE = "/run/platform-compute-stage";
 
+/** The sandbox's init: it tells it runs inside the finished sandbox on fd 4, then waits. */
+const INIT = "echo ready >&4; exec 4>&-; exec /bin/sleep infinity";
+
+/**
+ * launch-helper.c built (with cc, once per source version, as the exec
+ * helper is): the launch chain's root part in one process. Rejects where it
+ * cannot be built; the driver then launches through the shell chain.
+ */
+export function buildLaunchHelper(dir = nativeBinDir()): Promise<string> {
+  return buildNative(
+    {
+      name: "launch-helper",
+      sourceDir: dirname(fileURLToPath(import.meta.url)),
+      sources: ["launch-helper.c"],
+      whenCompileFails: "sandboxes start through the shell chain (sh, unshare, mount, umount, setpriv) instead",
+    },
+    dir,
+  );
+}
+
 /** What starting a sandbox, watching its init and ending it touch of the sandbox. */
 export type Launchable = WorkspaceHolder &
   UsageSources &
@@ -49,6 +71,8 @@ export type Launchable = WorkspaceHolder &
 export interface LaunchDeps<S extends Launchable> {
   /** The launch chain dies with this process (bwrap --die-with-parent, a parent-death signal before it). */
   dieWithService?: boolean;
+  /** The built launch helper (launch-helper.c), or undefined: the shell chain does its part. */
+  launchHelper?(): string | undefined;
   /** Process cap of a sandbox's cgroup. */
   pidsMax: number;
   /** The built seccomp filter every sandbox process runs under (none yet: no sandbox may start). */
@@ -68,13 +92,14 @@ export interface LaunchDeps<S extends Launchable> {
 
 /**
  * How a local sandbox runs: its cgroup, the launch chain that builds it
- * (a shell as root in a private mount namespace, setpriv, bwrap, the init),
- * its max runtime, and what its init's end means (failed, released, or
- * ended by us).
+ * (as root, a private mount namespace and the drop to the sandbox uid: the
+ * launch helper, or where it could not be built a shell with unshare, mount,
+ * umount and setpriv; then bwrap and the init), its max runtime, and what
+ * its init's end means (failed, released, or ended by us).
  */
 export class Launcher<S extends Launchable> {
-  /** A blank launch chain started ahead (prepareSpare). */
-  private spare?: ChildProcess;
+  /** A blank launch chain started ahead (prepareSpare), and whether it is the launch helper or a shell. */
+  private spare?: { child: ChildProcess; helper: boolean };
 
   constructor(private readonly deps: LaunchDeps<S>) {}
 
@@ -108,30 +133,50 @@ export class Launcher<S extends Launchable> {
     // (joinCgroup; never a sandbox process outside it: no limits there, and
     // nothing would find it to end it), then drop to the sandbox uid for good
     // and let bwrap build the namespaces.
-    // Ending with the service: the parent-death signal is set by the first
-    // process of the chain and kept through the uid change (which clears it),
-    // so a service killed while a sandbox starts takes the launch with it,
-    // not only a sandbox whose bwrap got as far as setting its own.
-    const keepDeathSignal = this.deps.dieWithService ? "--pdeathsig keep " : "";
-    const bindRoot = root ? `mount --bind "$3" ${STAGE}/rootfs && ` : "";
-    const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}umount -l ${MOUNTS_ROOT} && read -r joined <&${JOIN_FD} && [ "$joined" = joined ] && exec ${JOIN_FD}<&- && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
-    fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
-    const script = `echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
     const seccompFilter = this.deps.seccompFilter();
     if (!seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
-    const argv = [
-      layout.dir,
-      live.workspaceDir,
-      ...(root ? [root.tree] : []),
-      ...args,
-      "--",
-      "/bin/sh",
-      "-c",
-      "echo ready >&4; exec 4>&-; exec /bin/sleep infinity",
-    ];
+    fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
     const env = baseEnv(spec.workspace.mountPath);
-    const child =
-      (again && this.takeSpare(script, argv, env)) || this.spawnChain(["-c", script, "sh", ...argv], env, 7);
+    const helper = this.deps.launchHelper?.();
+    let child: ChildProcess | undefined;
+    if (helper) {
+      // launch-helper.c: the same steps in one process (its header lists them).
+      const binds = [
+        [layout.dir, STAGE],
+        [live.workspaceDir, join(STAGE, "workspace")],
+        ...(root ? [[root.tree, join(STAGE, "rootfs")]] : []),
+      ];
+      const fields = [
+        String(live.uid),
+        String(live.uid),
+        MOUNTS_ROOT,
+        String(binds.length),
+        ...binds.flat(),
+        BWRAP,
+        BWRAP,
+        "--info-fd",
+        "3",
+        ...args,
+        "--",
+        "/bin/sh",
+        "-c",
+        INIT,
+      ];
+      if (again) child = this.takeSpare(true, { fields, env });
+      child ??= this.spawnHelper(helper, fields, env, 7);
+    } else {
+      // Ending with the service: the parent-death signal is set by the first
+      // process of the chain and kept through the uid change (which clears it),
+      // so a service killed while a sandbox starts takes the launch with it,
+      // not only a sandbox whose bwrap got as far as setting its own.
+      const keepDeathSignal = this.deps.dieWithService ? "--pdeathsig keep " : "";
+      const bindRoot = root ? `mount --bind "$3" ${STAGE}/rootfs && ` : "";
+      const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}umount -l ${MOUNTS_ROOT} && read -r joined <&${JOIN_FD} && [ "$joined" = joined ] && exec ${JOIN_FD}<&- && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
+      const script = `echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
+      const argv = [layout.dir, live.workspaceDir, ...(root ? [root.tree] : []), ...args, "--", "/bin/sh", "-c", INIT];
+      if (again) child = this.takeSpare(false, { script, argv, env });
+      child ??= this.spawnChain(["-c", script, "sh", ...argv], env, 7);
+    }
     // bwrap reads the filter to its end from this descriptor (and closes it before the init runs).
     const filter = child.stdio.at(SECCOMP_FD) as Writable | null | undefined;
     filter?.on("error", () => {}); // bwrap gone before reading: the exit handler reports the start failure
@@ -193,62 +238,113 @@ export class Launcher<S extends Launchable> {
   }
 
   /**
-   * Starts a blank launch chain ahead of a released sandbox's resume: a shell
-   * waiting for its script on a pipe. Forking this process (its whole address
-   * space mapped) takes ~8 ms of the event loop here, a sixth of a released
-   * resume; the resume then only writes the script. At most one is kept.
+   * Starts a blank launch chain ahead of a released sandbox's resume: the
+   * launch helper (or a shell) waiting for its request on a pipe. Forking
+   * this process (its whole address space mapped) takes ~8 ms of the event
+   * loop here, a sixth of a released resume; the resume then only writes the
+   * request. At most one is kept.
    */
   prepareSpare(): void {
     if (this.spare || this.deps.isClosed() || !this.deps.seccompFilter()) return;
+    const helper = this.deps.launchHelper?.();
     let child: ChildProcess;
     try {
-      child = this.spawnChain(
-        ["-c", `IFS= read -r line <&${SCRIPT_FD} && exec ${SCRIPT_FD}<&- && eval "$line"`],
-        baseEnv("/"),
-        8,
-      );
+      child = helper
+        ? this.spawnHelper(helper, [], {}, 8, SCRIPT_FD)
+        : this.spawnChain(
+            ["-c", `IFS= read -r line <&${SCRIPT_FD} && exec ${SCRIPT_FD}<&- && eval "$line"`],
+            baseEnv("/"),
+            8,
+          );
     } catch (err) {
       this.deps.log?.warn({ err }, "starting a spare sandbox launcher failed");
       return;
     }
     child.on("error", () => {}); // a failed spawn: the spare is simply not used
     child.once("exit", () => {
-      if (this.spare === child) this.spare = undefined;
+      if (this.spare?.child === child) this.spare = undefined;
     });
     for (const stream of child.stdio) (stream as unknown as { unref?: () => void } | null)?.unref?.();
     child.unref();
-    this.spare = child;
+    this.spare = { child, helper: helper !== undefined };
   }
 
   /** Ends the spare launcher (the driver closes). */
   close(): void {
-    this.spare?.kill("SIGKILL");
+    this.spare?.child.kill("SIGKILL");
     this.spare = undefined;
   }
 
-  /** The spare launcher given script and its arguments, or undefined (none, gone, or a line break it cannot read). */
-  private takeSpare(script: string, argv: string[], env: Record<string, string>): ChildProcess | undefined {
+  /**
+   * The spare launcher given its request, or undefined (none, gone, of the
+   * other kind, or a request it cannot read: a line break for the shell, a
+   * NUL for the helper, whose fields are NUL-terminated).
+   */
+  private takeSpare(
+    helper: boolean,
+    request: { env: Record<string, string> } & ({ fields: string[] } | { script: string; argv: string[] }),
+  ): ChildProcess | undefined {
     const spare = this.spare;
     this.spare = undefined;
     if (!spare) return undefined;
-    const input = spare.stdio.at(SCRIPT_FD) as Writable | null | undefined;
-    const words = [script, ...argv, ...Object.values(env)];
-    if (!input || spare.exitCode !== null || spare.signalCode !== null || words.some((w) => w.includes("\n"))) {
-      spare.kill("SIGKILL");
+    const { child } = spare;
+    const input = child.stdio.at(SCRIPT_FD) as Writable | null | undefined;
+    const envWords = Object.entries(request.env).flat();
+    const words = "fields" in request ? request.fields : [request.script, ...request.argv];
+    const unreadable = helper ? "\0" : "\n";
+    if (
+      spare.helper !== helper ||
+      !input ||
+      child.exitCode !== null ||
+      child.signalCode !== null ||
+      [...words, ...envWords].some((w) => w.includes(unreadable))
+    ) {
+      child.kill("SIGKILL");
       return undefined;
     }
-    const exports = Object.entries(env).map(([k, v]) => `${k}=${shellQuote(v)}`);
     input.on("error", () => {}); // the spare gone meanwhile: its exit handler reports the start failure
-    input.end(`export ${exports.join(" ")}; set -- ${argv.map(shellQuote).join(" ")}; ${script}\n`);
+    if ("fields" in request) {
+      // launch-helper.c's request: n-env, env ("K=V")..., then the fields, each NUL-terminated.
+      const env = Object.entries(request.env).map(([k, v]) => `${k}=${v}`);
+      input.end(`${[String(env.length), ...env, ...request.fields].join("\0")}\0`);
+    } else {
+      const exports = Object.entries(request.env).map(([k, v]) => `${k}=${shellQuote(v)}`);
+      input.end(`export ${exports.join(" ")}; set -- ${request.argv.map(shellQuote).join(" ")}; ${request.script}\n`);
+    }
     // A start's pipes keep the event loop alive for its waiters until ready, as a fresh chain's do.
-    for (const fd of [3, 4]) (spare.stdio[fd] as unknown as { ref?: () => void } | null)?.ref?.();
-    return spare;
+    for (const fd of [3, 4]) (child.stdio[fd] as unknown as { ref?: () => void } | null)?.ref?.();
+    return child;
   }
 
   /** The launch chain's first process: a shell (as root), with the start's pipes on descriptors 2 to fds - 1. */
   private spawnChain(shellArgs: string[], env: Record<string, string>, fds: number): ChildProcess {
     const launcher = this.deps.dieWithService ? [SETPRIV, "--pdeathsig", "KILL", "--", "/bin/sh"] : ["/bin/sh"];
     return spawn(launcher[0] as string, [...launcher.slice(1), ...shellArgs], {
+      env,
+      stdio: ["ignore", "ignore", ...Array.from({ length: fds - 2 }, () => "pipe" as const)],
+      detached: true, // own process group: survives a restart of the service, re-attached by recover()
+    });
+  }
+
+  /**
+   * The launch helper as the chain's first process (as root), with the
+   * start's pipes on descriptors 2 to fds - 1; its fields as arguments, or
+   * (a spare) read from requestFd.
+   */
+  private spawnHelper(
+    helper: string,
+    fields: string[],
+    env: Record<string, string>,
+    fds: number,
+    requestFd?: number,
+  ): ChildProcess {
+    const options = [
+      ...(this.deps.dieWithService ? ["--die-with-parent"] : []),
+      `--join-fd=${JOIN_FD}`,
+      ...(requestFd === undefined ? [] : [`--request-fd=${requestFd}`]),
+      "--",
+    ];
+    return spawn(helper, [...options, ...fields], {
       env,
       stdio: ["ignore", "ignore", ...Array.from({ length: fds - 2 }, () => "pipe" as const)],
       detached: true, // own process group: survives a restart of the service, re-attached by recover()

@@ -26,7 +26,7 @@ import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
 import { runExec } from "./exec-run.ts";
 import { Housekeeping } from "./housekeeping.ts";
 import { ImageStore, LocalImages } from "./images/index.ts";
-import { Launcher } from "./launch.ts";
+import { buildLaunchHelper, Launcher } from "./launch.ts";
 import { type Live, newLive, openFs } from "./live.ts";
 import { Pauser } from "./pause.ts";
 import { Phases } from "./phases.ts";
@@ -94,6 +94,14 @@ export interface LocalDriverOptions {
    * on the host's /usr as every image did before images.
    */
   refuseUnknownImages?: boolean;
+  /**
+   * Start sandboxes through the launch helper (launch-helper.c, built with cc
+   * at first use): the private mount namespace, its bind mounts and the drop
+   * to the sandbox uid in one process (default). Off, or where it cannot be
+   * built, through the shell chain (sh, unshare, mount, umount, setpriv) that
+   * does the same with an exec per step.
+   */
+  launchHelper?: boolean;
 }
 
 /** How long a paused sandbox keeps its processes (frozen) before they are ended; see LocalDriverOptions. */
@@ -125,6 +133,8 @@ export class LocalDriver implements SandboxDriver {
    */
   private readonly built: Promise<HelperBuild>;
   private seccompFilter?: Buffer;
+  /** The built launch helper, once `built` resolved; undefined: the shell chain. */
+  private launchHelper?: string;
   /** Sandboxes started ahead, per image. */
   private readonly warmSandboxes: WarmSandboxes;
   private readonly housekeeping: Housekeeping;
@@ -174,6 +184,7 @@ export class LocalDriver implements SandboxDriver {
     }
     this.launcher = new Launcher<Live>({
       dieWithService: options.dieWithService,
+      launchHelper: () => this.launchHelper,
       pidsMax: this.pidsMax,
       seccompFilter: () => this.seccompFilter,
       isClosed: () => this.closed,
@@ -220,8 +231,17 @@ export class LocalDriver implements SandboxDriver {
     this.sampler = setInterval(() => this.sample(), options.sampleIntervalMs ?? 200);
     this.sampler.unref();
     this.helper = new ExecHelper(options.logger);
-    this.built = this.helper.build().then((b) => {
+    // Built alongside the exec helper (both at once, before any sandbox starts); not built: the shell chain.
+    const launchHelper =
+      options.launchHelper === false
+        ? Promise.resolve(undefined)
+        : buildLaunchHelper().catch((err: Error) => {
+            this.log?.warn({ err }, "the launch helper was not built: sandboxes start through the shell chain");
+            return undefined;
+          });
+    this.built = Promise.all([this.helper.build(), launchHelper]).then(([b, launch]) => {
       this.seccompFilter = b.seccompFilter;
+      this.launchHelper = launch;
       return b;
     });
     this.built.catch((err) =>
