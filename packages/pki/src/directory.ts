@@ -4,6 +4,7 @@ import { createPrivateKey, X509Certificate } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { createCa, type IssueOptions, issueServiceCert, type PemPair } from "./certificates.ts";
+import { type ServiceTlsFiles, serviceTlsFiles } from "./files.ts";
 
 /** Every identity on the platform's internal network. `operator` is the person at the console (buf curl). */
 export const SERVICE_NAMES = [
@@ -17,17 +18,7 @@ export const SERVICE_NAMES = [
 ] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
 
-/** The three files a service reads (TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE). */
-export interface ServiceTlsFiles {
-  caFile: string;
-  certFile: string;
-  keyFile: string;
-}
-
-/** Where the launcher's PKI directory keeps the CA and `name`'s certificate and key. */
-export function serviceTlsFiles(dir: string, name: string): ServiceTlsFiles {
-  return { caFile: join(dir, "ca.crt"), certFile: join(dir, `${name}.crt`), keyFile: join(dir, `${name}.key`) };
-}
+export { type ServiceTlsFiles, serviceTlsFiles } from "./files.ts";
 
 /** The settings every service reads its certificate from. */
 export function tlsEnv(files: ServiceTlsFiles): Record<"TLS_CA_FILE" | "TLS_CERT_FILE" | "TLS_KEY_FILE", string> {

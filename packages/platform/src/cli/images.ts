@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join, resolve } from "node:path";
-import { serviceTlsFiles } from "@platform/pki";
+import { serviceTlsFiles } from "@platform/pki/files";
 import type { Context, Flags } from "./commands.ts";
 import { CliError, dataDir, knownEndpoints, UsageError } from "./endpoints.ts";
 import type { CommandSpec } from "./spec.ts";

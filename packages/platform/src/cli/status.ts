@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { request } from "node:https";
 import { connect } from "node:net";
 import { join } from "node:path";
-import { serviceTlsFiles } from "@platform/pki";
+import { serviceTlsFiles } from "@platform/pki/files";
 import type { Context } from "./commands.ts";
 import { CliError, dataDir, type Endpoints, knownEndpoints } from "./endpoints.ts";
 
