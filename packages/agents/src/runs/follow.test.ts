@@ -170,3 +170,50 @@ test("a follower that follows no queued send ends at a terminal event of no run,
   assert.deepEqual(end, { done: true, value: undefined });
   detach();
 });
+
+test("the events of a page read are at hand at once (nextReady), every one once and in order, also with reads overlapping", async () => {
+  const log = Array.from({ length: 40 }, (_, i) => event(i + 1));
+  let reads = 0;
+  const store = {
+    async readLog(_org: string, _session: string, after: number, limit: number) {
+      reads++;
+      const session = { id: SESSION, orgId: ORG, status: "idle", lastSeq: log.length } as unknown as Session;
+      return { session, events: log.filter((e) => e.seq > after).slice(0, limit) };
+    },
+  } as unknown as Store;
+  const it = new Followers(store, new EventHub(), 1).follow(ORG, SESSION, 0);
+  assert.equal(it.nextReady(), undefined, "nothing is at hand before the first read");
+  assert.equal((await it.next()).value?.seq, 1);
+  const ready: number[] = [];
+  for (let e = it.nextReady(); e; e = it.nextReady()) ready.push(e.seq);
+  assert.deepEqual(
+    ready,
+    Array.from({ length: 15 }, (_, i) => i + 2),
+    "the rest of the first page (16 events)",
+  );
+  // Two reads at once: the second waits for the first's page, as a generator's would.
+  const [a, b] = await Promise.all([it.next(), it.next()]);
+  assert.deepEqual([a.value?.seq, b.value?.seq], [17, 18]);
+  const rest: number[] = [];
+  for await (const e of it) rest.push(e.seq);
+  assert.deepEqual(
+    rest,
+    Array.from({ length: 22 }, (_, i) => i + 19),
+  );
+  assert.equal(reads, 2, "a page of 16, then one of the 24 left (fewer than asked: the end)");
+  assert.deepEqual(await it.next(), { done: true, value: undefined });
+});
+
+test("a follow closed in the middle of a page lets its session go and ends", async () => {
+  const { store } = storeDouble([event(1, "user"), event(2), event(3)]);
+  const hub = new EventHub();
+  const detach = hub.attachWriter(SESSION);
+  const it = new Followers(store, hub, 1).follow(ORG, SESSION, 0);
+  assert.equal((await it.next()).value?.seq, 1);
+  assert.equal(hub.listenerCount(SESSION), 1);
+  assert.deepEqual(await it.return(), { done: true, value: undefined });
+  assert.equal(hub.listenerCount(SESSION), 0, "unsubscribed");
+  assert.equal(it.nextReady(), undefined, "the rest of the page is let go");
+  assert.deepEqual(await it.next(), { done: true, value: undefined });
+  detach();
+});

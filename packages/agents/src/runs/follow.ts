@@ -67,12 +67,22 @@ export class Followers {
     private readonly dispatch?: (orgId: string, sessionId: string) => Promise<void>,
   ) {}
 
-  async *follow(
+  /** The session's events after `after`, one at a time (see FollowStream). */
+  follow(orgId: string, sessionId: string, after: number, options: FollowOptions = {}): FollowStream {
+    return new FollowStream(this.#pages(orgId, sessionId, after, options));
+  }
+
+  /**
+   * The events to relay, in the groups they came in: the part of a page of
+   * the stored log, or of the events a store published, that the follower
+   * shows (never empty).
+   */
+  async *#pages(
     orgId: string,
     sessionId: string,
     after: number,
-    options: FollowOptions = {},
-  ): AsyncGenerator<SessionEvent> {
+    options: FollowOptions,
+  ): AsyncGenerator<SessionEvent[], void, undefined> {
     const { store } = this;
     const inbox: SessionEvent[] = [];
     let last = after;
@@ -121,6 +131,9 @@ export class Followers {
     // cleared below) rather than held by each idle follower.
     let event: SessionEvent | undefined;
     let read: Awaited<ReturnType<Store["readLog"]>>;
+    // What is relayed next, a group at a time; `ended`: it ends with the followed run's terminal event.
+    let out: SessionEvent[] | undefined;
+    let ended = false;
     try {
       read = await store.readLog(orgId, sessionId, last, FIRST_PAGE);
       if (!read) throw PlatformError.notFound("session not found");
@@ -130,11 +143,18 @@ export class Followers {
       let page: SessionEvent[] | undefined = read.events;
       read = undefined;
       for (let asked = FIRST_PAGE; ; asked = REPLAY_PAGE) {
+        out = [];
         for (event of page) {
-          if (!shown || shown(event)) yield event;
+          if (!shown || shown(event)) out.push(event);
           last = event.seq;
-          if (runId && event.runId === runId && isTerminal(event)) return;
+          if (runId && event.runId === runId && isTerminal(event)) {
+            ended = true;
+            break;
+          }
         }
+        if (out.length > 0) yield out;
+        out = undefined;
+        if (ended) return;
         if (page.length < asked) break;
         page = (await store.readLog(orgId, sessionId, last, REPLAY_PAGE))?.events;
         if (!page) return;
@@ -189,12 +209,22 @@ export class Followers {
             return;
           }
         }
+        out = [];
         for (event of fresh) {
-          if (!shown || shown(event)) yield event;
+          if (!shown || shown(event)) out.push(event);
           last = event.seq;
-          if (isTerminal(event) && runId !== undefined && event.runId === runId) return;
-          if (!queued && isTerminal(event) && event.runId === undefined) return;
+          if (
+            isTerminal(event) &&
+            ((runId !== undefined && event.runId === runId) || (!queued && event.runId === undefined))
+          ) {
+            ended = true;
+            break;
+          }
         }
+        fresh = undefined;
+        if (out.length > 0) yield out;
+        out = undefined;
+        if (ended) return;
       }
     } finally {
       options.signal?.removeEventListener("abort", listener);
@@ -240,5 +270,75 @@ export class Followers {
     } finally {
       poll.busy = false;
     }
+  }
+}
+
+const NONE: readonly SessionEvent[] = [];
+
+/**
+ * A follow's events one at a time, over the groups its generator yields (a
+ * page of the stored log, the events one store published). An event of the
+ * group at hand is handed on at once: `nextReady()` without a promise (the
+ * relay of server/loop-turns.ts takes it so), `next()` with an already
+ * resolved one. A generator yielding each event cost, per event of a replay,
+ * its resumption and about four promises (each through AsyncLocalStorage's
+ * promise hooks); this is one. The group is let go once relayed: a waiting
+ * follower holds none.
+ */
+export class FollowStream implements AsyncIterableIterator<SessionEvent> {
+  readonly #groups: AsyncGenerator<SessionEvent[], void, undefined>;
+  #group: readonly SessionEvent[] = NONE;
+  #at = 0;
+  #done = false;
+  /** The read of the next group, while one is out (a second next() waits for it, as a generator's would). */
+  #reading: Promise<IteratorResult<SessionEvent>> | undefined;
+
+  constructor(groups: AsyncGenerator<SessionEvent[], void, undefined>) {
+    this.#groups = groups;
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  /** The next event if it is at hand (undefined: next() would wait). */
+  nextReady(): SessionEvent | undefined {
+    if (this.#reading || this.#done || this.#at >= this.#group.length) return undefined;
+    return this.#group[this.#at++];
+  }
+
+  next(): Promise<IteratorResult<SessionEvent>> {
+    if (this.#reading) return this.#reading.then(() => this.next());
+    const ready = this.nextReady();
+    if (ready !== undefined) return Promise.resolve<IteratorResult<SessionEvent>>({ done: false, value: ready });
+    if (this.#done) return Promise.resolve<IteratorResult<SessionEvent>>({ done: true, value: undefined });
+    this.#group = NONE;
+    this.#at = 0;
+    const reading = this.#groups.next().then(
+      (r): IteratorResult<SessionEvent> => {
+        this.#reading = undefined;
+        if (r.done || this.#done) {
+          this.#done = true;
+          return { done: true, value: undefined };
+        }
+        this.#group = r.value;
+        this.#at = 1;
+        return { done: false, value: r.value[0]! };
+      },
+      (e: unknown) => {
+        this.#reading = undefined;
+        this.#done = true;
+        throw e;
+      },
+    );
+    this.#reading = reading;
+    return reading;
+  }
+
+  async return(): Promise<IteratorResult<SessionEvent>> {
+    this.#done = true;
+    this.#group = NONE;
+    await this.#groups.return(undefined);
+    return { done: true, value: undefined };
   }
 }

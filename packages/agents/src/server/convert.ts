@@ -1,15 +1,15 @@
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Timestamp, TimestampSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   type Agent as AgentMsg,
   AgentSchema,
   type PendingToolCall as PendingToolCallMsg,
   PendingToolCallSchema,
-  type Session as SessionMsg,
   type SessionEvent as SessionEventMsg,
   SessionEventSchema,
   type SessionFile as SessionFileMsg,
   SessionFileSchema,
+  type Session as SessionMsg,
   SessionSchema,
 } from "@platform/gen/agents/v1/agents_pb";
 import {
@@ -19,8 +19,8 @@ import {
   UsageSchema,
 } from "@platform/gen/agents/v1/usage_pb";
 import type { Agent, PendingCall, Session, SessionEvent } from "../domain/model.ts";
-import type { Budgets, UsageTotals } from "../domain/usage.ts";
 import type { WorkspaceEntry } from "../domain/ports.ts";
+import type { Budgets, UsageTotals } from "../domain/usage.ts";
 
 export function agentToProto(a: Agent): AgentMsg {
   return create(AgentSchema, {
@@ -84,19 +84,32 @@ export function sessionToProto(s: Session): SessionMsg {
   });
 }
 
+/**
+ * The message as `create(SessionEventSchema, ...)` would make it (every field
+ * set, in the schema's order), written out: it runs for every event relayed
+ * (a replay of a long log is thousands a second), where create's walk over
+ * an init object and timestampFromDate's second create showed in profiles.
+ * Zero counts (most events') are the `0n` constant, not a BigInt made each time.
+ */
 export function eventToProto(e: SessionEvent): SessionEventMsg {
-  return create(SessionEventSchema, {
+  const ms = e.createdAt.getTime();
+  const seconds = Math.floor(ms / 1000);
+  return {
+    $typeName: SESSION_EVENT,
     seq: BigInt(e.seq),
     type: e.type,
     content: e.content,
-    tokensIn: BigInt(e.tokensIn),
-    tokensOut: BigInt(e.tokensOut),
+    tokensIn: e.tokensIn === 0 ? 0n : BigInt(e.tokensIn),
+    tokensOut: e.tokensOut === 0 ? 0n : BigInt(e.tokensOut),
     toolUseId: e.toolUseId,
     isError: e.isError,
-    createdAt: timestampFromDate(e.createdAt),
-    queuedSeq: BigInt(e.queuedSeq ?? 0),
-  });
+    createdAt: { $typeName: TIMESTAMP, seconds: BigInt(seconds), nanos: (ms - seconds * 1000) * 1_000_000 },
+    queuedSeq: e.queuedSeq === undefined || e.queuedSeq === 0 ? 0n : BigInt(e.queuedSeq),
+  };
 }
+
+const SESSION_EVENT = SessionEventSchema.typeName as SessionEventMsg["$typeName"];
+const TIMESTAMP = TimestampSchema.typeName as Timestamp["$typeName"];
 
 export function sessionFileToProto(e: WorkspaceEntry): SessionFileMsg {
   return create(SessionFileSchema, {

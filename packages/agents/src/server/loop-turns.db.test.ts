@@ -3,6 +3,7 @@ import { after, before, test } from "node:test";
 import { createContextValues, createHandlerContext } from "@connectrpc/connect";
 import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
+import { IdentityDouble } from "@platform/identity-client/testing";
 import { sql } from "kysely";
 import pino from "pino";
 import type { AgentsDB } from "../db/schema.ts";
@@ -11,7 +12,6 @@ import type { SessionEvent } from "../domain/model.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
-import { IdentityDouble } from "@platform/identity-client/testing";
 import { authKey } from "./auth.ts";
 import { withLoopTurns } from "./loop-turns.ts";
 import { sessionService } from "./services.ts";
@@ -147,6 +147,39 @@ test("withLoopTurns hands the loop a turn at least every maxItems items of a str
   counting = false;
   assert.equal(n, 10_000);
   assert.ok(turns >= 10_000 / 100 - 1, `${turns} turns`);
+});
+
+test("withLoopTurns takes the items a source has at hand (nextReady) without a read each, in order, with the same turns", async () => {
+  // A source whose items come in groups of 100: the first of each is read, the rest are at hand.
+  const n = 10_000;
+  let at = 0;
+  let reads = 0;
+  const source = {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    nextReady: (): number | undefined => (at % 100 !== 0 && at < n ? at++ : undefined),
+    next: async (): Promise<IteratorResult<number>> => {
+      reads++;
+      return at < n ? { done: false, value: at++ } : { done: true, value: undefined };
+    },
+  };
+  let turns = 0;
+  let counting = true;
+  const count = () => {
+    turns++;
+    if (counting) setImmediate(count);
+  };
+  setImmediate(count);
+  const seen: number[] = [];
+  for await (const i of withLoopTurns(source, { maxItems: 100, sliceMs: 60_000 })) seen.push(i);
+  counting = false;
+  assert.deepEqual(
+    seen,
+    Array.from({ length: n }, (_, i) => i),
+  );
+  assert.equal(reads, n / 100 + 1, "one read per group, and the one that found the end");
+  assert.ok(turns >= n / 100 - 1, `${turns} turns`);
 });
 
 test("the session service's streams and GetSession hand the loop a turn at least every 256 events (the RPC layer relays without waiting)", async () => {

@@ -60,11 +60,26 @@ export function relayInTurns<T, R>(
   return new TurnsRelay(open, map, options.maxItems ?? 256, options.sliceMs ?? 5);
 }
 
+/**
+ * A source that can hand on the items it has at hand without waiting
+ * (runs/follow.ts FollowStream): undefined when its next item would be
+ * waited for. Its items are never undefined.
+ */
+export interface ReadyItems<T> {
+  nextReady(): T | undefined;
+}
+
+function readyItems<T>(it: AsyncIterator<T>): ReadyItems<T> | undefined {
+  return typeof (it as Partial<ReadyItems<T>>).nextReady === "function" ? (it as unknown as ReadyItems<T>) : undefined;
+}
+
 class TurnsRelay<T, R> implements AsyncIterableIterator<R> {
   #open: (() => Promise<AsyncIterable<T>>) | undefined;
   #source: Promise<AsyncIterator<T>> | undefined;
   /** The source, once open: read directly, without a promise more per item. */
   #it: AsyncIterator<T> | undefined;
+  /** The source's items at hand, when it can tell (then an item at hand costs one promise, the answer's). */
+  #ready: ReadyItems<T> | undefined;
   #finished = false;
   /** Items relayed since the last turn; -1 before the first. */
   #items = -1;
@@ -103,6 +118,8 @@ class TurnsRelay<T, R> implements AsyncIterableIterator<R> {
     let read: Promise<IteratorResult<T>>;
     if (this.#it) {
       try {
+        const ready = this.#ready?.nextReady();
+        if (ready !== undefined) return Promise.resolve(this.#relay(ready));
         read = this.#it.next();
       } catch (e) {
         this.#finished = true;
@@ -112,6 +129,7 @@ class TurnsRelay<T, R> implements AsyncIterableIterator<R> {
       this.#source ??= this.#start();
       read = this.#source.then((it) => {
         this.#it = it;
+        this.#ready = readyItems(it);
         return it.next();
       });
     }
@@ -121,21 +139,26 @@ class TurnsRelay<T, R> implements AsyncIterableIterator<R> {
           this.#finished = true;
           return { done: true, value: undefined };
         }
-        openSlice();
-        if (this.#items < 0) this.#items = 0;
-        try {
-          return { done: false, value: this.map(r.value) };
-        } catch (e) {
-          // As a generator's loop would: the source is closed, the error is the read's.
-          void this.return();
-          throw e;
-        }
+        return this.#relay(r.value);
       },
       (e: unknown) => {
         this.#finished = true;
         throw e;
       },
     );
+  }
+
+  /** An item read from the source, mapped (a map that throws closes the source and fails the read). */
+  #relay(item: T): IteratorResult<R> {
+    openSlice();
+    if (this.#items < 0) this.#items = 0;
+    try {
+      return { done: false, value: this.map(item) };
+    } catch (e) {
+      // As a generator's loop would: the source is closed, the error is the read's.
+      void this.return();
+      throw e;
+    }
   }
 
   async return(): Promise<IteratorResult<R>> {
