@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { seedPgliteDataDir } from "@platform/db/testing";
 import { freePort } from "./platform-stack.ts";
-import { serviceBundles } from "./service-bundles.ts";
+import { serviceArgv } from "./service-bundles.ts";
 
 const root = new URL("../../../../", import.meta.url).pathname;
 const bin = new URL("../../bin/platform.mjs", import.meta.url).pathname;
@@ -26,7 +26,7 @@ export async function startIdentityOnly() {
   const [rest, grpc] = [await freePort("127.0.0.1"), await freePort("127.0.0.1")];
   const url = `http://127.0.0.1:${rest}`;
   let logs = "";
-  const child: ChildProcess = spawn(process.execPath, [(await serviceBundles()).identity as string], {
+  const child: ChildProcess = spawn(process.execPath, (await serviceArgv()).identity, {
     cwd: root,
     env: {
       PATH: process.env.PATH ?? "",

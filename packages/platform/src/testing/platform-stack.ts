@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SERVICE_ENTRIES } from "../launcher/services.ts";
 import { seedEmbeddedDatabases } from "./embedded-databases.ts";
-import { serviceBundles } from "./service-bundles.ts";
+import { serviceArgv } from "./service-bundles.ts";
 
 const root = new URL("../../../../", import.meta.url).pathname;
 
@@ -89,9 +89,9 @@ export async function startPlatform(options: { env?: Record<string, string> } = 
     ...options.env,
   };
   const procs: Proc[] = [];
-  const bundles = await serviceBundles();
+  const argv = await serviceArgv();
   const start = (name: keyof typeof SERVICE_ENTRIES, env: Record<string, string>) => {
-    const child = spawn(process.execPath, [bundles[name] as string], {
+    const child = spawn(process.execPath, argv[name], {
       cwd: root,
       env: { ...common, ...env },
       stdio: ["ignore", "pipe", "pipe"],
