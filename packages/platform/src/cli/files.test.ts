@@ -89,20 +89,25 @@ async function sha256Of(path: string): Promise<string> {
 
 /**
  * A file that a misplaced, repeated or lost chunk would change: a random
- * 4 MiB block repeated, each MiB stamped with its index.
+ * 4 MiB block repeated, each MiB stamped with its index. Returns the SHA-256
+ * of what it wrote, hashed on the way (reading the file back took as long again).
  */
-function writeGiB(path: string): void {
+function writeGiB(path: string): string {
   const block = Buffer.alloc(4 << 20);
   for (let i = 0; i < block.length; i += 4096) block.fill(Math.floor(Math.random() * 256), i, i + 4096);
+  const hash = createHash("sha256");
   const fd = openSync(path, "w");
   try {
     for (let off = 0; off < SIZE; off += block.length) {
       for (let mib = 0; mib < 4; mib++) block.writeUInt32BE(off / (1 << 20) + mib, mib << 20);
-      writeSync(fd, block);
+      hash.update(block);
+      let done = 0;
+      while (done < block.length) done += writeSync(fd, block, done);
     }
   } finally {
     closeSync(fd);
   }
+  return hash.digest("hex");
 }
 
 before(
@@ -130,8 +135,8 @@ test(`a ${SIZE >> 20} MiB file round-trips through upload and download with the 
   timeout: 2_000_000,
 }, async () => {
   const original = join(work, "big.bin");
-  writeGiB(original);
-  const expected = await sha256Of(original);
+  const expected = writeGiB(original);
+  assert.equal(statSync(original).size, SIZE);
   const up = JSON.parse((await ok(["files", "upload", session, original, "data/big.bin", "--json"])).stdout) as {
     bytes: number;
     sha256: string;
