@@ -7,7 +7,7 @@ import { ApiError, type PlatformClient } from "./http.ts";
  * idle connection that the server closes at the moment the next chunk's
  * body starts (its keep-alive timeout, reached on a loaded machine) failed
  * an upload with EPIPE, and a POST that may have been sent cannot be
- * retried blindly. A new TCP connection per 8 MiB call costs nothing
+ * retried blindly. A new TCP connection per 16 MiB call costs nothing
  * measurable. Authentication and errors as PlatformClient does them: the
  * bearer (refreshed once on 401, which the handler never saw), the error
  * envelopes of identity and agents as ApiError. `body` is sent as JSON, a
