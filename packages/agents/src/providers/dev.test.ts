@@ -61,3 +61,28 @@ test("dev: deterministic, with word-count tokens", async () => {
   assert.deepEqual(a, b);
   assert.deepEqual(a.at(-2), { type: "usage", inputTokens: 3, outputTokens: 4 });
 });
+
+test("dev: tokens are the words \\s separates, every kind of whitespace included", async () => {
+  // Each character \s matches (and some it does not), between and around words, in runs.
+  const spaces = [..."\t\n\v\f\r \u00a0\u1680\u2000\u2005\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"];
+  const others = [..."a\u200b\u180eZ\u00ad\ud83d\ude00-"];
+  let seed = 7;
+  const pick = <T>(xs: T[]): T => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return xs[seed % xs.length]!;
+  };
+  for (let i = 0; i < 200; i++) {
+    let text = "";
+    for (let j = 0; j < 1 + (i % 40); j++) text += pick([pick(spaces), pick(others), pick(others)]);
+    const request = baseRequest("x");
+    request.messages = [{ role: "user", content: text }];
+    let usage: ModelEvent | undefined;
+    for await (const e of await new DevModel().start(request, new AbortController().signal))
+      if (e.type === "usage") usage ??= e;
+    assert.deepEqual(
+      usage,
+      { type: "usage", inputTokens: text.split(/\s+/).filter(Boolean).length, outputTokens: 0 },
+      JSON.stringify(text),
+    );
+  }
+});
