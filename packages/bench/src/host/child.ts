@@ -1,6 +1,7 @@
 // A service under test in its own process, driven over IPC by the bench
-// runner: `node --import tsx child.ts <identity|compute|agents|bare-sse|bare-grpc>`. It starts
-// the real service factory on ephemeral ports, sends {type:"ready", urls},
+// runner: `node <bundle of child.ts> <identity|compute|agents|bare-sse|bare-grpc>`
+// with the launcher's flags (service-process.ts; BENCH_CHILD_TSX=1: through
+// tsx). It starts the real service factory on ephemeral ports, sends {type:"ready", urls},
 // and answers {type:"stats"} with its memory and event-loop lag, so the
 // runner measures the service's process, not its own. With BENCH_PEER=grpc-js
 // identity and compute serve their own implementations under grpc-js instead

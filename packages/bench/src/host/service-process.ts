@@ -1,7 +1,65 @@
 import { type ChildProcess, fork } from "node:child_process";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+// The launcher's bundler and service flags, reached by path as the footprint figure reaches the
+// launcher's harness: the bench depends on the platform's sources, never the other way round.
+import { BUNDLE_CACHE, ensureBundles } from "../../../platform/src/launcher/bundles.ts";
+import { SERVICE_NODE_ARGS } from "../../../platform/src/launcher/services.ts";
 
 const CHILD = fileURLToPath(new URL("./child.ts", import.meta.url));
+
+/**
+ * Beside the launcher's cache, not in it: ensureBundles removes from its
+ * directory the builds it did not just make once they are an hour old, so
+ * the two would delete each other's (a running platform's or bench's lazily
+ * loaded chunks included).
+ */
+const CHILD_BUNDLE_CACHE = join(dirname(BUNDLE_CACHE), "platform-bench-bundles");
+
+export type ServiceKind = "identity" | "compute" | "agents" | "bare-sse" | "bare-grpc";
+
+/**
+ * Each kind's Node flags: the services' own (`bash scripts/run.sh` runs them
+ * with these); a peer those of the service it is compared with, so a ratio
+ * compares servers, not V8 settings.
+ */
+const NODE_ARGS: Record<ServiceKind, readonly string[]> = {
+  identity: SERVICE_NODE_ARGS.identity,
+  compute: SERVICE_NODE_ARGS.compute,
+  agents: SERVICE_NODE_ARGS.agents,
+  "bare-sse": SERVICE_NODE_ARGS.agents,
+  "bare-grpc": SERVICE_NODE_ARGS.identity,
+};
+
+let childBundle: Promise<string> | undefined;
+
+/**
+ * child.ts and the services it starts as one bundle, built as the launcher
+ * builds each service's (launcher/bundles.ts: the same esbuild options,
+ * workspace sources in, node_modules outside, dynamic imports as chunks
+ * loaded when they run) and cached until a source changes.
+ */
+function childBundlePath(): Promise<string> {
+  childBundle ??= ensureBundles({ "bench-child": CHILD }, CHILD_BUNDLE_CACHE).then(
+    ({ paths }) => paths["bench-child"]!,
+  );
+  return childBundle;
+}
+
+/**
+ * How a service process runs: from the bundle on plain Node with the
+ * launcher's flags, as users run the services; with BENCH_CHILD_TSX=1 as
+ * the bench ran them before, the sources through tsx with Node's defaults
+ * (--cpu-prof profiles then name source files; tsx adds a loader thread and
+ * its transpiled sources to each process). BENCH_CHILD_EXEC_ARGV comes last, so
+ * its flags win (e.g. "--cpu-prof --cpu-prof-dir=DIR", or a V8 setting).
+ */
+async function childCommand(kind: ServiceKind): Promise<{ module: string; execArgv: string[] }> {
+  const extra = process.env.BENCH_CHILD_EXEC_ARGV?.split(" ").filter(Boolean) ?? [];
+  if (process.env.BENCH_CHILD_TSX === "1")
+    return { module: CHILD, execArgv: ["--import", "tsx", "--expose-gc", ...extra] };
+  return { module: await childBundlePath(), execArgv: [...NODE_ARGS[kind], "--expose-gc", ...extra] };
+}
 
 export interface ChildStats {
   rss: number;
@@ -39,18 +97,10 @@ export class ServiceProcess {
     return this.child.pid!;
   }
 
-  static async start(
-    kind: "identity" | "compute" | "agents" | "bare-sse" | "bare-grpc",
-    env: Record<string, string>,
-    timeoutMs = 60_000,
-  ): Promise<ServiceProcess> {
-    const child = fork(CHILD, [kind], {
-      execArgv: [
-        "--import",
-        "tsx",
-        "--expose-gc",
-        ...(process.env.BENCH_CHILD_EXEC_ARGV?.split(" ").filter(Boolean) ?? []),
-      ],
+  static async start(kind: ServiceKind, env: Record<string, string>, timeoutMs = 60_000): Promise<ServiceProcess> {
+    const { module, execArgv } = await childCommand(kind);
+    const child = fork(module, [kind], {
+      execArgv,
       env: { ...process.env, LOG_LEVEL: "warn", ...env },
       stdio: ["ignore", "ignore", "inherit", "ipc"],
     });

@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import {
   create,
   type DescMessage,
@@ -14,8 +15,10 @@ import { Code, ConnectError, createHandlerContext } from "@connectrpc/connect";
 import * as grpc from "@grpc/grpc-js";
 import { type CallerPolicy, callerAllowed, type ServiceTls, toConnectError } from "@platform/rpc";
 
+// Resolved from this file (import.meta.url is its source's path in the bench's bundle too; import.meta.resolve
+// would resolve from the bundle's directory, where no node_modules are).
 const VERSION = (
-  JSON.parse(readFileSync(new URL(import.meta.resolve("@grpc/grpc-js/package.json")), "utf8")) as {
+  JSON.parse(readFileSync(createRequire(import.meta.url).resolve("@grpc/grpc-js/package.json"), "utf8")) as {
     version: string;
   }
 ).version;

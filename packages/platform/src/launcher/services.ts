@@ -8,9 +8,6 @@ import type { ServiceSpec } from "./supervisor.ts";
 
 const root = new URL("../../../..", import.meta.url).pathname;
 
-/** The services' V8 semi-space bound, MiB (platformServices says why). */
-export const SEMI_SPACE_MIB = 2;
-
 /** Each service's entry, by the name the launcher gives it. */
 export const SERVICE_ENTRIES = {
   identity: join(root, "packages/identity/src/main.ts"),
@@ -19,6 +16,31 @@ export const SERVICE_ENTRIES = {
   runtime: join(root, "packages/runtime/src/router/main.ts"),
   e2b: join(root, "packages/e2b-compat/src/main.ts"),
 } as const;
+
+/**
+ * The services' V8 semi-space bound, MiB. Node 20 lets each semi-space grow
+ * to 16 MiB, a service's start-up grows it that far, and an idle process
+ * keeps it; at SEMI_SPACE_MIB the whole platform idles ~85 MiB lower for no
+ * measurable CPU over a load of sign-ins and sandbox turns (README, Memory).
+ */
+export const SEMI_SPACE_MIB = 2;
+
+const young = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
+
+/**
+ * The Node flags each service runs with (the bench's service processes run
+ * with them too). The services on embedded PGlite (a WebAssembly build of
+ * PostgreSQL) keep its code in Liftoff, V8's baseline WASM compiler:
+ * optimizing it too cost ~60 MiB of resident code per process, and more CPU
+ * than it saved over 15,000 queries (README, Memory).
+ */
+export const SERVICE_NODE_ARGS: Readonly<Record<keyof typeof SERVICE_ENTRIES, readonly string[]>> = {
+  identity: ["--liftoff-only", young],
+  compute: ["--liftoff-only", young],
+  agents: ["--liftoff-only", young],
+  runtime: [young],
+  e2b: [young],
+};
 
 /**
  * The four services of the embedded shape, in start order, with their
@@ -55,22 +77,12 @@ export function platformServices(
     HOST: host,
     ...(config.otelEndpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: config.otelEndpoint } : {}),
   };
-  // V8's young generation: Node 20 lets each semi-space grow to 16 MiB, a
-  // service's start-up grows it that far, and an idle process keeps it; at
-  // SEMI_SPACE_MIB the whole platform idles ~85 MiB lower for no measurable
-  // CPU over a load of sign-ins and sandbox turns (README, Memory).
-  const young = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
-  // The services on embedded PGlite (a WebAssembly build of PostgreSQL) keep
-  // its code in Liftoff, V8's baseline WASM compiler: optimizing it too cost
-  // ~60 MiB of resident code per process, and more CPU than it saved over
-  // 15,000 queries (README, Memory).
-  const pglite = { nodeArgs: ["--liftoff-only", young] };
   const worker = tls("runtime-worker");
   const services: ServiceSpec[] = [
     {
       name: "identity",
       entry: SERVICE_ENTRIES.identity,
-      ...pglite,
+      nodeArgs: [...SERVICE_NODE_ARGS.identity],
       // The internal port listens last: once it answers, both do.
       readyUrl: `${endpoints.identityGrpc}/livez`,
       env: {
@@ -91,7 +103,7 @@ export function platformServices(
     {
       name: "compute",
       entry: SERVICE_ENTRIES.compute,
-      ...pglite,
+      nodeArgs: [...SERVICE_NODE_ARGS.compute],
       readyUrl: `${endpoints.computeGrpc}/livez`,
       // Ctrl-C stops the sandboxes too; a session's next tool call after a
       // restart gets a fresh sandbox state (FAILED ones are not revived).
@@ -106,7 +118,7 @@ export function platformServices(
     {
       name: "agents",
       entry: SERVICE_ENTRIES.agents,
-      ...pglite,
+      nodeArgs: [...SERVICE_NODE_ARGS.agents],
       readyUrl: `${endpoints.agentsGrpc}/livez`,
       env: {
         ...common,
@@ -122,7 +134,7 @@ export function platformServices(
     {
       name: "runtime",
       entry: SERVICE_ENTRIES.runtime,
-      nodeArgs: [young],
+      nodeArgs: [...SERVICE_NODE_ARGS.runtime],
       readyUrl: `${endpoints.router}/livez`,
       env: {
         ...common,
@@ -146,7 +158,7 @@ export function platformServices(
     services.push({
       name: "e2b",
       entry: SERVICE_ENTRIES.e2b,
-      nodeArgs: [young],
+      nodeArgs: [...SERVICE_NODE_ARGS.e2b],
       readyUrl: `${url(ports.e2b)}/livez`,
       env: {
         ...common,
