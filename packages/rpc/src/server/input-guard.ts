@@ -53,7 +53,10 @@ export function inputGuard(refusal?: InputRefusal): Interceptor {
       const it = source[Symbol.asyncIterator]();
       const first = await it.next();
       if (!first.done) check(method, req.method.input, first.value, refusal);
-      return next({ ...req, message: readAgain(first, it) });
+      // The call's own request, changed rather than copied (a copy would read its headers, which the
+      // direct transport makes on first use).
+      (req as { message: AsyncIterable<Message> }).message = readAgain(first, it);
+      return next(req);
     }
     const checked = async function* () {
       for await (const m of source) {
