@@ -1,11 +1,4 @@
-import {
-  create,
-  type DescMessage,
-  type DescMethod,
-  type DescMethodStreaming,
-  type DescMethodUnary,
-  type Message,
-} from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescMethod, type Message } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -17,31 +10,43 @@ import {
   type StreamRequest,
   type StreamResponse,
   type Transport,
+  type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
-import {
-  getAbortSignalReason,
-  invokeUnaryImplementation,
-  transformInvokeImplementation,
-} from "@connectrpc/connect/protocol";
+import { getAbortSignalReason, transformInvokeImplementation } from "@connectrpc/connect/protocol";
+import { adoptController } from "../http/adopt.ts";
+import type { LazyHeaders } from "../http/node-io.ts";
 import type { ServiceRegistration } from "./registration.ts";
+
+/** What a Headers object is made from. */
+type HeadersInit = ConstructorParameters<typeof Headers>[0];
 
 export interface DirectTransportOptions {
   services: ServiceRegistration[];
-  /** The server's interceptors, outermost first, exactly as the router applies them. */
+  /**
+   * The server's interceptors, outermost first, exactly as the router
+   * applies them. Applied once, not per call: an interceptor keeps no state
+   * of a call outside the function it returns.
+   */
   interceptors: Interceptor[];
   /** Context values of a call (the server puts its RequestInfo there). */
   contextValues: () => ContextValues;
 }
 
-interface CallContext extends HandlerContext {
-  /** Ends the call: its signal aborts with `reason`, its timer and link to the caller's signal go. */
-  abort(reason: unknown): void;
-}
-
 // Ending a call aborts its context so the handler's timers and listeners go;
 // one shared reason spares an AbortError (with its stack) per call.
 export const callEnded = new ConnectError("call ended", Code.Canceled);
+
+/** Where requests, responses and handler contexts of the transport keep their call. */
+const kCall = Symbol("direct call");
+
+type Tagged = { [kCall]?: DirectCall };
+
+interface MethodEntry {
+  spec: MethodImplSpec;
+  /** The `url` a handler sees. */
+  url: string;
+}
 
 /**
  * A Transport that calls the service implementations in this process with
@@ -51,77 +56,58 @@ export const callEnded = new ConnectError("call ended", Code.Canceled);
  * a binary encode and decode of every message, envelopes and some twenty
  * async generators per call, and ~70 KiB of heap per open SSE stream
  * (packages/bench/ANALYSIS.md). What a handler sees is the same: a
- * HandlerContext with the call's headers, deadline, signal and values.
+ * HandlerContext with the call's headers, deadline, signal and values; its
+ * headers are made when first read. The interceptors are applied once to
+ * one innermost step per kind of call, which finds its call on the request
+ * (Connect applies them for every call: a closure per interceptor a call).
  */
 export function createDirectTransport(o: DirectTransportOptions): Transport {
-  const specs = new Map<DescMethod, MethodImplSpec>();
+  const methods = new Map<DescMethod, MethodEntry>();
   for (const { service, impl } of o.services) {
     const spec = createServiceImplSpec(service, impl as never);
-    for (const method of service.methods) specs.set(method, spec.methods[method.localName] as MethodImplSpec);
+    for (const method of service.methods) {
+      methods.set(method, {
+        spec: spec.methods[method.localName] as MethodImplSpec,
+        url: `/${service.typeName}/${method.name}`,
+      });
+    }
   }
-  const contextOf = (
-    method: DescMethod,
-    signal: AbortSignal | undefined,
-    timeoutMs: number | undefined,
-    header: ConstructorParameters<typeof Headers>[0],
-    contextValues: ContextValues | undefined,
-  ): [MethodImplSpec, CallContext] => {
-    const spec = specs.get(method);
-    if (!spec)
+  const entryOf = (method: DescMethod): MethodEntry => {
+    const entry = methods.get(method);
+    if (!entry)
       throw new ConnectError(`${method.parent.typeName}.${method.name} is not served here`, Code.Unimplemented);
-    const context = callContext(method, signal, timeoutMs, header, contextValues ?? o.contextValues());
-    return [spec, context];
+    return entry;
   };
+
+  const unaryChain = o.interceptors.reduceRight<(req: UnaryRequest) => Promise<UnaryResponse>>(
+    (next, interceptor) => interceptor(next as never) as never,
+    invokeUnary,
+  );
+  const streamChain = o.interceptors.reduceRight<(req: StreamRequest) => Promise<StreamResponse>>(
+    (next, interceptor) => interceptor(next as never) as never,
+    invokeServerStreaming,
+  );
 
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
-      const [spec, context] = contextOf(method, signal, timeoutMs, header, contextValues);
+      const entry = entryOf(method);
+      const call = new DirectCall(method, entry, signal, timeoutMs, header, contextValues ?? o.contextValues());
       try {
-        const message = await untilAborted(
-          context.signal,
-          invokeUnaryImplementation(
-            spec as MethodImplSpec & { kind: "unary" },
-            context,
-            input as Message,
-            o.interceptors,
-          ),
-        );
-        return {
-          stream: false,
-          service: method.parent,
-          method: method as DescMethodUnary,
-          header: context.responseHeader,
-          trailer: context.responseTrailer,
-          message,
-        } as unknown as UnaryResponse<never, never>;
+        const res = await call.untilAborted(unaryChain(call.request(false, input)));
+        call.adoptResponseHeaders(res);
+        return call.response(false, res.message) as unknown as UnaryResponse<never, never>;
       } catch (e) {
-        throw withResponseHeaders(e, context);
+        throw call.withResponseHeaders(e);
       } finally {
-        context.abort(callEnded);
+        call.abort(callEnded);
       }
     },
     async stream(method, signal, timeoutMs, header, input, contextValues) {
-      const [spec, context] = contextOf(method, signal, timeoutMs, header, contextValues);
-      const request: StreamRequest = {
-        stream: true,
-        service: method.parent,
-        method: method as DescMethodStreaming,
-        requestMethod: context.requestMethod,
-        url: context.url,
-        signal: context.signal,
-        header: context.requestHeader,
-        contextValues: context.values,
-        message: input as AsyncIterable<never>,
-      } as unknown as StreamRequest;
-      const call = spec.kind === "server_streaming" ? serverStreaming(spec, context) : otherStreaming(spec, context);
-      return {
-        stream: true,
-        service: method.parent,
-        method: method as DescMethodStreaming,
-        header: context.responseHeader,
-        trailer: context.responseTrailer,
-        message: new CallOutput(() => call(request), context, method.output),
-      } as unknown as StreamResponse<never, never>;
+      const entry = entryOf(method);
+      const call = new DirectCall(method, entry, signal, timeoutMs, header, contextValues ?? o.contextValues());
+      const start =
+        entry.spec.kind === "server_streaming" ? serverStreaming(call, input) : otherStreaming(call, entry.spec, input);
+      return call.response(true, new CallOutput(start, call, method.output)) as unknown as StreamResponse<never, never>;
     },
   };
 
@@ -130,47 +116,311 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
    * generator of our own in between: each suspended layer of an idle SSE
    * stream costs memory (connect's own invoke path adds three).
    */
-  function serverStreaming(spec: MethodImplSpec & { kind: "server_streaming" }, context: CallContext) {
-    // The innermost step inline, not a named closure: the chain lives as long
-    // as the stream, and under tsx (keepNames) a named closure also carries a
-    // dictionary of properties.
-    const chain = o.interceptors.reduceRight<(req: StreamRequest) => Promise<StreamResponse>>(
-      (next, interceptor) => interceptor(next as never) as never,
-      async (req: StreamRequest): Promise<StreamResponse> => {
-        const first = await req.message[Symbol.asyncIterator]().next();
-        if (first.done) throw new ConnectError("missing input message for server-streaming method", Code.Unimplemented);
-        const output = spec.impl(first.value as never, {
-          ...context,
-          requestHeader: req.header,
-          signal: req.signal,
-          values: req.contextValues,
-        });
-        return {
-          stream: true,
-          service: req.service,
-          method: req.method,
-          header: context.responseHeader,
-          trailer: context.responseTrailer,
-          message: output,
-        } as unknown as StreamResponse;
-      },
-    );
-    return async (req: StreamRequest) => {
-      const res = await chain(req);
-      copyInto(res.header, context.responseHeader);
+  function serverStreaming(call: DirectCall, input: AsyncIterable<unknown>) {
+    return async (): Promise<AsyncIterator<Message>> => {
+      const res = await streamChain(call.request(true, input));
+      call.mergeResponseHeaders(res);
       return res.message[Symbol.asyncIterator]() as AsyncIterator<Message>;
     };
   }
 
   /** Client and bidi streams (no REST route has one) through connect's own path. */
-  function otherStreaming(spec: MethodImplSpec, context: CallContext) {
-    return async (req: StreamRequest) =>
+  function otherStreaming(call: DirectCall, spec: MethodImplSpec, input: AsyncIterable<unknown>) {
+    return async (): Promise<AsyncIterator<Message>> =>
       transformInvokeImplementation(
         spec,
-        context,
+        call.context,
         o.interceptors,
-      )(req.message as AsyncIterable<never>)[Symbol.asyncIterator]() as AsyncIterator<Message>;
+      )(input as AsyncIterable<never>)[Symbol.asyncIterator]() as AsyncIterator<Message>;
   }
+}
+
+/** The innermost step of a unary call: its implementation, with the context the interceptors passed on. */
+async function invokeUnary(req: UnaryRequest): Promise<UnaryResponse> {
+  const call = callOf(req);
+  const spec = call.entry.spec as MethodImplSpec & { kind: "unary" };
+  const message = await spec.impl(req.message as never, call.handlerContext(req));
+  return call.response(false, create(spec.method.output, message as never)) as unknown as UnaryResponse;
+}
+
+/** The innermost step of a server stream: its implementation, given the one request message. */
+async function invokeServerStreaming(req: StreamRequest): Promise<StreamResponse> {
+  const call = callOf(req);
+  const spec = call.entry.spec as MethodImplSpec & { kind: "server_streaming" };
+  const first = await req.message[Symbol.asyncIterator]().next();
+  if (first.done) throw new ConnectError("missing input message for server-streaming method", Code.Unimplemented);
+  const output = spec.impl(first.value as never, call.handlerContext(req));
+  return call.response(true, output) as unknown as StreamResponse;
+}
+
+function callOf(req: object): DirectCall {
+  const call = (req as Tagged)[kCall];
+  if (!call) throw new ConnectError("an interceptor passed on a request of its own making", Code.Internal);
+  return call;
+}
+
+function noDeadline(): undefined {
+  return undefined;
+}
+
+/** A context's timeoutMs() (not bound to a name of its own: the bundles' keepNames would name each one). */
+function remainingUntil(deadline: number): () => number {
+  return () => deadline - Date.now();
+}
+
+function deadlineReached(call: DirectCall): void {
+  call.controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
+}
+
+// Accessors shared by every call's objects (the same functions, so their
+// shapes are shared too): each reads its call's headers, making them on
+// first use. Own properties, not a class's: a spread of a request or a
+// context (interceptors make them) copies their values.
+const accessor = (get: (call: DirectCall) => Headers, set: (call: DirectCall, h: Headers) => void) => ({
+  get(this: Tagged) {
+    return get(this[kCall]!);
+  },
+  set(this: Tagged, h: Headers) {
+    set(this[kCall]!, h);
+  },
+  enumerable: true,
+  configurable: true,
+});
+const REQUEST_HEADER = accessor(
+  (c) => c.requestHeader(),
+  (c, h) => c.setRequestHeader(h),
+);
+const RESPONSE_HEADER = accessor(
+  (c) => c.responseHeader(),
+  (c, h) => c.setResponseHeader(h),
+);
+const RESPONSE_TRAILER = accessor(
+  (c) => c.responseTrailer(),
+  (c, h) => c.setResponseTrailer(h),
+);
+const CONTEXT_HEADERS = {
+  requestHeader: REQUEST_HEADER,
+  responseHeader: RESPONSE_HEADER,
+  responseTrailer: RESPONSE_TRAILER,
+};
+const RESPONSE_HEADERS = { header: RESPONSE_HEADER, trailer: RESPONSE_TRAILER };
+
+/**
+ * One call: its AbortController (the caller's own when it offered it,
+ * calls/adopt.ts: the REST and gRPC paths; else one following the caller's
+ * signal), its deadline, its headers (made on first use) and the context its
+ * handler gets. (Connect's createHandlerContext links three signals per
+ * call and makes three Headers; with thousands of idle SSE streams each one
+ * counts.)
+ */
+class DirectCall {
+  readonly controller: AbortController;
+  readonly context: HandlerContext & Tagged;
+  readonly #follow: FollowAbort | undefined;
+  readonly #callerSignal: AbortSignal | undefined;
+  readonly #timer: NodeJS.Timeout | undefined;
+  #requestSource: HeadersInit | LazyHeaders | undefined;
+  #requestHeader: Headers | undefined;
+  #responseHeader: Headers | undefined;
+  #responseTrailer: Headers | undefined;
+  /** Rejects a unary call's pending answer when the call is aborted (its abort listener is this object). */
+  #rejectPending: ((reason: unknown) => void) | undefined;
+
+  constructor(
+    readonly method: DescMethod,
+    readonly entry: MethodEntry,
+    callerSignal: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+    header: HeadersInit | LazyHeaders | undefined,
+    values: ContextValues,
+  ) {
+    const adopted = adoptController(callerSignal);
+    this.controller = adopted ?? new AbortController();
+    if (!adopted && callerSignal) {
+      this.#callerSignal = callerSignal;
+      this.#follow = new FollowAbort(this.controller, callerSignal);
+      if (callerSignal.aborted) this.#follow.handleEvent();
+      else callerSignal.addEventListener("abort", this.#follow, { once: true });
+    }
+    this.#requestSource = header;
+    if (timeoutMs !== undefined) this.#timer = setTimeout(deadlineReached, timeoutMs, this);
+    const context = {
+      service: method.parent,
+      method,
+      protocolName: "rest",
+      requestMethod: "POST",
+      url: entry.url,
+      signal: this.controller.signal,
+      timeoutMs: timeoutMs === undefined ? noDeadline : remainingUntil(Date.now() + timeoutMs),
+      values,
+      [kCall]: this,
+    };
+    this.context = Object.defineProperties(context, CONTEXT_HEADERS) as unknown as HandlerContext & Tagged;
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  requestHeader(): Headers {
+    if (!this.#requestHeader) {
+      const source = this.#requestSource;
+      this.#requestSource = undefined;
+      this.#requestHeader =
+        source instanceof Headers
+          ? source
+          : typeof (source as LazyHeaders | undefined)?.toHeaders === "function"
+            ? (source as LazyHeaders).toHeaders()
+            : new Headers(source as HeadersInit | undefined);
+    }
+    return this.#requestHeader;
+  }
+
+  setRequestHeader(h: Headers): void {
+    this.#requestSource = undefined;
+    this.#requestHeader = h;
+  }
+
+  responseHeader(): Headers {
+    this.#responseHeader ??= new Headers();
+    return this.#responseHeader;
+  }
+
+  setResponseHeader(h: Headers): void {
+    this.#responseHeader = h;
+  }
+
+  responseTrailer(): Headers {
+    this.#responseTrailer ??= new Headers();
+    return this.#responseTrailer;
+  }
+
+  setResponseTrailer(h: Headers): void {
+    this.#responseTrailer = h;
+  }
+
+  /** The response headers set so far; undefined when nothing asked for them. */
+  sentHeader(): Headers | undefined {
+    return this.#responseHeader;
+  }
+
+  sentTrailer(): Headers | undefined {
+    return this.#responseTrailer;
+  }
+
+  /** The request the interceptors get. */
+  request(stream: boolean, message: unknown): UnaryRequest & StreamRequest {
+    const req = {
+      stream,
+      service: this.method.parent,
+      method: this.method,
+      requestMethod: "POST",
+      url: this.entry.url,
+      signal: this.controller.signal,
+      contextValues: this.context.values,
+      message,
+      [kCall]: this,
+    };
+    return Object.defineProperty(req, "header", REQUEST_HEADER) as unknown as UnaryRequest & StreamRequest;
+  }
+
+  /** A response of this call: its headers are the call's. */
+  response(stream: boolean, message: unknown): UnaryResponse & StreamResponse {
+    const res = { stream, service: this.method.parent, method: this.method, message, [kCall]: this };
+    return Object.defineProperties(res, RESPONSE_HEADERS) as unknown as UnaryResponse & StreamResponse;
+  }
+
+  /**
+   * The handler's context: the call's, with what the interceptors passed on
+   * in `req` in place of the call's own (signal, values, headers), as
+   * Connect's invoke path gives a handler.
+   */
+  handlerContext(req: UnaryRequest | StreamRequest): HandlerContext {
+    const context = this.context as { signal: AbortSignal; values: ContextValues };
+    if (req.signal !== context.signal) context.signal = req.signal;
+    if (req.contextValues !== context.values) context.values = req.contextValues;
+    const header = Object.getOwnPropertyDescriptor(req, "header");
+    if (header && !header.get && header.value !== this.#requestHeader) this.setRequestHeader(header.value as Headers);
+    return this.context;
+  }
+
+  /** A unary answer's headers, when an interceptor answered with others than the call's: they replace the call's. */
+  adoptResponseHeaders(res: UnaryResponse): void {
+    const header = ownValue(res, "header");
+    if (header && header !== this.#responseHeader) replaceHeaders(header, this.responseHeader());
+    const trailer = ownValue(res, "trailer");
+    if (trailer && trailer !== this.#responseTrailer) replaceHeaders(trailer, this.responseTrailer());
+  }
+
+  /** A stream's headers, when an interceptor answered with others than the call's: added to the call's. */
+  mergeResponseHeaders(res: StreamResponse): void {
+    const header = ownValue(res, "header");
+    if (header && header !== this.#responseHeader) copyInto(header, this.responseHeader());
+  }
+
+  /**
+   * `work`, or the call's abort reason once it is aborted (deadline, caller
+   * gone, shutdown), even if the handler does not watch its signal.
+   */
+  untilAborted<T>(work: Promise<T>): Promise<T> {
+    const signal = this.controller.signal;
+    if (signal.aborted) {
+      work.catch(() => {});
+      return Promise.reject(getAbortSignalReason(signal));
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.#rejectPending = reject;
+      signal.addEventListener("abort", this, { once: true });
+      work.then(resolve, reject);
+    });
+  }
+
+  /** The call's abort (listener of untilAborted). */
+  handleEvent(): void {
+    this.#rejectPending?.(getAbortSignalReason(this.controller.signal));
+  }
+
+  /** Ends the call: its signal aborts with `reason`, its timer and link to the caller's signal go. */
+  abort(reason: unknown): void {
+    clearTimeout(this.#timer);
+    if (this.#follow) this.#callerSignal!.removeEventListener("abort", this.#follow);
+    this.#rejectPending = undefined;
+    this.controller.abort(reason);
+  }
+
+  /**
+   * Over the wire, headers a handler set before failing travel with the error
+   * and a client sees them as the error's metadata (e.g. Retry-After).
+   */
+  withResponseHeaders(e: unknown): ConnectError {
+    const err = ConnectError.from(e);
+    for (const sent of [this.#responseHeader, this.#responseTrailer]) {
+      sent?.forEach((v, k) => {
+        if (!err.metadata.has(k)) err.metadata.set(k, v);
+      });
+    }
+    return err;
+  }
+}
+
+/**
+ * The headers and trailers a response of the transport carries, without
+ * making them when nothing set any (undefined then).
+ */
+export function sentHeaders(res: UnaryResponse | StreamResponse): {
+  header: Headers | undefined;
+  trailer: Headers | undefined;
+} {
+  const call = (res as Tagged)[kCall];
+  if (call && Object.getOwnPropertyDescriptor(res, "header")?.get)
+    return { header: call.sentHeader(), trailer: call.sentTrailer() };
+  return { header: res.header, trailer: res.trailer };
+}
+
+/** An own data property's value (not an accessor's). */
+function ownValue(o: object, key: string): Headers | undefined {
+  const d = Object.getOwnPropertyDescriptor(o, key);
+  return d && !d.get ? (d.value as Headers | undefined) : undefined;
 }
 
 function copyInto(from: Headers, to: Headers): void {
@@ -180,56 +430,18 @@ function copyInto(from: Headers, to: Headers): void {
   });
 }
 
-/**
- * The handler's context: one AbortController following the caller's signal
- * and the deadline. (Connect's createHandlerContext links three signals per
- * call; with thousands of idle SSE streams each one counts.)
- */
-function callContext(
-  method: DescMethod,
-  callerSignal: AbortSignal | undefined,
-  timeoutMs: number | undefined,
-  header: ConstructorParameters<typeof Headers>[0],
-  values: ContextValues,
-): CallContext {
-  const controller = new AbortController();
-  const follow = callerSignal && new FollowAbort(controller, callerSignal);
-  if (callerSignal?.aborted) follow!.handleEvent();
-  else callerSignal?.addEventListener("abort", follow!, { once: true });
-  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-  const timer =
-    timeoutMs === undefined
-      ? undefined
-      : setTimeout(
-          () => controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)),
-          timeoutMs,
-        );
-  return {
-    service: method.parent,
-    method,
-    protocolName: "rest",
-    requestMethod: "POST",
-    url: `/${method.parent.typeName}/${method.name}`,
-    signal: controller.signal,
-    timeoutMs() {
-      return deadline === undefined ? undefined : deadline - Date.now();
-    },
-    requestHeader: new Headers(header),
-    responseHeader: new Headers(),
-    responseTrailer: new Headers(),
-    values,
-    abort(reason) {
-      clearTimeout(timer);
-      if (follow) callerSignal?.removeEventListener("abort", follow);
-      controller.abort(reason);
-    },
-  };
+/** As connect's invoke path does with a unary answer's headers: `to` becomes a copy of `from`. */
+function replaceHeaders(from: Headers, to: Headers): void {
+  if (from === to) return;
+  for (const k of [...to.keys()]) to.delete(k);
+  copyInto(from, to);
 }
 
 /**
  * Aborts the call's controller when its caller's signal aborts. An object
- * with handleEvent rather than a closure: one per open call, and under tsx
- * (keepNames) a named closure also carries a dictionary of properties.
+ * with handleEvent rather than a closure: one per open call, and a named
+ * closure also carries a dictionary of properties (keepNames: the services
+ * are bundled, as tsx transpiles, with each closure's `name` kept).
  */
 class FollowAbort {
   constructor(
@@ -243,9 +455,9 @@ class FollowAbort {
 }
 
 /**
- * A stream's output: ends the call's context when the stream ends, fails or
- * is given up, and fails a pending read when the call is aborted (deadline,
- * client gone, shutdown) even if the handler does not watch its signal.
+ * A stream's output: ends the call when the stream ends, fails or is given
+ * up, and fails a pending read when the call is aborted (deadline, client
+ * gone, shutdown) even if the handler does not watch its signal.
  */
 class CallOutput implements AsyncIterableIterator<Message> {
   #source: Promise<AsyncIterator<Message>> | undefined;
@@ -258,7 +470,7 @@ class CallOutput implements AsyncIterableIterator<Message> {
   #listening = false;
   constructor(
     start: () => Promise<AsyncIterator<Message>>,
-    private readonly context: CallContext,
+    private readonly call: DirectCall,
     private readonly output: DescMessage,
   ) {
     this.#start = start;
@@ -270,7 +482,7 @@ class CallOutput implements AsyncIterableIterator<Message> {
 
   // Not an async function: an idle stream's pending read would keep its frame suspended.
   next(): Promise<IteratorResult<Message>> {
-    if (this.context.signal.reason === callEnded) return Promise.resolve({ done: true, value: undefined });
+    if (this.call.signal.reason === callEnded) return Promise.resolve({ done: true, value: undefined });
     if (this.#it) return this.#read(this.#it);
     let source: Promise<AsyncIterator<Message>>;
     try {
@@ -299,7 +511,7 @@ class CallOutput implements AsyncIterableIterator<Message> {
     return this.#untilAborted(pending).then(
       (r): IteratorResult<Message> => {
         if (r.done) {
-          this.context.abort(callEnded);
+          this.call.abort(callEnded);
           return r;
         }
         try {
@@ -323,8 +535,8 @@ class CallOutput implements AsyncIterableIterator<Message> {
 
   /** The error a failed read throws; the call is over. */
   #failed(e: unknown): ConnectError {
-    const err = withResponseHeaders(e, this.context);
-    this.context.abort(callEnded);
+    const err = this.call.withResponseHeaders(e);
+    this.call.abort(callEnded);
     return err;
   }
 
@@ -335,7 +547,7 @@ class CallOutput implements AsyncIterableIterator<Message> {
    * stream) until the call ends, so a replay of 20,000 events held them all.
    */
   #untilAborted<T>(work: Promise<T>): Promise<T> {
-    const { signal } = this.context;
+    const { signal } = this.call;
     if (!this.#listening) {
       this.#listening = true;
       signal.addEventListener("abort", this, { once: true });
@@ -361,16 +573,16 @@ class CallOutput implements AsyncIterableIterator<Message> {
 
   /** The call's abort: the pending read, if any, fails with its reason. (The listener is this object: no closure per call.) */
   handleEvent(): void {
-    this.#rejectRead?.(getAbortSignalReason(this.context.signal));
+    this.#rejectRead?.(getAbortSignalReason(this.call.signal));
   }
 
   async return(): Promise<IteratorResult<Message>> {
-    this.context.abort(callEnded);
+    this.call.abort(callEnded);
     if (!this.#source) return { done: true, value: undefined };
     // A call still starting (an interceptor waiting) is not waited for: it
     // sees its signal aborted, and its stream is closed when it arrives.
     const started = this.#source;
-    const source = await Promise.race([started, abortedPromise(this.context.signal)]).catch(() => undefined);
+    const source = await Promise.race([started, abortedPromise(this.call.signal)]).catch(() => undefined);
     if (!source) {
       started.then((s) => s.return?.()).catch(() => {});
       return { done: true, value: undefined };
@@ -388,22 +600,4 @@ function abortedPromise(signal: AbortSignal): Promise<never> {
   // Nobody may be reading when the call ends.
   p.catch(() => {});
   return p;
-}
-
-function untilAborted<T>(signal: AbortSignal, work: Promise<T>): Promise<T> {
-  return Promise.race([work, abortedPromise(signal)]);
-}
-
-/**
- * Over the wire, headers a handler set before failing travel with the error
- * and a client sees them as the error's metadata (e.g. Retry-After).
- */
-function withResponseHeaders(e: unknown, context: CallContext): ConnectError {
-  const err = ConnectError.from(e);
-  for (const sent of [context.responseHeader, context.responseTrailer]) {
-    sent.forEach((v, k) => {
-      if (!err.metadata.has(k)) err.metadata.set(k, v);
-    });
-  }
-  return err;
 }

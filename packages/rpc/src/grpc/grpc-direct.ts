@@ -8,14 +8,18 @@ import {
   toBinary,
 } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues, type Transport } from "@connectrpc/connect";
-import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { contentTypeProto, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { sentHeaders } from "../calls/direct-transport.ts";
+import { oneMessage } from "../calls/one-message.ts";
 import { whenOpened } from "../calls/open-stream.ts";
 import { requestLimitOf } from "../calls/request-limit.ts";
 import { boundConnectError } from "../error-bounds.ts";
-import { callAbort, drained, headerOf, headersOf, isGone } from "../http/node-io.ts";
+import { CallAbort, drained, headerOf, isGone, LazyRequestHeaders } from "../http/node-io.ts";
 import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import { encodeEnveloped } from "./spliced-encoding.ts";
+
+/** What a Headers object is made from. */
+type HeadersInit = ConstructorParameters<typeof Headers>[0];
 
 export interface GrpcDirectOptions {
   services: DescService[];
@@ -65,12 +69,12 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
   }
 
   async function serve(method: DirectMethod, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) {
-    const { controller: abort, release } = callAbort(res, o.shutdown);
+    const abort = new CallAbort(res, o.shutdown);
     try {
       const timeout = parseTimeout(headerOf(req, "grpc-timeout") ?? null, Number.MAX_SAFE_INTEGER);
       if (timeout.error) throw timeout.error;
       const input = fromBinary(method.input, await readMessage(req, requestLimitOf(method, o.bodyLimitBytes)));
-      const headers = headersOf(req, (name) => name.startsWith(":"));
+      const headers = new LazyRequestHeaders(req, isPseudoHeader) as unknown as HeadersInit;
       if (method.methodKind === "server_streaming") {
         await serveStream(method, res, abort.signal, timeout.timeoutMs, headers, input);
         return;
@@ -83,8 +87,9 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
         input as never,
       );
       if (isGone(res)) return;
-      res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
-      res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
+      const sent = sentHeaders(out);
+      res.writeHead(200, { ...plain(sent.header), "content-type": contentTypeProto });
+      res.addTrailers({ ...plain(sent.trailer), "grpc-status": "0" });
       res.end(envelope(method, out.message as Message));
     } catch (e) {
       if (isGone(res)) return;
@@ -106,7 +111,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
       res.addTrailers(trailer);
       res.end();
     } finally {
-      release();
+      abort.release();
     }
   }
 
@@ -121,19 +126,12 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     res: http2.Http2ServerResponse,
     signal: AbortSignal,
     timeoutMs: number | undefined,
-    headers: Headers,
+    headers: HeadersInit,
     input: Message,
   ): Promise<void> {
     const values = o.contextValues();
     const opened = whenOpened(values);
-    const out = await o.transport.stream(
-      method,
-      signal,
-      timeoutMs,
-      headers,
-      createAsyncIterable([input as never]),
-      values,
-    );
+    const out = await o.transport.stream(method, signal, timeoutMs, headers, oneMessage(input as never), values);
     const it = (out.message as AsyncIterable<Message>)[Symbol.asyncIterator]();
     const first = it.next();
     let r: IteratorResult<Message> | undefined;
@@ -141,9 +139,9 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     // left suspended at a yield never runs its finally (a held sandbox, an
     // open span), which a client gone before the first message used to do.
     try {
-      await Promise.race([first, opened]);
+      await opened.orFirst(first);
       if (isGone(res)) return;
-      res.writeHead(200, { ...plain(out.header), "content-type": contentTypeProto });
+      res.writeHead(200, { ...plain(sentHeaders(out).header), "content-type": contentTypeProto });
       try {
         r = await first;
         while (!r.done) {
@@ -151,7 +149,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
           if (isGone(res)) return;
           r = await it.next();
         }
-        res.addTrailers({ ...plain(out.trailer), "grpc-status": "0" });
+        res.addTrailers({ ...plain(sentHeaders(out).trailer), "grpc-status": "0" });
       } catch (e) {
         if (isGone(res)) return;
         res.addTrailers(plain(setTrailerStatus(new Headers(), errorOf(e))));
@@ -231,10 +229,14 @@ async function readMessage(req: http2.Http2ServerRequest, limit: number): Promis
   return body.subarray(5);
 }
 
-function plain(h: Headers): Record<string, string> {
+function plain(h: Headers | undefined): Record<string, string> {
   const out: Record<string, string> = {};
-  h.forEach((v, k) => {
+  h?.forEach((v, k) => {
     out[k] = v;
   });
   return out;
+}
+
+function isPseudoHeader(name: string): boolean {
+  return name.startsWith(":");
 }

@@ -1,6 +1,7 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { offerController } from "./adopt.ts";
 import type { ShutdownHooks } from "./shutdown-hooks.ts";
 
 /** A request of either Node HTTP server (HTTP/1.1 or HTTP/2 compatibility API). */
@@ -22,6 +23,45 @@ export function headersOf(req: NodeRequest, skip: (name: string) => boolean): He
     for (const one of Array.isArray(v) ? v : [v]) h.append(k, one);
   }
   return h;
+}
+
+/**
+ * Drops the request's Authorization header from the request object (an open
+ * stream's request lives as long as the stream, and the credential is
+ * checked once, when the call starts). What the handler sees is the call's
+ * own Headers, not these.
+ */
+export function forgetAuthorization(req: NodeRequest): void {
+  if (req.headers.authorization === undefined) return;
+  delete req.headers.authorization;
+  // HTTP/1.1 keeps the raw lines too (HTTP/2 derives them from the headers).
+  if (req.httpVersionMajor !== 1) return;
+  const raw = req.rawHeaders;
+  for (let i = raw.length - 2; i >= 0; i -= 2) if (raw[i]!.toLowerCase() === "authorization") raw.splice(i, 2);
+}
+
+/**
+ * Request headers a caller of the direct transport may give instead of a
+ * HeadersInit: made into Headers only if something reads them.
+ */
+export interface LazyHeaders {
+  toHeaders(): Headers;
+}
+
+/**
+ * A request's headers for the direct transport, made into a Headers object
+ * (headersOf) only if the call reads them: a gRPC call whose interceptors
+ * and handler never look (identity's VerifyToken) makes none.
+ */
+export class LazyRequestHeaders implements LazyHeaders {
+  constructor(
+    private readonly req: NodeRequest,
+    private readonly skip: (name: string) => boolean,
+  ) {}
+
+  toHeaders(): Headers {
+    return headersOf(this.req, this.skip);
+  }
 }
 
 /** Answers `status` with `body` as JSON. */
@@ -54,31 +94,54 @@ export function drained(res: NodeResponse): Promise<void> {
 }
 
 /**
- * The signal of one call: aborted when its client goes away before the
- * response was ended, or when a shutdown gives up waiting. `release` when
- * the call is over. (Whether the response was ended is `writableEnded`: an
- * HTTP/2 response reports `writableFinished` once its stream is gone,
- * answered or not.)
+ * The abort of one call: its signal aborts when its client goes away before
+ * the response was ended, or when a shutdown gives up waiting; `release()`
+ * once the call is over. The controller is offered to the direct transport
+ * (calls/adopt.ts), which makes it the call's own rather than linking a
+ * second one to it: the call aborts it too, when it ends or at its deadline,
+ * which `byCaller` tells apart. (Whether the response was ended is
+ * `writableEnded`: an HTTP/2 response reports `writableFinished` once its
+ * stream is gone, answered or not.) An object with methods, not closures: an
+ * SSE stream keeps it for hours.
  */
-export function callAbort(
-  res: NodeResponse,
-  shutdown: ShutdownHooks,
-): { controller: AbortController; release(): void } {
-  const controller = new AbortController();
-  // Bound, not a named closure: under tsx (keepNames) a named closure also
-  // carries a dictionary of properties, and an SSE stream keeps this one for hours.
-  const onClose = abortUnlessEnded.bind(undefined, res, controller);
-  res.on("close", onClose);
-  const unhook = shutdown.add(() => controller.abort(new ConnectError("server shutting down", Code.Unavailable)));
-  return {
-    controller,
-    release() {
-      res.off("close", onClose);
-      unhook();
-    },
-  };
-}
+export class CallAbort {
+  readonly controller = new AbortController();
+  /** Aborted by the caller's side (its client gone, a shutdown), not by the call itself. */
+  byCaller = false;
+  readonly #onClose: () => void;
 
-function abortUnlessEnded(res: NodeResponse, controller: AbortController): void {
-  if (!res.writableEnded) controller.abort(new ConnectError("client went away", Code.Canceled));
+  constructor(
+    private readonly res: NodeResponse,
+    private readonly shutdown: ShutdownHooks,
+  ) {
+    offerController(this.controller);
+    this.#onClose = this.closed.bind(this);
+    res.on("close", this.#onClose);
+    shutdown.attach(this);
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** The response closed (listener). */
+  closed(): void {
+    if (!this.res.writableEnded) this.#abort(new ConnectError("client went away", Code.Canceled));
+  }
+
+  onShutdown(): void {
+    this.#abort(new ConnectError("server shutting down", Code.Unavailable));
+  }
+
+  #abort(reason: ConnectError): void {
+    if (this.controller.signal.aborted) return;
+    this.byCaller = true;
+    this.controller.abort(reason);
+  }
+
+  /** The call is over: neither the response's close nor a shutdown aborts it any more. */
+  release(): void {
+    this.res.off("close", this.#onClose);
+    this.shutdown.detach(this);
+  }
 }

@@ -1,9 +1,10 @@
-import { createConnectRouter, createContextValues, type Interceptor } from "@connectrpc/connect";
+import { createConnectRouter, type Interceptor } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { Health } from "@platform/gen/grpc/health/v1/health_pb";
 import * as reflectionV1Pb from "@platform/gen/grpc/reflection/v1/reflection_pb";
 import * as reflectionV1alphaPb from "@platform/gen/grpc/reflection/v1alpha/reflection_pb";
+import { CallValues } from "../calls/call-values.ts";
 import type { ServiceRegistration } from "../calls/registration.ts";
 import { requestLimitOf } from "../calls/request-limit.ts";
 import { currentRequest, requestInfoKey } from "../context.ts";
@@ -78,7 +79,7 @@ export function createConnectSide(o: ConnectRouterOptions): ConnectSide {
     Object.assign(
       (req: Parameters<UniversalHandler>[0]) => {
         const info = currentRequest() ?? o.makeInfo(req.header.get("x-request-id"), req.header.get("x-trace-id"));
-        const contextValues = req.contextValues ?? createContextValues();
+        const contextValues = req.contextValues ?? new CallValues();
         contextValues.set(requestInfoKey, info);
         return h({ ...req, contextValues });
       },

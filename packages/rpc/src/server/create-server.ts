@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
-import { createContextValues } from "@connectrpc/connect";
 import { pino } from "pino";
+import { CallValues } from "../calls/call-values.ts";
 import { createDirectTransport } from "../calls/direct-transport.ts";
 import { currentRequest, requestInfoKey } from "../context.ts";
 import { envelopeOf } from "../envelope.ts";
@@ -9,20 +9,18 @@ import { HealthRegistry, ServingStatus } from "../health/health.ts";
 import { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import { METRICS_PATH, metricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { routeLabeler } from "../metrics/route-label.ts";
-import { metricsInterceptor } from "../metrics/rpc-interceptor.ts";
 import { ServerMetrics } from "../metrics/server-metrics.ts";
 import { callerInterceptor } from "../tls/callers.ts";
-import { serverTraceInterceptor } from "../tracing/rpc-spans.ts";
 import { flushTracing } from "../tracing/start.ts";
 import { createRestHandler } from "../transcode/rest-handler.ts";
 import { collectRoutes } from "../transcode/routes.ts";
+import { callOutcomeInterceptor } from "./call-outcome.ts";
 import { createConnectSide } from "./connect-router.ts";
 import { createConnections } from "./connections.ts";
 import { corsHandler } from "./cors.ts";
 import { createDispatch } from "./dispatch.ts";
 import { Inflight } from "./inflight.ts";
 import { inputGuard } from "./input-guard.ts";
-import { errorInterceptor } from "./interceptors.ts";
 import { requestIdsMixin } from "./log-ids.ts";
 import type { Server, ServerOptions } from "./options.ts";
 import { requestInfoMaker } from "./request-info.ts";
@@ -76,10 +74,8 @@ export function createServer(options: ServerOptions): Server {
 
   const internalTls = options.internal?.tls;
   const interceptors = [
-    // Outermost: it counts the status the caller gets.
-    metricsInterceptor(metrics, options.name),
-    serverTraceInterceptor,
-    errorInterceptor(logger),
+    // Outermost: it converts errors, and counts and traces the status the caller gets.
+    callOutcomeInterceptor(metrics, options.name, logger),
     // Who may call comes before what the call holds.
     ...(internalTls ? [callerInterceptor(options.internal!.callers)] : []),
     inputGuard(options.inputRefusal),
@@ -97,11 +93,7 @@ export function createServer(options: ServerOptions): Server {
 
   // REST routes and plain gRPC calls reach the implementations in-process,
   // through the same interceptors, with the request's RequestInfo.
-  const callValues = () => {
-    const values = createContextValues();
-    values.set(requestInfoKey, currentRequest() ?? makeInfo(undefined, undefined));
-    return values;
-  };
+  const callValues = () => new CallValues().set(requestInfoKey, currentRequest() ?? makeInfo(undefined, undefined));
   const routes = collectRoutes(options.services.map((s) => s.service));
   const labels = routeLabeler(routes, connect.byPath, Object.keys(options.documents ?? {}));
   const transport = createDirectTransport({

@@ -19,7 +19,19 @@ import { watchCall } from "./watch-call.ts";
  * PlatformError carries it (bounded) for the REST transcoder to render.
  */
 export function errorInterceptor(fallback: Logger): Interceptor {
-  const convert = (e: unknown, procedure: string): ConnectError => {
+  const convert = errorConverter(fallback);
+  return (next) => async (req) => {
+    const procedure = `${req.service.typeName}/${req.method.name}`;
+    return watchCall(
+      () => next(req),
+      (e) => convert(e, procedure),
+    );
+  };
+}
+
+/** What errorInterceptor throws in place of `e`, thrown by a call of `procedure` (service/method). */
+export function errorConverter(fallback: Logger): (e: unknown, procedure: string) => ConnectError {
+  return (e, procedure) => {
     const log = currentRequest()?.logger ?? fallback;
     let p: PlatformError;
     if (e instanceof ConnectError) {
@@ -37,12 +49,5 @@ export function errorInterceptor(fallback: Logger): Interceptor {
     }
     // The REST transcoder renders the PlatformError itself (errors.ts), within the same bounds.
     return carryPlatformError(boundConnectError(toConnectError(p)), boundPlatformError(p));
-  };
-  return (next) => async (req) => {
-    const procedure = `${req.service.typeName}/${req.method.name}`;
-    return watchCall(
-      () => next(req),
-      (e) => convert(e, procedure),
-    );
   };
 }

@@ -1,3 +1,4 @@
+import type { SpanContext } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import { acceptOrGenerateRequestId, acceptOrGenerateTraceId, type RequestInfo } from "../context.ts";
 
@@ -10,20 +11,29 @@ export type MakeRequestInfo = (
 
 /** The server's RequestInfo maker: ids by the one rule of context.ts, a child of `logger` bound to them. */
 export function requestInfoMaker(logger: Logger): MakeRequestInfo {
-  return (rid, tid, caller) => {
-    const requestId = acceptOrGenerateRequestId(rid);
-    const traceId = acceptOrGenerateTraceId(tid);
-    // Made on first use: most requests log only their closing line, which
-    // does not need it, and an open stream should not hold one.
-    let child: Logger | undefined;
-    return {
-      requestId,
-      traceId,
-      caller,
-      get logger() {
-        child ??= logger.child({ requestId, traceId });
-        return child;
-      },
-    };
-  };
+  return (rid, tid, caller) =>
+    new ServerRequestInfo(logger, acceptOrGenerateRequestId(rid), acceptOrGenerateTraceId(tid), caller);
+}
+
+/** A class, not an object literal with a getter: that getter was a closure a request, kept as long as it is open. */
+class ServerRequestInfo implements RequestInfo {
+  remoteAddress: string | undefined = undefined;
+  traceParent: SpanContext | undefined = undefined;
+  /**
+   * Made on first use: most requests log only their closing line, which
+   * does not need it, and an open stream should not hold one.
+   */
+  #child: Logger | undefined;
+
+  constructor(
+    private readonly root: Logger,
+    readonly requestId: string,
+    readonly traceId: string,
+    readonly caller: string | undefined,
+  ) {}
+
+  get logger(): Logger {
+    this.#child ??= this.root.child({ requestId: this.requestId, traceId: this.traceId });
+    return this.#child;
+  }
 }

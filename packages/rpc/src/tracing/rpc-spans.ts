@@ -1,8 +1,7 @@
-import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
+import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import { context, type Span, type SpanContext, SpanKind, SpanStatusCode, TraceFlags, trace } from "@opentelemetry/api";
 import { currentRequest } from "../context.ts";
-import { watchCall } from "../server/watch-call.ts";
 import { TRACER_NAME, w3c } from "./request-trace.ts";
 import { tracingEnabled } from "./start.ts";
 
@@ -10,29 +9,23 @@ import { tracingEnabled } from "./start.ts";
 const SERVER_FAULTS = new Set([2, 4, 12, 13, 14, 15]);
 
 /**
- * Names the RPC on the request's server span (rpc.service, rpc.method) and
- * records the gRPC status the caller gets. A stream's status is known when
- * it ends. Runs outermost, beside the metrics interceptor.
+ * The request's server span, when this process records it, named for the
+ * RPC (rpc.service, rpc.method); the call's outcome (server/call-outcome.ts)
+ * records on it the gRPC status the caller gets (recordRpcStatus).
  */
-export const serverTraceInterceptor: Interceptor = (next) => async (req) => {
+export function serverRpcSpan(service: string, method: string): Span | undefined {
   const span = tracingEnabled() ? trace.getActiveSpan() : undefined;
-  if (!span?.isRecording()) return next(req);
-  span.setAttributes({ "rpc.system": "grpc", "rpc.service": req.service.typeName, "rpc.method": req.method.name });
-  const done = (e?: unknown) => {
-    const code = e === undefined ? 0 : ConnectError.from(e).code;
-    span.setAttribute("rpc.grpc.status_code", code);
-    if (SERVER_FAULTS.has(code))
-      span.setStatus({ code: SpanStatusCode.ERROR, message: ConnectError.from(e).rawMessage });
-  };
-  return watchCall(
-    () => next(req),
-    (e) => {
-      done(e);
-      return e;
-    },
-    done,
-  );
-};
+  if (!span?.isRecording()) return undefined;
+  span.setAttributes({ "rpc.system": "grpc", "rpc.service": service, "rpc.method": method });
+  return span;
+}
+
+/** The gRPC status of `e` (none: OK) on the server span, an error status for the server's own faults. */
+export function recordRpcStatus(span: Span, e?: unknown): void {
+  const code = e === undefined ? 0 : ConnectError.from(e).code;
+  span.setAttribute("rpc.grpc.status_code", code);
+  if (SERVER_FAULTS.has(code)) span.setStatus({ code: SpanStatusCode.ERROR, message: ConnectError.from(e).rawMessage });
+}
 
 /**
  * Carries the trace onto a call to another service: a client span (when this

@@ -11,12 +11,21 @@ import {
 import { ConnectError, type ContextValues, type Transport } from "@connectrpc/connect";
 import type { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
+import { sentHeaders } from "../calls/direct-transport.ts";
 import { oneMessage } from "../calls/one-message.ts";
 import { whenOpened } from "../calls/open-stream.ts";
 import { requestLimitOf } from "../calls/request-limit.ts";
 import type { Envelope, TransportFault } from "../envelope.ts";
 import { fromConnectError, platformErrorOf } from "../errors.ts";
-import { callAbort, headersOf, isGone, type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
+import {
+  CallAbort,
+  forgetAuthorization,
+  headersOf,
+  isGone,
+  type NodeRequest,
+  type NodeResponse,
+  sendJson,
+} from "../http/node-io.ts";
 import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import {
   BindError,
@@ -296,15 +305,20 @@ export function createRestHandler(o: RestHandlerDeps) {
       throw e;
     }
     const headers = headersOf(req, isFramingHeader);
-    const { controller: abort, release } = callAbort(res, o.shutdown);
+    const abort = new CallAbort(res, o.shutdown);
     // Returns once the stream is open (its relay goes on alone): this frame
     // (the URL, the route's match, the body and the request message) is not
     // held for as long as the stream is open.
-    if (route.sse) return serveStream(res, route, message, headers, abort, release);
+    if (route.sse) {
+      await serveStream(res, route, message, headers, abort);
+      // The call checked its credential as it started; the stream may stay open for hours.
+      forgetAuthorization(req);
+      return;
+    }
     try {
       await serveUnary(res, route, message, headers, abort.signal);
     } finally {
-      release();
+      abort.release();
     }
   };
 
@@ -319,13 +333,15 @@ export function createRestHandler(o: RestHandlerDeps) {
         message as never,
       );
     } catch (e) {
-      if (signal.aborted && isGone(res)) return;
+      // No one to answer (the signal is the call's too: it is aborted whenever the call failed).
+      if (isGone(res)) return;
       const ce = ConnectError.from(e);
       sendError(res, platformErrorOf(ce) ?? fromConnectError(ce), ce.metadata);
       return;
     }
-    copyHeaders(out.header, res);
-    copyHeaders(out.trailer, res);
+    const sent = sentHeaders(out);
+    copyHeaders(sent.header, res);
+    copyHeaders(sent.trailer, res);
     if (route.successStatus === 204) {
       res.writeHead(204);
       res.end();
@@ -345,16 +361,15 @@ export function createRestHandler(o: RestHandlerDeps) {
     route: Route,
     message: Message,
     headers: Headers,
-    abort: AbortController,
-    release: () => void,
+    abort: CallAbort,
   ) {
     // Both response kinds have write/flushHeaders; their union type does not.
     const res = nodeRes as http.ServerResponse;
     let relaying = false;
     try {
-      relaying = await startStream(res, route, message, headers, abort, release);
+      relaying = await startStream(res, route, message, headers, abort);
     } finally {
-      if (!relaying) release();
+      if (!relaying) abort.release();
     }
   }
 
@@ -364,8 +379,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     route: Route,
     message: Message,
     headers: Headers,
-    abort: AbortController,
-    release: () => void,
+    abort: CallAbort,
   ): Promise<boolean> {
     const framer = framerOf(route);
     const method = route.method as DescMethodServerStreaming;
@@ -387,13 +401,13 @@ export function createRestHandler(o: RestHandlerDeps) {
       first = it.next();
       // An error before the first message (or before the handler opened the
       // stream with openStream) still gets the HTTP error envelope.
-      await Promise.race([first, opened]);
-      copyHeaders(out.header, res);
+      await opened.orFirst(first);
+      copyHeaders(sentHeaders(out).header, res);
     } catch (e) {
-      if (abort.signal.aborted && isGone(res)) return false;
+      if (isGone(res)) return false;
       const ce = ConnectError.from(e);
       // Headers the handler set before failing (e.g. Retry-After) still count.
-      copyHeaders(out?.header, res);
+      copyHeaders(out && sentHeaders(out).header, res);
       sendError(res, platformErrorOf(ce) ?? fromConnectError(ce), ce.metadata);
       return false;
     }
@@ -405,7 +419,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     res.flushHeaders?.();
     // The relay holds what an open stream needs, not this frame (the call's
     // headers, values and request message).
-    new SseRelay(res, method, framer, it, abort.signal, relayDeps, o.sseOpened?.(route), release).start(first);
+    new SseRelay(res, method, framer, it, abort, relayDeps, o.sseOpened?.(route)).start(first);
     return true;
   }
 }

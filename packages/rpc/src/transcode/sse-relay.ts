@@ -2,7 +2,7 @@ import type * as http from "node:http";
 import type { DescMethodServerStreaming, Message } from "@bufbuild/protobuf";
 import type { PlatformError } from "@platform/errors";
 import { fromConnectError, platformErrorOf } from "../errors.ts";
-import { drained, isGone } from "../http/node-io.ts";
+import { type CallAbort, drained, isGone } from "../http/node-io.ts";
 import type { SseFramer } from "./sse.ts";
 
 /** Characters of a burst's frames held before they are written anyway (memory bound of a stream). */
@@ -21,8 +21,8 @@ export interface SseRelayDeps {
 
 /**
  * Writes a server stream's messages to an open SSE response until the
- * stream ends, fails or its client goes, then tells `released` (the
- * response ended, the call closed). Nothing awaits it: the request's handler
+ * stream ends, fails or its client goes, then releases the call's abort
+ * (the response ended, the call closed). Nothing awaits it: the request's handler
  * returns once the relay starts, so no chain of pending promises (each with
  * its async_hooks fields) waits on the stream from the layers above. Driven
  * by promise callbacks, not a loop in an async function, and
@@ -52,13 +52,11 @@ export class SseRelay {
     private readonly method: DescMethodServerStreaming,
     private readonly framer: SseFramer,
     private readonly it: AsyncIterator<Message>,
-    /** The call's signal: a failure after it was aborted (client gone, shutdown) writes no error event. */
-    private readonly signal: AbortSignal,
+    /** The call's abort: a failure after its caller's side aborted it (client gone, shutdown) writes no error event; released once the response is ended and the call closed. */
+    private readonly abort: CallAbort,
     private readonly deps: SseRelayDeps,
     /** Told once the stream ended (metrics). */
     closed: (() => void) | undefined,
-    /** Told once the response is ended and the call closed. */
-    private readonly released: () => void,
   ) {
     this.#closed = closed;
     deps.pinger.add(res);
@@ -121,7 +119,7 @@ export class SseRelay {
 
   #failed(e: unknown): void {
     try {
-      if (!isGone(this.res) && !this.signal.aborted) {
+      if (!isGone(this.res) && !this.abort.byCaller) {
         const err = platformErrorOf(e) ?? fromConnectError(e);
         this.deps.warn(this.res, err);
         const evMsg = this.deps.errorEvent?.(err, this.method) ?? this.framer.errorMessage(safeText(err));
@@ -147,7 +145,7 @@ export class SseRelay {
       .catch(() => {})
       .then(() => {
         if (!isGone(this.res)) this.res.end();
-        this.released();
+        this.abort.release();
         if (thrown) this.deps.broke(this.res, thrown.err);
       });
   }
