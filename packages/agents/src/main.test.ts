@@ -29,7 +29,7 @@ after(async () => {
 });
 
 function run(env: Record<string, string>) {
-  const proc = spawn(process.execPath, ["--import", "tsx", main], {
+  const proc = spawn(process.execPath, ["--liftoff-only", "--import", "tsx", main], {
     env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

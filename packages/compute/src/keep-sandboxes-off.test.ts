@@ -21,7 +21,7 @@ test("a compute service stopped with COMPUTE_KEEP_SANDBOXES_ON_EXIT=false leaves
   const dataDir = fs.mkdtempSync(join(tmpdir(), "compute-keep-off-"));
   fs.chmodSync(dataDir, 0o711);
   const main = fileURLToPath(new URL("./main.ts", import.meta.url));
-  const child = spawn(process.execPath, ["--import", "tsx", main], {
+  const child = spawn(process.execPath, ["--liftoff-only", "--import", "tsx", main], {
     env: {
       ...process.env,
       COMPUTE_PORT: "0",

@@ -28,7 +28,7 @@ const main = fileURLToPath(new URL("./main.ts", import.meta.url));
 
 test("without TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE (and no INTERNAL_TLS=off) it exits 2 naming them", async () => {
   const run = promisify(execFile);
-  const err = await run(process.execPath, ["--import", "tsx", main], {
+  const err = await run(process.execPath, ["--liftoff-only", "--import", "tsx", main], {
     env: { PATH: process.env.PATH ?? "", IDENTITY_AUTHKEY_KEK: kek, IDENTITY_DATA_DIR: dir },
   }).then(
     () => assert.fail("started without TLS settings"),
@@ -39,7 +39,7 @@ test("without TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE (and no INTERNAL_TLS=off)
 });
 
 async function start(): Promise<{ child: ChildProcess; rest: string; out: () => string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", main], {
+  const child = spawn(process.execPath, ["--liftoff-only", "--import", "tsx", main], {
     env: {
       ...pki.env("identity"),
       PATH: process.env.PATH ?? "",

@@ -51,7 +51,7 @@ type Agents = { base: string; proc: ChildProcess; port: number };
 /** Starts the agents process (PostgreSQL of the test run, or PGlite in `dataDir`) and waits until it answers. */
 async function startAgents(options: { port?: number; leaseMs: number; dataDir: string }): Promise<Agents> {
   const port = options.port ?? (await freePort());
-  const proc = spawn(process.execPath, ["--import", "tsx", main], {
+  const proc = spawn(process.execPath, ["--liftoff-only", "--import", "tsx", main], {
     env: {
       PATH: process.env.PATH ?? "",
       LOG_LEVEL: "warn",

@@ -255,7 +255,7 @@ test("egress/main.ts as a process (PostgreSQL only: PGlite is in this process): 
       ],
     }),
   );
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./main.ts", import.meta.url))], {
+  const child = spawn(process.execPath, ["--liftoff-only", "--import", "tsx", fileURLToPath(new URL("./main.ts", import.meta.url))], {
     env: {
       PATH: process.env.PATH ?? "",
       DATABASE_URL: database.url,

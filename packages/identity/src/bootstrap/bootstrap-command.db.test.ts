@@ -29,7 +29,7 @@ test("the bootstrap command creates once, then reports nothing changed", { timeo
     };
     const cmd = fileURLToPath(new URL("../bootstrap-command.ts", import.meta.url));
     const run = () =>
-      spawnSync(process.execPath, ["--import", "tsx", cmd], { env, encoding: "utf8", timeout: 180_000 });
+      spawnSync(process.execPath, ["--liftoff-only", "--import", "tsx", cmd], { env, encoding: "utf8", timeout: 180_000 });
     const one = run();
     assert.equal(one.status, 0, one.stderr);
     assert.match(one.stdout, /created owner cmd@example.com/);
@@ -37,7 +37,7 @@ test("the bootstrap command creates once, then reports nothing changed", { timeo
     const two = run();
     assert.equal(two.status, 0, two.stderr);
     assert.match(two.stdout, /already exists.*nothing changed/);
-    const missing = spawnSync(process.execPath, ["--import", "tsx", cmd], {
+    const missing = spawnSync(process.execPath, ["--liftoff-only", "--import", "tsx", cmd], {
       env: { ...env, BOOTSTRAP_OWNER_EMAIL: "" },
       encoding: "utf8",
       timeout: 120_000,

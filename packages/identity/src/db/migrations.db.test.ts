@@ -48,7 +48,7 @@ test("the migrate command uses MIGRATION_DB_URL (PostgreSQL only: the cluster's 
   skip: !testServerUrl(),
 }, () => {
   const cmd = fileURLToPath(new URL("../migrate-command.ts", import.meta.url));
-  const r = spawnSync(process.execPath, ["--import", "tsx", cmd], {
+  const r = spawnSync(process.execPath, ["--liftoff-only", "--import", "tsx", cmd], {
     env: {
       PATH: process.env.PATH ?? "",
       MIGRATION_DB_URL: database.url!,

@@ -28,7 +28,7 @@ test("rotate-keys publishes, refuses to switch early, switches, then retires", {
     };
     const cmd = fileURLToPath(new URL("../rotate-keys-command.ts", import.meta.url));
     const run = (env: Record<string, string> = {}) => {
-      const r = spawnSync(process.execPath, ["--import", "tsx", cmd], {
+      const r = spawnSync(process.execPath, ["--liftoff-only", "--import", "tsx", cmd], {
         env: { ...base, ...env },
         encoding: "utf8",
         timeout: 180_000,
@@ -50,7 +50,7 @@ test("rotate-keys publishes, refuses to switch early, switches, then retires", {
     assert.match(next, new RegExp(`^retired ${old}$`, "m"));
     assert.match(next, /^published \S+/m, "and publishes the following key");
 
-    const bad = spawnSync(process.execPath, ["--import", "tsx", cmd], {
+    const bad = spawnSync(process.execPath, ["--liftoff-only", "--import", "tsx", cmd], {
       env: { ...base, IDENTITY_KEY_RETENTION: "1s", JWT_TTL: "2s" },
       encoding: "utf8",
       timeout: 180_000,

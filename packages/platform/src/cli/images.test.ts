@@ -35,7 +35,7 @@ before(async () => {
   await ensurePki(tls, { names: ["compute", "operator", "agents"] });
   const port = await freePort();
   const files = serviceTlsFiles(tls, "compute");
-  compute = spawn(process.execPath, ["--import", "tsx", join(root, "packages/compute/src/main.ts")], {
+  compute = spawn(process.execPath, ["--liftoff-only", "--import", "tsx", join(root, "packages/compute/src/main.ts")], {
     cwd: root,
     env: {
       PATH: process.env.PATH ?? "",

@@ -30,7 +30,7 @@ interface Proc {
 }
 
 function start(name: string, entry: string, env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, entry)], {
+  const child = spawn(process.execPath, ["--liftoff-only", "--import", "tsx", join(root, entry)], {
     cwd: root,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
