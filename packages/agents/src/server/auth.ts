@@ -33,6 +33,9 @@ export function authInterceptor(authenticator: Authenticator): Interceptor {
           : "the Authorization header must be exactly Bearer <token>",
       );
     const auth = await authenticator.verify(parsed.credential.token);
+    // Nothing after this reads the credential (handlers get the caller from authKey), and an open
+    // stream (an SSE follower) keeps the call's headers for as long as it lasts.
+    req.header.delete("authorization");
     if (auth.scopes) {
       const needed = scopeOf(req.service.typeName, req.method.name);
       if (!auth.scopes.includes(needed))
