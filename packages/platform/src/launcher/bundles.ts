@@ -1,16 +1,12 @@
-import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { createRequire, isBuiltin } from "node:module";
 import { extname, join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { BUNDLE_CACHE, cachedBundles, exists, manifestPath, RECIPE, sha256 } from "./bundle-cache.mjs";
+
+export { BUNDLE_CACHE, CLI_BUNDLE_CACHE, CLI_ENTRIES } from "./bundle-cache.mjs";
 
 const root = new URL("../../../..", import.meta.url).pathname;
-
-/** Not in the repository: node_modules is never committed, and a fresh install starts without it. */
-export const BUNDLE_CACHE = join(root, "node_modules/.cache/platform-bundles");
-
-/** What else decides the bundles' bytes besides their inputs. A change here makes every cached build stale. */
-const RECIPE = `esm splitting keepNames v1 node ${process.version}`;
 
 /** Old builds are removed once they are this old (a service being restarted may still be reading one). */
 const KEEP_OLD_MS = 60 * 60 * 1000;
@@ -28,8 +24,6 @@ type Manifest = {
   dir: string;
   entries: Record<string, string>;
 };
-
-const sha256 = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
 
 const LOADERS: Record<string, "ts" | "json" | "js"> = { ".ts": "ts", ".mts": "ts", ".cts": "ts", ".json": "json" };
 
@@ -49,14 +43,8 @@ export async function ensureBundles(
   entries: Record<string, string>,
   cacheDir = BUNDLE_CACHE,
 ): Promise<{ paths: Record<string, string>; built: boolean }> {
-  const manifestPath = join(cacheDir, `manifest-${sha256(JSON.stringify(entries)).slice(0, 12)}.json`);
-  const current = await readManifest(manifestPath);
-  if (current && current.recipe === RECIPE && (await unchanged(current))) {
-    const paths = Object.fromEntries(
-      Object.entries(current.entries).map(([name, file]) => [name, join(cacheDir, current.dir, file)]),
-    );
-    if ((await Promise.all(Object.values(paths).map(exists))).every(Boolean)) return { paths, built: false };
-  }
+  const cached = await cachedBundles(cacheDir, entries);
+  if (cached) return { paths: cached, built: false };
   const { files, inputs, externals } = await build(entries);
   const dir = sha256(files.map((f) => `${f.name}\0${sha256(f.bytes)}`).join("\n")).slice(0, 16);
   await mkdir(cacheDir, { recursive: true });
@@ -71,7 +59,7 @@ export async function ensureBundles(
   }
   const names = Object.fromEntries(Object.keys(entries).map((name) => [name, `${name}.mjs`]));
   const manifest: Manifest = { recipe: RECIPE, inputs, externals, dir, entries: names };
-  await atomicWrite(manifestPath, `${JSON.stringify(manifest)}\n`);
+  await atomicWrite(manifestPath(cacheDir, entries), `${JSON.stringify(manifest)}\n`);
   await removeOld(cacheDir, dir);
   return { paths: Object.fromEntries(Object.keys(entries).map((n) => [n, join(target, `${n}.mjs`)])), built: true };
 }
@@ -202,40 +190,6 @@ type EsbuildPlugin = {
 function loadEsbuild(): Esbuild {
   const tsx = createRequire(import.meta.url).resolve("tsx/package.json");
   return createRequire(tsx)("esbuild") as Esbuild;
-}
-
-async function readManifest(path: string): Promise<Manifest | undefined> {
-  try {
-    const m = JSON.parse(await readFile(path, "utf8")) as Partial<Manifest>;
-    if (typeof m.recipe !== "string" || typeof m.dir !== "string" || !m.inputs || !m.entries || !m.externals)
-      return undefined;
-    return m as Manifest;
-  } catch {
-    return undefined;
-  }
-}
-
-async function unchanged(m: Manifest): Promise<boolean> {
-  const checks = await Promise.all([
-    ...Object.entries(m.inputs).map(async ([path, hash]) => {
-      try {
-        return sha256(await readFile(path)) === hash;
-      } catch {
-        return false;
-      }
-    }),
-    ...m.externals.map(exists),
-  ]);
-  return checks.length > 0 && checks.every(Boolean);
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function atomicWrite(path: string, data: string): Promise<void> {
