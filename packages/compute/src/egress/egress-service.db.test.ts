@@ -255,16 +255,20 @@ test("egress/main.ts as a process (PostgreSQL only: PGlite is in this process): 
       ],
     }),
   );
-  const child = spawn(process.execPath, ["--liftoff-only", "--import", "tsx", fileURLToPath(new URL("./main.ts", import.meta.url))], {
-    env: {
-      PATH: process.env.PATH ?? "",
-      DATABASE_URL: database.url,
-      EGRESS_PROXY_KEY_FILE: join(dir, "key"),
-      EGRESS_PROXY_PORT: String(port),
-      COMPUTE_EGRESS_HOSTS: "up.test=127.0.0.2,db.test=127.0.0.1",
+  const child = spawn(
+    process.execPath,
+    ["--liftoff-only", "--import", "tsx", fileURLToPath(new URL("./main.ts", import.meta.url))],
+    {
+      env: {
+        PATH: process.env.PATH ?? "",
+        DATABASE_URL: database.url,
+        EGRESS_PROXY_KEY_FILE: join(dir, "key"),
+        EGRESS_PROXY_PORT: String(port),
+        COMPUTE_EGRESS_HOSTS: "up.test=127.0.0.2,db.test=127.0.0.1",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
     },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  );
   try {
     let out = "";
     await new Promise<void>((resolve, reject) => {

@@ -29,7 +29,11 @@ test("the bootstrap command creates once, then reports nothing changed", { timeo
     };
     const cmd = fileURLToPath(new URL("../bootstrap-command.ts", import.meta.url));
     const run = () =>
-      spawnSync(process.execPath, ["--liftoff-only", "--import", "tsx", cmd], { env, encoding: "utf8", timeout: 180_000 });
+      spawnSync(process.execPath, ["--liftoff-only", "--import", "tsx", cmd], {
+        env,
+        encoding: "utf8",
+        timeout: 180_000,
+      });
     const one = run();
     assert.equal(one.status, 0, one.stderr);
     assert.match(one.stdout, /created owner cmd@example.com/);
