@@ -41,18 +41,44 @@ export class ExecSlots {
     private readonly wanted: () => boolean,
   ) {}
 
+  /** The spare is a cgroup made ahead (prepareCgroup) whose child is placed once the sandbox runs (prepare). */
+  private unplaced = false;
+
   /** Makes the spare now unless there is one (the first exec's too is made before it is asked for). */
   prepare(): void {
-    if (this.spare) return;
-    const spare = this.make();
+    const ahead = this.unplaced ? this.spare : undefined;
+    if (this.spare && !ahead) return;
+    this.unplaced = false;
+    // A cgroup made ahead gets its child now; one that failed is made again.
+    const spare = ahead
+      ? ahead.then(
+          (slot) => this.place(slot.cgroup),
+          () => this.make(),
+        )
+      : this.make();
     spare.catch(() => {}); // made on demand next time
     this.spare = spare;
+  }
+
+  /**
+   * Makes the next exec's cgroup while the sandbox is still starting (a
+   * released sandbox's resume: its mkdirs, one per v1 hierarchy, then overlap
+   * bwrap's setup instead of following the init's readiness); prepare()
+   * places the child in it once the sandbox runs.
+   */
+  prepareCgroup(): void {
+    if (this.spare) return;
+    const spare = this.newCgroup().then((cgroup): ExecSlot => ({ cgroup }));
+    spare.catch(() => {}); // made again by prepare(), or on demand
+    this.spare = spare;
+    this.unplaced = true;
   }
 
   /** The spare, or (none ready: execs at once on one sandbox) a plain cgroup; a child placed now would not be ahead. */
   async take(): Promise<ExecSlot> {
     const spare = this.spare;
     this.spare = undefined;
+    this.unplaced = false;
     return (await spare?.catch(() => undefined)) ?? { cgroup: await this.newCgroup() };
   }
 
@@ -70,6 +96,7 @@ export class ExecSlots {
   async settle(): Promise<void> {
     await this.spare?.catch(() => {});
     this.spare = undefined;
+    this.unplaced = false;
   }
 
   /** Waits for a spare being made without dropping it (a pause: a child frozen mid-way would hold the helper). */
@@ -81,6 +108,7 @@ export class ExecSlots {
   async discard(): Promise<void> {
     const spare = this.spare;
     this.spare = undefined;
+    this.unplaced = false;
     await spare?.then(({ cgroup }) => cgroup.killAll(1000).then(() => cgroup.removeIfEmpty())).catch(() => {});
   }
 
@@ -116,7 +144,11 @@ export class ExecSlots {
   }
 
   private async make(): Promise<ExecSlot> {
-    const cgroup = await this.newCgroup();
+    return this.place(await this.newCgroup());
+  }
+
+  /** A child of the helper made ready in cgroup (and in the sandbox), when the sandbox runs. */
+  private async place(cgroup: Cgroup): Promise<ExecSlot> {
     const { initPid, initStartTime, uid } = this.owner;
     if (!initPid) return { cgroup };
     const placed = await this.helper.place({

@@ -182,7 +182,7 @@ export class Launcher<S extends Launchable> {
     filter?.on("error", () => {}); // bwrap gone before reading: the exit handler reports the start failure
     filter?.end(seccompFilter);
     live.child = child;
-    this.joinCgroup(live, child);
+    this.joinCgroup(live, child, again);
     let stderr = "";
     child.stderr?.on("data", (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-2000);
@@ -358,9 +358,10 @@ export class Launcher<S extends Launchable> {
    * pipe, and so does the service's end). The first move into a cgroup after a
    * quiet spell waits for an RCU grace period (cgroup v1 without
    * favordynmods: ~13 ms here, a third of a released sandbox's resume), which
-   * the launcher's own work now overlaps instead of following.
+   * the launcher's own work now overlaps instead of following. Once moved, a
+   * released sandbox's resume (again) makes its first exec's cgroup.
    */
-  private joinCgroup(live: S, child: ChildProcess): void {
+  private joinCgroup(live: S, child: ChildProcess, again: boolean): void {
     const gate = child.stdio.at(JOIN_FD) as Writable | null | undefined;
     gate?.on("error", () => {}); // the launcher gone: its exit handler reports the start failure
     const pid = child.pid;
@@ -377,6 +378,9 @@ export class Launcher<S extends Launchable> {
       // A destroy meanwhile ended what was in the cgroup then, not this launcher: it must not go on.
       if (live.stopping) throw new Error(`the sandbox is stopping (${live.stopping})`);
       gate.end("joined\n");
+      // A released sandbox's resume: the first exec's cgroup is made while bwrap builds the sandbox
+      // (after this move, not beside it: both take the kernel's cgroup lock), not after its readiness.
+      if (again) live.slots.prepareCgroup();
     };
     move().catch((err) => {
       if (child.exitCode === null && child.signalCode === null && !live.stopping)
