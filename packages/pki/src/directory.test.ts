@@ -11,10 +11,11 @@ const dirs: string[] = [];
 after(() => {
   for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
 });
+// The directory made here, not only its tls/ (which left one empty pki-test-* behind per case).
 const tempDir = () => {
-  const d = join(fs.mkdtempSync(join(tmpdir(), "pki-test-")), "tls");
-  dirs.push(d);
-  return d;
+  const made = fs.mkdtempSync(join(tmpdir(), "pki-test-"));
+  dirs.push(made);
+  return join(made, "tls");
 };
 const read = (p: string) => fs.readFileSync(p, "utf8");
 
