@@ -135,16 +135,10 @@ test("withLoopTurns hands the loop a turn at least every maxItems items of a str
   async function* burst() {
     for (let i = 0; i < 10_000; i++) yield i;
   }
-  let turns = 0;
-  let counting = true;
-  const count = () => {
-    turns++;
-    if (counting) setImmediate(count);
-  };
-  setImmediate(count);
   let n = 0;
-  for await (const _ of withLoopTurns(burst(), { maxItems: 100, sliceMs: 60_000 })) n++;
-  counting = false;
+  const { turns } = await turnsDuring(async () => {
+    for await (const _ of withLoopTurns(burst(), { maxItems: 100, sliceMs: 60_000 })) n++;
+  });
   assert.equal(n, 10_000);
   assert.ok(turns >= 10_000 / 100 - 1, `${turns} turns`);
 });
@@ -164,16 +158,10 @@ test("withLoopTurns takes the items a source has at hand (nextReady) without a r
       return at < n ? { done: false, value: at++ } : { done: true, value: undefined };
     },
   };
-  let turns = 0;
-  let counting = true;
-  const count = () => {
-    turns++;
-    if (counting) setImmediate(count);
-  };
-  setImmediate(count);
   const seen: number[] = [];
-  for await (const i of withLoopTurns(source, { maxItems: 100, sliceMs: 60_000 })) seen.push(i);
-  counting = false;
+  const { turns } = await turnsDuring(async () => {
+    for await (const i of withLoopTurns(source, { maxItems: 100, sliceMs: 60_000 })) seen.push(i);
+  });
   assert.deepEqual(
     seen,
     Array.from({ length: n }, (_, i) => i),
