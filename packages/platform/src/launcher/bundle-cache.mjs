@@ -17,7 +17,7 @@ export const CLI_BUNDLE_CACHE = join(root, "node_modules/.cache/platform-cli");
 export const CLI_ENTRIES = { cli: join(root, "packages/platform/src/cli/main.ts") };
 
 /** What else decides the bundles' bytes besides their inputs. A change here makes every cached build stale. */
-export const RECIPE = `esm splitting keepNames v1 node ${process.version}`;
+export const RECIPE = `esm splitting keepNames packages-inside v2 node ${process.version}`;
 
 export const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
 
