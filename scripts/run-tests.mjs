@@ -88,6 +88,8 @@ async function runPool(jobs) {
 }
 
 const children = new Set();
+/** When the run began: each file's line says when it started, so a run's tail (one slow file alone at the end) shows. */
+const runStarted = Date.now();
 
 /** Signals a running file's process group (only while its leader runs: a group id is handed out again once it is gone). */
 function endGroup(child, signal) {
@@ -188,7 +190,7 @@ function runFile(job) {
       let fail = Number(/ℹ fail (\d+)/.exec(out)?.[1] ?? 0);
       if (code !== 0 && fail === 0) fail = 1;
       process.stdout.write(
-        `\n== ${file} (${backend})${attempt > 1 ? ` (run ${attempt})` : ""}: ${pass} passed, ${fail} failed in ${(ms / 1000).toFixed(1)} s${cpu === undefined ? "" : ` (CPU ${cpu.toFixed(1)} s)`} ==\n${out}`,
+        `\n== ${file} (${backend})${attempt > 1 ? ` (run ${attempt})` : ""}: ${pass} passed, ${fail} failed in ${(ms / 1000).toFixed(1)} s${cpu === undefined ? "" : ` (CPU ${cpu.toFixed(1)} s)`}, started at +${Math.round((started - runStarted) / 1000)} s ==\n${out}`,
       );
       resolve({ file, backend, pass, fail, ms, cpu, job });
     });
