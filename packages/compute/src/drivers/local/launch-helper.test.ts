@@ -16,6 +16,7 @@ import { after, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { removeTestCgroups } from "../../testing/test-cgroups.ts";
+import { hostEtcBinds } from "./bwrap.ts";
 import { buildLaunchHelper } from "./launch.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { MOUNTS_ROOT } from "./workspace-image.ts";
@@ -52,15 +53,15 @@ const dropped = (uid: number) => ({
   NoNewPrivs: "1",
 });
 
-/** /proc/<pid>/mountinfo as [mount point, optional fields] pairs. */
-function mounts(mountinfo: string): { point: string; optional: string }[] {
+/** /proc/<pid>/mountinfo as [mount point, per-mount options, optional fields]. */
+function mounts(mountinfo: string): { point: string; options: string; optional: string }[] {
   return mountinfo
     .trim()
     .split("\n")
     .map((line) => {
       const fields = line.split(" ");
       const sep = fields.indexOf("-");
-      return { point: fields[4] ?? "", optional: fields.slice(6, sep).join(" ") };
+      return { point: fields[4] ?? "", options: fields[5] ?? "", optional: fields.slice(6, sep).join(" ") };
     });
 }
 
@@ -119,6 +120,7 @@ describe("the launch helper alone", () => {
     stage,
     workspace,
     join(stage, "workspace"),
+    "0",
     ...program,
   ];
   const report = [
@@ -185,6 +187,61 @@ describe("the launch helper alone", () => {
     checkReport(r.stdout, ["PATH=/usr/bin:/bin", "MARK=from-spawn"]);
   });
 
+  test("read-only binds: a placeholder of the source's kind, bound read-only, nosuid and nodev; a missing source skipped", async () => {
+    const host = tempDir("launch-helper-etc-");
+    dirs.push(host);
+    fs.writeFileSync(join(host, "file"), "host file\n", { mode: 0o644 });
+    fs.mkdirSync(join(host, "dir"));
+    fs.writeFileSync(join(host, "dir", "inside"), "");
+    fs.writeFileSync(join(host, "was-a-dir"), "now a file\n", { mode: 0o644 });
+    const etc = join(sandboxDir, "etc");
+    fs.mkdirSync(join(etc, "was-a-dir"), { recursive: true });
+    const ro = ["file", "dir", "missing", "was-a-dir"].flatMap((name) => [join(host, name), join(stage, "etc", name)]);
+    const program = [
+      "/bin/sh",
+      "sh",
+      "-c",
+      `cat ${stage}/etc/file ${stage}/etc/was-a-dir; ls ${stage}/etc/dir; ls ${stage}/etc | tr '\\n' ' '; echo; grep -F " ${stage}/etc/" /proc/self/mountinfo | cut -d" " -f5,6`,
+    ];
+    const withRo = fields(program);
+    withRo.splice(withRo.indexOf("0"), 1, "4", ...ro);
+    const r = await runHelper(helper, ["--join-fd=6", "--", ...withRo], { join: "joined\n" });
+    assert.equal(r.code, 0, r.stderr);
+    const lines = r.stdout.trim().split("\n");
+    assert.deepEqual(lines.slice(0, 4), ["host file", "now a file", "inside", "dir file was-a-dir "]);
+    assert.deepEqual(
+      lines.slice(4).map((l) => {
+        const [point, options] = l.split(" ");
+        return [point, ["ro", "nosuid", "nodev"].every((o) => options?.split(",").includes(o))];
+      }),
+      ["file", "dir", "was-a-dir"].map((name) => [join(stage, "etc", name), true]),
+      "bound in order, each read-only, nosuid and nodev",
+    );
+    // On the host (the binds were the helper's namespace's only): the placeholders, empty.
+    assert.equal(fs.readFileSync(join(etc, "file"), "utf8"), "");
+    assert.ok(fs.statSync(join(etc, "dir")).isDirectory());
+    assert.ok(fs.statSync(join(etc, "was-a-dir")).isFile(), "a placeholder of the other kind is made again");
+    assert.ok(!fs.existsSync(join(etc, "missing")));
+    fs.rmSync(etc, { recursive: true });
+  });
+
+  test("--net: the program runs in a new network namespace with only its loopback, up", async () => {
+    const program = [
+      "/bin/sh",
+      "sh",
+      "-c",
+      "readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; grep -c '^00000000000000000000000000000001 .* lo$' /proc/net/if_inet6",
+    ];
+    const r = await runHelper(helper, ["--net", "--join-fd=6", "--", ...fields(program)], { join: "joined\n" });
+    assert.equal(r.code, 0, r.stderr);
+    const [ns, interfaces, v6] = r.stdout.trim().split("\n");
+    assert.notEqual(ns, fs.readlinkSync("/proc/self/ns/net"), "not the host's network namespace");
+    assert.equal(interfaces, "lo", "only a loopback");
+    assert.equal(v6, "1", "up: the kernel gave it ::1");
+    const without = await runHelper(helper, ["--join-fd=6", "--", ...fields(program)], { join: "joined\n" });
+    assert.equal(without.stdout.split("\n")[0], fs.readlinkSync("/proc/self/ns/net"), "without --net, the host's");
+  });
+
   test("a spare reads its fields and environment from the request pipe, and nothing of its own environment", async () => {
     const env = ["PATH=/usr/bin:/bin", "HOME=/workspace", "ODD=a b\nc'd"];
     const request = `${[String(env.length), ...env, ...fields([...report.slice(0, 4), stage])].join("\0")}\0`;
@@ -242,7 +299,7 @@ describe("the launch helper alone", () => {
           "/bin/sh",
           [
             "-c",
-            `"$0" ${flags}--join-fd=6 -- ${UID} ${UID} "" 0 /bin/sleep sleep 30 6<"$1" >/dev/null 2>&1 & echo $!; sleep 0.5`,
+            `"$0" ${flags}--join-fd=6 -- ${UID} ${UID} "" 0 0 /bin/sleep sleep 30 6<"$1" >/dev/null 2>&1 & echo $!; sleep 0.5`,
             helper,
             joined,
           ],
@@ -285,6 +342,9 @@ describe("a sandbox's launcher, through the helper and through the shell chain",
       expected: dropped(live.uid),
       oom: fs.readFileSync(`/proc/${pid}/oom_score_adj`, "utf8").trim(),
       staged: seen.filter((m) => m.point.startsWith(STAGE)).map((m) => m.point),
+      readOnly: seen
+        .filter((m) => ["ro", "nosuid", "nodev"].every((o) => m.options.split(",").includes(o)))
+        .map((m) => m.point),
       workspacesTree: seen.filter((m) => m.point.startsWith(MOUNTS_ROOT)).map((m) => m.point),
       shared: seen.filter((m) => /shared:|master:/.test(m.optional)).map((m) => m.point),
       ownNamespace: fs.readlinkSync(`/proc/${pid}/ns/mnt`) !== fs.readlinkSync("/proc/self/ns/mnt"),
@@ -329,7 +389,18 @@ describe("a sandbox's launcher, through the helper and through the shell chain",
           assert.deepEqual(v.privileges, v.expected, `${round}: bwrap runs as the sandbox uid with nothing else`);
           assert.equal(v.oom, OOM_SCORE_ADJ, round);
           assert.ok(v.ownNamespace, `${round}: in the launcher's own mount namespace`);
-          assert.deepEqual(v.staged, [STAGE, `${STAGE}/workspace`], `${round}: the stage and its workspace bound`);
+          // The host's allow-listed /etc files that exist, bound read-only into the stage's etc (bwrap binds it whole).
+          const etc = hostEtcBinds(`${STAGE}/etc`).filter(([source]) => fs.existsSync(source));
+          assert.ok(etc.length > 0, "the host has some of them");
+          assert.deepEqual(
+            v.staged,
+            [STAGE, `${STAGE}/workspace`, ...etc.map(([, target]) => target)],
+            `${round}: the stage, its workspace and the host's /etc files bound`,
+          );
+          assert.ok(
+            etc.every(([, target]) => v.readOnly.includes(target)),
+            `${round}: the /etc files are read-only, nosuid and nodev`,
+          );
           assert.deepEqual(v.workspacesTree, [], `${round}: no workspace mount of the host held`);
           assert.deepEqual(v.shared, [], `${round}: every mount private`);
           const inside = await insideMounts(driver, id);
@@ -405,6 +476,85 @@ describe("a sandbox's launcher, through the helper and through the shell chain",
       fs.rmSync(tmp, { recursive: true, force: true });
     }
   });
+});
+
+describe("the sandbox init", () => {
+  after(async () => {
+    assert.deepEqual(await removeTestCgroups(`${PREFIX}-init`), [], "every cgroup of this file can be removed");
+  });
+
+  /** The sandbox's pid 2 (bwrap's child), as its own ps would name it, and what it holds open. */
+  const init = async (driver: LocalDriver, id: string) => {
+    const r = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", "cat /proc/2/comm; ls /proc/2/fd"] });
+    assert.equal(r.completed.exitCode, 0, r.stderr);
+    const [comm, ...fds] = r.stdout.trim().split("\n");
+    return { comm, fds: fds.map(Number).sort() };
+  };
+
+  for (const built of [true, false]) {
+    test(`${built ? "built: the sandbox-init program" : "where it cannot be built: a shell, then sleep"} is the sandbox's init, fresh and after a released resume`, async () => {
+      // Without it: a fresh build directory and a compiler that builds everything but sandbox-init.c.
+      const saved = { TMPDIR: process.env.TMPDIR, CC: process.env.CC };
+      const tmp = tempDir("compute-sandbox-init-");
+      if (!built) {
+        const cc = join(tmp, "cc");
+        fs.writeFileSync(cc, '#!/bin/sh\ncase "$*" in *sandbox-init.c*) echo "no" >&2; exit 1;; esac\nexec cc "$@"\n', {
+          mode: 0o755,
+        });
+        process.env.TMPDIR = tmp;
+        process.env.CC = cc;
+      }
+      const dir = tempDir("compute-sandbox-init-data-");
+      fs.chmodSync(dir, 0o711);
+      let driver: LocalDriver;
+      try {
+        driver = new LocalDriver({
+          dataDir: dir,
+          killGraceMs: 300,
+          cgroupPrefix: `${PREFIX}-init-${built}`,
+          dieWithService: true,
+          warmSandboxes: 0,
+          releasePausedAfterMs: 0,
+        });
+      } finally {
+        for (const [k, v] of Object.entries(saved)) {
+          if (v === undefined) delete process.env[k];
+          else process.env[k] = v;
+        }
+      }
+      try {
+        await (driver as unknown as { built: Promise<unknown> }).built;
+        assert.equal((driver as unknown as { sandboxInit?: string }).sandboxInit !== undefined, built);
+        const spec = contractSpec("local");
+        spec.workspace.size = "64Mi";
+        const id = spec.sandboxId;
+        await driver.create(spec);
+        assert.equal((await driver.waitSettled(id)).phase, "ready");
+        for (const round of ["fresh", "resumed"]) {
+          if (built) {
+            // Its readiness pipe and its own binary are closed: it holds stdin, stdout and the launch's stderr only.
+            assert.deepEqual(await init(driver, id), { comm: "sandbox-init", fds: [0, 1, 2] }, round);
+          } else {
+            // The shell tells it is ready before it execs sleep.
+            const end = Date.now() + 10_000;
+            let comm = (await init(driver, id)).comm;
+            while (comm === "sh" && Date.now() < end) comm = (await init(driver, id)).comm;
+            assert.equal(comm, "sleep", round);
+          }
+          if (round === "fresh") {
+            await driver.pause(id);
+            await until("released", () => driver.cgroupOf(id).isEmpty());
+            assert.equal((await driver.resume(id)).phase, "ready");
+          }
+        }
+        await driver.destroy(id);
+      } finally {
+        await driver.close();
+        fs.rmSync(dir, { recursive: true, force: true });
+        fs.rmSync(tmp, { recursive: true, force: true });
+      }
+    });
+  }
 });
 
 async function until(what: string, check: () => boolean, ms = 30_000): Promise<void> {

@@ -1,12 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import type { SandboxObservation } from "../../driver.ts";
 import { buildNative, nativeBinDir } from "../../native-build.ts";
-import { baseEnv, bwrapArgs } from "./bwrap.ts";
+import { baseEnv, bwrapArgs, hostEtcBinds } from "./bwrap.ts";
 import { signalNumber } from "./exec-run.ts";
 import { imageRootArgs, LocalImages } from "./images/index.ts";
 import { type Live, markEnded } from "./live.ts";
@@ -26,12 +26,36 @@ const SECCOMP_FD = 5;
 const JOIN_FD = 6;
 /** A spare launcher reads its script here (prepareSpare). */
 const SCRIPT_FD = 7;
+/** An open descriptor of the built sandbox init (sandbox-init.c), which bwrap runs as /proc/self/fd/8. */
+const INIT_FD = 8;
 
 /** Mount point of a sandbox directory inside its launcher's private mount namespace. */
 const STAGE = "/run/platform-compute-stage";
 
-/** The sandbox's init: it tells it runs inside the finished sandbox on fd 4, then waits. */
-const INIT = "echo ready >&4; exec 4>&-; exec /bin/sleep infinity";
+/**
+ * The sandbox's init where sandbox-init.c could not be built: it tells it
+ * runs inside the finished sandbox on fd 4, then waits.
+ */
+const SHELL_INIT = ["/bin/sh", "-c", "echo ready >&4; exec 4>&-; exec /bin/sleep infinity"];
+
+/**
+ * sandbox-init.c built (static, with cc, once per source version, as the
+ * launch helper is): the sandbox's init without a shell or sleep. Rejects
+ * where it cannot be built (no static C library, say); sandboxes then start
+ * with the shell init.
+ */
+export function buildSandboxInit(dir = nativeBinDir()): Promise<string> {
+  return buildNative(
+    {
+      name: "sandbox-init",
+      sourceDir: dirname(fileURLToPath(import.meta.url)),
+      sources: ["sandbox-init.c"],
+      libraries: ["-static"],
+      whenCompileFails: "sandboxes start with a shell as their init instead (libc6-dev has the static C library)",
+    },
+    dir,
+  );
+}
 
 /**
  * launch-helper.c built (with cc, once per source version, as the exec
@@ -73,6 +97,8 @@ export interface LaunchDeps<S extends Launchable> {
   dieWithService?: boolean;
   /** The built launch helper (launch-helper.c), or undefined: the shell chain does its part. */
   launchHelper?(): string | undefined;
+  /** The built sandbox init (sandbox-init.c), or undefined: a shell is the init. */
+  sandboxInit?(): string | undefined;
   /** Process cap of a sandbox's cgroup. */
   pidsMax: number;
   /** The built seccomp filter every sandbox process runs under (none yet: no sandbox may start). */
@@ -99,7 +125,9 @@ export interface LaunchDeps<S extends Launchable> {
  */
 export class Launcher<S extends Launchable> {
   /** A blank launch chain started ahead (prepareSpare), and whether it is the launch helper or a shell. */
-  private spare?: { child: ChildProcess; helper: boolean };
+  private spare?: { child: ChildProcess; helper: boolean; init: boolean };
+  /** The built sandbox init, open (close-on-exec here; each launch gets it as INIT_FD); with its path. */
+  private initFile?: { path: string; fd: number };
 
   constructor(private readonly deps: LaunchDeps<S>) {}
 
@@ -117,15 +145,21 @@ export class Launcher<S extends Launchable> {
     // workspace would stay mounted, and its loop device attached, after it is
     // destroyed, for as long as this sandbox lives.
     // An image's tree is bound at the stage's rootfs too (its parents may not be traversable either).
+    // For the host's root, the host's allow-listed /etc files are bound read-only into the stage's
+    // etc there too (while compute moves the launcher into the cgroup), so bwrap binds that etc whole.
     const root = live.rootImage;
+    const etcBinds = root ? [] : hostEtcBinds(join(STAGE, "etc"));
     if (root) fs.mkdirSync(join(layout.dir, "rootfs"), { recursive: true, mode: 0o755 });
     LocalImages.record(layout.dir, root);
+    const helper = this.deps.launchHelper?.();
     const args = bwrapArgs({
       workspace: join(STAGE, "workspace"),
       etcDir: join(STAGE, "etc"),
       mountPath: spec.workspace.mountPath,
       seccompFd: SECCOMP_FD,
       imageRoot: root ? imageRootArgs(root.tree, join(STAGE, "rootfs"), spec.workspace.mountPath) : undefined,
+      // The launch helper makes the network namespace (--net) before its move into the cgroup, bwrap after it.
+      networkMade: helper !== undefined,
     });
     if (this.deps.dieWithService) args.unshift("--die-with-parent");
     // As root: shield the init from the OOM killer, make the mount namespace,
@@ -137,7 +171,8 @@ export class Launcher<S extends Launchable> {
     if (!seccompFilter) throw new Error("sandbox started before its seccomp filter was built");
     fs.mkdirSync(STAGE, { recursive: true, mode: 0o755 });
     const env = baseEnv(spec.workspace.mountPath);
-    const helper = this.deps.launchHelper?.();
+    const initFd = this.initFd();
+    const init = initFd === undefined ? SHELL_INIT : [`/proc/self/fd/${INIT_FD}`];
     let child: ChildProcess | undefined;
     if (helper) {
       // launch-helper.c: the same steps in one process (its header lists them).
@@ -152,18 +187,18 @@ export class Launcher<S extends Launchable> {
         MOUNTS_ROOT,
         String(binds.length),
         ...binds.flat(),
+        String(etcBinds.length),
+        ...etcBinds.flat(),
         BWRAP,
         BWRAP,
         "--info-fd",
         "3",
         ...args,
         "--",
-        "/bin/sh",
-        "-c",
-        INIT,
+        ...init,
       ];
-      if (again) child = this.takeSpare(true, { fields, env });
-      child ??= this.spawnHelper(helper, fields, env, 7);
+      if (again) child = this.takeSpare(true, initFd !== undefined, { fields, env });
+      child ??= this.spawnHelper(helper, fields, env, 7, initFd);
     } else {
       // Ending with the service: the parent-death signal is set by the first
       // process of the chain and kept through the uid change (which clears it),
@@ -171,11 +206,16 @@ export class Launcher<S extends Launchable> {
       // not only a sandbox whose bwrap got as far as setting its own.
       const keepDeathSignal = this.deps.dieWithService ? "--pdeathsig keep " : "";
       const bindRoot = root ? `mount --bind "$3" ${STAGE}/rootfs && ` : "";
-      const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}umount -l ${MOUNTS_ROOT} && read -r joined <&${JOIN_FD} && [ "$joined" = joined ] && exec ${JOIN_FD}<&- && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
+      // The launch helper's read-only binds (launch-helper.c, step 6): a placeholder of the source's kind, then the bind.
+      const names = etcBinds.map(([source]) => basename(source)).join(" ");
+      const bindEtc = etcBinds.length
+        ? `for f in ${names}; do s=/etc/$f; t=${STAGE}/etc/$f; if [ -d "$s" ]; then if [ -L "$t" ] || [ ! -d "$t" ]; then rm -f "$t" && mkdir "$t" || exit 1; fi; elif [ -e "$s" ]; then if [ -L "$t" ] || [ ! -f "$t" ]; then rm -rf "$t" && : > "$t" || exit 1; fi; else continue; fi; mount --rbind -o ro,nosuid,nodev "$s" "$t" || exit 1; done && `
+        : "";
+      const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}${bindEtc}umount -l ${MOUNTS_ROOT} && read -r joined <&${JOIN_FD} && [ "$joined" = joined ] && exec ${JOIN_FD}<&- && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
       const script = `echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
-      const argv = [layout.dir, live.workspaceDir, ...(root ? [root.tree] : []), ...args, "--", "/bin/sh", "-c", INIT];
-      if (again) child = this.takeSpare(false, { script, argv, env });
-      child ??= this.spawnChain(["-c", script, "sh", ...argv], env, 7);
+      const argv = [layout.dir, live.workspaceDir, ...(root ? [root.tree] : []), ...args, "--", ...init];
+      if (again) child = this.takeSpare(false, initFd !== undefined, { script, argv, env });
+      child ??= this.spawnChain(["-c", script, "sh", ...argv], env, 7, initFd);
     }
     // bwrap reads the filter to its end from this descriptor (and closes it before the init runs).
     const filter = child.stdio.at(SECCOMP_FD) as Writable | null | undefined;
@@ -248,13 +288,16 @@ export class Launcher<S extends Launchable> {
     if (this.spare || this.deps.isClosed() || !this.deps.seccompFilter()) return;
     const helper = this.deps.launchHelper?.();
     let child: ChildProcess;
+    let initFd: number | undefined;
     try {
+      initFd = this.initFd();
       child = helper
-        ? this.spawnHelper(helper, [], {}, 8, SCRIPT_FD)
+        ? this.spawnHelper(helper, [], {}, 8, initFd, SCRIPT_FD)
         : this.spawnChain(
             ["-c", `IFS= read -r line <&${SCRIPT_FD} && exec ${SCRIPT_FD}<&- && eval "$line"`],
             baseEnv("/"),
             8,
+            initFd,
           );
     } catch (err) {
       this.deps.log?.warn({ err }, "starting a spare sandbox launcher failed");
@@ -266,13 +309,36 @@ export class Launcher<S extends Launchable> {
     });
     for (const stream of child.stdio) (stream as unknown as { unref?: () => void } | null)?.unref?.();
     child.unref();
-    this.spare = { child, helper: helper !== undefined };
+    this.spare = { child, helper: helper !== undefined, init: initFd !== undefined };
   }
 
   /** Ends the spare launcher (the driver closes). */
   close(): void {
     this.spare?.child.kill("SIGKILL");
     this.spare = undefined;
+    if (this.initFile) fs.closeSync(this.initFile.fd);
+    this.initFile = undefined;
+  }
+
+  /**
+   * The built sandbox init's descriptor, opened once (read-only, close-on-exec
+   * in this process; a launch gets its own copy as INIT_FD), or undefined:
+   * not built, or it cannot be opened (the shell init then).
+   */
+  private initFd(): number | undefined {
+    const path = this.deps.sandboxInit?.();
+    if (!path) return undefined;
+    if (this.initFile?.path !== path) {
+      if (this.initFile) fs.closeSync(this.initFile.fd);
+      this.initFile = undefined;
+      try {
+        this.initFile = { path, fd: fs.openSync(path, "r") };
+      } catch (err) {
+        this.deps.log?.warn({ err }, "opening the sandbox init failed: this sandbox starts with the shell init");
+        return undefined;
+      }
+    }
+    return this.initFile.fd;
   }
 
   /**
@@ -282,6 +348,7 @@ export class Launcher<S extends Launchable> {
    */
   private takeSpare(
     helper: boolean,
+    init: boolean,
     request: { env: Record<string, string> } & ({ fields: string[] } | { script: string; argv: string[] }),
   ): ChildProcess | undefined {
     const spare = this.spare;
@@ -294,6 +361,7 @@ export class Launcher<S extends Launchable> {
     const unreadable = helper ? "\0" : "\n";
     if (
       spare.helper !== helper ||
+      spare.init !== init ||
       !input ||
       child.exitCode !== null ||
       child.signalCode !== null ||
@@ -316,37 +384,47 @@ export class Launcher<S extends Launchable> {
     return child;
   }
 
-  /** The launch chain's first process: a shell (as root), with the start's pipes on descriptors 2 to fds - 1. */
-  private spawnChain(shellArgs: string[], env: Record<string, string>, fds: number): ChildProcess {
+  /**
+   * The launch chain's first process: a shell (as root), with the start's
+   * pipes on descriptors 2 to fds - 1 and the sandbox init on INIT_FD.
+   */
+  private spawnChain(
+    shellArgs: string[],
+    env: Record<string, string>,
+    fds: number,
+    initFd: number | undefined,
+  ): ChildProcess {
     const launcher = this.deps.dieWithService ? [SETPRIV, "--pdeathsig", "KILL", "--", "/bin/sh"] : ["/bin/sh"];
     return spawn(launcher[0] as string, [...launcher.slice(1), ...shellArgs], {
       env,
-      stdio: ["ignore", "ignore", ...Array.from({ length: fds - 2 }, () => "pipe" as const)],
+      stdio: launchStdio(fds, initFd),
       detached: true, // own process group: survives a restart of the service, re-attached by recover()
     });
   }
 
   /**
    * The launch helper as the chain's first process (as root), with the
-   * start's pipes on descriptors 2 to fds - 1; its fields as arguments, or
-   * (a spare) read from requestFd.
+   * start's pipes on descriptors 2 to fds - 1 and the sandbox init on
+   * INIT_FD; its fields as arguments, or (a spare) read from requestFd.
    */
   private spawnHelper(
     helper: string,
     fields: string[],
     env: Record<string, string>,
     fds: number,
+    initFd: number | undefined,
     requestFd?: number,
   ): ChildProcess {
     const options = [
       ...(this.deps.dieWithService ? ["--die-with-parent"] : []),
+      "--net",
       `--join-fd=${JOIN_FD}`,
       ...(requestFd === undefined ? [] : [`--request-fd=${requestFd}`]),
       "--",
     ];
     return spawn(helper, [...options, ...fields], {
       env,
-      stdio: ["ignore", "ignore", ...Array.from({ length: fds - 2 }, () => "pipe" as const)],
+      stdio: launchStdio(fds, initFd),
       detached: true, // own process group: survives a restart of the service, re-attached by recover()
     });
   }
@@ -476,6 +554,17 @@ export async function launchExited(child: ChildProcess | undefined, timeoutMs: n
       r();
     });
   });
+}
+
+/** A launch's descriptors: pipes on 2 to fds - 1, the sandbox init's descriptor (if any) on INIT_FD. */
+function launchStdio(fds: number, initFd: number | undefined): ("ignore" | "pipe" | number)[] {
+  const stdio: ("ignore" | "pipe" | number)[] = ["ignore", "ignore"];
+  for (let fd = 2; fd < fds; fd++) stdio.push("pipe");
+  if (initFd !== undefined) {
+    while (stdio.length < INIT_FD) stdio.push("ignore");
+    stdio.push(initFd);
+  }
+  return stdio;
 }
 
 /** s as one word of a POSIX shell command line. */

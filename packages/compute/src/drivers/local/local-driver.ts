@@ -26,7 +26,7 @@ import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
 import { runExec } from "./exec-run.ts";
 import { Housekeeping } from "./housekeeping.ts";
 import { ImageStore, LocalImages } from "./images/index.ts";
-import { buildLaunchHelper, Launcher } from "./launch.ts";
+import { buildLaunchHelper, buildSandboxInit, Launcher } from "./launch.ts";
 import { type Live, newLive, openFs } from "./live.ts";
 import { Pauser } from "./pause.ts";
 import { Phases } from "./phases.ts";
@@ -135,6 +135,8 @@ export class LocalDriver implements SandboxDriver {
   private seccompFilter?: Buffer;
   /** The built launch helper, once `built` resolved; undefined: the shell chain. */
   private launchHelper?: string;
+  /** The built sandbox init (sandbox-init.c), once `built` resolved; undefined: a shell is the init. */
+  private sandboxInit?: string;
   /** Sandboxes started ahead, per image. */
   private readonly warmSandboxes: WarmSandboxes;
   private readonly housekeeping: Housekeeping;
@@ -185,6 +187,7 @@ export class LocalDriver implements SandboxDriver {
     this.launcher = new Launcher<Live>({
       dieWithService: options.dieWithService,
       launchHelper: () => this.launchHelper,
+      sandboxInit: () => this.sandboxInit,
       pidsMax: this.pidsMax,
       seccompFilter: () => this.seccompFilter,
       isClosed: () => this.closed,
@@ -239,9 +242,14 @@ export class LocalDriver implements SandboxDriver {
             this.log?.warn({ err }, "the launch helper was not built: sandboxes start through the shell chain");
             return undefined;
           });
-    this.built = Promise.all([this.helper.build(), launchHelper]).then(([b, launch]) => {
+    const sandboxInit = buildSandboxInit().catch((err: Error) => {
+      this.log?.warn({ err }, "the sandbox init was not built: sandboxes start with a shell as their init");
+      return undefined;
+    });
+    this.built = Promise.all([this.helper.build(), launchHelper, sandboxInit]).then(([b, launch, init]) => {
       this.seccompFilter = b.seccompFilter;
       this.launchHelper = launch;
+      this.sandboxInit = init;
       return b;
     });
     this.built.catch((err) =>

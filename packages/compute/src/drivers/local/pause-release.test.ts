@@ -89,6 +89,74 @@ test("a released pause ends the processes and frees their memory; resume and a r
   }
 });
 
+/** What a sandbox is, seen from inside and from the host: its uid, cgroups, network namespace and processes. */
+async function identity(driver: LocalDriver, id: string) {
+  const live = (driver as unknown as { sandboxes: Map<string, { initPid?: number; uid: number }> }).sandboxes.get(id);
+  assert.ok(live?.initPid, "a running init");
+  // Inside: the uid, the network interfaces, the loopback answering, and the init's name (pid 2, under bwrap's pid 1).
+  const script = [
+    "id -u",
+    "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '; echo",
+    '/usr/bin/perl -MIO::Socket::INET -e \'$l = IO::Socket::INET->new(Listen => 1, LocalAddr => "127.0.0.1:4242") or die "$!"; IO::Socket::INET->new("127.0.0.1:4242") or die "$!"; print "loopback answers\\n"\'',
+    "cat /proc/2/comm",
+  ].join("; ");
+  const r = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", script] });
+  assert.equal(r.completed.exitCode, 0, r.stderr);
+  const [uid, interfaces, loopback, init] = r.stdout.trim().split("\n");
+  const cgroup = driver.cgroupOf(id);
+  const v1 = cgroup.version === 1;
+  const memoryDir = (v1 ? cgroup.dirs.memory : cgroup.dirs.unified) as string;
+  const memoryLimit = fs.readFileSync(join(memoryDir, v1 ? "memory.limit_in_bytes" : "memory.max"), "utf8").trim();
+  return {
+    uid: Number(uid),
+    liveUid: live.uid,
+    interfaces: interfaces?.trim(),
+    loopback,
+    init,
+    // Every cgroup of the sandbox (one per v1 hierarchy) holds its init.
+    initInCgroups: cgroup
+      .procsFiles()
+      .every((f) => fs.readFileSync(f, "utf8").split("\n").includes(String(live.initPid))),
+    memoryLimit: Number(memoryLimit),
+    netns: fs.readlinkSync(`/proc/${live.initPid}/ns/net`),
+  };
+}
+
+test("a released sandbox starts again as itself: its uid, cgroups and limits; a network namespace of its own with only its loopback", async () => {
+  const dir = fs.mkdtempSync(join(tmpdir(), "compute-pause-release-"));
+  fs.chmodSync(dir, 0o711);
+  const driver = driverAt(dir);
+  const spec = contractSpec("local", { memoryBytes: 200 * 1024 * 1024 });
+  spec.workspace.size = "64Mi";
+  const id = spec.sandboxId;
+  try {
+    await driver.create(spec);
+    assert.equal((await driver.waitSettled(id)).phase, "ready");
+    const before = await identity(driver, id);
+    await driver.pause(id);
+    await until("released", () => driver.cgroupOf(id).isEmpty());
+    assert.equal((await driver.resume(id)).phase, "ready");
+    const after = await identity(driver, id);
+    for (const [round, seen] of [
+      ["fresh", before],
+      ["resumed", after],
+    ] as const) {
+      assert.equal(seen.uid, seen.liveUid, `${round}: the sandbox's own uid`);
+      assert.equal(seen.interfaces, "lo", `${round}: only a loopback`);
+      assert.equal(seen.loopback, "loopback answers", `${round}: the loopback is up`);
+      assert.equal(seen.init, "sandbox-init", `${round}: the built init runs (no shell, no sleep)`);
+      assert.ok(seen.initInCgroups, `${round}: the init is in every cgroup of the sandbox`);
+      assert.equal(seen.memoryLimit, 200 * 1024 * 1024, `${round}: the sandbox's memory limit`);
+      assert.notEqual(seen.netns, fs.readlinkSync("/proc/self/ns/net"), `${round}: not the host's network`);
+    }
+    assert.equal(after.uid, before.uid, "the same uid after the resume");
+    await driver.destroy(id);
+  } finally {
+    await driver.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("through the domain: an exec on a released sandbox starts it again, READY, with its files", async () => {
   const dir = fs.mkdtempSync(join(tmpdir(), "compute-pause-release-"));
   fs.chmodSync(dir, 0o711);

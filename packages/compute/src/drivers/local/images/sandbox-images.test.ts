@@ -5,6 +5,7 @@
 // default image is not stored; an unknown image is INVALID_ARGUMENT listing
 // the images; an image in use cannot be removed; warm sandboxes per image.
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -130,6 +131,22 @@ describe("sandboxes on images", () => {
     await driver.collectGarbage();
     assert.equal(fs.existsSync(driver.images.store.treeOf(old)), false, "removed once unused");
     await driver.images.import(join(work, "alpha-saved.tar"), "alpha:1");
+  });
+
+  test("an image without a shell or sleep starts: the sandbox's init is compute's own, run from a descriptor", async () => {
+    // One static program and nothing else (no /bin/sh, no sleep, no C library).
+    const top = join(work, "shell-less");
+    fs.mkdirSync(join(top, "etc"), { recursive: true });
+    fs.writeFileSync(join(top, "etc", "os-release"), "ID=shell-less\n");
+    fs.writeFileSync(join(work, "hello.c"), '#include <stdio.h>\nint main(void) { puts("static hello"); return 0; }\n');
+    execFileSync(process.env.CC ?? "cc", ["-static", "-O2", "-o", join(top, "hello"), join(work, "hello.c")]);
+    await tarLayer(top, join(work, "shell-less.tar"));
+    await dockerSaveArchive([join(work, "shell-less.tar")], join(work, "shell-less-saved.tar"), work);
+    await driver.images.import(join(work, "shell-less-saved.tar"), "shell-less:1");
+    const id = await ready("shell-less:1");
+    const r = await collectExec(driver, id, { command: "/hello" });
+    assert.equal(r.stdout, "static hello\n");
+    await driver.destroy(id);
   });
 
   test("an image once used keeps a warm sandbox: the next create on it adopts one (create → first byte printed)", async () => {
