@@ -1,10 +1,9 @@
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
 import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
+import { initdbInChild } from "./pglite-clusters.ts";
 import { PGlitePool } from "./pglite-pool.ts";
 import { GuardedPool, POOL_BOUNDS_DEFAULTS, type PoolBounds } from "./pool-guard.ts";
 import { installTimestamptzParser } from "./timestamptz.ts";
@@ -111,22 +110,4 @@ export async function openDatabase<DB>(options: DatabaseOptions = {}): Promise<D
     },
     close: () => db.destroy(),
   };
-}
-
-/** Runs pglite-initdb.mjs for `dataDir` and waits for it; its stderr in the error when it fails. */
-function initdbInChild(dataDir: string): Promise<void> {
-  const script = fileURLToPath(new URL("./pglite-initdb.mjs", import.meta.url));
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--liftoff-only", script, dataDir], { stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "";
-    child.stderr.on("data", (chunk: Buffer) => {
-      if (stderr.length < 8192) stderr += chunk.toString();
-    });
-    child.once("error", reject);
-    child.once("exit", (code, signal) =>
-      code === 0
-        ? resolve()
-        : reject(new Error(`PGlite initdb of ${dataDir} failed (${signal ?? `exit ${code}`}): ${stderr.trim()}`)),
-    );
-  });
 }

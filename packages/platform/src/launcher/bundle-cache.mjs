@@ -16,6 +16,20 @@ export const CLI_BUNDLE_CACHE = join(root, "node_modules/.cache/platform-cli");
 /** The command-line client's entry (bin/platform.mjs runs its bundle). */
 export const CLI_ENTRIES = { cli: join(root, "packages/platform/src/cli/main.ts") };
 
+/**
+ * The launcher's entry and each service's, in this order (the order is part
+ * of the cache's key): bin/start.mjs finds their bundles here on plain Node,
+ * services.ts names the services from it.
+ */
+export const PLATFORM_ENTRIES = {
+  launcher: join(root, "packages/platform/src/main.ts"),
+  identity: join(root, "packages/identity/src/main.ts"),
+  compute: join(root, "packages/compute/src/main.ts"),
+  agents: join(root, "packages/agents/src/main.ts"),
+  runtime: join(root, "packages/runtime/src/router/main.ts"),
+  e2b: join(root, "packages/e2b-compat/src/main.ts"),
+};
+
 /** What else decides the bundles' bytes besides their inputs. A change here makes every cached build stale. */
 export const RECIPE = `esm splitting keepNames packages-inside v2 node ${process.version}`;
 

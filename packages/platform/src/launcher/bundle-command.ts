@@ -4,19 +4,15 @@
 // name: path } }; with --cli, the command-line client's, { cli: path }.
 // bin/start.mjs and bin/platform.mjs run it as a process of their own, so that
 // neither tsx nor esbuild stays in their memory.
-import { fileURLToPath } from "node:url";
+import { PLATFORM_ENTRIES } from "./bundle-cache.mjs";
 import { CLI_BUNDLE_CACHE, CLI_ENTRIES, ensureBundles } from "./bundles.ts";
-import { SERVICE_ENTRIES } from "./services.ts";
 
 const started = Date.now();
 if (process.argv.includes("--cli")) {
   const { paths } = await ensureBundles(CLI_ENTRIES, CLI_BUNDLE_CACHE);
   process.stdout.write(`${JSON.stringify(paths)}\n`);
 } else {
-  const { paths, built } = await ensureBundles({
-    launcher: fileURLToPath(new URL("../main.ts", import.meta.url)),
-    ...SERVICE_ENTRIES,
-  });
+  const { paths, built } = await ensureBundles(PLATFORM_ENTRIES);
   const { launcher, ...services } = paths;
   if (built) process.stderr.write(`platform: built the services' bundles in ${Date.now() - started} ms\n`);
   process.stdout.write(`${JSON.stringify({ launcher, services })}\n`);

@@ -3,18 +3,19 @@ import { join } from "node:path";
 import { type ServiceTlsFiles, tlsEnv } from "@platform/pki";
 import type { Endpoints } from "../cli/endpoints.ts";
 import type { LauncherConfig } from "./config.ts";
+import { PLATFORM_ENTRIES } from "./bundle-cache.mjs";
 import type { LocalSecrets } from "./secrets.ts";
 import type { ServiceSpec } from "./supervisor.ts";
 
 const root = new URL("../../../..", import.meta.url).pathname;
 
-/** Each service's entry, by the name the launcher gives it. */
+/** Each service's entry, by the name the launcher gives it (from bundle-cache.mjs, which bin/start.mjs reads). */
 export const SERVICE_ENTRIES = {
-  identity: join(root, "packages/identity/src/main.ts"),
-  compute: join(root, "packages/compute/src/main.ts"),
-  agents: join(root, "packages/agents/src/main.ts"),
-  runtime: join(root, "packages/runtime/src/router/main.ts"),
-  e2b: join(root, "packages/e2b-compat/src/main.ts"),
+  identity: PLATFORM_ENTRIES.identity,
+  compute: PLATFORM_ENTRIES.compute,
+  agents: PLATFORM_ENTRIES.agents,
+  runtime: PLATFORM_ENTRIES.runtime,
+  e2b: PLATFORM_ENTRIES.e2b,
 } as const;
 
 /**
@@ -41,6 +42,15 @@ export const SERVICE_NODE_ARGS: Readonly<Record<keyof typeof SERVICE_ENTRIES, re
   runtime: [young],
   e2b: [young],
 };
+
+/**
+ * Where the embedded services keep their PGlite clusters under the launcher's
+ * data directory: identity's and agents' data directories (below), compute's
+ * pglite/ in its own (compute/src/app.ts).
+ */
+export function embeddedDatabaseDirs(dataDir: string): string[] {
+  return [join(dataDir, "identity"), join(dataDir, "compute", "pglite"), join(dataDir, "agents")];
+}
 
 /**
  * The four services of the embedded shape, in start order, with their

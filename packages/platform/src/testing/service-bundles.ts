@@ -1,8 +1,6 @@
-import { join } from "node:path";
+import { PLATFORM_ENTRIES } from "../launcher/bundle-cache.mjs";
 import { ensureBundles } from "../launcher/bundles.ts";
 import { SERVICE_ENTRIES, SERVICE_NODE_ARGS } from "../launcher/services.ts";
-
-const root = new URL("../../../../", import.meta.url).pathname;
 
 type ServiceName = keyof typeof SERVICE_ENTRIES;
 
@@ -15,10 +13,7 @@ type ServiceName = keyof typeof SERVICE_ENTRIES;
  * the flags, V8 also optimized PGlite's WebAssembly in each service.
  */
 export async function serviceArgv(): Promise<Record<ServiceName, string[]>> {
-  const { paths } = await ensureBundles({
-    launcher: join(root, "packages/platform/src/main.ts"),
-    ...SERVICE_ENTRIES,
-  });
+  const { paths } = await ensureBundles(PLATFORM_ENTRIES);
   const names = Object.keys(SERVICE_ENTRIES) as ServiceName[];
   return Object.fromEntries(names.map((n) => [n, [...SERVICE_NODE_ARGS[n], paths[n] as string]])) as Record<
     ServiceName,
