@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { freePort } from "./testing/platform-stack.ts";
+import { freePort } from "./testing/free-port.ts";
 import { ProcessGroup } from "./testing/process-group.ts";
 
 const root = new URL("../../..", import.meta.url).pathname;

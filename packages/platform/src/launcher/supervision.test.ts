@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { seedEmbeddedDatabases } from "../testing/embedded-databases.ts";
-import { freePort } from "../testing/platform-stack.ts";
+import { freePort } from "../testing/free-port.ts";
 import { ProcessGroup } from "../testing/process-group.ts";
 import { processTree } from "../testing/process-tree.ts";
 import type { PlatformFile } from "./status-file.ts";
