@@ -32,6 +32,7 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
       log(`bench: ${figure.id} ...`);
       const started = performance.now();
       const result = await runOne(figure, stack, options.size);
+      await stack.figureDone();
       log(
         `bench: ${figure.id}: ${result.measured} (baseline ${result.baseline}; ${result.ratio}) ${((performance.now() - started) / 1000).toFixed(1)} s${result.met === undefined ? ` — ${result.notes}` : ""}`,
       );

@@ -212,6 +212,18 @@ export class Stack {
     return this.#router;
   }
 
+  /** After a figure: the services it used stop sampling their event-loop delay (host/child.ts). */
+  async figureDone(): Promise<void> {
+    const started = [
+      this.#identity,
+      this.#compute,
+      this.#agents,
+      this.#grpcJsPeers.identity,
+      this.#grpcJsPeers.compute,
+    ];
+    await Promise.all(started.map((s) => s?.then((svc) => svc.lagOff()).catch(() => {})));
+  }
+
   /** Logs the bootstrap owner in over REST. */
   async login(): Promise<Tokens> {
     const identity = await this.identity();

@@ -1,10 +1,4 @@
-import { spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { readFileSync } from "node:fs";
 // The launcher harness of the platform's fault suite: the real `bash scripts/run.sh` shape (launcher + four
 // services as processes, embedded PGlite under a throw-away data directory), reached by path as the bench
 // reaches the runtime's internals.
@@ -157,48 +151,6 @@ function rawOf(f: Footprint) {
   };
 }
 
-/**
- * An empty PGlite cluster made once per machine and PGlite build (by
- * @platform/db's pglite-initdb.mjs, as a service's first start makes it) and
- * kept in the temp directory: the toy-size run copies it into each service's
- * data directory instead of waiting out three initdbs (minutes on a loaded
- * machine). The full run measures a real first start.
- */
-function cachedCluster(): string {
-  const initdb = fileURLToPath(new URL("../../../db/src/pglite-initdb.mjs", import.meta.url));
-  const pglite = createRequire(initdb).resolve("@electric-sql/pglite");
-  const key = createHash("sha256")
-    .update(`${pglite} ${statSync(pglite).mtimeMs} ${readFileSync(initdb, "utf8")}`)
-    .digest("hex")
-    .slice(0, 16);
-  const dir = join(tmpdir(), `platform-bench-pglite-cluster-${key}`);
-  if (existsSync(join(dir, "PG_VERSION"))) return dir;
-  const tmp = `${dir}.${process.pid}.tmp`;
-  rmSync(tmp, { recursive: true, force: true });
-  const r = spawnSync(process.execPath, ["--liftoff-only", initdb, tmp], { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`pglite-initdb: ${r.status ?? r.signal} ${r.stderr}`);
-  try {
-    renameSync(tmp, dir);
-  } catch (err) {
-    // Another run made it first.
-    rmSync(tmp, { recursive: true, force: true });
-    if (!existsSync(join(dir, "PG_VERSION"))) throw err;
-  }
-  return dir;
-}
-
-/** Where each embedded service keeps its PGlite cluster under the launcher's data directory (launcher/services.ts, compute's app.ts). */
-const CLUSTER_DIRS = ["identity", "compute/pglite", "agents"];
-
-function seedClusters(dataDir: string): void {
-  const source = cachedCluster();
-  for (const dir of CLUSTER_DIRS) {
-    const target = join(dataDir, dir);
-    mkdirSync(dirname(target), { recursive: true, mode: 0o755 });
-    cpSync(source, target, { recursive: true });
-  }
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -242,7 +194,9 @@ export const platformFootprint: Figure = {
     const platform = await FaultPlatform.start({
       // A first start makes three clusters: minutes on a loaded machine, beyond the launcher's 180 s default.
       env: { PLATFORM_LOG_LEVEL: "warn", PLATFORM_START_TIMEOUT_MS: "900000" },
-      ...(size === "quick" ? { prepare: seedClusters } : {}),
+      // Toy size: the harness copies a new cluster into each service's directory (the one the platform's
+      // tests share, made once per machine) instead of three initdbs (minutes on a loaded machine).
+      firstStart: size === "full",
     });
     try {
       await sleep(settleMs);

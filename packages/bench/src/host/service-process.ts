@@ -161,6 +161,11 @@ export class ServiceProcess {
     });
   }
 
+  /** Stops the event-loop delay sampling a resetLag started (the runner, after each figure). */
+  async lagOff(): Promise<void> {
+    await this.request("lagOff").catch(() => {});
+  }
+
   stats(): Promise<ChildStats> {
     return this.request<ChildStats>("stats");
   }
