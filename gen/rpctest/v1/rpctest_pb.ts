@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rpctest/v1/rpctest.proto.
  */
 export const file_rpctest_v1_rpctest: GenFile = /*@__PURE__*/
-  fileDesc("ChhycGN0ZXN0L3YxL3JwY3Rlc3QucHJvdG8SCnJwY3Rlc3QudjEikgEKBEJvb2sSDAoEbmFtZRgBIAEoCRINCgV0aXRsZRgCIAEoCRINCgVwYWdlcxgDIAEoAxIeCgRraW5kGAQgASgOMhAucnBjdGVzdC52MS5LaW5kEgwKBHRhZ3MYBSADKAkSMAoMcHVibGlzaGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIhCgVSYW5nZRILCgNtaW4YASABKAUSCwoDbWF4GAIgASgFIjoKBkZpbHRlchIOCgZhdXRob3IYASABKAkSIAoFcGFnZXMYAiABKAsyES5ycGN0ZXN0LnYxLlJhbmdlIiAKD0dldFNoZWxmUmVxdWVzdBINCgVzaGVsZhgBIAEoAyIvChBHZXRTaGVsZlJlc3BvbnNlEg0KBXNoZWxmGAEgASgDEgwKBG5hbWUYAiABKAkiuQQKEExpc3RCb29rc1JlcXVlc3QSDQoFc2hlbGYYASABKAMSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDAoEdGFncxgEIAMoCRIeCgRraW5kGAUgASgOMhAucnBjdGVzdC52MS5LaW5kEhcKD2luY2x1ZGVfZGVsZXRlZBgGIAEoCBIiCgZmaWx0ZXIYByABKAsyEi5ycGN0ZXN0LnYxLkZpbHRlchIuCgltaW5fcGFnZXMYCCABKAsyGy5nb29nbGUucHJvdG9idWYuSW50MzJWYWx1ZRIpCgVzaW5jZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoHbWF4X2FnZRgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhILCgNpZHMYCyADKAUSDgoGb2Zmc2V0GAwgASgEEg0KBXJhdGlvGA0gASgBEhIKBWFmdGVyGA4gASgJSACIAQESLQoJcmVhZF9tYXNrGA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxIoCgRmbGFnGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLkJvb2xWYWx1ZRIfCgVraW5kcxgRIAMoDjIQLnJwY3Rlc3QudjEuS2luZBINCgV0b2tlbhgSIAEoDBIOCgZ3ZWlnaHQYEyABKAISDQoFZGVsdGEYFCABKBESCwoDYmlnGBUgASgGQggKBl9hZnRlciJCChFMaXN0Qm9va3NSZXNwb25zZRItCgdyZXF1ZXN0GAEgASgLMhwucnBjdGVzdC52MS5MaXN0Qm9va3NSZXF1ZXN0Ih4KDkdldEJvb2tSZXF1ZXN0EgwKBG5hbWUYASABKAkiMQoPR2V0Qm9va1Jlc3BvbnNlEh4KBGJvb2sYASABKAsyEC5ycGN0ZXN0LnYxLkJvb2siQgoRQ3JlYXRlQm9va1JlcXVlc3QSDQoFc2hlbGYYASABKAMSHgoEYm9vaxgCIAEoCzIQLnJwY3Rlc3QudjEuQm9vayJDChJDcmVhdGVCb29rUmVzcG9uc2USDQoFc2hlbGYYASABKAMSHgoEYm9vaxgCIAEoCzIQLnJwY3Rlc3QudjEuQm9vayJkChFVcGRhdGVCb29rUmVxdWVzdBIeCgRib29rGAEgASgLMhAucnBjdGVzdC52MS5Cb29rEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayJlChJVcGRhdGVCb29rUmVzcG9uc2USHgoEYm9vaxgBIAEoCzIQLnJwY3Rlc3QudjEuQm9vaxIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siMAoRRGVsZXRlQm9va1JlcXVlc3QSDQoFc2hlbGYYASABKAMSDAoEYm9vaxgCIAEoCSIUChJEZWxldGVCb29rUmVzcG9uc2UiHgoOR2V0RmlsZVJlcXVlc3QSDAoEcGF0aBgBIAEoCSIfCg9HZXRGaWxlUmVzcG9uc2USDAoEcGF0aBgBIAEoCSImChZDYW5jZWxPcGVyYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiJwoXQ2FuY2VsT3BlcmF0aW9uUmVzcG9uc2USDAoEbmFtZRgBIAEoCSIrCgtFY2hvUmVxdWVzdBIMCgR0ZXh0GAEgASgJEg4KBnJlcGVhdBgCIAEoBSKYAQoMRWNob1Jlc3BvbnNlEgwKBHRleHQYASABKAkSNgoHaGVhZGVycxgCIAMoCzIlLnJwY3Rlc3QudjEuRWNob1Jlc3BvbnNlLkhlYWRlcnNFbnRyeRISCgpyZXF1ZXN0X2lkGAMgASgJGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrIBCgtGYWlsUmVxdWVzdBIMCgRjb2RlGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEjEKBWV4dHJhGAQgAygLMiIucnBjdGVzdC52MS5GYWlsUmVxdWVzdC5FeHRyYUVudHJ5EhMKC2h0dHBfc3RhdHVzGAUgASgFGiwKCkV4dHJhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIOCgxGYWlsUmVzcG9uc2UiGgoMU2xlZXBSZXF1ZXN0EgoKAm1zGAEgASgDIiAKDVNsZWVwUmVzcG9uc2USDwoHYWJvcnRlZBgBIAEoCCIfCg9MaXN0VGFnc1JlcXVlc3QSDAoEdGFncxgBIAMoCSIgChBMaXN0VGFnc1Jlc3BvbnNlEgwKBHRhZ3MYASADKAkingEKC1RpY2tSZXF1ZXN0Eg0KBWNvdW50GAEgASgFEg0KBWFmdGVyGAIgASgEEhMKC2ludGVydmFsX21zGAMgASgFEhIKCmZhaWxfYWZ0ZXIYBCABKAUSDAoEaGFuZxgFIAEoCBISCgpmYWlsX2ZpcnN0GAYgASgIEhIKCm9wZW5fZmlyc3QYByABKAgSEgoKd2FpdF9maXJzdBgIIAEoCCJHCgxUaWNrUmVzcG9uc2USCwoDc2VxGAEgASgEEgwKBHRleHQYAiABKAkSDgoGdG9rZW5zGAMgASgDEgwKBGxhc3QYBCABKAgiKwoLQ2hhdFJlcXVlc3QSDgoGY2h1bmtzGAEgAygJEgwKBGZhaWwYAiABKAkiHAoJVGV4dENodW5rEg8KB2NvbnRlbnQYASABKAkiBgoERG9uZSIcCglDaGF0RXJyb3ISDwoHbWVzc2FnZRgBIAEoCSIuCgVVc2FnZRIRCgl0b2tlbnNfaW4YASABKAMSEgoKdG9rZW5zX291dBgCIAEoAyLtAQoMQ2hhdFJlc3BvbnNlEjYKBHRleHQYASABKAsyFS5ycGN0ZXN0LnYxLlRleHRDaHVua0IP2vMYCxACGgdjb250ZW50SAASMQoFdXNhZ2UYBCABKAsyES5ycGN0ZXN0LnYxLlVzYWdlQg3a8xgJCgV1c2FnZRABSAASMAoEZG9uZRgCIAEoCzIQLnJwY3Rlc3QudjEuRG9uZUIO2vMYCgoEZG9uZRABIAFIABI3CgVlcnJvchgDIAEoCzIVLnJwY3Rlc3QudjEuQ2hhdEVycm9yQg/a8xgLCgVlcnJvchABIAFIAEIHCgVldmVudCo9CgRLaW5kEhQKEEtJTkRfVU5TUEVDSUZJRUQQABIOCgpLSU5EX05PVkVMEAESDwoLS0lORF9QT0VUUlkQAjKoCgoOTGlicmFyeVNlcnZpY2USYgoIR2V0U2hlbGYSGy5ycGN0ZXN0LnYxLkdldFNoZWxmUmVxdWVzdBocLnJwY3Rlc3QudjEuR2V0U2hlbGZSZXNwb25zZSIbgtPkkwIVEhMvdjEvc2hlbHZlcy97c2hlbGZ9EmsKCUxpc3RCb29rcxIcLnJwY3Rlc3QudjEuTGlzdEJvb2tzUmVxdWVzdBodLnJwY3Rlc3QudjEuTGlzdEJvb2tzUmVzcG9uc2UiIYLT5JMCGxIZL3YxL3NoZWx2ZXMve3NoZWxmfS9ib29rcxJuCgdHZXRCb29rEhoucnBjdGVzdC52MS5HZXRCb29rUmVxdWVzdBobLnJwY3Rlc3QudjEuR2V0Qm9va1Jlc3BvbnNlIiqC0+STAiRiBGJvb2sSHC92MS97bmFtZT1zaGVsdmVzLyovYm9va3MvKn0SeQoKQ3JlYXRlQm9vaxIdLnJwY3Rlc3QudjEuQ3JlYXRlQm9va1JlcXVlc3QaHi5ycGN0ZXN0LnYxLkNyZWF0ZUJvb2tSZXNwb25zZSIsyPMYyQGC0+STAiE6BGJvb2siGS92MS9zaGVsdmVzL3tzaGVsZn0vYm9va3MSfAoKVXBkYXRlQm9vaxIdLnJwY3Rlc3QudjEuVXBkYXRlQm9va1JlcXVlc3QaHi5ycGN0ZXN0LnYxLlVwZGF0ZUJvb2tSZXNwb25zZSIvgtPkkwIpOgRib29rMiEvdjEve2Jvb2submFtZT1zaGVsdmVzLyovYm9va3MvKn0SegoKRGVsZXRlQm9vaxIdLnJwY3Rlc3QudjEuRGVsZXRlQm9va1JlcXVlc3QaHi5ycGN0ZXN0LnYxLkRlbGV0ZUJvb2tSZXNwb25zZSItyPMYzAGC0+STAiIqIC92MS9zaGVsdmVzL3tzaGVsZn0vYm9va3Mve2Jvb2t9El8KB0dldEZpbGUSGi5ycGN0ZXN0LnYxLkdldEZpbGVSZXF1ZXN0GhsucnBjdGVzdC52MS5HZXRGaWxlUmVzcG9uc2UiG4LT5JMCFRITL3YxL2ZpbGVzL3twYXRoPSoqfRKDAQoPQ2FuY2VsT3BlcmF0aW9uEiIucnBjdGVzdC52MS5DYW5jZWxPcGVyYXRpb25SZXF1ZXN0GiMucnBjdGVzdC52MS5DYW5jZWxPcGVyYXRpb25SZXNwb25zZSIngtPkkwIhIh8vdjEve25hbWU9b3BlcmF0aW9ucy8qKn06Y2FuY2VsEnkKBEVjaG8SFy5ycGN0ZXN0LnYxLkVjaG9SZXF1ZXN0GhgucnBjdGVzdC52MS5FY2hvUmVzcG9uc2UiPoLT5JMCODoBKloREg8vdjEvZWNoby97dGV4dH1aFjoEdGV4dBoOL3YxL2VjaG86c2hvdXQiCC92MS9lY2hvEk4KBEZhaWwSFy5ycGN0ZXN0LnYxLkZhaWxSZXF1ZXN0GhgucnBjdGVzdC52MS5GYWlsUmVzcG9uc2UiE4LT5JMCDToBKiIIL3YxL2ZhaWwSTwoFU2xlZXASGC5ycGN0ZXN0LnYxLlNsZWVwUmVxdWVzdBoZLnJwY3Rlc3QudjEuU2xlZXBSZXNwb25zZSIRgtPkkwILEgkvdjEvc2xlZXASXQoITGlzdFRhZ3MSGy5ycGN0ZXN0LnYxLkxpc3RUYWdzUmVxdWVzdBocLnJwY3Rlc3QudjEuTGlzdFRhZ3NSZXNwb25zZSIWgtPkkwIQYgR0YWdzEggvdjEvdGFnczLOAQoNU3RyZWFtU2VydmljZRJgCgRUaWNrEhcucnBjdGVzdC52MS5UaWNrUmVxdWVzdBoYLnJwY3Rlc3QudjEuVGlja1Jlc3BvbnNlIiPS8xgOCgNzZXESBWFmdGVyIAGC0+STAgsSCS92MS90aWNrczABElsKBENoYXQSFy5ycGN0ZXN0LnYxLkNoYXRSZXF1ZXN0GhgucnBjdGVzdC52MS5DaGF0UmVzcG9uc2UiHtLzGAcaBWV2ZW50gtPkkwINOgEqIggvdjEvY2hhdDABYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_protobuf_wrappers, file_platform_api_v1_options]);
+  fileDesc("ChhycGN0ZXN0L3YxL3JwY3Rlc3QucHJvdG8SCnJwY3Rlc3QudjEikgEKBEJvb2sSDAoEbmFtZRgBIAEoCRINCgV0aXRsZRgCIAEoCRINCgVwYWdlcxgDIAEoAxIeCgRraW5kGAQgASgOMhAucnBjdGVzdC52MS5LaW5kEgwKBHRhZ3MYBSADKAkSMAoMcHVibGlzaGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIhCgVSYW5nZRILCgNtaW4YASABKAUSCwoDbWF4GAIgASgFIjoKBkZpbHRlchIOCgZhdXRob3IYASABKAkSIAoFcGFnZXMYAiABKAsyES5ycGN0ZXN0LnYxLlJhbmdlIiAKD0dldFNoZWxmUmVxdWVzdBINCgVzaGVsZhgBIAEoAyIvChBHZXRTaGVsZlJlc3BvbnNlEg0KBXNoZWxmGAEgASgDEgwKBG5hbWUYAiABKAkiuQQKEExpc3RCb29rc1JlcXVlc3QSDQoFc2hlbGYYASABKAMSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDAoEdGFncxgEIAMoCRIeCgRraW5kGAUgASgOMhAucnBjdGVzdC52MS5LaW5kEhcKD2luY2x1ZGVfZGVsZXRlZBgGIAEoCBIiCgZmaWx0ZXIYByABKAsyEi5ycGN0ZXN0LnYxLkZpbHRlchIuCgltaW5fcGFnZXMYCCABKAsyGy5nb29nbGUucHJvdG9idWYuSW50MzJWYWx1ZRIpCgVzaW5jZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoHbWF4X2FnZRgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhILCgNpZHMYCyADKAUSDgoGb2Zmc2V0GAwgASgEEg0KBXJhdGlvGA0gASgBEhIKBWFmdGVyGA4gASgJSACIAQESLQoJcmVhZF9tYXNrGA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxIoCgRmbGFnGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLkJvb2xWYWx1ZRIfCgVraW5kcxgRIAMoDjIQLnJwY3Rlc3QudjEuS2luZBINCgV0b2tlbhgSIAEoDBIOCgZ3ZWlnaHQYEyABKAISDQoFZGVsdGEYFCABKBESCwoDYmlnGBUgASgGQggKBl9hZnRlciJCChFMaXN0Qm9va3NSZXNwb25zZRItCgdyZXF1ZXN0GAEgASgLMhwucnBjdGVzdC52MS5MaXN0Qm9va3NSZXF1ZXN0Ih4KDkdldEJvb2tSZXF1ZXN0EgwKBG5hbWUYASABKAkiMQoPR2V0Qm9va1Jlc3BvbnNlEh4KBGJvb2sYASABKAsyEC5ycGN0ZXN0LnYxLkJvb2siQgoRQ3JlYXRlQm9va1JlcXVlc3QSDQoFc2hlbGYYASABKAMSHgoEYm9vaxgCIAEoCzIQLnJwY3Rlc3QudjEuQm9vayJDChJDcmVhdGVCb29rUmVzcG9uc2USDQoFc2hlbGYYASABKAMSHgoEYm9vaxgCIAEoCzIQLnJwY3Rlc3QudjEuQm9vayJkChFVcGRhdGVCb29rUmVxdWVzdBIeCgRib29rGAEgASgLMhAucnBjdGVzdC52MS5Cb29rEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayJlChJVcGRhdGVCb29rUmVzcG9uc2USHgoEYm9vaxgBIAEoCzIQLnJwY3Rlc3QudjEuQm9vaxIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siMAoRRGVsZXRlQm9va1JlcXVlc3QSDQoFc2hlbGYYASABKAMSDAoEYm9vaxgCIAEoCSIUChJEZWxldGVCb29rUmVzcG9uc2UiHgoOR2V0RmlsZVJlcXVlc3QSDAoEcGF0aBgBIAEoCSIfCg9HZXRGaWxlUmVzcG9uc2USDAoEcGF0aBgBIAEoCSImChZDYW5jZWxPcGVyYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiJwoXQ2FuY2VsT3BlcmF0aW9uUmVzcG9uc2USDAoEbmFtZRgBIAEoCSIrCgtFY2hvUmVxdWVzdBIMCgR0ZXh0GAEgASgJEg4KBnJlcGVhdBgCIAEoBSKYAQoMRWNob1Jlc3BvbnNlEgwKBHRleHQYASABKAkSNgoHaGVhZGVycxgCIAMoCzIlLnJwY3Rlc3QudjEuRWNob1Jlc3BvbnNlLkhlYWRlcnNFbnRyeRISCgpyZXF1ZXN0X2lkGAMgASgJGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrIBCgtGYWlsUmVxdWVzdBIMCgRjb2RlGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEjEKBWV4dHJhGAQgAygLMiIucnBjdGVzdC52MS5GYWlsUmVxdWVzdC5FeHRyYUVudHJ5EhMKC2h0dHBfc3RhdHVzGAUgASgFGiwKCkV4dHJhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIOCgxGYWlsUmVzcG9uc2UiGgoMU2xlZXBSZXF1ZXN0EgoKAm1zGAEgASgDIiAKDVNsZWVwUmVzcG9uc2USDwoHYWJvcnRlZBgBIAEoCCIfCg9MaXN0VGFnc1JlcXVlc3QSDAoEdGFncxgBIAMoCSIgChBMaXN0VGFnc1Jlc3BvbnNlEgwKBHRhZ3MYASADKAkiSgoOUHV0QmxvYlJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRkYXRhGAIgASgMEg4KBmFwcGVuZBgDIAEoCBIMCgRtb2RlGAQgASgNIlsKD1B1dEJsb2JSZXNwb25zZRIMCgRuYW1lGAEgASgJEgwKBHNpemUYAiABKAMSDgoGc2hhMjU2GAMgASgJEg4KBmFwcGVuZBgEIAEoCBIMCgRtb2RlGAUgASgNIiwKDkdldEJsb2JSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEc2l6ZRgCIAEoAyJPCg9HZXRCbG9iUmVzcG9uc2USDAoEZGF0YRgBIAEoDBISCgp0b3RhbF9zaXplGAIgASgDEgsKA2VvZhgDIAEoCBINCgVsYWJlbBgEIAEoCSKeAQoLVGlja1JlcXVlc3QSDQoFY291bnQYASABKAUSDQoFYWZ0ZXIYAiABKAQSEwoLaW50ZXJ2YWxfbXMYAyABKAUSEgoKZmFpbF9hZnRlchgEIAEoBRIMCgRoYW5nGAUgASgIEhIKCmZhaWxfZmlyc3QYBiABKAgSEgoKb3Blbl9maXJzdBgHIAEoCBISCgp3YWl0X2ZpcnN0GAggASgIIkcKDFRpY2tSZXNwb25zZRILCgNzZXEYASABKAQSDAoEdGV4dBgCIAEoCRIOCgZ0b2tlbnMYAyABKAMSDAoEbGFzdBgEIAEoCCIrCgtDaGF0UmVxdWVzdBIOCgZjaHVua3MYASADKAkSDAoEZmFpbBgCIAEoCSIcCglUZXh0Q2h1bmsSDwoHY29udGVudBgBIAEoCSIGCgREb25lIhwKCUNoYXRFcnJvchIPCgdtZXNzYWdlGAEgASgJIi4KBVVzYWdlEhEKCXRva2Vuc19pbhgBIAEoAxISCgp0b2tlbnNfb3V0GAIgASgDIu0BCgxDaGF0UmVzcG9uc2USNgoEdGV4dBgBIAEoCzIVLnJwY3Rlc3QudjEuVGV4dENodW5rQg/a8xgLEAIaB2NvbnRlbnRIABIxCgV1c2FnZRgEIAEoCzIRLnJwY3Rlc3QudjEuVXNhZ2VCDdrzGAkKBXVzYWdlEAFIABIwCgRkb25lGAIgASgLMhAucnBjdGVzdC52MS5Eb25lQg7a8xgKCgRkb25lEAEgAUgAEjcKBWVycm9yGAMgASgLMhUucnBjdGVzdC52MS5DaGF0RXJyb3JCD9rzGAsKBWVycm9yEAEgAUgAQgcKBWV2ZW50Kj0KBEtpbmQSFAoQS0lORF9VTlNQRUNJRklFRBAAEg4KCktJTkRfTk9WRUwQARIPCgtLSU5EX1BPRVRSWRACMvsLCg5MaWJyYXJ5U2VydmljZRJiCghHZXRTaGVsZhIbLnJwY3Rlc3QudjEuR2V0U2hlbGZSZXF1ZXN0GhwucnBjdGVzdC52MS5HZXRTaGVsZlJlc3BvbnNlIhuC0+STAhUSEy92MS9zaGVsdmVzL3tzaGVsZn0SawoJTGlzdEJvb2tzEhwucnBjdGVzdC52MS5MaXN0Qm9va3NSZXF1ZXN0Gh0ucnBjdGVzdC52MS5MaXN0Qm9va3NSZXNwb25zZSIhgtPkkwIbEhkvdjEvc2hlbHZlcy97c2hlbGZ9L2Jvb2tzEm4KB0dldEJvb2sSGi5ycGN0ZXN0LnYxLkdldEJvb2tSZXF1ZXN0GhsucnBjdGVzdC52MS5HZXRCb29rUmVzcG9uc2UiKoLT5JMCJGIEYm9vaxIcL3YxL3tuYW1lPXNoZWx2ZXMvKi9ib29rcy8qfRJ5CgpDcmVhdGVCb29rEh0ucnBjdGVzdC52MS5DcmVhdGVCb29rUmVxdWVzdBoeLnJwY3Rlc3QudjEuQ3JlYXRlQm9va1Jlc3BvbnNlIizI8xjJAYLT5JMCIToEYm9vayIZL3YxL3NoZWx2ZXMve3NoZWxmfS9ib29rcxJ8CgpVcGRhdGVCb29rEh0ucnBjdGVzdC52MS5VcGRhdGVCb29rUmVxdWVzdBoeLnJwY3Rlc3QudjEuVXBkYXRlQm9va1Jlc3BvbnNlIi+C0+STAik6BGJvb2syIS92MS97Ym9vay5uYW1lPXNoZWx2ZXMvKi9ib29rcy8qfRJ6CgpEZWxldGVCb29rEh0ucnBjdGVzdC52MS5EZWxldGVCb29rUmVxdWVzdBoeLnJwY3Rlc3QudjEuRGVsZXRlQm9va1Jlc3BvbnNlIi3I8xjMAYLT5JMCIiogL3YxL3NoZWx2ZXMve3NoZWxmfS9ib29rcy97Ym9va30SXwoHR2V0RmlsZRIaLnJwY3Rlc3QudjEuR2V0RmlsZVJlcXVlc3QaGy5ycGN0ZXN0LnYxLkdldEZpbGVSZXNwb25zZSIbgtPkkwIVEhMvdjEvZmlsZXMve3BhdGg9Kip9EoMBCg9DYW5jZWxPcGVyYXRpb24SIi5ycGN0ZXN0LnYxLkNhbmNlbE9wZXJhdGlvblJlcXVlc3QaIy5ycGN0ZXN0LnYxLkNhbmNlbE9wZXJhdGlvblJlc3BvbnNlIieC0+STAiEiHy92MS97bmFtZT1vcGVyYXRpb25zLyoqfTpjYW5jZWwSeQoERWNobxIXLnJwY3Rlc3QudjEuRWNob1JlcXVlc3QaGC5ycGN0ZXN0LnYxLkVjaG9SZXNwb25zZSI+gtPkkwI4OgEqWhESDy92MS9lY2hvL3t0ZXh0fVoWOgR0ZXh0Gg4vdjEvZWNobzpzaG91dCIIL3YxL2VjaG8STgoERmFpbBIXLnJwY3Rlc3QudjEuRmFpbFJlcXVlc3QaGC5ycGN0ZXN0LnYxLkZhaWxSZXNwb25zZSITgtPkkwINOgEqIggvdjEvZmFpbBJPCgVTbGVlcBIYLnJwY3Rlc3QudjEuU2xlZXBSZXF1ZXN0GhkucnBjdGVzdC52MS5TbGVlcFJlc3BvbnNlIhGC0+STAgsSCS92MS9zbGVlcBJdCghMaXN0VGFncxIbLnJwY3Rlc3QudjEuTGlzdFRhZ3NSZXF1ZXN0GhwucnBjdGVzdC52MS5MaXN0VGFnc1Jlc3BvbnNlIhaC0+STAhBiBHRhZ3MSCC92MS90YWdzEmsKB1B1dEJsb2ISGi5ycGN0ZXN0LnYxLlB1dEJsb2JSZXF1ZXN0GhsucnBjdGVzdC52MS5QdXRCbG9iUmVzcG9uc2UiJ+rzGARkYXRhgtPkkwIZOgEqIhQvdjEvYmxvYnMve25hbWV9OnB1dBJkCgdHZXRCbG9iEhoucnBjdGVzdC52MS5HZXRCbG9iUmVxdWVzdBobLnJwY3Rlc3QudjEuR2V0QmxvYlJlc3BvbnNlIiDq8xgEZGF0YYLT5JMCEhIQL3YxL2Jsb2JzL3tuYW1lfTLOAQoNU3RyZWFtU2VydmljZRJgCgRUaWNrEhcucnBjdGVzdC52MS5UaWNrUmVxdWVzdBoYLnJwY3Rlc3QudjEuVGlja1Jlc3BvbnNlIiPS8xgOCgNzZXESBWFmdGVyIAGC0+STAgsSCS92MS90aWNrczABElsKBENoYXQSFy5ycGN0ZXN0LnYxLkNoYXRSZXF1ZXN0GhgucnBjdGVzdC52MS5DaGF0UmVzcG9uc2UiHtLzGAcaBWV2ZW50gtPkkwINOgEqIggvdjEvY2hhdDABYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_protobuf_wrappers, file_platform_api_v1_options]);
 
 /**
  * @generated from message rpctest.v1.Book
@@ -680,6 +680,133 @@ export const ListTagsResponseSchema: GenMessage<ListTagsResponse> = /*@__PURE__*
   messageDesc(file_rpctest_v1_rpctest, 26);
 
 /**
+ * @generated from message rpctest.v1.PutBlobRequest
+ */
+export type PutBlobRequest = Message<"rpctest.v1.PutBlobRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: bytes data = 2;
+   */
+  data: Uint8Array;
+
+  /**
+   * @generated from field: bool append = 3;
+   */
+  append: boolean;
+
+  /**
+   * @generated from field: uint32 mode = 4;
+   */
+  mode: number;
+};
+
+/**
+ * Describes the message rpctest.v1.PutBlobRequest.
+ * Use `create(PutBlobRequestSchema)` to create a new message.
+ */
+export const PutBlobRequestSchema: GenMessage<PutBlobRequest> = /*@__PURE__*/
+  messageDesc(file_rpctest_v1_rpctest, 27);
+
+/**
+ * What PutBlob received: the data's length and SHA-256 (hex), the other fields as they came.
+ *
+ * @generated from message rpctest.v1.PutBlobResponse
+ */
+export type PutBlobResponse = Message<"rpctest.v1.PutBlobResponse"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: int64 size = 2;
+   */
+  size: bigint;
+
+  /**
+   * @generated from field: string sha256 = 3;
+   */
+  sha256: string;
+
+  /**
+   * @generated from field: bool append = 4;
+   */
+  append: boolean;
+
+  /**
+   * @generated from field: uint32 mode = 5;
+   */
+  mode: number;
+};
+
+/**
+ * Describes the message rpctest.v1.PutBlobResponse.
+ * Use `create(PutBlobResponseSchema)` to create a new message.
+ */
+export const PutBlobResponseSchema: GenMessage<PutBlobResponse> = /*@__PURE__*/
+  messageDesc(file_rpctest_v1_rpctest, 28);
+
+/**
+ * @generated from message rpctest.v1.GetBlobRequest
+ */
+export type GetBlobRequest = Message<"rpctest.v1.GetBlobRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Bytes of data to answer (byte i is i % 251); negative: invalid_argument.
+   *
+   * @generated from field: int64 size = 2;
+   */
+  size: bigint;
+};
+
+/**
+ * Describes the message rpctest.v1.GetBlobRequest.
+ * Use `create(GetBlobRequestSchema)` to create a new message.
+ */
+export const GetBlobRequestSchema: GenMessage<GetBlobRequest> = /*@__PURE__*/
+  messageDesc(file_rpctest_v1_rpctest, 29);
+
+/**
+ * @generated from message rpctest.v1.GetBlobResponse
+ */
+export type GetBlobResponse = Message<"rpctest.v1.GetBlobResponse"> & {
+  /**
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+
+  /**
+   * @generated from field: int64 total_size = 2;
+   */
+  totalSize: bigint;
+
+  /**
+   * @generated from field: bool eof = 3;
+   */
+  eof: boolean;
+
+  /**
+   * @generated from field: string label = 4;
+   */
+  label: string;
+};
+
+/**
+ * Describes the message rpctest.v1.GetBlobResponse.
+ * Use `create(GetBlobResponseSchema)` to create a new message.
+ */
+export const GetBlobResponseSchema: GenMessage<GetBlobResponse> = /*@__PURE__*/
+  messageDesc(file_rpctest_v1_rpctest, 30);
+
+/**
  * @generated from message rpctest.v1.TickRequest
  */
 export type TickRequest = Message<"rpctest.v1.TickRequest"> & {
@@ -741,7 +868,7 @@ export type TickRequest = Message<"rpctest.v1.TickRequest"> & {
  * Use `create(TickRequestSchema)` to create a new message.
  */
 export const TickRequestSchema: GenMessage<TickRequest> = /*@__PURE__*/
-  messageDesc(file_rpctest_v1_rpctest, 27);
+  messageDesc(file_rpctest_v1_rpctest, 31);
 
 /**
  * @generated from message rpctest.v1.TickResponse
@@ -773,7 +900,7 @@ export type TickResponse = Message<"rpctest.v1.TickResponse"> & {
  * Use `create(TickResponseSchema)` to create a new message.
  */
 export const TickResponseSchema: GenMessage<TickResponse> = /*@__PURE__*/
-  messageDesc(file_rpctest_v1_rpctest, 28);
+  messageDesc(file_rpctest_v1_rpctest, 32);
 
 /**
  * @generated from message rpctest.v1.ChatRequest
@@ -797,7 +924,7 @@ export type ChatRequest = Message<"rpctest.v1.ChatRequest"> & {
  * Use `create(ChatRequestSchema)` to create a new message.
  */
 export const ChatRequestSchema: GenMessage<ChatRequest> = /*@__PURE__*/
-  messageDesc(file_rpctest_v1_rpctest, 29);
+  messageDesc(file_rpctest_v1_rpctest, 33);
 
 /**
  * @generated from message rpctest.v1.TextChunk
@@ -814,7 +941,7 @@ export type TextChunk = Message<"rpctest.v1.TextChunk"> & {
  * Use `create(TextChunkSchema)` to create a new message.
  */
 export const TextChunkSchema: GenMessage<TextChunk> = /*@__PURE__*/
-  messageDesc(file_rpctest_v1_rpctest, 30);
+  messageDesc(file_rpctest_v1_rpctest, 34);
 
 /**
  * @generated from message rpctest.v1.Done
@@ -827,7 +954,7 @@ export type Done = Message<"rpctest.v1.Done"> & {
  * Use `create(DoneSchema)` to create a new message.
  */
 export const DoneSchema: GenMessage<Done> = /*@__PURE__*/
-  messageDesc(file_rpctest_v1_rpctest, 31);
+  messageDesc(file_rpctest_v1_rpctest, 35);
 
 /**
  * @generated from message rpctest.v1.ChatError
@@ -844,7 +971,7 @@ export type ChatError = Message<"rpctest.v1.ChatError"> & {
  * Use `create(ChatErrorSchema)` to create a new message.
  */
 export const ChatErrorSchema: GenMessage<ChatError> = /*@__PURE__*/
-  messageDesc(file_rpctest_v1_rpctest, 32);
+  messageDesc(file_rpctest_v1_rpctest, 36);
 
 /**
  * @generated from message rpctest.v1.Usage
@@ -866,7 +993,7 @@ export type Usage = Message<"rpctest.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_rpctest_v1_rpctest, 33);
+  messageDesc(file_rpctest_v1_rpctest, 37);
 
 /**
  * @generated from message rpctest.v1.ChatResponse
@@ -907,7 +1034,7 @@ export type ChatResponse = Message<"rpctest.v1.ChatResponse"> & {
  * Use `create(ChatResponseSchema)` to create a new message.
  */
 export const ChatResponseSchema: GenMessage<ChatResponse> = /*@__PURE__*/
-  messageDesc(file_rpctest_v1_rpctest, 34);
+  messageDesc(file_rpctest_v1_rpctest, 38);
 
 /**
  * @generated from enum rpctest.v1.Kind
@@ -1058,6 +1185,27 @@ export const LibraryService: GenService<{
     methodKind: "unary";
     input: typeof ListTagsRequestSchema;
     output: typeof ListTagsResponseSchema;
+  },
+  /**
+   * raw_bytes on a body "*" route: an application/octet-stream body is
+   * `data`, the other fields from the path and query.
+   *
+   * @generated from rpc rpctest.v1.LibraryService.PutBlob
+   */
+  putBlob: {
+    methodKind: "unary";
+    input: typeof PutBlobRequestSchema;
+    output: typeof PutBlobResponseSchema;
+  },
+  /**
+   * raw_bytes on an answer: `data` as the body, the other fields as headers.
+   *
+   * @generated from rpc rpctest.v1.LibraryService.GetBlob
+   */
+  getBlob: {
+    methodKind: "unary";
+    input: typeof GetBlobRequestSchema;
+    output: typeof GetBlobResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_rpctest_v1_rpctest, 0);

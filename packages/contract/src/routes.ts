@@ -1,5 +1,5 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import { httpBindingsOf, sseOf, successStatusOf } from "@platform/rpc";
+import { httpBindingsOf, rawBytesOf, sseOf, successStatusOf } from "@platform/rpc";
 
 /** One REST binding of an RPC as the contract declares it. */
 export type Route = {
@@ -10,6 +10,8 @@ export type Route = {
   responseBody: string;
   status: number;
   sse: boolean;
+  /** `(platform.api.v1.raw_bytes)`: the bytes field REST may carry as the raw body; "" when none. */
+  raw: string;
 };
 
 /**
@@ -26,6 +28,7 @@ export function routesOfMethod(method: DescMethod): Route[] {
     responseBody: binding.responseBody,
     status: successStatusOf(method),
     sse: sseOf(method) !== undefined,
+    raw: rawBytesOf(method),
   }));
 }
 

@@ -1,7 +1,9 @@
+import type { DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createGrpcTransport, type GrpcTransportOptions, Http2SessionManager } from "@connectrpc/connect-node";
 import { currentRequest } from "./context.ts";
 import { GoawayGuardedSessions } from "./goaway-guard.ts";
+import { withDirectUnary } from "./grpc/direct-client.ts";
 import { HTTP2_SESSION_MEMORY_MB, HTTP2_STREAM_WINDOW } from "./http2-windows.ts";
 import { clientTlsOptions } from "./tls/client-tls.ts";
 import { clientTraceInterceptor } from "./tracing/rpc-spans.ts";
@@ -40,21 +42,36 @@ export function createServiceTransport(
     tls?: ServiceTls;
     /** The service name the server's certificate must carry (besides the host name check). */
     expectServer?: string;
+    /**
+     * Unary methods called by grpc/direct-client.ts, not Connect's client:
+     * those whose messages carry file data (see there), on the same sessions.
+     */
+    direct?: readonly DescMethod[];
   } & Partial<Omit<GrpcTransportOptions, "baseUrl">>,
 ): Transport {
-  const { tls, expectServer, ...grpcOptions } = options;
-  return createGrpcTransport({
+  const { tls, expectServer, direct, ...grpcOptions } = options;
+  const sessionManager =
+    options.sessionManager ??
+    new GoawayGuardedSessions(
+      new Http2SessionManager(options.baseUrl, undefined, {
+        maxSessionMemory: HTTP2_SESSION_MEMORY_MB,
+        settings: { initialWindowSize: HTTP2_STREAM_WINDOW },
+        ...(tls ? clientTlsOptions(tls, expectServer) : {}),
+      }),
+    );
+  const interceptors = [propagateRequestIds, clientTraceInterceptor, ...(options.interceptors ?? [])];
+  const transport = createGrpcTransport({
     ...grpcOptions,
     acceptCompression: options.acceptCompression ?? [],
-    sessionManager:
-      options.sessionManager ??
-      new GoawayGuardedSessions(
-        new Http2SessionManager(options.baseUrl, undefined, {
-          maxSessionMemory: HTTP2_SESSION_MEMORY_MB,
-          settings: { initialWindowSize: HTTP2_STREAM_WINDOW },
-          ...(tls ? clientTlsOptions(tls, expectServer) : {}),
-        }),
-      ),
-    interceptors: [propagateRequestIds, clientTraceInterceptor, ...(options.interceptors ?? [])],
+    sessionManager,
+    interceptors,
   } as GrpcTransportOptions);
+  if (!direct || direct.length === 0) return transport;
+  return withDirectUnary(transport, {
+    baseUrl: options.baseUrl,
+    sessions: sessionManager,
+    interceptors,
+    methods: direct,
+    readMaxBytes: options.readMaxBytes ?? 0xffffffff,
+  });
 }

@@ -53,7 +53,14 @@ export { requestIdsMixin } from "./server/log-ids.ts";
 export { findStringViolation, type StringProblem, type StringViolation, stringProblem } from "./server/string-guard.ts";
 export { messageToJson, type OutputJsonOptions } from "./transcode/json.ts";
 export { matchTemplate, type PathTemplate, parseTemplate, TemplateSyntaxError } from "./transcode/path-template.ts";
-export { type HttpBinding, httpBindingsOf, sseOf, successStatusOf, tolerantBodyOf } from "./transcode/http-rule.ts";
+export {
+  type HttpBinding,
+  httpBindingsOf,
+  rawBytesOf,
+  sseOf,
+  successStatusOf,
+  tolerantBodyOf,
+} from "./transcode/http-rule.ts";
 export { collectRoutes, lookupRoute, type Route, RouteConfigError } from "./transcode/routes.ts";
 export { escapeText, SseFramer } from "./transcode/sse.ts";
 export { type CallerPolicy, callerAllowed } from "./tls/callers.ts";

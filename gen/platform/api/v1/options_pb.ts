@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/api/v1/options.proto.
  */
 export const file_platform_api_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Ch1wbGF0Zm9ybS9hcGkvdjEvb3B0aW9ucy5wcm90bxIPcGxhdGZvcm0uYXBpLnYxIn8KCVNzZVN0cmVhbRIQCghpZF9maWVsZBgBIAEoCRIUCgxyZXN1bWVfZmllbGQYAiABKAkSDQoFb25lb2YYAyABKAkSJgoEZGF0YRgEIAEoDjIYLnBsYXRmb3JtLmFwaS52MS5Tc2VEYXRhEhMKC2RhdGFfZmllbGRzGAUgAygJImcKCFNzZUV2ZW50Eg0KBWV2ZW50GAEgASgJEiYKBGRhdGEYAiABKA4yGC5wbGF0Zm9ybS5hcGkudjEuU3NlRGF0YRISCgp0ZXh0X2ZpZWxkGAMgASgJEhAKCHRlcm1pbmFsGAQgASgIKlEKB1NzZURhdGESGAoUU1NFX0RBVEFfVU5TUEVDSUZJRUQQABIRCg1TU0VfREFUQV9KU09OEAESGQoVU1NFX0RBVEFfRVNDQVBFRF9URVhUEAI6RwoOc3VjY2Vzc19zdGF0dXMSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5jgMgASgFUg1zdWNjZXNzU3RhdHVzOk4KA3NzZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLqOAyABKAsyGi5wbGF0Zm9ybS5hcGkudjEuU3NlU3RyZWFtUgNzc2U6RQoNdG9sZXJhbnRfYm9keRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLuOAyABKAhSDHRvbGVyYW50Qm9keTpMChFtYXhfcmVxdWVzdF9ieXRlcxIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLyOAyABKA1SD21heFJlcXVlc3RCeXRlczpXCglzc2VfZXZlbnQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLuOAyABKAsyGS5wbGF0Zm9ybS5hcGkudjEuU3NlRXZlbnRSCHNzZUV2ZW50YgZwcm90bzM", [file_google_protobuf_descriptor]);
+  fileDesc("Ch1wbGF0Zm9ybS9hcGkvdjEvb3B0aW9ucy5wcm90bxIPcGxhdGZvcm0uYXBpLnYxIn8KCVNzZVN0cmVhbRIQCghpZF9maWVsZBgBIAEoCRIUCgxyZXN1bWVfZmllbGQYAiABKAkSDQoFb25lb2YYAyABKAkSJgoEZGF0YRgEIAEoDjIYLnBsYXRmb3JtLmFwaS52MS5Tc2VEYXRhEhMKC2RhdGFfZmllbGRzGAUgAygJImcKCFNzZUV2ZW50Eg0KBWV2ZW50GAEgASgJEiYKBGRhdGEYAiABKA4yGC5wbGF0Zm9ybS5hcGkudjEuU3NlRGF0YRISCgp0ZXh0X2ZpZWxkGAMgASgJEhAKCHRlcm1pbmFsGAQgASgIKlEKB1NzZURhdGESGAoUU1NFX0RBVEFfVU5TUEVDSUZJRUQQABIRCg1TU0VfREFUQV9KU09OEAESGQoVU1NFX0RBVEFfRVNDQVBFRF9URVhUEAI6RwoOc3VjY2Vzc19zdGF0dXMSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5jgMgASgFUg1zdWNjZXNzU3RhdHVzOk4KA3NzZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLqOAyABKAsyGi5wbGF0Zm9ybS5hcGkudjEuU3NlU3RyZWFtUgNzc2U6RQoNdG9sZXJhbnRfYm9keRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLuOAyABKAhSDHRvbGVyYW50Qm9keTpMChFtYXhfcmVxdWVzdF9ieXRlcxIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLyOAyABKA1SD21heFJlcXVlc3RCeXRlczo9CglyYXdfYnl0ZXMSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi9jgMgASgJUghyYXdCeXRlczpXCglzc2VfZXZlbnQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLuOAyABKAsyGS5wbGF0Zm9ybS5hcGkudjEuU3NlRXZlbnRSCHNzZUV2ZW50YgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * Framing of a server-streaming RPC served on its google.api.http route.
@@ -190,8 +190,25 @@ export const max_request_bytes: GenExtension<MethodOptions, number> = /*@__PURE_
   extDesc(file_platform_api_v1_options, 3);
 
 /**
+ * A top-level `bytes` field (same name in the request and the response,
+ * where each has it) that REST may carry as the raw HTTP body instead of
+ * base64 in JSON, which costs every side a base64 copy and a parse of the
+ * text. A request with `Content-Type: application/octet-stream` is that
+ * field's bytes, its other fields taken from the path and the query. A
+ * request whose Accept names application/octet-stream gets the response
+ * field's bytes as the body (Content-Type application/octet-stream) and
+ * each other field as a header `x-<field name, with - for _>` holding its
+ * JSON value (they must be scalars). JSON stays the default both ways;
+ * errors are JSON either way.
+ *
+ * @generated from extension: string raw_bytes = 51005;
+ */
+export const raw_bytes: GenExtension<MethodOptions, string> = /*@__PURE__*/
+  extDesc(file_platform_api_v1_options, 4);
+
+/**
  * @generated from extension: platform.api.v1.SseEvent sse_event = 51003;
  */
 export const sse_event: GenExtension<FieldOptions, SseEvent> = /*@__PURE__*/
-  extDesc(file_platform_api_v1_options, 4);
+  extDesc(file_platform_api_v1_options, 5);
 

@@ -1,5 +1,5 @@
 import type { DescField, DescMethod, DescService } from "@bufbuild/protobuf";
-import { type HttpBinding, httpBindingsOf, sseOf, successStatusOf, tolerantBodyOf } from "@platform/rpc";
+import { type HttpBinding, httpBindingsOf, rawBytesOf, sseOf, successStatusOf, tolerantBodyOf } from "@platform/rpc";
 import { getOption, hasOption } from "@bufbuild/protobuf";
 import { sse_event } from "@platform/gen/platform/api/v1/options_pb";
 import { SseData } from "@platform/gen/platform/api/v1/options_pb";
@@ -137,6 +137,11 @@ function sseEvents(builder: SchemaBuilder, method: DescMethod): Schema[] {
   });
 }
 
+/** A raw_bytes field as the whole body. */
+const RAW_CONTENT: Schema = {
+  "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } },
+};
+
 function jsonContent(schema: Schema): Schema {
   return { "application/json": { schema } };
 }
@@ -196,22 +201,37 @@ function operationOf(
   let requestBody: Schema | undefined;
   const bodyField =
     binding.body && binding.body !== "*" ? input.fields.find((f) => f.name === binding.body) : undefined;
+  // raw_bytes: the field may also come as the whole body (application/octet-stream), the others in the query.
+  const rawName = rawBytesOf(method);
+  const rawIn =
+    rawName && binding.body !== "" ? input.fields.find((f) => f.name === rawName || f.jsonName === rawName) : undefined;
+  const rawOut = rawName ? method.output.fields.find((f) => f.name === rawName || f.jsonName === rawName) : undefined;
   if (binding.body === "*") {
     // An empty body is read as the empty request (rpc's transcoder), so the
     // body is never required as such: the fields the call needs are checked by it.
     requestBody = {
       required: false,
       ...(tolerantBodyOf(method) ? { description: "Any body is accepted: what cannot be read is ignored." } : {}),
-      content: jsonContent(builder.message(input, "request", pathTop)),
+      content: {
+        ...jsonContent(builder.message(input, "request", pathTop)),
+        ...(rawIn ? RAW_CONTENT : {}),
+      },
     };
   } else if (bodyField) {
-    requestBody = { required: false, content: jsonContent(builder.field(bodyField, "request")) };
+    requestBody = {
+      required: false,
+      content: { ...jsonContent(builder.field(bodyField, "request")), ...(rawIn ? RAW_CONTENT : {}) },
+    };
   }
-  if (binding.body !== "*") {
+  if (rawIn && requestBody) {
+    requestBody.description = `An application/octet-stream body is \`${rawIn.jsonName}\` itself, the other fields in the query.`;
+  }
+  if (binding.body !== "*" || rawIn) {
     for (const f of input.fields) {
-      if (pathTop.has(f.name) || f === bodyField || !settableFromUrl(f)) continue;
+      if (pathTop.has(f.name) || f === bodyField || f === rawIn || !settableFromUrl(f)) continue;
       const schema = urlSchema(builder, f);
       const text = [
+        binding.body === "*" && "With an application/octet-stream body only.",
         builder.comments.get(`${input.typeName}.${f.name}`),
         f.jsonName !== f.name && `Also accepted as \`${f.name}\`.`,
       ]
@@ -268,7 +288,22 @@ function operationOf(
     const any = schema.anyOf as Schema[] | undefined;
     // An unset response_body field is written as its empty value, never null.
     if (field && any && any.length === 2 && (any[1] as Schema).type === "null") schema = any[0] as Schema;
-    responses[String(status)] = { description: "OK", content: jsonContent(schema) };
+    if (rawOut) {
+      // `Accept: application/octet-stream`: the field as the body, each other field a header (rpc's transcoder).
+      const headers: Record<string, Schema> = {};
+      for (const f of method.output.fields) {
+        if (f === rawOut) continue;
+        headers[`x-${f.name.replaceAll("_", "-")}`] = {
+          description: `With Accept: application/octet-stream: \`${f.jsonName}\`, its JSON value.`,
+          schema: { type: "string" },
+        };
+      }
+      responses[String(status)] = {
+        description: `OK. With \`Accept: application/octet-stream\`, \`${rawOut.jsonName}\` itself is the body and the other fields are headers.`,
+        headers,
+        content: { ...jsonContent(schema), ...RAW_CONTENT },
+      };
+    } else responses[String(status)] = { description: "OK", content: jsonContent(schema) };
   }
   for (const s of surface.errors(method, access)) responses[String(s)] = { $ref: `#/components/responses/Error${s}` };
   responses.default = { $ref: "#/components/responses/ErrorDefault" };

@@ -45,7 +45,13 @@ for (const surface of surfaces) {
       const content = responses[String(r.status)]!.content as Record<string, unknown> | undefined;
       if (r.sse) assert.deepEqual(Object.keys(content ?? {}), ["text/event-stream"], `${r.verb} ${r.path} is SSE`);
       else if (r.status === 204) assert.equal(content, undefined);
+      else if (r.raw && r.verb === "GET")
+        assert.deepEqual(Object.keys(content ?? {}), ["application/json", "application/octet-stream"], r.path);
       else assert.deepEqual(Object.keys(content ?? {}), ["application/json"]);
+      if (r.raw && r.body !== "") {
+        const body = (op.requestBody as Schema).content as Record<string, unknown>;
+        assert.deepEqual(Object.keys(body), ["application/json", "application/octet-stream"], r.path);
+      }
     }
     const documented = Object.entries(paths).flatMap(([, item]) => Object.keys(item));
     // The contract's routes, the three health endpoints and /openapi.json.

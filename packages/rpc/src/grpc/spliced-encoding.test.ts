@@ -89,6 +89,23 @@ describe("spliced encoding", () => {
     assert.equal(spliceEncode(ExecEventSchema, unknown), undefined);
   });
 
+  test("anyOrder: a large field that is not the last goes out last, referenced, and decodes to the same message", () => {
+    const data = randomBytes(SPLICE_MIN_BYTES * 2);
+    const behind = create(ReadFileResponseSchema, { data, totalSize: 9n, eof: true });
+    const spliced = spliceEncode(ReadFileResponseSchema, behind, { anyOrder: true });
+    assert.ok(spliced);
+    assert.equal(spliced.tail, data, "the payload is referenced, not copied");
+    const bytes = joined([spliced.head, spliced.tail]);
+    assert.equal(bytes.length, toBinary(ReadFileResponseSchema, behind).length);
+    assert.ok(equals(ReadFileResponseSchema, fromBinary(ReadFileResponseSchema, bytes), behind));
+    const enveloped = joined(encodeEnveloped(ReadFileResponseSchema, behind, { anyOrder: true }));
+    assert.equal(enveloped.readUInt32BE(1), bytes.length);
+    assert.ok(equals(ReadFileResponseSchema, fromBinary(ReadFileResponseSchema, enveloped.subarray(5)), behind));
+    // Below the threshold it is toBinary's bytes, as without the option.
+    const small = create(ReadFileResponseSchema, { data: randomBytes(10), totalSize: 9n });
+    assert.equal(spliceEncode(ReadFileResponseSchema, small, { anyOrder: true }), undefined);
+  });
+
   test("the message it is given is left as it was", () => {
     const ev = stdout(randomBytes(MAX_CHUNK));
     const before = toBinary(ExecEventSchema, ev);

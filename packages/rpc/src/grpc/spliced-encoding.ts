@@ -17,6 +17,12 @@ const MAX_DEPTH = 4;
  * field must be the last one `toBinary` writes at every level (highest
  * number among those set, no unknown fields after it), else undefined and
  * the caller encodes the usual way.
+ *
+ * With `anyOrder`, a large top-level bytes field that is not the last one
+ * is spliced too, written after the others: protobuf parsers take fields
+ * in any order (and a field written once has one value), so the decoded
+ * message is the same, though the bytes are no longer toBinary's. File
+ * data is such a field (ReadFileResponse.data is field 1 of 3).
  */
 export interface SplicedEncoding {
   head: Uint8Array;
@@ -25,8 +31,17 @@ export interface SplicedEncoding {
   length: number;
 }
 
-export function spliceEncode(schema: DescMessage, message: Message): SplicedEncoding | undefined {
-  const found = splice(schema, message, 0);
+export interface SpliceOptions {
+  /** A large top-level bytes field may be written out of field order (last). */
+  anyOrder?: boolean;
+}
+
+export function spliceEncode(
+  schema: DescMessage,
+  message: Message,
+  options: SpliceOptions = {},
+): SplicedEncoding | undefined {
+  const found = splice(schema, message, 0, options.anyOrder === true);
   if (!found) return undefined;
   const head = concat(found.head);
   return { head, tail: found.tail, length: head.length + found.tail.length };
@@ -45,8 +60,8 @@ interface Found {
  * the field's own bytes; another large message is the 5-byte prefix, then
  * its encoding (no envelope copy); a small one is one piece (one DATA frame).
  */
-export function encodeEnveloped(schema: DescMessage, message: Message): Uint8Array[] {
-  const spliced = spliceEncode(schema, message);
+export function encodeEnveloped(schema: DescMessage, message: Message, options: SpliceOptions = {}): Uint8Array[] {
+  const spliced = spliceEncode(schema, message, options);
   if (spliced) return [envelopeHead(spliced.length, spliced.head), spliced.tail];
   const body = toBinary(schema, message);
   if (body.length >= SPLICE_MIN_BYTES) return [envelopeHead(body.length), body];
@@ -61,13 +76,23 @@ function envelopeHead(length: number, start?: Uint8Array): Buffer {
   return head;
 }
 
-function splice(schema: DescMessage, message: Message, depth: number): Found | undefined {
+function splice(schema: DescMessage, message: Message, depth: number, anyOrder = false): Found | undefined {
   const unknown = (message as { $unknown?: unknown[] }).$unknown;
   if (unknown !== undefined && unknown.length > 0) return undefined;
   const r = reflect(schema, message, false);
   let last: DescField | undefined;
   for (const f of r.sortedFields) if (r.isSet(f)) last = f;
   if (last === undefined) return undefined;
+  if (anyOrder) {
+    const large = r.sortedFields.find(
+      (f) =>
+        f.fieldKind === "scalar" &&
+        f.scalar === ScalarType.BYTES &&
+        r.isSet(f) &&
+        (r.get(f) as Uint8Array).length >= SPLICE_MIN_BYTES,
+    );
+    if (large) last = large;
+  }
   let inner: Found | undefined;
   if (last.fieldKind === "scalar" && last.scalar === ScalarType.BYTES) {
     const value = r.get(last) as Uint8Array;

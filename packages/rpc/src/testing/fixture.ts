@@ -1,5 +1,6 @@
 // Test implementations of the rpctest.v1 services and a server factory the
 // package's tests share.
+import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
@@ -118,6 +119,16 @@ export function libraryImpl(probe: Probe): ServiceImpl<typeof LibraryService> {
     },
     listTags(req) {
       return { tags: req.tags };
+    },
+    putBlob(req) {
+      const { name, data, append, mode } = req;
+      return { name, size: BigInt(data.length), sha256: createHash("sha256").update(data).digest("hex"), append, mode };
+    },
+    getBlob(req) {
+      if (req.size < 0n) throw PlatformError.invalidArgument("size must be 0 or more");
+      const data = Buffer.allocUnsafe(Number(req.size));
+      for (let i = 0; i < data.length; i++) data[i] = i % 251;
+      return { data, totalSize: req.size * 2n, eof: req.size === 0n, label: `blob ${req.name} é\n` };
     },
   };
 }

@@ -1,7 +1,13 @@
 import { type DescMethod, getOption, hasOption } from "@bufbuild/protobuf";
 import { http } from "@platform/gen/google/api/annotations_pb";
 import type { HttpRule } from "@platform/gen/google/api/http_pb";
-import { type SseStream, sse, success_status, tolerant_body } from "@platform/gen/platform/api/v1/options_pb";
+import {
+  raw_bytes,
+  type SseStream,
+  sse,
+  success_status,
+  tolerant_body,
+} from "@platform/gen/platform/api/v1/options_pb";
 
 // The one reader of a method's REST annotations: the transcoder builds its
 // routes from it, the contract tests hold the same bindings to the spec, and
@@ -65,4 +71,9 @@ export function sseOf(method: DescMethod): SseStream | undefined {
 /** Whether the method's `(platform.api.v1.tolerant_body)` is set. */
 export function tolerantBodyOf(method: DescMethod): boolean {
   return hasOption(method, tolerant_body) && getOption(method, tolerant_body);
+}
+
+/** The method's `(platform.api.v1.raw_bytes)` field name: REST may carry it as the raw body; "" when unset. */
+export function rawBytesOf(method: DescMethod): string {
+  return hasOption(method, raw_bytes) ? getOption(method, raw_bytes) : "";
 }

@@ -1,6 +1,6 @@
-import type { DescField, DescMethod, DescService } from "@bufbuild/protobuf";
+import { type DescField, type DescMethod, type DescService, ScalarType } from "@bufbuild/protobuf";
 import type { SseStream } from "@platform/gen/platform/api/v1/options_pb";
-import { type HttpBinding, httpBindingsOf, sseOf, successStatusOf, tolerantBodyOf } from "./http-rule.ts";
+import { type HttpBinding, httpBindingsOf, rawBytesOf, sseOf, successStatusOf, tolerantBodyOf } from "./http-rule.ts";
 import { BindError, findField, resolveFieldPath } from "./json.ts";
 import { compareScores, matchTemplate, type PathTemplate, parseTemplate } from "./path-template.ts";
 
@@ -19,6 +19,10 @@ export interface Route {
   sse?: SseStream;
   /** An unreadable body is read as far as it can be, else as the empty request (`tolerant_body`). */
   tolerantBody: boolean;
+  /** `raw_bytes`: the request field an application/octet-stream body is (routes with a body). */
+  rawRequest?: DescField;
+  /** `raw_bytes`: the response field answered as the body to `Accept: application/octet-stream`, and the others (headers). */
+  rawResponse?: { field: DescField; headers: Array<{ field: DescField; name: string }> };
 }
 
 /** Two REST routes that collide, or an annotation the transcoder cannot serve. */
@@ -53,6 +57,7 @@ function routeOf(method: DescMethod, binding: HttpBinding): Route | undefined {
       if (!responseBodyField) throw new BindError(`response_body "${responseBody}" not in ${method.output.typeName}`);
     }
     const stream = sseOf(method);
+    const raw = rawOf(method, binding.body, stream !== undefined);
     if (method.methodKind !== "unary" && !(method.methodKind === "server_streaming" && stream)) {
       // Only unary RPCs and SSE-framed server streams have a REST form.
       return undefined;
@@ -68,10 +73,35 @@ function routeOf(method: DescMethod, binding: HttpBinding): Route | undefined {
       successStatus: successStatusOf(method),
       sse: stream,
       tolerantBody: tolerantBodyOf(method),
+      ...raw,
     };
   } catch (e) {
     throw new RouteConfigError(`${where}: ${(e as Error).message}`);
   }
+}
+
+/** The raw forms a method's `raw_bytes` gives a binding: a bytes field of the request (with a body) and of the response. */
+function rawOf(method: DescMethod, body: string, streamed: boolean): Pick<Route, "rawRequest" | "rawResponse"> {
+  const name = rawBytesOf(method);
+  if (name === "") return {};
+  if (streamed) throw new BindError("raw_bytes on an SSE stream");
+  const isBytes = (f: DescField | undefined) => f?.fieldKind === "scalar" && f.scalar === ScalarType.BYTES;
+  const inField = findField(method.input, name);
+  const outField = findField(method.output, name);
+  if (!isBytes(inField) && !isBytes(outField)) throw new BindError(`raw_bytes "${name}" is no bytes field`);
+  const out: Pick<Route, "rawRequest" | "rawResponse"> = {};
+  if (isBytes(inField) && (body === "*" || body === name)) out.rawRequest = inField;
+  if (isBytes(outField)) {
+    const headers = method.output.fields
+      .filter((f) => f !== outField)
+      .map((f) => {
+        if (f.fieldKind !== "scalar" && f.fieldKind !== "enum")
+          throw new BindError(`raw_bytes: response field ${f.name} is not a scalar (it would be a header)`);
+        return { field: f, name: `x-${f.name.replaceAll("_", "-")}` };
+      });
+    out.rawResponse = { field: outField as DescField, headers };
+  }
+  return out;
 }
 
 /** Every REST binding declared by google.api.http on the services' methods. */
