@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { create } from "@bufbuild/protobuf";
 import { type Database, openDatabase } from "@platform/db";
 import { SessionEventSchema } from "@platform/gen/agents/v1/agents_pb";
+import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import openApi from "@platform/gen/openapi/agents.json" with { type: "json" };
 import { WebhookPublisher } from "@platform/identity-client";
 import { type CallerPolicy, createServer, type Server, type ServerOptions, type ServiceTls } from "@platform/rpc";
@@ -83,7 +84,11 @@ export async function createAgentsServer(
       url: config.databaseUrl,
       dataDir: config.databaseUrl ? undefined : config.dataDir,
     }));
-  const computeTransport = grpcTransport(config.computeGrpcUrl, tls, "compute");
+  // The file calls (16 MiB each) skip Connect's client, whose copies of the data cost more than the rest.
+  const computeTransport = grpcTransport(config.computeGrpcUrl, tls, "compute", [
+    ComputeService.method.readFile,
+    ComputeService.method.writeFile,
+  ]);
   const identityTransport = grpcTransport(config.identityGrpcUrl, tls, "identity");
   const app = await createAgentsApp({
     database,

@@ -59,7 +59,13 @@ function bindable(host: string, port: number): Promise<boolean> {
  * directory. Internal hops are plaintext (INTERNAL_TLS=off): these tests are
  * about the public surfaces the CLI uses.
  */
-export async function startPlatform(options: { env?: Record<string, string> } = {}): Promise<PlatformStack> {
+export async function startPlatform(
+  options: {
+    env?: Record<string, string>;
+    /** Node options before a service's entry (e.g. --cpu-prof, which NODE_OPTIONS does not take). */
+    nodeArgs?: Partial<Record<keyof typeof SERVICE_ENTRIES, string[]>>;
+  } = {},
+): Promise<PlatformStack> {
   const host = "127.0.0.1";
   const dataDir = mkdtempSync(join(tmpdir(), "platform-cli-"));
   // The sandbox's mapped user must traverse it (mkdtemp makes 0700).
@@ -91,7 +97,9 @@ export async function startPlatform(options: { env?: Record<string, string> } = 
   const procs: Proc[] = [];
   const argv = await serviceArgv();
   const start = (name: keyof typeof SERVICE_ENTRIES, env: Record<string, string>) => {
-    const child = spawn(process.execPath, argv[name], {
+    // After the launcher's flags (a later V8 flag wins), before the entry.
+    const args = [...argv[name].slice(0, -1), ...(options.nodeArgs?.[name] ?? []), ...argv[name].slice(-1)];
+    const child = spawn(process.execPath, args, {
       cwd: root,
       env: { ...common, ...env },
       stdio: ["ignore", "pipe", "pipe"],
