@@ -4,28 +4,27 @@
 // ends, and requests are counted by route template, never by id.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { createTestDatabase } from "@platform/db/testing";
 import { IdentityDouble } from "@platform/identity-client/testing";
 import { type Family, labelValues, sampleSum, scrapeMetrics } from "@platform/rpc/testing/prometheus-text";
 import pino from "pino";
-import type { AgentsDB } from "./db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "./process.ts";
 import { ProviderRegistry } from "./providers/registry.ts";
 import { ComputeDouble } from "./testing/compute-double.ts";
 import { testAgentsConfig } from "./testing/config.ts";
 import { gate, ScriptedModel } from "./testing/scripted-model.ts";
+import { createAgentsTestDatabase } from "./testing/database.ts";
 
 const TOKEN = "agents-metrics-token-0123456789abcdef";
 let service: AgentsServer;
 let base: string;
 let grpcBase: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
 const scripted = new ScriptedModel();
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
+  database = await createAgentsTestDatabase();
   const config = testAgentsConfig(
     { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
     { metricsToken: TOKEN },

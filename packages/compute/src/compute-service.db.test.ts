@@ -12,7 +12,6 @@ import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { type Client, createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import type { Database } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { Code, ComputeReason, InternalReason } from "@platform/errors";
 import {
   ComputeService,
@@ -29,6 +28,7 @@ import { testComputeConfig } from "./testing/config.ts";
 import { DELETE_AFTER_KEY } from "./driver.ts";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
 import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
+import { createComputeTestDatabase } from "./testing/database.ts";
 
 const logger = pino({ level: "silent" });
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -133,7 +133,7 @@ async function run(
 }
 
 before(async () => {
-  database = await createTestDatabase<unknown>();
+  database = await createComputeTestDatabase();
   pki = await makeTestPki(["compute", "agents", "identity", "runtime-router", "runtime-worker", "operator"]);
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-svc-"));
   fs.chmodSync(dataDir, 0o711);

@@ -11,7 +11,6 @@ import { after, before, describe, test } from "node:test";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { type Client, createClient } from "@connectrpc/connect";
 import type { Database } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { Code, ComputeReason } from "@platform/errors";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ComputeService, type ExecCommandRequestSchema } from "@platform/gen/compute/v1/compute_pb";
@@ -23,6 +22,7 @@ import { LocalDriver } from "./drivers/local/local-driver.ts";
 import { MAX_INPUT_BUFFERED_BYTES, MAX_INPUT_CHUNK_BYTES } from "./service/exec-input.ts";
 import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
 import { testComputeConfig } from "./testing/config.ts";
+import { createComputeTestDatabase } from "./testing/database.ts";
 
 const logger = pino({ level: "silent" });
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -92,7 +92,7 @@ function start(req: MessageInitShape<typeof ExecCommandRequestSchema>) {
 }
 
 before(async () => {
-  database = await createTestDatabase<unknown>();
+  database = await createComputeTestDatabase();
   pki = await makeTestPki(["compute", "agents"]);
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-input-"));
   fs.chmodSync(dataDir, 0o711);

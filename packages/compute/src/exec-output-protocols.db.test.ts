@@ -16,7 +16,6 @@ import {
   Http2SessionManager,
 } from "@connectrpc/connect-node";
 import type { Database } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { loadServiceTls } from "@platform/rpc";
@@ -25,6 +24,7 @@ import { type ComputeApp, createComputeApp } from "./app.ts";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
 import { MAX_EVENT_BYTES } from "./drivers/local/output-queue.ts";
 import { testComputeConfig } from "./testing/config.ts";
+import { createComputeTestDatabase } from "./testing/database.ts";
 
 const logger = pino({ level: "silent" });
 
@@ -62,7 +62,7 @@ async function exec(client: Client<typeof ComputeService>, script: string) {
 }
 
 before(async () => {
-  database = await createTestDatabase<unknown>();
+  database = await createComputeTestDatabase();
   pki = await makeTestPki(["compute", "agents"]);
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-exec-protocols-"));
   fs.chmodSync(dataDir, 0o711);

@@ -11,7 +11,6 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { createClient } from "@connectrpc/connect";
 import type { Database } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { Code, InternalReason } from "@platform/errors";
 import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
@@ -22,6 +21,7 @@ import { LocalDriver } from "./drivers/local/local-driver.ts";
 import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
 import { testComputeConfig } from "./testing/config.ts";
 import { stageRootfs, tarLayer } from "./testing/image-fixtures.ts";
+import { createComputeTestDatabase } from "./testing/database.ts";
 
 const logger = pino({ level: "silent" });
 let database: Database<unknown>;
@@ -49,7 +49,7 @@ async function expectCode(p: Promise<unknown>, code: Code, reason?: string): Pro
 }
 
 before(async () => {
-  database = await createTestDatabase<unknown>();
+  database = await createComputeTestDatabase();
   pki = await makeTestPki(["compute", "agents", "operator", "e2b"]);
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-images-svc-"));
   fs.chmodSync(dataDir, 0o711);

@@ -12,7 +12,6 @@ import { randomUUID } from "node:crypto";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { type Client, createClient } from "@connectrpc/connect";
 import type { Database } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { createServiceTransport, loadServiceTls } from "@platform/rpc";
@@ -22,6 +21,7 @@ import { type ComputeApp, createComputeApp } from "./app.ts";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
 import { exitReasonOf } from "./metrics.ts";
 import { testComputeConfig } from "./testing/config.ts";
+import { createComputeTestDatabase } from "./testing/database.ts";
 
 const TOKEN = "compute-metrics-token-0123456789abcdef";
 const logger = pino({ level: "silent" });
@@ -33,7 +33,7 @@ let url: string;
 let client: Client<typeof ComputeService>;
 
 before(async () => {
-  database = await createTestDatabase<unknown>();
+  database = await createComputeTestDatabase();
   pki = await makeTestPki(["compute", "agents", "operator"]);
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-metrics-"));
   fs.chmodSync(dataDir, 0o711);

@@ -13,7 +13,6 @@ import { after, before, describe, test } from "node:test";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { type Client, createClient } from "@connectrpc/connect";
 import type { Database } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { Code, ComputeReason } from "@platform/errors";
 import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
@@ -24,6 +23,7 @@ import { specOf } from "./service/compute-domain.ts";
 import { LocalDriver } from "./drivers/local/local-driver.ts";
 import { KyselySandboxStore } from "./store/kysely-sandbox-store.ts";
 import { testComputeConfig } from "./testing/config.ts";
+import { createComputeTestDatabase } from "./testing/database.ts";
 
 const logger = pino({ level: "silent" });
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -98,7 +98,7 @@ async function newSandbox(idleMs?: number): Promise<string> {
 }
 
 before(async () => {
-  database = await createTestDatabase<unknown>();
+  database = await createComputeTestDatabase();
   pki = await makeTestPki(["compute", "agents"]);
   dataDir = fs.mkdtempSync(join(tmpdir(), "compute-pause-"));
   fs.chmodSync(dataDir, 0o711);

@@ -5,7 +5,8 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { createTestDatabase, testServerUrl } from "@platform/db/testing";
+import { createTestDatabase, seedPgliteDataDir, testServerUrl } from "@platform/db/testing";
+import { MIGRATIONS_TABLE, migrations } from "../db/migrations.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { IdentityDouble } from "@platform/identity-client/testing";
 import { RUN_INTERRUPTED, TOOL_INTERRUPTED } from "./reaper.ts";
@@ -262,6 +263,9 @@ describe("a run whose process is killed", { timeout: 900_000 }, () => {
     const leaseMs = 120_000;
     const dir = mkdtempSync(join(tmpdir(), "agents-crash-"));
     dataDirs.push(dir);
+    // On PGlite a migrated cluster already: the first start skips PGlite's initdb (5 s of CPU) and the
+    // migrations, which are not the subject (a restart is).
+    if (!onPostgres) await seedPgliteDataDir(dir, { table: MIGRATIONS_TABLE, migrations });
     const caller = identity.caller();
     const first = await startAgents({ leaseMs, dataDir: dir });
     const { sessionId, seen } = await runIntoHangingTool(first, caller.token);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { type Database, openDatabase } from "@platform/db";
-import { createTestDatabase, testServerUrl } from "@platform/db/testing";
+import { testServerUrl } from "@platform/db/testing";
 import { type PrivateCluster, postgresBinDir, startPrivateCluster } from "@platform/db/testing-pg-cluster";
 import { AgentService, type SessionEvent, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import { errorInterceptor } from "@platform/rpc";
@@ -16,6 +16,7 @@ import type { Store } from "../domain/store.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { IdentityDouble } from "@platform/identity-client/testing";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 
 // The database becomes unreachable in the middle of a run, then comes back.
@@ -78,7 +79,7 @@ before(async () => {
       minConnections: 0,
     });
   } else {
-    database = await createTestDatabase<AgentsDB>();
+    database = await createAgentsTestDatabase();
   }
 });
 after(async () => {

@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { type Database, openDatabase } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { AgentService, type SessionEvent, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import { errorInterceptor } from "@platform/rpc";
 import pino from "pino";
@@ -15,6 +14,7 @@ import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { IdentityDouble } from "@platform/identity-client/testing";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 const user = (content: string) => ({ role: "user", content });
 
@@ -27,7 +27,7 @@ const logger = pino({ level: "silent" });
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
 const model = new ScriptedModel();
-let shared: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let shared: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 let second: Database<AgentsDB>;
 const replicas: Array<Awaited<ReturnType<typeof replica>>> = [];
 
@@ -55,7 +55,7 @@ describe("replicas", {
   skip: process.env.TEST_DB === "pglite" ? "PGlite is one process: there are no other replicas" : false,
 }, () => {
   before(async () => {
-    shared = await createTestDatabase<AgentsDB>();
+    shared = await createAgentsTestDatabase();
     const identityUrl = await identity.start();
     const computeUrl = await compute.start();
     second = await openDatabase<AgentsDB>({ url: shared.url!, maxConnections: 5 });

@@ -9,7 +9,6 @@ import { after, before, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type ServiceImpl } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { createTestDatabase } from "@platform/db/testing";
 import { InternalReason, PlatformError } from "@platform/errors";
 import { AgentService } from "@platform/gen/agents/v1/agents_pb";
 import { AuthContextSchema, AuthMode, AuthService, Role } from "@platform/gen/identity/v1/auth_pb";
@@ -24,15 +23,15 @@ import {
   type Server,
 } from "@platform/rpc";
 import pino from "pino";
-import type { AgentsDB } from "../db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 let pki: TestPki;
 let identity: Server;
 let service: AgentsServer;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 let base = "";
 let grpcBase = "";
 const identityCallers: string[] = [];
@@ -75,7 +74,7 @@ before(async () => {
     ],
   });
   const identityUrl = (await identity.listen()).url;
-  database = await createTestDatabase<AgentsDB>();
+  database = await createAgentsTestDatabase();
   service = await createAgentsServer(
     {
       port: 0,

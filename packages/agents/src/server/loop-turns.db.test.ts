@@ -1,12 +1,10 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { createContextValues, createHandlerContext } from "@connectrpc/connect";
-import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
 import { IdentityDouble } from "@platform/identity-client/testing";
 import { sql } from "kysely";
 import pino from "pino";
-import type { AgentsDB } from "../db/schema.ts";
 import type { AgentsDomain } from "../domain/agents.ts";
 import type { SessionEvent } from "../domain/model.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
@@ -15,6 +13,7 @@ import { testAgentsConfig } from "../testing/config.ts";
 import { authKey } from "./auth.ts";
 import { withLoopTurns } from "./loop-turns.ts";
 import { sessionService } from "./services.ts";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 // Long logs must not stall the process: replaying or reading a session of
 // many thousands of events is spread over many event-loop turns, so health
@@ -28,14 +27,14 @@ import { sessionService } from "./services.ts";
 const EVENTS = 5_000;
 let service: AgentsServer;
 let base: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
 let token: string;
 let sessionId: string;
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
+  database = await createAgentsTestDatabase();
   const config = testAgentsConfig({ identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() });
   service = await createAgentsServer(config, pino({ level: "silent" }), { database, internalTls: undefined });
   ({ url: base } = await service.listen());

@@ -1,17 +1,16 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createTestDatabase } from "@platform/db/testing";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
-import type { AgentsDB } from "../db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { type Caller, IdentityDouble } from "@platform/identity-client/testing";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 // The everyday operations beyond create and get, on the real server: list
 // sessions (of the org, of an agent), update and delete an agent, delete a
@@ -21,12 +20,12 @@ let service: AgentsServer;
 let base: string;
 /** The internal port (gRPC, Connect, gRPC-Web); `base` is the public REST/SSE one. */
 let grpcBase: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
+  database = await createAgentsTestDatabase();
   const config = testAgentsConfig(
     { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
     { runLeaseMs: 3000 },

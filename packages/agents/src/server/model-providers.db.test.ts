@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { createTestDatabase } from "@platform/db/testing";
 import pino from "pino";
 import { type AgentsConfig, loadConfig } from "../config.ts";
-import type { AgentsDB } from "../db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { IdentityDouble } from "@platform/identity-client/testing";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 // An agent whose model no configured provider serves is refused when it is
 // created or changed (400 invalid_argument naming the setting to set), not
@@ -19,7 +18,7 @@ type Json = Record<string, any>;
 describe("models at agent creation (the service's configured providers)", () => {
   const identity = new IdentityDouble();
   const compute = new ComputeDouble();
-  let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+  let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
   const services: AgentsServer[] = [];
 
   async function start(env: Record<string, string>): Promise<string> {
@@ -41,7 +40,7 @@ describe("models at agent creation (the service's configured providers)", () => 
   }
 
   before(async () => {
-    database = await createTestDatabase<AgentsDB>();
+    database = await createAgentsTestDatabase();
     await identity.start();
     await compute.start();
   });

@@ -2,11 +2,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { acceptedHeaders, looseHeaderVariants, rawRequest } from "@platform/credentials/testing";
-import { createTestDatabase } from "@platform/db/testing";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
 import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
-import type { AgentsDB } from "../db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
@@ -14,6 +12,7 @@ import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { IdentityDouble } from "@platform/identity-client/testing";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 // The agents service over HTTP as users see it: REST paths, statuses, the
 // error envelope, SSE framing and headers, health endpoints.
@@ -22,13 +21,13 @@ let service: AgentsServer;
 let base: string;
 /** The internal port (gRPC, Connect, gRPC-Web); `base` is the public REST/SSE one. */
 let grpcBase: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
 const scripted = new ScriptedModel();
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
+  database = await createAgentsTestDatabase();
   const config = testAgentsConfig({ identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() });
   const providers = new ProviderRegistry().register("dev", new DevModel()).register("scripted", scripted);
   service = await createAgentsServer(config, pino({ level: "silent" }), {

@@ -1,15 +1,14 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
-import { createTestDatabase } from "@platform/db/testing";
 import pino from "pino";
-import type { AgentsDB } from "../db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { IdentityDouble } from "@platform/identity-client/testing";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 // Issue 18 item 3 on the real server (REST + SSE, dev model, compute double
 // with one workspace per session): a tool call that finds the session's
@@ -21,7 +20,7 @@ import { IdentityDouble } from "@platform/identity-client/testing";
 
 let service: AgentsServer;
 let base: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
 let auth: Record<string, string>;
@@ -32,7 +31,7 @@ type Json = Record<string, any>;
 type Frame = { id: number; data: Json };
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
+  database = await createAgentsTestDatabase();
   const config = testAgentsConfig(
     { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
     { toolTimeoutMs: 30_000 },

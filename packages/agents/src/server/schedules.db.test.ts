@@ -1,18 +1,17 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createClient } from "@connectrpc/connect";
-import { createTestDatabase } from "@platform/db/testing";
 import { ScheduleService } from "@platform/gen/agents/v1/schedules_pb";
 import { IdentityDouble } from "@platform/identity-client/testing";
 import pino from "pino";
 import { grpcTransport } from "../adapters/grpc-transport.ts";
-import type { AgentsDB } from "../db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { gate, ScriptedModel } from "../testing/scripted-model.ts";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 // Schedules through the real agents server (REST on the public port, gRPC on
 // the internal one) on a clock the test moves: the ticker runs only when the
@@ -21,7 +20,7 @@ import { gate, ScriptedModel } from "../testing/scripted-model.ts";
 // biome-ignore lint/suspicious/noExplicitAny: untyped JSON, read defensively field by field
 type Json = Record<string, any>;
 
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
 const scripted = new ScriptedModel();
@@ -49,7 +48,7 @@ async function startServer(): Promise<AgentsServer & { url: string; grpcUrl: str
 }
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
+  database = await createAgentsTestDatabase();
   config = testAgentsConfig({ identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() });
   const first = await startServer();
   base = first.url;

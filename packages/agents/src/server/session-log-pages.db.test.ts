@@ -4,16 +4,15 @@ import * as http from "node:http";
 import { after, before, test } from "node:test";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { createTestDatabase } from "@platform/db/testing";
 import { IdentityDouble } from "@platform/identity-client/testing";
 import { CompiledQuery, type KyselyPlugin, type RootOperationNode, sql } from "kysely";
 import pino from "pino";
 import { KyselyStore } from "../db/kysely-store.ts";
-import type { AgentsDB } from "../db/schema.ts";
 import { encodePageToken } from "../domain/log-pages.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 // Issue 26: the cost of reading a session's log must not grow with the log.
 // GetSession answers a page of it (the first 1,000 events by default, a
@@ -38,14 +37,14 @@ const HEAP_BOUND = 12 * 1024 * 1024;
 
 let service: AgentsServer;
 let base: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
 let token: string;
 let agentId: string;
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
+  database = await createAgentsTestDatabase();
   const config = testAgentsConfig({ identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() });
   service = await createAgentsServer(config, pino({ level: "silent" }), { database, internalTls: undefined });
   ({ url: base } = await service.listen());

@@ -1,14 +1,13 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { createTestDatabase } from "@platform/db/testing";
 import pino from "pino";
-import type { AgentsDB } from "../db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "../testing/compute-double.ts";
 import { testAgentsConfig } from "../testing/config.ts";
 import { IdentityDouble } from "@platform/identity-client/testing";
+import { createAgentsTestDatabase } from "../testing/database.ts";
 
 // tool_output on the real server: a command that prints for about a second
 // shows its output on the session stream while it runs, before its
@@ -16,12 +15,12 @@ import { IdentityDouble } from "@platform/identity-client/testing";
 
 let service: AgentsServer;
 let base: string;
-let database: Awaited<ReturnType<typeof createTestDatabase<AgentsDB>>>;
+let database: Awaited<ReturnType<typeof createAgentsTestDatabase>>;
 const identity = new IdentityDouble();
 const compute = new ComputeDouble();
 
 before(async () => {
-  database = await createTestDatabase<AgentsDB>();
+  database = await createAgentsTestDatabase();
   const config = testAgentsConfig(
     { identityGrpcUrl: await identity.start(), computeGrpcUrl: await compute.start() },
     { toolTimeoutMs: 10_000 },

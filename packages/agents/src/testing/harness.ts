@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
-import { createTestDatabase } from "@platform/db/testing";
 import { AgentService, SessionService } from "@platform/gen/agents/v1/agents_pb";
 import { IdentityDouble } from "@platform/identity-client/testing";
 import { errorInterceptor } from "@platform/rpc";
@@ -10,11 +9,11 @@ import { grpcTransport } from "../adapters/grpc-transport.ts";
 import { IdentityAuthenticator } from "../adapters/identity.ts";
 import { type AgentsAppOptions, createAgentsApp } from "../app.ts";
 import type { AgentsConfig } from "../config.ts";
-import type { AgentsDB } from "../db/schema.ts";
 import { type AgentsServer, createAgentsServer } from "../process.ts";
 import { DevModel } from "../providers/dev.ts";
 import { ProviderRegistry } from "../providers/registry.ts";
 import { ComputeDouble } from "./compute-double.ts";
+import { createAgentsTestDatabase } from "./database.ts";
 import { testAgentsConfig } from "./config.ts";
 import { ScriptedModel } from "./scripted-model.ts";
 
@@ -28,7 +27,7 @@ export type Harness = Awaited<ReturnType<typeof startHarness>>;
 export async function startHarness(
   options: Partial<Omit<AgentsAppOptions, "database" | "authenticator" | "sandboxes" | "logger">> = {},
 ) {
-  const database = await createTestDatabase<AgentsDB>();
+  const database = await createAgentsTestDatabase();
   const identity = new IdentityDouble();
   const compute = new ComputeDouble();
   const identityUrl = await identity.start();
@@ -106,7 +105,7 @@ export async function startServerHarness(options: {
   /** Runs on the compute double before the server starts (its images, say). */
   prepare?: (doubles: { identity: IdentityDouble; compute: ComputeDouble }) => void;
 }) {
-  const database = await createTestDatabase<AgentsDB>();
+  const database = await createAgentsTestDatabase();
   const identity = new IdentityDouble();
   const compute = new ComputeDouble();
   options.prepare?.({ identity, compute });

@@ -17,7 +17,6 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import type { Database } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { type NetworkPolicy, validateNetworkPolicy } from "@platform/network-policy";
 import { runMigrations } from "../app.ts";
 import { KyselyNetworkEventStore } from "../store/kysely-network-event-store.ts";
@@ -25,6 +24,7 @@ import { KyselySandboxStore } from "../store/kysely-sandbox-store.ts";
 import { proxyPassword, sharedProxyEnv } from "./credentials.ts";
 import { createResolver } from "./resolver.ts";
 import { startEgressService } from "./service.ts";
+import { createComputeTestDatabase } from "../testing/database.ts";
 
 let database: Database<unknown> & { url?: string };
 let store: KyselySandboxStore;
@@ -105,7 +105,7 @@ function raw(request: Buffer | string): Promise<Buffer> {
 }
 
 before(async () => {
-  database = await createTestDatabase<unknown>();
+  database = await createComputeTestDatabase();
   await runMigrations(database);
   store = new KyselySandboxStore(database);
   events = new KyselyNetworkEventStore(database);

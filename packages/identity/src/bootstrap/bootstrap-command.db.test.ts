@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
-import { createTestDatabase, testServerUrl } from "@platform/db/testing";
+import { createTestDatabase, seedPgliteDataDir, testServerUrl } from "@platform/db/testing";
+import { identityMigrations, MIGRATIONS_TABLE } from "../db/migrations.ts";
 
 // Generous limits: the command is a fresh process (tsx + PGlite start), slow on a loaded 2-core machine.
 test("the bootstrap command creates once, then reports nothing changed", { timeout: 420_000 }, async () => {
@@ -17,6 +18,9 @@ test("the bootstrap command creates once, then reports nothing changed", { timeo
   const own = testServerUrl() ? await createTestDatabase() : undefined;
   const dir = own ? undefined : mkdtempSync(join(tmpdir(), "identity-boot-"));
   try {
+    // On PGlite the directory holds a migrated cluster already: the first run skips PGlite's initdb
+    // (5 s of CPU) and the migrations, which are not the subject here (migrations.db.test is).
+    if (dir) await seedPgliteDataDir(dir, { table: MIGRATIONS_TABLE, migrations: identityMigrations });
     const env = {
       PATH: process.env.PATH ?? "",
       IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),

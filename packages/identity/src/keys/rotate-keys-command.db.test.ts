@@ -10,13 +10,17 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
-import { createTestDatabase, testServerUrl } from "@platform/db/testing";
+import { createTestDatabase, seedPgliteDataDir, testServerUrl } from "@platform/db/testing";
+import { identityMigrations, MIGRATIONS_TABLE } from "../db/migrations.ts";
 
 // Generous limits: each run is a fresh process (tsx + PGlite start), slow on a loaded 2-core machine.
 test("rotate-keys publishes, refuses to switch early, switches, then retires", { timeout: 600_000 }, async () => {
   const own = testServerUrl() ? await createTestDatabase() : undefined;
   const dir = own ? undefined : mkdtempSync(join(tmpdir(), "identity-rotate-"));
   try {
+    // On PGlite the directory holds a migrated cluster already: the first run skips PGlite's initdb
+    // (5 s of CPU) and the migrations, which are not the subject here (migrations.db.test is).
+    if (dir) await seedPgliteDataDir(dir, { table: MIGRATIONS_TABLE, migrations: identityMigrations });
     const base = {
       PATH: process.env.PATH ?? "",
       IDENTITY_AUTHKEY_KEK: randomBytes(32).toString("hex"),

@@ -14,7 +14,6 @@ import { after, before, test } from "node:test";
 import { type Client, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { Database } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import { KubeDouble } from "@platform/kube-testing";
 import { pino } from "pino";
@@ -27,6 +26,7 @@ import { testComputeConfig } from "../../testing/config.ts";
 import { egressPolicyName } from "./egress-policy.ts";
 import { KubernetesDriver } from "./kubernetes-driver.ts";
 import { podName } from "./objects.ts";
+import { createComputeTestDatabase } from "../../testing/database.ts";
 
 const NS = "sandboxes";
 const key = randomBytes(32);
@@ -40,7 +40,7 @@ let upPort = 0;
 
 before(async () => {
   double = await KubeDouble.start({ namespaces: [NS] });
-  database = await createTestDatabase<unknown>();
+  database = await createComputeTestDatabase();
   await runMigrations(database);
   upstream = createServer((_req, res) => res.end("x".repeat(10_000)));
   await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", () => r()));

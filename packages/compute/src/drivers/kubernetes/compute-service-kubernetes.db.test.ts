@@ -8,7 +8,6 @@ import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { type Client, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { Database } from "@platform/db";
-import { createTestDatabase } from "@platform/db/testing";
 import { Code } from "@platform/errors";
 import { ComputeService, SandboxStatus } from "@platform/gen/compute/v1/compute_pb";
 import { KubeDouble } from "@platform/kube-testing";
@@ -20,6 +19,7 @@ import { DELETE_AFTER_KEY } from "../../driver.ts";
 import { testComputeConfig } from "../../testing/config.ts";
 import { KubernetesDriver } from "./kubernetes-driver.ts";
 import { claimName, podName } from "./objects.ts";
+import { createComputeTestDatabase } from "../../testing/database.ts";
 
 const NS = "sandboxes";
 const logger = pino({ level: "silent" });
@@ -38,7 +38,7 @@ const config: ComputeConfig = testComputeConfig({
 
 before(async () => {
   double = await KubeDouble.start({ namespaces: [NS] });
-  database = await createTestDatabase<unknown>();
+  database = await createComputeTestDatabase();
   const driver = new KubernetesDriver({
     kubeConfig: double.kubeConfig(NS),
     namespace: NS,
