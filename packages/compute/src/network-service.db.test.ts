@@ -38,6 +38,7 @@ let app: ComputeApp;
 let proxy: EgressProxy;
 let client: Client<typeof ComputeService>;
 let world: NetworkWorld;
+let driver: LocalDriver;
 
 before(async () => {
   database = await createTestDatabase<unknown>();
@@ -59,7 +60,7 @@ before(async () => {
     spliceRelay: true, // as compute runs it
     logger,
   });
-  const driver = new LocalDriver({
+  driver = new LocalDriver({
     dataDir,
     killGraceMs: 500,
     pidsMax: 128,
@@ -68,6 +69,8 @@ before(async () => {
     dieWithService: true,
     warmSandboxes: 1,
     egress: proxy,
+    // A paused sandbox is released at once: its resume is a new start, in a new network namespace.
+    releasePausedAfterMs: 0,
   });
   app = await createComputeApp(testComputeConfig({ COMPUTE_DATA_DIR: dataDir, COMPUTE_DRIVER: "local" }), logger, {
     driver,
@@ -182,6 +185,34 @@ print(urllib.request.urlopen("https://allowed.test/", context=ctx).read().decode
   assert.deepEqual(
     log.map((e) => Number(e.sequence)),
     log.map((_, i) => i + 1),
+  );
+  await client.destroySandbox({ sandboxId: id });
+});
+
+test("a released sandbox resumed by an exec keeps its policy in its new network namespace", async () => {
+  const id = await sandbox({ allowedDomains: ["allowed.test"] });
+  assert.equal((await run(id, `${CURL} http://allowed.test/`)).stdout, "hello from the world\n");
+  await client.pauseSandbox({ sandboxId: id });
+  const end = Date.now() + 30_000;
+  while (!driver.cgroupOf(id).isEmpty()) {
+    assert.ok(Date.now() < end, "released within 30 s");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  // The exec resumes it: a new init, whose namespace the proxy listens in again.
+  const ok = await run(id, `${CURL} http://allowed.test/`);
+  assert.equal(ok.stdout, "hello from the world\n", ok.stderr);
+  assert.equal((await client.describeSandbox({ sandboxId: id })).status, SandboxStatus.READY);
+  assert.notEqual((await run(id, `${CURL} https://denied.test/`)).exitCode, 0, "denied still refused");
+  const direct = await run(id, `${CURL} --max-time 5 --noproxy '*' http://${world.worldAddress}/`);
+  assert.notEqual(direct.exitCode, 0, "no way out but the proxy");
+  const log = await events(id);
+  assert.deepEqual(
+    log.map((e) => [e.host, e.allowed]),
+    [
+      ["allowed.test", true],
+      ["allowed.test", true],
+      ["denied.test", false],
+    ],
   );
   await client.destroySandbox({ sandboxId: id });
 });
