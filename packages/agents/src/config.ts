@@ -4,8 +4,8 @@ import {
   custom,
   type Env,
   host,
-  internalTlsRows,
   int,
+  internalTlsRows,
   logLevel,
   port,
   raw,
@@ -14,7 +14,7 @@ import {
   text,
   url,
 } from "@platform/config";
-import { corsAllowedOriginsSetting, metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
+import { corsAllowedOriginsSetting, metricsTokenSetting, otelEndpointSetting } from "@platform/rpc/settings";
 
 export { ConfigError };
 

@@ -16,7 +16,7 @@ import {
   text,
   url,
 } from "@platform/config";
-import { metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
+import { metricsTokenSetting, otelEndpointSetting } from "@platform/rpc/settings";
 import { proxyKeyFile } from "./egress/key-setting.ts";
 import { parseHostsSetting } from "./egress/resolver.ts";
 import { LIMITS } from "./service/limits.ts";

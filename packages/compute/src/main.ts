@@ -1,7 +1,6 @@
 import { listSettingsIfAsked } from "@platform/config";
-import { internalTlsFromEnv, requestIdsMixin, type ServiceTls, startTracing, TlsSettingsError } from "@platform/rpc";
+import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc/settings";
 import { pino } from "pino";
-import { createComputeApp } from "./app.ts";
 import { COMPUTE_SETTINGS, ConfigError, loadConfig } from "./config.ts";
 
 // `compute --settings`: the table of every setting (the README's), then exit.
@@ -19,6 +18,12 @@ try {
   }
   throw err;
 }
+// The service itself is loaded only once its settings hold: `--settings` and a
+// bad setting answer without it (under tsx, seconds of CPU less per such run).
+const [{ requestIdsMixin, startTracing }, { createComputeApp }] = await Promise.all([
+  import("@platform/rpc"),
+  import("./app.ts"),
+]);
 const logger = pino({ name: "compute", level: config.logLevel, mixin: requestIdsMixin });
 await startTracing({ serviceName: "compute", endpoint: config.otelEndpoint });
 

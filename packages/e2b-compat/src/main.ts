@@ -1,7 +1,6 @@
 import { listSettingsIfAsked } from "@platform/config";
-import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc";
+import { internalTlsFromEnv, type ServiceTls, TlsSettingsError } from "@platform/rpc/settings";
 import { pino } from "pino";
-import { startE2bApp } from "./app.ts";
 import { ConfigError, E2B_SETTINGS, loadConfig } from "./config.ts";
 
 // `e2b --settings`: the table of every setting (the README's), then exit.
@@ -19,6 +18,9 @@ try {
   }
   throw err;
 }
+// The service itself is loaded only once its settings hold: `--settings` and a
+// bad setting answer without it (under tsx, seconds of CPU less per such run).
+const { startE2bApp } = await import("./app.ts");
 const logger = pino({ name: "e2b", level: config.logLevel });
 const app = await startE2bApp(config, logger, tls);
 

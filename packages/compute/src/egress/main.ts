@@ -1,15 +1,11 @@
 // The egress proxy's process (Kubernetes: the egress-proxy Deployment).
 import { lookup } from "node:dns/promises";
 import { listSettingsIfAsked } from "@platform/config";
-import { openDatabase } from "@platform/db";
 import { pino } from "pino";
 import { ConfigError } from "../config.ts";
-import { KyselyNetworkEventStore } from "../store/kysely-network-event-store.ts";
-import { KyselySandboxStore } from "../store/kysely-sandbox-store.ts";
 import { canonicalAddress } from "./addresses.ts";
 import { EGRESS_PROXY_SETTINGS, loadEgressProxyConfig } from "./config.ts";
 import { createResolver } from "./resolver.ts";
-import { startEgressService } from "./service.ts";
 
 listSettingsIfAsked(EGRESS_PROXY_SETTINGS);
 
@@ -23,6 +19,14 @@ try {
   }
   throw err;
 }
+// The proxy itself is loaded only once its settings hold: `--settings` and a bad setting answer without it.
+const [{ openDatabase }, { KyselyNetworkEventStore }, { KyselySandboxStore }, { startEgressService }] =
+  await Promise.all([
+    import("@platform/db"),
+    import("../store/kysely-network-event-store.ts"),
+    import("../store/kysely-sandbox-store.ts"),
+    import("./service.ts"),
+  ]);
 const logger = pino({ name: "egress-proxy", level: config.logLevel });
 // compute owns the schema (it runs the migrations); the proxy only reads records and appends events.
 const database = await openDatabase<unknown>({ url: config.databaseUrl });

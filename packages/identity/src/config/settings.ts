@@ -16,11 +16,11 @@ import {
   url,
   type Values,
 } from "@platform/config";
-import { corsAllowedOriginsSetting, metricsTokenSetting, otelEndpointSetting } from "@platform/rpc";
+import { corsAllowedOriginsSetting, metricsTokenSetting, otelEndpointSetting } from "@platform/rpc/settings";
 import type { RotationPolicy } from "../keys/signing-keys.ts";
 import { TrustedProxies } from "../login-throttle/client-address.ts";
-import { MAX_TTL_SECONDS } from "../tokens/jwt-service.ts";
-import { DELIVERY_DEFAULTS, type DeliverySettings } from "../webhooks/delivery-worker.ts";
+import { MAX_TTL_SECONDS } from "../tokens/max-ttl.ts";
+import { DELIVERY_DEFAULTS, type DeliverySettings } from "../webhooks/delivery-settings.ts";
 
 /** The platform's one ConfigError under the name identity has always exported; `setting` names the variable. */
 export { ConfigError as SettingsError };

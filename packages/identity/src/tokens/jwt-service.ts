@@ -8,12 +8,12 @@ import type { CoherentCache } from "../cache/coherent-cache.ts";
 import { isUuid } from "../crypto/hash.ts";
 import { type SigningKeys, verifies } from "../keys/signing-keys.ts";
 import type { MembershipRoles } from "../users/membership-roles.ts";
+import { MAX_TTL_SECONDS } from "./max-ttl.ts";
 
 export const ISSUER = "identity.platform";
 export const AUDIENCE = ["agents", "identity"];
 export const SCOPE = "default";
-/** IssueJWT clamps any requested lifetime to this. */
-export const MAX_TTL_SECONDS = 24 * 3600;
+export { MAX_TTL_SECONDS } from "./max-ttl.ts";
 /** Lifetime used when IssueJWT is asked for zero. */
 export const DEFAULT_ISSUE_TTL_SECONDS = 3600;
 

@@ -1,5 +1,5 @@
 import { ConfigError, checkUrl, custom, type Env, raw } from "@platform/config";
-import { internalTlsFromEnv, type ServiceTls } from "@platform/rpc";
+import { internalTlsFromEnv, type ServiceTls } from "@platform/rpc/settings";
 
 export type { ServiceTls };
 

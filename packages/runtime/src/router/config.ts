@@ -12,8 +12,13 @@ import {
   text,
   url,
 } from "@platform/config";
-import { corsAllowedOriginsSetting, loadServiceTls, metricsTokenSetting, TlsSettingsError } from "@platform/rpc";
-import { otelEndpointSetting } from "@platform/rpc";
+import {
+  corsAllowedOriginsSetting,
+  loadServiceTls,
+  metricsTokenSetting,
+  otelEndpointSetting,
+  TlsSettingsError,
+} from "@platform/rpc/settings";
 import { internalTlsSetting, internalUrlSetting, type ServiceTls } from "../config/tls.ts";
 
 /** The certificate name the router calls identity and the tenant workers with. */

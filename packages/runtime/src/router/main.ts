@@ -2,13 +2,9 @@
 // Settings: `--settings` lists them (declared in ./config.ts).
 import { resolve } from "node:path";
 import { ConfigError, listSettingsIfAsked } from "@platform/config";
-import { createServiceTransport, requestIdsMixin, startTracing } from "@platform/rpc";
 import { pino } from "pino";
-import { LocalOrchestrator } from "../orchestrator/local/local-orchestrator.ts";
 import type { Orchestrator } from "../orchestrator/orchestrator.ts";
 import { ROUTER_LISTING, type RouterConfig, routerConfig } from "./config.ts";
-import { IdentityClient } from "@platform/identity-client";
-import { startRouter } from "./router.ts";
 
 // `router --settings`: the table of every setting (the README's), then exit.
 listSettingsIfAsked(ROUTER_LISTING);
@@ -24,6 +20,19 @@ try {
   throw err;
 }
 
+// The service itself is loaded only once its settings hold: `--settings` and a
+// bad setting answer without it (under tsx, seconds of CPU less per such run).
+const [
+  { createServiceTransport, requestIdsMixin, startTracing },
+  { LocalOrchestrator },
+  { IdentityClient },
+  { startRouter },
+] = await Promise.all([
+  import("@platform/rpc"),
+  import("../orchestrator/local/local-orchestrator.ts"),
+  import("@platform/identity-client"),
+  import("./router.ts"),
+]);
 const logger = pino({ name: "runtime-router", level: config.logLevel, mixin: requestIdsMixin });
 await startTracing({ serviceName: "runtime-router", endpoint: config.otelEndpoint });
 
