@@ -1,12 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SERVICE_ENTRIES } from "../launcher/services.ts";
 import { seedEmbeddedDatabases } from "./embedded-databases.ts";
+import { freePort } from "./free-port.ts";
 import { serviceArgv } from "./service-bundles.ts";
+
+// Tests that start a platform take their other ports from here too.
+export { freePort };
 
 const root = new URL("../../../../", import.meta.url).pathname;
 
@@ -30,28 +33,6 @@ export type PlatformStack = {
   logs(): string;
   stop(): Promise<void>;
 };
-
-/**
- * A port free on `host` now, below the kernel's ephemeral range
- * (ip_local_port_range starts at 32768): a port bound to 0 and released comes
- * from that range, where any outgoing connection of the machine (a test's
- * client of PostgreSQL, say) can take it in the seconds before the service
- * binds it; a CI run lost a platform start to EADDRINUSE so.
- */
-export async function freePort(host: string): Promise<number> {
-  for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (await bindable(host, port)) return port;
-  }
-}
-
-function bindable(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once("error", () => resolve(false));
-    server.listen(port, host, () => server.close(() => resolve(true)));
-  });
-}
 
 /**
  * identity, compute, agents and the runtime router, each its real main as a
