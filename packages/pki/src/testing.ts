@@ -18,9 +18,20 @@ export interface TestPki {
   remove(): void;
 }
 
+/**
+ * Every test PKI's directory still on disk, removed when the test process
+ * exits: it holds private keys, and a test that forgot remove() left one in
+ * the temp directory per CI run.
+ */
+const leftToRemove = new Set<string>();
+process.once("exit", () => {
+  for (const dir of leftToRemove) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 /** A throwaway CA and one certificate per service name in a temp directory, for tests of mutual TLS. */
 export async function makeTestPki(names: readonly string[] = SERVICE_NAMES): Promise<TestPki> {
   const dir = fs.mkdtempSync(join(tmpdir(), "platform-pki-"));
+  leftToRemove.add(dir);
   await ensurePki(dir, { names });
   const read = (p: string) => fs.readFileSync(p, "utf8");
   const files = (name: string) => serviceTlsFiles(dir, name);
@@ -38,7 +49,10 @@ export async function makeTestPki(names: readonly string[] = SERVICE_NAMES): Pro
       fs.writeFileSync(`${base}.key`, pair.key, { mode: 0o600 });
       return { caFile: join(dir, "ca.crt"), certFile: `${base}.crt`, keyFile: `${base}.key` };
     },
-    remove: () => fs.rmSync(dir, { recursive: true, force: true }),
+    remove: () => {
+      fs.rmSync(dir, { recursive: true, force: true });
+      leftToRemove.delete(dir);
+    },
   };
 }
 
