@@ -432,32 +432,21 @@ describe("a sandbox's launcher, through the helper and through the shell chain",
   });
 
   test("where the launch helper cannot be built, sandboxes start through the shell chain", async () => {
-    // A fresh build directory and a compiler that builds everything but the launch helper.
-    const saved = { TMPDIR: process.env.TMPDIR, CC: process.env.CC };
     const tmp = tempDir("compute-no-launch-helper-");
-    const cc = join(tmp, "cc");
-    fs.writeFileSync(cc, '#!/bin/sh\ncase "$*" in *launch-helper.c*) echo "no" >&2; exit 1;; esac\nexec cc "$@"\n', {
-      mode: 0o755,
-    });
     const dir = tempDir("compute-launch-fallback-");
     fs.chmodSync(dir, 0o711);
-    process.env.TMPDIR = tmp;
-    process.env.CC = cc;
-    let driver: LocalDriver;
-    try {
-      driver = new LocalDriver({
-        dataDir: dir,
-        killGraceMs: 300,
-        cgroupPrefix: `${PREFIX}-fallback`,
-        dieWithService: true,
-        warmSandboxes: 0,
-      });
-    } finally {
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
-    }
+    const driver = withCompilerRefusing(
+      "launch-helper.c",
+      tmp,
+      () =>
+        new LocalDriver({
+          dataDir: dir,
+          killGraceMs: 300,
+          cgroupPrefix: `${PREFIX}-fallback`,
+          dieWithService: true,
+          warmSandboxes: 0,
+        }),
+    );
     try {
       await (driver as unknown as { built: Promise<unknown> }).built;
       assert.equal((driver as unknown as { launchHelper?: string }).launchHelper, undefined, "not built");
@@ -493,22 +482,11 @@ describe("the sandbox init", () => {
 
   for (const built of [true, false]) {
     test(`${built ? "built: the sandbox-init program" : "where it cannot be built: a shell, then sleep"} is the sandbox's init, fresh and after a released resume`, async () => {
-      // Without it: a fresh build directory and a compiler that builds everything but sandbox-init.c.
-      const saved = { TMPDIR: process.env.TMPDIR, CC: process.env.CC };
       const tmp = tempDir("compute-sandbox-init-");
-      if (!built) {
-        const cc = join(tmp, "cc");
-        fs.writeFileSync(cc, '#!/bin/sh\ncase "$*" in *sandbox-init.c*) echo "no" >&2; exit 1;; esac\nexec cc "$@"\n', {
-          mode: 0o755,
-        });
-        process.env.TMPDIR = tmp;
-        process.env.CC = cc;
-      }
       const dir = tempDir("compute-sandbox-init-data-");
       fs.chmodSync(dir, 0o711);
-      let driver: LocalDriver;
-      try {
-        driver = new LocalDriver({
+      const make = () =>
+        new LocalDriver({
           dataDir: dir,
           killGraceMs: 300,
           cgroupPrefix: `${PREFIX}-init-${built}`,
@@ -516,12 +494,7 @@ describe("the sandbox init", () => {
           warmSandboxes: 0,
           releasePausedAfterMs: 0,
         });
-      } finally {
-        for (const [k, v] of Object.entries(saved)) {
-          if (v === undefined) delete process.env[k];
-          else process.env[k] = v;
-        }
-      }
+      const driver = built ? make() : withCompilerRefusing("sandbox-init.c", tmp, make);
       try {
         await (driver as unknown as { built: Promise<unknown> }).built;
         assert.equal((driver as unknown as { sandboxInit?: string }).sandboxInit !== undefined, built);
@@ -556,6 +529,29 @@ describe("the sandbox init", () => {
     });
   }
 });
+
+/**
+ * `make()` run with a fresh build directory (`tmp`) and a compiler that builds
+ * every helper but `source`: a driver made so meets a host where that one
+ * cannot be compiled. The environment is restored once it is made.
+ */
+function withCompilerRefusing<T>(source: string, tmp: string, make: () => T): T {
+  const saved = { TMPDIR: process.env.TMPDIR, CC: process.env.CC };
+  const cc = join(tmp, "cc");
+  fs.writeFileSync(cc, `#!/bin/sh\ncase "$*" in *${source}*) echo "no" >&2; exit 1;; esac\nexec cc "$@"\n`, {
+    mode: 0o755,
+  });
+  process.env.TMPDIR = tmp;
+  process.env.CC = cc;
+  try {
+    return make();
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+}
 
 async function until(what: string, check: () => boolean, ms = 30_000): Promise<void> {
   const end = Date.now() + ms;
