@@ -187,6 +187,11 @@ export class Stack {
     return ServiceProcess.start("bare-grpc", { ...(await this.#tlsEnv("identity")), HOST: "127.0.0.1" });
   }
 
+  /** The bare node:http2 server streaming a command's stdout (src/peers/bare-exec.ts) with compute's certificate. */
+  async bareExec(): Promise<ServiceProcess> {
+    return ServiceProcess.start("bare-exec", { ...(await this.#tlsEnv("compute")), HOST: "127.0.0.1" });
+  }
+
   router(): Promise<{ router: RunningRouter; orchestrator: LocalOrchestrator }> {
     this.#router ??= (async () => {
       const identity = await this.identity();

@@ -1,12 +1,13 @@
 // A service under test in its own process, driven over IPC by the bench
-// runner: `node <bundle of child.ts> <identity|compute|agents|bare-sse|bare-grpc>`
+// runner: `node <bundle of child.ts> <identity|compute|agents|bare-sse|bare-grpc|bare-exec>`
 // with the launcher's flags (service-process.ts; BENCH_CHILD_TSX=1: through
 // tsx). It starts the real service factory on ephemeral ports, sends {type:"ready", urls},
 // and answers {type:"stats"} with its memory and event-loop lag, so the
 // runner measures the service's process, not its own. With BENCH_PEER=grpc-js
 // identity and compute serve their own implementations under grpc-js instead
 // (the peers of src/peers/); bare-sse is the bare SSE server peer, bare-grpc
-// the bare gRPC server the API key latency figure's tail is compared with.
+// the bare gRPC server the API key latency figure's tail is compared with,
+// bare-exec the bare server streaming a command's stdout (exec throughput's floor).
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
@@ -126,6 +127,15 @@ async function start(): Promise<Record<string, string>> {
     const tls = (await import("@platform/rpc")).internalTlsFromEnv(process.env, "identity");
     if (!tls) throw new Error("bare-grpc needs TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE");
     const server = await startBareGrpc(process.env.HOST ?? "127.0.0.1", tls);
+    closeService = () => server.close();
+    return { grpc: server.url };
+  }
+  if (kind === "bare-exec") {
+    // The floor of the exec throughput figure: a bare node:http2 server with compute's TLS (peers/bare-exec.ts).
+    const { startBareExec } = await import("../peers/bare-exec.ts");
+    const tls = (await import("@platform/rpc")).internalTlsFromEnv(process.env, "compute");
+    if (!tls) throw new Error("bare-exec needs TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE");
+    const server = await startBareExec(process.env.HOST ?? "127.0.0.1", tls);
     closeService = () => server.close();
     return { grpc: server.url };
   }

@@ -16,7 +16,7 @@ const CHILD = fileURLToPath(new URL("./child.ts", import.meta.url));
  */
 const CHILD_BUNDLE_CACHE = join(dirname(BUNDLE_CACHE), "platform-bench-bundles");
 
-export type ServiceKind = "identity" | "compute" | "agents" | "bare-sse" | "bare-grpc";
+export type ServiceKind = "identity" | "compute" | "agents" | "bare-sse" | "bare-grpc" | "bare-exec";
 
 /**
  * Each kind's Node flags: the services' own (`bash scripts/run.sh` runs them
@@ -29,6 +29,7 @@ const NODE_ARGS: Record<ServiceKind, readonly string[]> = {
   agents: SERVICE_NODE_ARGS.agents,
   "bare-sse": SERVICE_NODE_ARGS.agents,
   "bare-grpc": SERVICE_NODE_ARGS.identity,
+  "bare-exec": SERVICE_NODE_ARGS.compute,
 };
 
 let childBundle: Promise<string> | undefined;
