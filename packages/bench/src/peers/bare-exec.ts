@@ -49,7 +49,9 @@ function completed(exitCode: number): Buffer {
  * (the chunk itself, not copied), waiting only when the stream's buffer is
  * full, then the completed event and grpc-status 0. The exec throughput
  * figure's floor: what Node's HTTP/2 over TLS, the same client and this
- * machine allow any server relaying a pipe.
+ * machine allow any server relaying a pipe. An empty command is answered
+ * with the completed event at once: the floor of a server-streaming call's
+ * round trip (the exec round trip figure's).
  */
 export async function startBareExec(host: string, tls: ServiceTls): Promise<{ url: string; close(): Promise<void> }> {
   const server = http2.createSecureServer({
@@ -73,6 +75,11 @@ export async function startBareExec(host: string, tls: ServiceTls): Promise<{ ur
       const request = fromBinary(ExecCommandRequestSchema, Buffer.concat(body).subarray(5));
       stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
       stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      // No command: the completed event at once, the transport's floor for a server-streaming call.
+      if (request.command === "") {
+        stream.end(completed(0));
+        return;
+      }
       const child = spawn(request.command, request.args, { stdio: ["ignore", "pipe", "ignore"] });
       child.stdout.on("data", (chunk: Buffer) => {
         stream.write(stdoutHead(chunk.length));
