@@ -48,22 +48,30 @@ export const density: Figure = {
       const lanes = ids.slice(0, concurrent);
       const execs: number[] = [];
       const bare: number[] = [];
+      // The floor: the same execs, same client and TLS, on a bare node:http2 server spawning them unsandboxed (peers/bare-exec.ts).
+      const floor = await stack.bareExec();
+      const floorClient = computeClient(floor.urls.grpc!, await stack.tls("agents"));
+      const unsandboxed: number[] = [];
       for (let round = 0; round < (size === "quick" ? 1 : 3); round++) {
         const r = await Promise.all(lanes.map((id) => timedExec(client, id, "/bin/echo", ["hi"])));
         execs.push(...r.map((x) => x.totalNs));
         const b = await Promise.all(lanes.map(() => bwrapRun("/bin/echo", ["hi"])));
         bare.push(...b.map((x) => x.totalNs));
+        const f = await Promise.all(lanes.map(() => timedExec(floorClient, "-", "/bin/echo", ["hi"])));
+        unsandboxed.push(...f.map((x) => x.totalNs));
       }
+      await floor.stop();
       const e = summarize(execs);
       const b = summarize(bare);
+      const f = summarize(unsandboxed);
       const memMet = ids.length >= 500 && total < 2 * 2 ** 30;
       return {
         baseline: `${concurrent} bare bwrap \`echo hi\` at once: ${lat(b)}`,
         measured: `${ids.length} idle: ${fmtBytes(total)} (${fmtBytes(total / ids.length)} each); ${concurrent} concurrent execs: ${lat(e)}`,
         ratio: `exec p99 / bare p99 ${(e.p99 / b.p99).toFixed(2)}×; memory goal ${memMet ? "met" : "missed"}, exec goal ${e.p99 <= 150 ? "met" : "missed"}`,
         met: memMet && e.p99 <= 150,
-        notes: `${ids.length} sandboxes created ${batch} at a time and made READY in ${createSeconds.toFixed(1)} s${ids.length < target ? ` (stopped at the ${budgetMs / 1000} s budget)` : ""}. Memory = the kernel's count for the driver's cgroup subtree (${fmtBytes(sandboxBytes)}, memory.usage_in_bytes incl. page cache; anon RSS ${cg ? fmtBytes(cg.rssBytes) : "n/a"}) + compute's RSS growth (${fmtBytes(serviceBytes)}); ${fmtBytes(scaled)} scaled to 500. Execs: \`/bin/echo hi\` to the completed event, ${concurrent} in flight at once on ${concurrent} different sandboxes, ${size === "quick" ? 1 : 3} rounds.`,
-        raw: { sandboxes: ids.length, sandboxBytes, serviceBytes, exec: e, bare: b },
+        notes: `${ids.length} sandboxes created ${batch} at a time and made READY in ${createSeconds.toFixed(1)} s${ids.length < target ? ` (stopped at the ${budgetMs / 1000} s budget)` : ""}. Memory = the kernel's count for the driver's cgroup subtree (${fmtBytes(sandboxBytes)}, memory.usage_in_bytes incl. page cache; anon RSS ${cg ? fmtBytes(cg.rssBytes) : "n/a"}) + compute's RSS growth (${fmtBytes(serviceBytes)}); ${fmtBytes(scaled)} scaled to 500. Execs: \`/bin/echo hi\` to the completed event, ${concurrent} in flight at once on ${concurrent} different sandboxes, ${size === "quick" ? 1 : 3} rounds. The floor, ${concurrent} at once through the same client to a bare node:http2 server with compute's TLS spawning \`/bin/echo hi\` unsandboxed: ${lat(f)}; ours is ${(e.p99 / f.p99).toFixed(2)}× its p99.`,
+        raw: { sandboxes: ids.length, sandboxBytes, serviceBytes, exec: e, bare: b, unsandboxed: f },
       };
     } finally {
       for (let i = 0; i < ids.length; i += batch) {
