@@ -132,17 +132,24 @@ test("a follower whose client went away ends without an event", async () => {
   detach();
 });
 
-test("a replay reads a small first page (its first event waits for little), then full pages, every event once in order", async () => {
-  for (const n of [0, 15, 16, 17, 1000]) {
+/** A store double over `log` that records each read's `after` and limit (and, in `order`, when it was made). */
+function pagedStore(log: SessionEvent[], order: string[] = []) {
+  const reads: Array<{ after: number; limit: number }> = [];
+  const store = {
+    async readLog(_org: string, _session: string, after: number, limit: number) {
+      reads.push({ after, limit });
+      order.push(`read ${limit}`);
+      const session = { id: SESSION, orgId: ORG, status: "idle", lastSeq: log.length } as unknown as Session;
+      return { session, events: log.filter((e) => e.seq > after).slice(0, limit) };
+    },
+  } as unknown as Store;
+  return { store, reads };
+}
+
+test("a replay reads a small first page, a small second one, then full pages, every event once in order", async () => {
+  for (const n of [0, 15, 16, 17, 79, 80, 81, 330, 1000]) {
     const log = Array.from({ length: n }, (_, i) => event(i + 1));
-    const limits: number[] = [];
-    const store = {
-      async readLog(_org: string, _session: string, after: number, limit: number) {
-        limits.push(limit);
-        const session = { id: SESSION, orgId: ORG, status: "idle", lastSeq: n } as unknown as Session;
-        return { session, events: log.filter((e) => e.seq > after).slice(0, limit) };
-      },
-    } as unknown as Store;
+    const { store, reads } = pagedStore(log);
     const seqs: number[] = [];
     for await (const e of new Followers(store, new EventHub(), 1).follow(ORG, SESSION, 0)) seqs.push(e.seq);
     assert.deepEqual(
@@ -150,12 +157,72 @@ test("a replay reads a small first page (its first event waits for little), then
       log.map((e) => e.seq),
       `all ${n} events, in order`,
     );
+    const limits = reads.map((r) => r.limit);
     assert.ok(limits[0]! <= 16, `first read asks ${limits[0]} rows`);
+    if (limits.length > 1) assert.ok(limits[1]! <= 64, `the second read asks ${limits[1]} rows`);
     assert.ok(
-      limits.slice(1).every((l) => l >= 250),
-      `the reads after the first are full pages: ${limits.join(",")}`,
+      limits.slice(2).every((l) => l >= 250),
+      `the reads after the second are full pages: ${limits.join(",")}`,
+    );
+    // Each read continues after the last event of the ones before it (a keyset walk).
+    let before = 0;
+    for (const [i, r] of reads.entries()) {
+      assert.equal(r.after, Math.min(n, before), `read ${i} of ${n} events: ${JSON.stringify(reads)}`);
+      before += r.limit;
+    }
+  }
+});
+
+test("a replay resumed after an event past the first pages (Last-Event-ID) starts at the next event and misses none", async () => {
+  const log = Array.from({ length: 700 }, (_, i) => event(i + 1));
+  // Page boundaries of a replay from 0 (16, 80, 330, 580) and the events beside them.
+  for (const after of [15, 16, 17, 79, 80, 81, 329, 330, 331, 580, 699, 700]) {
+    const { store } = pagedStore(log);
+    const seqs: number[] = [];
+    for await (const e of new Followers(store, new EventHub(), 1).follow(ORG, SESSION, after)) seqs.push(e.seq);
+    assert.deepEqual(
+      seqs,
+      Array.from({ length: 700 - after }, (_, i) => after + 1 + i),
+      `after ${after}`,
     );
   }
+});
+
+test("a replay's first events go out before its second read: the read waits for a turn", async () => {
+  const order: string[] = [];
+  const { store } = pagedStore(
+    Array.from({ length: 100 }, (_, i) => event(i + 1)),
+    order,
+  );
+  const it = new Followers(store, new EventHub(), 1).follow(ORG, SESSION, 0);
+  assert.equal((await it.next()).value?.seq, 1);
+  while (it.nextReady()) {}
+  // What a relay does at the end of a burst (SseRelay writes in a nextTick).
+  const next = it.next();
+  process.nextTick(() => order.push("written"));
+  assert.equal((await next).value?.seq, 17);
+  assert.deepEqual(order, ["read 16", "written", "read 64"]);
+  await it.return();
+});
+
+test("a replay whose client left reads no more pages", async () => {
+  const { store, reads } = pagedStore(Array.from({ length: 1000 }, (_, i) => event(i + 1)));
+  const abort = new AbortController();
+  const it = new Followers(store, new EventHub(), 1).follow(ORG, SESSION, 0, { signal: abort.signal });
+  assert.equal((await it.next()).value?.seq, 1);
+  abort.abort();
+  const rest: number[] = [];
+  for await (const e of it) rest.push(e.seq);
+  assert.deepEqual(
+    rest,
+    Array.from({ length: 15 }, (_, i) => i + 2),
+    "the rest of the page at hand, then the end",
+  );
+  assert.deepEqual(
+    reads.map((r) => r.limit),
+    [16],
+    "no read after the abort",
+  );
 });
 
 test("a follower that follows no queued send ends at a terminal event of no run, as at its run's end", async () => {
