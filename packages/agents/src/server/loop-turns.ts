@@ -130,6 +130,8 @@ class TurnsRelay<T, R> implements AsyncIterableIterator<R> {
       read = this.#source.then((it) => {
         this.#it = it;
         this.#ready = readyItems(it);
+        // Read directly from now on; the settled promise is not kept for the stream's life.
+        this.#source = undefined;
         return it.next();
       });
     }
@@ -164,8 +166,10 @@ class TurnsRelay<T, R> implements AsyncIterableIterator<R> {
   async return(): Promise<IteratorResult<R>> {
     this.#finished = true;
     this.#open = undefined;
+    const it = this.#it;
     const source = this.#source;
-    if (source) await (await source.catch(() => undefined))?.return?.();
+    if (it) await it.return?.();
+    else if (source) await (await source.catch(() => undefined))?.return?.();
     return { done: true, value: undefined };
   }
 }

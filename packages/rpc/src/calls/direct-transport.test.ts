@@ -165,6 +165,41 @@ describe("direct transport (REST routes → implementations)", () => {
     assert.deepEqual(await it2.next(), { done: true, value: undefined });
   });
 
+  test("giving up a started stream closes the handler's stream (its finally runs) and ends the call", async () => {
+    const signals: AbortSignal[] = [];
+    let closed = 0;
+    const t = transportWith(
+      {},
+      {
+        async *tick(_req, ctx) {
+          signals.push(ctx.signal);
+          try {
+            yield { seq: 1n };
+            yield { seq: 2n };
+          } finally {
+            closed++;
+          }
+        },
+      },
+    );
+    const res = await t.stream(
+      StreamService.method.tick,
+      undefined,
+      undefined,
+      undefined,
+      (async function* () {
+        yield create(TickRequestSchema, {});
+      })(),
+    );
+    const it = res.message[Symbol.asyncIterator]();
+    assert.equal((await it.next()).value?.seq, 1n);
+    assert.equal(closed, 0);
+    assert.deepEqual(await it.return?.(), { done: true, value: undefined });
+    assert.equal(closed, 1, "the handler's generator was closed");
+    assert.equal(signals[0]?.aborted, true);
+    assert.deepEqual(await it.next(), { done: true, value: undefined });
+  });
+
   test("works as a client transport", async () => {
     const client = createClient(LibraryService, transportWith({ echo: (req) => ({ text: req.text }) }));
     assert.equal((await client.echo({ text: "x" })).text, "x");

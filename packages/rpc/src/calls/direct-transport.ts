@@ -281,6 +281,12 @@ class DirectCall {
     this.#requestHeader = h;
   }
 
+  /** Lets go of the request headers (forgetRequestHeader); a later read gets empty ones. */
+  forgetRequestHeader(): void {
+    this.#requestSource = undefined;
+    this.#requestHeader = undefined;
+  }
+
   responseHeader(): Headers {
     this.#responseHeader ??= new Headers();
     return this.#responseHeader;
@@ -417,6 +423,17 @@ export function sentHeaders(res: UnaryResponse | StreamResponse): {
   return { header: res.header, trailer: res.trailer };
 }
 
+/**
+ * Lets go of the request headers of a call of this transport, once its
+ * stream is open and its handler has read what it needs of them (the REST
+ * handler does so for an SSE stream, which may stay open for hours: a
+ * Headers object with every request header, ~0.5 KiB a stream). A read of
+ * them after this gets empty headers.
+ */
+export function forgetRequestHeader(res: UnaryResponse | StreamResponse): void {
+  (res as Tagged)[kCall]?.forgetRequestHeader();
+}
+
 /** An own data property's value (not an accessor's). */
 function ownValue(o: object, key: string): Headers | undefined {
   const d = Object.getOwnPropertyDescriptor(o, key);
@@ -493,6 +510,8 @@ class CallOutput implements AsyncIterableIterator<Message> {
     return this.#untilAborted(source).then(
       (it) => {
         this.#it = it;
+        // Read directly from now on; the settled promise is not kept for the stream's life.
+        this.#source = undefined;
         return this.#read(it);
       },
       (e: unknown) => {
@@ -501,6 +520,14 @@ class CallOutput implements AsyncIterableIterator<Message> {
     );
   }
 
+  /**
+   * The stream's next message, or the call's failure: what the handler's
+   * read gives (mapped), or the call's abort reason once it is aborted (the
+   * abort listener rejects through #rejectRead). One promise and one
+   * reaction per read, not #untilAborted's two and a third to map: an idle
+   * SSE stream is a pending read at every layer, each a promise with its
+   * reaction, closures and (under async_hooks) two async ids.
+   */
   #read(it: AsyncIterator<Message>): Promise<IteratorResult<Message>> {
     let pending: Promise<IteratorResult<Message>>;
     try {
@@ -508,23 +535,43 @@ class CallOutput implements AsyncIterableIterator<Message> {
     } catch (e) {
       return Promise.reject(this.#failed(e));
     }
-    return this.#untilAborted(pending).then(
-      (r): IteratorResult<Message> => {
-        if (r.done) {
-          this.call.abort(callEnded);
-          return r;
-        }
-        try {
-          // Implementations may yield plain objects.
-          return { done: false, value: create(this.output, r.value as never) as Message };
-        } catch (e) {
-          throw this.#failed(e);
-        }
-      },
-      (e: unknown) => {
-        throw this.#failed(e);
-      },
-    );
+    const { signal } = this.call;
+    this.#listen(signal);
+    if (signal.aborted) {
+      pending.catch(() => {});
+      return Promise.reject(this.#failed(getAbortSignalReason(signal)));
+    }
+    return new Promise<IteratorResult<Message>>((resolve, reject) => {
+      this.#rejectRead = reject;
+      pending.then(
+        (r) => {
+          if (this.#rejectRead !== reject) return;
+          this.#rejectRead = undefined;
+          if (r.done) {
+            this.call.abort(callEnded);
+            resolve(r);
+            return;
+          }
+          try {
+            // Implementations may yield plain objects.
+            resolve({ done: false, value: create(this.output, r.value as never) as Message });
+          } catch (e) {
+            reject(this.#failed(e));
+          }
+        },
+        (e: unknown) => {
+          if (this.#rejectRead !== reject) return;
+          this.#rejectRead = undefined;
+          reject(this.#failed(e));
+        },
+      );
+    });
+  }
+
+  #listen(signal: AbortSignal): void {
+    if (this.#listening) return;
+    this.#listening = true;
+    signal.addEventListener("abort", this, { once: true });
   }
 
   #begin(): Promise<AsyncIterator<Message>> {
@@ -548,10 +595,7 @@ class CallOutput implements AsyncIterableIterator<Message> {
    */
   #untilAborted<T>(work: Promise<T>): Promise<T> {
     const { signal } = this.call;
-    if (!this.#listening) {
-      this.#listening = true;
-      signal.addEventListener("abort", this, { once: true });
-    }
+    this.#listen(signal);
     if (signal.aborted) {
       work.catch(() => {});
       return Promise.reject(getAbortSignalReason(signal));
@@ -571,13 +615,26 @@ class CallOutput implements AsyncIterableIterator<Message> {
     });
   }
 
-  /** The call's abort: the pending read, if any, fails with its reason. (The listener is this object: no closure per call.) */
+  /**
+   * The call's abort: the pending read, if any, fails with its reason (a
+   * read of the stream, as a failure of the call: #failed; the start's, as
+   * is, for next() to fail). (The listener is this object: no closure per call.)
+   */
   handleEvent(): void {
-    this.#rejectRead?.(getAbortSignalReason(this.call.signal));
+    const reject = this.#rejectRead;
+    if (!reject) return;
+    this.#rejectRead = undefined;
+    const reason = getAbortSignalReason(this.call.signal);
+    reject(this.#it ? this.#failed(reason) : reason);
   }
 
   async return(): Promise<IteratorResult<Message>> {
     this.call.abort(callEnded);
+    const it = this.#it;
+    if (it) {
+      await it.return?.();
+      return { done: true, value: undefined };
+    }
     if (!this.#source) return { done: true, value: undefined };
     // A call still starting (an interceptor waiting) is not waited for: it
     // sees its signal aborted, and its stream is closed when it arrives.

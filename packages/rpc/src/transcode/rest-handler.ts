@@ -12,7 +12,7 @@ import {
 import { ConnectError, type ContextValues, type Transport } from "@connectrpc/connect";
 import type { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import { sentHeaders } from "../calls/direct-transport.ts";
+import { forgetRequestHeader, sentHeaders } from "../calls/direct-transport.ts";
 import { oneMessage } from "../calls/one-message.ts";
 import { whenOpened } from "../calls/open-stream.ts";
 import { requestLimitOf } from "../calls/request-limit.ts";
@@ -488,7 +488,10 @@ export function createRestHandler(o: RestHandlerDeps) {
     });
     res.flushHeaders?.();
     // The relay holds what an open stream needs, not this frame (the call's
-    // headers, values and request message).
+    // headers, values and request message). The handler read what it needed
+    // of the request headers as it opened the stream (credential,
+    // Last-Event-ID): the call lets them go too.
+    forgetRequestHeader(out);
     new SseRelay(res, method, framer, it, abort, relayDeps, o.sseOpened?.(route)).start(first);
     return true;
   }

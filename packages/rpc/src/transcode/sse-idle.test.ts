@@ -21,11 +21,16 @@ const gc = runInNewContext("gc") as () => void;
 
 const requests: WeakRef<TickRequest>[] = [];
 const contexts: HandlerContext[] = [];
+/** The request headers each stream's handler got, and the x-probe it read from them as it opened. */
+const headers: WeakRef<Headers>[] = [];
+const probes: (string | null)[] = [];
 
 /** One event, then nothing until the client goes: an idle follower. Holds its context, not its request. */
 function idleStream(req: TickRequest, ctx: HandlerContext): AsyncIterable<unknown> {
   requests.push(new WeakRef(req));
   contexts.push(ctx);
+  headers.push(new WeakRef(ctx.requestHeader));
+  probes.push(ctx.requestHeader.get("x-probe"));
   let sent = false;
   return {
     [Symbol.asyncIterator]: () => ({
@@ -55,9 +60,9 @@ before(async () => {
 after(() => server.close());
 
 /** Opens a stream and resolves once its first event arrived; the request stays open. */
-function open(path: string): Promise<http.ClientRequest> {
+function open(path: string, extra: Record<string, string> = {}): Promise<http.ClientRequest> {
   return new Promise((resolve, reject) => {
-    const req = http.get({ port, path, headers: { accept: "text/event-stream" } }, (res) => {
+    const req = http.get({ port, path, headers: { accept: "text/event-stream", ...extra } }, (res) => {
       assert.equal(res.statusCode, 200);
       res.once("data", () => resolve(req));
     });
@@ -79,6 +84,33 @@ test("an open SSE stream waiting for its next event does not hold its request me
     assert.ok(
       contexts.every((c) => !c.signal.aborted),
       "the streams are still open",
+    );
+  } finally {
+    for (const c of clients) c.destroy();
+  }
+});
+
+test("an open SSE stream's call lets go of its request headers once open; its handler read them as it opened", async () => {
+  const from = headers.length;
+  const clients = await Promise.all(
+    Array.from({ length: 5 }, (_, i) => open(`/v1/ticks?count=${i + 1}`, { "x-probe": `probe-${i}` })),
+  );
+  try {
+    assert.deepEqual(
+      probes.slice(from).sort(),
+      ["probe-0", "probe-1", "probe-2", "probe-3", "probe-4"],
+      "each handler read its request's header as it opened",
+    );
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setImmediate(r));
+      gc();
+    }
+    const kept = headers.slice(from).filter((h) => h.deref() !== undefined).length;
+    assert.equal(kept, 0, `${kept} of 5 idle streams still hold their request headers`);
+    const late = contexts.slice(from);
+    assert.ok(
+      late.every((c) => !c.signal.aborted && c.requestHeader.get("x-probe") === null),
+      "the streams are still open; a read of the headers now finds none",
     );
   } finally {
     for (const c of clients) c.destroy();
