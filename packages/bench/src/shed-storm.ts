@@ -8,16 +8,26 @@
 // server is set up as identity's REST port (restOnly, CORS, 8 accept
 // handles, info logging) and refuses every POST /v1/auth/login with
 // identity's busy error; a kept-alive client probes /livez during the storm.
+//
+// The storm's clients: by default one process of login-storm-client.c (built
+// with cc; 2,000 connections opened at once on one epoll loop, ~0.1 s of CPU
+// for the whole storm), so the clients' p99 is the server's and the
+// machine's, not the clients' own; SHED_STORM_CLIENT=node (or no cc) uses 4
+// processes x 500 sockets of login-storm-client.mjs (~1 s of CPU each).
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import { fileURLToPath } from "node:url";
+import { buildStormClient, nativeStorm } from "../../identity/src/testing/login-storm-native.ts";
 
 const PROCESSES = 4;
 const LOGINS_PER_PROCESS = 500;
 const STORM_CLIENT = fileURLToPath(new URL("../../identity/src/testing/login-storm-client.mjs", import.meta.url));
 
 type Answer = { status: number; retryAfter?: string | null; ms: number };
+
+/** The built C storm client, unless the storm is run with the Node clients. */
+let native: string | undefined;
 
 async function serve(kind: string): Promise<void> {
   if (kind === "peer") {
@@ -111,9 +121,15 @@ async function round(kind: string): Promise<string> {
     })();
     const before = cpuMs(child.pid!);
     const started = performance.now();
-    const answers = (
-      await Promise.all(Array.from({ length: PROCESSES }, (_, p) => stormProcess(port, `p${p}`)))
-    ).flat();
+    let clientCpu = "";
+    let answers: Answer[];
+    if (native) {
+      const storm = await nativeStorm(native, `http://127.0.0.1:${port}`, PROCESSES * LOGINS_PER_PROCESS, "n");
+      answers = storm.answers;
+      clientCpu = `; client CPU ${storm.cpuMs.toFixed(0)} ms`;
+    } else {
+      answers = (await Promise.all(Array.from({ length: PROCESSES }, (_, p) => stormProcess(port, `p${p}`)))).flat();
+    }
     const stormMs = performance.now() - started;
     const used = cpuMs(child.pid!) - before;
     storming = false;
@@ -125,7 +141,7 @@ async function round(kind: string): Promise<string> {
       kind === "peer"
         ? ""
         : ` /livez p50 ${pct(probes, 50).toFixed(0)} p99 ${pct(probes, 99).toFixed(0)} ms (${probes.length})`;
-    return `${kind.padEnd(4)} ${refused.length}/${answers.length} refused in ${stormMs.toFixed(0)} ms: p50 ${pct(ms, 50).toFixed(0)} p99 ${pct(ms, 99).toFixed(0)} ms; server CPU ${used} ms = ${(used / answers.length).toFixed(3)} ms a request${livez}`;
+    return `${kind.padEnd(4)} ${refused.length}/${answers.length} refused in ${stormMs.toFixed(0)} ms: p50 ${pct(ms, 50).toFixed(0)} p99 ${pct(ms, 99).toFixed(0)} max ${Math.max(...ms).toFixed(0)} ms; server CPU ${used} ms = ${(used / answers.length).toFixed(3)} ms a request${clientCpu}${livez}`;
   } finally {
     child.kill("SIGINT");
     await new Promise((r) => child.once("exit", r));
@@ -137,6 +153,12 @@ if (process.argv[2] === "serve") {
   process.once("SIGINT", () => process.exit(0));
   await serve(process.argv[3]!);
 } else {
+  native = process.env.SHED_STORM_CLIENT === "node" ? undefined : await buildStormClient();
+  console.log(
+    native
+      ? "clients: one process of login-storm-client.c, 2,000 connections"
+      : `clients: ${PROCESSES} processes x ${LOGINS_PER_PROCESS} sockets of login-storm-client.mjs`,
+  );
   const rounds = Number(process.argv[2] ?? 3);
   for (let r = 1; r <= rounds; r++) {
     console.log(`round ${r} (load ${readFileSync("/proc/loadavg", "utf8").split(" ")[0]})`);

@@ -47,6 +47,7 @@ export {
   type ServiceRegistration,
 } from "./server/create-server.ts";
 export type { NodeRequest, NodeResponse } from "./http/node-io.ts";
+export type { RequestHead } from "./server/first-request.ts";
 export type { InputRefusal } from "./server/input-guard.ts";
 export { errorInterceptor } from "./server/interceptors.ts";
 export { requestIdsMixin } from "./server/log-ids.ts";

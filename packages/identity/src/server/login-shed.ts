@@ -1,5 +1,5 @@
 import type { PlatformError } from "@platform/errors";
-import type { NodeRequest } from "@platform/rpc";
+import type { RequestHead } from "@platform/rpc";
 import type { PasswordHasher } from "../passwords/password-hasher.ts";
 
 /** The REST path of SessionService.Login (proto: POST /v1/auth/login). */
@@ -14,6 +14,6 @@ const LOGIN_PATH = "/v1/auth/login";
  * a refusal costing 1 ms in the handler was seen 13-20 s late by the clients,
  * behind everyone else's routing and parsing).
  */
-export function loginShed(hasher: PasswordHasher): (req: NodeRequest, path: string) => PlatformError | undefined {
+export function loginShed(hasher: PasswordHasher): (req: RequestHead, path: string) => PlatformError | undefined {
   return (req, path) => (req.method === "POST" && path === LOGIN_PATH && hasher.full ? hasher.busyError : undefined);
 }

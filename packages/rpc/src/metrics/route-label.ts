@@ -1,4 +1,5 @@
 import type { NodeRequest } from "../http/node-io.ts";
+import type { RequestHead } from "../server/first-request.ts";
 import { lookupRoute, type Route } from "../transcode/routes.ts";
 
 const PROBES = ["/livez", "/healthz", "/readyz", "/metrics"];
@@ -10,8 +11,8 @@ const CACHED_PATH_LENGTH = 256;
 export interface RouteLabeler {
   /** The REST handler matched `route` for the request (so its label needs no second lookup). */
   routed(req: NodeRequest, route: Route): void;
-  /** The request's `route` label, once its response has ended. */
-  of(req: NodeRequest): string;
+  /** The request's `route` label, once its response has ended (or of a head refused before a request was made). */
+  of(req: NodeRequest | RequestHead): string;
 }
 
 /**
@@ -26,7 +27,7 @@ export function routeLabeler(
   documents: readonly string[] = [],
 ): RouteLabeler {
   const fixed = new Set([...PROBES, ...documents]);
-  const matched = new WeakMap<NodeRequest, string>();
+  const matched = new WeakMap<object, string>();
   const cache = new Map<string, string>();
   return {
     routed(req, route) {

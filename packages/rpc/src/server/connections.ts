@@ -31,6 +31,13 @@ function destroySocket(this: net.Socket): void {
   this.destroy();
 }
 
+/** A refused first request's connection closed: its READ_HEADER_TIMEOUT bound goes with it. */
+function clearSniffTimer(this: Sniffed): void {
+  const state = this[SNIFF];
+  if (state) clearTimeout(state.timer);
+  this[SNIFF] = undefined;
+}
+
 export interface ConnectionsOptions {
   /** Where each request of every connection goes. */
   onRequest: (req: NodeRequest, res: NodeResponse) => void;
@@ -45,6 +52,13 @@ export interface ConnectionsOptions {
    * each takes one connection per event-loop turn (see accept-handles.ts).
    */
   acceptHandles?: number;
+  /**
+   * Offered the first bytes of each new HTTP/1.1 connection before the HTTP
+   * parser: true when it answered them and ended the connection (the request
+   * entry's refuseFirst); the connection is then only read to its end, or
+   * destroyed at READ_HEADER_TIMEOUT from its accept.
+   */
+  refuseFirst?: (socket: net.Socket, bytes: Buffer) => boolean;
 }
 
 export interface Connections {
@@ -134,9 +148,15 @@ export function createConnections(o: ConnectionsOptions): Connections {
       state.held = buf;
       return;
     }
+    this.off("data", onFirstBytes);
+    if (!isPrefix && o.refuseFirst?.(this, buf)) {
+      // Answered and ended; it lingers only until the client's close or the sniff's deadline.
+      state.held = undefined;
+      this.once("close", clearSniffTimer);
+      return;
+    }
     clearTimeout(state.timer);
     this[SNIFF] = undefined;
-    this.off("data", onFirstBytes);
     if (isPrefix) {
       // The http2 session drains the socket's buffered bytes itself.
       this.pause();

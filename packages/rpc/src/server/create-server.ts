@@ -134,6 +134,7 @@ export function createServer(options: ServerOptions): Server {
     tls: internalTls,
     logger,
     acceptHandles: options.acceptHandles,
+    refuseFirst: options.shed ? (socket, bytes) => entry.refuseFirst?.(socket, bytes) ?? false : undefined,
   });
   const entry = createRequestEntry({
     logger,
@@ -149,6 +150,8 @@ export function createServer(options: ServerOptions): Server {
         res.headersSent ? String(res.statusCode) : "none",
         seconds,
       ),
+    observeHead: (head, status, seconds) =>
+      metrics.observeHttp(options.name, head.method, labels.of(head), String(status), seconds),
     spanName: (req) => {
       const route = labels.of(req);
       return connect.byPath.has(route) ? route.slice(1) : `${req.method} ${route}`;

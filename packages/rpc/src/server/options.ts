@@ -10,6 +10,7 @@ import type { ServerMetrics } from "../metrics/server-metrics.ts";
 import type { CallerPolicy } from "../tls/callers.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
 import type { OutputJsonOptions } from "../transcode/json.ts";
+import type { RequestHead } from "./first-request.ts";
 import type { InputRefusal } from "./input-guard.ts";
 
 export type { ServiceRegistration };
@@ -96,10 +97,15 @@ export interface ServerOptions {
    * documents, nor for a gRPC or Connect call. An HTTP/1.1 request without
    * an Origin is offered to it as it enters, before its ids' context, trace
    * context and access log line are made (requests.ts earlyRefusals: its
-   * refusals are logged as counts); any other after CORS. It must be cheap
-   * and may return one shared error object (its rendering is kept).
+   * refusals are logged as counts); any other after CORS. The first request
+   * of a new plaintext HTTP/1.1 connection is offered to it even earlier,
+   * from the connection's first bytes (`req` then only its head: method,
+   * target, headers): refused there, it is answered with
+   * `connection: close` and no HTTP parser is made for it (requests.ts
+   * refuseFirst). It must be cheap and may return one shared error object
+   * (its rendering is kept).
    */
-  shed?: (req: NodeRequest, path: string) => PlatformError | undefined;
+  shed?: (req: RequestHead, path: string) => PlatformError | undefined;
   /**
    * A public port's requests that match none of its REST routes (by path:
    * a known path with another method stays 405) nor its health, metrics and

@@ -1,4 +1,5 @@
-import type * as http from "node:http";
+import * as http from "node:http";
+import type * as net from "node:net";
 import { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
 import { acceptOrGenerateRequestId, acceptOrGenerateTraceId, runWithRequest } from "../context.ts";
@@ -8,6 +9,7 @@ import { headerOf, type NodeRequest, type NodeResponse, sendJson } from "../http
 import { runInTrace, startRequestTrace } from "../tracing/request-trace.ts";
 import { tracingEnabled } from "../tracing/start.ts";
 import { acceptWaitMs } from "./accept-wait.ts";
+import { parseFirstHead, type RequestHead } from "./first-request.ts";
 import type { Inflight } from "./inflight.ts";
 import type { MakeRequestInfo } from "./request-info.ts";
 
@@ -20,6 +22,8 @@ export interface RequestEntryOptions {
   inflight: Inflight;
   /** Records the ended request (metrics), with its time in seconds. */
   observe?: (req: NodeRequest, res: NodeResponse, seconds: number) => void;
+  /** Records a request refused from its connection's first bytes (refuseFirst: no NodeRequest was made). */
+  observeHead?: (head: RequestHead, status: number, seconds: number) => void;
   /** True once the server is shutting down. */
   closing: () => boolean;
   /** Ends keep-alive connections that are idle (called as requests end during a shutdown). */
@@ -33,8 +37,19 @@ export interface RequestEntryOptions {
    * earlyRefusals). Requests with an Origin go through CORS and dispatch's
    * own shed step, so a browser's refusal carries its CORS headers.
    */
-  shed?: (req: NodeRequest, path: string) => PlatformError | undefined;
+  shed?: (req: RequestHead, path: string) => PlatformError | undefined;
 }
+
+/** Where every request enters; with `shed`, also the refusal of a new connection's first request (see refuseFirst). */
+export type RequestEntry = ((req: NodeRequest, res: NodeResponse) => void) & {
+  /**
+   * Offered the first bytes of a new HTTP/1.1 connection (connections.ts)
+   * before the HTTP parser sees them: true when they hold a request `shed`
+   * refuses, and it was answered and the connection ended (the rest of what
+   * the client sends is read and dropped until it closes).
+   */
+  refuseFirst?: (socket: net.Socket, bytes: Buffer) => boolean;
+};
 
 /** How often at most the log says how many requests were refused before routing. */
 export const REFUSALS_LOG_MS = 1000;
@@ -53,24 +68,26 @@ export const REFUSALS_LOG_MS = 1000;
  * refused (and the slowest), instead of one line each.
  */
 function earlyRefusals(o: RequestEntryOptions) {
-  const rendered = new WeakMap<PlatformError, { status: number; text: string; fixed: (string | number)[] }>();
+  const rendered = new WeakMap<
+    PlatformError,
+    { status: number; text: string; fixed: (string | number)[]; rawHead: string }
+  >();
   const renderOnce = (err: PlatformError) => {
     let r = rendered.get(err);
     if (!r) {
       const { status, body } = o.envelope.render(err);
       const text = JSON.stringify(body);
       const retryAfter = retryAfterOf(err);
-      r = {
-        status,
-        text,
-        fixed: [
-          "content-type",
-          "application/json",
-          "content-length",
-          Buffer.byteLength(text),
-          ...(retryAfter ? ["retry-after", retryAfter] : []),
-        ],
-      };
+      const fixed = [
+        "content-type",
+        "application/json",
+        "content-length",
+        Buffer.byteLength(text),
+        ...(retryAfter ? ["retry-after", retryAfter] : []),
+      ];
+      let rawHead = `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? "Unknown"}\r\n`;
+      for (let i = 0; i < fixed.length; i += 2) rawHead += `${fixed[i]}: ${fixed[i + 1]}\r\n`;
+      r = { status, text, fixed, rawHead };
       rendered.set(err, r);
     }
     return r;
@@ -95,7 +112,53 @@ function earlyRefusals(o: RequestEntryOptions) {
       setTimeout(flush, REFUSALS_LOG_MS);
     }
   };
-  return function refuseAsEntered(
+  let date = "";
+  let dateSecond = -1;
+  /** Node's Date header for the current second (made once a second, as Node's own is). */
+  const dateNow = () => {
+    const second = Math.floor(Date.now() / 1000);
+    if (second !== dateSecond) {
+      dateSecond = second;
+      date = new Date(second * 1000).toUTCString();
+    }
+    return date;
+  };
+  /**
+   * A new connection's first request, refused from its bytes: no HTTP parser,
+   * IncomingMessage, ServerResponse or keep-alive bookkeeping is made for it,
+   * which is most of what a storm's refusal costs (issue 15 item 4: a bare
+   * node:http server answering 503 spent ~0.28 ms of CPU a connection, a raw
+   * socket answering the same ~0.15 ms). Only for a head parseFirstHead reads
+   * whole and strictly, without an Origin (CORS decides those) and without a
+   * trace to continue or export; anything else goes the HTTP parser's way.
+   * The answer is the early refusal's (status, envelope body, Retry-After,
+   * ids, metrics, the counted log line) with `connection: close`: the client
+   * sent one request and gets one answer, and the connection ends without a
+   * keep-alive to hold it. The connection is read to its end so the answer is
+   * not lost to a reset from unread bytes.
+   */
+  const refuseFirst = (socket: net.Socket, bytes: Buffer): boolean => {
+    const started = performance.now();
+    const head = parseFirstHead(bytes);
+    if (!head || head.headers.origin !== undefined) return false;
+    if (head.headers.traceparent !== undefined || tracingEnabled()) return false;
+    const path = head.url!.split("?")[0]!;
+    const err = o.shed!(head, path);
+    if (!err) return false;
+    const r = renderOnce(err);
+    const requestId = acceptOrGenerateRequestId(head.headers["x-request-id"] as string | undefined);
+    const traceId = acceptOrGenerateTraceId(head.headers["x-trace-id"] as string | undefined);
+    socket.end(
+      `${r.rawHead}x-request-id: ${requestId}\r\nx-trace-id: ${traceId}\r\ndate: ${dateNow()}\r\nconnection: close\r\n\r\n${r.text}`,
+    );
+    // Drained, not read: a reset for unread bytes could overtake the answer.
+    socket.resume();
+    const ms = performance.now() - started;
+    o.observeHead?.(head, r.status, ms / 1000);
+    count(head.method!, path, r.status, ms);
+    return true;
+  };
+  const refuseAsEntered = function refuseAsEntered(
     req: http.IncomingMessage,
     res: http.ServerResponse,
     path: string,
@@ -129,6 +192,7 @@ function earlyRefusals(o: RequestEntryOptions) {
     // Keep-alive connections must not outlive a shutdown once they are idle.
     if (o.closing()) res.once("close", () => o.closeIdle());
   };
+  return { refuseAsEntered, refuseFirst };
 }
 
 /**
@@ -139,19 +203,19 @@ function earlyRefusals(o: RequestEntryOptions) {
  * until its response closes, leaves one access log line, and an exception
  * nothing else caught becomes a bare 500 in the envelope.
  */
-export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, res: NodeResponse) => void {
+export function createRequestEntry(o: RequestEntryOptions): RequestEntry {
   // The closing line holds ids that passed acceptedId, the method, the path,
   // a status and times: nothing a service's redaction (pino's redact, matched
   // against every line) would remove. Without it a line costs ~1.5 us instead
   // of ~12 us here, which each of a storm's thousands of refusals pays on the
   // event loop (issue 15 item 4).
   const access = o.logger.child({}, { redact: [] });
-  const refuseEarly = o.shed && earlyRefusals(o);
-  return (req, res) => {
-    if (refuseEarly && req.httpVersionMajor === 1 && req.headers.origin === undefined) {
+  const early = o.shed ? earlyRefusals(o) : undefined;
+  const entry: RequestEntry = (req, res) => {
+    if (early && req.httpVersionMajor === 1 && req.headers.origin === undefined) {
       const path = (req.url ?? "/").split("?")[0]!;
       const refusal = o.shed!(req, path);
-      if (refusal) return refuseEarly(req as http.IncomingMessage, res as http.ServerResponse, path, refusal);
+      if (refusal) return early.refuseAsEntered(req as http.IncomingMessage, res as http.ServerResponse, path, refusal);
     }
     const started = performance.now();
     const acceptMs = acceptWaitMs(req.socket, started);
@@ -203,4 +267,6 @@ export function createRequestEntry(o: RequestEntryOptions): (req: NodeRequest, r
       }),
     );
   };
+  if (early) entry.refuseFirst = early.refuseFirst;
+  return entry;
 }
