@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { test } from "node:test";
 import type { Session, SessionEvent } from "../domain/model.ts";
 import type { Store } from "../domain/store.ts";
@@ -283,4 +284,48 @@ test("a follow closed in the middle of a page lets its session go and ends", asy
   assert.equal(it.nextReady(), undefined, "the rest of the page is let go");
   assert.deepEqual(await it.next(), { done: true, value: undefined });
   detach();
+});
+
+test("a follower whose session is deleted ends, and leaves no hub listener, abort listener or poll behind", async () => {
+  let deleted = false;
+  let polls = 0;
+  const log = [event(1, "user")];
+  const session = (): Session => {
+    const now = new Date();
+    return {
+      id: SESSION,
+      orgId: ORG,
+      agentId: "a",
+      status: "running",
+      activeRunId: RUN,
+      lastSeq: 1,
+      createdAt: now,
+      updatedAt: now,
+    };
+  };
+  const store = {
+    async getSession() {
+      polls++;
+      return deleted ? undefined : session();
+    },
+    async readLog(_org: string, _session: string, after: number) {
+      return deleted ? undefined : { session: session(), events: log.filter((e) => e.seq > after) };
+    },
+  } as unknown as Store;
+  // No writer here: another replica runs the session, so the follower joins the session's poll.
+  const hub = new EventHub();
+  const abort = new AbortController();
+  const it = new Followers(store, hub, 5).follow(ORG, SESSION, 0, { signal: abort.signal });
+  assert.equal((await it.next()).value?.seq, 1);
+  const next = it.next();
+  while (polls === 0) await new Promise((r) => setTimeout(r, 5));
+  assert.equal(hub.listenerCount(SESSION), 1);
+  assert.equal(getEventListeners(abort.signal, "abort").length, 1);
+  deleted = true;
+  assert.deepEqual(await next, { done: true, value: undefined });
+  assert.equal(hub.listenerCount(SESSION), 0, "left the hub");
+  assert.equal(getEventListeners(abort.signal, "abort").length, 0, "no abort listener left");
+  const seen = polls;
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(polls, seen, "the session's poll stopped");
 });

@@ -2,7 +2,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import { PlatformError } from "@platform/errors";
 import { isTerminal, type SessionEvent } from "../domain/model.ts";
 import type { Store } from "../domain/store.ts";
-import type { EventHub, Listener } from "./hub.ts";
+import type { EventHub, Listener, LogState } from "./hub.ts";
 import type { Reaper } from "./reaper.ts";
 
 export type FollowOptions = {
@@ -97,48 +97,22 @@ export class Followers {
     options: FollowOptions,
   ): AsyncGenerator<SessionEvent[], void, undefined> {
     const { store } = this;
-    const inbox: SessionEvent[] = [];
-    let last = after;
-    let runId = options.runId;
+    // What arrives while the follower waits, and what it has relayed (see FollowerBox).
+    const box = new FollowerBox(after, options.runId);
     const { queuedSeq } = options;
     const queued = queuedSeq !== undefined;
     // A queued send's follower shows its own `message_queued` and its run, nothing of the runs before.
     // (Other followers show everything and make no closure for it.)
     const shown = queued
       ? (e: SessionEvent): boolean => {
-          if (e.queuedSeq === queuedSeq) runId = e.runId;
-          return e.seq === queuedSeq || (runId !== undefined && e.runId === runId);
+          if (e.queuedSeq === queuedSeq) box.runId = e.runId;
+          return e.seq === queuedSeq || (box.runId !== undefined && e.runId === box.runId);
         }
       : undefined;
-    // Set when the log changed in a way only the database can tell.
-    let dirty = false;
-    let wake: (() => void) | undefined;
-    // Also the abort signal's listener (handleEvent): one object where closures
-    // would each cost a function and, under tsx (keepNames), a dictionary.
-    const listener: Listener & { handleEvent(): void } = {
-      handleEvent() {
-        wake?.();
-      },
-      event(event) {
-        // A follower that does not keep up (a slow client: the stream waits
-        // for its socket to drain) holds at most a page of published events;
-        // past that it drops them and reads the log again, a page at a time.
-        if (inbox.length >= INBOX_LIMIT) {
-          inbox.length = 0;
-          dirty = true;
-        } else inbox.push(event);
-        wake?.();
-      },
-      changed(state) {
-        if (state && state.lastSeq <= last && state.activeRunId === runId) return;
-        dirty = true;
-        wake?.();
-      },
-    };
     // Before the read: an event is either in the log read below or published after this.
-    const unsubscribe = this.hub.subscribe(sessionId, listener);
-    options.signal?.addEventListener("abort", listener, { once: true });
-    let unwatch: (() => void) | undefined;
+    this.hub.join(sessionId, box);
+    options.signal?.addEventListener("abort", box, { once: true });
+    let watched: Poll | undefined;
     // This frame stays suspended for as long as the follower waits: the pages
     // read and the last event relayed are let go before that (in `let`s
     // cleared below) rather than held by each idle follower.
@@ -148,10 +122,10 @@ export class Followers {
     let out: SessionEvent[] | undefined;
     let ended = false;
     try {
-      read = await store.readLog(orgId, sessionId, last, FIRST_PAGE);
+      read = await store.readLog(orgId, sessionId, box.last, FIRST_PAGE);
       if (!read) throw PlatformError.notFound("session not found");
       const lapsedRunId = read.session.lapsedRunId;
-      if (!queued) runId ??= read.session.activeRunId ?? lapsedRunId;
+      if (!queued) box.runId ??= read.session.activeRunId ?? lapsedRunId;
       // The stored log in pages: a long one is never one big read and parse.
       let page: SessionEvent[] | undefined = read.events;
       read = undefined;
@@ -159,8 +133,8 @@ export class Followers {
         out = [];
         for (event of page) {
           if (!shown || shown(event)) out.push(event);
-          last = event.seq;
-          if (runId && event.runId === runId && isTerminal(event)) {
+          box.last = event.seq;
+          if (box.runId && event.runId === box.runId && isTerminal(event)) {
             ended = true;
             break;
           }
@@ -178,43 +152,43 @@ export class Followers {
         await nextTurn();
         if (options.signal?.aborted) return;
         asked = asked === FIRST_PAGE ? SECOND_PAGE : REPLAY_PAGE;
-        page = (await store.readLog(orgId, sessionId, last, asked))?.events;
+        page = (await store.readLog(orgId, sessionId, box.last, asked))?.events;
         if (!page) return;
       }
       page = undefined;
       event = undefined;
-      if (!runId && !queued) return;
+      if (!box.runId && !queued) return;
       // A dead run: the loop's read ends it. A queued send not taken yet: the loop's read sees who should take it.
-      if (lapsedRunId === runId || (queued && !runId)) dirty = true;
-      unwatch = this.#watch(orgId, sessionId);
+      if (lapsedRunId === box.runId || (queued && !box.runId)) box.dirty = true;
+      watched = this.#watch(orgId, sessionId);
       while (!options.signal?.aborted) {
         let fresh: SessionEvent[] | undefined;
-        const arrived = inbox.splice(0).filter((e) => e.seq > last);
-        if (!dirty && arrived.length > 0 && arrived.every((e, i) => e.seq === last + 1 + i)) {
+        const arrived = box.inbox.splice(0).filter((e) => e.seq > box.last);
+        if (!box.dirty && arrived.length > 0 && arrived.every((e, i) => e.seq === box.last + 1 + i)) {
           fresh = arrived;
-        } else if (!dirty && arrived.length === 0) {
+        } else if (!box.dirty && arrived.length === 0) {
           event = undefined;
           read = undefined;
           await new Promise<void>((resolve) => {
-            wake = resolve;
+            box.wake = resolve;
           });
-          wake = undefined;
+          box.wake = undefined;
           continue;
         } else {
           // A gap or a change elsewhere: the log decides, a page at a time
           // (a full page: read on after it).
-          dirty = false;
-          read = await store.readLog(orgId, sessionId, last, REPLAY_PAGE);
+          box.dirty = false;
+          read = await store.readLog(orgId, sessionId, box.last, REPLAY_PAGE);
           if (!read) return;
           fresh = read.events;
-          if (fresh.length === REPLAY_PAGE) dirty = true;
-          const taker = queued && !runId ? fresh.find((e) => e.queuedSeq === queuedSeq)?.runId : runId;
+          if (fresh.length === REPLAY_PAGE) box.dirty = true;
+          const taker = queued && !box.runId ? fresh.find((e) => e.queuedSeq === queuedSeq)?.runId : box.runId;
           if (queued && !taker) {
             // Not taken yet: a dead holder is ended here (that hands the queue on), a free session is
             // handed its queue; a live holder or a pause takes it when it ends.
             const lapsed = read.session.lapsedRunId;
             if (lapsed && this.reaper) {
-              if (await this.reaper.endIfLapsed(sessionId, lapsed).catch(() => false)) dirty = true;
+              if (await this.reaper.endIfLapsed(sessionId, lapsed).catch(() => false)) box.dirty = true;
             } else if (!lapsed && !read.session.activeRunId && fresh.length === 0) {
               await this.dispatch?.(orgId, sessionId);
             }
@@ -225,7 +199,7 @@ export class Followers {
           } else if (!ended && read.session.lapsedRunId === taker && this.reaper) {
             // Its replica died: end it, then read its end (or another reaper's).
             const reaped = await this.reaper.endIfLapsed(sessionId, taker).catch(() => false);
-            if (reaped) dirty = true;
+            if (reaped) box.dirty = true;
           } else if (!ended && fresh.length === 0 && read.session.activeRunId !== taker) {
             // Released without a terminal event: nothing more will come.
             return;
@@ -234,10 +208,10 @@ export class Followers {
         out = [];
         for (event of fresh) {
           if (!shown || shown(event)) out.push(event);
-          last = event.seq;
+          box.last = event.seq;
           if (
             isTerminal(event) &&
-            ((runId !== undefined && event.runId === runId) || (!queued && event.runId === undefined))
+            ((box.runId !== undefined && event.runId === box.runId) || (!queued && event.runId === undefined))
           ) {
             ended = true;
             break;
@@ -249,14 +223,14 @@ export class Followers {
         if (ended) return;
       }
     } finally {
-      options.signal?.removeEventListener("abort", listener);
-      unwatch?.();
-      unsubscribe();
+      options.signal?.removeEventListener("abort", box);
+      if (watched) this.#unwatch(sessionId, watched);
+      this.hub.leave(sessionId, box);
     }
   }
 
-  /** Joins the session's shared poll; returns the leave. */
-  #watch(orgId: string, sessionId: string): () => void {
+  /** Joins the session's shared poll (#unwatch leaves it: a follower holds no closure for that). */
+  #watch(orgId: string, sessionId: string): Poll {
     let poll = this.#polls.get(sessionId);
     if (!poll) {
       const created: Poll = {
@@ -269,12 +243,13 @@ export class Followers {
       poll = created;
     }
     poll.followers++;
-    const joined = poll;
-    return () => {
-      if (--joined.followers > 0) return;
-      clearInterval(joined.timer);
-      if (this.#polls.get(sessionId) === joined) this.#polls.delete(sessionId);
-    };
+    return poll;
+  }
+
+  #unwatch(sessionId: string, joined: Poll): void {
+    if (--joined.followers > 0) return;
+    clearInterval(joined.timer);
+    if (this.#polls.get(sessionId) === joined) this.#polls.delete(sessionId);
   }
 
   async #poll(orgId: string, sessionId: string, poll: Poll): Promise<void> {
@@ -292,6 +267,47 @@ export class Followers {
     } finally {
       poll.busy = false;
     }
+  }
+}
+
+/**
+ * A follower as the hub and its abort signal see it (the signal's listener:
+ * handleEvent), and what its loop shares with them: the events published
+ * while it waits, whether only the log can tell what changed, its wake-up,
+ * the last seq relayed and the run it follows. One object whose methods are
+ * its class's: as an object literal's, they were three closures per
+ * follower, each holding the loop's context.
+ */
+class FollowerBox implements Listener {
+  readonly inbox: SessionEvent[] = [];
+  /** Set when the log changed in a way only the database can tell. */
+  dirty = false;
+  wake: (() => void) | undefined = undefined;
+
+  constructor(
+    public last: number,
+    public runId: string | undefined,
+  ) {}
+
+  handleEvent(): void {
+    this.wake?.();
+  }
+
+  event(event: SessionEvent): void {
+    // A follower that does not keep up (a slow client: the stream waits
+    // for its socket to drain) holds at most a page of published events;
+    // past that it drops them and reads the log again, a page at a time.
+    if (this.inbox.length >= INBOX_LIMIT) {
+      this.inbox.length = 0;
+      this.dirty = true;
+    } else this.inbox.push(event);
+    this.wake?.();
+  }
+
+  changed(state?: LogState): void {
+    if (state && state.lastSeq <= this.last && state.activeRunId === this.runId) return;
+    this.dirty = true;
+    this.wake?.();
   }
 }
 

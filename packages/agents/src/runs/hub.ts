@@ -41,6 +41,22 @@ export class EventHub {
     };
   }
 
+  /**
+   * subscribe without a closure to undo it (leave does): a follower holds no
+   * unsubscribe function, with its context, for as long as it waits.
+   */
+  join(sessionId: string, listener: Listener): void {
+    this.#channel(sessionId).listeners.add(listener);
+  }
+
+  /** Stops a join's listening. (The channel holding a listener is its session's current one: it is released only empty.) */
+  leave(sessionId: string, listener: Listener): void {
+    const channel = this.#channels.get(sessionId);
+    if (!channel) return;
+    channel.listeners.delete(listener);
+    this.#release(sessionId, channel);
+  }
+
   /** Registers the local run writing a session; returns its detach. */
   attachWriter(sessionId: string): () => void {
     const channel = this.#channel(sessionId);
