@@ -90,10 +90,13 @@ export class Cgroup {
 
   /**
    * An exec's cgroup (no limits of its own): the directories made on the
-   * thread pool, in parallel, since v1 makes one per hierarchy.
+   * thread pool, in parallel, since v1 makes one per hierarchy. forExecs:
+   * its children get the controllers (v2), as create() does.
    */
-  async createAsync(): Promise<void> {
+  async createAsync(forExecs = false): Promise<void> {
     await Promise.all([...new Set(Object.values(this.dirs))].map((d) => fs.promises.mkdir(d)));
+    if (forExecs && this.version === 2)
+      tryWrite(join(this.dirs.unified as string, "cgroup.subtree_control"), "+cpu +memory +pids +io");
   }
 
   exists(): boolean {

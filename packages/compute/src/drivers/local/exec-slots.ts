@@ -74,6 +74,17 @@ export class ExecSlots {
     this.unplaced = true;
   }
 
+  /**
+   * cgroup, made already (it came with the spare launcher's cgroup a
+   * released sandbox took, spare-cgroup.ts), is the next exec's; its child is
+   * placed once the sandbox runs (prepare). One being made is kept instead.
+   */
+  useCgroup(cgroup: Cgroup): void {
+    if (this.spare) return;
+    this.spare = Promise.resolve({ cgroup });
+    this.unplaced = true;
+  }
+
   /** The spare, or (none ready: execs at once on one sandbox) a plain cgroup; a child placed now would not be ahead. */
   async take(): Promise<ExecSlot> {
     const spare = this.spare;

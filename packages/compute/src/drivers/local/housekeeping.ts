@@ -6,6 +6,7 @@ import type { Cgroup } from "./cgroups.ts";
 import { collectExpired, expiredWorkspaces } from "./gc.ts";
 import { ENDED_KEY, type Live } from "./live.ts";
 import { processStartTime, SandboxLayout, writeJson } from "./sandbox-layout.ts";
+import { RETIRED_CGROUP_PREFIX, SPARE_CGROUP_PREFIX } from "./spare-cgroup.ts";
 import { deleteAfterOf } from "./session-workspace.ts";
 import { removeStaleSocketDirs } from "./socket-dir.ts";
 import { releaseImages, releaseOrphanedMounts } from "./workspace-image.ts";
@@ -21,6 +22,8 @@ export interface HousekeepingDeps {
   root: Cgroup;
   /** The sandbox of an id this driver knows, if it knows it. */
   sandbox(sandboxId: string): Pick<Live, "observation" | "released"> | undefined;
+  /** Whether a spare launcher's cgroup is this process's, still in use (launch.ts). */
+  ownsCgroup(name: string): boolean;
   workspaces: Pick<Workspaces, "withLock" | "users">;
   /** Removes the image trees no name and no sandbox holds any more (their warm pools first). */
   collectImages(): Promise<void>;
@@ -150,7 +153,10 @@ export class Housekeeping {
    * empty ones whose sandbox has ended (its init no longer runs, or it is
    * marked for collection), or that have been empty for 10 minutes without a
    * sandbox here to claim them. A sandbox being made now (no state yet) and
-   * any cgroup holding a process are left alone.
+   * any cgroup holding a process are left alone. Empty spare launcher
+   * cgroups and retired sandbox cgroups (spare-cgroup.ts) go too: a killed
+   * service's at once (its spare ends with it), another running service's
+   * only when it is gone or after the same 10 minutes.
    */
   removeEndedCgroups(): void {
     const removed: string[] = [];
@@ -158,6 +164,11 @@ export class Housekeeping {
       const cgroup = this.deps.root.child(name);
       // cgroup.procs, not pids.current: that still counts the zombies of a sandbox killed with its service.
       if (cgroup.pids().length > 0) continue;
+      if (name.startsWith(SPARE_CGROUP_PREFIX) || name.startsWith(RETIRED_CGROUP_PREFIX)) {
+        if (!this.deps.ownsCgroup(name) && (!madeByOther(name) || cgroup.ageMs() > ABANDONED_CGROUP_MS))
+          if (cgroup.removeTreeSync()) removed.push(name);
+        continue;
+      }
       // Released (paused, no processes): its cgroup keeps its counters for the resume.
       if (this.deps.sandbox(name)?.released) continue;
       const layout = new SandboxLayout(this.deps.dataDir, name);
@@ -193,5 +204,21 @@ export class Housekeeping {
     } catch (err) {
       this.deps.log?.warn({ err }, "looking for orphaned workspace mounts failed");
     }
+  }
+}
+
+/**
+ * Whether a spare or retired cgroup's name (`<prefix>...-<pid>-<n>`) names
+ * another process that runs: a service beside this one on the same cgroup
+ * prefix, whose spare may be empty for a moment while it is moved in.
+ */
+function madeByOther(name: string): boolean {
+  const pid = Number(/-(\d+)-\d+$/.exec(name)?.[1]);
+  if (!pid || pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -7,11 +7,13 @@ import type { Logger } from "pino";
 import type { SandboxObservation } from "../../driver.ts";
 import { buildNative, nativeBinDir } from "../../native-build.ts";
 import { baseEnv, bwrapArgs, hostEtcBinds } from "./bwrap.ts";
+import type { Cgroup } from "./cgroups.ts";
 import { signalNumber } from "./exec-run.ts";
 import { imageRootArgs, LocalImages } from "./images/index.ts";
 import { type Live, markEnded } from "./live.ts";
 import { processStartTime } from "./sandbox-layout.ts";
 import type { SandboxNetwork } from "./sandbox-network.ts";
+import { RETIRED_CGROUP_PREFIX, SPARE_CGROUP_PREFIX, SPARE_EXEC_CGROUP, swapIntoSpare } from "./spare-cgroup.ts";
 import { currentUsage, type UsageSources } from "./usage.ts";
 import { MOUNTS_ROOT } from "./workspace-image.ts";
 import type { WorkspaceHolder, Workspaces } from "./workspaces.ts";
@@ -101,6 +103,13 @@ export interface LaunchDeps<S extends Launchable> {
   sandboxInit?(): string | undefined;
   /** Process cap of a sandbox's cgroup. */
   pidsMax: number;
+  /**
+   * The driver's cgroup: the spare launcher waits in a cgroup of its own
+   * made there, which a released sandbox's resume renames into the
+   * sandbox's place (spare-cgroup.ts). Without it the spare is moved into
+   * the sandbox's cgroup at the resume.
+   */
+  root?: Cgroup;
   /** The built seccomp filter every sandbox process runs under (none yet: no sandbox may start). */
   seccompFilter(): Buffer | undefined;
   /** Whether the driver is closing: it then watches no sandbox's end. */
@@ -124,8 +133,15 @@ export interface LaunchDeps<S extends Launchable> {
  * its init's end means (failed, released, or ended by us).
  */
 export class Launcher<S extends Launchable> {
-  /** A blank launch chain started ahead (prepareSpare), and whether it is the launch helper or a shell. */
-  private spare?: { child: ChildProcess; helper: boolean; init: boolean };
+  /**
+   * A blank launch chain started ahead (prepareSpare), whether it is the
+   * launch helper or a shell, and the cgroup it waits in (ready: it is in).
+   */
+  private spare?: { child: ChildProcess; helper: boolean; init: boolean; cgroup?: SpareCgroup };
+  /** Spare cgroups made by this process (their names' last part). */
+  private spareCgroups = 0;
+  /** Spare and retired cgroups being removed (close() waits for them). */
+  private readonly removing = new Set<Promise<void>>();
   /** The built sandbox init, open (close-on-exec here; each launch gets it as INIT_FD); with its path. */
   private initFile?: { path: string; fd: number };
 
@@ -174,6 +190,8 @@ export class Launcher<S extends Launchable> {
     const initFd = this.initFd();
     const init = initFd === undefined ? SHELL_INIT : [`/proc/self/fd/${INIT_FD}`];
     let child: ChildProcess | undefined;
+    /** The spare launcher's cgroup, when the spare is taken. */
+    let spareCgroup: SpareCgroup | undefined;
     if (helper) {
       // launch-helper.c: the same steps in one process (its header lists them).
       const binds = [
@@ -197,7 +215,7 @@ export class Launcher<S extends Launchable> {
         "--",
         ...init,
       ];
-      if (again) child = this.takeSpare(true, initFd !== undefined, { fields, env });
+      if (again) ({ child, cgroup: spareCgroup } = this.takeSpare(true, initFd !== undefined, { fields, env }));
       child ??= this.spawnHelper(helper, fields, env, 7, initFd);
     } else {
       // Ending with the service: the parent-death signal is set by the first
@@ -214,7 +232,7 @@ export class Launcher<S extends Launchable> {
       const inner = `mount --bind "$1" ${STAGE} && mount --bind "$2" ${STAGE}/workspace && ${bindRoot}${bindEtc}umount -l ${MOUNTS_ROOT} && read -r joined <&${JOIN_FD} && [ "$joined" = joined ] && exec ${JOIN_FD}<&- && shift ${root ? 3 : 2} && exec ${SETPRIV} ${keepDeathSignal}--reuid=${live.uid} --regid=${live.uid} --clear-groups --inh-caps=-all --no-new-privs -- ${BWRAP} --info-fd 3 "$@"`;
       const script = `echo -999 > /proc/self/oom_score_adj; exec ${UNSHARE} --mount --propagation private -- /bin/sh -c '${inner}' sh "$@"`;
       const argv = [layout.dir, live.workspaceDir, ...(root ? [root.tree] : []), ...args, "--", ...init];
-      if (again) child = this.takeSpare(false, initFd !== undefined, { script, argv, env });
+      if (again) ({ child, cgroup: spareCgroup } = this.takeSpare(false, initFd !== undefined, { script, argv, env }));
       child ??= this.spawnChain(["-c", script, "sh", ...argv], env, 7, initFd);
     }
     // bwrap reads the filter to its end from this descriptor (and closes it before the init runs).
@@ -222,7 +240,11 @@ export class Launcher<S extends Launchable> {
     filter?.on("error", () => {}); // bwrap gone before reading: the exit handler reports the start failure
     filter?.end(seccompFilter);
     live.child = child;
-    this.joinCgroup(live, child, again);
+    // A released sandbox's resume: the spare's cgroup takes the sandbox's place (no move into it), or the
+    // sandbox's is made again (as it was, unless something removed it meanwhile) and the launcher moved there.
+    const retired = again && spareCgroup ? this.swapCgroup(live, spareCgroup) : undefined;
+    if (again && !retired) this.createCgroup(live);
+    this.joinCgroup(live, child, again, retired, retired ? undefined : spareCgroup);
     let stderr = "";
     child.stderr?.on("data", (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-2000);
@@ -282,7 +304,8 @@ export class Launcher<S extends Launchable> {
    * launch helper (or a shell) waiting for its request on a pipe. Forking
    * this process (its whole address space mapped) takes ~8 ms of the event
    * loop here, a sixth of a released resume; the resume then only writes the
-   * request. At most one is kept.
+   * request. At most one is kept. It waits in a cgroup of its own
+   * (makeSpareCgroup), which the resume renames into the sandbox's place.
    */
   prepareSpare(): void {
     if (this.spare || this.deps.isClosed() || !this.deps.seccompFilter()) return;
@@ -304,20 +327,105 @@ export class Launcher<S extends Launchable> {
       return;
     }
     child.on("error", () => {}); // a failed spawn: the spare is simply not used
+    const cgroup = this.makeSpareCgroup(child);
     child.once("exit", () => {
-      if (this.spare?.child === child) this.spare = undefined;
+      if (this.spare?.child !== child) return;
+      this.spare = undefined;
+      if (cgroup) this.removeSpareCgroup(cgroup);
     });
     for (const stream of child.stdio) (stream as unknown as { unref?: () => void } | null)?.unref?.();
     child.unref();
-    this.spare = { child, helper: helper !== undefined, init: initFd !== undefined };
+    this.spare = { child, helper: helper !== undefined, init: initFd !== undefined, cgroup };
   }
 
-  /** Ends the spare launcher (the driver closes). */
-  close(): void {
-    this.spare?.child.kill("SIGKILL");
+  /** Ends the spare launcher (the driver closes); resolves once its cgroup and retired ones are removed. */
+  close(): Promise<void> {
+    const spare = this.spare;
     this.spare = undefined;
+    spare?.child.kill("SIGKILL");
+    if (spare?.cgroup) this.removeSpareCgroup(spare.cgroup);
     if (this.initFile) fs.closeSync(this.initFile.fd);
     this.initFile = undefined;
+    return Promise.all([...this.removing]).then(() => {});
+  }
+
+  /**
+   * Whether a spare or retired cgroup under the driver's is this process's
+   * to remove (the housekeeping leaves it alone): the spare's, being made.
+   */
+  ownsCgroup(name: string): boolean {
+    return this.spare?.cgroup?.name === name;
+  }
+
+  /**
+   * The spare launcher's cgroup, made beside the sandboxes' (with the first
+   * exec's cgroup inside), and the spare moved into it: all off the resume's
+   * path. Ready once the spare is in it; undefined without the driver's
+   * cgroup (the spare is then moved at the resume).
+   */
+  private makeSpareCgroup(child: ChildProcess): SpareCgroup | undefined {
+    const root = this.deps.root;
+    const pid = child.pid;
+    if (!root || !pid) return undefined;
+    const name = `${SPARE_CGROUP_PREFIX}${process.pid}-${++this.spareCgroups}`;
+    const spare: SpareCgroup = { name, cgroup: root.child(name), ready: false, made: Promise.resolve() };
+    spare.made = (async () => {
+      await spare.cgroup.createAsync(true);
+      await spare.cgroup.child(SPARE_EXEC_CGROUP).createAsync();
+      // Only while it runs: the pid of one that ended could be another process's by the time it is written.
+      const write = (file: string) => {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error("the spare launcher ended");
+        return fs.promises.writeFile(file, `${pid}\n`);
+      };
+      const [first, ...rest] = spare.cgroup.procsFiles();
+      if (first) await write(first);
+      await Promise.all(rest.map(write));
+      spare.ready = true;
+    })().catch((err) => {
+      if (child.exitCode === null && child.signalCode === null)
+        this.deps.log?.warn({ err }, "making the spare launcher's cgroup failed: the next resume moves it instead");
+    });
+    return spare;
+  }
+
+  /** Removes a spare's cgroup once what was being done to it is done (its launcher ended or gone elsewhere). */
+  private removeSpareCgroup(spare: SpareCgroup): void {
+    this.removeLater(spare.made.then(() => spare.cgroup.remove()));
+  }
+
+  private removeLater(removal: Promise<void>): void {
+    const tracked = removal.catch((err) => this.deps.log?.warn({ err }, "removing a spare launcher's cgroup failed"));
+    this.removing.add(tracked);
+    void tracked.finally(() => this.removing.delete(tracked));
+  }
+
+  /**
+   * A released sandbox takes the spare's cgroup (spare-cgroup.ts); returns
+   * its own, renamed away, to be removed. undefined: the spare is not in it
+   * (yet), or the renames failed; the sandbox's own cgroup is then used as
+   * before.
+   */
+  private swapCgroup(live: S, spare: SpareCgroup): Cgroup | undefined {
+    if (!spare.ready) return undefined;
+    let retired: Cgroup;
+    const { limits } = live.spec;
+    try {
+      retired = swapIntoSpare(
+        live,
+        spare.cgroup,
+        { cpuMillis: limits.cpuMillis, memoryBytes: limits.memoryBytes, pidsMax: this.deps.pidsMax },
+        `${RETIRED_CGROUP_PREFIX}${live.spec.sandboxId}-${process.pid}-${++this.spareCgroups}`,
+      );
+    } catch (err) {
+      this.deps.log?.warn(
+        { err, sandboxId: live.spec.sandboxId },
+        "a released sandbox could not take the spare launcher's cgroup: it is moved into its own",
+      );
+      return undefined;
+    }
+    // The first exec's cgroup came with it.
+    live.slots.useCgroup(live.cgroup.child(SPARE_EXEC_CGROUP));
+    return retired;
   }
 
   /**
@@ -342,18 +450,18 @@ export class Launcher<S extends Launchable> {
   }
 
   /**
-   * The spare launcher given its request, or undefined (none, gone, of the
-   * other kind, or a request it cannot read: a line break for the shell, a
-   * NUL for the helper, whose fields are NUL-terminated).
+   * The spare launcher given its request, and its cgroup; none (no spare,
+   * gone, of the other kind, or a request it cannot read: a line break for
+   * the shell, a NUL for the helper, whose fields are NUL-terminated).
    */
   private takeSpare(
     helper: boolean,
     init: boolean,
     request: { env: Record<string, string> } & ({ fields: string[] } | { script: string; argv: string[] }),
-  ): ChildProcess | undefined {
+  ): { child?: ChildProcess; cgroup?: SpareCgroup } {
     const spare = this.spare;
     this.spare = undefined;
-    if (!spare) return undefined;
+    if (!spare) return {};
     const { child } = spare;
     const input = child.stdio.at(SCRIPT_FD) as Writable | null | undefined;
     const envWords = Object.entries(request.env).flat();
@@ -368,7 +476,8 @@ export class Launcher<S extends Launchable> {
       [...words, ...envWords].some((w) => w.includes(unreadable))
     ) {
       child.kill("SIGKILL");
-      return undefined;
+      if (spare.cgroup) this.removeSpareCgroup(spare.cgroup);
+      return {};
     }
     input.on("error", () => {}); // the spare gone meanwhile: its exit handler reports the start failure
     if ("fields" in request) {
@@ -381,7 +490,7 @@ export class Launcher<S extends Launchable> {
     }
     // A start's pipes keep the event loop alive for its waiters until ready, as a fresh chain's do.
     for (const fd of [3, 4]) (child.stdio[fd] as unknown as { ref?: () => void } | null)?.ref?.();
-    return child;
+    return { child, cgroup: spare.cgroup };
   }
 
   /**
@@ -438,29 +547,52 @@ export class Launcher<S extends Launchable> {
    * favordynmods: ~13 ms here, a third of a released sandbox's resume), which
    * the launcher's own work now overlaps instead of following. Once moved, a
    * released sandbox's resume (again) makes its first exec's cgroup.
+   *
+   * A launcher already in live's cgroup (the spare's, renamed into its
+   * place; retired: the sandbox's cgroup before) is told to go on at once.
+   * Then the same pid is written into the cgroup it is in: a move that moves
+   * nothing, but the kernel takes its migration lock for it, waiting out the
+   * grace period now, while bwrap builds the sandbox, instead of when the
+   * first exec's child joins its cgroup once the sandbox is ready (the lock
+   * stays quick for about a grace period after). The retired cgroup is
+   * removed after that (both take the kernel's cgroup lock). A launcher that
+   * leaves a spare's cgroup is moved once its move into that one is done
+   * (or it could land there after this one), and that cgroup removed.
    */
-  private joinCgroup(live: S, child: ChildProcess, again: boolean): void {
+  private joinCgroup(live: S, child: ChildProcess, again: boolean, retired?: Cgroup, leaving?: SpareCgroup): void {
     const gate = child.stdio.at(JOIN_FD) as Writable | null | undefined;
     gate?.on("error", () => {}); // the launcher gone: its exit handler reports the start failure
     const pid = child.pid;
+    // Only while it runs: the pid of one that ended could be another process's by the time it is written.
+    const write = (file: string) => {
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error("the launcher ended");
+      return fs.promises.writeFile(file, `${pid}\n`);
+    };
     const move = async () => {
       if (!gate || !pid) throw new Error("no launcher to move");
-      // Only while it runs: the pid of one that ended could be another process's by the time it is written.
-      const write = (file: string) => {
-        if (child.exitCode !== null || child.signalCode !== null) throw new Error("the launcher ended");
-        return fs.promises.writeFile(file, `${pid}\n`);
-      };
-      const [first, ...rest] = live.cgroup.procsFiles();
-      if (first) await write(first); // the grace period, if any, off the event loop
-      await Promise.all(rest.map(write)); // the others are quick after it
+      if (!retired) {
+        await leaving?.made;
+        const [first, ...rest] = live.cgroup.procsFiles();
+        if (first) await write(first); // the grace period, if any, off the event loop
+        await Promise.all(rest.map(write)); // the others are quick after it
+      }
       // A destroy meanwhile ended what was in the cgroup then, not this launcher: it must not go on.
       if (live.stopping) throw new Error(`the sandbox is stopping (${live.stopping})`);
       gate.end("joined\n");
       // A released sandbox's resume: the first exec's cgroup is made while bwrap builds the sandbox
       // (after this move, not beside it: both take the kernel's cgroup lock), not after its readiness.
       if (again) live.slots.prepareCgroup();
+      if (leaving) this.removeSpareCgroup(leaving);
     };
+    if (retired) {
+      const [first] = live.cgroup.procsFiles();
+      const primed = (async () => {
+        if (first && pid) await write(first);
+      })();
+      this.removeLater(primed.catch(() => {}).then(() => retired.remove()));
+    }
     move().catch((err) => {
+      if (leaving) this.removeSpareCgroup(leaving);
       if (child.exitCode === null && child.signalCode === null && !live.stopping)
         this.deps.log?.warn(
           { err, sandboxId: live.spec.sandboxId },
@@ -537,6 +669,15 @@ export class Launcher<S extends Launchable> {
     const { limits } = live.spec;
     live.cgroup.create({ cpuMillis: limits.cpuMillis, memoryBytes: limits.memoryBytes, pidsMax: this.deps.pidsMax });
   }
+}
+
+/** The spare launcher's cgroup (spare-cgroup.ts): ready once the spare is in it. */
+interface SpareCgroup {
+  name: string;
+  cgroup: Cgroup;
+  ready: boolean;
+  /** Settles once it is made and the spare moved in, or that failed. */
+  made: Promise<void>;
 }
 
 /**

@@ -32,6 +32,7 @@ import { Pauser } from "./pause.ts";
 import { Phases } from "./phases.ts";
 import { recoverSandbox } from "./recover.ts";
 import { SandboxNetwork } from "./sandbox-network.ts";
+import { recordReleased } from "./spare-cgroup.ts";
 import { currentUsage, withNetwork } from "./usage.ts";
 import { WarmSandboxes } from "./warm-sandboxes.ts";
 import { Workspaces, workspaceMounted } from "./workspaces.ts";
@@ -189,6 +190,7 @@ export class LocalDriver implements SandboxDriver {
       launchHelper: () => this.launchHelper,
       sandboxInit: () => this.sandboxInit,
       pidsMax: this.pidsMax,
+      root: this.root,
       seccompFilter: () => this.seccompFilter,
       isClosed: () => this.closed,
       setPhase: (live, observation) => this.phases.set(live, observation),
@@ -211,10 +213,11 @@ export class LocalDriver implements SandboxDriver {
       armDeadline: (live) => this.launcher.armDeadline(live),
       startAgain: (live) => {
         this.refuseIfClosed();
-        this.launcher.createCgroup(live); // as it was, unless something removed it meanwhile
+        // In the spare launcher's cgroup, or its own made again as it was (launch.ts).
         this.launcher.start(live, true);
       },
       prepareStart: () => this.launcher.prepareSpare(),
+      released: (live) => recordReleased(live),
       network: this.network,
       releaseAfterMs: options.releasePausedAfterMs ?? RELEASE_PAUSED_AFTER_MS,
       log: options.logger,
@@ -223,6 +226,7 @@ export class LocalDriver implements SandboxDriver {
       dataDir: options.dataDir,
       root: this.root,
       sandbox: (id) => this.sandboxes.get(id),
+      ownsCgroup: (name) => this.launcher.ownsCgroup(name),
       workspaces: this.workspaces,
       collectImages: async () => {
         await this.warmSandboxes.dropUnnamed();
@@ -412,7 +416,10 @@ export class LocalDriver implements SandboxDriver {
     return this.pauser.pause(sandboxId);
   }
 
-  resume(sandboxId: string, signal?: AbortSignal): Promise<SandboxObservation> {
+  async resume(sandboxId: string, signal?: AbortSignal): Promise<SandboxObservation> {
+    // A released sandbox starts again, which needs the helpers and the seccomp filter (a resume right after a
+    // restart came before them and failed); not built at all: the start says so.
+    if (!this.seccompFilter) await this.built.catch(() => {});
     return this.pauser.resume(sandboxId, signal);
   }
 
@@ -443,7 +450,7 @@ export class LocalDriver implements SandboxDriver {
   async close(): Promise<void> {
     clearInterval(this.sampler);
     this.closed = true;
-    this.launcher.close();
+    const launcherClosed = this.launcher.close();
     const started = performance.now();
     const warm = await this.warmSandboxes.close();
     const warmMs = performance.now() - started;
@@ -470,6 +477,7 @@ export class LocalDriver implements SandboxDriver {
     await this.network?.close();
     await this.helper.close();
     if (this.options.dieWithService) await this.housekeeping.killUnwatched();
+    await launcherClosed;
     this.root.removeIfEmpty();
     // A stop the launcher cuts short (SIGKILL after its grace) leaves what was not ended yet: the times say where it went.
     this.log?.info(

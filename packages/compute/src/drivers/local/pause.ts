@@ -39,13 +39,16 @@ export interface PauseDeps<S extends Pausable> {
   /** Arms live's max runtime with the pauses that ended left out (launch.ts). */
   armDeadline(live: S): void;
   /**
-   * Starts a released sandbox's init again on its workspace, cgroup and uid
-   * (made again if something removed it); UNAVAILABLE once the driver is
-   * closing, since nothing would end it.
+   * Starts a released sandbox's init again on its workspace and uid, in the
+   * spare launcher's cgroup renamed into its place or its own (made again if
+   * something removed it); UNAVAILABLE once the driver is closing, since
+   * nothing would end it.
    */
   startAgain(live: S): void;
   /** Gets ready for a released sandbox's start (launch.ts's spare launcher); off any caller's path. */
   prepareStart?(): void;
+  /** live's processes were ended: its cgroup's counters are final (spare-cgroup.ts keeps them). */
+  released?(live: S): void;
   network?: Pick<SandboxNetwork, "stop">;
   /** How long a paused sandbox stays frozen before its processes are ended. */
   releaseAfterMs: number;
@@ -56,7 +59,9 @@ export interface PauseDeps<S extends Pausable> {
  * Pause, release and resume of a local sandbox. A pause freezes the
  * sandbox's cgroup, so a resume soon after is a thaw; after releaseAfterMs
  * its processes are ended and its memory given back, and a resume is then a
- * new start on the same workspace, cgroup and uid.
+ * new start on the same workspace and uid, in a cgroup of the same name and
+ * limits (the spare launcher's, renamed into its place: spare-cgroup.ts;
+ * the counters of the one before carry on in its usage).
  */
 export class Pauser<S extends Pausable> {
   constructor(private readonly deps: PauseDeps<S>) {}
@@ -126,6 +131,11 @@ export class Pauser<S extends Pausable> {
       live.initPid = undefined;
       live.initStartTime = undefined;
       live.released = true;
+      try {
+        this.deps.released?.(live);
+      } catch (err) {
+        this.deps.log?.warn({ err, sandboxId: live.spec.sandboxId }, "keeping a released sandbox's counters failed");
+      }
       await this.deps.network?.stop(live.spec.sandboxId);
       live.cgroup.reclaimMemory();
       this.deps.prepareStart?.();
@@ -159,7 +169,7 @@ export class Pauser<S extends Pausable> {
     });
   }
 
-  /** Resumes a released sandbox: a new init on the same workspace, cgroup and uid; ready as a start is. */
+  /** Resumes a released sandbox: a new init on the same workspace and uid (cgroup: above); ready as a start is. */
   private async restart(live: S, signal?: AbortSignal): Promise<SandboxObservation> {
     live.pausedMs += Math.max(0, Date.now() - (live.pausedAt ?? Date.now()));
     live.pausedAt = undefined;

@@ -6,6 +6,7 @@ import { failedMark, type Live, markEnded } from "./live.ts";
 import type { Pauser } from "./pause.ts";
 import { processStartTime } from "./sandbox-layout.ts";
 import type { SandboxNetwork } from "./sandbox-network.ts";
+import { readCgroupBase } from "./spare-cgroup.ts";
 import { currentUsage } from "./usage.ts";
 import type { Workspaces } from "./workspaces.ts";
 
@@ -32,6 +33,8 @@ export interface RecoverDeps {
 export async function recoverSandbox(deps: RecoverDeps, spec: SandboxSpec): Promise<SandboxObservation> {
   const live = deps.newLive(spec);
   live.rootImage = LocalImages.recorded(live.layout.dir);
+  // Resumed into a spare launcher's cgroup before: its usage goes on from its earlier cgroups' counters.
+  live.cgroupBase = readCgroupBase(live.layout, live.cgroup);
   deps.register(live);
   if (deps.network && spec.networkPolicy) deps.network.setPolicy(spec.sandboxId, spec.networkPolicy);
   const annotations = live.layout.readAnnotations();

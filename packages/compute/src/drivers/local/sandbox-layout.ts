@@ -11,6 +11,7 @@ import type { SandboxSpec, Usage } from "../../driver.ts";
  *   state.json         pids and uid, to re-attach after a restart of the service
  *   usage.json         lifetime usage captured when the sandbox stopped
  *   io-base.json       its workspace's disk counters when it started (workspace-io.ts)
+ *   cgroup-base.json   the counters of its cgroups before the current one (spare-cgroup.ts)
  *   annotations.json   {"compute.platform.io/delete-after": ISO time} once destroyed
  * The sandbox directory itself is root-owned 0711 so a sandbox uid can reach
  * only its own workspace.

@@ -1,5 +1,6 @@
 import { type Usage, zeroUsage } from "../../driver.ts";
 import type { Cgroup, CgroupStats } from "./cgroups.ts";
+import { addStats } from "./spare-cgroup.ts";
 import { type IoBytes, ioSince, type WorkspaceIo } from "./workspace-io.ts";
 
 /** Memory samples of a cgroup taken by the driver's sampler, for the average RSS. */
@@ -11,6 +12,11 @@ export interface MemorySamples {
 /** Where a sandbox's usage comes from while it runs. */
 export interface UsageSources extends MemorySamples {
   cgroup: Cgroup;
+  /**
+   * The counters of its cgroups before this one (a released sandbox resumed
+   * in the spare launcher's cgroup, spare-cgroup.ts): added to this one's.
+   */
+  cgroupBase?: CgroupStats;
   /** Its workspace's disk counters, and their values when the sandbox started. */
   io?: WorkspaceIo;
   ioBase?: IoBytes;
@@ -48,7 +54,8 @@ export function workspaceIo(src: Pick<UsageSources, "io" | "ioBase">): IoBytes |
 /** The sandbox's usage so far (its lifetime usage once its cgroup is gone). */
 export function currentUsage(src: UsageSources): Usage {
   if (!src.cgroup.exists()) return src.finalUsage ?? zeroUsage();
-  const usage = usageOf(src.cgroup.stats(), src);
+  const stats = src.cgroup.stats();
+  const usage = usageOf(src.cgroupBase ? addStats(src.cgroupBase, stats) : stats, src);
   const disk = workspaceIo(src);
   if (disk) {
     usage.diskReadBytes = disk.read;
