@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { after, before, test } from "node:test";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { loadLauncherConfig } from "./config.ts";
-import { platformServices, SEMI_SPACE_MIB } from "./services.ts";
+import { platformServices, SEMI_SPACE_MIB, SERVICE_NODE_ARGS } from "./services.ts";
 
 let pki: TestPki;
 before(async () => {
@@ -102,10 +103,19 @@ test("identity believes X-Forwarded-For from the router's own address only (LOGI
   assert.equal(trusted({ PLATFORM_HOST: "localhost" }), "127.0.0.1,::1");
 });
 
-test("every service bounds V8's semi-space; those on embedded PGlite also run with --liftoff-only, the router (no database) without", () => {
+test("every service bounds V8's semi-space; those on embedded PGlite also run with --liftoff-only, the router (no database) without; identity without allocation-site pretenuring", () => {
   const { services } = platformServices(loadLauncherConfig({}), secrets, pki.files);
   const args = Object.fromEntries(services.map((s) => [s.name, s.nodeArgs ?? []]));
   const young = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
-  for (const name of ["identity", "compute", "agents"]) assert.deepEqual(args[name], ["--liftoff-only", young], name);
+  assert.deepEqual(args.identity, ["--liftoff-only", young, "--no-allocation-site-pretenuring"]);
+  for (const name of ["compute", "agents"]) assert.deepEqual(args[name], ["--liftoff-only", young], name);
   assert.deepEqual(args.runtime, [young]);
+});
+
+test("this Node accepts every service's flags (an unknown V8 flag is a bad option: the service would not start)", () => {
+  for (const [name, args] of Object.entries(SERVICE_NODE_ARGS)) {
+    const r = spawnSync(process.execPath, [...args, "-e", "process.stdout.write('up')"], { encoding: "utf8" });
+    assert.equal(r.status, 0, `${name}: ${r.stderr}`);
+    assert.equal(r.stdout, "up", name);
+  }
 });

@@ -29,14 +29,26 @@ export const SEMI_SPACE_MIB = 2;
 const young = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
 
 /**
+ * Identity runs with V8's allocation-site pretenuring off: with it, an
+ * allocation site whose objects once survived (start-up, a stall's backlog)
+ * allocates its later objects in the old generation, so the short-lived
+ * objects of a verify call went there. At 1,000 VerifyAPIKey calls/s its old
+ * space grew ~8 MB/s, a mark-compact came every ~5 s (10-25 ms pauses) and
+ * scavenges were slower (README, Memory). The other services were not
+ * measured to gain from it (agents' token path did not move).
+ */
+const pretenuring = "--no-allocation-site-pretenuring";
+
+/**
  * The Node flags each service runs with (the bench's service processes run
  * with them too). The services on embedded PGlite (a WebAssembly build of
  * PostgreSQL) keep its code in Liftoff, V8's baseline WASM compiler:
  * optimizing it too cost ~60 MiB of resident code per process, and more CPU
- * than it saved over 15,000 queries (README, Memory).
+ * than it saved over 15,000 queries (README, Memory). Identity also runs
+ * without allocation-site pretenuring (above).
  */
 export const SERVICE_NODE_ARGS: Readonly<Record<keyof typeof SERVICE_ENTRIES, readonly string[]>> = {
-  identity: ["--liftoff-only", young],
+  identity: ["--liftoff-only", young, pretenuring],
   compute: ["--liftoff-only", young],
   agents: ["--liftoff-only", young],
   runtime: [young],
