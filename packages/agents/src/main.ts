@@ -33,7 +33,31 @@ const logger = pino({ name: "agents", level: config.logLevel, mixin: requestIdsM
 await startTracing({ serviceName: "agents", endpoint: config.otelEndpoint });
 if (!config.databaseUrl) mkdirSync(config.dataDir, { recursive: true });
 const service = await createAgentsServer(config, logger, { internalTls });
-const { url, grpcUrl } = await service.listen();
+// The signals are handled from here on: listen() serves REST before it has finished (the internal port,
+// then the recovery of an earlier process's runs, a database round trip), and a SIGTERM in between
+// must stop the service cleanly, not kill it by the signal's default action.
+const listening = service.listen();
+let stopping = false;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "shutting down");
+    listening
+      .then(
+        () => service.close(),
+        () => {},
+      )
+      .then(
+        () => process.exit(0),
+        (err) => {
+          logger.error({ err }, "shutdown failed");
+          process.exit(1);
+        },
+      );
+  });
+}
+const { url, grpcUrl } = await listening;
 logger.info(
   {
     url,
@@ -43,19 +67,3 @@ logger.info(
   },
   "agents service listening",
 );
-
-let stopping = false;
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, () => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "shutting down");
-    service.close().then(
-      () => process.exit(0),
-      (err) => {
-        logger.error({ err }, "shutdown failed");
-        process.exit(1);
-      },
-    );
-  });
-}
