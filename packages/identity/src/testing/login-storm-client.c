@@ -108,12 +108,14 @@ static int whole(struct conn *c) {
 
 int main(int argc, char **argv) {
   if (argc < 6) {
-    fprintf(stderr, "usage: %s HOST PORT COUNT PREFIX PASSWORD [TIMEOUT_MS]\n", argv[0]);
+    fprintf(stderr, "usage: %s HOST PORT COUNT PREFIX PASSWORD [TIMEOUT_MS [malformed]]\n", argv[0]);
     return 2;
   }
   const char *host = argv[1], *prefix = argv[4], *password = argv[5];
   int port = atoi(argv[2]), count = atoi(argv[3]);
   double timeout_ms = argc > 6 ? atof(argv[6]) : 120000;
+  /* Bodies that are not JSON: the endpoint's cheapest answer (400), a storm's yardstick. */
+  int malformed = argc > 7 && strcmp(argv[7], "malformed") == 0;
   struct rlimit rl = {(rlim_t)count + 64, (rlim_t)count + 64};
   if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -131,8 +133,9 @@ int main(int argc, char **argv) {
   /* Every request and answer buffer made before the first connect. */
   for (int i = 0; i < count; i++) {
     char body[512];
-    int blen = snprintf(body, sizeof body, "{\"email\":\"%s-%d@storm.example.com\",\"password\":\"%s\"}", prefix, i,
-                        password);
+    int blen = malformed ? snprintf(body, sizeof body, "{\"email\":\"%s-%d@storm.example.com\"", prefix, i)
+                         : snprintf(body, sizeof body, "{\"email\":\"%s-%d@storm.example.com\",\"password\":\"%s\"}",
+                                    prefix, i, password);
     conns[i].req = malloc(1024 + blen);
     conns[i].req_len = (size_t)snprintf(conns[i].req, 1024 + blen,
                                         "POST /v1/auth/login HTTP/1.1\r\nHost: %s:%d\r\n"

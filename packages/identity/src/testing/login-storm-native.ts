@@ -42,6 +42,7 @@ export async function buildStormClient(): Promise<string | undefined> {
  * `count` logins at once from one process of the built client against
  * `url` (http://IPv4:port), each on a connection of its own; the answers in
  * order, and the client's own CPU (user + system, ms, as it measured it).
+ * `malformed` sends bodies that are not JSON (answered 400 without a hash).
  */
 export function nativeStorm(
   binary: string,
@@ -50,9 +51,11 @@ export function nativeStorm(
   prefix: string,
   password = "storm-password",
   timeoutMs = 120_000,
+  kind: "login" | "malformed" = "login",
 ): Promise<{ answers: StormAnswer[]; cpuMs: number }> {
   const target = new URL(url);
-  const child = spawn(binary, [target.hostname, target.port, String(count), prefix, password, String(timeoutMs)], {
+  const args = [target.hostname, target.port, String(count), prefix, password, String(timeoutMs)];
+  const child = spawn(binary, kind === "malformed" ? [...args, "malformed"] : args, {
     stdio: ["ignore", "pipe", "inherit"],
   });
   let out = "";
