@@ -189,6 +189,8 @@ describe("workspace size (local driver)", () => {
     assert.equal(loopDevicesBackedBy(image).length, 1);
     const removed = await driver.collectGarbage(new Date(Date.now() + 25 * 3600_000));
     assert.ok(removed.includes(id));
+    // The kernel detaches an autoclear loop device after its last unmount, not always before umount returns.
+    for (let i = 0; i < 100 && loopDevicesBackedBy(image).length > 0; i++) await sleep(50);
     assert.deepEqual(loopDevicesBackedBy(image), []);
     assert.equal(isMountPoint(mountPoint), false);
     assert.equal(fs.existsSync(mountPoint), false);
@@ -337,9 +339,10 @@ describe("a killed service's workspace mounts", () => {
       ending.child.kill("SIGKILL");
       kept.child.kill("SIGKILL");
       await new Promise((r) => setTimeout(r, 300));
-      assert.ok(isMountPoint(endingPoint), "a killed service unmounts nothing itself");
+      // The sweep is host-wide: a driver starting in another test file meanwhile may release the killed
+      // service's mount first (seen in CI). Either way it is released; the kept one never is.
       const released = await releaseOrphanedMounts();
-      assert.ok(released.includes(endingPoint));
+      assert.ok(released.includes(endingPoint) || !isMountPoint(endingPoint), "the killed service's mount stays");
       assert.ok(!released.includes(keptPoint));
       assert.equal(isMountPoint(endingPoint), false);
       for (let i = 0; i < 100 && loopDevicesBackedBy(ending.image.file).length > 0; i++) await sleep(50);
@@ -349,7 +352,8 @@ describe("a killed service's workspace mounts", () => {
       // Its sandbox directory and workspace deleted (image and all): nobody can use that mount again.
       fs.rmSync(join(dirs[1] as string, "sandboxes", kept.id), { recursive: true, force: true });
       fs.rmSync(dirname(kept.image.file), { recursive: true, force: true });
-      assert.ok((await releaseOrphanedMounts()).includes(keptPoint));
+      const releasedAfter = await releaseOrphanedMounts();
+      assert.ok(releasedAfter.includes(keptPoint) || !isMountPoint(keptPoint), "a mount nobody can use stays");
       assert.equal(isMountPoint(keptPoint), false);
     } finally {
       // The kept sandbox outlived its service: recovered (or found lost, its directory gone) and ended.
