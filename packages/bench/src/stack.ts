@@ -267,5 +267,10 @@ export class Stack {
       await close().catch((err) => console.error(`bench: cleanup failed: ${err}`));
     }
     rmSync(this.tmp, { recursive: true, force: true });
+    // The sandboxes' session workspaces stay mounted for their grace window after a destroy (the local
+    // driver's design); with the run's data directory gone nobody can use them again. Released now, as the
+    // next compute start on this host would: a full run left ~200 loop devices until then.
+    const { releaseOrphanedMounts } = await import("@platform/compute");
+    await releaseOrphanedMounts().catch((err) => console.error(`bench: releasing workspace mounts failed: ${err}`));
   }
 }

@@ -20,6 +20,7 @@ export {
 } from "./driver.ts";
 export { collectExpiredWorkspaces, listExpiredWorkspaces } from "./drivers/local/gc.ts";
 export { LocalDriver, type LocalDriverOptions, sandboxUid } from "./drivers/local/local-driver.ts";
+export { releaseOrphanedMounts } from "./drivers/local/workspace-image.ts";
 export { listenInNetns } from "./egress/netns-listener.ts";
 export { type DenyReason, EgressProxy, type EgressProxyOptions } from "./egress/proxy.ts";
 export { proxyEnv, SANDBOX_PROXY_PORT } from "./egress/proxy-env.ts";
