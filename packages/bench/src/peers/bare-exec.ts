@@ -1,20 +1,9 @@
 import { spawn } from "node:child_process";
-import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
-import { fromBinary } from "@bufbuild/protobuf";
-import { ExecCommandRequestSchema } from "@platform/gen/compute/v1/compute_pb";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { ExecCommandRequestSchema, ExecEventSchema } from "@platform/gen/compute/v1/compute_pb";
 import type { ServiceTls } from "@platform/rpc";
-
-/** protobuf varint of a length. */
-function varint(n: number): number[] {
-  const out: number[] = [];
-  while (n > 0x7f) {
-    out.push((n & 0x7f) | 0x80);
-    n >>>= 7;
-  }
-  out.push(n);
-  return out;
-}
+import { startBareHttp2 } from "./bare-http2.ts";
 
 /**
  * The gRPC envelope and the ExecEvent fields before a stdout chunk of `size`
@@ -23,8 +12,12 @@ function varint(n: number): number[] {
  * written as it came from the pipe.
  */
 function stdoutHead(size: number): Buffer {
-  const inner = [0x0a, ...varint(size)];
-  const message = [0x12, ...varint(inner.length + size), ...inner];
+  const inner = new BinaryWriter().tag(1, WireType.LengthDelimited).uint32(size).finish();
+  const message = new BinaryWriter()
+    .tag(2, WireType.LengthDelimited)
+    .uint32(inner.length + size)
+    .raw(inner)
+    .finish();
   const head = Buffer.alloc(5 + message.length);
   head.writeUInt32BE(message.length + size, 1);
   head.set(message, 5);
@@ -33,8 +26,10 @@ function stdoutHead(size: number): Buffer {
 
 /** `ExecEvent{completed: ExecCompleted{exit_code}}` enveloped. */
 function completed(exitCode: number): Buffer {
-  const code = exitCode === 0 ? [] : [0x08, ...varint(exitCode >>> 0)];
-  const message = [0x22, ...varint(code.length), ...code];
+  const message = toBinary(
+    ExecEventSchema,
+    create(ExecEventSchema, { event: { case: "completed", value: { exitCode } } }),
+  );
   const out = Buffer.alloc(5 + message.length);
   out.writeUInt32BE(message.length, 1);
   out.set(message, 5);
@@ -54,19 +49,7 @@ function completed(exitCode: number): Buffer {
  * round trip (the exec round trip figure's).
  */
 export async function startBareExec(host: string, tls: ServiceTls): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http2.createSecureServer({
-    ca: tls.ca,
-    cert: tls.cert,
-    key: tls.key,
-    requestCert: true,
-    rejectUnauthorized: true,
-  });
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-  });
-  server.on("stream", (stream) => {
+  return startBareHttp2(host, tls, (stream) => {
     const body: Buffer[] = [];
     stream.on("data", (c: Buffer) => body.push(c));
     stream.on("error", () => {});
@@ -92,14 +75,4 @@ export async function startBareExec(host: string, tls: ServiceTls): Promise<{ ur
       stream.once("close", () => child.kill("SIGKILL"));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `https://${host}:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sessions) s.destroy();
-      }),
-  };
 }

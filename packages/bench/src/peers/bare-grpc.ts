@@ -1,8 +1,7 @@
-import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { AuthMode, Env, Role, VerifyAPIKeyResponseSchema } from "@platform/gen/identity/v1/auth_pb";
 import type { ServiceTls } from "@platform/rpc";
+import { startBareHttp2 } from "./bare-http2.ts";
 
 /**
  * The least a Node gRPC server can be: node:http2 with the same mutual TLS
@@ -32,19 +31,7 @@ export async function startBareGrpc(host: string, tls: ServiceTls): Promise<{ ur
   const frame = Buffer.alloc(5 + body.length);
   frame.writeUInt32BE(body.length, 1);
   frame.set(body, 5);
-  const server = http2.createSecureServer({
-    ca: tls.ca,
-    cert: tls.cert,
-    key: tls.key,
-    requestCert: true,
-    rejectUnauthorized: true,
-  });
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-  });
-  server.on("stream", (stream) => {
+  return startBareHttp2(host, tls, (stream) => {
     stream.on("data", () => {});
     stream.on("end", () => {
       if (stream.destroyed) return;
@@ -54,15 +41,4 @@ export async function startBareGrpc(host: string, tls: ServiceTls): Promise<{ ur
     });
     stream.on("error", () => {});
   });
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `https://${host}:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        // Open sessions would hold close() until they end.
-        for (const s of sessions) s.destroy();
-      }),
-  };
 }
