@@ -6,6 +6,7 @@ import pg from "pg";
 import { initdbInChild } from "./pglite-clusters.ts";
 import { PGlitePool } from "./pglite-pool.ts";
 import { GuardedPool, POOL_BOUNDS_DEFAULTS, type PoolBounds } from "./pool-guard.ts";
+import { PreparingPool } from "./prepared.ts";
 import { installTimestamptzParser } from "./timestamptz.ts";
 
 // int8 and numeric as JS values: counters and byte sizes in this platform fit
@@ -71,7 +72,7 @@ export async function openDatabase<DB>(options: DatabaseOptions = {}): Promise<D
     // An idle client's socket error must not crash the process.
     pool.on("error", () => {});
     const db = new Kysely<DB>({
-      dialect: new PostgresDialect({ pool: new GuardedPool(pool as never, bounds) as never }),
+      dialect: new PostgresDialect({ pool: new GuardedPool(new PreparingPool(pool as never), bounds) as never }),
     });
     return {
       db,

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { isUniqueViolation } from "@platform/db";
+import { isUniqueViolation, prepared } from "@platform/db";
 import { Code, PlatformError } from "@platform/errors";
 import type { NetworkPolicy } from "@platform/network-policy";
 import { type Kysely, type Selectable, sql } from "kysely";
@@ -439,7 +439,8 @@ export class KyselyStore implements Store {
     // The conditions are the whole concurrency control: the update's row
     // lock orders writers, and only the holding run whose events follow the
     // log's end matches.
-    const result = await sql<{ stored: number }>`
+    // Prepared (one parse and plan per connection): it runs once per streamed text token.
+    const result = await prepared(sql<{ stored: number }>`
       with s as (
         update sessions set last_seq = ${last}, updated_at = now(), ${releaseColumns(options.release === true, runId)}
         where id = ${sessionId} and active_run_id = ${runId}::uuid and last_seq = ${first - 1} and ${options.ifDead ? deadSql(options.ifDead) : sql`true`}
@@ -463,7 +464,7 @@ export class KyselyStore implements Store {
       }n as (
         select pg_notify(${EVENTS_CHANNEL}, ${`${this.origin}:${sessionId}`}) from s
       )
-      select (select count(*) from ins)::int as stored, (select count(*) from n)::int as notified`.execute(this.db);
+      select (select count(*) from ins)::int as stored, (select count(*) from n)::int as notified`).execute(this.db);
     if (result.rows[0]?.stored === events.length) return;
     // A retry of a store whose commit went through but whose answer was lost
     // (the connection died): the batch is in the log already, as this run wrote it.

@@ -1,0 +1,40 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { sql, type Transaction } from "kysely";
+import { prepared } from "./prepared.ts";
+import { createTestDatabase } from "./testing.ts";
+
+let database: Awaited<ReturnType<typeof createTestDatabase<unknown>>>;
+
+before(async () => {
+  database = await createTestDatabase<unknown>();
+});
+after(() => database.close());
+
+/** Names of the statements prepared on the transaction's connection. */
+async function preparedOn(trx: Transaction<unknown>) {
+  const { rows } = await sql<{ name: string }>`select name from pg_prepared_statements`.execute(trx);
+  return rows.map((r) => r.name);
+}
+
+test("a prepared() statement runs under one name per text on PostgreSQL, the same answer on either backend", async () => {
+  await database.db.transaction().execute(async (trx) => {
+    const twice = (n: number) => prepared(sql<{ twice: number }>`select ${n}::int * 2 as twice`).execute(trx);
+    assert.deepEqual((await twice(21)).rows, [{ twice: 42 }]);
+    assert.deepEqual((await twice(5)).rows, [{ twice: 10 }], "the same name, other values");
+    const other = await prepared(sql<{ sum: number }>`select ${1}::int + ${2}::int as sum`).execute(trx);
+    assert.deepEqual(other.rows, [{ sum: 3 }]);
+    await sql`select ${1}::int as plain`.execute(trx);
+    const names = await preparedOn(trx);
+    if (database.kind === "postgres") {
+      assert.equal(names.length, 2, `one name per marked text, none for the plain one: ${names}`);
+      assert.ok(names.every((n) => /^p_[0-9a-f]{24}$/.test(n)));
+    } else assert.deepEqual(names, [], "PGlite runs the text as it is");
+  });
+});
+
+test("a prepared() text without parameters keeps the simple protocol (several statements)", async () => {
+  await prepared(sql`create temp table t_prep (a int); insert into t_prep values (7); drop table t_prep`).execute(
+    database.db,
+  );
+});

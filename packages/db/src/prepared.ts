@@ -1,0 +1,72 @@
+import { createHash } from "node:crypto";
+import { type RawBuilder, sql } from "kysely";
+
+/** Opens the text of a statement marked by `prepared()`. */
+const MARK = "/* prepared */ ";
+
+/**
+ * Marks a hot statement to run as a named prepared statement on PostgreSQL:
+ * each connection parses and plans it once instead of on every call. For
+ * the one statement of every streamed text token (a run's log store) that
+ * was 0.3-0.4 ms of ~1 ms at p50 (scratch timing, 1,000 interleaved calls).
+ *
+ * Only for statements whose result columns do not follow a table's
+ * columns (no `*`, no `returning *`): a prepared statement whose result type
+ * changes under it (a migration of another replica adding a column) fails
+ * until its connection is replaced. Changes of plan are taken care of by
+ * PostgreSQL itself. PGlite runs the text as it is (the comment is inert).
+ */
+export function prepared<T>(query: RawBuilder<T>): RawBuilder<T> {
+  return sql<T>`${sql.raw(MARK)}${query}`;
+}
+
+type Client = { query(...args: unknown[]): unknown; release(err?: unknown): void };
+type Pool = { connect(): Promise<Client>; end(): Promise<void> };
+
+/**
+ * A pg pool whose clients run the statements `prepared()` marked under a
+ * name derived from their text (so each variant of a statement has its own,
+ * and the same on every connection). pg remembers per connection which names
+ * it has parsed there. Statements without parameters keep pg's simple
+ * protocol (several statements in one text), as before.
+ */
+export class PreparingPool {
+  readonly #clients = new WeakMap<Client, Client>();
+  readonly #names = new Map<string, string>();
+
+  constructor(private readonly inner: Pool) {}
+
+  async connect(): Promise<Client> {
+    const client = await this.inner.connect();
+    let wrapped = this.#clients.get(client);
+    if (!wrapped) {
+      wrapped = new Proxy(client, {
+        get: (target, prop) => {
+          const value = Reflect.get(target, prop, target);
+          if (prop !== "query") return typeof value === "function" ? value.bind(target) : value;
+          return (...args: unknown[]) => {
+            const [text, values] = args;
+            if (typeof text !== "string" || !text.startsWith(MARK) || !Array.isArray(values) || values.length === 0)
+              return target.query(...args);
+            return target.query({ name: this.#nameOf(text), text, values });
+          };
+        },
+      });
+      this.#clients.set(client, wrapped);
+    }
+    return wrapped;
+  }
+
+  end(): Promise<void> {
+    return this.inner.end();
+  }
+
+  #nameOf(text: string): string {
+    let name = this.#names.get(text);
+    if (name === undefined) {
+      name = `p_${createHash("sha256").update(text).digest("hex").slice(0, 24)}`;
+      this.#names.set(text, name);
+    }
+    return name;
+  }
+}
