@@ -25,12 +25,39 @@ export function mountPointsOf(device: string): string[] {
   } catch {
     return [];
   }
-  // Linux's dev_t: major in bits 8-19, minor in bits 0-7 and 20-31.
-  const id = `${(rdev >> 8) & 0xfff}:${(rdev & 0xff) | ((rdev >> 12) & 0xfff00)}`;
+  const id = deviceId(rdev);
   return mountTable()
     .filter((m) => m.device === id)
     .map((m) => m.point)
     .sort((a, b) => b.length - a.length);
+}
+
+/** A device number as the kernel writes it ("major:minor": mountinfo's third field, the names in /sys/dev/block). */
+function deviceId(dev: number): string {
+  // Linux's dev_t: major in bits 8-19, minor in bits 0-7 and 20-31.
+  return `${(dev >> 8) & 0xfff}:${(dev & 0xff) | ((dev >> 12) & 0xfff00)}`;
+}
+
+/**
+ * The loop device (`/dev/loopN`) of the filesystem mounted at `dir`, if it
+ * is backed by `file`: named by dir's device number (a stat and two sysfs
+ * reads), where loopDevicesBackedBy reads every attached device's backing
+ * file (12 ms of the event loop with 500 workspaces mounted). undefined
+ * when nothing of file is mounted there.
+ */
+export function loopDeviceMountedAt(dir: string, file: string): string | undefined {
+  let dev: number;
+  let target: string;
+  try {
+    dev = fs.statSync(dir).dev;
+    target = fs.realpathSync(file);
+  } catch {
+    return undefined;
+  }
+  const sys = `/sys/dev/block/${deviceId(dev)}`;
+  if (readSys(`${sys}/loop/backing_file`)?.replace(/ \(deleted\)$/, "") !== target) return undefined;
+  const name = readSys(`${sys}/uevent`)?.match(/DEVNAME=(\S+)/)?.[1];
+  return name ? `/dev/${name}` : undefined;
 }
 
 /** Mount points (this namespace) at or below `dir`. */

@@ -2,7 +2,14 @@ import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { isMountPoint, loopDevicesBackedBy, mountPointsOf, mountTable, readSys } from "./mount-table.ts";
+import {
+  isMountPoint,
+  loopDeviceMountedAt,
+  loopDevicesBackedBy,
+  mountPointsOf,
+  mountTable,
+  readSys,
+} from "./mount-table.ts";
 import { processStartTime } from "./sandbox-layout.ts";
 
 const run = promisify(execFile);
@@ -145,7 +152,12 @@ export class WorkspaceImage {
 
   /** Unmounts the image wherever this namespace has it mounted and lets its loop device go; the file stays. */
   async unmount(): Promise<void> {
-    await releaseImages(this.file);
+    // Mounted at its mount point, that device is the image's one (mount() reuses an attached
+    // device, never attaches a second): released without reading every loop device's backing
+    // file, which took 12 ms of the event loop per destroy with 500 workspaces mounted.
+    const mounted = this.exists() ? loopDeviceMountedAt(this.mountPoint(), this.file) : undefined;
+    if (mounted) await releaseDevice(mounted);
+    else await releaseImages(this.file);
     if (this.exists()) removeMountPoint(this.mountPoint());
   }
 
@@ -192,15 +204,18 @@ function ensureMountsRoot(): Promise<void> {
  * namespace not yet gone) detaches itself when that use ends (autoclear).
  */
 export async function releaseImages(path: string): Promise<void> {
-  for (const device of loopDevicesBackedBy(path)) {
-    const points = mountPointsOf(device);
-    // One process per device (starting one from the service is the cost);
-    // losetup -d fails harmlessly once autoclear has detached the device.
-    // A point someone else unmounted meanwhile is fine; one still mounted after both tries is not.
-    const script = `d=$1; shift; for p; do umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || ! mountpoint -q "$p" || exit 1; done; losetup -d "$d" 2>/dev/null; exit 0`;
-    await run("sh", ["-c", script, "sh", device, ...points], { env: TOOLS_ENV, timeout: 30_000 });
-    for (const point of points) if (point.startsWith(`${MOUNTS_ROOT}/`)) removeMountPoint(point);
-  }
+  for (const device of loopDevicesBackedBy(path)) await releaseDevice(device);
+}
+
+/** Unmounts a loop device's mounts in this namespace (lazily if busy), removes its mount points, detaches it. */
+async function releaseDevice(device: string): Promise<void> {
+  const points = mountPointsOf(device);
+  // One process per device (starting one from the service is the cost);
+  // losetup -d fails harmlessly once autoclear has detached the device.
+  // A point someone else unmounted meanwhile is fine; one still mounted after both tries is not.
+  const script = `d=$1; shift; for p; do umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || ! mountpoint -q "$p" || exit 1; done; losetup -d "$d" 2>/dev/null; exit 0`;
+  await run("sh", ["-c", script, "sh", device, ...points], { env: TOOLS_ENV, timeout: 30_000 });
+  for (const point of points) if (point.startsWith(`${MOUNTS_ROOT}/`)) removeMountPoint(point);
 }
 
 /**

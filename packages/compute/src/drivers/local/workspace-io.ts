@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import { basename } from "node:path";
 import { promisify } from "node:util";
-import { loopDevicesBackedBy } from "./mount-table.ts";
+import { loopDeviceMountedAt, loopDevicesBackedBy } from "./mount-table.ts";
 
 const run = promisify(execFile);
 
@@ -27,9 +27,14 @@ export class WorkspaceIo {
     private readonly backing: string,
   ) {}
 
-  /** The counters of the loop device backing imageFile, if it is attached. */
-  static of(imageFile: string): WorkspaceIo | undefined {
-    const device = loopDevicesBackedBy(imageFile)[0];
+  /**
+   * The counters of the loop device backing imageFile, if it is attached;
+   * found from mountedAt (where the image is mounted) when given, every
+   * loop device looked at only when it is not mounted there.
+   */
+  static of(imageFile: string, mountedAt?: string): WorkspaceIo | undefined {
+    const device =
+      (mountedAt ? loopDeviceMountedAt(mountedAt, imageFile) : undefined) ?? loopDevicesBackedBy(imageFile)[0];
     if (!device) return undefined;
     return new WorkspaceIo(basename(device), fs.realpathSync(imageFile));
   }

@@ -172,7 +172,7 @@ export class Workspaces {
    * from the values recorded when it started, if the device is the same.
    */
   attachIo(live: WorkspaceHolder, fresh: boolean): void {
-    const io = live.image ? WorkspaceIo.of(live.image.file) : undefined;
+    const io = live.image ? WorkspaceIo.of(live.image.file, live.workspaceDir) : undefined;
     const now = io?.read();
     if (!io || !now) return;
     const saved = fresh ? undefined : live.layout.readIoBase();
