@@ -6,18 +6,11 @@ import { after, before, describe, test } from "node:test";
 import { KubeDouble } from "@platform/kube-testing";
 import { DELETE_AFTER_KEY } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { until } from "../../testing/until.ts";
 import { KubernetesDriver, parseContainerUsage } from "./kubernetes-driver.ts";
 import { claimName, podName } from "./objects.ts";
 
 const NS = "sandboxes";
-
-async function until(check: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) assert.fail("condition not reached in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 // The driver contract runs in kubernetes-contract.test.ts.
 
@@ -100,7 +93,11 @@ describe("kubernetes driver: what lands on the cluster", () => {
     off();
     // Nothing of the session runs: its claim is marked; the session's next sandbox reuses it and clears the mark.
     const claim = () => double.get("persistentvolumeclaims", NS, claimName(spec.tenantId, spec.sessionId));
-    await until(() => claim()?.metadata.annotations[DELETE_AFTER_KEY] !== undefined);
+    await until(
+      "the claim marked for deletion",
+      () => claim()?.metadata.annotations[DELETE_AFTER_KEY] !== undefined,
+      5000,
+    );
     const next = { ...contractSpec("debian:bookworm-slim"), tenantId: spec.tenantId, sessionId: spec.sessionId };
     await driver.create(next);
     assert.equal((await driver.waitSettled(next.sandboxId, AbortSignal.timeout(10_000))).phase, "ready");
@@ -125,7 +122,7 @@ describe("kubernetes driver: what lands on the cluster", () => {
     const terminating = double.get("pods", NS, podName(a.sandboxId));
     assert.ok(terminating === undefined || terminating.metadata.deletionTimestamp, "deleted or terminating");
     assert.equal((await driver.observe(a.sandboxId)).phase, "gone");
-    await until(() => double.get("pods", NS, podName(a.sandboxId)) === undefined);
+    await until("the pod deleted", () => double.get("pods", NS, podName(a.sandboxId)) === undefined, 5000);
     const mark = Date.parse(
       double.get("persistentvolumeclaims", NS, claimName(a.tenantId, a.sessionId))?.metadata.annotations[
         DELETE_AFTER_KEY

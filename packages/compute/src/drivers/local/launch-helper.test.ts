@@ -16,6 +16,7 @@ import { after, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { removeTestCgroups } from "../../testing/test-cgroups.ts";
+import { until } from "../../testing/until.ts";
 import { hostEtcBinds } from "./bwrap.ts";
 import { buildLaunchHelper } from "./launch.ts";
 import { LocalDriver } from "./local-driver.ts";
@@ -306,13 +307,31 @@ describe("the launch helper alone", () => {
           { encoding: "utf8" },
         );
         const pid = Number(out.trim());
-        await sleep(300);
-        const alive =
-          fs.existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, "utf8"));
-        if (die) assert.ok(!alive, "killed when its parent exited after the uid change");
+        const status = () => {
+          try {
+            return fs.readFileSync(`/proc/${pid}/status`, "utf8");
+          } catch {
+            return undefined;
+          }
+        };
+        const alive = () => {
+          const now = status();
+          return now !== undefined && !/^State:\s+Z/m.test(now);
+        };
+        // Under load the kill (or, without the flag, the uid change) can take longer than the parent's half second.
+        if (die) await until("the program killed when its parent exited after the uid change", () => !alive(), 10_000);
         else {
-          assert.ok(alive, "without it, the program outlives its parent (the check above means something)");
-          assert.deepEqual(privileges(fs.readFileSync(`/proc/${pid}/status`, "utf8")), dropped(UID));
+          await until(
+            "the program runs as the sandbox uid",
+            () => {
+              const now = status();
+              return now !== undefined && privileges(now).Uid === dropped(UID).Uid;
+            },
+            10_000,
+          );
+          await sleep(300);
+          assert.ok(alive(), "without it, the program outlives its parent (the check above means something)");
+          assert.deepEqual(privileges(status() ?? ""), dropped(UID));
           process.kill(pid, "SIGKILL");
         }
       }
@@ -550,13 +569,5 @@ function withCompilerRefusing<T>(source: string, tmp: string, make: () => T): T 
       if (v === undefined) delete process.env[k];
       else process.env[k] = v;
     }
-  }
-}
-
-async function until(what: string, check: () => boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) assert.fail(`timed out waiting for: ${what}`);
-    await sleep(20);
   }
 }

@@ -11,6 +11,7 @@ import { after, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { contractSpec } from "../../testing/driver-contract.ts";
 import { removeTestCgroups } from "../../testing/test-cgroups.ts";
+import { until } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 
 const PREFIX = `platform-compute-races-${process.pid}`;
@@ -50,14 +51,6 @@ function sandboxProcesses(dir: string, prefix: string): { inCgroup: string[]; ou
     else if (read(`/proc/${pid}/mountinfo`).includes(dir) || cmd.includes(dir)) outside.push(what);
   }
   return { inCgroup, outside };
-}
-
-async function until(what: string, check: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) assert.fail(`timed out waiting for: ${what}`);
-    await sleep(100);
-  }
 }
 
 describe("launch races", () => {

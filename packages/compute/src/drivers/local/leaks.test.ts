@@ -11,6 +11,7 @@ import { describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DELETE_AFTER_KEY, type SandboxSpec } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { until } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { processStartTime } from "./sandbox-layout.ts";
 import { removeStaleSocketDirs } from "./socket-dir.ts";
@@ -33,14 +34,6 @@ function driverOn(dir: string, extra: Partial<ConstructorParameters<typeof Local
     warmSandboxes: 0,
     ...extra,
   });
-}
-
-async function until(what: string, check: () => boolean, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) assert.fail(`timed out waiting for: ${what}`);
-    await sleep(50);
-  }
 }
 
 const exists = (p: string) => fs.existsSync(p);

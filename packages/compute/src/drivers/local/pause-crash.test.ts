@@ -12,22 +12,14 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, test } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import type { SandboxSpec } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { until } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { loopDevicesBackedBy, mountPointsOf } from "./mount-table.ts";
 import { processStartTime } from "./sandbox-layout.ts";
 
 const PREFIX = `platform-compute-pause-crash-${process.pid}`;
-
-async function until(what: string, check: () => boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) assert.fail(`timed out waiting for: ${what}`);
-    await sleep(50);
-  }
-}
 
 interface Killed {
   spec: SandboxSpec;

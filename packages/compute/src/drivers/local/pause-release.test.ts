@@ -10,22 +10,14 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import { ComputeDomain } from "../../service/compute-domain.ts";
 import { MemorySandboxStore } from "../../store/sandbox-store.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { until } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { loopDevicesBackedBy } from "./mount-table.ts";
 
 const PREFIX = `platform-compute-pause-release-${process.pid}`;
-
-async function until(what: string, check: () => boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) assert.fail(`timed out waiting for: ${what}`);
-    await sleep(20);
-  }
-}
 
 const driverAt = (dataDir: string) =>
   new LocalDriver({

@@ -15,19 +15,12 @@ import { describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { SandboxSpec, Usage } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { until } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { processStartTime } from "./sandbox-layout.ts";
 
 const PREFIX = `platform-compute-spare-cgroup-${process.pid}`;
 const PIDS_MAX = 77;
-
-async function until(what: string, check: () => boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) assert.fail(`timed out waiting for: ${what}`);
-    await sleep(20);
-  }
-}
 
 const driverAt = (dataDir: string) =>
   new LocalDriver({
