@@ -11,7 +11,7 @@ const CONCURRENCY = 32;
 export const verifyToken: Figure = {
   id: "verify-token",
   title: "VerifyToken (JWT) throughput over gRPC on loopback",
-  goal: "≥ 50 % of jose in-process",
+  goal: "≥ 50 % of jose in-process in every round",
   async run(stack, size) {
     const identity = await stack.identity();
     // The bench calls as the agents service does, over mutual TLS.
@@ -34,6 +34,8 @@ export const verifyToken: Figure = {
     const windowMs = size === "quick" ? 300 : 3000;
     let jose = { ops: 0, seconds: 0 };
     let grpc = { ops: 0, seconds: 0 };
+    // Each round's ratio on its own: the goal asks for a ratio that holds from run to run, not an average.
+    const perRound: number[] = [];
     // identity's event-loop delay over the windows (sampled from here to the figure's end).
     await identity.request("resetLag");
     for (let i = 0; i < rounds; i++) {
@@ -41,6 +43,7 @@ export const verifyToken: Figure = {
       const g = await saturate(CONCURRENCY, windowMs, grpcOnce);
       jose = { ops: jose.ops + j.ops, seconds: jose.seconds + j.seconds };
       grpc = { ops: grpc.ops + g.ops, seconds: grpc.seconds + g.seconds };
+      perRound.push(g.ops / g.seconds / (j.ops / j.seconds));
     }
     const joseRate = jose.ops / jose.seconds;
     const grpcRate = grpc.ops / grpc.seconds;
@@ -48,11 +51,11 @@ export const verifyToken: Figure = {
     const stats = await identity.stats();
     return {
       baseline: `jose jwtVerify in-process: ${fmtRate(joseRate, "verifies/s")}`,
-      measured: fmtRate(grpcRate, "calls/s"),
+      measured: `${fmtRate(grpcRate, "calls/s")} (rounds: ${perRound.map((r) => `${(r * 100).toFixed(1)} %`).join(", ")})`,
       ratio: pct(grpcRate, joseRate),
-      met: grpcRate >= 0.5 * joseRate,
-      notes: `${rounds} alternating windows of ${windowMs / 1000} s each; gRPC over one HTTP/2 connection with ${CONCURRENCY} calls in flight from the bench's lean load client (raw node:http2 + protobuf, grpc-status checked and the response decoded; not connect-node, whose client would be the bottleneck), identity in its own process (its event-loop lag p99 over the windows ${stats.lagP99Ms.toFixed(1)} ms). The same token on every call, as a consumer re-verifying a session does: identity checks its signature once per token (cached until exp, dropped when its key is retired) and its membership role through a cache invalidated on every membership change (across replicas by PostgreSQL NOTIFY), so a call costs the transport plus map look-ups.`,
-      raw: { joseRate, grpcRate },
+      met: perRound.every((r) => r >= 0.5),
+      notes: `${rounds} alternating windows of ${windowMs / 1000} s each, each round's ratio reported (met when every round is ≥ 50 %); gRPC over one HTTP/2 connection with ${CONCURRENCY} calls in flight from the bench's lean load client (raw node:http2 + protobuf, grpc-status checked and the response decoded; not connect-node, whose client would be the bottleneck), identity in its own process (its event-loop lag p99 over the windows ${stats.lagP99Ms.toFixed(1)} ms). The same token on every call, as a consumer re-verifying a session does: identity checks its signature once per token (cached until exp, dropped when its key is retired) and its membership role through a cache invalidated on every membership change (across replicas by PostgreSQL NOTIFY), so a call costs the transport plus map look-ups.`,
+      raw: { joseRate, grpcRate, perRound },
     };
   },
 };
