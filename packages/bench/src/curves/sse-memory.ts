@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { curveRow, fmtCount, linearCurve, linearFit } from "../curve.ts";
 import type { Figure, Size } from "../figure.ts";
+import { SETTLE_MS, settle } from "../idle-settle.ts";
 import { fmtBytes } from "../stats.ts";
 import { progress } from "./sandboxes.ts";
 import { SseHolder } from "../sse-holder.ts";
@@ -71,6 +72,7 @@ export const sseMemoryCurve: Figure = {
       await holder.openIdleRun(sessionId);
       await agents.request("gc");
       const before = await agents.stats();
+      // Opens and idle windows (4 × SETTLE_MS) together, within fullTimeoutMs.
       const budgetMs = size === "quick" ? 15_000 : 420_000;
       const t0 = performance.now();
       for (const n of sizes) {
@@ -89,17 +91,17 @@ export const sseMemoryCurve: Figure = {
           () => opened++,
         );
         const openSeconds = (performance.now() - started) / 1000;
-        // Idle: nothing is sent; the process's own timers (pings) run.
+        // Idle: nothing is sent; the process's own timers (pings) run. Read as the sse-streams figure reads
+        // it: after V8's memory reducer compacted what the opens left (a 3 s idle spell and a GC left the
+        // 19,488 point of the 16:52 run +665 MiB over the line, R² 0.913).
         await agents.request("resetLag");
-        await new Promise((r) => setTimeout(r, size === "quick" ? 200 : 3000));
-        await agents.request("gc");
-        const s = await agents.stats();
+        const { idle, after: s } = await settle(agents, size === "quick" ? 200 : SETTLE_MS);
         // n = the followers (the run's own POST stream was open before the baseline).
         points.push({
           n: opened,
           rss: s.rss - before.rss,
           heap: s.heapUsed - before.heapUsed,
-          lagP99Ms: s.lagP99Ms,
+          lagP99Ms: idle.lagP99Ms,
           openSeconds,
         });
         progress(
@@ -128,7 +130,7 @@ export const sseMemoryCurve: Figure = {
         judged: "RSS",
         maxSlope: MAX_BYTES_PER_STREAM,
         slopeLabel: "per stream",
-        notes: `Followers (GET /v1/sessions/{id}/events) of one session whose run never ends, opened ${IN_FLIGHT} in flight from the bench process, one HTTP/1.1 connection each, to ${sizes.map(fmtCount).join(", ")}; growth of the agents process over its state before the first (RSS ${fmtBytes(before.rss)}), after GC, following a ${size === "quick" ? 0.2 : 3} s idle spell at each size. ${holder.retries} opens retried after a 503. Heap used alone fits ${fmtBytes(heapFit.intercept)} + ${fmtBytes(heapFit.slope)} × n (R² ${heapFit.r2.toFixed(4)}).${stopped ? ` ${stopped}.` : ""}${limits.length ? ` ${limits.join("; ")}.` : ""}`,
+        notes: `Followers (GET /v1/sessions/{id}/events) of one session whose run never ends, opened ${IN_FLIGHT} in flight from the bench process, one HTTP/1.1 connection each, to ${sizes.map(fmtCount).join(", ")}; growth of the agents process over its state before the first (RSS ${fmtBytes(before.rss)}), after GC at the end of a ${size === "quick" ? 0.2 : SETTLE_MS / 1000} s idle spell at each size (V8 compacts what the opens left 20-30 s after them). ${holder.retries} opens retried after a 503. Heap used alone fits ${fmtBytes(heapFit.intercept)} + ${fmtBytes(heapFit.slope)} × n (R² ${heapFit.r2.toFixed(4)}).${stopped ? ` ${stopped}.` : ""}${limits.length ? ` ${limits.join("; ")}.` : ""}`,
       });
       return curveRow(curve, "RSS", {
         raw: { points, rssBefore: before.rss, retries: holder.retries, fit: curve.fit, heapFit },

@@ -1,10 +1,11 @@
 import type { Figure } from "../figure.ts";
 import { bareSsePeer } from "../peers/bare-sse-peer.ts";
 import { fmtBytes } from "../stats.ts";
+import { SETTLE_MS, settle } from "../idle-settle.ts";
 import { SseHolder } from "../sse-holder.ts";
 
-/** The idle window of the full run, and when its early RSS is read (what the figure measured until 2026-11-27). */
-const IDLE_MS = 40_000;
+/** The idle window of the full run (see idle-settle.ts), and when its early RSS is read (what the figure measured until 2026-11-27). */
+const IDLE_MS = SETTLE_MS;
 const IDLE_EARLY_MS = 10_000;
 /**
  * Idle SSE streams held by one agents process: one session whose run waits
@@ -46,18 +47,15 @@ export const sseStreams: Figure = {
         () => opened++,
       );
       const openSeconds = (performance.now() - t0) / 1000;
-      // Idle window: nothing is sent; only what the process does on its own runs.
+      // Idle window: nothing is sent; only what the process does on its own runs. The peer idles as long.
       await agents.request("resetLag");
-      // Idle long enough for V8's memory reducer to compact the heap the opens left (it ran 20-30 s after
-      // them here: RSS at 10 s counted their garbage, ~2x the live heap); the peer idles as long.
-      await new Promise((r) => setTimeout(r, size === "quick" ? 500 : IDLE_EARLY_MS));
-      const early = await agents.stats();
-      await new Promise((r) => setTimeout(r, size === "quick" ? 0 : IDLE_MS - IDLE_EARLY_MS));
-      const idle = await agents.stats();
-      await agents.request("gc");
-      const after = await agents.stats();
+      const { early, idle, after } =
+        size === "quick" ? await settle(agents, 500) : await settle(agents, IDLE_MS, IDLE_EARLY_MS);
       const perStream = (after.rss - before.rss) / (opened - 1);
       const heapPerStream = (after.heapUsed - before.heapUsed) / (opened - 1);
+      // RSS beside the live heap: V8's free space (committed, unused) and what is outside V8's heap (native).
+      const freePerStream = (after.heapTotal - after.heapUsed - (before.heapTotal - before.heapUsed)) / (opened - 1);
+      const nativePerStream = (after.rss - after.heapTotal - (before.rss - before.heapTotal)) / (opened - 1);
       const cpuPct = (
         ((idle.cpu.user + idle.cpu.system - (before.cpu.user + before.cpu.system)) /
           1e6 /
@@ -72,11 +70,13 @@ export const sseStreams: Figure = {
         measured: `${opened} open; ${fmtBytes(perStream)} RSS (${fmtBytes(heapPerStream)} heap) per stream; lag p99 ${idle.lagP99Ms.toFixed(1)} ms (max ${idle.lagMaxMs.toFixed(0)} ms)`,
         ratio: "—",
         met: opened >= 10_000 && perStream <= 50_000 && idle.lagP99Ms <= 20,
-        notes: `${opened < target ? `Only ${opened} of ${target} streams opened within the ${openBudgetMs / 1000} s budget. ` : ""}${opened - 1} followers (GET /v1/sessions/{id}/events) of one session whose run never ends, plus that run's own POST …/messages stream, opened with ${batch} in flight in ${openSeconds.toFixed(1)} s from the bench process (one HTTP/1.1 connection each; ${holder.retries} opens retried after a 503). RSS ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (after GC at the end of a ${size === "quick" ? 0.5 : IDLE_MS / 1000} s idle window, over which the lag is measured; ${size === "quick" ? "" : `${IDLE_EARLY_MS / 1000} s into it, before V8's memory reducer compacted the opens' garbage, RSS was ${fmtBytes((early.rss - before.rss) / (opened - 1))} per stream; `}the peer idles as long). The agents process used ${cpuPct} % of a core from the first open to the end of the idle window.${size === "quick" ? " (quick: 50 streams only)" : ""}`,
+        notes: `${opened < target ? `Only ${opened} of ${target} streams opened within the ${openBudgetMs / 1000} s budget. ` : ""}${opened - 1} followers (GET /v1/sessions/{id}/events) of one session whose run never ends, plus that run's own POST …/messages stream, opened with ${batch} in flight in ${openSeconds.toFixed(1)} s from the bench process (one HTTP/1.1 connection each; ${holder.retries} opens retried after a 503). RSS ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (after GC at the end of a ${size === "quick" ? 0.5 : IDLE_MS / 1000} s idle window, over which the lag is measured; ${size === "quick" ? "" : `${IDLE_EARLY_MS / 1000} s into it, before V8's memory reducer compacted the opens' garbage, RSS was ${fmtBytes(((early ?? idle).rss - before.rss) / (opened - 1))} per stream; `}the peer idles as long). Of the RSS per stream, ${fmtBytes(freePerStream)} is V8's free heap space and ${fmtBytes(nativePerStream)} outside V8's heap${peer instanceof Error ? "" : ` (the peer: ${fmtBytes(peer.freePerStream)} and ${fmtBytes(peer.nativePerStream)})`}. The agents process used ${cpuPct} % of a core from the first open to the end of the idle window.${size === "quick" ? " (quick: 50 streams only)" : ""}`,
         raw: {
           opened,
           perStream,
           heapPerStream,
+          freePerStream,
+          nativePerStream,
           lagP99Ms: idle.lagP99Ms,
           rssBefore: before.rss,
           rssAfter: after.rss,

@@ -260,6 +260,7 @@ function stats() {
   const s = {
     rss: m.rss,
     heapUsed: m.heapUsed,
+    heapTotal: m.heapTotal,
     external: m.external,
     lagP50Ms: lag.percentile(50) / 1e6,
     lagP99Ms: lag.percentile(99) / 1e6,

@@ -65,6 +65,8 @@ async function childCommand(kind: ServiceKind): Promise<{ module: string; execAr
 export interface ChildStats {
   rss: number;
   heapUsed: number;
+  /** V8's committed heap: what RSS holds of it beside the live objects (heapUsed) is its free space. */
+  heapTotal: number;
   external: number;
   lagP50Ms: number;
   lagP99Ms: number;

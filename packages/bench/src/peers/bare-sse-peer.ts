@@ -1,5 +1,6 @@
 import * as http from "node:http";
 import { ServiceProcess } from "../host/service-process.ts";
+import { settle } from "../idle-settle.ts";
 
 /**
  * The bare Node SSE server (bare-sse.ts) in a process of its own holding
@@ -16,6 +17,9 @@ export async function bareSsePeer(
   held: number;
   perStream: number;
   heapPerStream: number;
+  /** V8's free heap space and the RSS outside V8's heap, per stream. */
+  freePerStream: number;
+  nativePerStream: number;
   lagP99Ms: number;
   rssBefore: number;
   rssAfter: number;
@@ -47,16 +51,15 @@ export async function bareSsePeer(
       }),
     );
     await svc.request("resetLag");
-    await new Promise((r) => setTimeout(r, idleMs));
-    const idle = await svc.stats();
-    await svc.request("gc");
-    const after = await svc.stats();
+    const { idle, after } = await settle(svc, idleMs);
     const held = await svc.request<number>("open");
     if (held !== streams) throw new Error(`the bare SSE server holds ${held} streams of ${streams}`);
     return {
       held,
       perStream: (after.rss - before.rss) / held,
       heapPerStream: (after.heapUsed - before.heapUsed) / held,
+      freePerStream: (after.heapTotal - after.heapUsed - (before.heapTotal - before.heapUsed)) / held,
+      nativePerStream: (after.rss - after.heapTotal - (before.rss - before.heapTotal)) / held,
       lagP99Ms: idle.lagP99Ms,
       rssBefore: before.rss,
       rssAfter: after.rss,
