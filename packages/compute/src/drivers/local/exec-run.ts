@@ -25,6 +25,8 @@ export interface ExecTarget extends Pick<UsageSources, "io" | "ioBase"> {
   readonly uid: number;
   /** Execs in flight, for the memory sampler. */
   readonly execs: Set<RunningExec>;
+  /** Run (once) after its next exec ended: an adopted warm sandbox's pool refills then (warm-sandboxes.ts). */
+  afterExec?: () => void;
   readonly slots: ExecSlots;
 }
 
@@ -168,6 +170,10 @@ async function endExec(target: ExecTarget, run: RunningExec): Promise<void> {
   await run.cgroup.killAll();
   void run.cgroup.remove();
   target.slots.replenish();
+  const after = target.afterExec;
+  target.afterExec = undefined;
+  // After the completed event is written, not before it.
+  if (after) setImmediate(after);
 }
 
 /** Starts the command in the sandbox's namespaces, as its uid, inside the exec's cgroup. */

@@ -136,4 +136,24 @@ describe("local driver warm sandboxes", () => {
       await d.close();
     }
   });
+
+  test("an adopted sandbox's place is refilled once its first exec ended, not only after the pool's delay", async () => {
+    const d = driver(1);
+    const spec = contractSpec("local");
+    try {
+      const pool = (d as unknown as { warm: { sandboxes: Array<{ observation: { phase: string } }> } }).warm;
+      await until("this driver's warm sandbox is ready", () => pool.sandboxes[0]?.observation.phase === "ready");
+      await d.create(spec);
+      assert.equal(pool.sandboxes.length, 0, "taken, not refilled yet");
+      const started = performance.now();
+      const r = await collectExec(d, spec.sandboxId, { command: "/bin/true", args: [] });
+      assert.equal(r.completed.exitCode, 0, r.stderr);
+      await new Promise((resolve) => setImmediate(resolve));
+      // The pool's own delay (100 ms) would refill it too: only an exec quicker than that tells them apart.
+      if (performance.now() - started < 90) assert.equal(pool.sandboxes.length, 1, "refilled after the exec");
+    } finally {
+      await d.destroy(spec.sandboxId).catch(() => {});
+      await d.close();
+    }
+  });
 });

@@ -2,7 +2,10 @@ import type { Logger } from "pino";
 
 /** Directory and cgroup name prefix of sandboxes started ahead, before any CreateSandbox. */
 export const WARM_PREFIX = ".warm-";
-/** Adoption runs first; the next warm sandbox is started once that create's first exec is likely done. */
+/**
+ * Adoption runs first; the next warm sandbox is started once the adopted
+ * sandbox's first exec ended (the driver calls refill), or after this delay.
+ */
 const WARM_REFILL_DELAY_MS = 100;
 
 /** How the driver makes and ends the sandboxes the pool holds. */

@@ -111,6 +111,10 @@ export class WarmSandboxes {
     live.warmPool = undefined;
     live.memSampleSum = 0;
     live.memSamples = 0;
+    // Its place is refilled once its first command ended (or after the pool's delay, whichever
+    // comes first): the refill forks this process twice (the image's mkfs and mount, the launch),
+    // which on a fixed delay landed in the middle of the next create and its first exec.
+    live.afterExec = () => pool.refill();
     this.deps.workspaces.attachIo(live, true);
     openFs(live);
     live.layout.writeState({
