@@ -329,3 +329,33 @@ test("a follower whose session is deleted ends, and leaves no hub listener, abor
   await new Promise((r) => setTimeout(r, 50));
   assert.equal(polls, seen, "the session's poll stopped");
 });
+
+test("a parked follower waits on its box alone: a published event wakes it, then its abort; it ends and leaves the hub", async () => {
+  const log = [event(1, "user"), event(2)];
+  const { store, calls } = storeDouble(log);
+  const hub = new EventHub();
+  const detach = hub.attachWriter(SESSION);
+  const abort = new AbortController();
+  const it = new Followers(store, hub, 1_000).follow(ORG, SESSION, 0, { signal: abort.signal });
+  assert.deepEqual(await take(it, 2), [1, 2]);
+  let wakes = 0;
+  const waiter = { wake: () => wakes++ };
+  // Nothing at hand: the park reads on and finds the follower idle; the waiter waits on its box.
+  assert.equal(it.park(waiter), true);
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+  assert.equal(wakes, 0, "idle: not woken");
+  assert.equal(it.nextReady(), undefined);
+  log.push(event(3));
+  hub.publish(SESSION, [event(3)]);
+  assert.equal(wakes, 1, "the published event wakes the parked waiter at once");
+  assert.deepEqual(await take(it, 1), [3]);
+  assert.equal(calls.readLog, 1, "the event came from the hub, not a read of the log");
+  assert.equal(it.park(waiter), true);
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+  abort.abort();
+  assert.equal(wakes, 2, "the abort wakes it too");
+  assert.equal((await it.next()).done, true);
+  assert.equal(it.park(waiter), false, "an ended follow does not park");
+  assert.equal(hub.listenerCount(SESSION), 0);
+  detach();
+});

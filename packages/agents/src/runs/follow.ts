@@ -1,5 +1,6 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { PlatformError } from "@platform/errors";
+import type { Parkable, Waiter } from "@platform/rpc";
 import { isTerminal, type SessionEvent } from "../domain/model.ts";
 import type { Store } from "../domain/store.ts";
 import type { EventHub, Listener, LogState } from "./hub.ts";
@@ -88,14 +89,15 @@ export class Followers {
   /**
    * The events to relay, in the groups they came in: the part of a page of
    * the stored log, or of the events a store published, that the follower
-   * shows (never empty).
+   * shows (never empty); or, when it has nothing to relay, its FollowerBox:
+   * the follower idles (FollowStream waits on the box) until it is resumed.
    */
   async *#pages(
     orgId: string,
     sessionId: string,
     after: number,
     options: FollowOptions,
-  ): AsyncGenerator<SessionEvent[], void, undefined> {
+  ): AsyncGenerator<SessionEvent[] | FollowerBox, void, undefined> {
     const { store } = this;
     // What arrives while the follower waits, and what it has relayed (see FollowerBox).
     const box = new FollowerBox(after, options.runId);
@@ -169,10 +171,9 @@ export class Followers {
         } else if (!box.dirty && arrived.length === 0) {
           event = undefined;
           read = undefined;
-          await new Promise<void>((resolve) => {
-            box.wake = resolve;
-          });
-          box.wake = undefined;
+          // Idle: suspended at a yield, not an await, so nothing is pending while the follower waits;
+          // FollowStream resumes it once the box has news (an event, a change, the abort).
+          yield box;
           continue;
         } else {
           // A gap or a change elsewhere: the log decides, a page at a time
@@ -282,15 +283,30 @@ class FollowerBox implements Listener {
   readonly inbox: SessionEvent[] = [];
   /** Set when the log changed in a way only the database can tell. */
   dirty = false;
-  wake: (() => void) | undefined = undefined;
+  /** Set by the follow's abort. */
+  aborted = false;
+  /** Told (once) when the idle follower has news. */
+  waiter: Waiter | undefined = undefined;
 
   constructor(
     public last: number,
     public runId: string | undefined,
   ) {}
 
+  /** Whether resuming the idle follower may find something (an event, a change, its abort). */
+  hasNews(): boolean {
+    return this.inbox.length > 0 || this.dirty || this.aborted;
+  }
+
   handleEvent(): void {
-    this.wake?.();
+    this.aborted = true;
+    this.#wake();
+  }
+
+  #wake(): void {
+    const waiter = this.waiter;
+    this.waiter = undefined;
+    waiter?.wake();
   }
 
   event(event: SessionEvent): void {
@@ -301,17 +317,19 @@ class FollowerBox implements Listener {
       this.inbox.length = 0;
       this.dirty = true;
     } else this.inbox.push(event);
-    this.wake?.();
+    this.#wake();
   }
 
   changed(state?: LogState): void {
     if (state && state.lastSeq <= this.last && state.activeRunId === this.runId) return;
     this.dirty = true;
-    this.wake?.();
+    this.#wake();
   }
 }
 
 const NONE: readonly SessionEvent[] = [];
+
+type Groups = AsyncGenerator<SessionEvent[] | FollowerBox, void, undefined>;
 
 /**
  * A follow's events one at a time, over the groups its generator yields (a
@@ -322,16 +340,25 @@ const NONE: readonly SessionEvent[] = [];
  * its resumption and about four promises (each through AsyncLocalStorage's
  * promise hooks); this is one. The group is let go once relayed: a waiting
  * follower holds none.
+ *
+ * An idle follower (its generator suspended at the yield of its box) waits
+ * for a next() on a promise, or, parked (Parkable: the SSE relay), on its
+ * box alone: the box's news wakes the waiter, with no promise pending
+ * anywhere meanwhile.
  */
-export class FollowStream implements AsyncIterableIterator<SessionEvent> {
-  readonly #groups: AsyncGenerator<SessionEvent[], void, undefined>;
+export class FollowStream implements AsyncIterableIterator<SessionEvent>, Parkable {
+  readonly #groups: Groups;
   #group: readonly SessionEvent[] = NONE;
   #at = 0;
   #done = false;
+  /** The box of the follower, while its generator idles at its yield. */
+  #idle: FollowerBox | undefined;
+  /** A park's read of the next group that failed: the next next() rejects with it. */
+  #failure: { error: unknown } | undefined;
   /** The read of the next group, while one is out (a second next() waits for it, as a generator's would). */
-  #reading: Promise<IteratorResult<SessionEvent>> | undefined;
+  #reading: Promise<unknown> | undefined;
 
-  constructor(groups: AsyncGenerator<SessionEvent[], void, undefined>) {
+  constructor(groups: Groups) {
     this.#groups = groups;
   }
 
@@ -345,19 +372,77 @@ export class FollowStream implements AsyncIterableIterator<SessionEvent> {
     return this.#group[this.#at++];
   }
 
-  next(): Promise<IteratorResult<SessionEvent>> {
-    if (this.#reading) return this.#reading.then(() => this.next());
-    const ready = this.nextReady();
-    if (ready !== undefined) return Promise.resolve<IteratorResult<SessionEvent>>({ done: false, value: ready });
-    if (this.#done) return Promise.resolve<IteratorResult<SessionEvent>>({ done: true, value: undefined });
+  /**
+   * Parks `waiter` until next() has something (Parkable): on the idle
+   * follower's box, or, with nothing at hand, after reading the next group
+   * here (it is kept for next(); an idle follower then waits on its box).
+   */
+  park(waiter: Waiter): boolean {
+    if (this.#reading || this.#done || this.#failure || this.#at < this.#group.length) return false;
+    const idle = this.#idle;
+    if (idle) {
+      if (idle.hasNews()) return false;
+      idle.waiter = waiter;
+      return true;
+    }
     this.#group = NONE;
     this.#at = 0;
     const reading = this.#groups.next().then(
-      (r): IteratorResult<SessionEvent> => {
+      (r) => {
+        this.#reading = undefined;
+        if (r.done || this.#done) this.#done = true;
+        else if (Array.isArray(r.value)) this.#group = r.value;
+        else {
+          this.#idle = r.value;
+          if (!r.value.hasNews()) {
+            r.value.waiter = waiter;
+            return;
+          }
+        }
+        waiter.wake();
+      },
+      (error: unknown) => {
+        this.#reading = undefined;
+        this.#done = true;
+        this.#failure = { error };
+        waiter.wake();
+      },
+    );
+    this.#reading = reading;
+    return true;
+  }
+
+  next(): Promise<IteratorResult<SessionEvent>> {
+    if (this.#reading) return this.#reading.then(() => this.next());
+    const failure = this.#failure;
+    if (failure) {
+      this.#failure = undefined;
+      return Promise.reject(failure.error);
+    }
+    const ready = this.nextReady();
+    if (ready !== undefined) return Promise.resolve<IteratorResult<SessionEvent>>({ done: false, value: ready });
+    if (this.#done) return Promise.resolve<IteratorResult<SessionEvent>>({ done: true, value: undefined });
+    const idle = this.#idle;
+    if (idle && !idle.hasNews()) {
+      // Waits for the box's news, then reads on.
+      return new Promise<void>((resolve) => {
+        idle.waiter = { wake: resolve };
+      }).then(() => this.next());
+    }
+    this.#idle = undefined;
+    this.#group = NONE;
+    this.#at = 0;
+    const reading = this.#groups.next().then(
+      (r): IteratorResult<SessionEvent> | Promise<IteratorResult<SessionEvent>> => {
         this.#reading = undefined;
         if (r.done || this.#done) {
           this.#done = true;
           return { done: true, value: undefined };
+        }
+        if (!Array.isArray(r.value)) {
+          // Idle now: wait for its news.
+          this.#idle = r.value;
+          return this.next();
         }
         this.#group = r.value;
         this.#at = 1;
@@ -376,6 +461,7 @@ export class FollowStream implements AsyncIterableIterator<SessionEvent> {
   async return(): Promise<IteratorResult<SessionEvent>> {
     this.#done = true;
     this.#group = NONE;
+    this.#idle = undefined;
     await this.#groups.return(undefined);
     return { done: true, value: undefined };
   }

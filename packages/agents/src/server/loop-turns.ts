@@ -1,4 +1,5 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
+import { type Parkable, parkableOf, type Waiter } from "@platform/rpc";
 
 // The slice is the process's, not each relay's: with every relay yielding
 // after its own 5 ms, twenty concurrent replays and replies put 100 ms of
@@ -73,7 +74,7 @@ function readyItems<T>(it: AsyncIterator<T>): ReadyItems<T> | undefined {
   return typeof (it as Partial<ReadyItems<T>>).nextReady === "function" ? (it as unknown as ReadyItems<T>) : undefined;
 }
 
-class TurnsRelay<T, R> implements AsyncIterableIterator<R> {
+class TurnsRelay<T, R> implements AsyncIterableIterator<R>, Parkable {
   #open: (() => Promise<AsyncIterable<T>>) | undefined;
   #source: Promise<AsyncIterator<T>> | undefined;
   /** The source, once open: read directly, without a promise more per item. */
@@ -95,6 +96,11 @@ class TurnsRelay<T, R> implements AsyncIterableIterator<R> {
 
   [Symbol.asyncIterator](): this {
     return this;
+  }
+
+  /** Parks on the open source when it can (Parkable): an idle follower waits so, without a pending read here. */
+  park(waiter: Waiter): boolean {
+    return !this.#finished && this.#it !== undefined && (parkableOf(this.#it)?.park(waiter) ?? false);
   }
 
   next(): Promise<IteratorResult<R>> {

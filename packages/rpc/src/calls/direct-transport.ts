@@ -16,6 +16,7 @@ import {
 import { getAbortSignalReason, transformInvokeImplementation } from "@connectrpc/connect/protocol";
 import { adoptController } from "../http/adopt.ts";
 import type { LazyHeaders } from "../http/node-io.ts";
+import { type Parkable, parkableOf, type Waiter } from "./parkable.ts";
 import type { ServiceRegistration } from "./registration.ts";
 
 /** What a Headers object is made from. */
@@ -476,7 +477,7 @@ class FollowAbort {
  * up, and fails a pending read when the call is aborted (deadline, client
  * gone, shutdown) even if the handler does not watch its signal.
  */
-class CallOutput implements AsyncIterableIterator<Message> {
+class CallOutput implements AsyncIterableIterator<Message>, Parkable {
   #source: Promise<AsyncIterator<Message>> | undefined;
   /** The started call's stream, once it is there. */
   #it: AsyncIterator<Message> | undefined;
@@ -484,6 +485,8 @@ class CallOutput implements AsyncIterableIterator<Message> {
   #start: (() => Promise<AsyncIterator<Message>>) | undefined;
   /** The abort listener (one per call) rejects the pending read, if any, through this. */
   #rejectRead: ((reason: unknown) => void) | undefined;
+  /** Parked on the stream (park): woken by the stream, or by the call's abort. */
+  #parked: Waiter | undefined;
   #listening = false;
   constructor(
     start: () => Promise<AsyncIterator<Message>>,
@@ -497,8 +500,19 @@ class CallOutput implements AsyncIterableIterator<Message> {
     return this;
   }
 
+  /** Parks on the started stream when it can (Parkable); the call's abort wakes the waiter too. */
+  park(waiter: Waiter): boolean {
+    const it = this.#it;
+    const { signal } = this.call;
+    if (!it || this.#rejectRead || signal.aborted || !parkableOf(it)?.park(waiter)) return false;
+    this.#listen(signal);
+    this.#parked = waiter;
+    return true;
+  }
+
   // Not an async function: an idle stream's pending read would keep its frame suspended.
   next(): Promise<IteratorResult<Message>> {
+    this.#parked = undefined;
     if (this.call.signal.reason === callEnded) return Promise.resolve({ done: true, value: undefined });
     if (this.#it) return this.#read(this.#it);
     let source: Promise<AsyncIterator<Message>>;
@@ -621,6 +635,9 @@ class CallOutput implements AsyncIterableIterator<Message> {
    * is, for next() to fail). (The listener is this object: no closure per call.)
    */
   handleEvent(): void {
+    const parked = this.#parked;
+    this.#parked = undefined;
+    parked?.wake();
     const reject = this.#rejectRead;
     if (!reject) return;
     this.#rejectRead = undefined;

@@ -1,4 +1,4 @@
-import type * as http from "node:http";
+import * as http from "node:http";
 import type * as http2 from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { offerController } from "./adopt.ts";
@@ -70,6 +70,22 @@ export class LazyRequestHeaders implements LazyHeaders {
   toHeaders(): Headers {
     return headersOf(this.req, this.skip);
   }
+}
+
+/** node:_http_outgoing's own key of a response's header map (undefined if this Node has none). */
+const kOutHeaders = Object.getOwnPropertySymbols(new http.OutgoingMessage()).find(
+  (s) => s.description === "kOutHeaders",
+);
+
+/**
+ * Lets go of the header map of an HTTP/1.1 response whose head has been
+ * sent: Node keeps it (for getHeader) beside the head's text for as long as
+ * the response is open, ~0.6 KiB an idle SSE stream (a dictionary of the
+ * seven names, an array per header). A getHeader after this finds none.
+ */
+export function forgetSentHeaders(res: NodeResponse): void {
+  if (!kOutHeaders || !(res instanceof http.ServerResponse) || !res.headersSent) return;
+  (res as unknown as Record<symbol, unknown>)[kOutHeaders] = null;
 }
 
 /** Answers `status` with `body` as JSON. */

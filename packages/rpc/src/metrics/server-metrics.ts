@@ -100,14 +100,16 @@ export class ServerMetrics {
     this.httpDuration.observe(labels, seconds);
   }
 
-  /** An SSE response began streaming; the returned function marks its end (once). */
-  sseOpened(server: string, route: string): () => void {
-    const labels = { server, route };
-    this.sseOpen.inc(labels);
-    let open = true;
-    return () => {
-      if (open) this.sseOpen.dec(labels);
-      open = false;
-    };
+  /**
+   * An SSE response began streaming; sseClosed marks its end (once for each
+   * opening: the relay's end is). Two calls, not a closure returned for the
+   * end: an idle stream would keep it, with its labels, for hours.
+   */
+  sseOpened(server: string, route: string): void {
+    this.sseOpen.inc({ server, route });
+  }
+
+  sseClosed(server: string, route: string): void {
+    this.sseOpen.dec({ server, route });
   }
 }

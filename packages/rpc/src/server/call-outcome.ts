@@ -3,6 +3,7 @@ import type { ConnectError, Interceptor, StreamResponse, UnaryResponse } from "@
 import type { Span } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import { callEnded } from "../calls/direct-transport.ts";
+import { type Parkable, parkableOf, type Waiter } from "../calls/parkable.ts";
 import { codeNameOf, observeRpc } from "../metrics/rpc-observe.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
 import { recordRpcStatus, serverRpcSpan } from "../tracing/rpc-spans.ts";
@@ -48,7 +49,7 @@ export function callOutcomeInterceptor(metrics: ServerMetrics, server: string, f
 }
 
 /** One call's outcome; a server stream's messages pass through it (an iterator object, no generator). */
-class CallOutcome implements AsyncIterableIterator<unknown> {
+class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
   readonly #started = performance.now();
   readonly #span: Span | undefined;
   #source: AsyncIterable<unknown> | undefined;
@@ -100,6 +101,11 @@ class CallOutcome implements AsyncIterableIterator<unknown> {
   #iterator(): AsyncIterator<unknown> {
     this.#it ??= this.#source![Symbol.asyncIterator]();
     return this.#it;
+  }
+
+  /** Parks on the stream when it can (Parkable): an idle stream's read goes on through next() once woken. */
+  park(waiter: Waiter): boolean {
+    return !this.#ended && this.#it !== undefined && (parkableOf(this.#it)?.park(waiter) ?? false);
   }
 
   next(): Promise<IteratorResult<unknown>> {

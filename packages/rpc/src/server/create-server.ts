@@ -125,6 +125,7 @@ export function createServer(options: ServerOptions): Server {
     logger: () => currentRequest()?.logger ?? logger,
     routed: labels.routed,
     sseOpened: (route) => metrics.sseOpened(options.name, route.template.source),
+    sseClosed: (route) => metrics.sseClosed(options.name, route.template.source),
   });
 
   const connections = createConnections({

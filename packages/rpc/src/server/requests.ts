@@ -195,6 +195,64 @@ function earlyRefusals(o: RequestEntryOptions) {
   return { refuseAsEntered, refuseFirst };
 }
 
+const kEnd = Symbol("platform.requestEnd");
+type Ending = NodeResponse & { [kEnd]?: RequestEnd };
+
+/** A response's close (listener): its request's end, once. One function for every response. */
+function endRequest(this: Ending): void {
+  const end = this[kEnd];
+  this[kEnd] = undefined;
+  end?.closed();
+}
+
+/**
+ * What the end of a request records once its response closes: the HTTP
+ * metrics, the span and the access log line. An object on the response, not
+ * a closure over the entry's frame (and the once-wrapper around it): an SSE
+ * response stays open for hours, and each kept ~0.4 KiB.
+ */
+class RequestEnd {
+  constructor(
+    private readonly o: RequestEntryOptions,
+    private readonly access: Logger,
+    private readonly req: NodeRequest,
+    private readonly res: NodeResponse,
+    private readonly started: number,
+    private readonly acceptMs: number | undefined,
+    private readonly path: string,
+    private readonly trace: ReturnType<typeof startRequestTrace>,
+    private readonly info: ReturnType<MakeRequestInfo>,
+  ) {}
+
+  closed(): void {
+    const { o, req, res, info } = this;
+    const ms = performance.now() - this.started;
+    o.observe?.(req, res, ms / 1000);
+    this.trace.end({
+      name: o.spanName?.(req) ?? req.method ?? "GET",
+      status: res.headersSent ? res.statusCode : 499,
+      attributes: { "platform.request_id": info.requestId },
+    });
+    const probe = req.url === "/livez" || req.url === "/healthz" || req.url === "/readyz";
+    this.access[probe ? "debug" : "info"](
+      {
+        requestId: info.requestId,
+        traceId: info.traceId,
+        method: req.method,
+        path: this.path,
+        status: res.statusCode,
+        ms: Math.round(ms),
+        // A connection's first request: how long it waited in this process between accept and the handler.
+        ...(this.acceptMs === undefined ? {} : { acceptMs: Math.round(this.acceptMs) }),
+      },
+      "request",
+    );
+    // Keep-alive connections must not outlive a shutdown once they are idle.
+    if (o.closing()) o.closeIdle();
+    o.inflight.end();
+  }
+}
+
 /**
  * Where every HTTP request enters: it gets its request and trace ids (request
  * and response headers, RequestInfo on its async path) and its place in a
@@ -231,32 +289,8 @@ export function createRequestEntry(o: RequestEntryOptions): RequestEntry {
     res.setHeader("x-request-id", info.requestId);
     res.setHeader("x-trace-id", info.traceId);
     if (o.closing() && req.httpVersionMajor === 1) res.setHeader("connection", "close");
-    res.once("close", () => {
-      const ms = performance.now() - started;
-      o.observe?.(req, res, ms / 1000);
-      trace.end({
-        name: o.spanName?.(req) ?? req.method ?? "GET",
-        status: res.headersSent ? res.statusCode : 499,
-        attributes: { "platform.request_id": info.requestId },
-      });
-      const probe = req.url === "/livez" || req.url === "/healthz" || req.url === "/readyz";
-      access[probe ? "debug" : "info"](
-        {
-          requestId: info.requestId,
-          traceId: info.traceId,
-          method: req.method,
-          path,
-          status: res.statusCode,
-          ms: Math.round(ms),
-          // A connection's first request: how long it waited in this process between accept and the handler.
-          ...(acceptMs === undefined ? {} : { acceptMs: Math.round(acceptMs) }),
-        },
-        "request",
-      );
-      // Keep-alive connections must not outlive a shutdown once they are idle.
-      if (o.closing()) o.closeIdle();
-      o.inflight.end();
-    });
+    (res as Ending)[kEnd] = new RequestEnd(o, access, req, res, started, acceptMs, path, trace, info);
+    res.on("close", endRequest);
     runWithRequest(info, () =>
       runInTrace(trace, () => {
         o.dispatch(req, res).catch((err) => {

@@ -21,6 +21,7 @@ import { fromConnectError, platformErrorOf } from "../errors.ts";
 import {
   CallAbort,
   forgetAuthorization,
+  forgetSentHeaders,
   headersOf,
   isGone,
   type NodeRequest,
@@ -65,8 +66,10 @@ export interface RestOptions {
   shutdown: ShutdownHooks;
   /** The request matched `route` (metrics label it by its template). */
   routed?: (req: NodeRequest, route: Route) => void;
-  /** An SSE response began streaming (metrics); the returned function is called once it ends. */
-  sseOpened?: (route: Route) => () => void;
+  /** An SSE response began streaming (metrics). */
+  sseOpened?: (route: Route) => void;
+  /** An SSE response that began streaming ended (once for each sseOpened). */
+  sseClosed?: (route: Route) => void;
 }
 
 // Headers that belong to the HTTP or RPC framing, not to the application.
@@ -302,6 +305,7 @@ export function createRestHandler(o: RestHandlerDeps) {
         .logger(res.req)
         .warn({ err: { code: err.code, reason: err.reason, message: err.message } }, "stream failed mid-way"),
     errorEvent: o.sseErrorEvent,
+    closed: o.sseClosed,
   };
   const framers = new Map<Route, SseFramer>();
   const framerOf = (route: Route) => {
@@ -487,12 +491,14 @@ export function createRestHandler(o: RestHandlerDeps) {
       "x-accel-buffering": "no",
     });
     res.flushHeaders?.();
+    forgetSentHeaders(res);
     // The relay holds what an open stream needs, not this frame (the call's
     // headers, values and request message). The handler read what it needed
     // of the request headers as it opened the stream (credential,
     // Last-Event-ID): the call lets them go too.
     forgetRequestHeader(out);
-    new SseRelay(res, method, framer, it, abort, relayDeps, o.sseOpened?.(route)).start(first);
+    o.sseOpened?.(route);
+    new SseRelay(res, route, framer, it, abort, relayDeps).start(first);
     return true;
   }
 }

@@ -7,6 +7,7 @@ import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { StreamService, type TickRequest, TickResponseSchema } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { pino } from "pino";
+import type { Waiter } from "../calls/parkable.ts";
 import { createServer } from "../server/create-server.ts";
 
 // What an open, idle SSE stream keeps of its request: the memory of
@@ -114,5 +115,102 @@ test("an open SSE stream's call lets go of its request headers once open; its ha
     );
   } finally {
     for (const c of clients) c.destroy();
+  }
+});
+
+/** A stream that parks (Parkable): the relay's reads and parks of it, and its waiter. */
+class ParkingStream {
+  reads = 0;
+  parks = 0;
+  returned = false;
+  waiter: Waiter | undefined;
+  readonly #items: number[] = [1];
+  constructor(readonly ctx: HandlerContext) {}
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+  /** An item for the waiting client: the parked relay is woken for it. */
+  push(seq: number): void {
+    this.#items.push(seq);
+    const w = this.waiter;
+    this.waiter = undefined;
+    w?.wake();
+  }
+  park(waiter: Waiter): boolean {
+    this.parks++;
+    if (this.#items.length > 0) return false;
+    this.waiter = waiter;
+    return true;
+  }
+  next(): Promise<IteratorResult<unknown>> {
+    this.reads++;
+    const seq = this.#items.shift();
+    if (seq !== undefined)
+      return Promise.resolve({ done: false, value: create(TickResponseSchema, { seq: BigInt(seq), text: "t" }) });
+    // Read without a park: waits for the client to go.
+    return new Promise((resolve) =>
+      this.ctx.signal.addEventListener("abort", () => resolve({ done: true, value: undefined }), { once: true }),
+    );
+  }
+  async return(): Promise<IteratorResult<unknown>> {
+    this.returned = true;
+    return { done: true, value: undefined };
+  }
+}
+
+test("an idle SSE stream that can park waits on its waiter, with no read pending; woken, it relays; its client gone, the call ends", async () => {
+  const streams: ParkingStream[] = [];
+  const parking = createServer({
+    name: "sse-park",
+    envelope: "agents",
+    services: [
+      {
+        service: StreamService,
+        impl: {
+          tick: ((_req: TickRequest, ctx: HandlerContext) => {
+            const s = new ParkingStream(ctx);
+            streams.push(s);
+            return s;
+          }) as never,
+          chat: idleStream as never,
+        },
+      },
+    ],
+    logger: pino({ level: "silent" }),
+  });
+  const parkPort = Number(new URL((await parking.listen()).url).port);
+  try {
+    const received: string[] = [];
+    let closed!: () => void;
+    const gone = new Promise<void>((r) => (closed = r));
+    const client = await new Promise<http.ClientRequest>((resolve, reject) => {
+      const req = http.get({ port: parkPort, path: "/v1/ticks", headers: { accept: "text/event-stream" } }, (res) => {
+        assert.equal(res.statusCode, 200);
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => {
+          received.push(d);
+          resolve(req);
+        });
+        res.on("close", closed);
+      });
+      req.on("error", reject);
+    });
+    const s = streams[0]!;
+    for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+    assert.match(received.join(""), /id: 1\n/);
+    assert.equal(s.reads, 1, "the first read only: the idle stream waits parked, not on a pending read");
+    assert.ok(s.waiter, "the relay parked on the stream");
+    s.push(2);
+    for (let i = 0; i < 50 && !/id: 2\n/.test(received.join("")); i++) await new Promise((r) => setTimeout(r, 5));
+    assert.match(received.join(""), /id: 2\n/, "woken, the relay read and sent the next event");
+    assert.equal(s.reads, 2);
+    assert.ok(s.waiter, "and parked again");
+    client.destroy();
+    await gone;
+    for (let i = 0; i < 50 && !s.returned; i++) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(s.ctx.signal.aborted, "the client gone aborts the parked call");
+    assert.ok(s.returned, "and the stream is closed");
+  } finally {
+    await parking.close();
   }
 });

@@ -2,7 +2,9 @@ import type * as http from "node:http";
 import type { DescMethodServerStreaming, Message } from "@bufbuild/protobuf";
 import type { PlatformError } from "@platform/errors";
 import { fromConnectError, platformErrorOf } from "../errors.ts";
+import { parkableOf } from "../calls/parkable.ts";
 import { type CallAbort, drained, isGone } from "../http/node-io.ts";
+import type { Route } from "./routes.ts";
 import type { SseFramer } from "./sse.ts";
 
 /** Characters of a burst's frames held before they are written anyway (memory bound of a stream). */
@@ -17,6 +19,8 @@ export interface SseRelayDeps {
   broke: (res: http.ServerResponse, err: unknown) => void;
   /** The stream's error event for a mid-stream failure, when the contract has none. */
   errorEvent?: (err: PlatformError, method: DescMethodServerStreaming) => Message | undefined;
+  /** Told once a stream of `route` ended (metrics). */
+  closed?: (route: Route) => void;
 }
 
 /**
@@ -29,7 +33,8 @@ export interface SseRelayDeps {
  * an object with methods rather than closures: an idle stream (an SSE
  * follower waiting for events, thousands per process) holds this object and
  * its pending read, not a suspended frame with everything the request ever
- * referenced. (Named closures cost more here than they look: the services
+ * referenced; parked on a stream that can wait on a callback (Parkable: the
+ * agents' follows), not even the read. (Named closures cost more here than they look: the services
  * run under tsx, whose keepNames redefines each one's `name`, a dictionary of
  * properties per closure.)
  *
@@ -45,20 +50,18 @@ export class SseRelay {
   #flushQueued = false;
   #draining: Promise<void> | undefined;
   #finished = false;
-  readonly #closed: (() => void) | undefined;
+  /** Waiting, parked on the stream (see Parkable), for its wake(). */
+  #parked = false;
 
   constructor(
     private readonly res: http.ServerResponse,
-    private readonly method: DescMethodServerStreaming,
+    private readonly route: Route,
     private readonly framer: SseFramer,
     private readonly it: AsyncIterator<Message>,
     /** The call's abort: a failure after its caller's side aborted it (client gone, shutdown) writes no error event; released once the response is ended and the call closed. */
     private readonly abort: CallAbort,
     private readonly deps: SseRelayDeps,
-    /** Told once the stream ended (metrics). */
-    closed: (() => void) | undefined,
   ) {
-    this.#closed = closed;
     deps.pinger.add(res);
   }
 
@@ -102,10 +105,28 @@ export class SseRelay {
           return;
         }
       }
-      this.#read(this.it.next());
+      this.#next();
     } catch (e) {
       this.#failed(e);
     }
+  }
+
+  /** The next read: parked on the stream when it can wait so (an idle follower), else a pending next(). */
+  #next(): void {
+    const parkable = parkableOf(this.it);
+    if (parkable) {
+      this.#parked = true;
+      if (parkable.park(this)) return;
+      this.#parked = false;
+    }
+    this.#read(this.it.next());
+  }
+
+  /** The parked stream has something (Waiter): read it. */
+  wake(): void {
+    if (!this.#parked) return;
+    this.#parked = false;
+    this.#read(this.it.next());
   }
 
   flush(): void {
@@ -122,7 +143,9 @@ export class SseRelay {
       if (!isGone(this.res) && !this.abort.byCaller) {
         const err = platformErrorOf(e) ?? fromConnectError(e);
         this.deps.warn(this.res, err);
-        const evMsg = this.deps.errorEvent?.(err, this.method) ?? this.framer.errorMessage(safeText(err));
+        const evMsg =
+          this.deps.errorEvent?.(err, this.route.method as DescMethodServerStreaming) ??
+          this.framer.errorMessage(safeText(err));
         const frame = evMsg ? this.framer.frame(evMsg) : undefined;
         if (frame) this.#held += frame.text;
       }
@@ -137,9 +160,10 @@ export class SseRelay {
   #finish(thrown?: { err: unknown }): void {
     if (this.#finished) return;
     this.#finished = true;
+    this.#parked = false;
     this.flush();
     this.deps.pinger.delete(this.res);
-    this.#closed?.();
+    this.deps.closed?.(this.route);
     // Ends the RPC if the handler still runs (terminal event, disconnect).
     void (async () => this.it.return?.())()
       .catch(() => {})

@@ -1,0 +1,27 @@
+/** Told once a parked stream's next() has something to give: an item, its end or its failure. */
+export interface Waiter {
+  wake(): void;
+}
+
+/**
+ * A stream that can wait for its next item on a callback instead of a
+ * pending next(). An idle SSE follower (thousands a process) waited on a
+ * pending read at every layer between the relay and the follow (the relay,
+ * the call's output, its outcome, the handler's turns, the follow's groups
+ * and its generator): a promise each, with its reaction, two closures, a
+ * context and, under async_hooks, two async ids, ~2 KiB a stream. Parked, it
+ * holds the waiter where the event will arrive, and nothing pending above.
+ */
+export interface Parkable {
+  /**
+   * True: `waiter.wake()` is called once next() has something (it may also
+   * be called when it turns out not to: next() then waits as usual). False:
+   * not parked (something is at hand, or this layer cannot tell): call next().
+   */
+  park(waiter: Waiter): boolean;
+}
+
+/** `it` as a Parkable, when it is one. */
+export function parkableOf(it: object | undefined): Parkable | undefined {
+  return typeof (it as Partial<Parkable> | undefined)?.park === "function" ? (it as Parkable) : undefined;
+}
