@@ -103,12 +103,13 @@ test("identity believes X-Forwarded-For from the router's own address only (LOGI
   assert.equal(trusted({ PLATFORM_HOST: "localhost" }), "127.0.0.1,::1");
 });
 
-test("every service bounds V8's semi-space; those on embedded PGlite also run with --liftoff-only, the router (no database) without; identity without allocation-site pretenuring", () => {
+test("every service bounds V8's semi-space; those on embedded PGlite also run with --liftoff-only, the router (no database) without; identity and agents without allocation-site pretenuring", () => {
   const { services } = platformServices(loadLauncherConfig({}), secrets, pki.files);
   const args = Object.fromEntries(services.map((s) => [s.name, s.nodeArgs ?? []]));
   const young = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
-  assert.deepEqual(args.identity, ["--liftoff-only", young, "--no-allocation-site-pretenuring"]);
-  for (const name of ["compute", "agents"]) assert.deepEqual(args[name], ["--liftoff-only", young], name);
+  for (const name of ["identity", "agents"])
+    assert.deepEqual(args[name], ["--liftoff-only", young, "--no-allocation-site-pretenuring"], name);
+  assert.deepEqual(args.compute, ["--liftoff-only", young]);
   assert.deepEqual(args.runtime, [young]);
 });
 

@@ -29,13 +29,17 @@ export const SEMI_SPACE_MIB = 2;
 const young = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
 
 /**
- * Identity runs with V8's allocation-site pretenuring off: with it, an
- * allocation site whose objects once survived (start-up, a stall's backlog)
- * allocates its later objects in the old generation, so the short-lived
- * objects of a verify call went there. At 1,000 VerifyAPIKey calls/s its old
- * space grew ~8 MB/s, a mark-compact came every ~5 s (10-25 ms pauses) and
- * scavenges were slower (README, Memory). The other services were not
- * measured to gain from it (agents' token path did not move).
+ * Identity and agents run with V8's allocation-site pretenuring off: with it,
+ * an allocation site whose objects once survived (start-up, a stall's
+ * backlog) allocates its later objects in the old generation, so the
+ * short-lived objects of a verify call went there. At 1,000 VerifyAPIKey
+ * calls/s identity's old space grew ~8 MB/s, a mark-compact came every ~5 s
+ * (10-25 ms pauses) and scavenges were slower (README, Memory). Agents: the
+ * sites of what an SSE follower keeps for hours (its response, call, follow)
+ * are the sites of what every request drops, so a burst of follows left the
+ * old space sparse; 40 s after 10,000 opens, V8's free heap space was
+ * 4.3-5.8 KiB a stream with it, 1.2-3.9 without (README, Memory). Compute was not
+ * measured to gain from it.
  */
 const pretenuring = "--no-allocation-site-pretenuring";
 
@@ -50,7 +54,7 @@ const pretenuring = "--no-allocation-site-pretenuring";
 export const SERVICE_NODE_ARGS: Readonly<Record<keyof typeof SERVICE_ENTRIES, readonly string[]>> = {
   identity: ["--liftoff-only", young, pretenuring],
   compute: ["--liftoff-only", young],
-  agents: ["--liftoff-only", young],
+  agents: ["--liftoff-only", young, pretenuring],
   runtime: [young],
   e2b: [young],
 };
