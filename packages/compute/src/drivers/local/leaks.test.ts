@@ -11,6 +11,7 @@ import { describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DELETE_AFTER_KEY, type SandboxSpec } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { firstLine } from "../../testing/first-line.ts";
 import { until } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { processStartTime } from "./sandbox-layout.ts";
@@ -57,14 +58,7 @@ async function serviceWithSandbox(dir: string) {
   const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], {
     stdio: ["ignore", "pipe", "inherit"],
   });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      if (out.includes("\n")) resolve(out.slice(0, out.indexOf("\n")));
-    });
-    child.once("exit", (c) => reject(new Error(`child exited ${c}`)));
-  });
+  const line = await firstLine(child, "the child reporting its sandbox");
   const parsed = JSON.parse(line) as { spec: SandboxSpec; socketDir: string; cgroupDirs: string[] };
   parsed.spec.createdAt = new Date(parsed.spec.createdAt);
   return { child, ...parsed };

@@ -14,6 +14,7 @@ import { dirname, join } from "node:path";
 import { describe, test } from "node:test";
 import type { SandboxSpec } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { firstLine } from "../../testing/first-line.ts";
 import { until } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { loopDevicesBackedBy, mountPointsOf } from "./mount-table.ts";
@@ -64,14 +65,7 @@ async function pausedThenKilled(dir: string): Promise<Killed> {
     stdio: ["ignore", "pipe", "inherit"],
   });
   try {
-    const line = await new Promise<string>((resolve, reject) => {
-      let out = "";
-      child.stdout.on("data", (d: Buffer) => {
-        out += d.toString();
-        if (out.includes("\n")) resolve(out.slice(0, out.indexOf("\n")));
-      });
-      child.once("exit", (c) => reject(new Error(`the service exited ${c} before pausing`)));
-    });
+    const line = await firstLine(child, "the service pausing");
     const parsed = JSON.parse(line) as Killed;
     parsed.spec.createdAt = new Date(parsed.spec.createdAt);
     return parsed;

@@ -15,6 +15,7 @@ import { describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { SandboxSpec, Usage } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { firstLine } from "../../testing/first-line.ts";
 import { until } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { processStartTime } from "./sandbox-layout.ts";
@@ -225,14 +226,7 @@ describe("a released sandbox resumes in the spare launcher's cgroup", () => {
     let spec: SandboxSpec | undefined;
     let roots: string[] = [];
     try {
-      const line = await new Promise<string>((resolve, reject) => {
-        let out = "";
-        child.stdout.on("data", (d: Buffer) => {
-          out += d.toString();
-          if (out.includes("\n")) resolve(out.slice(0, out.indexOf("\n")));
-        });
-        child.once("exit", (c) => reject(new Error(`the service exited ${c} before reporting`)));
-      });
+      const line = await firstLine(child, "the service reporting");
       const reported = JSON.parse(line) as { spec: SandboxSpec; usage: Usage; pausedAt: string; dirs: string[] };
       spec = { ...reported.spec, createdAt: new Date(reported.spec.createdAt), pausedAt: new Date(reported.pausedAt) };
       roots = [...new Set(reported.dirs.map((d) => dirname(d)))];
