@@ -155,6 +155,12 @@ print(urllib.request.urlopen("http://allowed.test/").read().decode(), end="")`,
       await curl("-f", "http://loop.test/");
       assert.equal((await lastEvent())?.reason, "private_address");
       assert.equal((await lastEvent())?.address, "127.0.0.1");
+      // The host's own address outside every special range, on a port no service is protected on: still the host.
+      await curl("-f", "http://hostsvc.test:8081/");
+      assert.deepEqual(
+        [(await lastEvent())?.reason, (await lastEvent())?.address],
+        ["private_address", world.hostAddress],
+      );
       proxy.setPolicy(
         sandboxId,
         validateNetworkPolicy({ allowAll: true, allowedCidrs: [{ cidr: `${world.hostAddress}/32` }] }),

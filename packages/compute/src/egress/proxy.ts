@@ -255,10 +255,14 @@ export class EgressProxy {
   }
 
   private decideAddress(policy: NetworkPolicy, address: string, port: number, nameAllowed: boolean): Decision {
-    if (isHostAddress(address) && this.options.protectedPorts.includes(port))
-      return { allowed: false, reason: "host_service", address };
+    const protectedPort = this.options.protectedPorts.includes(port);
+    const special = specialRange(address) !== undefined;
+    // The host's addresses are read at most once a decision, and only when the answer can change it: the read
+    // dumps every link over netlink (80 µs here warm, 0.4 ms between a sandbox's sparse connections).
+    const host = (protectedPort || !special) && isHostAddress(address);
+    if (host && protectedPort) return { allowed: false, reason: "host_service", address };
     if (this.options.deniedAddresses?.includes(address)) return { allowed: false, reason: "host_service", address };
-    if (specialRange(address) || isHostAddress(address)) {
+    if (special || host) {
       return explicitlyAllowed(policy, address, port)
         ? { allowed: true, address }
         : { allowed: false, reason: "private_address", address };
