@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { destination, pino } from "pino";
 import { BenchModel } from "./bench-model.ts";
+import { compactingGc } from "./compact-gc.ts";
 
 type Msg = { id: number; type: string; [k: string]: unknown };
 
@@ -255,6 +256,14 @@ function cgroupMemory(prefix: string): { usageBytes: number; rssBytes: number; p
   return undefined;
 }
 
+/** A full GC (--expose-gc); `compact`: one that leaves no fragmented page in the old space (compact-gc.ts). */
+function collect(compact: boolean): void {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) return;
+  if (compact) compactingGc(gc);
+  else gc();
+}
+
 function stats() {
   const m = process.memoryUsage();
   const s = {
@@ -282,7 +291,7 @@ process.on("message", (raw) => {
         lag.enable();
         Object.assign(gc, { count: 0, totalMs: 0, maxMs: 0 });
       } else if (msg.type === "lagOff") lag.disable();
-      else if (msg.type === "gc") (globalThis as { gc?: () => void }).gc?.();
+      else if (msg.type === "gc") collect(msg.compact === true);
       else if (msg.type === "close") {
         await closeService();
         result = true;
