@@ -4,6 +4,7 @@ import { after, before, test } from "node:test";
 import { type Database, migrate } from "@platform/db";
 import { createTestDatabase } from "@platform/db/testing";
 import { Code, PlatformError } from "@platform/errors";
+import { sql } from "kysely";
 import { KyselyStore } from "./kysely-store.ts";
 import { MIGRATIONS_TABLE, migrations } from "./migrations.ts";
 import type { AgentsDB } from "./schema.ts";
@@ -367,4 +368,97 @@ test("readLog: the session and its events after a cursor in one read, org-scoped
   assert.deepEqual((await store.readLog(org, s.id, 3))?.events, []);
   assert.equal(await store.readLog(randomUUID(), s.id, 0), undefined, "another org's session");
   assert.equal(await store.readLog(org, randomUUID(), 0), undefined);
+});
+
+test("readLog: every page of a log with runs, no run and sub-millisecond times reads as listEvents and getSession do", async () => {
+  const org = randomUUID();
+  const a = await agent(org, "readlog-pages");
+  const s = await store.createSession(org, a.id);
+  const [r1, r2] = [randomUUID(), randomUUID()];
+  // run_id is sent once per change of run (a page's first row always has it): runs, gaps without a run, a run again.
+  const runs = [r1, r1, null, null, r2, r2, r2, r1, null, r1];
+  // created_at is sent as epoch milliseconds, truncated as the timestamptz parser truncates: microseconds
+  // past a millisecond, exactly on one, and before 1970 (where truncating the text is a floor).
+  const times = [
+    "2026-11-27 19:40:00.123999+00",
+    "2026-11-27 19:40:00.124+00",
+    "2026-11-27 19:40:00+00",
+    "1969-12-31 23:59:59.9995+00",
+    "1969-12-31 23:59:59.000001+00",
+    "2026-11-27 21:40:00.000001+02",
+    "2026-11-27 19:40:00.999999+00",
+    "2000-01-01 00:00:00.0015+00",
+    "2026-11-27 19:40:01.5+00",
+    "2026-11-27 19:40:02.25-05:30",
+  ];
+  await database.db
+    .insertInto("session_events")
+    .values(
+      runs.map((run_id, i) => ({
+        session_id: s.id,
+        seq: i + 1,
+        run_id,
+        type: i === 6 ? "done" : "text",
+        content: `e${i + 1}`,
+        tokens_in: i,
+        tokens_out: 2 * i,
+        tool_use_id: i === 3 ? "tu_1" : "",
+        is_error: i === 3,
+        created_at: times[i]!,
+        ...(i === 4 ? { queued_seq: 2 } : {}),
+      })),
+    )
+    .execute();
+  await database.db
+    .updateTable("sessions")
+    .set({
+      last_seq: runs.length,
+      active_run_id: r1,
+      run_lease_until: sql<Date>`${"2999-01-01 00:00:00.000999+00"}::timestamptz`,
+      sandbox_id: "sbx",
+      budgets: JSON.stringify({ maxTokens: 5 }),
+      updated_at: "2026-11-27 19:40:03.456789+00",
+    })
+    .where("id", "=", s.id)
+    .execute();
+  const all = await store.listEvents(org, s.id);
+  assert.deepEqual(
+    all.map((e) => [e.createdAt.toISOString(), e.runId]),
+    [
+      ["2026-11-27T19:40:00.123Z", r1],
+      ["2026-11-27T19:40:00.124Z", r1],
+      ["2026-11-27T19:40:00.000Z", undefined],
+      ["1969-12-31T23:59:59.999Z", undefined],
+      ["1969-12-31T23:59:59.000Z", r2],
+      ["2026-11-27T19:40:00.000Z", r2],
+      ["2026-11-27T19:40:00.999Z", r2],
+      ["2000-01-01T00:00:00.001Z", r1],
+      ["2026-11-27T19:40:01.500Z", undefined],
+      ["2026-11-28T01:10:02.250Z", r1],
+    ],
+  );
+  const session = await store.getSession(org, s.id);
+  assert.equal(session?.status, "running");
+  assert.deepEqual(session?.budgets, { maxTokens: 5 });
+  assert.equal(session?.updatedAt.toISOString(), "2026-11-27T19:40:03.456Z");
+  for (const limit of [1, 2, 3, undefined]) {
+    for (let after = 0; after <= runs.length; after++) {
+      const read = await store.readLog(org, s.id, after, limit);
+      assert.deepEqual(
+        read?.events,
+        all.slice(after, limit === undefined ? undefined : after + limit),
+        `${after}+${limit}`,
+      );
+      assert.deepEqual(read?.session, session);
+    }
+  }
+  // A lapsed lease reads as getSession reads it.
+  await database.db
+    .updateTable("sessions")
+    .set({ run_lease_until: sql<Date>`${"2001-01-01 00:00:00+00"}::timestamptz` })
+    .where("id", "=", s.id)
+    .execute();
+  const lapsed = await store.getSession(org, s.id);
+  assert.equal(lapsed?.lapsedRunId, r1);
+  assert.deepEqual((await store.readLog(org, s.id, 4, 2))?.session, lapsed);
 });

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { isUniqueViolation, prepared } from "@platform/db";
 import { Code, PlatformError } from "@platform/errors";
 import type { NetworkPolicy } from "@platform/network-policy";
-import { type Kysely, type Selectable, sql } from "kysely";
+import { type Kysely, type RawBuilder, type Selectable, sql } from "kysely";
 import { decodeCursor, encodeCursor } from "../domain/cursor.ts";
 import type {
   Agent,
@@ -232,40 +232,82 @@ export class KyselyStore implements Store {
     after: number,
     limit?: number,
   ): Promise<{ session: Session; events: SessionEvent[] } | undefined> {
-    // One row per event (or one with null event columns); the session's
-    // columns only on the first (the lateral `x` is empty for the others, so
-    // they come back null): repeated on every row, they were more than half
-    // of each row's parse (four timestamptz and the budgets' JSON per event,
-    // ~15 % of agents' CPU went to pg row parsing under the mixed-load bench
-    // figure). The events are a keyset read inside a lateral subquery (seq >
-    // after by the (session_id, seq) primary key, limit inside): an
-    // order-by-limit over a plain join made the planner read every event of
-    // the session after `after` and sort them, so a page of a 100,000-event
-    // log cost a scan of it.
-    const { rows } = await sql<
-      Omit<Selectable<SessionEventsTable>, "session_id"> &
-        Omit<Selectable<SessionsTable>, "created_at"> & { session_created_at: Date; now: Date }
-    >`
-      select e.seq, e.run_id, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error, e.created_at,
-        e.queued_seq, x.*
+    // One row per event (or one with null event columns), the session only
+    // on the first (one JSON array): repeated on every row, its columns were
+    // more than half of each row's parse (~15 % of agents' CPU went to pg row
+    // parsing under the mixed-load bench figure). The events are a keyset
+    // read inside a lateral subquery (seq > after by the (session_id, seq)
+    // primary key, limit inside): an order-by-limit over a plain join made
+    // the planner read every event of the session after `after` and sort
+    // them, so a page of a 100,000-event log cost a scan of it.
+    //
+    // Each row is kept small for the driver, whose row objects and strings
+    // are most of what a long replay leaves for a full GC (REPLAY_PAGE in
+    // runs/follow.ts): created_at as epoch milliseconds (a number, not a
+    // 29-character string and a Date the event copied anyway), run_id only
+    // where it differs from the row before ('' for the same: one string for a
+    // run's events instead of one per row), the session in one column
+    // instead of eleven mostly null ones. A named prepared statement on
+    // PostgreSQL (its columns are named): parsed and planned once a connection.
+    const { rows } = await prepared(
+      sql<LogRow>`
+      select e.seq, e.run_id, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error, e.created_ms,
+        e.queued_seq,
+        case when e.nth is null or e.nth = 1 then json_build_array(s.id, s.org_id, s.agent_id, s.last_seq,
+          s.sandbox_id, s.active_run_id, ${epochMs(sql.ref("s.run_lease_until"))}, s.budgets,
+          ${epochMs(sql.ref("s.updated_at"))}, ${epochMs(sql.ref("s.created_at"))}, ${epochMs(sql`now()`)}) end as session
       from sessions s left join lateral (
-        select seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq,
-          row_number() over (order by seq rows between unbounded preceding and current row) as nth
+        select seq,
+          case when run_id is not distinct from lag(run_id) over w then '' else run_id::text end as run_id,
+          type, content, tokens_in, tokens_out, tool_use_id, is_error,
+          ${epochMs(sql.ref("created_at"))} as created_ms, queued_seq, row_number() over w as nth
         from session_events where session_id = s.id and seq > ${after}
+        window w as (order by seq rows between unbounded preceding and current row)
         order by seq ${limit === undefined ? sql`` : sql`limit ${limit}`}
-      ) e on true left join lateral (
-        select s.id, s.org_id, s.agent_id, s.last_seq, s.sandbox_id, s.active_run_id, s.run_lease_until,
-          s.cancel_requested, s.budgets, s.updated_at, s.created_at as session_created_at, now() as now
-        where e.nth is null or e.nth = 1
-      ) x on true
+      ) e on true
       where s.org_id = ${orgId} and s.id = ${sessionId}
-      order by e.seq`.execute(this.db);
+      order by e.seq`,
+    ).execute(this.db);
     const first = rows[0];
-    if (!first) return undefined;
-    return {
-      session: toSession({ ...first, created_at: first.session_created_at }, first.now),
-      events: first.seq === null ? [] : rows.map(toEvent),
-    };
+    if (!first?.session) return undefined;
+    const [id, org_id, agent_id, last_seq, sandbox_id, active_run_id, leaseMs, budgets, updatedMs, createdMs, nowMs] = (
+      typeof first.session === "string" ? JSON.parse(first.session) : first.session
+    ) as SessionJson;
+    const session = toSession(
+      {
+        id,
+        org_id,
+        agent_id,
+        last_seq,
+        sandbox_id,
+        active_run_id,
+        run_lease_until: leaseMs === null ? null : new Date(leaseMs),
+        budgets,
+        updated_at: new Date(updatedMs),
+        created_at: new Date(createdMs),
+      },
+      new Date(nowMs),
+    );
+    if (first.seq === null) return { session, events: [] };
+    const events = new Array<SessionEvent>(rows.length);
+    let runId: string | null = null;
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]!;
+      if (row.run_id !== "") runId = row.run_id;
+      events[i] = {
+        seq: Number(row.seq),
+        type: row.type as EventType,
+        content: row.content,
+        tokensIn: Number(row.tokens_in),
+        tokensOut: Number(row.tokens_out),
+        toolUseId: row.tool_use_id,
+        isError: row.is_error,
+        createdAt: new Date(Number(row.created_ms)),
+        runId: runId ?? undefined,
+        ...(row.queued_seq !== null ? { queuedSeq: Number(row.queued_seq) } : {}),
+      };
+    }
+    return { session, events };
   }
 
   async acquireRun(
@@ -765,7 +807,55 @@ function pendingCallsOf(content: string): PendingCall[] {
   }
 }
 
-function toSession(row: Selectable<SessionsTable>, now: Date): Session {
+/** A readLog row: an event's columns (null on the one row of an empty read), the session's on the first. */
+type LogRow = {
+  seq: number | null;
+  /** '' where it is the row before's (the first row's too, when null). */
+  run_id: string | null;
+  type: string;
+  content: string;
+  tokens_in: number;
+  tokens_out: number;
+  tool_use_id: string;
+  is_error: boolean;
+  /** int8: a number on pg (the connection's parser), a number or bigint on PGlite. */
+  created_ms: number | bigint;
+  queued_seq: number | null;
+  /** The session as SessionJson (parsed by the driver; text on a driver that does not). */
+  session: SessionJson | string | null;
+};
+
+/** readLog's session column: its fields in this order, timestamps in epoch milliseconds. */
+type SessionJson = [
+  id: string,
+  org_id: string,
+  agent_id: string,
+  last_seq: number,
+  sandbox_id: string | null,
+  active_run_id: string | null,
+  run_lease_until: number | null,
+  budgets: unknown,
+  updated_at: number,
+  created_at: number,
+  now: number,
+];
+
+/**
+ * A timestamptz as epoch milliseconds (int8), truncated like the driver's
+ * timestamptz parser (parseTimestamptz) truncates its microseconds: the
+ * same instant as a Date read from the column. (extract returns numeric,
+ * exact to the microsecond, from PostgreSQL 14.)
+ */
+function epochMs(value: RawBuilder<unknown> | ReturnType<typeof sql.ref>) {
+  return sql<number>`floor(extract(epoch from ${value}) * 1000)::int8`;
+}
+
+function toSession(
+  row: Omit<Selectable<SessionsTable>, "pos" | "run_owner" | "cancel_requested" | "cancel_reason" | "budgets"> & {
+    budgets?: unknown;
+  },
+  now: Date,
+): Session {
   const leased = row.active_run_id !== null && row.run_lease_until !== null && new Date(row.run_lease_until) >= now;
   const lapsed = row.active_run_id !== null && !leased;
   return {
