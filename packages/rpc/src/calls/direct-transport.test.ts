@@ -93,6 +93,38 @@ describe("direct transport (REST routes → implementations)", () => {
     assert.equal(seen?.aborted, true);
   });
 
+  test("a call's signal aborts once it ends (a unary answer, a stream's last message); a second call on the same transport is unaffected", async () => {
+    const signals: AbortSignal[] = [];
+    const t = transportWith(
+      {
+        echo(req, ctx) {
+          signals.push(ctx.signal);
+          return { text: req.text };
+        },
+      },
+      {
+        async *tick(req, ctx) {
+          signals.push(ctx.signal);
+          for (let i = 1; i <= req.count; i++) yield { seq: BigInt(i) };
+        },
+      },
+    );
+    const library = createClient(LibraryService, t);
+    const streams = createClient(StreamService, t);
+    for (const text of ["a", "b"]) {
+      assert.equal((await library.echo({ text })).text, text);
+      const seqs: bigint[] = [];
+      for await (const m of streams.tick({ count: 2 })) seqs.push(m.seq);
+      assert.deepEqual(seqs, [1n, 2n]);
+    }
+    assert.equal(signals.length, 4);
+    for (const signal of signals) {
+      assert.equal(signal.aborted, true);
+      assert.ok(signal.reason instanceof ConnectError);
+      assert.equal(signal.reason.code, Code.Canceled);
+    }
+  });
+
   test("a domain error keeps its reason, and headers set before it travel as metadata", async () => {
     const t = transportWith({
       getShelf(_req, ctx) {

@@ -131,6 +131,102 @@ describe("plain gRPC calls (served without Connect's handler)", () => {
     assert.equal((await rawCall(url, echoPath, echo("ok"))).trailers["grpc-status"], "0");
   });
 
+  test("a request message split over many DATA frames arrives whole; a client resetting mid-message leaves the server answering", async () => {
+    const whole = echo("split ".repeat(20));
+    const session = http2.connect(url);
+    try {
+      const answer = await new Promise<{ status: unknown; body: Buffer }>((resolve, reject) => {
+        const req = session.request({
+          ":method": "POST",
+          ":path": echoPath,
+          "content-type": "application/grpc",
+          te: "trailers",
+        });
+        const chunks: Buffer[] = [];
+        let status: unknown;
+        req.on("trailers", (t) => {
+          status = t["grpc-status"];
+        });
+        req.on("data", (c: Buffer) => chunks.push(c));
+        req.on("end", () => resolve({ status, body: Buffer.concat(chunks) }));
+        req.on("error", reject);
+        // The prefix alone, then the rest in pieces, each written after the last has gone.
+        const pieces = [whole.subarray(0, 3), whole.subarray(3, 9), whole.subarray(9, 60), whole.subarray(60)];
+        const next = (i: number) => {
+          if (i === pieces.length) return void req.end();
+          req.write(pieces[i], () => setTimeout(() => next(i + 1), 5));
+        };
+        next(0);
+      });
+      assert.equal(answer.status, "0");
+      assert.ok(answer.body.includes(Buffer.from("split ".repeat(20))));
+
+      // Half a message, then a reset: the read ends without an answer, and nothing is left broken.
+      const cut = session.request({ ":method": "POST", ":path": echoPath, "content-type": "application/grpc" });
+      cut.on("error", () => {});
+      const closed = new Promise((r) => cut.on("close", r));
+      cut.write(whole.subarray(0, 20));
+      await new Promise((r) => setTimeout(r, 50));
+      cut.close(http2.constants.NGHTTP2_CANCEL);
+      await closed;
+      assert.equal((await rawCall(url, echoPath, echo("after"))).trailers["grpc-status"], "0");
+    } finally {
+      session.close();
+    }
+  });
+
+  test("a stream's headers and first message leave before its handler's next step runs", async () => {
+    // The handler ends right after its message, busy for a while without awaiting anything (an exec's
+    // teardown): its headers and message used to wait for that, the call's metrics and its status.
+    // The client is another process, so it reads while this one is busy.
+    const { server: s2 } = testServer({
+      services: [
+        {
+          service: StreamService,
+          impl: {
+            async *tick() {
+              try {
+                yield { seq: 1n, text: "first" };
+              } finally {
+                const until = Date.now() + 300;
+                while (Date.now() < until);
+              }
+            },
+            async *chat() {},
+          },
+        },
+      ],
+    });
+    const u = (await s2.listen()).url;
+    try {
+      const body = frame(toBinary(TickRequestSchema, create(TickRequestSchema, { count: 1 })));
+      const client = `
+        const http2 = require("node:http2");
+        const session = http2.connect(${JSON.stringify(u)});
+        const req = session.request({ ":method": "POST", ":path": "/rpctest.v1.StreamService/Tick", "content-type": "application/grpc", te: "trailers" });
+        const at = {};
+        req.on("response", () => { at.headers = Date.now(); });
+        req.on("data", () => { at.data ??= Date.now(); });
+        req.on("trailers", (t) => { at.trailers = Date.now(); at.status = t["grpc-status"]; });
+        req.on("end", () => { console.log(JSON.stringify(at)); session.close(); });
+        req.end(Buffer.from(${JSON.stringify(body.toString("base64"))}, "base64"));
+      `;
+      const { execFile } = await import("node:child_process");
+      const out = await new Promise<string>((resolve, reject) =>
+        execFile(process.execPath, ["-e", client], (e, stdout) => (e ? reject(e) : resolve(stdout))),
+      );
+      const at = JSON.parse(out) as { headers: number; data: number; trailers: number; status: string };
+      assert.equal(at.status, "0");
+      assert.ok(
+        at.trailers - at.data >= 200,
+        `first message at ${at.data}, trailers at ${at.trailers}: the message waited for the handler's end`,
+      );
+      assert.ok(at.data - at.headers < 200);
+    } finally {
+      await s2.close();
+    }
+  });
+
   test("server streams: the same messages, mid-stream errors and early errors as through Connect", async () => {
     const plain = createClient(StreamService, createGrpcTransport({ baseUrl: url }));
     const viaConnect = createClient(

@@ -146,8 +146,11 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
       res.writeHead(200, { ...plain(sentHeaders(out).header), "content-type": contentTypeProto });
       try {
         r = await first;
+        let flushed = false;
         while (!r.done) {
           if (!writeMessage(res, method, r.value)) await drained(res);
+          else if (!flushed) await firstFlushed();
+          flushed = true;
           if (isGone(res)) return;
           r = await it.next();
         }
@@ -167,6 +170,24 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
   }
 
   return { match, serve };
+}
+
+/**
+ * Resolves once the HTTP/2 session has sent what was written before: node's
+ * HTTP/2 sends a session's frames from an immediate queued by the first
+ * write, which runs before one queued now. Awaited after a stream's first
+ * message, so its headers and that message leave before the handler's next
+ * step: otherwise a handler that ends after it (an exec's `completed`) had
+ * its teardown, the call's metrics and the status run first, and the
+ * client saw nothing until all of it was done (packages/bench/ANALYSIS.md,
+ * grpc-js: first event to headers at the client 0.2 ms behind grpc-js,
+ * which sends the first message before it takes the next). The status
+ * trailers leave one turn later than they did (node sends them when its
+ * session asks, after the last DATA); the client reads the first frames
+ * meanwhile.
+ */
+function firstFlushed(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /** The direct gRPC path of a server: `match` a request, then `serve` it. */
@@ -195,12 +216,74 @@ function errorOf(e: unknown): ConnectError {
  * one buffer of the message's size as they come (the prefix gives it):
  * held until the end, a 16 MiB message's frames outlived a few
  * young-generation collections, and V8 then needed a full mark-compact to
- * free them.
+ * free them. Read with listeners, not `for await`: the request's async
+ * iterator cost about a dozen promises a call (each with its async-context
+ * hook) and end-of-stream bookkeeping, on every call's way to its handler
+ * (packages/bench/ANALYSIS.md, grpc-js). What it did on a failure is kept:
+ * a request whose message is refused is destroyed, and one that closes
+ * before its end fails the read.
  */
-async function readMessage(req: http2.Http2ServerRequest, limit: number): Promise<Uint8Array> {
-  const assembler = new EnvelopeAssembler(limit, "input");
-  for await (const chunk of req as AsyncIterable<Buffer>) assembler.push(chunk);
-  return assembler.message();
+function readMessage(req: http2.Http2ServerRequest, limit: number): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => new MessageRead(req, limit, resolve, reject));
+}
+
+/** One read of a request's message: its four listeners are arrow fields of this one object. */
+class MessageRead {
+  readonly #assembler: EnvelopeAssembler;
+  #settled = false;
+  readonly #data = (chunk: Buffer) => {
+    try {
+      this.#assembler.push(chunk);
+    } catch (e) {
+      this.#fail(e);
+    }
+  };
+  readonly #end = () => {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#detach();
+    let message: Uint8Array;
+    try {
+      message = this.#assembler.message();
+    } catch (e) {
+      this.reject(e);
+      return;
+    }
+    this.resolve(message);
+  };
+  readonly #error = (e: unknown) => this.#fail(e);
+  readonly #close = () => {
+    if (!this.req.readableEnded) this.#fail(new ConnectError("client went away", Code.Canceled));
+  };
+
+  constructor(
+    private readonly req: http2.Http2ServerRequest,
+    limit: number,
+    private readonly resolve: (message: Uint8Array) => void,
+    private readonly reject: (e: unknown) => void,
+  ) {
+    this.#assembler = new EnvelopeAssembler(limit, "input");
+    req.on("data", this.#data);
+    req.on("end", this.#end);
+    req.on("error", this.#error);
+    req.on("close", this.#close);
+  }
+
+  #detach(): void {
+    this.req.off("data", this.#data);
+    this.req.off("end", this.#end);
+    this.req.off("close", this.#close);
+    // The error listener stays: a destroy below, or a late error of the request, is not a crash.
+  }
+
+  #fail(e: unknown): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#detach();
+    // As `for await` left it: the rest of the body is not read.
+    if (!this.req.destroyed) this.req.destroy();
+    this.reject(e);
+  }
 }
 
 function plain(h: Headers | undefined): Record<string, string> {
