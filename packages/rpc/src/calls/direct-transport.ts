@@ -121,6 +121,10 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
     return async (): Promise<AsyncIterator<Message>> => {
       const res = await streamChain(call.request(true, input));
       call.mergeResponseHeaders(res);
+      // The handler has its context and keeps what it needs of it; the
+      // call, open for as long as its stream (an SSE follower: hours), does
+      // not keep it (with its values: RequestInfo, the caller's AuthContext).
+      call.letGoOfContext();
       return res.message[Symbol.asyncIterator]() as AsyncIterator<Message>;
     };
   }
@@ -216,7 +220,8 @@ const RESPONSE_HEADERS = { header: RESPONSE_HEADER, trailer: RESPONSE_TRAILER };
  */
 class DirectCall {
   readonly controller: AbortController;
-  readonly context: HandlerContext & Tagged;
+  /** The handler's context; let go once a server stream is open (letGoOfContext). */
+  #context: (HandlerContext & Tagged) | undefined;
   readonly #follow: FollowAbort | undefined;
   readonly #callerSignal: AbortSignal | undefined;
   readonly #timer: NodeJS.Timeout | undefined;
@@ -256,7 +261,22 @@ class DirectCall {
       values,
       [kCall]: this,
     };
-    this.context = Object.defineProperties(context, CONTEXT_HEADERS) as unknown as HandlerContext & Tagged;
+    this.#context = Object.defineProperties(context, CONTEXT_HEADERS) as unknown as HandlerContext & Tagged;
+  }
+
+  get context(): HandlerContext & Tagged {
+    const context = this.#context;
+    if (!context) throw new ConnectError("the call's context is let go once its stream is open", Code.Internal);
+    return context;
+  }
+
+  /**
+   * Lets go of the handler's context (and its values) once the call's
+   * stream is open: the call keeps its controller, timer and headers, which
+   * is all an open stream's end needs. ~0.5-1 KiB an idle SSE stream.
+   */
+  letGoOfContext(): void {
+    this.#context = undefined;
   }
 
   get signal(): AbortSignal {

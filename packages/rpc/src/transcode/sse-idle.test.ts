@@ -214,3 +214,76 @@ test("an idle SSE stream that can park waits on its waiter, with no read pending
     await parking.close();
   }
 });
+
+test("an open SSE stream's call lets go of its handler's context and values; the client gone still aborts the call", async () => {
+  const contextRefs: WeakRef<HandlerContext>[] = [];
+  const valueRefs: WeakRef<object>[] = [];
+  const signals: AbortSignal[] = [];
+  /** One event, then nothing until its signal aborts: keeps its signal, not its context. */
+  function signalOnly(_req: TickRequest, ctx: HandlerContext): AsyncIterable<unknown> {
+    contextRefs.push(new WeakRef(ctx));
+    valueRefs.push(new WeakRef(ctx.values));
+    const { signal } = ctx;
+    signals.push(signal);
+    let sent = false;
+    return {
+      [Symbol.asyncIterator]: () => ({
+        next: () => {
+          if (!sent) {
+            sent = true;
+            return Promise.resolve({ done: false, value: create(TickResponseSchema, { seq: 1n, text: "open" }) });
+          }
+          return new Promise((resolve) =>
+            signal.addEventListener("abort", () => resolve({ done: true, value: undefined }), { once: true }),
+          );
+        },
+      }),
+    };
+  }
+  const lean = createServer({
+    name: "sse-lean",
+    envelope: "agents",
+    services: [{ service: StreamService, impl: { tick: signalOnly as never, chat: signalOnly as never } }],
+    logger: pino({ level: "silent" }),
+  });
+  const leanPort = Number(new URL((await lean.listen()).url).port);
+  const clients: http.ClientRequest[] = [];
+  try {
+    for (let i = 0; i < 5; i++) {
+      clients.push(
+        await new Promise<http.ClientRequest>((resolve, reject) => {
+          const req = http.get(
+            { port: leanPort, path: `/v1/ticks?count=${i + 1}`, headers: { accept: "text/event-stream" } },
+            (res) => {
+              assert.equal(res.statusCode, 200);
+              res.once("data", () => resolve(req));
+            },
+          );
+          req.on("error", reject);
+        }),
+      );
+    }
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setImmediate(r));
+      gc();
+    }
+    assert.equal(signals.length, 5);
+    assert.ok(
+      signals.every((s) => !s.aborted),
+      "the streams are still open",
+    );
+    const keptContexts = contextRefs.filter((r) => r.deref() !== undefined).length;
+    const keptValues = valueRefs.filter((r) => r.deref() !== undefined).length;
+    assert.equal(keptContexts, 0, `${keptContexts} of 5 idle streams' calls still hold their handler's context`);
+    assert.equal(keptValues, 0, `${keptValues} of 5 idle streams still hold their context values`);
+    for (const c of clients) c.destroy();
+    for (let i = 0; i < 100 && !signals.every((s) => s.aborted); i++) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(
+      signals.every((s) => s.aborted),
+      "each client gone aborts its call",
+    );
+  } finally {
+    for (const c of clients) c.destroy();
+    await lean.close();
+  }
+});
