@@ -294,18 +294,7 @@ export class KyselyStore implements Store {
     for (let i = 0; i < rows.length; i++) {
       const row = rows[i]!;
       if (row.run_id !== "") runId = row.run_id;
-      events[i] = {
-        seq: Number(row.seq),
-        type: row.type as EventType,
-        content: row.content,
-        tokensIn: Number(row.tokens_in),
-        tokensOut: Number(row.tokens_out),
-        toolUseId: row.tool_use_id,
-        isError: row.is_error,
-        createdAt: new Date(Number(row.created_ms)),
-        runId: runId ?? undefined,
-        ...(row.queued_seq !== null ? { queuedSeq: Number(row.queued_seq) } : {}),
-      };
+      events[i] = eventOf(row, new Date(Number(row.created_ms)), runId);
     }
     return { session, events };
   }
@@ -875,6 +864,23 @@ function toSession(
 }
 
 function toEvent(row: Omit<Selectable<SessionEventsTable>, "session_id">): SessionEvent {
+  return eventOf(row, new Date(row.created_at), row.run_id);
+}
+
+/** The columns every read of events selects, integers as the driver gives them. */
+interface EventColumns {
+  seq: number | bigint | string | null;
+  type: string;
+  content: string;
+  tokens_in: number | bigint | string;
+  tokens_out: number | bigint | string;
+  tool_use_id: string;
+  is_error: boolean;
+  queued_seq?: number | bigint | string | null;
+}
+
+/** One event from its row; the time and the run are read differently by listEvents and readLog. */
+function eventOf(row: EventColumns, createdAt: Date, runId: string | null | undefined): SessionEvent {
   return {
     seq: Number(row.seq),
     type: row.type as EventType,
@@ -883,8 +889,8 @@ function toEvent(row: Omit<Selectable<SessionEventsTable>, "session_id">): Sessi
     tokensOut: Number(row.tokens_out),
     toolUseId: row.tool_use_id,
     isError: row.is_error,
-    createdAt: new Date(row.created_at),
-    runId: row.run_id ?? undefined,
+    createdAt,
+    runId: runId ?? undefined,
     ...(row.queued_seq !== null && row.queued_seq !== undefined ? { queuedSeq: Number(row.queued_seq) } : {}),
   };
 }

@@ -32,6 +32,11 @@ function idleStream(req: TickRequest, ctx: HandlerContext): AsyncIterable<unknow
   contexts.push(ctx);
   headers.push(new WeakRef(ctx.requestHeader));
   probes.push(ctx.requestHeader.get("x-probe"));
+  return openThenIdle(ctx.signal);
+}
+
+/** The stream of an idle follower: one event, then nothing until `signal` aborts. */
+function openThenIdle(signal: AbortSignal): AsyncIterable<unknown> {
   let sent = false;
   return {
     [Symbol.asyncIterator]: () => ({
@@ -41,7 +46,7 @@ function idleStream(req: TickRequest, ctx: HandlerContext): AsyncIterable<unknow
           return Promise.resolve({ done: false, value: create(TickResponseSchema, { seq: 1n, text: "open" }) });
         }
         return new Promise((resolve) =>
-          ctx.signal.addEventListener("abort", () => resolve({ done: true, value: undefined }), { once: true }),
+          signal.addEventListener("abort", () => resolve({ done: true, value: undefined }), { once: true }),
         );
       },
     }),
@@ -225,20 +230,7 @@ test("an open SSE stream's call lets go of its handler's context and values; the
     valueRefs.push(new WeakRef(ctx.values));
     const { signal } = ctx;
     signals.push(signal);
-    let sent = false;
-    return {
-      [Symbol.asyncIterator]: () => ({
-        next: () => {
-          if (!sent) {
-            sent = true;
-            return Promise.resolve({ done: false, value: create(TickResponseSchema, { seq: 1n, text: "open" }) });
-          }
-          return new Promise((resolve) =>
-            signal.addEventListener("abort", () => resolve({ done: true, value: undefined }), { once: true }),
-          );
-        },
-      }),
-    };
+    return openThenIdle(signal);
   }
   const lean = createServer({
     name: "sse-lean",
