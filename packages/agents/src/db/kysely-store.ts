@@ -797,16 +797,10 @@ function pendingCallsOf(content: string): PendingCall[] {
 }
 
 /** A readLog row: an event's columns (null on the one row of an empty read), the session's on the first. */
-type LogRow = {
+type LogRow = Pick<SessionEventsTable, "type" | "content" | "tokens_in" | "tokens_out" | "tool_use_id" | "is_error"> & {
   seq: number | null;
   /** '' where it is the row before's (the first row's too, when null). */
   run_id: string | null;
-  type: string;
-  content: string;
-  tokens_in: number;
-  tokens_out: number;
-  tool_use_id: string;
-  is_error: boolean;
   /** int8: a number on pg (the connection's parser), a number or bigint on PGlite. */
   created_ms: number | bigint;
   queued_seq: number | null;
