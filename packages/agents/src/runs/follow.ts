@@ -26,27 +26,11 @@ type Poll = { timer: NodeJS.Timeout; followers: number; busy: boolean };
 /**
  * Stored events read at a time when a follower catches up with the log: small
  * enough that the first event of a replay does not wait for a big read; one
- * query per 250 events costs little beside writing them. A replay's live
- * heap stays ~3-5 MiB whatever the log's length (bench curve-session-log);
- * its RSS still grows with a 100,000-event replay, garbage awaiting a full
- * GC: V8's old space grew 40-63 MiB a replay (2 mark-compacts in it), and a
- * heap profile of what only a major GC freed was the pg driver's rows (row
- * objects 23 MB, their field strings 23 MB, Dates 11 MB per 100k), promoted
- * at ~150-300 KB a scavenge though no snapshot found a row alive mid-replay,
- * while the events made from them were not. Pages of 64 lowered it only to
- * 26-46 MiB (30.6 vs 21.6 µs/event); neither 16 MiB semi-spaces nor
- * --no-allocation-site-pretenuring nor --no-page-promotion moved it. The
- * promotion is the driver's: a bare pg client reading 250-row pages (no
- * kysely, no relay) promotes ~100 % of each scavenge's survivors, its rows
- * and results kept from one scavenge to the next (FinalizationRegistry
- * probe: ~120 results, ~30-50k rows unfreed mid-run), while other garbage
- * made per page (~35 KB of objects and strings) was not promoted. It was
- * pg's promise form (a Query given its callback after it was built): the
- * same reads through pg's callback form promote ~0.7 MB instead of ~40 MB
- * per 100k rows, which is how the pool now calls pg (PreparingPool,
- * viaCallback in @platform/db). Cutting readLog's rows (KyselyStore) took a
- * 100k replay's heap growth from 57-60 to 35-44 MiB, the callback form to
- * 3.0-3.6 MiB, and its RSS growth to 1-25 B per event (from 35-249).
+ * query per 250 events costs little beside writing them. A replay holds about
+ * one page: its live heap stays ~3-5 MiB and its RSS grows 1-25 B an event
+ * whatever the log's length (bench curve-session-log), as long as the rows
+ * die young (pg's callback form: PreparingPool in @platform/db says why).
+ * Pages of 64 were slower (30.6 vs 21.6 µs/event).
  */
 const REPLAY_PAGE = 250;
 /**
