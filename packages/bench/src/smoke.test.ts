@@ -7,6 +7,7 @@ import { test } from "node:test";
 import { CHART_DIR } from "./chart.ts";
 import { curveFigures } from "./curves/index.ts";
 import { figures } from "./figures/index.ts";
+import { tokenLatency } from "./figures/token-latency.ts";
 import { runBench } from "./runner.ts";
 
 // Every figure at toy size: the harness starts the real services, measures
@@ -27,6 +28,13 @@ test("pnpm bench --quick produces a number for every figure", { timeout: 570_000
   assert.ok(results.flatMap((r) => r.peers ?? []).length >= 7, "a peer row for every peer measured");
   // Every curve: a table and a rendered chart, linked from the report.
   const report = readFileSync(join(dir, "BENCHMARKS.md"), "utf8");
+  // On PostgreSQL the per-token figure measures its floor, a durable commit, beside it.
+  const tokens = results.find((r) => r.figure === tokenLatency.title);
+  if (report.includes("| databases | postgresql |"))
+    assert.ok(
+      ((tokens?.raw as { commitFloor?: { n: number } } | undefined)?.commitFloor?.n ?? 0) > 0,
+      "per-token figure without its commit floor",
+    );
   const curves = results.flatMap((r) => r.curves ?? []);
   assert.ok(curves.length >= curveFigures.length, "a curve from every curve figure");
   for (const c of curves) {
