@@ -21,7 +21,10 @@ async function* paced(model: string, signal: AbortSignal): AsyncGenerator<ModelE
   const intervalUs = m ? Number(m[2]) : 2000;
   yield { type: "usage", inputTokens: 1, outputTokens: 0 };
   for (let i = 0; i < count && !signal.aborted; i++) {
-    await sleepUs(intervalUs);
+    // A timer only, never a spin: a busy wait would take a core from the
+    // process under test, as a provider's stream (socket reads) does not.
+    // Late timers only space tokens further apart: each carries its own stamp.
+    await new Promise((r) => setTimeout(r, intervalUs / 1000));
     yield { type: "text", text: `${process.hrtime.bigint()};` };
   }
   yield { type: "usage", inputTokens: 1, outputTokens: count };
@@ -35,14 +38,6 @@ async function* idle(signal: AbortSignal): AsyncGenerator<ModelEvent> {
     signal.addEventListener("abort", () => resolve(), { once: true });
   });
   yield { type: "stop", reason: "end_turn" };
-}
-
-/** setTimeout for the bulk, then a short spin: timers alone round up to 1 ms. */
-async function sleepUs(us: number): Promise<void> {
-  const until = process.hrtime.bigint() + BigInt(us) * 1000n;
-  if (us > 1500) await new Promise((r) => setTimeout(r, Math.floor(us / 1000) - 1));
-  else await new Promise((r) => setImmediate(r));
-  while (process.hrtime.bigint() < until) await new Promise((r) => setImmediate(r));
 }
 
 /** Emission times (ns) embedded in a stream's text. */
