@@ -20,7 +20,7 @@ export {
 export { errorDomain, fromConnectError, toConnectError } from "./errors.ts";
 export { isPlatformStatus } from "./platform-status.ts";
 export { openStream } from "./calls/open-stream.ts";
-export { type Parkable, parkableOf, type Waiter } from "./calls/parkable.ts";
+export { endsOnAbort, type Parkable, parkableOf, type Waiter } from "./calls/parkable.ts";
 export { assertPublicTarget, isPublicAddress, publicOnlyFetch, publicOnlyLookup } from "./outbound/public-target.ts";
 export {
   CORS_ALLOW_HEADERS,

@@ -84,7 +84,7 @@ export class Followers {
 
   /** The session's events after `after`, one at a time (see FollowStream). */
   follow(orgId: string, sessionId: string, after: number, options: FollowOptions = {}): FollowStream {
-    return new FollowStream(this.#pages(orgId, sessionId, after, options));
+    return new FollowStream(this.#pages(orgId, sessionId, after, options), options.signal);
   }
 
   /**
@@ -359,8 +359,22 @@ export class FollowStream implements AsyncIterableIterator<SessionEvent>, Parkab
   /** The read of the next group, while one is out (a second next() waits for it, as a generator's would). */
   #reading: Promise<unknown> | undefined;
 
-  constructor(groups: Groups) {
+  constructor(
+    groups: Groups,
+    /** The follow's signal: its box listens to it (the follow ends once it aborts). */
+    private readonly signal?: AbortSignal,
+  ) {
     this.#groups = groups;
+  }
+
+  /**
+   * Parkable.endsOnAbort: its own signal's abort wakes a parked waiter (the
+   * box's news) and ends the follow (done) after any read in flight, so the
+   * relay above it (the direct transport's call output) needs no abort
+   * listener of its own on that signal.
+   */
+  endsOnAbort(signal: AbortSignal): boolean {
+    return signal === this.signal;
   }
 
   [Symbol.asyncIterator](): this {

@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
-import { type Parkable, parkableOf, type Waiter } from "@platform/rpc";
+import { endsOnAbort, type Parkable, parkableOf, type Waiter } from "@platform/rpc";
 
 // The slice is the process's, not each relay's: with every relay yielding
 // after its own 5 ms, twenty concurrent replays and replies put 100 ms of
@@ -101,6 +101,11 @@ class TurnsRelay<T, R> implements AsyncIterableIterator<R>, Parkable {
   /** Parks on the open source when it can (Parkable): an idle follower waits so, without a pending read here. */
   park(waiter: Waiter): boolean {
     return !this.#finished && this.#it !== undefined && (parkableOf(this.#it)?.park(waiter) ?? false);
+  }
+
+  /** Whether the open source watches `signal` itself (Parkable.endsOnAbort: a follow, its own signal). */
+  endsOnAbort(signal: AbortSignal): boolean {
+    return !this.#finished && endsOnAbort(this.#it, signal);
   }
 
   next(): Promise<IteratorResult<R>> {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import {
@@ -21,6 +22,7 @@ import {
 import { pino } from "pino";
 import { fromConnectError } from "../errors.ts";
 import { createDirectTransport } from "./direct-transport.ts";
+import { parkableOf, type Waiter } from "./parkable.ts";
 import { errorInterceptor } from "../server/interceptors.ts";
 import { ShutdownHooks } from "../http/shutdown-hooks.ts";
 
@@ -230,6 +232,99 @@ describe("direct transport (REST routes → implementations)", () => {
     assert.equal(closed, 1, "the handler's generator was closed");
     assert.equal(signals[0]?.aborted, true);
     assert.deepEqual(await it.next(), { done: true, value: undefined });
+  });
+
+  test("parked on a stream that watches its own signal (endsOnAbort), the call keeps no abort listener; the abort still wakes the reader, and a read in flight then fails with its reason", async () => {
+    /** One item, then reads that wait for release(); its own abort listener wakes a parked waiter. */
+    class OwnAbortStream {
+      reads = 0;
+      waiter: Waiter | undefined;
+      release: (() => void) | undefined;
+      constructor(readonly signal: AbortSignal) {
+        signal.addEventListener("abort", () => this.wake(), { once: true });
+      }
+      [Symbol.asyncIterator]() {
+        return this;
+      }
+      wake(): void {
+        const w = this.waiter;
+        this.waiter = undefined;
+        w?.wake();
+      }
+      park(waiter: Waiter): boolean {
+        if (this.signal.aborted) return false;
+        this.waiter = waiter;
+        return true;
+      }
+      endsOnAbort(signal: AbortSignal): boolean {
+        return signal === this.signal;
+      }
+      next(): Promise<IteratorResult<{ seq: bigint }>> {
+        const seq = BigInt(++this.reads);
+        if (seq === 1n) return Promise.resolve({ done: false, value: { seq } });
+        // An item on its way, delivered when released (after the abort below).
+        return new Promise((resolve) => (this.release = () => resolve({ done: false, value: { seq } })));
+      }
+      async return(): Promise<IteratorResult<{ seq: bigint }>> {
+        return { done: true, value: undefined };
+      }
+    }
+    const streams: OwnAbortStream[] = [];
+    // No interceptor: one that wraps a stream (errorInterceptor) hides whether it can park.
+    const t = createDirectTransport({
+      services: [
+        {
+          service: StreamService,
+          impl: {
+            tick: ((_req: unknown, ctx: { signal: AbortSignal }) => {
+              const s = new OwnAbortStream(ctx.signal);
+              streams.push(s);
+              return s;
+            }) as never,
+          },
+        },
+      ],
+      interceptors: [],
+      contextValues: () => createContextValues(),
+    });
+    const open = async (caller: AbortController) => {
+      const res = await t.stream(
+        StreamService.method.tick,
+        caller.signal,
+        undefined,
+        undefined,
+        (async function* () {
+          yield create(TickRequestSchema, {});
+        })(),
+      );
+      const it = res.message[Symbol.asyncIterator]();
+      assert.equal((await it.next()).value?.seq, 1n);
+      return it;
+    };
+
+    // Parked: the stream's listener is the only one on the call's signal, and the abort wakes the reader through it.
+    const first = new AbortController();
+    const it = await open(first);
+    let woken = 0;
+    assert.equal(parkableOf(it)?.park({ wake: () => woken++ }), true);
+    const s = streams[0]!;
+    assert.equal(getEventListeners(s.signal, "abort").length, 1, "the stream's own listener only");
+    first.abort(new ConnectError("client went away", Code.Canceled));
+    assert.equal(woken, 1, "the abort woke the parked reader");
+    await assert.rejects(it.next(), (e: unknown) => e instanceof ConnectError && e.code === Code.Canceled);
+
+    // Woken by an item, reading when the abort comes: the read fails with the abort's reason, not the item
+    // that arrives after it (as the call's own listener would have failed it).
+    const second = new AbortController();
+    const it2 = await open(second);
+    assert.equal(parkableOf(it2)?.park({ wake: () => {} }), true);
+    const s2 = streams[1]!;
+    s2.wake();
+    const pending = it2.next();
+    second.abort(new ConnectError("client went away", Code.Canceled));
+    s2.release!();
+    await assert.rejects(pending, (e: unknown) => e instanceof ConnectError && e.code === Code.Canceled);
+    assert.equal(s2.signal.aborted, true);
   });
 
   test("works as a client transport", async () => {

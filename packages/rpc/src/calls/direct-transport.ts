@@ -517,6 +517,13 @@ class CallOutput implements AsyncIterableIterator<Message>, Parkable {
   /** Parked on the stream (park): woken by the stream, or by the call's abort. */
   #parked: Waiter | undefined;
   #listening = false;
+  /**
+   * The stream watches the call's signal itself (Parkable.endsOnAbort, told
+   * at its first park): this object listens no more; a read that settles
+   * once the call is aborted fails with the abort's reason, as the listener
+   * would have failed it.
+   */
+  #streamEndsOnAbort = false;
   constructor(
     start: () => Promise<AsyncIterator<Message>>,
     private readonly call: DirectCall,
@@ -529,13 +536,28 @@ class CallOutput implements AsyncIterableIterator<Message>, Parkable {
     return this;
   }
 
-  /** Parks on the started stream when it can (Parkable); the call's abort wakes the waiter too. */
+  /**
+   * Parks on the started stream when it can (Parkable); the call's abort
+   * wakes the waiter too: through this object's abort listener, or, when
+   * the stream watches the call's signal itself (endsOnAbort: an agents
+   * follow), through the stream's, and this one is let go (one listener an
+   * idle SSE stream, not two).
+   */
   park(waiter: Waiter): boolean {
     const it = this.#it;
     const { signal } = this.call;
-    if (!it || this.#rejectRead || signal.aborted || !parkableOf(it)?.park(waiter)) return false;
-    this.#listen(signal);
+    if (!it || this.#rejectRead || signal.aborted) return false;
+    const parkable = parkableOf(it);
+    if (!parkable?.park(waiter)) return false;
     this.#parked = waiter;
+    if (!this.#streamEndsOnAbort && parkable.endsOnAbort?.(signal)) {
+      this.#streamEndsOnAbort = true;
+      if (this.#listening) {
+        this.#listening = false;
+        signal.removeEventListener("abort", this);
+      }
+    }
+    this.#listen(signal);
     return true;
   }
 
@@ -590,6 +612,11 @@ class CallOutput implements AsyncIterableIterator<Message>, Parkable {
         (r) => {
           if (this.#rejectRead !== reject) return;
           this.#rejectRead = undefined;
+          // Aborted while the read was pending, with no listener here to fail it then (#streamEndsOnAbort).
+          if (signal.aborted) {
+            reject(this.#failed(getAbortSignalReason(signal)));
+            return;
+          }
           if (r.done) {
             this.#end();
             resolve(r);
@@ -627,7 +654,7 @@ class CallOutput implements AsyncIterableIterator<Message>, Parkable {
   }
 
   #listen(signal: AbortSignal): void {
-    if (this.#listening) return;
+    if (this.#listening || this.#streamEndsOnAbort) return;
     this.#listening = true;
     signal.addEventListener("abort", this, { once: true });
   }

@@ -19,9 +19,23 @@ export interface Parkable {
    * not parked (something is at hand, or this layer cannot tell): call next().
    */
   park(waiter: Waiter): boolean;
+  /**
+   * Optional. True when the stream watches `signal` itself: once it aborts,
+   * a parked waiter is woken and a pending next() settles (its end, or an
+   * item already on its way) without waiting for anything else. A layer
+   * above parked on it then keeps no abort listener of its own for the same
+   * signal: an idle SSE follower held two (the call's output and the
+   * follow's), each a Listener with its callback closure and context.
+   */
+  endsOnAbort?(signal: AbortSignal): boolean;
 }
 
 /** `it` as a Parkable, when it is one. */
 export function parkableOf(it: object | undefined): Parkable | undefined {
   return typeof (it as Partial<Parkable> | undefined)?.park === "function" ? (it as Parkable) : undefined;
+}
+
+/** Whether `it` watches `signal` itself (Parkable.endsOnAbort): what a layer forwarding park() forwards too. */
+export function endsOnAbort(it: object | undefined, signal: AbortSignal): boolean {
+  return parkableOf(it)?.endsOnAbort?.(signal) ?? false;
 }

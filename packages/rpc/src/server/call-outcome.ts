@@ -3,7 +3,7 @@ import type { ConnectError, Interceptor, StreamResponse, UnaryResponse } from "@
 import type { Span } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import { callEnded } from "../calls/direct-transport.ts";
-import { type Parkable, parkableOf, type Waiter } from "../calls/parkable.ts";
+import { endsOnAbort, type Parkable, parkableOf, type Waiter } from "../calls/parkable.ts";
 import { codeNameOf, observeRpc } from "../metrics/rpc-observe.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
 import { recordRpcStatus, serverRpcSpan } from "../tracing/rpc-spans.ts";
@@ -108,6 +108,16 @@ class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
     return !this.#ended && this.#it !== undefined && (parkableOf(this.#it)?.park(waiter) ?? false);
   }
 
+  /** Whether the stream watches `signal` itself (Parkable.endsOnAbort): this layer adds no wait of its own. */
+  endsOnAbort(signal: AbortSignal): boolean {
+    return endsOnAbort(this.#it, signal);
+  }
+
+  /** How a stream that ends ended: CANCELLED once its caller aborted it (a client gone), whoever saw the end first. */
+  #endCode(): string {
+    return this.signal.aborted && this.signal.reason !== callEnded ? "CANCELLED" : "OK";
+  }
+
   next(): Promise<IteratorResult<unknown>> {
     if (this.#ended) return Promise.resolve({ done: true, value: undefined });
     let pending: Promise<IteratorResult<unknown>>;
@@ -118,7 +128,7 @@ class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
     }
     return pending.then(
       (r) => {
-        if (r.done) this.ended("OK");
+        if (r.done) this.ended(this.#endCode());
         return r;
       },
       (e: unknown) => {
@@ -129,7 +139,7 @@ class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
 
   async return(value?: unknown): Promise<IteratorResult<unknown>> {
     const open = !this.#ended;
-    this.#count(this.signal.aborted && this.signal.reason !== callEnded ? "CANCELLED" : "OK");
+    this.#count(this.#endCode());
     if (!open || !this.#it?.return) return { done: true, value };
     try {
       await this.#it.return(value);
