@@ -113,10 +113,8 @@ export const sseMemoryCurve: Figure = {
         // it: after V8's memory reducer compacted what the opens left (a 3 s idle spell and a GC left the
         // 19,488 point of the 16:52 run +665 MiB over the line, R² 0.913).
         await agents.request("resetLag");
-        const { idle, after: settled } = await settle(agents, size === "quick" ? 200 : SETTLE_MS);
-        // Then what the streams hold, whatever part of the opens' sparse old space the idle spell left.
-        await agents.request("gc", 60_000, { compact: true });
-        const s = await agents.stats();
+        // Then (compacted) what the streams hold, whatever part of the opens' sparse old space the idle spell left.
+        const { idle, after: settled, compacted: s } = await settle(agents, size === "quick" ? 200 : SETTLE_MS);
         // n = the followers (the run's own POST stream was open before the baseline).
         points.push({
           n: opened,

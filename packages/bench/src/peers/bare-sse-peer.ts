@@ -6,8 +6,9 @@ import { settle } from "../idle-settle.ts";
  * The bare Node SSE server (bare-sse.ts) in a process of its own holding
  * `streams` idle streams, opened from this process as the sse-streams figure
  * opens ours (one HTTP/1.1 connection each, `inFlight` opens at a time, each
- * held from its first event). Memory per stream from the server's RSS after
- * GC before and after; lag over an idle window of `idleMs`.
+ * held from its first event). Memory per stream from the server's RSS after a
+ * compacting GC before and after the idle window of `idleMs` (also read
+ * after the window's plain GC); lag over that window.
  */
 export async function bareSsePeer(
   streams: number,
@@ -16,6 +17,8 @@ export async function bareSsePeer(
 ): Promise<{
   held: number;
   perStream: number;
+  /** RSS per stream after the idle window's plain GC, before the compacting one. */
+  perStreamIdle: number;
   heapPerStream: number;
   /** V8's free heap space and the RSS outside V8's heap, per stream. */
   freePerStream: number;
@@ -39,7 +42,7 @@ export async function bareSsePeer(
       requests.push(req);
     });
   try {
-    await svc.request("gc");
+    await svc.request("gc", 60_000, { compact: true });
     const before = await svc.stats();
     let started = 0;
     await Promise.all(
@@ -51,12 +54,13 @@ export async function bareSsePeer(
       }),
     );
     await svc.request("resetLag");
-    const { idle, after } = await settle(svc, idleMs);
+    const { idle, after: plain, compacted: after } = await settle(svc, idleMs);
     const held = await svc.request<number>("open");
     if (held !== streams) throw new Error(`the bare SSE server holds ${held} streams of ${streams}`);
     return {
       held,
       perStream: (after.rss - before.rss) / held,
+      perStreamIdle: (plain.rss - before.rss) / held,
       heapPerStream: (after.heapUsed - before.heapUsed) / held,
       freePerStream: (after.heapTotal - after.heapUsed - (before.heapTotal - before.heapUsed)) / held,
       nativePerStream: (after.rss - after.heapTotal - (before.rss - before.heapTotal)) / held,
