@@ -16,7 +16,11 @@
  *       resizes the terminal of the running command id;
  *   P id init-pid init-start-time uid gid n-cgroups cgroup.procs-files...
  *       forks a child that joins those cgroups, enters the sandbox and waits
- *       for an X naming it (killing it is how an unused one ends).
+ *       for an X naming it (killing it is how an unused one ends). An X that
+ *       comes before that child said ready waits for it (parked, PARK_MS at
+ *       most, the helper serving other requests meanwhile) instead of
+ *       killing it and forking another that would wait for the same cgroup
+ *       move; a child that ends or is late leaves the X to start the usual way.
  * For X, the helper connects twice to the stream socket (the service listens
  * there) and writes a 5-byte tag on each (u32 id, 1 = stdout, 2 = stderr);
  * those connections become the command's fd 1 and 2, so output goes straight
@@ -66,6 +70,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "seccomp-filter.h"
@@ -255,14 +260,39 @@ static char **list_at(char **fields, size_t n, size_t *i) {
  * RCU grace period, several ms). It waits on its socket for the command and
  * its two output streams, then execs it.
  */
+struct parked;
+
 struct prepared {
   uint32_t id;
   pid_t pid;
   int sock;
+  /* An exec that came while this child was still on its way in: it waits here (parked) for the child's "R". */
+  struct parked *parked;
 };
 
 static struct prepared prepared[MAX_RUNNING];
 static size_t n_prepared;
+
+/*
+ * An exec whose prepared child had not said ready yet: its request (a copy)
+ * and the descriptors already made for it, kept by the helper (never by the
+ * child) until the child says ready (it gets them then), ends or misses the
+ * deadline (the exec then starts the usual way). Meanwhile the helper serves
+ * other requests: a child held back (a sandbox can stop or kill its own)
+ * delays only this exec, by at most PARK_MS.
+ */
+struct parked {
+  char *req;
+  size_t len;
+  int in, out, err, master;
+  long long deadline_ns;
+};
+
+/*
+ * Well beyond a prepared child's way in (one cgroup migration's RCU grace
+ * period: a few ms, tens under load), which a new child would wait too.
+ */
+#define PARK_MS 200
 
 /* The command as the prepared child receives it: u32 length, fields (input mode, cwd, argv, env), and in/out/err as SCM_RIGHTS. */
 static void await_command(int sock) {
@@ -319,10 +349,37 @@ static struct prepared *find_prepared(uint32_t id) {
   return NULL;
 }
 
+static long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void start_command(char *req, size_t len, int in, int out, int err, int master, struct prepared *p);
+
+/*
+ * Forgets p (killing it first when kill_it); an exec parked on it starts the
+ * usual way. p's slot is reused, so p must not be used after this.
+ */
 static void drop_prepared(struct prepared *p, int kill_it) {
   if (kill_it) kill(p->pid, SIGKILL);
   close(p->sock);
+  struct parked *k = p->parked;
   *p = prepared[--n_prepared];
+  if (k) {
+    start_command(k->req, k->len, k->in, k->out, k->err, k->master, NULL);
+    free(k->req);
+    free(k);
+  }
+}
+
+/* Its "R" (it is in the sandbox and filtered): 1 once read, 0 not yet, -1 it never will (gone, or it said something else). */
+static int prepared_ready(struct prepared *p) {
+  char ready;
+  ssize_t r = recv(p->sock, &ready, 1, MSG_DONTWAIT);
+  if (r == 1) return ready == 'R' ? 1 : -1;
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+  return -1;
 }
 
 /* P id init start uid gid n-cgroups cgroups... */
@@ -353,7 +410,7 @@ static void prepare(char **f, size_t n) {
     await_command(3);
   }
   if (pid > 0) {
-    prepared[n_prepared++] = (struct prepared){id, pid, pair[0]};
+    prepared[n_prepared++] = (struct prepared){id, pid, pair[0], NULL};
     pair[0] = -1;
   }
 done:
@@ -482,72 +539,89 @@ static void resize_terminal(char **f, size_t n) {
   struct winsize ws = {.ws_row = (unsigned short)strtoul(f[2], NULL, 10), .ws_col = (unsigned short)strtoul(f[3], NULL, 10)};
   for (size_t i = 0; i < n_running; i++)
     if (running[i].id == id && running[i].master >= 0) ioctl(running[i].master, TIOCSWINSZ, &ws);
+  /* Still parked: its terminal is made already. */
+  for (size_t i = 0; i < n_prepared; i++) {
+    struct parked *k = prepared[i].parked;
+    if (k && k->master >= 0 && k->len > 4 && strtoul(k->req + 2, NULL, 10) == id) ioctl(k->master, TIOCSWINSZ, &ws);
+  }
 }
 
-/* X id init start uid gid cwd stream-socket prepared-id input n-cgroups cgroups... n-argv argv... n-env env... */
-static void exec_command(char **f, size_t n, const char *raw, size_t raw_len) {
-  if (n < 13) {
-    report("F 0 malformed request\n");
-    return;
+/*
+ * The fields of an X request (req[0..len), NUL-separated): f[1] id, f[2]
+ * init pid, f[3] its start time, f[4] uid, f[5] gid, f[6] cwd, f[7] stream
+ * socket, f[8] prepared id, f[9] input mode, then the lists.
+ */
+struct exec_fields {
+  char *f[MAX_FIELDS];
+  size_t n;
+  uint32_t id;
+  const char *cwd, *sock, *mode;
+  int terminal;
+  size_t n_cg, argv_at;
+  char **cgroups, **argv, **envp;
+};
+
+/* 0 when req is a whole X request (the lists allocated in x), -1 when not (nothing left allocated). */
+static int parse_exec(char *req, size_t len, struct exec_fields *x) {
+  x->n = split(req, len, x->f, MAX_FIELDS);
+  x->cgroups = x->argv = x->envp = NULL;
+  if (x->n < 13) return -1;
+  char **f = x->f;
+  x->id = (uint32_t)strtoul(f[1], NULL, 10);
+  x->cwd = f[6];
+  x->sock = f[7];
+  x->mode = f[9];
+  x->terminal = x->mode[0] == 't';
+  size_t i = 10;
+  x->n_cg = strtoul(f[10], NULL, 10);
+  x->cgroups = list_at(f, x->n, &i);
+  x->argv_at = i;
+  x->argv = list_at(f, x->n, &i);
+  x->envp = list_at(f, x->n, &i);
+  if (!x->cgroups || !x->argv || !x->argv[0] || !x->envp || (x->mode[0] != '-' && x->mode[0] != 's' && !x->terminal)) {
+    free(x->cgroups);
+    free(x->argv);
+    free(x->envp);
+    x->cgroups = x->argv = x->envp = NULL;
+    return -1;
   }
-  uint32_t id = (uint32_t)strtoul(f[1], NULL, 10);
-  const char *cwd = f[6], *sock = f[7], *mode = f[9];
-  int terminal = mode[0] == 't';
-  size_t i = 10, n_cg = strtoul(f[10], NULL, 10);
-  char **cgroups = list_at(f, n, &i);
-  size_t argv_at = i;
-  char **argv = list_at(f, n, &i), **envp = list_at(f, n, &i);
-  int in = -1, out = -1, err = -1, pidfd = -1, master = -1;
-  if (!cgroups || !argv || !argv[0] || !envp || n_running == MAX_RUNNING || (mode[0] != '-' && mode[0] != 's' && !terminal)) {
+  return 0;
+}
+
+static struct exec_fields parsed;
+
+/*
+ * Starts the command of X request req with its descriptors made (in, out,
+ * err, and a terminal's master or -1; all closed here): handed to p, a
+ * prepared child that said ready, or (p NULL, or the hand-over failed) in a
+ * child forked now. Reports F when it cannot start.
+ */
+static void start_command(char *req, size_t len, int in, int out, int err, int master, struct prepared *p) {
+  struct exec_fields *x = &parsed;
+  int pidfd = -1;
+  if (parse_exec(req, len, x) < 0) {
+    report("F 0 malformed request\n");
+    goto done;
+  }
+  char **f = x->f;
+  uint32_t id = x->id;
+  if (n_running == MAX_RUNNING) {
+    if (p) drop_prepared(p, 1);
     report("F %u malformed request\n", id);
     goto done;
   }
-  out = connect_stream(sock, id, 1);
-  err = out < 0 ? -1 : connect_stream(sock, id, 2);
-  if (err < 0) {
-    report("F %u stream socket: %s\n", id, strerror(errno));
-    goto done;
-  }
-  if (mode[0] == 's') {
-    in = connect_stream(sock, id, 3);
-    if (in < 0) {
-      report("F %u stream socket: %s\n", id, strerror(errno));
-      goto done;
-    }
-  } else if (terminal) {
-    /* Before anything enters the sandbox's pid namespace: the relay is the host's. */
-    in = open_terminal(mode + 1, out, &master);
-    if (in < 0) {
-      report("F %u terminal: %s\n", id, strerror(errno));
-      goto done;
-    }
-  } else {
-    in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
-      report("F %u /dev/null: %s\n", id, strerror(errno));
-      goto done;
-    }
-  }
-  struct prepared *p = find_prepared((uint32_t)strtoul(f[8], NULL, 10));
-  char ready;
-  if (p && recv(p->sock, &ready, 1, MSG_DONTWAIT) != 1) {
-    /* Not in the sandbox yet (or never will be: its cgroup was renamed or the
-     * sandbox ended under it): waiting would cost what it was meant to save. */
-    drop_prepared(p, 1);
-    p = NULL;
-  }
   if (p) {
     /* Hand the command to the prepared child: input mode, cwd, then argv and env as they came. */
-    size_t mode_len = strlen(mode) + 1, cwd_len = strlen(cwd) + 1, rest = raw_len - (size_t)(f[argv_at] - raw);
-    uint32_t len = (uint32_t)(mode_len + cwd_len + rest);
-    char *buf = malloc(sizeof len + len);
+    size_t mode_len = strlen(x->mode) + 1, cwd_len = strlen(x->cwd) + 1, rest = len - (size_t)(f[x->argv_at] - req);
+    uint32_t blen = (uint32_t)(mode_len + cwd_len + rest);
+    char *buf = malloc(sizeof blen + blen);
     int sent = -1;
     if (buf) {
-      memcpy(buf, &len, sizeof len);
-      memcpy(buf + sizeof len, mode, mode_len);
-      memcpy(buf + sizeof len + mode_len, cwd, cwd_len);
-      memcpy(buf + sizeof len + mode_len + cwd_len, f[argv_at], rest);
-      sent = send_command(p->sock, in, out, err, buf, sizeof len + len);
+      memcpy(buf, &blen, sizeof blen);
+      memcpy(buf + sizeof blen, x->mode, mode_len);
+      memcpy(buf + sizeof blen + mode_len, x->cwd, cwd_len);
+      memcpy(buf + sizeof blen + mode_len + cwd_len, f[x->argv_at], rest);
+      sent = send_command(p->sock, in, out, err, buf, sizeof blen + blen);
       free(buf);
     }
     if (sent == 0) {
@@ -572,8 +646,8 @@ static void exec_command(char **f, size_t n, const char *raw, size_t raw_len) {
   if (pid == 0) {
     /* Errors from here on belong on the exec's stderr. */
     if (dup2(err, 2) < 0) _exit(126);
-    enter_sandbox(pidfd, (uid_t)strtoul(f[4], NULL, 10), (gid_t)strtoul(f[5], NULL, 10), cgroups, n_cg);
-    run_command(in, out, err, terminal, cwd, argv, envp);
+    enter_sandbox(pidfd, (uid_t)strtoul(f[4], NULL, 10), (gid_t)strtoul(f[5], NULL, 10), x->cgroups, x->n_cg);
+    run_command(in, out, err, x->terminal, x->cwd, x->argv, x->envp);
   }
   if (pid < 0) {
     report("F %u fork: %s\n", id, strerror(errno));
@@ -588,9 +662,105 @@ done:
   if (out >= 0) close(out);
   if (err >= 0) close(err);
   if (pidfd >= 0) close(pidfd);
-  free(cgroups);
-  free(argv);
-  free(envp);
+  free(x->cgroups);
+  free(x->argv);
+  free(x->envp);
+  x->cgroups = x->argv = x->envp = NULL;
+}
+
+/* X id init start uid gid cwd stream-socket prepared-id input n-cgroups cgroups... n-argv argv... n-env env... */
+static void exec_command(char *req, size_t len) {
+  struct exec_fields *x = &parsed;
+  int in = -1, out = -1, err = -1, master = -1;
+  if (parse_exec(req, len, x) < 0) {
+    report("F %u malformed request\n", x->n > 1 ? (uint32_t)strtoul(x->f[1], NULL, 10) : 0u);
+    return;
+  }
+  uint32_t id = x->id;
+  const char *mode = x->mode;
+  struct prepared *p = find_prepared((uint32_t)strtoul(x->f[8], NULL, 10));
+  if (n_running == MAX_RUNNING) {
+    report("F %u malformed request\n", id);
+    goto fail;
+  }
+  out = connect_stream(x->sock, id, 1);
+  err = out < 0 ? -1 : connect_stream(x->sock, id, 2);
+  if (err < 0) {
+    report("F %u stream socket: %s\n", id, strerror(errno));
+    goto fail;
+  }
+  if (mode[0] == 's') {
+    in = connect_stream(x->sock, id, 3);
+    if (in < 0) {
+      report("F %u stream socket: %s\n", id, strerror(errno));
+      goto fail;
+    }
+  } else if (x->terminal) {
+    /* Before anything enters the sandbox's pid namespace: the relay is the host's. */
+    in = open_terminal(mode + 1, out, &master);
+    if (in < 0) {
+      report("F %u terminal: %s\n", id, strerror(errno));
+      goto fail;
+    }
+  } else {
+    in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+      report("F %u /dev/null: %s\n", id, strerror(errno));
+      goto fail;
+    }
+  }
+  free(x->cgroups);
+  free(x->argv);
+  free(x->envp);
+  x->cgroups = x->argv = x->envp = NULL;
+  int ready = p && !p->parked ? prepared_ready(p) : -1;
+  if (ready == 0) {
+    /* On its way in (its cgroup move waits for an RCU grace period): a new
+     * child would wait the same and more, so the exec waits for this one. */
+    struct parked *k = malloc(sizeof *k);
+    char *copy = k ? malloc(len) : NULL;
+    if (copy) {
+      memcpy(copy, req, len);
+      *k = (struct parked){copy, len, in, out, err, master, now_ns() + PARK_MS * 1000000LL};
+      p->parked = k;
+      return;
+    }
+    free(k);
+    ready = -1;
+  }
+  if (ready < 0 && p && !p->parked) {
+    /* Gone, or it will never be in (its cgroup was renamed or the sandbox ended under it). */
+    drop_prepared(p, 1);
+  }
+  start_command(req, len, in, out, err, master, ready == 1 ? p : NULL);
+  return;
+fail:
+  if (master >= 0) close(master);
+  if (in >= 0) close(in);
+  if (out >= 0) close(out);
+  if (err >= 0) close(err);
+  free(x->cgroups);
+  free(x->argv);
+  free(x->envp);
+  x->cgroups = x->argv = x->envp = NULL;
+}
+
+/*
+ * A parked exec's prepared child said ready (ready 1), went away or said
+ * something else (-1), or missed the deadline (0): the exec starts, in that
+ * child or the usual way.
+ */
+static void unpark(struct prepared *p, int ready) {
+  struct parked *k = p->parked;
+  p->parked = NULL;
+  if (ready == 1) {
+    start_command(k->req, k->len, k->in, k->out, k->err, k->master, p);
+  } else {
+    drop_prepared(p, 1);
+    start_command(k->req, k->len, k->in, k->out, k->err, k->master, NULL);
+  }
+  free(k->req);
+  free(k);
 }
 
 static void handle(char *req, size_t len) {
@@ -599,7 +769,7 @@ static void handle(char *req, size_t len) {
   if (n == 0) {
     report("F 0 malformed request\n");
   } else if (strcmp(fields[0], "X") == 0) {
-    exec_command(fields, n, req, len);
+    exec_command(req, len);
   } else if (strcmp(fields[0], "P") == 0) {
     prepare(fields, n);
   } else if (strcmp(fields[0], "W") == 0) {
@@ -655,17 +825,41 @@ int main(int argc, char **argv) {
   size_t cap = 1 << 16, used = 0;
   char *buf = malloc(cap);
   if (!buf) return 1;
+  /* stdin, SIGCHLD, and the prepared children that parked execs wait on. */
+  static struct pollfd fds[2 + MAX_RUNNING];
+  static uint32_t waited[MAX_RUNNING];
   for (;;) {
-    struct pollfd fds[2] = {{.fd = 0, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-    if (poll(fds, 2, -1) < 0) {
+    fds[0] = (struct pollfd){.fd = 0, .events = POLLIN};
+    fds[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
+    size_t n_waited = 0;
+    long long now = now_ns(), next = -1;
+    for (size_t i = 0; i < n_prepared; i++) {
+      if (!prepared[i].parked) continue;
+      waited[n_waited] = prepared[i].id;
+      fds[2 + n_waited++] = (struct pollfd){.fd = prepared[i].sock, .events = POLLIN};
+      long long left = prepared[i].parked->deadline_ns - now;
+      if (next < 0 || left < next) next = left < 0 ? 0 : left;
+    }
+    int timeout = next < 0 ? -1 : (int)((next + 999999) / 1000000);
+    if (poll(fds, 2 + n_waited, timeout) < 0) {
       if (errno == EINTR) continue;
       return 1;
+    }
+    /* A parked exec starts once its child said ready, went away or is late. */
+    now = now_ns();
+    for (size_t i = 0; i < n_waited; i++) {
+      struct prepared *p = find_prepared(waited[i]);
+      if (!p || !p->parked) continue;
+      int ready = fds[2 + i].revents ? prepared_ready(p) : 0;
+      if (ready != 0 || p->parked->deadline_ns <= now) unpark(p, ready);
+      if (own_pidns >= 0) setns(own_pidns, CLONE_NEWPID);
     }
     if (fds[1].revents) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) == sizeof si) {
       }
       reap();
+      if (own_pidns >= 0) setns(own_pidns, CLONE_NEWPID);
     }
     if (!fds[0].revents) continue;
     if (cap - used < 4096) {
