@@ -98,6 +98,7 @@ async function collect(launched: Launched): Promise<{ stdout: string; stderr: st
 describe("exec helper: an exec waits for its placed child on its way in", () => {
   let dataDir: string;
   let tmp: string;
+  let binDir: string;
   let driver: LocalDriver;
   let helper: ExecHelper;
   let id: string;
@@ -125,7 +126,8 @@ describe("exec helper: an exec waits for its placed child on its way in", () => 
     uid = Number(statusField(initPid, "Uid").split(/\s+/)[0]);
     assert.ok(uid > 0);
     // A helper of its own (the driver's keeps serving the driver), built into a private directory.
-    helper = new ExecHelper(undefined, fs.mkdtempSync(join(tmpdir(), "compute-parked-bin-")));
+    binDir = fs.mkdtempSync(join(tmpdir(), "compute-parked-bin-"));
+    helper = new ExecHelper(undefined, binDir);
   });
 
   after(async () => {
@@ -134,6 +136,7 @@ describe("exec helper: an exec waits for its placed child on its way in", () => 
     await driver?.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
     fs.rmSync(tmp, { recursive: true, force: true });
+    fs.rmSync(binDir, { recursive: true, force: true });
   });
 
   /**
