@@ -13,6 +13,7 @@ import {
 } from "@connectrpc/connect";
 import { PlatformError } from "@platform/errors";
 import {
+  ChatRequestSchema,
   EchoRequestSchema,
   LibraryService,
   SleepRequestSchema,
@@ -22,8 +23,10 @@ import {
 import { pino } from "pino";
 import { fromConnectError } from "../errors.ts";
 import { createDirectTransport } from "./direct-transport.ts";
+import { oneMessage } from "./one-message.ts";
 import { parkableOf, type Waiter } from "./parkable.ts";
 import { errorInterceptor } from "../server/interceptors.ts";
+import { inputGuard } from "../server/input-guard.ts";
 import { ShutdownHooks } from "../http/shutdown-hooks.ts";
 
 const tag = createContextKey("none");
@@ -125,6 +128,46 @@ describe("direct transport (REST routes → implementations)", () => {
       assert.ok(signal.reason instanceof ConnectError);
       assert.equal(signal.reason.code, Code.Canceled);
     }
+  });
+
+  test("a server stream's one message passes the input guard and reaches its handler in the turn of the first read", async () => {
+    // The direct gRPC and REST paths hand the transport oneMessage's stream: the guard and the innermost step
+    // take the message from it without an await (two turns of the microtask queue on every stream's start).
+    const handled: string[][] = [];
+    const t = transportWith(
+      {},
+      {
+        chat(req) {
+          handled.push(req.chunks);
+          return (async function* () {
+            for (const content of req.chunks) yield { event: { case: "text" as const, value: { content } } };
+          })();
+        },
+      },
+      [inputGuard()],
+    );
+    const open = (chunks: string[]) =>
+      t.stream(
+        StreamService.method.chat,
+        undefined,
+        undefined,
+        undefined,
+        oneMessage(create(ChatRequestSchema, { chunks })) as never,
+      );
+    const res = await open(["a", "b"]);
+    const it = (res.message as AsyncIterable<{ event: { value?: { content?: string } } }>)[Symbol.asyncIterator]();
+    const first = it.next();
+    assert.deepEqual(handled, [["a", "b"]], "the handler runs in the turn of the first read");
+    assert.equal((await first).value?.event.value?.content, "a");
+    assert.equal((await it.next()).value?.event.value?.content, "b");
+    assert.equal((await it.next()).done, true);
+    // A refused string still fails the call before its handler starts.
+    const refused = await open(["ok", "x\0"]);
+    await assert.rejects(
+      refused.message[Symbol.asyncIterator]().next(),
+      (e) => e instanceof ConnectError && e.code === Code.InvalidArgument && /U\+0000/.test(e.message),
+    );
+    assert.equal(handled.length, 1);
   });
 
   test("a domain error keeps its reason, and headers set before it travel as metadata", async () => {

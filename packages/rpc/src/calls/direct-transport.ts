@@ -15,6 +15,7 @@ import {
 } from "@connectrpc/connect";
 import { getAbortSignalReason, transformInvokeImplementation } from "@connectrpc/connect/protocol";
 import { adoptController } from "../http/adopt.ts";
+import { takeNow } from "./one-message.ts";
 import type { LazyHeaders } from "../http/node-io.ts";
 import { type Parkable, parkableOf, type Waiter } from "./parkable.ts";
 import type { ServiceRegistration } from "./registration.ts";
@@ -148,11 +149,24 @@ async function invokeUnary(req: UnaryRequest): Promise<UnaryResponse> {
   return call.response(false, create(spec.method.output, message as never)) as unknown as UnaryResponse;
 }
 
-/** The innermost step of a server stream: its implementation, given the one request message. */
-async function invokeServerStreaming(req: StreamRequest): Promise<StreamResponse> {
+/**
+ * The innermost step of a server stream: its implementation, given the one
+ * request message (taken without an await when it is oneMessage's).
+ */
+function invokeServerStreaming(req: StreamRequest): Promise<StreamResponse> {
+  const it = req.message[Symbol.asyncIterator]();
+  const taken = takeNow(it);
+  if (!taken) return it.next().then((first) => startServerStreaming(req, first));
+  try {
+    return Promise.resolve(startServerStreaming(req, taken));
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
+
+function startServerStreaming(req: StreamRequest, first: IteratorResult<unknown>): StreamResponse {
   const call = callOf(req);
   const spec = call.entry.spec as MethodImplSpec & { kind: "server_streaming" };
-  const first = await req.message[Symbol.asyncIterator]().next();
   if (first.done) throw new ConnectError("missing input message for server-streaming method", Code.Unimplemented);
   const output = spec.impl(first.value as never, call.handlerContext(req));
   return call.response(true, output) as unknown as StreamResponse;

@@ -1,6 +1,7 @@
 import type { DescMessage, DescMethod, Message } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { PlatformError } from "@platform/errors";
+import { oneMessage, takeNow } from "../calls/one-message.ts";
 import { findStringViolation, type StringViolation } from "./string-guard.ts";
 
 /**
@@ -42,30 +43,62 @@ function check(method: DescMethod, schema: DescMessage, message: Message, refusa
  * handler starts; client and bidi streams are checked message by message.
  */
 export function inputGuard(refusal?: InputRefusal): Interceptor {
-  return (next) => async (req) => {
-    const method = req.method as DescMethod;
-    if (!req.stream) {
-      check(method, req.method.input, req.message, refusal);
-      return next(req);
+  // Not an async function: a server stream's one in-process message (calls/one-message.ts) is checked
+  // without an await. What it throws is returned as a rejection, as an async function's would be.
+  return (next) => (req) => {
+    try {
+      return guarded(next, req, refusal);
+    } catch (e) {
+      return Promise.reject(e);
     }
-    const source = req.message;
-    if (method.methodKind === "server_streaming") {
-      const it = source[Symbol.asyncIterator]();
-      const first = await it.next();
-      if (!first.done) check(method, req.method.input, first.value, refusal);
-      // The call's own request, changed rather than copied (a copy would read its headers, which the
-      // direct transport makes on first use).
-      (req as { message: AsyncIterable<Message> }).message = readAgain(first, it);
-      return next(req);
-    }
-    const checked = async function* () {
-      for await (const m of source) {
-        check(method, req.method.input, m, refusal);
-        yield m;
-      }
-    };
-    return next({ ...req, message: checked() });
   };
+}
+
+function guarded(
+  next: Parameters<Interceptor>[0],
+  req: Parameters<ReturnType<Interceptor>>[0],
+  refusal: InputRefusal | undefined,
+): ReturnType<ReturnType<Interceptor>> {
+  const method = req.method as DescMethod;
+  if (!req.stream) {
+    check(method, req.method.input, req.message, refusal);
+    return next(req);
+  }
+  const source = req.message;
+  if (method.methodKind === "server_streaming") {
+    const it = source[Symbol.asyncIterator]();
+    const taken = takeNow(it);
+    if (taken && !taken.done) {
+      check(method, req.method.input, taken.value, refusal);
+      // The call's own request, changed rather than copied (a copy would read its headers, which the
+      // direct transport makes on first use); the handler's step takes the message as this did.
+      (req as { message: AsyncIterable<Message> }).message = oneMessage(taken.value);
+      return next(req);
+    }
+    return checkFirst(method, req, it, taken, refusal, next);
+  }
+  const checked = async function* () {
+    for await (const m of source) {
+      check(method, req.method.input, m, refusal);
+      yield m;
+    }
+  };
+  return next({ ...req, message: checked() });
+}
+
+/** A server stream's first message read with next() (any stream but oneMessage's), checked, then the call. */
+async function checkFirst(
+  method: DescMethod,
+  req: Parameters<ReturnType<Interceptor>>[0],
+  it: AsyncIterator<Message>,
+  taken: IteratorResult<Message> | undefined,
+  refusal: InputRefusal | undefined,
+  next: Parameters<Interceptor>[0],
+) {
+  const first = taken ?? (await it.next());
+  if (!first.done) check(method, method.input, first.value, refusal);
+  (req as { message: AsyncIterable<Message> }).message = readAgain(first, it);
+  return next(req);
 }
 
 /**
