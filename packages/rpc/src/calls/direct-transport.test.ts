@@ -46,6 +46,19 @@ function transportWith(
   });
 }
 
+/** Opens `t`'s tick stream with its one (empty) request; the call's output. */
+function openTick(t: ReturnType<typeof createDirectTransport>, signal?: AbortSignal) {
+  return t.stream(
+    StreamService.method.tick,
+    signal,
+    undefined,
+    undefined,
+    (async function* () {
+      yield create(TickRequestSchema, {});
+    })(),
+  );
+}
+
 describe("direct transport (REST routes → implementations)", () => {
   test("interceptors run outermost first around the handler, with the call's headers and context values", async () => {
     const order: string[] = [];
@@ -210,15 +223,7 @@ describe("direct transport (REST routes → implementations)", () => {
       },
     );
     const abort = new AbortController();
-    const res = await t.stream(
-      StreamService.method.tick,
-      abort.signal,
-      undefined,
-      undefined,
-      (async function* () {
-        yield create(TickRequestSchema, {});
-      })(),
-    );
+    const res = await openTick(t, abort.signal);
     const it = res.message[Symbol.asyncIterator]();
     assert.equal((await it.next()).value?.seq, 1n);
     const pending = it.next();
@@ -226,15 +231,7 @@ describe("direct transport (REST routes → implementations)", () => {
     await assert.rejects(pending, (e: unknown) => e instanceof ConnectError && e.code === Code.Canceled);
     assert.equal(signals[0]?.aborted, true);
 
-    const second = await t.stream(
-      StreamService.method.tick,
-      undefined,
-      undefined,
-      undefined,
-      (async function* () {
-        yield create(TickRequestSchema, {});
-      })(),
-    );
+    const second = await openTick(t);
     const it2 = second.message[Symbol.asyncIterator]();
     await it2.next();
     await it2.return?.();
@@ -259,15 +256,7 @@ describe("direct transport (REST routes → implementations)", () => {
         },
       },
     );
-    const res = await t.stream(
-      StreamService.method.tick,
-      undefined,
-      undefined,
-      undefined,
-      (async function* () {
-        yield create(TickRequestSchema, {});
-      })(),
-    );
+    const res = await openTick(t);
     const it = res.message[Symbol.asyncIterator]();
     assert.equal((await it.next()).value?.seq, 1n);
     assert.equal(closed, 0);
@@ -331,15 +320,7 @@ describe("direct transport (REST routes → implementations)", () => {
       contextValues: () => createContextValues(),
     });
     const open = async (caller: AbortController) => {
-      const res = await t.stream(
-        StreamService.method.tick,
-        caller.signal,
-        undefined,
-        undefined,
-        (async function* () {
-          yield create(TickRequestSchema, {});
-        })(),
-      );
+      const res = await openTick(t, caller.signal);
       const it = res.message[Symbol.asyncIterator]();
       assert.equal((await it.next()).value?.seq, 1n);
       return it;
