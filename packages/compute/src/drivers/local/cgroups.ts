@@ -13,6 +13,14 @@ export interface CgroupStats {
   pids: number;
 }
 
+/** An exec cgroup's counters for its completed event (Cgroup.execCounters): io and oomKills only when asked for. */
+export interface ExecCounters {
+  cpuNs: number;
+  memoryPeakBytes: number;
+  io?: { read: number; write: number };
+  oomKills?: number;
+}
+
 export interface CgroupLimits {
   cpuMillis: number;
   memoryBytes: number;
@@ -268,6 +276,34 @@ export class Cgroup {
     return this.version === 1
       ? readNum(join(this.dirs.memory as string, "memory.usage_in_bytes"))
       : readNum(join(this.dirs.unified as string, "memory.current"));
+  }
+
+  /**
+   * What an exec's completed event reports of its cgroup, and no more (each
+   * counter is a file read on the exec's path): CPU time and memory peak
+   * always; block I/O only when want.io (the workspace's own disk counters
+   * replace it otherwise), OOM kills only when want.oomKills (an exec killed
+   * by SIGKILL: no other exit is reported as out of memory).
+   */
+  execCounters(want: { io: boolean; oomKills: boolean }): ExecCounters {
+    if (this.version === 1) {
+      const mem = this.dirs.memory as string;
+      return {
+        cpuNs: readNum(join(this.dirs.cpuacct ?? "", "cpuacct.usage")),
+        memoryPeakBytes: readNum(join(mem, "memory.max_usage_in_bytes")),
+        ...(want.io
+          ? { io: parseBlkio(readText(join(this.dirs.blkio ?? "", "blkio.throttle.io_service_bytes_recursive"))) }
+          : {}),
+        ...(want.oomKills ? { oomKills: readKey(readText(join(mem, "memory.oom_control")), "oom_kill") } : {}),
+      };
+    }
+    const d = this.dirs.unified as string;
+    return {
+      cpuNs: readKey(readText(join(d, "cpu.stat")), "usage_usec") * 1000,
+      memoryPeakBytes: readNum(join(d, "memory.peak")) || readNum(join(d, "memory.current")),
+      ...(want.io ? { io: parseIoStat(readText(join(d, "io.stat"))) } : {}),
+      ...(want.oomKills ? { oomKills: readKey(readText(join(d, "memory.events")), "oom_kill") } : {}),
+    };
   }
 
   stats(): CgroupStats {

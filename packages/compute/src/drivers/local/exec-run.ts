@@ -123,19 +123,30 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
     clearTimeout(graceTimer);
   }
   if (spawnError) throw PlatformError.internal("exec transport failure", spawnError);
-  const stats = run.cgroup.stats();
-  // v1 counts an OOM kill in the victim's own cgroup (this exec's), not in the limited parent.
-  const oomKills = stats.oomKills;
-  await endExec(target, run);
   const exitSignal = status?.signal;
   const exitCode = status?.code;
-  const oomKilled = oomKills > 0 && (exitSignal === "SIGKILL" || exitCode === 137);
+  const killed = exitSignal === "SIGKILL" || exitCode === 137;
+  const ioEnd = ioStart ? workspaceIo(target) : undefined;
+  // Only the counters the completed event reports are read before it is sent: the
+  // cgroup's block I/O only without the workspace's disk counters, its OOM kills
+  // only for a SIGKILLed exec (v1 counts an OOM kill in the victim's own cgroup,
+  // this exec's, not in the limited parent).
+  const counters = run.cgroup.execCounters({ io: !(ioStart && ioEnd), oomKills: killed });
+  await endExec(target, run);
+  const oomKilled = killed && (counters.oomKills ?? 0) > 0;
   if (oomKilled) {
     const msg = `[compute] out of memory: the process was killed at the sandbox's memory limit of ${target.spec.limits.memoryBytes} bytes\n`;
     yield { type: "stderr", data: new TextEncoder().encode(msg) };
   }
-  const usage = usageOf(stats, run);
-  const ioEnd = workspaceIo(target);
+  const usage = usageOf(
+    {
+      cpuNs: counters.cpuNs,
+      memoryPeakBytes: counters.memoryPeakBytes,
+      ioReadBytes: counters.io?.read ?? 0,
+      ioWriteBytes: counters.io?.write ?? 0,
+    },
+    run,
+  );
   if (ioStart && ioEnd) {
     // What reached the workspace's disk while it ran (writes still cached at its end count in the sandbox's totals once flushed).
     const done = ioSince(ioEnd, ioStart);

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { tmpdir } from "node:os";
+import { createRequire, syncBuiltinESMExports } from "node:module";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
@@ -179,5 +180,51 @@ describe("local driver limits", () => {
       total.diskWriteBytes - before.diskWriteBytes >= 10 * MiB,
       `buffered write counted ${total.diskWriteBytes - before.diskWriteBytes}`,
     );
+  });
+
+  test("an exec's end reads only the cgroup counters its completed event reports; its usage and OOM report stay right", async () => {
+    const id = await sandbox({});
+    // Files read below the sandbox's cgroups (its execs' cgroups) while the execs run.
+    const sandboxDirs = Object.values(driver.cgroupOf(id).dirs).map((d) => `${d}/`);
+    const read: string[] = [];
+    const cjs = createRequire(import.meta.url)("node:fs") as { readFileSync: typeof fs.readFileSync };
+    const original = cjs.readFileSync;
+    cjs.readFileSync = ((file: fs.PathOrFileDescriptor, ...rest: unknown[]) => {
+      if (typeof file === "string" && sandboxDirs.some((d) => file.startsWith(d))) read.push(file);
+      return (original as (...a: unknown[]) => unknown)(file, ...rest);
+    }) as typeof fs.readFileSync;
+    syncBuiltinESMExports();
+    let w: Awaited<ReturnType<typeof collectExec>>;
+    let plain: Awaited<ReturnType<typeof collectExec>>;
+    try {
+      w = await collectExec(driver, id, {
+        command: "/bin/sh",
+        args: ["-c", "dd if=/dev/zero of=w.bin bs=1M count=4 conv=fsync 2>/dev/null && echo ok"],
+      });
+      plain = await collectExec(driver, id, { command: "/bin/sh", args: ["-c", "exit 3"] });
+    } finally {
+      cjs.readFileSync = original;
+      syncBuiltinESMExports();
+    }
+    // The workspace's disk counters give its disk usage; an exit that is not a SIGKILL is never an OOM kill.
+    const skipped = read.filter((f) => /\/(blkio\.[^/]*|io\.stat|memory\.oom_control|memory\.events)$/.test(f));
+    assert.deepEqual(skipped, []);
+    // What is read is what the event reports: the CPU time and the memory peak.
+    assert.ok(
+      read.some((f) => /\/(cpuacct\.usage|cpu\.stat)$/.test(f)),
+      read.join(" "),
+    );
+    assert.ok(
+      read.some((f) => /\/memory\.(max_usage_in_bytes|peak)$/.test(f)),
+      read.join(" "),
+    );
+    assert.equal(w.stdout, "ok\n");
+    assert.ok(w.completed.usage.diskWriteBytes >= 4 * MiB, `disk_write_bytes ${w.completed.usage.diskWriteBytes}`);
+    assert.ok(w.completed.usage.diskWriteBytes < 8 * MiB, `disk_write_bytes ${w.completed.usage.diskWriteBytes}`);
+    assert.ok(w.completed.usage.memoryPeakBytes > 0);
+    assert.ok(w.completed.usage.cpuMs >= 0);
+    assert.equal(plain.completed.exitCode, 3);
+    assert.equal(plain.completed.oomKilled, undefined);
+    assert.ok(plain.completed.usage.memoryPeakBytes > 0);
   });
 });

@@ -28,7 +28,10 @@ export interface UsageSources extends MemorySamples {
 }
 
 /** A cgroup's counters as usage; the average memory from the samples, the peak without any. */
-export function usageOf(stats: CgroupStats, samples: MemorySamples): Usage {
+export function usageOf(
+  stats: Pick<CgroupStats, "cpuNs" | "memoryPeakBytes" | "ioReadBytes" | "ioWriteBytes">,
+  samples: MemorySamples,
+): Usage {
   const peak = stats.memoryPeakBytes;
   const { memSampleSum, memSamples } = samples;
   return {
