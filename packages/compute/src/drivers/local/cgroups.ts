@@ -286,6 +286,7 @@ export class Cgroup {
    * by SIGKILL: no other exit is reported as out of memory).
    */
   execCounters(want: { io: boolean; oomKills: boolean }): ExecCounters {
+    const oom = want.oomKills ? { oomKills: this.oomKills() } : {};
     if (this.version === 1) {
       const mem = this.dirs.memory as string;
       return {
@@ -294,7 +295,7 @@ export class Cgroup {
         ...(want.io
           ? { io: parseBlkio(readText(join(this.dirs.blkio ?? "", "blkio.throttle.io_service_bytes_recursive"))) }
           : {}),
-        ...(want.oomKills ? { oomKills: readKey(readText(join(mem, "memory.oom_control")), "oom_kill") } : {}),
+        ...oom,
       };
     }
     const d = this.dirs.unified as string;
@@ -302,35 +303,21 @@ export class Cgroup {
       cpuNs: readKey(readText(join(d, "cpu.stat")), "usage_usec") * 1000,
       memoryPeakBytes: readNum(join(d, "memory.peak")) || readNum(join(d, "memory.current")),
       ...(want.io ? { io: parseIoStat(readText(join(d, "io.stat"))) } : {}),
-      ...(want.oomKills ? { oomKills: readKey(readText(join(d, "memory.events")), "oom_kill") } : {}),
+      ...oom,
     };
   }
 
   stats(): CgroupStats {
-    if (this.version === 1) {
-      const mem = this.dirs.memory as string;
-      const blk = parseBlkio(readText(join(this.dirs.blkio ?? "", "blkio.throttle.io_service_bytes_recursive")));
-      return {
-        cpuNs: readNum(join(this.dirs.cpuacct ?? "", "cpuacct.usage")),
-        memoryBytes: readNum(join(mem, "memory.usage_in_bytes")),
-        memoryPeakBytes: readNum(join(mem, "memory.max_usage_in_bytes")),
-        ioReadBytes: blk.read,
-        ioWriteBytes: blk.write,
-        oomKills: readKey(readText(join(mem, "memory.oom_control")), "oom_kill"),
-        pids: readNum(join(this.dirs.pids ?? "", "pids.current")),
-      };
-    }
-    const d = this.dirs.unified as string;
-    const io = parseIoStat(readText(join(d, "io.stat")));
-    const current = readNum(join(d, "memory.current"));
+    const counters = this.execCounters({ io: true, oomKills: true });
+    const pids = this.version === 1 ? (this.dirs.pids ?? "") : (this.dirs.unified as string);
     return {
-      cpuNs: readKey(readText(join(d, "cpu.stat")), "usage_usec") * 1000,
-      memoryBytes: current,
-      memoryPeakBytes: readNum(join(d, "memory.peak")) || current,
-      ioReadBytes: io.read,
-      ioWriteBytes: io.write,
-      oomKills: readKey(readText(join(d, "memory.events")), "oom_kill"),
-      pids: readNum(join(d, "pids.current")),
+      cpuNs: counters.cpuNs,
+      memoryBytes: this.memoryBytes(),
+      memoryPeakBytes: counters.memoryPeakBytes,
+      ioReadBytes: counters.io?.read ?? 0,
+      ioWriteBytes: counters.io?.write ?? 0,
+      oomKills: counters.oomKills ?? 0,
+      pids: readNum(join(pids, "pids.current")),
     };
   }
 
