@@ -14,15 +14,18 @@
  *       connection, "t<rows>,<cols>" the command runs on a pseudo-terminal;
  *   W id rows cols
  *       resizes the terminal of the running command id;
- *   P id init-pid init-start-time uid gid n-cgroups cgroup.procs-files...
+ *   P id init-pid init-start-time uid gid n-cgroups cgroup.procs-files... [stream-socket]
  *       forks a child that joins those cgroups, enters the sandbox and waits
- *       for an X naming it (killing it is how an unused one ends). An X that
+ *       for an X naming it (killing it is how an unused one ends); with a
+ *       stream socket, the helper also connects that X's stdout and stderr
+ *       now, untagged, and keeps them (never the child) until the X comes,
+ *       when it writes their tags: no connection is made on the exec's way. An X that
  *       comes before that child said ready waits for it (parked, PARK_MS at
  *       most, the helper serving other requests meanwhile) instead of
  *       killing it and forking another that would wait for the same cgroup
  *       move; a child that ends or is late leaves the X to start the usual way.
  * For X, the helper connects twice to the stream socket (the service listens
- * there) and writes a 5-byte tag on each (u32 id, 1 = stdout, 2 = stderr);
+ * there; or takes the two its prepared child's P made) and writes a 5-byte tag on each (u32 id, 1 = stdout, 2 = stderr);
  * those connections become the command's fd 1 and 2, so output goes straight
  * from the command to the service with the kernel's socket buffer as
  * backpressure. With input "s" a third connection (tag 3) becomes its fd 0
@@ -145,7 +148,14 @@ static int pidfd_open_checked(pid_t pid, const char *start_time) {
   return fd;
 }
 
-static int connect_stream(const char *path, uint32_t id, uint8_t kind) {
+/* Writes an exec's 5-byte tag (u32 id, kind) on a stream connection; -1 when it cannot. */
+static int write_tag(int fd, uint32_t id, uint8_t kind) {
+  unsigned char tag[5] = {id & 0xff, (id >> 8) & 0xff, (id >> 16) & 0xff, (id >> 24) & 0xff, kind};
+  return write(fd, tag, sizeof tag) == sizeof tag ? 0 : -1;
+}
+
+/* A connection to the stream socket, not tagged yet (-1 and errno on failure). */
+static int connect_untagged(const char *path) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof addr.sun_path) {
     errno = ENAMETOOLONG;
@@ -157,8 +167,18 @@ static int connect_stream(const char *path, uint32_t id, uint8_t kind) {
   /* Room for a fast writer to run ahead while the service is busy (fixed, per stream). */
   int sndbuf = STREAM_BUFFER_BYTES;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf);
-  unsigned char tag[5] = {id & 0xff, (id >> 8) & 0xff, (id >> 16) & 0xff, (id >> 24) & 0xff, kind};
-  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || write(fd, tag, sizeof tag) != sizeof tag) {
+  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+static int connect_stream(const char *path, uint32_t id, uint8_t kind) {
+  int fd = connect_untagged(path);
+  if (fd >= 0 && write_tag(fd, id, kind) < 0) {
     int err = errno;
     close(fd);
     errno = err;
@@ -266,6 +286,9 @@ struct prepared {
   uint32_t id;
   pid_t pid;
   int sock;
+  /* Its exec's stdout and stderr connections, made with it (untagged; held by
+   * the helper, never by the child, until the exec comes), or -1. */
+  int out, err;
   /* An exec that came while this child was still on its way in: it waits here (parked) for the child's "R". */
   struct parked *parked;
 };
@@ -349,6 +372,18 @@ static struct prepared *find_prepared(uint32_t id) {
   return NULL;
 }
 
+/*
+ * In a child just forked from the helper: the stream connections made ahead
+ * for other execs are not its to hold (a copy would keep the service from
+ * seeing their end until it reached its own close_range).
+ */
+static void close_premade_streams(void) {
+  for (size_t i = 0; i < n_prepared; i++) {
+    if (prepared[i].out >= 0) close(prepared[i].out);
+    if (prepared[i].err >= 0) close(prepared[i].err);
+  }
+}
+
 static long long now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -364,6 +399,8 @@ static void start_command(char *req, size_t len, int in, int out, int err, int m
 static void drop_prepared(struct prepared *p, int kill_it) {
   if (kill_it) kill(p->pid, SIGKILL);
   close(p->sock);
+  if (p->out >= 0) close(p->out);
+  if (p->err >= 0) close(p->err);
   struct parked *k = p->parked;
   *p = prepared[--n_prepared];
   if (k) {
@@ -382,7 +419,7 @@ static int prepared_ready(struct prepared *p) {
   return -1;
 }
 
-/* P id init start uid gid n-cgroups cgroups... */
+/* P id init start uid gid n-cgroups cgroups... [stream-socket] */
 static void prepare(char **f, size_t n) {
   if (n < 7 || n_prepared == MAX_RUNNING) return;
   uint32_t id = (uint32_t)strtoul(f[1], NULL, 10);
@@ -393,6 +430,7 @@ static void prepare(char **f, size_t n) {
   if (!cgroups || pidfd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0 || setns(pidfd, CLONE_NEWPID) < 0) goto done;
   pid_t pid = fork();
   if (pid == 0) {
+    close_premade_streams();
     close(pair[0]);
     /* Its failures are not an exec's: when it cannot get ready it just ends. */
     int quiet = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -410,7 +448,15 @@ static void prepare(char **f, size_t n) {
     await_command(3);
   }
   if (pid > 0) {
-    prepared[n_prepared++] = (struct prepared){id, pid, pair[0], NULL};
+    /* Its exec's output connections, made now rather than on the exec's way
+     * (tagged when it comes); without them the exec connects as usual. */
+    const char *sock = i < n ? f[i] : NULL;
+    int out = sock ? connect_untagged(sock) : -1, err = out >= 0 ? connect_untagged(sock) : -1;
+    if (err < 0 && out >= 0) {
+      close(out);
+      out = -1;
+    }
+    prepared[n_prepared++] = (struct prepared){id, pid, pair[0], out, err, NULL};
     pair[0] = -1;
   }
 done:
@@ -644,6 +690,7 @@ static void start_command(char *req, size_t len, int in, int out, int err, int m
   }
   pid_t pid = fork();
   if (pid == 0) {
+    close_premade_streams();
     /* Errors from here on belong on the exec's stderr. */
     if (dup2(err, 2) < 0) _exit(126);
     enter_sandbox(pidfd, (uid_t)strtoul(f[4], NULL, 10), (gid_t)strtoul(f[5], NULL, 10), x->cgroups, x->n_cg);
@@ -683,8 +730,19 @@ static void exec_command(char *req, size_t len) {
     report("F %u malformed request\n", id);
     goto fail;
   }
-  out = connect_stream(x->sock, id, 1);
-  err = out < 0 ? -1 : connect_stream(x->sock, id, 2);
+  if (p && p->out >= 0) {
+    /* Made with the prepared child: only tagged now (a failed tag: connected as usual). */
+    out = p->out;
+    err = p->err;
+    p->out = p->err = -1;
+    if (write_tag(out, id, 1) < 0 || write_tag(err, id, 2) < 0) {
+      close(out);
+      close(err);
+      out = err = -1;
+    }
+  }
+  if (out < 0) out = connect_stream(x->sock, id, 1);
+  if (err < 0) err = out < 0 ? -1 : connect_stream(x->sock, id, 2);
   if (err < 0) {
     report("F %u stream socket: %s\n", id, strerror(errno));
     goto fail;

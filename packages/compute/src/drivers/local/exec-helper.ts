@@ -132,6 +132,8 @@ export class ExecHelper {
       String(uid),
       String(cgroupProcs.length),
       ...cgroupProcs,
+      // Its exec's output connections are made now (tagged when the exec comes), not on the exec's way.
+      this.socketPath,
     ]);
     return id;
   }
@@ -297,15 +299,19 @@ export class ExecHelper {
   }
 
   /**
-   * A command's stdout or stderr connection: the helper wrote a tag first.
-   * Handed over paused, with any output that came with the tag put back.
+   * A command's stdout or stderr connection: the helper wrote a tag first
+   * (on those it made with a placed child, only when that child's exec
+   * came). Handed over paused, with any output that came with the tag put back.
    */
   private onStream(socket: net.Socket): void {
     socket.on("error", () => {});
+    // One made ahead for a placed child's exec waits here for its tag; it must not keep the service alive meanwhile.
+    socket.unref();
     let tag = Buffer.alloc(0);
     const onTag = (chunk: Buffer) => {
       tag = Buffer.concat([tag, chunk]);
       if (tag.length < TAG_BYTES) return;
+      socket.ref();
       socket.pause();
       socket.off("data", onTag);
       if (tag.length > TAG_BYTES) socket.unshift(tag.subarray(TAG_BYTES));

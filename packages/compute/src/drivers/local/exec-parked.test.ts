@@ -261,6 +261,51 @@ describe("exec helper: an exec waits for its placed child on its way in", () => 
     }
   });
 
+  test("a placed child's output connections are made with it, held by the helper: its exec connects none, and a child on its way in holds none of another's", async () => {
+    await (helper as unknown as { ensureRunning(): Promise<unknown> }).ensureRunning();
+    const server = (helper as unknown as { server: import("node:net").Server }).server;
+    let connections = 0;
+    const count = () => connections++;
+    server.on("connection", count);
+    const pipes = () => process.getActiveResourcesInfo().filter((r) => r === "PipeWrap").length;
+    const pipesBefore = pipes();
+    const cgroup = driver.cgroupOf(id).child(`exec-parked-streams-${++seq}`);
+    await cgroup.createAsync();
+    const gated = await gatedPlacement();
+    let reader: number | undefined;
+    try {
+      const placement = { initPid, initStartTime: processStartTime(initPid), uid, cgroupProcs: cgroup.procsFiles() };
+      const before = childrenOf(helperPid(helper));
+      const placed = await helper.place(placement);
+      const child = await newChild(helper, before);
+      await until("the placed child is in", () => statusField(child, "Uid").split(/\s+/)[0] === String(uid));
+      // Another child, held on its way in (at the gate, before it closes what it inherited from the helper).
+      await helper.place(gated.placement);
+      const held = await newChild(helper, [...before, child]);
+      await until("both placed children's stdout and stderr connections are made", () => connections === 4);
+      // Waiting for their exec, they do not keep the service alive.
+      assert.equal(pipes(), pipesBefore, "the connections made ahead are not referenced");
+      const launched = await helper.launch(
+        { ...placement, workingDir: "/", command: "/bin/echo", args: ["ahead"], env: {} },
+        placed,
+      );
+      // Its end is seen while the other child still waits at the gate: nothing else holds its output open.
+      const result = await Promise.race([collect(launched), sleep(3000).then(() => "held open")]);
+      assert.deepEqual(result, { stdout: "ahead\n", stderr: "", code: 0 });
+      assert.equal(connections, 4, "the exec made no connection of its own");
+      assert.equal(gone(held), false, "the other child is still on its way in");
+    } finally {
+      server.off("connection", count);
+      reader = fs.openSync(gated.gate, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+      await sleep(50);
+      fs.closeSync(reader);
+      for (const c of [cgroup, gated.cgroup]) {
+        await c.killAll(1000);
+        await c.remove();
+      }
+    }
+  });
+
   test("the next exec's slot is made as soon as an exec is done, not some time later", async () => {
     const slots = () =>
       (driver as unknown as { sandboxes: Map<string, { slots: { spare?: Promise<unknown> } }> }).sandboxes.get(id)
