@@ -5,7 +5,7 @@ import { type AuthContext, type Clock, type KeyEnv, systemClock } from "../auth/
 import { type Actor, actorOf, recordAudit } from "../audit/audit-log.ts";
 import type { AuthCaches } from "../cache/auth-caches.ts";
 import type { CoherentCache } from "../cache/coherent-cache.ts";
-import { isUuid, sha256 } from "../crypto/hash.ts";
+import { isUuid, sha256, sha256Hex } from "../crypto/hash.ts";
 import type { IdentityDB } from "../db/schema.ts";
 import type { MembershipRoles } from "../users/membership-roles.ts";
 import { ownerOf } from "../members/org-access.ts";
@@ -216,11 +216,14 @@ export class ApiKeys {
    * names no user; role member; org_key), never as the person who made it.
    */
   async verify(raw: string, requiredEnv?: KeyEnv): Promise<AuthContext> {
+    // A cached key, its cached role and a last_used_at not due are answered
+    // without an await: the only promise is this function's (a VerifyAPIKey
+    // call made ~10 before, each with its async hooks and reactions).
     const parsed = parseApiKey(raw);
     if (!parsed) throw invalidCredentials();
     const now = this.clock();
-    const hash = sha256(raw);
-    const row = await this.#byHash.through(hash.toString("hex"), () => this.#read(hash));
+    const hashHex = sha256Hex(raw);
+    const row = this.#byHash.get(hashHex) ?? (await this.#byHash.through(hashHex, () => this.#read(hashHex)));
     if (!row || (row.expiresAt && row.expiresAt.getTime() <= now.getTime())) throw invalidCredentials();
     if (requiredEnv && requiredEnv !== row.env) {
       throw PlatformError.unauthenticated(`API key is for the ${row.env} environment`, AuthReason.wrongEnvironment);
@@ -234,16 +237,17 @@ export class ApiKeys {
       scopes: row.scopes,
     } as const;
     if (row.userId === null) {
-      await this.#touch(row.id, now);
+      if (this.#touchDue(row.id, now)) await this.#touch(row.id, now);
       return { ...base, userId: row.id, role: "member", orgKey: true };
     }
-    const role = await this.roles.current(row.userId, row.orgId);
+    const role = this.roles.cached(row.userId, row.orgId) ?? (await this.roles.current(row.userId, row.orgId));
     if (!role) throw PlatformError.unauthenticated("no membership in the key's organization", AuthReason.noMembership);
-    await this.#touch(row.id, now);
+    if (this.#touchDue(row.id, now)) await this.#touch(row.id, now);
     return { ...base, userId: row.userId, role };
   }
 
-  async #read(hash: Buffer): Promise<KeyRow | undefined> {
+  async #read(hashHex: string): Promise<KeyRow | undefined> {
+    const hash = Buffer.from(hashHex, "hex");
     const { rows } = await this.db.executeQuery<{
       id: string;
       user_id: string | null;
@@ -272,9 +276,13 @@ export class ApiKeys {
    * memory (no statement at all in between), across replicas by the WHERE.
    * So it lags the true last use by under a minute per replica.
    */
-  async #touch(id: string, now: Date): Promise<void> {
+  #touchDue(id: string, now: Date): boolean {
     const written = this.#lastUsedWritten.get(id);
-    if (written !== undefined && now.getTime() - written < LAST_USED_RESOLUTION_MS && now.getTime() >= written) return;
+    return !(written !== undefined && now.getTime() - written < LAST_USED_RESOLUTION_MS && now.getTime() >= written);
+  }
+
+  /** Writes last_used_at (when #touchDue says it is due). */
+  async #touch(id: string, now: Date): Promise<void> {
     this.#lastUsedWritten.delete(id);
     this.#lastUsedWritten.set(id, now.getTime());
     if (this.#lastUsedWritten.size > MAX_CACHED_KEYS)

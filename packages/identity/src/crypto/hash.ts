@@ -1,9 +1,14 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, hash, randomBytes } from "node:crypto";
 import { base62 } from "./base62.ts";
 
 /** SHA-256 of a secret token: the only form in which tokens and keys are stored. */
 export function sha256(text: string): Buffer {
   return createHash("sha256").update(text, "utf8").digest();
+}
+
+/** sha256(text) in hex, in one call (no Hash object, no Buffer): how the caches key a token. */
+export function sha256Hex(text: string): string {
+  return hash("sha256", text, "hex");
 }
 
 /** `bytes` of CSPRNG output in base62 (fixed width, so lengths do not leak). */

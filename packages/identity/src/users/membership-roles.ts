@@ -24,6 +24,11 @@ export class MembershipRoles {
     caches.on("m", (userAndOrg) => this.#roles.invalidate(userAndOrg));
   }
 
+  /** The cached role, without a read: undefined when it is not cached (then `current`). */
+  cached(userId: string, orgId: string): Role | undefined {
+    return this.#roles.get(keyOf(userId, orgId));
+  }
+
   current(userId: string, orgId: string): Promise<Role | undefined> {
     return this.#roles.through(keyOf(userId, orgId), () => currentRole(this.db, userId, orgId));
   }
