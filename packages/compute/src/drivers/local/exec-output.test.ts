@@ -11,6 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, PlatformError } from "@platform/errors";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { Cgroup } from "./cgroups.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { MAX_EVENT_BYTES, OutputQueue } from "./output-queue.ts";
 import { workspaceImageOf } from "./session-workspace.ts";
@@ -167,6 +168,39 @@ describe("local driver exec path", () => {
     const after = await collectExec(driver, id, { command: "/bin/echo", args: ["still works"] });
     assert.equal(after.stdout, "still works\n");
     assert.equal(after.completed.exitCode, 0);
+  });
+
+  test("an exec's end waits for the kill begun at its command's exit instead of reading its cgroup again, and removes the cgroup after its completed event", async () => {
+    // The ends of the execs before (their cgroups' removal) are out of the way.
+    await sleep(100);
+    const isExec = (c: Cgroup) => /\/exec-\d+\/cgroup\.procs$/.test(c.procsFiles()[0] ?? "");
+    const { isEmpty, remove } = Cgroup.prototype;
+    let emptyChecks = 0;
+    let removes = 0;
+    Cgroup.prototype.isEmpty = function (this: Cgroup) {
+      if (isExec(this)) emptyChecks++;
+      return isEmpty.call(this);
+    };
+    Cgroup.prototype.remove = function (this: Cgroup) {
+      if (isExec(this)) removes++;
+      return remove.call(this);
+    };
+    try {
+      let removesAtCompleted = -1;
+      for await (const e of driver.exec(id, { command: "/bin/true", args: [], env: {}, workingDir: "/workspace" })) {
+        if (e.type === "completed") {
+          assert.equal(e.exitCode, 0);
+          removesAtCompleted = removes;
+        }
+      }
+      assert.equal(emptyChecks, 1, "the exec's cgroup was read once for leftovers");
+      assert.equal(removesAtCompleted, 0, "not removed on the completed event's way");
+      await new Promise((r) => setImmediate(r));
+      assert.equal(removes, 1, "removed right after");
+    } finally {
+      Cgroup.prototype.isEmpty = isEmpty;
+      Cgroup.prototype.remove = remove;
+    }
   });
 
   test("without a C compiler or libseccomp no sandbox starts (there is no unfiltered fallback), and the error says what to install", async () => {

@@ -15,6 +15,8 @@ import type { SandboxNetwork } from "./sandbox-network.ts";
 export interface RunningExec extends MemorySamples {
   cgroup: Cgroup;
   placed?: number;
+  /** The end of its tree's leftovers, begun when its command exited (not cancelled). */
+  leftovers?: Promise<void>;
 }
 
 /** What an exec needs of its sandbox (ready, with an init to enter). */
@@ -81,7 +83,10 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
       exitedAt = Date.now();
       // Background leftovers of a finished command are part of its tree: end them
       // so the output streams close and no orphan outlives the exec.
-      if (!cancelled) void run.cgroup.killAll();
+      if (!cancelled) {
+        run.leftovers = run.cgroup.killAll();
+        run.leftovers.catch(() => {}); // awaited (and its failure seen) by endExec
+      }
     },
     (err: Error) => {
       spawnError = err;
@@ -178,8 +183,11 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
  */
 async function endExec(target: ExecTarget, run: RunningExec): Promise<void> {
   target.execs.delete(run);
-  await run.cgroup.killAll();
-  void run.cgroup.remove();
+  // Once the kill begun at the command's exit is done the cgroup is empty for good (nothing is
+  // left in it to fork): awaited, not begun again (it would read the cgroup once more on the way).
+  await (run.leftovers ?? run.cgroup.killAll());
+  // Its directories go after the completed event is out, not on its way.
+  setImmediate(() => void run.cgroup.remove());
   target.slots.replenish();
   const after = target.afterExec;
   target.afterExec = undefined;
