@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { PreparingPool } from "./prepared.ts";
+import { PreparingPool, preparedQuery } from "./prepared.ts";
 
 type Call = unknown[];
 
@@ -56,4 +56,16 @@ test("a cursor, a config object or a caller's callback is passed to pg as it cam
   assert.equal(client.query({ text: "select 1" }), "pg's own promise");
   client.query("select 1", [], cb);
   assert.deepEqual(calls, [[cursor], [{ text: "select 1" }], ["select 1", [], cb]]);
+});
+
+test("preparedQuery: a written-out statement runs as a named prepared statement, with its parameters", async () => {
+  const { calls, pool } = fakePool(() => ({ rows: [{ a: 1 }] }));
+  const client = (await new PreparingPool(pool).connect()) as unknown as { query(...args: unknown[]): unknown };
+  const query = preparedQuery<{ a: number }>("select $1::int as a", [3]);
+  assert.deepEqual(query.parameters, [3]);
+  // As kysely's PostgresDriver runs a compiled query.
+  await client.query(query.sql, [...query.parameters]);
+  const named = calls[0]?.[0] as { name?: string; text: string; values: unknown[] };
+  assert.match(named.name ?? "", /^p_[0-9a-f]{24}$/);
+  assert.deepEqual(named.values, [3]);
 });

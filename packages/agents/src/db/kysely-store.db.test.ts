@@ -5,11 +5,12 @@ import { type Database, migrate } from "@platform/db";
 import { createTestDatabase } from "@platform/db/testing";
 import { Code, PlatformError } from "@platform/errors";
 import { sql } from "kysely";
-import { KyselyStore } from "./kysely-store.ts";
+import pg from "pg";
+import { EVENTS_CHANNEL, KyselyStore } from "./kysely-store.ts";
 import { MIGRATIONS_TABLE, migrations } from "./migrations.ts";
 import type { AgentsDB } from "./schema.ts";
 
-let database: Database<AgentsDB>;
+let database: Database<AgentsDB> & { url?: string };
 let store: KyselyStore;
 before(async () => {
   database = await createTestDatabase<AgentsDB>();
@@ -347,6 +348,77 @@ test("a run stores the events it numbered, with their seqs and times, only while
   assert.equal(released?.status, "idle");
   assert.equal(released?.lastSeq, 4);
   await assert.rejects(store.storeEvents(s.id, run, [event(5, "late")]), aborted, "after its release");
+});
+
+test("a plain batch's store (each streamed text token's) builds no query: its statement is written out, and stores and notifies as the built one", async () => {
+  const { org, s, run } = await heldSession("written-out");
+  let built = 0;
+  const counted = new KyselyStore(
+    database.db.withPlugin({
+      transformQuery: (args) => {
+        built++;
+        return args.node;
+      },
+      transformResult: async (args) => args.result,
+    }),
+    "origin-a",
+  );
+  const at = new Date("2026-01-02T03:04:05.678Z");
+  const event = (seq: number, content: string) => ({
+    seq,
+    type: "text" as const,
+    content,
+    tokensIn: 1,
+    tokensOut: 2,
+    toolUseId: "",
+    isError: false,
+    createdAt: at,
+    runId: run,
+  });
+  // On PostgreSQL, what another replica's listener hears (EVENTS_CHANNEL, `<origin>:<session>`).
+  const url = database.url;
+  const listener = url ? new pg.Client({ connectionString: url }) : undefined;
+  const heard: string[] = [];
+  if (listener) {
+    await listener.connect();
+    listener.on("notification", (n) => heard.push(`${n.channel} ${n.payload}`));
+    await listener.query(`listen ${EVENTS_CHANNEL}`);
+  }
+  await counted.storeEvents(s.id, run, [event(1, "a")]);
+  await counted.storeEvents(s.id, run, [event(2, "b"), event(3, "c")]);
+  if (listener) {
+    for (let i = 0; i < 100 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    await listener.end();
+    assert.deepEqual(heard, [`${EVENTS_CHANNEL} origin-a:${s.id}`, `${EVENTS_CHANNEL} origin-a:${s.id}`]);
+  }
+  assert.equal(built, 0, "no query built for a plain batch");
+  await assert.rejects(
+    counted.storeEvents(s.id, randomUUID(), [event(4, "other")]),
+    (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted,
+  );
+  // The release (the run's end) still goes through the built statement.
+  await counted.storeEvents(s.id, run, [{ ...event(4, ""), type: "done" }], { release: true });
+  assert.ok(built > 0);
+  assert.deepEqual(
+    (await store.listEvents(org, s.id)).map((e) => [
+      e.seq,
+      e.type,
+      e.content,
+      e.tokensIn,
+      e.tokensOut,
+      e.createdAt.toISOString(),
+      e.runId,
+    ]),
+    [
+      [1, "text", "a", 1, 2, at.toISOString(), run],
+      [2, "text", "b", 1, 2, at.toISOString(), run],
+      [3, "text", "c", 1, 2, at.toISOString(), run],
+      [4, "done", "", 1, 2, at.toISOString(), run],
+    ],
+  );
+  const session = await store.getSession(org, s.id);
+  assert.equal(session?.lastSeq, 4);
+  assert.equal(session?.status, "idle");
 });
 
 test("readLog: the session and its events after a cursor in one read, org-scoped", async () => {

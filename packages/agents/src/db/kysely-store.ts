@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { isUniqueViolation, prepared } from "@platform/db";
+import { isUniqueViolation, prepared, preparedQuery } from "@platform/db";
 import { Code, PlatformError } from "@platform/errors";
 import type { NetworkPolicy } from "@platform/network-policy";
 import { type Kysely, type RawBuilder, type Selectable, sql } from "kysely";
@@ -471,31 +471,28 @@ export class KyselyStore implements Store {
     // lock orders writers, and only the holding run whose events follow the
     // log's end matches.
     // Prepared (one parse and plan per connection): it runs once per streamed text token.
-    const result = await prepared(sql<{ stored: number }>`
-      with s as (
-        update sessions set last_seq = ${last}, updated_at = now(), ${releaseColumns(options.release === true, runId)}
-        where id = ${sessionId} and active_run_id = ${runId}::uuid and last_seq = ${first - 1} and ${options.ifDead ? deadSql(options.ifDead) : sql`true`}
-        returning id
-      ), ins as (
-        insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq)
-        select s.id, e.seq, ${runId}::uuid, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error, e.created_at, e.queued_seq
-        from s, unnest(${events.map((e) => e.seq)}::bigint[], ${eventArrays(events)}, ${events.map((e) => e.createdAt.toISOString())}::timestamptz[],
-          ${events.map((e) => e.queuedSeq ?? null)}::bigint[])
-          as e(seq, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq)
-        returning 1
-      ), ${
-        // Only a batch that takes queued sends touches the queue: the delete, even of nothing,
-        // cost a text token's store 1.8-2.6 ms more at p50 (PostgreSQL, load ~20).
-        taken.length > 0
-          ? sql`taken as (
-        delete from session_queue q using s
-        where q.session_id = s.id and q.seq = any(${taken}::bigint[])
-      ), `
-          : sql``
-      }n as (
-        select pg_notify(${EVENTS_CHANNEL}, ${`${this.origin}:${sessionId}`}) from s
-      )
-      select (select count(*) from ins)::int as stored, (select count(*) from n)::int as notified`).execute(this.db);
+    const result =
+      options.release !== true && !options.ifDead && taken.length === 0
+        ? await this.db.executeQuery(
+            preparedQuery<{ stored: number }>(STORE_EVENTS, [
+              last,
+              sessionId,
+              runId,
+              first - 1,
+              events.map((e) => e.seq),
+              events.map((e) => e.type),
+              events.map((e) => e.content ?? ""),
+              events.map((e) => e.tokensIn ?? 0),
+              events.map((e) => e.tokensOut ?? 0),
+              events.map((e) => e.toolUseId ?? ""),
+              events.map((e) => e.isError ?? false),
+              events.map((e) => e.createdAt.toISOString()),
+              events.map((e) => e.queuedSeq ?? null),
+              EVENTS_CHANNEL,
+              `${this.origin}:${sessionId}`,
+            ]),
+          )
+        : await this.#storeEventsStatement(sessionId, runId, events, first, last, taken, options);
     if (result.rows[0]?.stored === events.length) return;
     // A retry of a store whose commit went through but whose answer was lost
     // (the connection died): the batch is in the log already, as this run wrote it.
@@ -529,6 +526,43 @@ export class KyselyStore implements Store {
       "aborted",
       `the run ${runId} lost its hold on session ${sessionId}: its log moved on`,
     );
+  }
+
+  /** storeEvents' statement in its every variant (STORE_EVENTS is the one of a plain batch). */
+  #storeEventsStatement(
+    sessionId: string,
+    runId: string,
+    events: readonly SessionEvent[],
+    first: number,
+    last: number,
+    taken: readonly number[],
+    options: { release?: boolean; ifDead?: DeadRunsBy },
+  ) {
+    return prepared(sql<{ stored: number }>`
+      with s as (
+        update sessions set last_seq = ${last}, updated_at = now(), ${releaseColumns(options.release === true, runId)}
+        where id = ${sessionId} and active_run_id = ${runId}::uuid and last_seq = ${first - 1} and ${options.ifDead ? deadSql(options.ifDead) : sql`true`}
+        returning id
+      ), ins as (
+        insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq)
+        select s.id, e.seq, ${runId}::uuid, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error, e.created_at, e.queued_seq
+        from s, unnest(${events.map((e) => e.seq)}::bigint[], ${eventArrays(events)}, ${events.map((e) => e.createdAt.toISOString())}::timestamptz[],
+          ${events.map((e) => e.queuedSeq ?? null)}::bigint[])
+          as e(seq, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq)
+        returning 1
+      ), ${
+        // Only a batch that takes queued sends touches the queue: the delete, even of nothing,
+        // cost a text token's store 1.8-2.6 ms more at p50 (PostgreSQL, load ~20).
+        taken.length > 0
+          ? sql`taken as (
+        delete from session_queue q using s
+        where q.session_id = s.id and q.seq = any(${taken}::bigint[])
+      ), `
+          : sql``
+      }n as (
+        select pg_notify(${EVENTS_CHANNEL}, ${`${this.origin}:${sessionId}`}) from s
+      )
+      select (select count(*) from ins)::int as stored, (select count(*) from n)::int as notified`).execute(this.db);
   }
 
   async enqueue(
@@ -670,6 +704,31 @@ function deadSql(by: DeadRunsBy) {
   }
   return sql<boolean>`run_lease_until < now()`;
 }
+
+/**
+ * storeEvents' statement for a plain batch (no release, no takeover
+ * condition, no queued send taken): every streamed text token's. The same
+ * statement as #storeEventsStatement builds for that variant, less its
+ * release columns (each set to itself when not releasing), written out so
+ * nothing is built or compiled per token (preparedQuery). Parameters: last
+ * seq, session, run, the log's end it follows, the events' columns as
+ * arrays (seq, type, content, tokens in, tokens out, tool use id, is error,
+ * created at, queued seq), the notification's channel and payload.
+ */
+const STORE_EVENTS = `with s as (
+  update sessions set last_seq = $1, updated_at = now()
+  where id = $2 and active_run_id = $3::uuid and last_seq = $4
+  returning id
+), ins as (
+  insert into session_events (session_id, seq, run_id, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq)
+  select s.id, e.seq, $3::uuid, e.type, e.content, e.tokens_in, e.tokens_out, e.tool_use_id, e.is_error, e.created_at, e.queued_seq
+  from s, unnest($5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::boolean[], $12::timestamptz[], $13::bigint[])
+    as e(seq, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq)
+  returning 1
+), n as (
+  select pg_notify($14, $15) from s
+)
+select (select count(*) from ins)::int as stored, (select count(*) from n)::int as notified`;
 
 /** The SET list that frees the session from `runId` when `release` (and that run still holds it). */
 function releaseColumns(release: boolean, runId: string | undefined) {
