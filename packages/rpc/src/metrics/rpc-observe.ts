@@ -36,7 +36,5 @@ export function observeRpc(
   started: number,
   code: string,
 ): void {
-  const labels = { server, service, method, code };
-  metrics.rpcHandled.inc(labels);
-  metrics.rpcDuration.observe(labels, (performance.now() - started) / 1000);
+  metrics.observeRpc(server, service, method, code, (performance.now() - started) / 1000);
 }

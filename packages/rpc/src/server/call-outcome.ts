@@ -84,14 +84,14 @@ class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
     if (this.#ended) return;
     this.#ended = true;
     const { parent, name } = this.method;
-    if (this.#source) this.metrics.rpcStreamsOpen.dec({ server: this.server, service: parent.typeName, method: name });
+    if (this.#source) this.metrics.streamsOpen(this.server, parent.typeName, name).dec();
     observeRpc(this.metrics, this.server, parent.typeName, name, this.#started, code);
   }
 
   opened(source: AsyncIterable<unknown>): void {
     this.#source = source;
     const { parent, name } = this.method;
-    this.metrics.rpcStreamsOpen.inc({ server: this.server, service: parent.typeName, method: name });
+    this.metrics.streamsOpen(this.server, parent.typeName, name).inc();
   }
 
   [Symbol.asyncIterator](): this {
