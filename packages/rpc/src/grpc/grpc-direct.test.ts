@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
 import * as http2 from "node:http2";
 import { after, before, describe, test } from "node:test";
 import { create, toBinary } from "@bufbuild/protobuf";
@@ -12,6 +13,7 @@ import {
 } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { fromConnectError } from "../errors.ts";
 import { testServer } from "../testing/fixture.ts";
+import { readMessage } from "./grpc-direct.ts";
 
 function frame(bytes: Uint8Array, flags = 0): Buffer {
   const f = Buffer.alloc(5 + bytes.length);
@@ -375,4 +377,18 @@ describe("plain gRPC calls (served without Connect's handler)", () => {
       await s2.close();
     }
   });
+});
+
+test("a unary request's read names none of its listeners (keepNames' __name is a defineProperty a closure a call)", async () => {
+  const req = Object.assign(new EventEmitter(), { readableEnded: false, destroyed: false, destroy() {} });
+  const read = readMessage(req as unknown as http2.Http2ServerRequest, 1024);
+  const listeners = ["data", "end", "error", "close"].flatMap((e) => req.listeners(e));
+  assert.equal(listeners.length, 4);
+  assert.deepEqual(
+    listeners.map((l) => l.name),
+    ["", "", "", ""],
+  );
+  req.emit("data", echo("hi"));
+  req.emit("end");
+  assert.equal((await read).length, echo("hi").length - 5);
 });
