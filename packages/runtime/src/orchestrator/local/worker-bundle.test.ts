@@ -85,6 +85,23 @@ describe("worker bundle", () => {
     assert.deepEqual(await defaultWorkerCommand(undefined, join(blocked, "cache")), tsxWorkerCommand());
   });
 
+  // Node's default lets a worker's semi-space grow to 16 MiB: under a token stream its scavenges
+  // grew past 1 ms and it ran mark-compacts of up to 11 ms (issue 26, token-latency).
+  test("a worker runs with V8's semi-space bounded at 2 MiB, bundled or under tsx", async () => {
+    const cache = join(await tempDir(), "cache");
+    for (const { args } of [await defaultWorkerCommand(undefined, cache), tsxWorkerCommand()]) {
+      const flags = args.slice(
+        0,
+        args.findIndex((a) => a === "-e" || a === "--import"),
+      );
+      assert.ok(flags.includes("--max-semi-space-size=2"), `node flags: ${flags.join(" ")}`);
+      // Node honours them: after a burst of short-lived objects the new space (two semi-spaces) stays within 4 MiB.
+      const probe = `const w=new Array(1e5);for(let i=0;i<3e6;i++)w[i%1e5]={i,s:"x"+i};const s=require("node:v8").getHeapSpaceStatistics().find((x)=>x.space_name==="new_space");console.log(s.space_size)`;
+      const size = Number(execFileSync(process.execPath, [...flags, "-e", probe], { encoding: "utf8" }).trim());
+      assert.ok(size <= 4 * 2 ** 20, `new space ${size} bytes`);
+    }
+  });
+
   // The bundle is CommonJS: code of the worker's dependencies that only works
   // as an ES module (import.meta.url at load time) breaks every tenant there.
   test("the real worker, bundled, starts and serves", { timeout: 60_000 }, async () => {

@@ -7,9 +7,20 @@ const PACKAGE = new URL("../../../", import.meta.url).pathname;
 /** Not in the repository: node_modules is never committed, and a fresh install starts without it. */
 const BUNDLE_CACHE = new URL("../../../node_modules/.cache/runtime-worker/", import.meta.url).pathname;
 
+/**
+ * The Node flags a worker runs with: V8's semi-space bounded at 2 MiB (the
+ * services' bound, platform launcher's SEMI_SPACE_MIB). With Node's default
+ * (up to 16 MiB) a worker relaying the token-latency figure's streams (12 s)
+ * paused for 2-6 mark-compact steps of up to 11 ms and 0-4 scavenges over
+ * 1 ms in each of 7 runs; bounded, for no mark-compact and 0-3 such
+ * scavenges in each of 7 (a GC probe in the worker, issue 26), at the same
+ * resident size.
+ */
+export const WORKER_NODE_ARGS: readonly string[] = ["--max-semi-space-size=2"];
+
 /** `node --import tsx packages/runtime/src/worker/main.ts`: transpiles the worker's module graph at every start. */
 export function tsxWorkerCommand(): WorkerCommand {
-  return { command: process.execPath, args: ["--import", "tsx", MAIN], cwd: PACKAGE };
+  return { command: process.execPath, args: [...WORKER_NODE_ARGS, "--import", "tsx", MAIN], cwd: PACKAGE };
 }
 
 /**
@@ -21,7 +32,7 @@ export async function defaultWorkerCommand(log?: Logger, cacheDir = BUNDLE_CACHE
   try {
     const { path, built } = await ensureBundle(MAIN, cacheDir);
     if (built) log?.info({ path }, "worker bundle built");
-    return { command: process.execPath, args: runArgs(path), cwd: PACKAGE };
+    return { command: process.execPath, args: [...WORKER_NODE_ARGS, ...runArgs(path)], cwd: PACKAGE };
   } catch (err) {
     log?.warn({ err: String(err) }, "worker bundle unavailable; workers start under tsx");
     return tsxWorkerCommand();
