@@ -1,5 +1,5 @@
 export { ConfigError } from "./config-error.ts";
-export { host, internalTlsRows, LOG_LEVELS, logLevel } from "./conventions.ts";
+export { host, internalTlsRows, LOG_LEVELS, logLevel, SEMI_SPACE_MIB } from "./conventions.ts";
 export { parseDuration } from "./duration.ts";
 export { type Env, type Field, raw, readSettings, type Values } from "./field.ts";
 export {

@@ -5,7 +5,8 @@ import { readFileSync } from "node:fs";
 import { after, before, test } from "node:test";
 import { makeTestPki, type TestPki } from "@platform/pki/testing";
 import { loadLauncherConfig } from "./config.ts";
-import { platformServices, SEMI_SPACE_MIB, SERVICE_NODE_ARGS } from "./services.ts";
+import { SEMI_SPACE_MIB } from "@platform/config";
+import { platformServices, SERVICE_NODE_ARGS } from "./services.ts";
 
 let pki: TestPki;
 before(async () => {

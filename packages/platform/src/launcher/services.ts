@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { join } from "node:path";
+import { SEMI_SPACE_MIB } from "@platform/config";
 import { type ServiceTlsFiles, tlsEnv } from "@platform/pki";
 import type { Endpoints } from "../cli/endpoints.ts";
 import type { LauncherConfig } from "./config.ts";
@@ -17,14 +18,6 @@ export const SERVICE_ENTRIES = {
   runtime: PLATFORM_ENTRIES.runtime,
   e2b: PLATFORM_ENTRIES.e2b,
 } as const;
-
-/**
- * The services' V8 semi-space bound, MiB. Node 20 lets each semi-space grow
- * to 16 MiB, a service's start-up grows it that far, and an idle process
- * keeps it; at SEMI_SPACE_MIB the whole platform idles ~85 MiB lower for no
- * measurable CPU over a load of sign-ins and sandbox turns (README, Memory).
- */
-export const SEMI_SPACE_MIB = 2;
 
 const young = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
 

@@ -1,3 +1,4 @@
+import { SEMI_SPACE_MIB } from "@platform/config";
 import type { Logger } from "pino";
 import { ensureBundle, runArgs } from "./worker-bundle.ts";
 import type { WorkerCommand } from "./worker-process.ts";
@@ -8,15 +9,14 @@ const PACKAGE = new URL("../../../", import.meta.url).pathname;
 const BUNDLE_CACHE = new URL("../../../node_modules/.cache/runtime-worker/", import.meta.url).pathname;
 
 /**
- * The Node flags a worker runs with: V8's semi-space bounded at 2 MiB (the
- * services' bound, platform launcher's SEMI_SPACE_MIB). With Node's default
- * (up to 16 MiB) a worker relaying the token-latency figure's streams (12 s)
- * paused for 2-6 mark-compact steps of up to 11 ms and 0-4 scavenges over
- * 1 ms in each of 7 runs; bounded, for no mark-compact and 0-3 such
- * scavenges in each of 7 (a GC probe in the worker, issue 26), at the same
- * resident size.
+ * The Node flags a worker runs with: V8's semi-space bounded as the
+ * services' (SEMI_SPACE_MIB). With Node's default (up to 16 MiB) a worker
+ * relaying the token-latency figure's streams (12 s) paused for 2-6
+ * mark-compact steps of up to 11 ms and 0-4 scavenges over 1 ms in each of 7
+ * runs; bounded, for no mark-compact and 0-3 such scavenges in each of 7 (a
+ * GC probe in the worker, issue 26), at the same resident size.
  */
-export const WORKER_NODE_ARGS: readonly string[] = ["--max-semi-space-size=2"];
+export const WORKER_NODE_ARGS: readonly string[] = [`--max-semi-space-size=${SEMI_SPACE_MIB}`];
 
 /** `node --import tsx packages/runtime/src/worker/main.ts`: transpiles the worker's module graph at every start. */
 export function tsxWorkerCommand(): WorkerCommand {
