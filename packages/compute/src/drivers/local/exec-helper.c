@@ -607,6 +607,22 @@ struct exec_fields {
   char **cgroups, **argv, **envp;
 };
 
+/* Frees the lists parse_exec allocated in x. */
+static void free_exec_lists(struct exec_fields *x) {
+  free(x->cgroups);
+  free(x->argv);
+  free(x->envp);
+  x->cgroups = x->argv = x->envp = NULL;
+}
+
+/* Closes an exec's descriptors not handed on (-1: none). */
+static void close_exec_fds(int master, int in, int out, int err) {
+  if (master >= 0) close(master);
+  if (in >= 0) close(in);
+  if (out >= 0) close(out);
+  if (err >= 0) close(err);
+}
+
 /* 0 when req is a whole X request (the lists allocated in x), -1 when not (nothing left allocated). */
 static int parse_exec(char *req, size_t len, struct exec_fields *x) {
   x->n = split(req, len, x->f, MAX_FIELDS);
@@ -625,10 +641,7 @@ static int parse_exec(char *req, size_t len, struct exec_fields *x) {
   x->argv = list_at(f, x->n, &i);
   x->envp = list_at(f, x->n, &i);
   if (!x->cgroups || !x->argv || !x->argv[0] || !x->envp || (x->mode[0] != '-' && x->mode[0] != 's' && !x->terminal)) {
-    free(x->cgroups);
-    free(x->argv);
-    free(x->envp);
-    x->cgroups = x->argv = x->envp = NULL;
+    free_exec_lists(x);
     return -1;
   }
   return 0;
@@ -704,15 +717,9 @@ static void start_command(char *req, size_t len, int in, int out, int err, int m
   master = -1;
 done:
   /* A terminal's master stays only with a running command (and its relay). */
-  if (master >= 0) close(master);
-  if (in >= 0) close(in);
-  if (out >= 0) close(out);
-  if (err >= 0) close(err);
+  close_exec_fds(master, in, out, err);
   if (pidfd >= 0) close(pidfd);
-  free(x->cgroups);
-  free(x->argv);
-  free(x->envp);
-  x->cgroups = x->argv = x->envp = NULL;
+  free_exec_lists(x);
 }
 
 /* X id init start uid gid cwd stream-socket prepared-id input n-cgroups cgroups... n-argv argv... n-env env... */
@@ -767,10 +774,7 @@ static void exec_command(char *req, size_t len) {
       goto fail;
     }
   }
-  free(x->cgroups);
-  free(x->argv);
-  free(x->envp);
-  x->cgroups = x->argv = x->envp = NULL;
+  free_exec_lists(x);
   int ready = p && !p->parked ? prepared_ready(p) : -1;
   if (ready == 0) {
     /* On its way in (its cgroup move waits for an RCU grace period): a new
@@ -793,14 +797,8 @@ static void exec_command(char *req, size_t len) {
   start_command(req, len, in, out, err, master, ready == 1 ? p : NULL);
   return;
 fail:
-  if (master >= 0) close(master);
-  if (in >= 0) close(in);
-  if (out >= 0) close(out);
-  if (err >= 0) close(err);
-  free(x->cgroups);
-  free(x->argv);
-  free(x->envp);
-  x->cgroups = x->argv = x->envp = NULL;
+  close_exec_fds(master, in, out, err);
+  free_exec_lists(x);
 }
 
 /*
