@@ -43,8 +43,9 @@ export function createServiceTransport(
     /** The service name the server's certificate must carry (besides the host name check). */
     expectServer?: string;
     /**
-     * Unary methods called by grpc/direct-client.ts, not Connect's client:
-     * those whose messages carry file data (see there), on the same sessions.
+     * Methods called by grpc/direct-client.ts, not Connect's client, on the
+     * same sessions: unary ones whose messages carry file data (see there),
+     * server streams relayed message by message (grpc/direct-stream.ts).
      */
     direct?: readonly DescMethod[];
   } & Partial<Omit<GrpcTransportOptions, "baseUrl">>,

@@ -74,3 +74,4 @@ export {
   TLS_SETTINGS,
   TlsSettingsError,
 } from "./tls/service-tls.ts";
+export { type StreamCallOptions, streamCall } from "./stream-call.ts";

@@ -6,14 +6,17 @@ import {
   type ContextValues,
   createContextValues,
   type Interceptor,
+  type StreamRequest,
   type Transport,
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
 import type { GrpcTransportOptions } from "@connectrpc/connect-node";
-import { createMethodUrl, runUnaryCall } from "@connectrpc/connect/protocol";
+import { createMethodUrl, runStreamingCall, runUnaryCall } from "@connectrpc/connect/protocol";
 import { requestHeader, validateResponse, validateTrailer } from "@connectrpc/connect/protocol-grpc";
+import { directStream } from "./direct-stream.ts";
 import { EnvelopeAssembler } from "./envelope-assembler.ts";
+import { copyInto, resetCode } from "./h2-answer.ts";
 import { encodeEnveloped } from "./spliced-encoding.ts";
 
 type SessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
@@ -24,7 +27,7 @@ export interface DirectUnaryOptions {
   sessions: SessionManager;
   /** The transport's interceptors: they run for these calls as for the others. */
   interceptors: Interceptor[];
-  /** The methods called this way; the rest go through `inner`. */
+  /** The unary and server-streaming methods called this way (direct-stream.ts); the rest go through `inner`. */
   methods: readonly DescMethod[];
   /** The largest answer taken, in bytes. */
   readMaxBytes: number;
@@ -45,6 +48,7 @@ export interface DirectUnaryOptions {
  * comes (envelope-assembler.ts). Headers,
  * deadline, cancellation, status and error details follow the gRPC
  * protocol as Connect's client does; the interceptors are the same.
+ * Server-streaming methods of `methods` are read by direct-stream.ts.
  */
 export function withDirectUnary(inner: Transport, o: DirectUnaryOptions): Transport {
   const direct = new Set<DescMethod>(o.methods);
@@ -70,7 +74,27 @@ export function withDirectUnary(inner: Transport, o: DirectUnaryOptions): Transp
           call(o, req as UnaryRequest) as Promise<UnaryResponse<typeof method.input, typeof method.output>>,
       });
     },
-    stream: (...args) => inner.stream(...args),
+    stream(method, signal, timeoutMs, header, input, contextValues) {
+      if (!direct.has(method) || method.methodKind !== "server_streaming")
+        return inner.stream(method, signal, timeoutMs, header, input, contextValues);
+      const timeout = timeoutMs === undefined || timeoutMs <= 0 ? undefined : timeoutMs;
+      return runStreamingCall<typeof method.input, typeof method.output>({
+        interceptors: o.interceptors,
+        signal,
+        timeoutMs: timeout,
+        req: {
+          stream: true,
+          service: method.parent,
+          method,
+          requestMethod: "POST",
+          url: createMethodUrl(o.baseUrl, method),
+          header: requestHeader(true, timeout, header),
+          contextValues: (contextValues ?? createContextValues()) as ContextValues,
+          message: input,
+        },
+        next: (req) => directStream(o.sessions, o.readMaxBytes, req as StreamRequest) as never,
+      });
+    },
   };
 }
 
@@ -149,28 +173,4 @@ async function call(o: DirectUnaryOptions, req: UnaryRequest): Promise<UnaryResp
     for (const piece of encodeEnveloped(method.input, req.message as Message, { anyOrder: true })) stream.write(piece);
     stream.end();
   });
-}
-
-function copyInto(target: Headers, from: http2.IncomingHttpHeaders): void {
-  for (const [k, v] of Object.entries(from)) {
-    if (k.startsWith(":") || v === undefined) continue;
-    if (Array.isArray(v)) for (const one of v) target.append(k, one);
-    else target.set(k, String(v));
-  }
-}
-
-/** gRPC's mapping of HTTP/2 reset codes (PROTOCOL-HTTP2.md, "Errors"). */
-function resetCode(rst: number): Code {
-  switch (rst) {
-    case http2.constants.NGHTTP2_REFUSED_STREAM:
-      return Code.Unavailable;
-    case http2.constants.NGHTTP2_CANCEL:
-      return Code.Canceled;
-    case http2.constants.NGHTTP2_ENHANCE_YOUR_CALM:
-      return Code.ResourceExhausted;
-    case http2.constants.NGHTTP2_INADEQUATE_SECURITY:
-      return Code.PermissionDenied;
-    default:
-      return Code.Internal;
-  }
 }

@@ -1,4 +1,4 @@
-import { createServiceTransport, type ServiceTls } from "@platform/rpc";
+import { createServiceTransport, type ServiceTls, streamCall } from "@platform/rpc";
 import { type Client, createClient, type Transport } from "@connectrpc/connect";
 import { type InvokeEvent, type InvokeRequest, RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 
@@ -31,7 +31,11 @@ export class GrpcTenantWorkers implements TenantWorkers {
     signal: AbortSignal,
     onOpen?: () => void,
   ): AsyncIterable<InvokeEvent> {
-    return this.#for(url).client.invoke(req, { headers, signal, onHeader: onOpen && (() => onOpen()) });
+    return streamCall(this.#for(url).transport, RuntimeService.method.invoke, req, {
+      headers,
+      signal,
+      onHeader: onOpen && (() => onOpen()),
+    });
   }
 
   /**
@@ -45,7 +49,13 @@ export class GrpcTenantWorkers implements TenantWorkers {
   #for(url: string) {
     let c = this.#clients.get(url);
     if (!c) {
-      const transport = createServiceTransport({ baseUrl: url, tls: this.tls, expectServer: "runtime-worker" });
+      // Invoke's events are read without Connect's client pipeline (rpc direct-stream.ts).
+      const transport = createServiceTransport({
+        baseUrl: url,
+        tls: this.tls,
+        expectServer: "runtime-worker",
+        direct: [RuntimeService.method.invoke],
+      });
       c = { transport, client: createClient(RuntimeService, transport) };
       this.#clients.set(url, c);
     }

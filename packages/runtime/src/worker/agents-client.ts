@@ -1,5 +1,6 @@
 import { type Client, createClient, type Transport } from "@connectrpc/connect";
 import { type Message, SessionService } from "@platform/gen/agents/v1/agents_pb";
+import { streamCall } from "@platform/rpc";
 import { type CallIdentity, identityHeaders } from "../metadata.ts";
 import type { AgentEvent, AgentsPort } from "./agents-port.ts";
 
@@ -9,11 +10,12 @@ const TERMINAL = new Set(["done", "error", "requires_action", "budget_reached"])
 export class ConnectAgentsClient implements AgentsPort {
   readonly #client: Client<typeof SessionService>;
 
-  constructor(transport: Transport) {
+  constructor(private readonly transport: Transport) {
     this.#client = createClient(SessionService, transport);
   }
 
-  async *sendMessages(
+  /** The call's messages as they come: an agents Event is an AgentEvent (its type and content), passed on as it is. */
+  sendMessages(
     sessionId: string,
     messages: Message[],
     call: CallIdentity,
@@ -22,12 +24,12 @@ export class ConnectAgentsClient implements AgentsPort {
   ): AsyncIterable<AgentEvent> {
     // The response headers: the agents service accepted the call (it sends
     // them before its first event).
-    const onHeader = onOpen && (() => onOpen());
-    const stream = this.#client.sendMessages(
+    return streamCall(
+      this.transport,
+      SessionService.method.sendMessages,
       { id: sessionId, messages },
-      { headers: identityHeaders(call), signal, onHeader },
+      { headers: identityHeaders(call), signal, onHeader: onOpen && (() => onOpen()) },
     );
-    for await (const e of stream) yield { type: e.type, content: e.content };
   }
 
   async *rejoin(
@@ -62,7 +64,11 @@ export class ConnectAgentsClient implements AgentsPort {
       for (const e of page.events) if (TERMINAL.has(e.type) && e.seq > after) after = e.seq;
       pageToken = page.nextPageToken;
     }
-    const stream = this.#client.streamEvents({ id: sessionId, after }, { headers, signal });
-    for await (const e of stream) yield { type: e.type, content: e.content };
+    yield* streamCall(
+      this.transport,
+      SessionService.method.streamEvents,
+      { id: sessionId, after },
+      { headers, signal },
+    );
   }
 }

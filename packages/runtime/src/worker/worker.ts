@@ -1,5 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
+import { SessionService } from "@platform/gen/agents/v1/agents_pb";
 import { createServer, createServiceTransport } from "@platform/rpc";
 import { type Logger, pino } from "pino";
 import type { AgentsPort } from "./agents-port.ts";
@@ -28,7 +29,13 @@ export async function startWorker(
   const agents =
     options.agents ??
     new ConnectAgentsClient(
-      createServiceTransport({ baseUrl: config.agentsUrl, tls: config.tls, expectServer: "agents" }),
+      createServiceTransport({
+        baseUrl: config.agentsUrl,
+        tls: config.tls,
+        expectServer: "agents",
+        // The reply's events are read without Connect's client pipeline (rpc direct-stream.ts).
+        direct: [SessionService.method.sendMessages, SessionService.method.streamEvents],
+      }),
     );
   const impl: ServiceImpl<typeof RuntimeService> = {
     invoke: workerInvoke({ tenantId: config.tenantId, orgId: config.orgId, agents, logger }),
