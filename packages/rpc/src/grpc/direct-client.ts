@@ -33,6 +33,24 @@ export interface DirectUnaryOptions {
   readMaxBytes: number;
 }
 
+/** What a unary and a server-streaming request of a direct call have alike. */
+function callHead<M extends DescMethod>(
+  baseUrl: string,
+  method: M,
+  timeout: number | undefined,
+  header: Parameters<typeof requestHeader>[2],
+  contextValues: ContextValues | undefined,
+) {
+  return {
+    service: method.parent,
+    method,
+    requestMethod: "POST",
+    url: createMethodUrl(baseUrl, method),
+    header: requestHeader(true, timeout, header),
+    contextValues: (contextValues ?? createContextValues()) as ContextValues,
+  };
+}
+
 /**
  * A Transport whose unary calls of `methods` are plain gRPC written and read
  * here, the client-side counterpart of grpc-direct.ts; every other call goes
@@ -60,16 +78,7 @@ export function withDirectUnary(inner: Transport, o: DirectUnaryOptions): Transp
         interceptors: o.interceptors,
         signal,
         timeoutMs: timeout,
-        req: {
-          stream: false,
-          service: method.parent,
-          method,
-          requestMethod: "POST",
-          url: createMethodUrl(o.baseUrl, method),
-          header: requestHeader(true, timeout, header),
-          contextValues: (contextValues ?? createContextValues()) as ContextValues,
-          message: input,
-        },
+        req: { stream: false, ...callHead(o.baseUrl, method, timeout, header, contextValues), message: input },
         next: (req) =>
           call(o, req as UnaryRequest) as Promise<UnaryResponse<typeof method.input, typeof method.output>>,
       });
@@ -82,16 +91,7 @@ export function withDirectUnary(inner: Transport, o: DirectUnaryOptions): Transp
         interceptors: o.interceptors,
         signal,
         timeoutMs: timeout,
-        req: {
-          stream: true,
-          service: method.parent,
-          method,
-          requestMethod: "POST",
-          url: createMethodUrl(o.baseUrl, method),
-          header: requestHeader(true, timeout, header),
-          contextValues: (contextValues ?? createContextValues()) as ContextValues,
-          message: input,
-        },
+        req: { stream: true, ...callHead(o.baseUrl, method, timeout, header, contextValues), message: input },
         next: (req) => directStream(o.sessions, o.readMaxBytes, req as StreamRequest) as never,
       });
     },
