@@ -16,7 +16,7 @@ import { createMethodUrl, runStreamingCall, runUnaryCall } from "@connectrpc/con
 import { requestHeader, validateResponse, validateTrailer } from "@connectrpc/connect/protocol-grpc";
 import { directStream } from "./direct-stream.ts";
 import { EnvelopeAssembler } from "./envelope-assembler.ts";
-import { copyInto, resetCode } from "./h2-answer.ts";
+import { copyInto, outgoing, resetCode } from "./h2-answer.ts";
 import { encodeEnveloped } from "./spliced-encoding.ts";
 
 type SessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
@@ -101,11 +101,7 @@ export function withDirectUnary(inner: Transport, o: DirectUnaryOptions): Transp
 async function call(o: DirectUnaryOptions, req: UnaryRequest): Promise<UnaryResponse> {
   const method = req.method as DescMethodUnary;
   const url = new URL(req.url);
-  const headers: http2.OutgoingHttpHeaders = {};
-  req.header.forEach((v, k) => {
-    headers[k] = v;
-  });
-  const stream = await o.sessions.request("POST", url.pathname + url.search, headers, {});
+  const stream = await o.sessions.request("POST", url.pathname + url.search, outgoing(req.header), {});
   return new Promise<UnaryResponse>((resolve, reject) => {
     let settled = false;
     const fail = (err: unknown) => {

@@ -3,7 +3,7 @@ import { type DescMethodServerStreaming, fromBinary, type Message } from "@bufbu
 import { Code, ConnectError, type StreamRequest, type StreamResponse } from "@connectrpc/connect";
 import type { GrpcTransportOptions } from "@connectrpc/connect-node";
 import { validateResponse, validateTrailer } from "@connectrpc/connect/protocol-grpc";
-import { copyInto, resetCode } from "./h2-answer.ts";
+import { copyInto, outgoing, resetCode } from "./h2-answer.ts";
 import { encodeEnveloped } from "./spliced-encoding.ts";
 
 type SessionManager = NonNullable<GrpcTransportOptions["sessionManager"]>;
@@ -33,12 +33,8 @@ export async function directStream(
   const first = await req.message[Symbol.asyncIterator]().next();
   if (first.done) throw new ConnectError("protocol error: missing request message", Code.Internal);
   const url = new URL(req.url);
-  const headers: http2.OutgoingHttpHeaders = {};
-  req.header.forEach((v, k) => {
-    headers[k] = v;
-  });
   if (req.signal.aborted) throw ConnectError.from(req.signal.reason, Code.Canceled);
-  const stream = await sessions.request("POST", url.pathname + url.search, headers, {});
+  const stream = await sessions.request("POST", url.pathname + url.search, outgoing(req.header), {});
   const messages = new StreamMessages(stream, method, readMaxBytes, sessions);
   return new Promise<StreamResponse>((resolve, reject) => {
     const onAbort = () => {

@@ -1,6 +1,15 @@
 import * as http2 from "node:http2";
 import { Code } from "@connectrpc/connect";
 
+/** A request's Headers as the headers of an HTTP/2 request. */
+export function outgoing(header: Headers): http2.OutgoingHttpHeaders {
+  const headers: http2.OutgoingHttpHeaders = {};
+  header.forEach((v, k) => {
+    headers[k] = v;
+  });
+  return headers;
+}
+
 /** An HTTP/2 answer's headers or trailers as a Headers object, without the pseudo-headers. */
 export function copyInto(target: Headers, from: http2.IncomingHttpHeaders): void {
   for (const [k, v] of Object.entries(from)) {
