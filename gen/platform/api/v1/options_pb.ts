@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file platform/api/v1/options.proto.
  */
 export const file_platform_api_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Ch1wbGF0Zm9ybS9hcGkvdjEvb3B0aW9ucy5wcm90bxIPcGxhdGZvcm0uYXBpLnYxIn8KCVNzZVN0cmVhbRIQCghpZF9maWVsZBgBIAEoCRIUCgxyZXN1bWVfZmllbGQYAiABKAkSDQoFb25lb2YYAyABKAkSJgoEZGF0YRgEIAEoDjIYLnBsYXRmb3JtLmFwaS52MS5Tc2VEYXRhEhMKC2RhdGFfZmllbGRzGAUgAygJImcKCFNzZUV2ZW50Eg0KBWV2ZW50GAEgASgJEiYKBGRhdGEYAiABKA4yGC5wbGF0Zm9ybS5hcGkudjEuU3NlRGF0YRISCgp0ZXh0X2ZpZWxkGAMgASgJEhAKCHRlcm1pbmFsGAQgASgIKlEKB1NzZURhdGESGAoUU1NFX0RBVEFfVU5TUEVDSUZJRUQQABIRCg1TU0VfREFUQV9KU09OEAESGQoVU1NFX0RBVEFfRVNDQVBFRF9URVhUEAI6RwoOc3VjY2Vzc19zdGF0dXMSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5jgMgASgFUg1zdWNjZXNzU3RhdHVzOk4KA3NzZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLqOAyABKAsyGi5wbGF0Zm9ybS5hcGkudjEuU3NlU3RyZWFtUgNzc2U6RQoNdG9sZXJhbnRfYm9keRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLuOAyABKAhSDHRvbGVyYW50Qm9keTpMChFtYXhfcmVxdWVzdF9ieXRlcxIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLyOAyABKA1SD21heFJlcXVlc3RCeXRlczo9CglyYXdfYnl0ZXMSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi9jgMgASgJUghyYXdCeXRlczpXCglzc2VfZXZlbnQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLuOAyABKAsyGS5wbGF0Zm9ybS5hcGkudjEuU3NlRXZlbnRSCHNzZUV2ZW50YgZwcm90bzM", [file_google_protobuf_descriptor]);
+  fileDesc("Ch1wbGF0Zm9ybS9hcGkvdjEvb3B0aW9ucy5wcm90bxIPcGxhdGZvcm0uYXBpLnYxIn8KCVNzZVN0cmVhbRIQCghpZF9maWVsZBgBIAEoCRIUCgxyZXN1bWVfZmllbGQYAiABKAkSDQoFb25lb2YYAyABKAkSJgoEZGF0YRgEIAEoDjIYLnBsYXRmb3JtLmFwaS52MS5Tc2VEYXRhEhMKC2RhdGFfZmllbGRzGAUgAygJImcKCFNzZUV2ZW50Eg0KBWV2ZW50GAEgASgJEiYKBGRhdGEYAiABKA4yGC5wbGF0Zm9ybS5hcGkudjEuU3NlRGF0YRISCgp0ZXh0X2ZpZWxkGAMgASgJEhAKCHRlcm1pbmFsGAQgASgIKlEKB1NzZURhdGESGAoUU1NFX0RBVEFfVU5TUEVDSUZJRUQQABIRCg1TU0VfREFUQV9KU09OEAESGQoVU1NFX0RBVEFfRVNDQVBFRF9URVhUEAI6RwoOc3VjY2Vzc19zdGF0dXMSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5jgMgASgFUg1zdWNjZXNzU3RhdHVzOk4KA3NzZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLqOAyABKAsyGi5wbGF0Zm9ybS5hcGkudjEuU3NlU3RyZWFtUgNzc2U6RQoNdG9sZXJhbnRfYm9keRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLuOAyABKAhSDHRvbGVyYW50Qm9keTpMChFtYXhfcmVxdWVzdF9ieXRlcxIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLyOAyABKA1SD21heFJlcXVlc3RCeXRlczo9CglyYXdfYnl0ZXMSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi9jgMgASgJUghyYXdCeXRlczpDCgxsYXN0X21lc3NhZ2USHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi+jgMgAygJUgtsYXN0TWVzc2FnZTpXCglzc2VfZXZlbnQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLuOAyABKAsyGS5wbGF0Zm9ybS5hcGkudjEuU3NlRXZlbnRSCHNzZUV2ZW50YgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * Framing of a server-streaming RPC served on its google.api.http route.
@@ -207,8 +207,23 @@ export const raw_bytes: GenExtension<MethodOptions, string> = /*@__PURE__*/
   extDesc(file_platform_api_v1_options, 4);
 
 /**
+ * On a server-streaming RPC: oneof variant fields (proto names) of the
+ * streamed message that only the stream's last message sets; the contract
+ * says nothing follows one of them (compute's ExecCommand: `completed`).
+ * Plain gRPC sends the call's OK status with that message instead of
+ * waiting for the handler's teardown after it (its release of what it
+ * held, spans, metrics); an error of the handler after that message is
+ * logged, not sent, and a message after it is dropped. Empty: the stream
+ * ends when its handler does.
+ *
+ * @generated from extension: repeated string last_message = 51006;
+ */
+export const last_message: GenExtension<MethodOptions, string[]> = /*@__PURE__*/
+  extDesc(file_platform_api_v1_options, 5);
+
+/**
  * @generated from extension: platform.api.v1.SseEvent sse_event = 51003;
  */
 export const sse_event: GenExtension<FieldOptions, SseEvent> = /*@__PURE__*/
-  extDesc(file_platform_api_v1_options, 5);
+  extDesc(file_platform_api_v1_options, 6);
 

@@ -108,6 +108,8 @@ export function createServer(options: ServerOptions): Server {
     bodyLimitBytes,
     requestTimeoutMs,
     shutdown: restShutdown,
+    inflight,
+    logger: () => currentRequest()?.logger ?? logger,
   });
   const rest = createRestHandler({
     routes,

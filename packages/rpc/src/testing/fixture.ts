@@ -9,6 +9,8 @@ import {
   type ChatResponse,
   ChatResponseSchema,
   DoneSchema,
+  type FinishResponse,
+  FinishResponseSchema,
   LibraryService,
   StreamService,
   TextChunkSchema,
@@ -26,6 +28,8 @@ export interface Probe {
   /** Resolves the next time a handler sees its signal abort. */
   nextAbort(): Promise<string>;
   calls: Map<string, number>;
+  /** What Finish's handler waits for after its last message, when set (its teardown, held by the test). */
+  teardown?: Promise<void>;
 }
 
 const waiters = new WeakMap<Probe, ((s: string) => void)[]>();
@@ -168,6 +172,20 @@ export function streamImpl(probe: Probe): ServiceImpl<typeof StreamService> {
       yield ev({ case: "usage", value: create(UsageSchema, { tokensIn: 3n }) });
       yield ev({ case: "done", value: create(DoneSchema) });
       yield ev({ case: "text", value: create(TextChunkSchema, { content: "after terminal" }) });
+    },
+    async *finish(req, ctx) {
+      const ev = (e: FinishResponse["event"]) => create(FinishResponseSchema, { event: e });
+      try {
+        for (const c of req.chunks) yield ev({ case: "text", value: create(TextChunkSchema, { content: c }) });
+        yield ev({ case: "done", value: create(DoneSchema) });
+        await probe.teardown;
+        if (req.extraAfter) yield ev({ case: "text", value: create(TextChunkSchema, { content: "after done" }) });
+        if (req.failAfter) throw PlatformError.unavailable(req.failAfter);
+      } finally {
+        // Its teardown sees no cancel: the client had its status, it did not go away.
+        if (ctx.signal.aborted) fire(probe, "finish");
+        count(probe, "finish ended");
+      }
     },
   };
 }
