@@ -1,8 +1,8 @@
 import { IdentityRestCode, PlatformError } from "@platform/errors";
-import { type Kysely, sql } from "kysely";
+import { type Insertable, type Kysely, sql } from "kysely";
 import { type AuthContext, actsAsOwner } from "../auth/auth-context.ts";
 import { isUuid } from "../crypto/hash.ts";
-import type { IdentityDB } from "../db/schema.ts";
+import type { AuditEventsTable, IdentityDB } from "../db/schema.ts";
 import { enqueueWebhookEvent, newEventId } from "../webhooks/outbox.ts";
 
 /** Where a request came from, as the transport saw it. */
@@ -42,22 +42,24 @@ export type AuditEvent = {
   createdAt: Date;
 };
 
+/** The audit_events row of an entry, for a statement that writes it beside what it records. */
+export function auditRow(actor: Actor, entry: AuditEntry): Insertable<AuditEventsTable> {
+  return {
+    org_id: entry.orgId ?? actor.orgId ?? null,
+    actor_user_id: actor.userId ?? null,
+    actor_api_key_id: actor.apiKeyId ?? null,
+    action: entry.action,
+    target_type: entry.target?.type ?? null,
+    target_id: entry.target?.id ?? null,
+    request_id: actor.requestId ?? null,
+    client_address: actor.clientAddress ?? null,
+    details: JSON.stringify(entry.details ?? {}),
+  };
+}
+
 /** Written in the transaction of the mutation it records: both happen, or neither. */
 export async function recordAudit(db: Kysely<IdentityDB>, actor: Actor, entry: AuditEntry): Promise<void> {
-  await db
-    .insertInto("audit_events")
-    .values({
-      org_id: entry.orgId ?? actor.orgId ?? null,
-      actor_user_id: actor.userId ?? null,
-      actor_api_key_id: actor.apiKeyId ?? null,
-      action: entry.action,
-      target_type: entry.target?.type ?? null,
-      target_id: entry.target?.id ?? null,
-      request_id: actor.requestId ?? null,
-      client_address: actor.clientAddress ?? null,
-      details: JSON.stringify(entry.details ?? {}),
-    })
-    .execute();
+  await db.insertInto("audit_events").values(auditRow(actor, entry)).execute();
   const event = webhookEventOf(actor, entry);
   const orgId = entry.orgId ?? actor.orgId;
   // In the same transaction: the event is queued if and only if what it reports happened.
@@ -107,26 +109,22 @@ export async function auditReuse(db: Kysely<IdentityDB>, familyId: string, meta:
   );
 }
 
-/** A password login's outcome, after it is answered (a login is no transaction of its own). */
-export async function auditLogin(
-  db: Kysely<IdentityDB>,
-  meta: RequestMeta,
-  outcome: { userId: string; orgId: string } | { failedEmail: string },
-): Promise<void> {
-  if ("userId" in outcome) {
-    await recordAudit(
-      db,
-      { ...meta, userId: outcome.userId, orgId: outcome.orgId },
-      { action: "auth.login", target: { type: "user", id: outcome.userId } },
-    );
-    return;
-  }
+/**
+ * A successful password login's entry, written by the statement that starts
+ * its session (Sessions.login): one round trip and one commit fewer a login.
+ */
+export function loginAuditRow(meta: RequestMeta, userId: string, orgId: string): Insertable<AuditEventsTable> {
+  return auditRow({ ...meta, userId, orgId }, { action: "auth.login", target: { type: "user", id: userId } });
+}
+
+/** A failed password login, after it is answered (a login is no transaction of its own). */
+export async function auditFailedLogin(db: Kysely<IdentityDB>, meta: RequestMeta, failedEmail: string): Promise<void> {
   // The landing org of a known email, so its owners see attempts on their members.
   const known = await db
     .selectFrom("users as u")
     .leftJoin("memberships as m", "m.user_id", "u.id")
     .select(["u.id", "m.org_id"])
-    .where(sql<string>`lower(u.email)`, "=", outcome.failedEmail.toLowerCase())
+    .where(sql<string>`lower(u.email)`, "=", failedEmail.toLowerCase())
     .orderBy("m.created_at")
     .limit(1)
     .executeTakeFirst();
@@ -136,7 +134,7 @@ export async function auditLogin(
     {
       action: "auth.login_failed",
       target: known ? { type: "user", id: known.id } : undefined,
-      details: { email: outcome.failedEmail.slice(0, 320) },
+      details: { email: failedEmail.slice(0, 320) },
     },
   );
 }

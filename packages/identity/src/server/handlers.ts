@@ -2,13 +2,12 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { IdentityRestCode, PlatformError } from "@platform/errors";
-import { decodeJwt } from "jose";
 import { type AuthContextSchema, AuthMode, type AuthService, Env, Role } from "@platform/gen/identity/v1/auth_pb";
 import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
 import type { AuthContext, KeyEnv } from "../auth/auth-context.ts";
 import { requestInfo } from "@platform/rpc";
 import type { Identity } from "../identity.ts";
-import { actorOf, auditLogin } from "../audit/audit-log.ts";
+import { actorOf, auditFailedLogin } from "../audit/audit-log.ts";
 import { apiKeyMessage } from "./api-key-message.ts";
 import { authContextKey } from "./auth-interceptor.ts";
 import { replayable } from "./idempotency-interceptor.ts";
@@ -68,19 +67,19 @@ function sessionImpl(identity: Identity): Partial<ServiceImpl<typeof SessionServ
           password: req.password,
           deviceLabel: req.xDeviceLabel,
           clientAddress: meta.clientAddress,
+          requestId: meta.requestId,
           signal: ctx.signal,
         })
         .catch((err: unknown) => {
           if (err instanceof PlatformError && err.reason === IdentityRestCode.unauthenticated) {
             // After the answer, off its path: a failed login is recorded, never delayed by it.
-            void auditLogin(identity.db, meta, { failedEmail: req.email }).catch((e: unknown) =>
+            void auditFailedLogin(identity.db, meta, req.email).catch((e: unknown) =>
               requestInfo(ctx)?.logger.warn({ err: e }, "audit of a failed login not written"),
             );
           }
           throw err;
         });
-      const claims = decodeJwt(result.accessToken) as { sub: string; org_id: string };
-      await auditLogin(identity.db, meta, { userId: claims.sub, orgId: claims.org_id });
+      // Its audit entry was written with the session (Sessions.login).
       return pair(result);
     },
     refresh: async (req, ctx) => pair(await identity.sessions.refresh(req.refreshToken, requestMeta(identity, ctx))),

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { sql, type Kysely } from "kysely";
+import { type Insertable, sql, type Kysely } from "kysely";
 import { randomBase62, sha256 } from "../crypto/hash.ts";
-import type { IdentityDB } from "../db/schema.ts";
+import type { AuditEventsTable, IdentityDB } from "../db/schema.ts";
 
 export const REFRESH_TOKEN_PREFIX = "rt_";
 
@@ -22,19 +22,31 @@ export class RefreshTokens {
     private readonly ttlSeconds: number,
   ) {}
 
-  /** A new family and its first token in one statement (one round trip per login, atomic without a transaction). */
-  async startFamily(userId: string, orgId: string, deviceLabel: string | undefined, now: Date): Promise<string> {
+  /**
+   * A new family and its first token in one statement (one round trip per
+   * login, atomic without a transaction); with `audit`, that audit entry too.
+   */
+  async startFamily(
+    userId: string,
+    orgId: string,
+    deviceLabel: string | undefined,
+    now: Date,
+    audit?: Insertable<AuditEventsTable>,
+  ): Promise<string> {
     const familyId = randomUUID();
     const { raw, row } = this.#newToken(familyId, now);
-    await this.db
-      .with("family", (db) =>
-        db
-          .insertInto("refresh_token_families")
-          .values({ id: familyId, user_id: userId, org_id: orgId, device_label: deviceLabel ?? null }),
-      )
-      .insertInto("refresh_tokens")
-      .values(row)
-      .execute();
+    const family = this.db.with("family", (db) =>
+      db
+        .insertInto("refresh_token_families")
+        .values({ id: familyId, user_id: userId, org_id: orgId, device_label: deviceLabel ?? null }),
+    );
+    await (audit
+      ? family
+          .with("token", (db) => db.insertInto("refresh_tokens").values(row))
+          .insertInto("audit_events")
+          .values(audit)
+      : family.insertInto("refresh_tokens").values(row)
+    ).execute();
     return raw;
   }
 

@@ -4,6 +4,9 @@ import { after, before, describe, test } from "node:test";
 import { ErrorAction, IdentityRestCode, PlatformError } from "@platform/errors";
 import { sha256 } from "../crypto/hash.ts";
 import { type Fixture, createFixture } from "../testing/fixture.ts";
+import { Users } from "../users/users.ts";
+import { RefreshTokens } from "./refresh-tokens.ts";
+import { Sessions } from "./sessions.ts";
 
 let f: Fixture;
 before(async () => {
@@ -107,6 +110,54 @@ describe("login", () => {
     bodies.push([e.code, e.reason, e.message]);
     assert.deepEqual(bodies[0], bodies[1]);
     assert.deepEqual(bodies[0], bodies[2]);
+  });
+
+  test("one statement after the hash: the family, its first token and the auth.login audit entry", async () => {
+    const u = await f.seedUser();
+    // The domain's own wiring, on a view of the database that counts what is sent.
+    let statements = 0;
+    const counted = f.identity.db.withPlugin({
+      transformQuery: (args) => args.node,
+      transformResult: async (args) => {
+        statements++;
+        return args.result;
+      },
+    });
+    const sessions = new Sessions({
+      db: counted,
+      users: new Users(counted, f.identity.hasher),
+      hasher: f.identity.hasher,
+      jwt: f.identity.jwt,
+      refreshTokens: new RefreshTokens(counted, 3600),
+      throttle: f.identity.loginThrottle,
+      jwtTtlSeconds: 3600,
+    });
+    const pair = await sessions.login({
+      email: u.email,
+      password: u.password,
+      clientAddress: "198.51.100.7",
+      requestId: "req-login-1",
+    });
+    assert.equal(statements, 2, "the user with its membership, then one insert");
+    const entry = await f.identity.db
+      .selectFrom("audit_events")
+      .selectAll()
+      .where("request_id", "=", "req-login-1")
+      .executeTakeFirstOrThrow();
+    assert.equal(entry.action, "auth.login");
+    assert.equal(entry.actor_user_id, u.user.id);
+    assert.equal(entry.org_id, u.orgId);
+    assert.equal(entry.target_type, "user");
+    assert.equal(entry.target_id, u.user.id);
+    assert.equal(entry.client_address, "198.51.100.7");
+    assert.ok(!JSON.stringify(entry).includes(pair.refreshToken), "no token in the audit log");
+    const family = await f.identity.db
+      .selectFrom("refresh_tokens as t")
+      .innerJoin("refresh_token_families as fam", "fam.id", "t.family_id")
+      .select(["fam.user_id", "fam.org_id"])
+      .where("t.token_hash", "=", sha256(pair.refreshToken))
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(family, { user_id: u.user.id, org_id: u.orgId });
   });
 
   test("missing email or password is invalid_request", async () => {

@@ -8,7 +8,7 @@ import type { LoginThrottle } from "../login-throttle/login-throttle.ts";
 import type { JwtService } from "../tokens/jwt-service.ts";
 import { currentRole } from "../users/memberships.ts";
 import type { Users } from "../users/users.ts";
-import { type Actor, actorOf, auditReuse, type RequestMeta, recordAudit } from "../audit/audit-log.ts";
+import { type Actor, actorOf, auditReuse, loginAuditRow, type RequestMeta, recordAudit } from "../audit/audit-log.ts";
 import { type RefreshTokens, revokeFamiliesOf } from "./refresh-tokens.ts";
 
 export type TokenPair = { accessToken: string; tokenType: "Bearer"; expiresIn: number; refreshToken: string };
@@ -51,6 +51,8 @@ export class Sessions {
     password: string;
     deviceLabel?: string;
     clientAddress?: string;
+    /** Recorded with the session's audit entry (auth.login). */
+    requestId?: string;
     signal?: AbortSignal;
   }): Promise<TokenPair> {
     if (input.email === "" || input.password === "") {
@@ -81,6 +83,7 @@ export class Sessions {
       membership.orgId,
       input.deviceLabel || undefined,
       now,
+      loginAuditRow({ requestId: input.requestId, clientAddress: input.clientAddress }, user.id, membership.orgId),
     );
     return this.#pair(user.id, membership.orgId, refreshToken);
   }
