@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { isCompactJws } from "@platform/credentials";
 import { AuthReason, PlatformError } from "@platform/errors";
-import { decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT } from "jose";
+import { decodeProtectedHeader, errors as joseErrors, jwtVerify } from "jose";
 import { type AuthContext, type Clock, type KeyEnv, systemClock } from "../auth/auth-context.ts";
 import type { AuthCaches } from "../cache/auth-caches.ts";
 import type { CoherentCache } from "../cache/coherent-cache.ts";
@@ -9,6 +9,7 @@ import { isUuid } from "../crypto/hash.ts";
 import { type SigningKeys, verifies } from "../keys/signing-keys.ts";
 import type { MembershipRoles } from "../users/membership-roles.ts";
 import { MAX_TTL_SECONDS } from "./max-ttl.ts";
+import { signRs256 } from "./rs256-sign.ts";
 
 export const ISSUER = "identity.platform";
 export const AUDIENCE = ["agents", "identity"];
@@ -56,16 +57,22 @@ export class JwtService {
     const { kid, privateKey } = await this.keys.active();
     const iat = Math.floor(this.#now.getTime() / 1000);
     const jti = randomUUID();
-    const token = await new SignJWT({ org_id: orgId, env: this.options.env, scope: SCOPE })
-      .setProtectedHeader({ alg: "RS256", typ: "JWT", kid })
-      .setIssuer(ISSUER)
-      .setSubject(userId)
-      .setAudience(AUDIENCE)
-      .setIssuedAt(iat)
-      .setNotBefore(iat)
-      .setExpirationTime(iat + ttlSeconds)
-      .setJti(jti)
-      .sign(privateKey);
+    const token = await signRs256(
+      { typ: "JWT", kid },
+      {
+        org_id: orgId,
+        env: this.options.env,
+        scope: SCOPE,
+        iss: ISSUER,
+        sub: userId,
+        aud: AUDIENCE,
+        iat,
+        nbf: iat,
+        exp: iat + ttlSeconds,
+        jti,
+      },
+      privateKey,
+    );
     return { token, kid, jti, expiresIn: ttlSeconds, expiresAt: new Date((iat + ttlSeconds) * 1000) };
   }
 
