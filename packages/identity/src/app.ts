@@ -108,7 +108,8 @@ export async function startApp(
     // Made now, so the first unknown-email login costs no more than later ones.
     await identity.hasher.dummyHash();
     const niced = await lowerThreadpoolPriority(settings.argon2.threadNice ?? 0);
-    if (niced.length) logger.info({ threads: niced.length, nice: settings.argon2.threadNice }, "hashing threads niced");
+    if (niced.length)
+      logger.info({ threads: niced.length, steps: settings.argon2.threadNice }, "hashing threads niced");
     logger.info({ kid }, "signing key active");
     if (settings.bootstrap) {
       const result = await identity.bootstrap(settings.bootstrap);

@@ -35,7 +35,7 @@ export type Argon2Settings = {
   maxConcurrent: number;
   /** Hashes waiting for a slot beyond which a caller gets 503 at once (ARGON2_MAX_QUEUE). */
   maxQueue?: number;
-  /** The nice value of the threads that hash (ARGON2_THREAD_NICE; 0: unchanged). */
+  /** Nice steps of the threads that hash below the process (ARGON2_THREAD_NICE; 0: unchanged). */
   threadNice?: number;
 };
 
@@ -225,7 +225,7 @@ export const IDENTITY_SETTINGS = {
     default: ARGON2_DEFAULTS.threadNice,
     min: 0,
     max: 19,
-    doc: "nice value of libuv's threadpool threads, where argon2 hashes (Linux): hashing gets the CPU the event loop leaves; 0: unchanged",
+    doc: "nice steps of libuv's threadpool threads, where argon2 hashes, below the process's own priority (Linux; at most 19): hashing gets the CPU the event loop leaves; 0: unchanged",
   }),
   accountFreeFailures: int("LOGIN_THROTTLE_ACCOUNT_FAILURES", {
     default: LOGIN_THROTTLE_DEFAULTS.accountFreeFailures,

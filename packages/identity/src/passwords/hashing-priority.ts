@@ -31,18 +31,23 @@ export async function threadpoolIds(): Promise<number[]> {
 }
 
 /**
- * Lowers the scheduling priority of libuv's threadpool threads to `nice`
- * (Linux: a thread's nice value is its own). argon2 hashes there: with the
- * pool at nice 10, a hash gets the CPU the event loop leaves, and the event
- * loop, which accepts connections and sheds logins that cannot be served,
- * gets a core when it needs one (issue 15 item 4: at the same priority two
- * hashes took both cores of a 2-core machine through a storm, and the loop's
- * refusals reached the clients seconds late). Raising a nice value needs no
- * privilege; lowering it back would, so this is done once, at start-up.
- * Returns the threads changed (none where there is no /proc or nice is 0).
+ * Lowers the scheduling priority of libuv's threadpool threads `steps` nice
+ * values below the process's own (at most to 19; Linux: a thread's nice
+ * value is its own). argon2 hashes there: with the pool below the event
+ * loop, a hash gets the CPU the event loop leaves, and the event loop, which
+ * accepts connections and sheds logins that cannot be served, gets a core
+ * when it needs one (issue 15 item 4: at the same priority two hashes took
+ * both cores of a 2-core machine through a storm, and the loop's refusals
+ * reached the clients seconds late). Relative, not absolute: a service
+ * started at nice -19 (the bench's) hashed at 10 when the steps were a
+ * value, below every ordinary process on the machine instead of below its
+ * own loop (packages/bench/ANALYSIS.md, login). Raising a nice value needs
+ * no privilege; lowering it back would, so this is done once, at start-up.
+ * Returns the threads changed (none where there is no /proc or steps is 0).
  */
-export async function lowerThreadpoolPriority(nice: number): Promise<number[]> {
-  if (nice <= 0 || process.platform !== "linux") return [];
+export async function lowerThreadpoolPriority(steps: number): Promise<number[]> {
+  if (steps <= 0 || process.platform !== "linux") return [];
+  const nice = Math.min(19, getPriority(process.pid) + steps);
   const changed: number[] = [];
   for (const tid of await threadpoolIds()) {
     try {
