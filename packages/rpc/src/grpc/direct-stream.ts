@@ -78,7 +78,11 @@ class StreamMessages implements AsyncIterable<Message>, AsyncIterator<Message> {
   #header: Headers | undefined;
   /** Trailers-only answer: its status came with the headers. */
   #foundStatus = false;
+  /** Fewer than a prefix's 5 bytes of the next message. */
   #pending: Buffer | undefined;
+  /** A message begun in earlier frames: prefix and body in one buffer of its size, filled as frames come. */
+  #body: Buffer | undefined;
+  #filled = 0;
   #done = false;
   #failure: ConnectError | undefined;
   #waiter: { resolve: (r: IteratorResult<Message>) => void; reject: (e: unknown) => void } | undefined;
@@ -154,9 +158,24 @@ class StreamMessages implements AsyncIterable<Message>, AsyncIterator<Message> {
 
   #data(chunk: Buffer): void {
     if (this.#done) return;
-    let buf = this.#pending ? Buffer.concat([this.#pending, chunk]) : chunk;
-    this.#pending = undefined;
+    let buf = chunk;
     try {
+      const body = this.#body;
+      if (body) {
+        // Each frame is copied once, into place: joining it to what came before
+        // copied the whole message so far again on every frame (quadratic: a
+        // 1 MiB message in 16 KiB frames was ~64 MiB of copies).
+        const n = Math.min(buf.length, body.length - this.#filled);
+        body.set(n === buf.length ? buf : buf.subarray(0, n), this.#filled);
+        this.#filled += n;
+        if (this.#filled < body.length) return;
+        this.#body = undefined;
+        this.#message(body);
+        buf = buf.subarray(n);
+      } else if (this.#pending) {
+        buf = Buffer.concat([this.#pending, buf]);
+        this.#pending = undefined;
+      }
       while (buf.length >= 5) {
         const length = buf.readUInt32BE(1);
         if (length > this.readMaxBytes)
@@ -164,10 +183,13 @@ class StreamMessages implements AsyncIterable<Message>, AsyncIterator<Message> {
             `message size ${length} is larger than configured readMaxBytes ${this.readMaxBytes}`,
             Code.ResourceExhausted,
           );
-        if (buf.length < 5 + length) break;
-        if ((buf[0]! & 1) === 1)
-          throw new ConnectError("protocol error: received compressed message without grpc-encoding", Code.Internal);
-        this.#deliver(fromBinary(this.method.output, buf.subarray(5, 5 + length)) as Message);
+        if (buf.length < 5 + length) {
+          this.#body = Buffer.allocUnsafe(5 + length);
+          buf.copy(this.#body);
+          this.#filled = buf.length;
+          return;
+        }
+        this.#message(buf.subarray(0, 5 + length));
         buf = buf.subarray(5 + length);
       }
     } catch (e) {
@@ -175,6 +197,13 @@ class StreamMessages implements AsyncIterable<Message>, AsyncIterator<Message> {
       return;
     }
     if (buf.length > 0) this.#pending = Buffer.from(buf);
+  }
+
+  /** One whole enveloped message (prefix included), decoded and delivered. */
+  #message(enveloped: Buffer): void {
+    if ((enveloped[0]! & 1) === 1)
+      throw new ConnectError("protocol error: received compressed message without grpc-encoding", Code.Internal);
+    this.#deliver(fromBinary(this.method.output, enveloped.subarray(5)) as Message);
   }
 
   #deliver(message: Message): void {
@@ -194,7 +223,8 @@ class StreamMessages implements AsyncIterable<Message>, AsyncIterator<Message> {
   #end(): void {
     if (this.#done) return;
     try {
-      if (this.#pending) throw new ConnectError("protocol error: premature end of stream", Code.InvalidArgument);
+      if (this.#pending || this.#body)
+        throw new ConnectError("protocol error: premature end of stream", Code.InvalidArgument);
       if (!this.#foundStatus) validateTrailer(this.trailer, this.#header ?? new Headers());
     } catch (e) {
       this.fail(ConnectError.from(e, Code.Internal));
