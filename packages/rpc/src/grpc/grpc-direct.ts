@@ -69,14 +69,18 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     }
   }
 
-  /** The method of a request this path serves, if it is one. */
-  function match(req: http2.Http2ServerRequest, path: string): DirectMethod | undefined {
-    if (req.method !== "POST") return undefined;
+  /**
+   * The method of a request (its verb, path and headers) this path serves,
+   * if it is one: asked of an HTTP/2 stream's head too, before any request
+   * object is made for it.
+   */
+  function match(verb: string | undefined, path: string, headers: http2.IncomingHttpHeaders): DirectMethod | undefined {
+    if (verb !== "POST") return undefined;
     const method = byPath.get(path);
     if (!method) return undefined;
-    const type = req.headers["content-type"];
+    const type = headers["content-type"];
     if (type !== "application/grpc" && type !== contentTypeProto) return undefined;
-    const encoding = req.headers["grpc-encoding"];
+    const encoding = headers["grpc-encoding"];
     if (encoding !== undefined && encoding !== "identity") return undefined;
     return method;
   }

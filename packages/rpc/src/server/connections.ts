@@ -9,6 +9,7 @@ import { createTlsListener } from "../tls/listener.ts";
 import type { ServiceTls } from "../tls/service-tls.ts";
 import { duplicateListenHandle } from "./accept-handles.ts";
 import { stampAccepted } from "./accept-wait.ts";
+import { type StreamTaker, takeStreamsFirst } from "./direct-streams.ts";
 import { LISTEN_BACKLOG, MAX_CONCURRENT_STREAMS } from "./listen-limits.ts";
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -59,6 +60,8 @@ export interface ConnectionsOptions {
    * destroyed at READ_HEADER_TIMEOUT from its accept.
    */
   refuseFirst?: (socket: net.Socket, bytes: Buffer) => boolean;
+  /** Offered each new HTTP/2 stream before Node's compatibility layer makes its request and response (direct-streams.ts). */
+  takeStream?: StreamTaker;
 }
 
 export interface Connections {
@@ -108,6 +111,7 @@ export function createConnections(o: ConnectionsOptions): Connections {
     },
     o.onRequest,
   );
+  if (o.takeStream) takeStreamsFirst(h2, o.takeStream);
   h2.on("session", (s) => {
     sessions.add(s);
     widenConnectionWindow(s);

@@ -5,7 +5,9 @@ import { createDirectTransport } from "../calls/direct-transport.ts";
 import { currentRequest, requestInfoKey } from "../context.ts";
 import { envelopeOf } from "../envelope.ts";
 import { createGrpcDirect } from "../grpc/grpc-direct.ts";
+import { StreamRequest, StreamResponse } from "../grpc/stream-exchange.ts";
 import { HealthRegistry, ServingStatus } from "../health/health.ts";
+import type { NodeRequest, NodeResponse } from "../http/node-io.ts";
 import { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import { METRICS_PATH, metricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { routeLabeler } from "../metrics/route-label.ts";
@@ -138,6 +140,22 @@ export function createServer(options: ServerOptions): Server {
     logger,
     acceptHandles: options.acceptHandles,
     refuseFirst: options.shed ? (socket, bytes) => entry.refuseFirst?.(socket, bytes) ?? false : undefined,
+    // A plain gRPC call is served from its HTTP/2 stream, without Node's
+    // compatibility objects, through the same entry as every request (ids,
+    // trace, access log, metrics, in flight, dispatch). Public ports serve
+    // no gRPC; an Expect header is the layer's to answer.
+    takeStream: options.restOnly
+      ? undefined
+      : (stream, headers) => {
+          if (headers.expect !== undefined) return false;
+          if (!grpcDirect.match(headers[":method"], headers[":path"] ?? "", headers)) return false;
+          // The entry and dispatch take them as the layer's pair: they carry what those use (stream-exchange.ts).
+          entry(
+            new StreamRequest(stream, headers) as unknown as NodeRequest,
+            new StreamResponse(stream) as unknown as NodeResponse,
+          );
+          return true;
+        },
   });
   const entry = createRequestEntry({
     logger,

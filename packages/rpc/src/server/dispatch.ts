@@ -91,7 +91,7 @@ export function createDispatch(o: DispatchOptions): (req: NodeRequest, res: Node
       return o.rest(req, res);
     }
     if (req.httpVersionMajor === 2) {
-      const direct = o.grpcDirect.match(req as http2.Http2ServerRequest, path);
+      const direct = o.grpcDirect.match(req.method, path, req.headers);
       if (direct) return o.grpcDirect.serve(direct, req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
     }
     const native = o.native.get(path);
