@@ -271,4 +271,16 @@ create trigger session_events_webhook_relay after insert on session_events
   for each row execute function agents_webhook_relay();
 `,
   },
+  {
+    // Text tokens are nearly every row stored and never relayed: a WHEN clause
+    // keeps the plpgsql call off their commit (the function's own test stays).
+    name: "0012_webhook_relay_when",
+    sql: `
+drop trigger session_events_webhook_relay on session_events;
+create trigger session_events_webhook_relay after insert on session_events
+  for each row
+  when (new.type in ('done', 'error', 'requires_action', 'budget_reached', 'sandbox_replaced'))
+  execute function agents_webhook_relay();
+`,
+  },
 ];

@@ -123,6 +123,40 @@ describe("webhook relay", () => {
     assert.equal(new Set(up.sent.map((e) => e.id)).size, 4, "each event has its own id");
   });
 
+  test("the relay's trigger function runs only for the types it relays: a text token's commit does not call it", async () => {
+    const { sessionId } = await runTurn();
+    // Function call counts of this transaction (track_functions), then rolled back.
+    const calls = await h.database.db
+      .transaction()
+      .execute(async (tx) => {
+        await sql`set local track_functions = 'pl'`.execute(tx);
+        const count = async () =>
+          Number(
+            (
+              await sql<{ calls: string }>`
+                select coalesce(sum(calls), 0) as calls from pg_stat_xact_user_functions where funcname = 'agents_webhook_relay'
+              `.execute(tx)
+            ).rows[0]!.calls,
+          );
+        const insert = (type: string) =>
+          sql`
+          insert into session_events (session_id, seq, type, content)
+          select ${sessionId}::uuid, coalesce(max(seq), 0) + 1, ${type}, 'x' from session_events where session_id = ${sessionId}::uuid
+        `.execute(tx);
+        await insert("text");
+        await insert("tool_use");
+        const afterText = await count();
+        await insert("error");
+        const afterError = await count();
+        throw Object.assign(new Error("rollback"), { counts: [afterText, afterError] });
+      })
+      .catch((e: { counts?: number[] }) => {
+        if (!e.counts) throw e;
+        return e.counts;
+      });
+    assert.deepEqual(calls, [0, 1]);
+  });
+
   test("four relays sharing the table: each event sent once", async () => {
     const { sessionId } = await runTurn();
     await new WebhookRelay(h.database.db, sink(), logger).runOnce();
