@@ -15,7 +15,15 @@ import { oneMessage } from "../calls/one-message.ts";
 import { whenOpened } from "../calls/open-stream.ts";
 import { requestLimitOf } from "../calls/request-limit.ts";
 import { boundConnectError } from "../error-bounds.ts";
-import { CallAbort, drained, headerOf, isGone, LazyRequestHeaders, type NodeResponse } from "../http/node-io.ts";
+import {
+  CallAbort,
+  drained,
+  eventOrClose,
+  headerOf,
+  isGone,
+  LazyRequestHeaders,
+  type NodeResponse,
+} from "../http/node-io.ts";
 import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import { EnvelopeAssembler } from "./envelope-assembler.ts";
 import { encodeEnveloped } from "./spliced-encoding.ts";
@@ -252,15 +260,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
  */
 function sent(res: NodeResponse): Promise<void> {
   if (res.writableFinished || isGone(res)) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("finish", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.on("finish", done);
-    res.on("close", done);
-  });
+  return eventOrClose(res, "finish");
 }
 
 /**

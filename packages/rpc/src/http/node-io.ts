@@ -106,13 +106,18 @@ export function isGone(res: NodeResponse): boolean {
 /** Resolves when `res` can take more bytes or is gone (at once when it already is: no second close comes). */
 export function drained(res: NodeResponse): Promise<void> {
   if (isGone(res)) return Promise.resolve();
+  return eventOrClose(res, "drain");
+}
+
+/** Resolves on the response's next `event` or its close, whichever comes first. */
+export function eventOrClose(res: NodeResponse, event: "drain" | "finish"): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
-      res.off("drain", done);
+      res.off(event, done);
       res.off("close", done);
       resolve();
     };
-    res.on("drain", done);
+    res.on(event, done);
     res.on("close", done);
   });
 }
