@@ -27,6 +27,7 @@ import { oneMessage } from "./one-message.ts";
 import { parkableOf, type Waiter } from "./parkable.ts";
 import { errorInterceptor } from "../server/interceptors.ts";
 import { inputGuard } from "../server/input-guard.ts";
+import { CallController } from "../http/adopt.ts";
 import { ShutdownHooks } from "../http/shutdown-hooks.ts";
 
 const tag = createContextKey("none");
@@ -109,6 +110,64 @@ describe("direct transport (REST routes → implementations)", () => {
     assert.ok(err instanceof ConnectError);
     assert.equal(err.code, Code.DeadlineExceeded);
     assert.equal(seen?.aborted, true);
+  });
+
+  test("a unary call given its caller's CallController (unaryWith) makes no signal unless asked: the caller's abort still fails it, and a handler that reads its signal gets the call's", async () => {
+    const seen: AbortSignal[] = [];
+    let passedOn: AbortSignal | undefined;
+    const t = transportWith(
+      {
+        echo(req, ctx) {
+          if (req.text === "read") seen.push(ctx.signal);
+          return { text: req.text };
+        },
+        sleep() {
+          return new Promise(() => {});
+        },
+      },
+      {},
+      [
+        (next) => (req) => {
+          if (req.header.get("x-own-signal") === null) return next(req);
+          passedOn = AbortSignal.any([req.signal]);
+          return next({ ...req, signal: passedOn });
+        },
+      ],
+    );
+    const echo = (controller: CallController, text: string, header?: Record<string, string>) =>
+      t.unaryWith(LibraryService.method.echo, controller, undefined, header, create(EchoRequestSchema, { text }));
+
+    const quiet = new CallController();
+    assert.equal(((await echo(quiet, "quiet")).message as unknown as { text: string }).text, "quiet");
+    assert.equal(quiet.signalMade, false, "nobody asked for the signal");
+    assert.equal(quiet.aborted, true, "the call's end aborts it");
+    assert.equal((quiet.reason as ConnectError).code, Code.Canceled);
+    assert.equal(quiet.signal.aborted, true, "asked for after the end: aborted already");
+
+    const reading = new CallController();
+    await echo(reading, "read");
+    assert.equal(seen[0], reading.signal);
+    assert.equal(seen[0]?.aborted, true);
+
+    // An interceptor's own signal reaches the handler in place of the call's.
+    await echo(new CallController(), "read", { "x-own-signal": "1" });
+    assert.ok(passedOn);
+    assert.equal(seen[1], passedOn);
+
+    // A caller gone: the pending call fails with its reason though nothing listens to a signal.
+    const gone = new CallController();
+    const pending = t
+      .unaryWith(LibraryService.method.sleep, gone, undefined, undefined, create(SleepRequestSchema, { ms: 10_000n }))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    await new Promise((r) => setImmediate(r));
+    gone.abort(new ConnectError("client went away", Code.Canceled));
+    const err = await pending;
+    assert.ok(err instanceof ConnectError);
+    assert.equal(err.code, Code.Canceled);
+    assert.equal(gone.signalMade, false);
   });
 
   test("a call's signal aborts once it ends (a unary answer, a stream's last message); a second call on the same transport is unaffected", async () => {

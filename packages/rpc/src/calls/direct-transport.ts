@@ -1,4 +1,4 @@
-import { create, type DescMessage, type DescMethod, type Message } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescMethod, type DescMethodUnary, type Message } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -14,7 +14,7 @@ import {
   type UnaryResponse,
 } from "@connectrpc/connect";
 import { getAbortSignalReason, transformInvokeImplementation } from "@connectrpc/connect/protocol";
-import { adoptController } from "../http/adopt.ts";
+import { adoptController, CallController } from "../http/adopt.ts";
 import { takeNow } from "./one-message.ts";
 import type { LazyHeaders } from "../http/node-io.ts";
 import { type Parkable, parkableOf, type Waiter } from "./parkable.ts";
@@ -63,7 +63,7 @@ interface MethodEntry {
  * one innermost step per kind of call, which finds its call on the request
  * (Connect applies them for every call: a closure per interceptor a call).
  */
-export function createDirectTransport(o: DirectTransportOptions): Transport {
+export function createDirectTransport(o: DirectTransportOptions): DirectTransport {
   const methods = new Map<DescMethod, MethodEntry>();
   for (const { service, impl } of o.services) {
     const spec = createServiceImplSpec(service, impl as never);
@@ -90,20 +90,32 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
     invokeServerStreaming,
   );
 
+  async function unary(
+    method: DescMethodUnary,
+    caller: AbortSignal | CallController | undefined,
+    timeoutMs: number | undefined,
+    header: HeadersInit | LazyHeaders | undefined,
+    input: unknown,
+    contextValues: ContextValues | undefined,
+  ): Promise<UnaryResponse> {
+    const entry = entryOf(method);
+    const call = new DirectCall(method, entry, caller, timeoutMs, header, contextValues ?? o.contextValues());
+    try {
+      const res = await call.untilAborted(unaryChain(call.request(false, input)));
+      call.adoptResponseHeaders(res);
+      return call.response(false, res.message) as unknown as UnaryResponse;
+    } catch (e) {
+      throw call.withResponseHeaders(e);
+    } finally {
+      call.abort(callEnded);
+    }
+  }
+
   return {
-    async unary(method, signal, timeoutMs, header, input, contextValues) {
-      const entry = entryOf(method);
-      const call = new DirectCall(method, entry, signal, timeoutMs, header, contextValues ?? o.contextValues());
-      try {
-        const res = await call.untilAborted(unaryChain(call.request(false, input)));
-        call.adoptResponseHeaders(res);
-        return call.response(false, res.message) as unknown as UnaryResponse<never, never>;
-      } catch (e) {
-        throw call.withResponseHeaders(e);
-      } finally {
-        call.abort(callEnded);
-      }
+    unary(method, signal, timeoutMs, header, input, contextValues) {
+      return unary(method as never, signal, timeoutMs, header, input, contextValues) as never;
     },
+    unaryWith: unary,
     async stream(method, signal, timeoutMs, header, input, contextValues) {
       const entry = entryOf(method);
       const call = new DirectCall(method, entry, signal, timeoutMs, header, contextValues ?? o.contextValues());
@@ -139,6 +151,23 @@ export function createDirectTransport(o: DirectTransportOptions): Transport {
         o.interceptors,
       )(input as AsyncIterable<never>)[Symbol.asyncIterator]() as AsyncIterator<Message>;
   }
+}
+
+/**
+ * The direct transport: a Transport, and `unaryWith`, a unary call given
+ * the caller's CallController (http/adopt.ts) in place of a signal, made
+ * the call's own: no AbortSignal is made unless the call asks for one (a
+ * handler or an interceptor reading its signal).
+ */
+export interface DirectTransport extends Transport {
+  unaryWith(
+    method: DescMethodUnary,
+    controller: CallController,
+    timeoutMs: number | undefined,
+    header: HeadersInit | LazyHeaders | undefined,
+    input: unknown,
+    contextValues?: ContextValues,
+  ): Promise<UnaryResponse>;
 }
 
 /** The innermost step of a unary call: its implementation, with the context the interceptors passed on. */
@@ -217,23 +246,51 @@ const RESPONSE_TRAILER = accessor(
   (c) => c.responseTrailer(),
   (c, h) => c.setResponseTrailer(h),
 );
-const CONTEXT_HEADERS = {
+/**
+ * A handler context's signal, made on first read (DirectCall.handlerSignal):
+ * most handlers never look at it, and a signal's abort at the call's end
+ * costs an Event and its dispatch.
+ */
+const CONTEXT_SIGNAL = {
+  get(this: Tagged) {
+    return this[kCall]!.handlerSignal();
+  },
+  set(this: Tagged, signal: AbortSignal) {
+    this[kCall]!.setHandlerSignal(signal);
+  },
+  enumerable: true,
+  configurable: true,
+};
+/** A request's signal, made on first read; one an interceptor sets is the request's own (data) property. */
+const REQUEST_SIGNAL = {
+  get(this: Tagged) {
+    return this[kCall]!.signal;
+  },
+  set(this: Tagged, signal: AbortSignal) {
+    Object.defineProperty(this, "signal", { value: signal, writable: true, enumerable: true, configurable: true });
+  },
+  enumerable: true,
+  configurable: true,
+};
+const CONTEXT_PROPERTIES = {
+  signal: CONTEXT_SIGNAL,
   requestHeader: REQUEST_HEADER,
   responseHeader: RESPONSE_HEADER,
   responseTrailer: RESPONSE_TRAILER,
 };
+const REQUEST_PROPERTIES = { signal: REQUEST_SIGNAL, header: REQUEST_HEADER };
 const RESPONSE_HEADERS = { header: RESPONSE_HEADER, trailer: RESPONSE_TRAILER };
 
 /**
- * One call: its AbortController (the caller's own when it offered it,
- * calls/adopt.ts: the REST and gRPC paths; else one following the caller's
- * signal), its deadline, its headers (made on first use) and the context its
+ * One call: its CallController (the caller's own when it handed or offered
+ * it, http/adopt.ts: the REST and gRPC paths; else one following the
+ * caller's signal; its AbortSignal made only when asked for), its deadline, its headers (made on first use) and the context its
  * handler gets. (Connect's createHandlerContext links three signals per
  * call and makes three Headers; with thousands of idle SSE streams each one
  * counts.)
  */
 class DirectCall {
-  readonly controller: AbortController;
+  readonly controller: CallController;
   /** The handler's context; let go once a server stream is open (letGoOfContext). */
   #context: (HandlerContext & Tagged) | undefined;
   readonly #follow: FollowAbort | undefined;
@@ -243,19 +300,20 @@ class DirectCall {
   #requestHeader: Headers | undefined;
   #responseHeader: Headers | undefined;
   #responseTrailer: Headers | undefined;
-  /** Rejects a unary call's pending answer when the call is aborted (its abort listener is this object). */
-  #rejectPending: ((reason: unknown) => void) | undefined;
+  /** The signal an interceptor passed on in place of the call's (the handler's then). */
+  #handlerSignal: AbortSignal | undefined;
 
   constructor(
     readonly method: DescMethod,
     readonly entry: MethodEntry,
-    callerSignal: AbortSignal | undefined,
+    caller: AbortSignal | CallController | undefined,
     timeoutMs: number | undefined,
     header: HeadersInit | LazyHeaders | undefined,
     values: ContextValues,
   ) {
-    const adopted = adoptController(callerSignal);
-    this.controller = adopted ?? new AbortController();
+    const callerSignal = caller instanceof CallController ? undefined : caller;
+    const adopted = caller instanceof CallController ? caller : adoptController(callerSignal);
+    this.controller = adopted ?? new CallController();
     if (!adopted && callerSignal) {
       this.#callerSignal = callerSignal;
       this.#follow = new FollowAbort(this.controller, callerSignal);
@@ -270,12 +328,11 @@ class DirectCall {
       protocolName: "rest",
       requestMethod: "POST",
       url: entry.url,
-      signal: this.controller.signal,
       timeoutMs: timeoutMs === undefined ? noDeadline : remainingUntil(Date.now() + timeoutMs),
       values,
       [kCall]: this,
     };
-    this.#context = Object.defineProperties(context, CONTEXT_HEADERS) as unknown as HandlerContext & Tagged;
+    this.#context = Object.defineProperties(context, CONTEXT_PROPERTIES) as unknown as HandlerContext & Tagged;
   }
 
   get context(): HandlerContext & Tagged {
@@ -293,8 +350,18 @@ class DirectCall {
     this.#context = undefined;
   }
 
+  /** The call's signal (made on first use). */
   get signal(): AbortSignal {
     return this.controller.signal;
+  }
+
+  /** The handler's signal: the one an interceptor passed on, else the call's. */
+  handlerSignal(): AbortSignal {
+    return this.#handlerSignal ?? this.controller.signal;
+  }
+
+  setHandlerSignal(signal: AbortSignal): void {
+    this.#handlerSignal = signal;
   }
 
   requestHeader(): Headers {
@@ -357,12 +424,11 @@ class DirectCall {
       method: this.method,
       requestMethod: "POST",
       url: this.entry.url,
-      signal: this.controller.signal,
       contextValues: this.context.values,
       message,
       [kCall]: this,
     };
-    return Object.defineProperty(req, "header", REQUEST_HEADER) as unknown as UnaryRequest & StreamRequest;
+    return Object.defineProperties(req, REQUEST_PROPERTIES) as unknown as UnaryRequest & StreamRequest;
   }
 
   /** A response of this call: its headers are the call's. */
@@ -377,8 +443,10 @@ class DirectCall {
    * Connect's invoke path gives a handler.
    */
   handlerContext(req: UnaryRequest | StreamRequest): HandlerContext {
-    const context = this.context as { signal: AbortSignal; values: ContextValues };
-    if (req.signal !== context.signal) context.signal = req.signal;
+    const context = this.context as { values: ContextValues };
+    // A signal the interceptors passed on (their own, or the call's read into a copy of the request).
+    const signal = Object.getOwnPropertyDescriptor(req, "signal");
+    if (signal && !signal.get) this.#handlerSignal = signal.value as AbortSignal;
     if (req.contextValues !== context.values) context.values = req.contextValues;
     const header = Object.getOwnPropertyDescriptor(req, "header");
     if (header && !header.get && header.value !== this.#requestHeader) this.setRequestHeader(header.value as Headers);
@@ -404,37 +472,27 @@ class DirectCall {
    * gone, shutdown), even if the handler does not watch its signal.
    */
   untilAborted<T>(work: Promise<T>): Promise<T> {
-    const signal = this.controller.signal;
-    if (signal.aborted) {
+    const controller = this.controller;
+    if (controller.aborted) {
       work.catch(() => {});
-      return Promise.reject(getAbortSignalReason(signal));
+      return Promise.reject(controller.reason);
     }
     return new Promise<T>((resolve, reject) => {
-      this.#rejectPending = reject;
-      signal.addEventListener("abort", this, { once: true });
+      controller.onAbort = reject;
       work.then(resolve, reject);
     });
   }
 
-  /** The call's abort (listener of untilAborted). */
-  handleEvent(): void {
-    this.#rejectPending?.(getAbortSignalReason(this.controller.signal));
-  }
-
   /**
-   * Ends the call: its signal aborts with `reason`, its timer and link to the
-   * caller's signal go. The abort listener of untilAborted goes first (it
-   * would have nothing left to reject): on Node 20 the dispatch to an
-   * object listener runs it in an async function, three promises with their
-   * async-context hooks on every unary call's way to its answer.
+   * Ends the call: its signal, if one was made, aborts with `reason` (one
+   * asked for later is aborted already); its timer and link to the caller's
+   * signal go. The rejection of untilAborted goes first (it would have
+   * nothing left to reject).
    */
   abort(reason: unknown): void {
     clearTimeout(this.#timer);
     if (this.#follow) this.#callerSignal!.removeEventListener("abort", this.#follow);
-    if (this.#rejectPending) {
-      this.#rejectPending = undefined;
-      this.controller.signal.removeEventListener("abort", this);
-    }
+    this.controller.onAbort = undefined;
     this.controller.abort(reason);
   }
 
@@ -506,7 +564,7 @@ function replaceHeaders(from: Headers, to: Headers): void {
  */
 class FollowAbort {
   constructor(
-    private readonly controller: AbortController,
+    private readonly controller: CallController,
     private readonly caller: AbortSignal,
   ) {}
 

@@ -6,10 +6,10 @@ import {
   fromBinary,
   type Message,
 } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ContextValues, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { contentTypeProto, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Logger } from "pino";
-import { sentHeaders } from "../calls/direct-transport.ts";
+import { type DirectTransport, sentHeaders } from "../calls/direct-transport.ts";
 import { type IsLast, lastMessageOf } from "../calls/last-message.ts";
 import { oneMessage } from "../calls/one-message.ts";
 import { whenOpened } from "../calls/open-stream.ts";
@@ -34,7 +34,7 @@ type HeadersInit = ConstructorParameters<typeof Headers>[0];
 export interface GrpcDirectOptions {
   services: DescService[];
   /** The direct transport: the implementations with the router's interceptors. */
-  transport: Transport;
+  transport: DirectTransport;
   /** A call's context values, as the transport would make them. */
   contextValues: () => ContextValues;
   bodyLimitBytes: number;
@@ -104,9 +104,10 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
         await serveStream(method, res, abort.signal, timeout.timeoutMs, headers, input);
         return;
       }
-      const out = await o.transport.unary(
+      // The call's controller, not its signal: none is made unless the call asks for it.
+      const out = await o.transport.unaryWith(
         method,
-        abort.signal,
+        abort.controller,
         timeout.timeoutMs ?? (o.requestTimeoutMs > 0 ? o.requestTimeoutMs : undefined),
         headers,
         input as never,

@@ -1,7 +1,7 @@
 import * as http from "node:http";
 import type * as http2 from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { offerController } from "./adopt.ts";
+import { CallController, offerController } from "./adopt.ts";
 import type { ShutdownHooks } from "./shutdown-hooks.ts";
 
 /** A request of either Node HTTP server (HTTP/1.1 or HTTP/2 compatibility API). */
@@ -125,31 +125,37 @@ export function eventOrClose(res: NodeResponse, event: "drain" | "finish"): Prom
 /**
  * The abort of one call: its signal aborts when its client goes away before
  * the response was ended, or when a shutdown gives up waiting; `release()`
- * once the call is over. The controller is offered to the direct transport
- * (calls/adopt.ts), which makes it the call's own rather than linking a
- * second one to it: the call aborts it too, when it ends or at its deadline,
- * which `byCaller` tells apart. (Whether the response was ended is
- * `writableEnded`: an HTTP/2 response reports `writableFinished` once its
- * stream is gone, answered or not.) An object with methods, not closures: an
- * SSE stream keeps it for hours.
+ * once the call is over. Its controller (a CallController: no AbortSignal
+ * is made unless asked for) is the direct transport's call's own, handed
+ * to it in place of a signal, or offered with its signal (calls/adopt.ts)
+ * when the signal is asked for: the call aborts it too, when it ends or at
+ * its deadline, which `byCaller` tells apart. (Whether the response was
+ * ended is `writableEnded`: an HTTP/2 response reports `writableFinished`
+ * once its stream is gone, answered or not.) An object with methods, not
+ * closures: an SSE stream keeps it for hours.
  */
 export class CallAbort {
-  readonly controller = new AbortController();
+  readonly controller = new CallController();
   /** Aborted by the caller's side (its client gone, a shutdown), not by the call itself. */
   byCaller = false;
+  #offered = false;
   readonly #onClose: () => void;
 
   constructor(
     private readonly res: NodeResponse,
     private readonly shutdown: ShutdownHooks,
   ) {
-    offerController(this.controller);
     this.#onClose = this.closed.bind(this);
     res.on("close", this.#onClose);
     shutdown.attach(this);
   }
 
+  /** The call's signal, offered with its controller to the direct transport (made on first use). */
   get signal(): AbortSignal {
+    if (!this.#offered) {
+      this.#offered = true;
+      offerController(this.controller);
+    }
     return this.controller.signal;
   }
 
@@ -163,7 +169,7 @@ export class CallAbort {
   }
 
   #abort(reason: ConnectError): void {
-    if (this.controller.signal.aborted) return;
+    if (this.controller.aborted) return;
     this.byCaller = true;
     this.controller.abort(reason);
   }

@@ -29,7 +29,7 @@ import { errorConverter } from "./interceptors.ts";
 export function callOutcomeInterceptor(metrics: ServerMetrics, server: string, fallback: Logger): Interceptor {
   const convert = errorConverter(fallback);
   return (next) => async (req) => {
-    const outcome = new CallOutcome(metrics, server, convert, req.method, req.signal);
+    const outcome = new CallOutcome(metrics, server, convert, req.method);
     let res: UnaryResponse | StreamResponse;
     try {
       res = await next(req);
@@ -40,7 +40,8 @@ export function callOutcomeInterceptor(metrics: ServerMetrics, server: string, f
       outcome.ended("OK");
       return res;
     }
-    outcome.opened(res.message);
+    // The signal is read for a stream only (how it ended): a unary call's is never made (http/adopt.ts).
+    outcome.opened(res.message, req.signal);
     // The response is this call's own: changed rather than copied (a copy would read its headers, which
     // the direct transport makes on first use).
     (res as { message: unknown }).message = outcome;
@@ -55,13 +56,14 @@ class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
   #source: AsyncIterable<unknown> | undefined;
   #it: AsyncIterator<unknown> | undefined;
   #ended = false;
+  /** The call's signal, once it is a stream. */
+  #signal: AbortSignal | undefined;
 
   constructor(
     private readonly metrics: ServerMetrics,
     private readonly server: string,
     private readonly convert: (e: unknown, procedure: string) => ConnectError,
     private readonly method: DescMethod,
-    private readonly signal: AbortSignal,
   ) {
     this.#span = serverRpcSpan(method.parent.typeName, method.name);
   }
@@ -88,8 +90,9 @@ class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
     observeRpc(this.metrics, this.server, parent.typeName, name, this.#started, code);
   }
 
-  opened(source: AsyncIterable<unknown>): void {
+  opened(source: AsyncIterable<unknown>, signal: AbortSignal): void {
     this.#source = source;
+    this.#signal = signal;
     const { parent, name } = this.method;
     this.metrics.streamsOpen(this.server, parent.typeName, name).inc();
   }
@@ -115,7 +118,8 @@ class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
 
   /** How a stream that ends ended: CANCELLED once its caller aborted it (a client gone), whoever saw the end first. */
   #endCode(): string {
-    return this.signal.aborted && this.signal.reason !== callEnded ? "CANCELLED" : "OK";
+    const signal = this.#signal;
+    return signal?.aborted && signal.reason !== callEnded ? "CANCELLED" : "OK";
   }
 
   next(): Promise<IteratorResult<unknown>> {

@@ -2,10 +2,17 @@ import assert from "node:assert/strict";
 import * as http2 from "node:http2";
 import { Writable } from "node:stream";
 import { after, before, test } from "node:test";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { compressionGzip, createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
-import { LibraryService, StreamService } from "@platform/gen/rpctest/v1/rpctest_pb";
+import {
+  EchoRequestSchema,
+  EchoResponseSchema,
+  LibraryService,
+  StreamService,
+} from "@platform/gen/rpctest/v1/rpctest_pb";
 import { pino } from "pino";
+import { countAbortControllers } from "../testing/abort-count.ts";
 import { testServer } from "../testing/fixture.ts";
 
 // Node's HTTP/2 server emits `request` once its compatibility layer has made a
@@ -68,4 +75,47 @@ test("plain gRPC calls are served from their HTTP/2 streams, without Node's comp
   const connect = createConnectTransport({ baseUrl: url, httpVersion: "2" });
   assert.equal((await createClient(LibraryService, connect).echo({ text: "c" })).text, "c");
   assert.deepEqual(requestEvents, ["/rpctest.v1.LibraryService/Echo", "/rpctest.v1.LibraryService/Echo"]);
+});
+
+test("a plain gRPC unary call whose handler and interceptors never read its signal makes no AbortSignal", async () => {
+  // A raw HTTP/2 client: connect's own would make controllers of its own in this process.
+  const session = http2.connect(url);
+  const call = () =>
+    new Promise<{ text: string; status: string | undefined }>((resolve, reject) => {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/rpctest.v1.LibraryService/Echo",
+        "content-type": "application/grpc",
+        te: "trailers",
+      });
+      const body = toBinary(EchoRequestSchema, create(EchoRequestSchema, { text: "signal" }));
+      const head = Buffer.alloc(5);
+      head.writeUInt32BE(body.length, 1);
+      const chunks: Buffer[] = [];
+      let status: string | undefined;
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("trailers", (t) => {
+        status = t["grpc-status"] as string | undefined;
+      });
+      stream.on("error", reject);
+      stream.on("close", () => {
+        const all = Buffer.concat(chunks);
+        resolve({ text: all.length > 5 ? fromBinary(EchoResponseSchema, all.subarray(5)).text : "", status });
+      });
+      stream.end(Buffer.concat([head, body]));
+    });
+  try {
+    await call(); // the connection and the server's first-call work
+    const made = countAbortControllers();
+    let answer: Awaited<ReturnType<typeof call>>;
+    try {
+      answer = await call();
+    } finally {
+      made.restore();
+    }
+    assert.deepEqual(answer, { text: "signal", status: "0" });
+    assert.equal(made.count, 0, "AbortControllers made for the call");
+  } finally {
+    session.close();
+  }
 });

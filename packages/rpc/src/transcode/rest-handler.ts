@@ -12,7 +12,7 @@ import {
 import { ConnectError, type ContextValues, type Transport } from "@connectrpc/connect";
 import type { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import { forgetRequestHeader, sentHeaders } from "../calls/direct-transport.ts";
+import { type DirectTransport, forgetRequestHeader, sentHeaders } from "../calls/direct-transport.ts";
 import { oneMessage } from "../calls/one-message.ts";
 import { whenOpened } from "../calls/open-stream.ts";
 import { requestLimitOf } from "../calls/request-limit.ts";
@@ -28,6 +28,7 @@ import {
   type NodeResponse,
   sendJson,
 } from "../http/node-io.ts";
+import type { CallController } from "../http/adopt.ts";
 import type { ShutdownHooks } from "../http/shutdown-hooks.ts";
 import {
   BindError,
@@ -48,7 +49,7 @@ import { SsePinger, SseRelay, type SseRelayDeps } from "./sse-relay.ts";
 
 export interface RestOptions {
   routes: Route[];
-  transport: Transport;
+  transport: DirectTransport;
   /** A call's context values, as the transport would make them. */
   contextValues: () => ContextValues;
   envelope: Envelope;
@@ -373,7 +374,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     }
     try {
       const raw = route.rawResponse && acceptsOctetStream(req.headers.accept) ? route.rawResponse : undefined;
-      await serveUnary(res, route, message, headers, abort.signal, raw);
+      await serveUnary(res, route, message, headers, abort.controller, raw);
     } finally {
       abort.release();
     }
@@ -384,20 +385,21 @@ export function createRestHandler(o: RestHandlerDeps) {
     route: Route,
     message: Message,
     headers: Headers,
-    signal: AbortSignal,
+    controller: CallController,
     raw: Route["rawResponse"],
   ) {
     let out: Awaited<ReturnType<Transport["unary"]>>;
     try {
-      out = await o.transport.unary(
+      // The call's controller, not its signal: none is made unless the call asks for it.
+      out = await o.transport.unaryWith(
         route.method as DescMethodUnary,
-        signal,
+        controller,
         o.requestTimeoutMs,
         headers,
         message as never,
       );
     } catch (e) {
-      // No one to answer (the signal is the call's too: it is aborted whenever the call failed).
+      // No one to answer (the controller is the call's too: it is aborted whenever the call failed).
       if (isGone(res)) return;
       const ce = ConnectError.from(e);
       sendError(res, platformErrorOf(ce) ?? fromConnectError(ce), ce.metadata);
