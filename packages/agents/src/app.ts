@@ -96,7 +96,7 @@ export type AgentsAppOptions = {
 export async function createAgentsApp(options: AgentsAppOptions) {
   await migrate(options.database as Database<unknown>, MIGRATIONS_TABLE, migrations);
   const origin = randomUUID();
-  const kysely = new KyselyStore(options.database.db, origin);
+  const kysely = new KyselyStore(options.database.db, origin, options.database.run);
   const store = options.decorateStore?.(kysely) ?? kysely;
   const hub = new EventHub();
   const listener = options.listenUrl

@@ -6,7 +6,7 @@ import pg from "pg";
 import { initdbInChild } from "./pglite-clusters.ts";
 import { PGlitePool } from "./pglite-pool.ts";
 import { GuardedPool, POOL_BOUNDS_DEFAULTS, type PoolBounds } from "./pool-guard.ts";
-import { PreparingPool } from "./prepared.ts";
+import { PreparingPool, type RunPrepared } from "./prepared.ts";
 import { installTimestamptzParser } from "./timestamptz.ts";
 
 // int8 and numeric as JS values: counters and byte sizes in this platform fit
@@ -53,6 +53,13 @@ export type Database<DB> = {
   kind: "postgres" | "pglite";
   /** Runs a raw multi-statement SQL script (migrations). */
   exec(sql: string): Promise<void>;
+  /**
+   * On PostgreSQL: runs a statement as preparedQuery() would (its text with
+   * `$n` parameters, a named prepared statement) on a pooled connection
+   * without kysely around it (PreparingPool.run), for a statement run on
+   * every streamed token. Absent on PGlite.
+   */
+  run?: RunPrepared;
   close(): Promise<void>;
 };
 
@@ -71,15 +78,15 @@ export async function openDatabase<DB>(options: DatabaseOptions = {}): Promise<D
     });
     // An idle client's socket error must not crash the process.
     pool.on("error", () => {});
-    const db = new Kysely<DB>({
-      dialect: new PostgresDialect({ pool: new GuardedPool(new PreparingPool(pool as never), bounds) as never }),
-    });
+    const guarded = new GuardedPool(new PreparingPool(pool as never), bounds);
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: guarded as never }) });
     return {
       db,
       kind: "postgres",
       exec: async (sql) => {
         await pool.query(sql);
       },
+      run: (text, values) => guarded.run(text, values),
       close: () => db.destroy(),
     };
   }

@@ -1,5 +1,6 @@
 import { PlatformError } from "@platform/errors";
 import { mapDatabaseError } from "./errors.ts";
+import type { PreparingPool } from "./prepared.ts";
 
 type Client = {
   query(...args: unknown[]): unknown;
@@ -82,6 +83,20 @@ export class GuardedPool {
 
   end(): Promise<void> {
     return this.inner.end();
+  }
+
+  /**
+   * PreparingPool.run under this pool's bounds: refused at once past
+   * `maxWaiting` callers waiting (its own and the pool's), a failure mapped
+   * as every statement's. (Its wait for a connection is bounded by pg.Pool's
+   * connectionTimeoutMillis, which openDatabase sets a second past
+   * `acquireTimeoutMs`: that timeout is an outage too.)
+   */
+  run<R>(text: string, values: readonly unknown[]): Promise<R[]> {
+    const inner = this.inner as unknown as PreparingPool;
+    const waiting = this.#waiting + inner.waitingCount;
+    if (waiting >= this.bounds.maxWaiting) return Promise.reject(busy(`${waiting} callers waiting for a connection`));
+    return inner.run<R>(text, values, mapDatabaseError);
   }
 
   /** The same client with its statements' connection failures mapped (one wrapper per client: kysely keys its connections on it). */

@@ -38,3 +38,28 @@ test("a prepared() text without parameters keeps the simple protocol (several st
     database.db,
   );
 });
+
+test("run (PostgreSQL): a statement as preparedQuery() writes it, on a pooled connection under the name prepared() gives it, failures mapped", async () => {
+  const { run } = database;
+  if (database.kind !== "postgres") {
+    assert.equal(run, undefined, "PGlite has no runner: its callers go through kysely");
+    return;
+  }
+  assert.ok(run, "PostgreSQL has a runner");
+  const text = "select $1::int * 2 as twice";
+  assert.deepEqual(await run<{ twice: number }>(text, [21]), [{ twice: 42 }]);
+  assert.deepEqual(await run<{ twice: number }>(text, [5]), [{ twice: 10 }], "the same name, other values");
+  // On the one connection of a transaction-less pool turn: the name is the one prepared() gives the text.
+  const named = await run<{ name: string; statement: string }>(
+    "select name, statement from pg_prepared_statements where statement like $1",
+    ["%select name, statement from pg_prepared_statements%"],
+  );
+  assert.equal(named.length, 1, "its own statement is prepared on the connection that ran it");
+  assert.match(named[0]!.name, /^p_[0-9a-f]{24}$/);
+  await assert.rejects(run("select $1::int from no_such_table", [1]), (err: unknown) => {
+    assert.equal((err as { code?: string }).code, "42P01", "a statement's own failure passes as pg gave it");
+    return true;
+  });
+  // The connection that failed a statement is still good for the next one.
+  for (let i = 0; i < 3; i++) assert.deepEqual(await run<{ twice: number }>(text, [i]), [{ twice: 2 * i }]);
+});

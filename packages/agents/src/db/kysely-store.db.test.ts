@@ -350,6 +350,55 @@ test("a run stores the events it numbered, with their seqs and times, only while
   await assert.rejects(store.storeEvents(s.id, run, [event(5, "late")]), aborted, "after its release");
 });
 
+test("on PostgreSQL a plain batch's store runs on the database's runner (Database.run), not through kysely", async () => {
+  const { org, s, run } = await heldSession("runner");
+  let throughKysely = 0;
+  const counted = new KyselyStore(
+    database.db.withPlugin({
+      transformQuery: (args) => args.node,
+      transformResult: async (args) => {
+        throughKysely++;
+        return args.result;
+      },
+    }),
+    "origin-r",
+    database.run,
+  );
+  const at = new Date("2026-01-02T03:04:05.678Z");
+  const event = (seq: number, content: string) => ({
+    seq,
+    type: "text" as const,
+    content,
+    tokensIn: 0,
+    tokensOut: 0,
+    toolUseId: "",
+    isError: false,
+    createdAt: at,
+    runId: run,
+  });
+  await counted.storeEvents(s.id, run, [event(1, "a")]);
+  await counted.storeEvents(s.id, run, [event(2, "b"), event(3, "c")]);
+  assert.equal(throughKysely, database.kind === "postgres" ? 0 : 2, "PostgreSQL: no store through kysely");
+  const read = await store.readLog(org, s.id, 0, 10);
+  assert.deepEqual(
+    read?.events.map((e) => [e.seq, e.content]),
+    [
+      [1, "a"],
+      [2, "b"],
+      [3, "c"],
+    ],
+  );
+  // Not the holder, or behind the log's end: refused as through kysely.
+  await assert.rejects(
+    counted.storeEvents(s.id, randomUUID(), [event(4, "other")]),
+    (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted,
+  );
+  await assert.rejects(
+    counted.storeEvents(s.id, run, [event(3, "again")]),
+    (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted,
+  );
+});
+
 test("a plain batch's store (each streamed text token's) builds no query: its statement is written out, and stores and notifies as the built one", async () => {
   const { org, s, run } = await heldSession("written-out");
   let built = 0;

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { isUniqueViolation, prepared, preparedQuery } from "@platform/db";
+import { isUniqueViolation, prepared, preparedQuery, type RunPrepared } from "@platform/db";
 import { Code, PlatformError } from "@platform/errors";
 import type { NetworkPolicy } from "@platform/network-policy";
 import { type Kysely, type RawBuilder, type Selectable, sql } from "kysely";
@@ -46,6 +46,8 @@ export class KyselyStore implements Store {
   constructor(
     private readonly db: Kysely<AgentsDB>,
     private readonly origin = "",
+    /** The database's statement runner without kysely (Database.run: PostgreSQL), for the per-token store. */
+    private readonly run?: RunPrepared,
   ) {}
 
   async createAgent(agent: NewAgent): Promise<Agent> {
@@ -471,29 +473,27 @@ export class KyselyStore implements Store {
     // lock orders writers, and only the holding run whose events follow the
     // log's end matches.
     // Prepared (one parse and plan per connection): it runs once per streamed text token.
-    const result =
+    const rows =
       options.release !== true && !options.ifDead && taken.length === 0
-        ? await this.db.executeQuery(
-            preparedQuery<{ stored: number }>(STORE_EVENTS, [
-              last,
-              sessionId,
-              runId,
-              first - 1,
-              events.map((e) => e.seq),
-              events.map((e) => e.type),
-              events.map((e) => e.content ?? ""),
-              events.map((e) => e.tokensIn ?? 0),
-              events.map((e) => e.tokensOut ?? 0),
-              events.map((e) => e.toolUseId ?? ""),
-              events.map((e) => e.isError ?? false),
-              events.map((e) => e.createdAt.toISOString()),
-              events.map((e) => e.queuedSeq ?? null),
-              EVENTS_CHANNEL,
-              `${this.origin}:${sessionId}`,
-            ]),
-          )
-        : await this.#storeEventsStatement(sessionId, runId, events, first, last, taken, options);
-    if (result.rows[0]?.stored === events.length) return;
+        ? await this.#storePlain([
+            last,
+            sessionId,
+            runId,
+            first - 1,
+            events.map((e) => e.seq),
+            events.map((e) => e.type),
+            events.map((e) => e.content ?? ""),
+            events.map((e) => e.tokensIn ?? 0),
+            events.map((e) => e.tokensOut ?? 0),
+            events.map((e) => e.toolUseId ?? ""),
+            events.map((e) => e.isError ?? false),
+            events.map((e) => e.createdAt.toISOString()),
+            events.map((e) => e.queuedSeq ?? null),
+            EVENTS_CHANNEL,
+            `${this.origin}:${sessionId}`,
+          ])
+        : (await this.#storeEventsStatement(sessionId, runId, events, first, last, taken, options)).rows;
+    if (rows[0]?.stored === events.length) return;
     // A retry of a store whose commit went through but whose answer was lost
     // (the connection died): the batch is in the log already, as this run wrote it.
     const tail = events.at(-1)!;
@@ -526,6 +526,15 @@ export class KyselyStore implements Store {
       "aborted",
       `the run ${runId} lost its hold on session ${sessionId}: its log moved on`,
     );
+  }
+
+  /**
+   * STORE_EVENTS with its parameters: on PostgreSQL straight on a pooled
+   * connection (Database.run), on PGlite through kysely.
+   */
+  #storePlain(parameters: unknown[]): Promise<Array<{ stored: number }>> {
+    if (this.run) return this.run<{ stored: number }>(STORE_EVENTS, parameters);
+    return this.db.executeQuery(preparedQuery<{ stored: number }>(STORE_EVENTS, parameters)).then((r) => r.rows);
   }
 
   /** storeEvents' statement in its every variant (STORE_EVENTS is the one of a plain batch). */
