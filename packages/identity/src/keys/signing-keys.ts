@@ -230,6 +230,11 @@ export class SigningKeys {
     return active;
   }
 
+  /** A key by kid as cached, without a read: undefined when it is not cached (then `find`). */
+  cached(kid: string): PublicKey | undefined {
+    return this.#found.get(kid);
+  }
+
   /** A key by kid in any state, or undefined. */
   find(kid: string): Promise<PublicKey | undefined> {
     return this.#found.through(kid, () => this.#read(kid));
