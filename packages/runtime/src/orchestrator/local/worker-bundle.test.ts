@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync, utimesSync } from "node:fs";
 import { unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { tempDirs } from "../../testing/temp-dirs.ts";
 import { ensureBundle, runArgs } from "./worker-bundle.ts";
 import { defaultWorkerCommand, tsxWorkerCommand } from "./worker-command.ts";
@@ -25,7 +26,7 @@ describe("worker bundle", () => {
     assert.equal(run(first.path), "first 1");
 
     const again = await ensureBundle(entry, cache);
-    assert.deepEqual(again, { path: first.path, built: false });
+    assert.deepEqual(again, { path: first.path, built: false, read: 2 });
 
     // An imported file changes: the old bundle is stale and never returned.
     await writeFile(join(src, "dep.ts"), `export const word = "second";\n`);
@@ -44,6 +45,32 @@ describe("worker bundle", () => {
     await writeFile(join(cache, "manifest.json"), "{not json");
     assert.equal((await ensureBundle(entry, cache)).built, true);
     assert.equal((await ensureBundle(entry, cache)).built, false);
+  });
+
+  test("a check reads only the inputs whose stat moved since this process read them", async () => {
+    const src = await tempDir();
+    const cache = join(await tempDir(), "cache");
+    const entry = join(src, "entry.ts");
+    await writeFile(entry, `import { word } from "./dep.ts";\nconsole.log(word);\n`);
+    await writeFile(join(src, "dep.ts"), `export const word = "first";\n`);
+    assert.equal((await ensureBundle(entry, cache)).built, true);
+    // Just written: their hashes are not kept yet (a second write in the same timestamp tick could keep the stat).
+    assert.equal((await ensureBundle(entry, cache)).read, 2);
+    await sleep(1100);
+    assert.equal((await ensureBundle(entry, cache)).read, 2, "read once more, now settled");
+    const quiet = await ensureBundle(entry, cache);
+    assert.equal(quiet.built, false);
+    assert.equal(quiet.read, 0, "both known by their stat");
+
+    // Same size, same mtime: the write still moves ctime.
+    const dep = join(src, "dep.ts");
+    const { mtime } = statSync(dep);
+    await writeFile(dep, `export const word = "secon";\n`);
+    utimesSync(dep, mtime, mtime);
+    const changed = await ensureBundle(entry, cache);
+    assert.equal(changed.built, true);
+    assert.equal(changed.read, 1);
+    assert.equal(run(changed.path), "secon");
   });
 
   test("run with a V8 code cache: written by the first run, used by the next, a damaged one is replaced", async () => {
