@@ -204,7 +204,7 @@ export function createConnections(o: ConnectionsOptions): Connections {
   const newServer = (): net.Server =>
     tlsListener
       ? tlsListener.createServer()
-      : net.createServer((socket) => {
+      : net.createServer({ noDelay: true }, (socket) => {
           if (track(socket)) dispatch(socket);
         });
   // More descriptors of `s`'s socket, each accepting on its own (a failure leaves one: slower bursts, nothing else).

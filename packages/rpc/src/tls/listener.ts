@@ -39,6 +39,10 @@ export function createTlsListener(options: TlsListenerOptions): TlsListener {
     ALPNProtocols: ["h2", "http/1.1"],
     minVersion: "TLSv1.2" as const,
     handshakeTimeout: options.handshakeTimeoutMs,
+    // Small writes leave at once: an SSE event or a gRPC message written
+    // after the response headers must not wait for the client's delayed ACK
+    // (Nagle's algorithm; ~40 ms on Linux).
+    noDelay: true,
   };
   return {
     createServer() {
