@@ -6,7 +6,7 @@ import { RUNTIME_SERVICE_NAME } from "../health/grpc-health.ts";
 import { identityHeaders } from "../metadata.ts";
 import { ConnectAgentsClient } from "./agents-client.ts";
 import type { AgentsPort } from "./agents-port.ts";
-import { startWorker } from "./worker.ts";
+import { agentsTransport, startWorker } from "./worker.ts";
 
 const NOBODY = "00000000-0000-4000-8000-000000000000";
 
@@ -74,7 +74,7 @@ export interface ConnectedAgents {
  * agents URL and the worker certificate are the same for every tenant.
  */
 export async function connectAgents(url: string, tls: ServiceTls | undefined): Promise<ConnectedAgents> {
-  const transport = createServiceTransport({ baseUrl: url, tls, expectServer: "agents" });
+  const transport = agentsTransport(url, tls);
   await createClient(Health, transport)
     .check({}, { timeoutMs: 1000 })
     .catch(() => {});

@@ -1,12 +1,26 @@
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl, Transport } from "@connectrpc/connect";
 import { RuntimeService } from "@platform/gen/runtime/v1/runtime_pb";
 import { SessionService } from "@platform/gen/agents/v1/agents_pb";
-import { createServer, createServiceTransport } from "@platform/rpc";
+import { createServer, createServiceTransport, type ServiceTls } from "@platform/rpc";
 import { type Logger, pino } from "pino";
 import type { AgentsPort } from "./agents-port.ts";
 import { ConnectAgentsClient } from "./agents-client.ts";
 import { WORKER_CALLERS, type WorkerConfig } from "./config.ts";
 import { workerInvoke } from "./invoke.ts";
+
+/**
+ * A worker's transport to agents, whether it started with its tenant or was
+ * a spare that opened the connection before (./warm-up.ts): the reply's
+ * events are read without Connect's client pipeline (rpc direct-stream.ts).
+ */
+export function agentsTransport(url: string, tls: ServiceTls | undefined): Transport {
+  return createServiceTransport({
+    baseUrl: url,
+    tls,
+    expectServer: "agents",
+    direct: [SessionService.method.sendMessages, SessionService.method.streamEvents],
+  });
+}
 
 export interface RunningServer {
   port: number;
@@ -26,17 +40,7 @@ export async function startWorker(
   options: { logger?: Logger; agents?: AgentsPort; shutdownTimeoutMs?: number; callers?: readonly string[] } = {},
 ): Promise<RunningServer> {
   const logger = options.logger ?? pino({ level: "silent" });
-  const agents =
-    options.agents ??
-    new ConnectAgentsClient(
-      createServiceTransport({
-        baseUrl: config.agentsUrl,
-        tls: config.tls,
-        expectServer: "agents",
-        // The reply's events are read without Connect's client pipeline (rpc direct-stream.ts).
-        direct: [SessionService.method.sendMessages, SessionService.method.streamEvents],
-      }),
-    );
+  const agents = options.agents ?? new ConnectAgentsClient(agentsTransport(config.agentsUrl, config.tls));
   const impl: ServiceImpl<typeof RuntimeService> = {
     invoke: workerInvoke({ tenantId: config.tenantId, orgId: config.orgId, agents, logger }),
   };
