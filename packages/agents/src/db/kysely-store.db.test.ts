@@ -218,7 +218,6 @@ test("dead runs: a lapsed lease; an earlier process of the same replica (live le
       runId,
     },
   ];
-  const aborted = (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted;
   await assert.rejects(
     store.storeEvents(s3!.id, other, end(other), { release: true, ifDead: { lapsed: true } }),
     aborted,
@@ -306,20 +305,24 @@ test("the terminal append frees the session in the same statement, only for the 
   assert.equal(after?.lastSeq, 3);
 });
 
+const STORED_AT = new Date("2026-01-02T03:04:05.678Z");
+/** A text event its run numbered, as storeEvents takes it. */
+const numbered = (runId: string, seq: number, content: string) => ({
+  seq,
+  type: "text" as const,
+  content,
+  tokensIn: 0,
+  tokensOut: 0,
+  toolUseId: "",
+  isError: false,
+  createdAt: STORED_AT,
+  runId,
+});
+const aborted = (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted;
+
 test("a run stores the events it numbered, with their seqs and times, only while it holds the session and they follow the log", async () => {
   const { org, s, run } = await heldSession("numbered");
-  const at = new Date("2026-01-02T03:04:05.678Z");
-  const event = (seq: number, content: string) => ({
-    seq,
-    type: "text" as const,
-    content,
-    tokensIn: 0,
-    tokensOut: 0,
-    toolUseId: "",
-    isError: false,
-    createdAt: at,
-    runId: run,
-  });
+  const event = (seq: number, content: string) => numbered(run, seq, content);
   await store.storeEvents(s.id, run, [event(1, "a"), event(2, "b")]);
   // The same batch again (a retry after its answer was lost): it is in the log already.
   await store.storeEvents(s.id, run, [event(1, "a"), event(2, "b")]);
@@ -338,10 +341,10 @@ test("a run stores the events it numbered, with their seqs and times, only while
   assert.deepEqual(
     log.map((e) => [e.seq, e.type, e.content, e.tokensOut, e.createdAt.toISOString(), e.runId]),
     [
-      [1, "text", "a", 0, at.toISOString(), run],
-      [2, "text", "b", 0, at.toISOString(), run],
-      [3, "text", "c", 0, at.toISOString(), run],
-      [4, "done", "", 7, at.toISOString(), run],
+      [1, "text", "a", 0, STORED_AT.toISOString(), run],
+      [2, "text", "b", 0, STORED_AT.toISOString(), run],
+      [3, "text", "c", 0, STORED_AT.toISOString(), run],
+      [4, "done", "", 7, STORED_AT.toISOString(), run],
     ],
   );
   const released = await store.getSession(org, s.id);
@@ -364,18 +367,7 @@ test("on PostgreSQL a plain batch's store runs on the database's runner (Databas
     "origin-r",
     database.run,
   );
-  const at = new Date("2026-01-02T03:04:05.678Z");
-  const event = (seq: number, content: string) => ({
-    seq,
-    type: "text" as const,
-    content,
-    tokensIn: 0,
-    tokensOut: 0,
-    toolUseId: "",
-    isError: false,
-    createdAt: at,
-    runId: run,
-  });
+  const event = (seq: number, content: string) => numbered(run, seq, content);
   await counted.storeEvents(s.id, run, [event(1, "a")]);
   await counted.storeEvents(s.id, run, [event(2, "b"), event(3, "c")]);
   assert.equal(throughKysely, database.kind === "postgres" ? 0 : 2, "PostgreSQL: no store through kysely");
@@ -389,14 +381,8 @@ test("on PostgreSQL a plain batch's store runs on the database's runner (Databas
     ],
   );
   // Not the holder, or behind the log's end: refused as through kysely.
-  await assert.rejects(
-    counted.storeEvents(s.id, randomUUID(), [event(4, "other")]),
-    (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted,
-  );
-  await assert.rejects(
-    counted.storeEvents(s.id, run, [event(3, "again")]),
-    (err: unknown) => err instanceof PlatformError && err.code === Code.Aborted,
-  );
+  await assert.rejects(counted.storeEvents(s.id, randomUUID(), [event(4, "other")]), aborted);
+  await assert.rejects(counted.storeEvents(s.id, run, [event(3, "again")]), aborted);
 });
 
 test("a plain batch's store (each streamed text token's) builds no query: its statement is written out, and stores and notifies as the built one", async () => {
@@ -459,10 +445,10 @@ test("a plain batch's store (each streamed text token's) builds no query: its st
       e.runId,
     ]),
     [
-      [1, "text", "a", 1, 2, at.toISOString(), run],
-      [2, "text", "b", 1, 2, at.toISOString(), run],
-      [3, "text", "c", 1, 2, at.toISOString(), run],
-      [4, "done", "", 1, 2, at.toISOString(), run],
+      [1, "text", "a", 1, 2, STORED_AT.toISOString(), run],
+      [2, "text", "b", 1, 2, STORED_AT.toISOString(), run],
+      [3, "text", "c", 1, 2, STORED_AT.toISOString(), run],
+      [4, "done", "", 1, 2, STORED_AT.toISOString(), run],
     ],
   );
   const session = await store.getSession(org, s.id);
