@@ -2,7 +2,7 @@
 // process; the launcher and other packages' tests can embed it from here.
 
 export { ComputeSandboxes } from "./adapters/compute.ts";
-export { grpcTransport } from "./adapters/grpc-transport.ts";
+export { COMPUTE_DIRECT, computeTransport, grpcTransport } from "./adapters/grpc-transport.ts";
 export { IdentityAuthenticator } from "./adapters/identity.ts";
 export { type AgentsApp, type AgentsAppOptions, createAgentsApp } from "./app.ts";
 export { type AgentsConfig, ConfigError, loadConfig } from "./config.ts";

@@ -2,14 +2,13 @@ import { hostname } from "node:os";
 import { create } from "@bufbuild/protobuf";
 import { type Database, openDatabase } from "@platform/db";
 import { SessionEventSchema } from "@platform/gen/agents/v1/agents_pb";
-import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import openApi from "@platform/gen/openapi/agents.json" with { type: "json" };
 import { WebhookPublisher } from "@platform/identity-client";
 import { type CallerPolicy, createServer, type Server, type ServerOptions, type ServiceTls } from "@platform/rpc";
 import type { Logger } from "pino";
 import { ComputeSandboxes } from "./adapters/compute.ts";
 import { ComputeWorkspaceFiles } from "./adapters/compute-files.ts";
-import { grpcTransport } from "./adapters/grpc-transport.ts";
+import { computeTransport, grpcTransport } from "./adapters/grpc-transport.ts";
 import { IdentityAuthenticator } from "./adapters/identity.ts";
 import { type AgentsApp, createAgentsApp } from "./app.ts";
 import type { AgentsConfig } from "./config.ts";
@@ -84,18 +83,15 @@ export async function createAgentsServer(
       url: config.databaseUrl,
       dataDir: config.databaseUrl ? undefined : config.dataDir,
     }));
-  // The file calls (16 MiB each) skip Connect's client, whose copies of the data cost more than the rest.
-  const computeTransport = grpcTransport(config.computeGrpcUrl, tls, "compute", [
-    ComputeService.method.readFile,
-    ComputeService.method.writeFile,
-  ]);
+  // The file calls and ExecCommand skip Connect's client (grpc-transport.ts).
+  const toCompute = computeTransport(config.computeGrpcUrl, tls);
   const identityTransport = grpcTransport(config.identityGrpcUrl, tls, "identity");
   const app = await createAgentsApp({
     database,
     logger,
     authenticator: new IdentityAuthenticator(identityTransport),
-    sandboxes: new ComputeSandboxes(computeTransport, { maxRuntimeMs: config.sandboxMaxRuntimeMs }),
-    workspaceFiles: new ComputeWorkspaceFiles(computeTransport),
+    sandboxes: new ComputeSandboxes(toCompute, { maxRuntimeMs: config.sandboxMaxRuntimeMs }),
+    workspaceFiles: new ComputeWorkspaceFiles(toCompute),
     providers: overrides.providers ?? providersFrom(config),
     toolTimeoutMs: config.toolTimeoutMs,
     toolOutputLimitBytes: config.toolOutputLimitBytes,

@@ -1,18 +1,19 @@
 import { randomUUID } from "node:crypto";
 import { type Client, createClient } from "@connectrpc/connect";
+import { computeTransport } from "@platform/agents";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
-import { createServiceTransport, type ServiceTls } from "@platform/rpc";
+import type { ServiceTls } from "@platform/rpc";
 import { now } from "./stats.ts";
 
 export type ComputeClient = Client<typeof ComputeService>;
 
 /**
- * A client as a platform service makes one (@platform/rpc's
- * createServiceTransport), with `tls`: the agents certificate, the only
- * one compute answers.
+ * A client as agents makes one (its computeTransport: @platform/rpc's
+ * createServiceTransport, ExecCommand's output read by rpc's direct stream
+ * reader), with `tls`: the agents certificate, the only one compute answers.
  */
 export function computeClient(baseUrl: string, tls: ServiceTls | undefined): ComputeClient {
-  return createClient(ComputeService, createServiceTransport({ baseUrl, tls }));
+  return createClient(ComputeService, computeTransport(baseUrl, tls));
 }
 
 export interface ExecTiming {
