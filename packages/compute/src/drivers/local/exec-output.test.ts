@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
+import * as net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -54,6 +55,72 @@ describe("OutputQueue", () => {
     const events = [];
     for await (const e of new OutputQueue({ stdout, stderr }).events()) events.push(e);
     assert.equal(events.length, 0);
+  });
+});
+
+describe("OutputQueue on sockets (the exec helper's connections)", () => {
+  test("reads in place: every byte in order, no join copies, the limit still pauses the command", async () => {
+    const dir = fs.mkdtempSync(join(tmpdir(), "compute-oq-"));
+    const accepted: net.Socket[] = [];
+    const server = net.createServer((s) => {
+      // As the helper's server hands them over: paused, with what came with the tag put back.
+      s.pause();
+      s.unshift(Buffer.from(accepted.length === 0 ? "so" : "se"));
+      accepted.push(s);
+    });
+    await new Promise<void>((r) => server.listen(join(dir, "s.sock"), r));
+    const out = net.connect(join(dir, "s.sock"));
+    while (accepted.length < 1) await sleep(2);
+    const err = net.connect(join(dir, "s.sock"));
+    while (accepted.length < 2) await sleep(2);
+    const q = new OutputQueue({ stdout: accepted[0] as net.Socket, stderr: accepted[1] as net.Socket }, 256 * 1024);
+    // 16 MiB of stdout in 40 KiB writes, each byte its offset's low byte; then one line of stderr.
+    const total = 16 * MiB;
+    const write = async () => {
+      for (let at = 0; at < total; at += 40 * 1024) {
+        const chunk = Buffer.alloc(Math.min(40 * 1024, total - at));
+        for (let i = 0; i < chunk.length; i++) chunk[i] = (at + i) & 0xff;
+        if (!out.write(chunk)) await new Promise((r) => out.once("drain", r));
+      }
+      out.end();
+      err.end("done\n");
+    };
+    const writing = write();
+    await sleep(50);
+    assert.ok(q.bufferedBytes <= 256 * 1024 + MAX_EVENT_BYTES, `buffered ${q.bufferedBytes} while nobody read`);
+    let joins = 0;
+    const { concat } = Buffer;
+    Buffer.concat = ((list: readonly Uint8Array[], length?: number) => {
+      joins++;
+      return concat(list, length);
+    }) as typeof Buffer.concat;
+    let stdout = 0;
+    let stderr = "";
+    let bad = -1;
+    try {
+      for await (const e of q.events()) {
+        assert.ok(e.data.length <= MAX_EVENT_BYTES);
+        if (e.type === "stderr") {
+          stderr += Buffer.from(e.data).toString();
+          continue;
+        }
+        // The first two bytes are the put-back "so".
+        const skip = stdout === 0 ? 2 : 0;
+        for (let i = skip; i < e.data.length && bad < 0; i++)
+          if (e.data[i] !== (stdout - 2 + i) % 256) bad = stdout - 2 + i;
+        stdout += e.data.length;
+      }
+    } finally {
+      Buffer.concat = concat;
+      server.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    await writing;
+    assert.equal(bad, -1, "every byte in order");
+    assert.equal(stdout, total + 2);
+    assert.equal(stderr, "sedone\n");
+    // Node reads a socket 64 KiB at a time; joining them into events copied every byte.
+    assert.equal(joins, 0, "events are views of what was read, not joins");
   });
 });
 
