@@ -4,6 +4,7 @@ import { type ExecEvent, type ExecRequest, type ExecStdin, type SandboxSpec, zer
 import { baseEnv } from "./bwrap.ts";
 import type { Cgroup } from "./cgroups.ts";
 import type { ExecHelper, ExitStatus, Launched } from "./exec-helper.ts";
+import type { ExecAftermath } from "./exec-aftermath.ts";
 import type { ExecSlots } from "./exec-slots.ts";
 import { OutputQueue } from "./output-queue.ts";
 import { processStartTime } from "./sandbox-layout.ts";
@@ -38,6 +39,8 @@ export interface ExecDeps {
   network?: SandboxNetwork;
   /** SIGTERM → SIGKILL grace on cancel. */
   killGraceMs: number;
+  /** Where an ended exec's cleanup waits for the driver's other execs. */
+  aftermath: ExecAftermath;
 }
 
 /**
@@ -61,6 +64,7 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
     throw PlatformError.internal("exec transport failure", err);
   }
   const run: RunningExec = { ...(await target.slots.take()), memSampleSum: 0, memSamples: 0 };
+  deps.aftermath.started();
   const ioStart = workspaceIo(target);
   const netStart = deps.network?.counters(sandboxId);
   target.execs.add(run);
@@ -68,7 +72,7 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
   try {
     proc = await launch(target, run, request, deps.helper, networkEnv);
   } catch (err) {
-    await endExec(target, run);
+    await endExec(target, run, deps);
     throw PlatformError.internal("exec transport failure", err);
   }
   const output = new OutputQueue(proc);
@@ -123,7 +127,7 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
       cancelled = true;
       finished = true;
       output.destroy();
-      await endExec(target, run);
+      await endExec(target, run, deps);
     }
     clearTimeout(graceTimer);
   }
@@ -137,7 +141,7 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
   // only for a SIGKILLed exec (v1 counts an OOM kill in the victim's own cgroup,
   // this exec's, not in the limited parent).
   const counters = run.cgroup.execCounters({ io: !(ioStart && ioEnd), oomKills: killed });
-  await endExec(target, run);
+  await endExec(target, run, deps);
   const oomKilled = killed && (counters.oomKills ?? 0) > 0;
   if (oomKilled) {
     const msg = `[compute] out of memory: the process was killed at the sandbox's memory limit of ${target.spec.limits.memoryBytes} bytes\n`;
@@ -181,14 +185,15 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
  * stopped, completed): nothing of its tree survives, its cgroup goes, and
  * the next exec's slot is made.
  */
-async function endExec(target: ExecTarget, run: RunningExec): Promise<void> {
+async function endExec(target: ExecTarget, run: RunningExec, deps: ExecDeps): Promise<void> {
   target.execs.delete(run);
   // Once the kill begun at the command's exit is done the cgroup is empty for good (nothing is
   // left in it to fork): awaited, not begun again (it would read the cgroup once more on the way).
   await (run.leftovers ?? run.cgroup.killAll());
-  // Its directories go after the completed event is out, not on its way.
-  setImmediate(() => void run.cgroup.remove());
-  target.slots.replenish();
+  deps.aftermath.ended(
+    () => void run.cgroup.remove(),
+    () => target.slots.replenish(),
+  );
   const after = target.afterExec;
   target.afterExec = undefined;
   // After the completed event is written, not before it.

@@ -94,18 +94,17 @@ export class ExecSlots {
   /**
    * The next exec's slot, made once an exec has finished rather than when it
    * starts, so a burst of execs is not slowed by preparing the following ones;
-   * right after its completed event is out (setImmediate), not later: its
-   * placed child needs an RCU grace period (a few ms) to get in, and an exec
-   * that comes before it is in waits for it (exec-helper.c, PARK_MS). Made 10
-   * ms later, the child was not in yet for 23 % of the exec round trip
-   * figure's execs (101 of 441, one every ~15 ms), each then started the usual
-   * way (~3 ms more); with this and the wait that figure's p99 went from
-   * 17.7-25.0 to 10.8-12.4 ms (p50 unchanged within the noise).
+   * right after its completed event is out (ExecAftermath, when no other exec
+   * is in flight), not later: its placed child needs an RCU grace period (a
+   * few ms) to get in, and an exec that comes before it is in waits for it
+   * (exec-helper.c, PARK_MS). Made 10 ms later, the child was not in yet for
+   * 23 % of the exec round trip figure's execs (101 of 441, one every ~15 ms),
+   * each then started the usual way (~3 ms more); with this and the wait that
+   * figure's p99 went from 17.7-25.0 to 10.8-12.4 ms (p50 unchanged within the
+   * noise).
    */
   replenish(): void {
-    setImmediate(() => {
-      if (!this.spare && this.wanted()) this.prepare();
-    }).unref();
+    if (!this.spare && this.wanted()) this.prepare();
   }
 
   /** Waits for a spare being made (it joins the cgroup, or fails) and drops it: nothing runs here again. */

@@ -24,6 +24,7 @@ import { destroySandbox, type EndDeps, endWithService } from "./destroy.ts";
 import { favorDynamicCgroupMods } from "./dynmods.ts";
 import { ExecHelper, type HelperBuild } from "./exec-helper.ts";
 import { runExec } from "./exec-run.ts";
+import { ExecAftermath } from "./exec-aftermath.ts";
 import { Housekeeping } from "./housekeeping.ts";
 import { ImageStore, LocalImages } from "./images/index.ts";
 import { buildLaunchHelper, buildSandboxInit, Launcher } from "./launch.ts";
@@ -108,6 +109,14 @@ export interface LocalDriverOptions {
 
 /** How long a paused sandbox keeps its processes (frozen) before they are ended; see LocalDriverOptions. */
 const RELEASE_PAUSED_AFTER_MS = 60_000;
+/**
+ * How long an ended exec's cleanup waits at most for the driver's other execs
+ * (ExecAftermath): about what a burst of 100 short execs takes here, and less
+ * than a session's next tool call after a model's turn usually waits, so its
+ * sandbox's next slot is ready for it.
+ */
+export const AFTERMATH_HOLD_MS = 500;
+
 /** Ready sandboxes whose memory one sampler tick reads at most (sample()). */
 const SAMPLE_BATCH = 50;
 
@@ -125,6 +134,7 @@ export class LocalDriver implements SandboxDriver {
   private readonly sandboxes = new Map<string, Live>();
   private readonly phases = new Phases();
   private readonly killGraceMs: number;
+  private readonly aftermath = new ExecAftermath(AFTERMATH_HOLD_MS);
   private readonly pidsMax: number;
   private readonly root: Cgroup;
   private readonly sampler: NodeJS.Timeout;
@@ -378,7 +388,12 @@ export class LocalDriver implements SandboxDriver {
     if (live.observation.phase !== "ready" || !live.initPid) {
       throw PlatformError.failedPrecondition(`sandbox is ${live.observation.phase}`, ComputeReason.sandboxNotRunnable);
     }
-    yield* runExec(live, request, { helper: this.helper, killGraceMs: this.killGraceMs, network: this.network });
+    yield* runExec(live, request, {
+      helper: this.helper,
+      killGraceMs: this.killGraceMs,
+      network: this.network,
+      aftermath: this.aftermath,
+    });
   }
 
   async readFile(sandboxId: string, path: string, offset: number, maxBytes: number): Promise<ReadResult> {
@@ -455,6 +470,7 @@ export class LocalDriver implements SandboxDriver {
   async close(): Promise<void> {
     clearInterval(this.sampler);
     this.closed = true;
+    this.aftermath.close();
     const launcherClosed = this.launcher.close();
     const started = performance.now();
     const warm = await this.warmSandboxes.close();
