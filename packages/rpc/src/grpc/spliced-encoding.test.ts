@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, equals, fromBinary, type Message, toBinary } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
@@ -13,6 +13,7 @@ import {
   ExecEventSchema,
   ReadFileResponseSchema,
 } from "@platform/gen/compute/v1/compute_pb";
+import { VerifyTokenResponseSchema } from "@platform/gen/identity/v1/auth_pb";
 import { encodeEnveloped, SPLICE_MIN_BYTES, spliceEncode } from "./spliced-encoding.ts";
 
 // The driver's largest exec output event (compute's MAX_EVENT_BYTES).
@@ -104,6 +105,34 @@ describe("spliced encoding", () => {
     // Below the threshold it is toBinary's bytes, as without the option.
     const small = create(ReadFileResponseSchema, { data: randomBytes(10), totalSize: 9n });
     assert.equal(spliceEncode(ReadFileResponseSchema, small, { anyOrder: true }), undefined);
+  });
+
+  test("a message whose type holds no bytes field is read only by toBinary", () => {
+    // VerifyToken's reply: a message field, strings, enums, a list; no bytes at any depth.
+    const reply = create(VerifyTokenResponseSchema, {
+      context: { userId: "u", orgId: "o", method: "jwt_session", scopes: ["read"] },
+    });
+    const reads = (encode: (m: Message) => void) => {
+      let n = 0;
+      const counted = <T extends object>(o: T): T =>
+        new Proxy(o, {
+          get(target, key, receiver) {
+            n++;
+            const v = Reflect.get(target, key, receiver) as unknown;
+            return key === "context" && v ? counted(v as object) : v;
+          },
+        });
+      encode(counted(reply));
+      return n;
+    };
+    const byToBinary = reads((m) => toBinary(VerifyTokenResponseSchema, m as never));
+    const enveloped = reads((m) => encodeEnveloped(VerifyTokenResponseSchema, m, { anyOrder: true }));
+    assert.equal(enveloped, byToBinary, "encodeEnveloped reads no field before toBinary does");
+    assert.ok(
+      Buffer.from(joined(encodeEnveloped(VerifyTokenResponseSchema, reply)).subarray(5)).equals(
+        toBinary(VerifyTokenResponseSchema, reply),
+      ),
+    );
   });
 
   test("the message it is given is left as it was", () => {

@@ -41,6 +41,7 @@ export function spliceEncode(
   message: Message,
   options: SpliceOptions = {},
 ): SplicedEncoding | undefined {
+  if (!mayHoldBytes(schema)) return undefined;
   const found = splice(schema, message, 0, options.anyOrder === true);
   if (!found) return undefined;
   const head = concat(found.head);
@@ -66,6 +67,33 @@ export function encodeEnveloped(schema: DescMessage, message: Message, options: 
   const body = toBinary(schema, message);
   if (body.length >= SPLICE_MIN_BYTES) return [envelopeHead(body.length), body];
   return [envelopeHead(body.length, body)];
+}
+
+/** Per message type: whether `splice` could find a bytes field in it (memo of bytesWithin at depth 0). */
+const holdsBytes = new WeakMap<DescMessage, boolean>();
+
+/**
+ * Whether a message of `schema` may have a bytes field that `splice`
+ * follows (a bytes field at this level, or in a singular message field
+ * within MAX_DEPTH). Asked once per type: most replies (VerifyToken's) have
+ * none, and looking for one took two reflect() walks of every reply before
+ * toBinary's own, ~5 us a VerifyToken call (packages/bench/ANALYSIS.md).
+ */
+function mayHoldBytes(schema: DescMessage): boolean {
+  let holds = holdsBytes.get(schema);
+  if (holds === undefined) {
+    holds = bytesWithin(schema, 0);
+    holdsBytes.set(schema, holds);
+  }
+  return holds;
+}
+
+function bytesWithin(schema: DescMessage, depth: number): boolean {
+  return schema.fields.some(
+    (f) =>
+      (f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES) ||
+      (f.fieldKind === "message" && !f.delimitedEncoding && depth < MAX_DEPTH && bytesWithin(f.message, depth + 1)),
+  );
 }
 
 function envelopeHead(length: number, start?: Uint8Array): Buffer {
