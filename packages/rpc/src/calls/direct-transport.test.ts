@@ -112,6 +112,36 @@ describe("direct transport (REST routes → implementations)", () => {
     assert.equal(seen?.aborted, true);
   });
 
+  test("a plain unary call defines accessors on two objects, its request and its one response: its context's are its class's", async () => {
+    const t = transportWith({
+      echo(req, ctx) {
+        ctx.responseHeader.set("x-seen", ctx.requestHeader.get("x-in") ?? "");
+        return { text: req.text };
+      },
+    });
+    const original = Object.defineProperties;
+    let defined = 0;
+    Object.defineProperties = ((o: object, p: PropertyDescriptorMap) => {
+      defined++;
+      return original(o, p);
+    }) as typeof Object.defineProperties;
+    let res: Awaited<ReturnType<typeof t.unary>>;
+    try {
+      res = await t.unary(
+        LibraryService.method.echo,
+        undefined,
+        undefined,
+        { "x-in": "a" },
+        create(EchoRequestSchema, { text: "x" }),
+      );
+    } finally {
+      Object.defineProperties = original;
+    }
+    assert.equal(defined, 2, "4 when the context defined its own and the answer was copied");
+    assert.equal((res.message as { text?: string }).text, "x");
+    assert.equal(res.header.get("x-seen"), "a");
+  });
+
   test("a unary call given its caller's CallController (unaryWith) makes no signal unless asked: the caller's abort still fails it, and a handler that reads its signal gets the call's", async () => {
     const seen: AbortSignal[] = [];
     let passedOn: AbortSignal | undefined;

@@ -1,4 +1,11 @@
-import { create, type DescMessage, type DescMethod, type DescMethodUnary, type Message } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  type DescMethod,
+  type DescMethodUnary,
+  type DescService,
+  type Message,
+} from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -101,9 +108,7 @@ export function createDirectTransport(o: DirectTransportOptions): DirectTranspor
     const entry = entryOf(method);
     const call = new DirectCall(method, entry, caller, timeoutMs, header, contextValues ?? o.contextValues());
     try {
-      const res = await call.untilAborted(unaryChain(call.request(false, input)));
-      call.adoptResponseHeaders(res);
-      return call.response(false, res.message) as unknown as UnaryResponse;
+      return call.unaryAnswer(await call.untilAborted(unaryChain(call.request(false, input))));
     } catch (e) {
       throw call.withResponseHeaders(e);
     } finally {
@@ -175,7 +180,7 @@ async function invokeUnary(req: UnaryRequest): Promise<UnaryResponse> {
   const call = callOf(req);
   const spec = call.entry.spec as MethodImplSpec & { kind: "unary" };
   const message = await spec.impl(req.message as never, call.handlerContext(req));
-  return call.response(false, create(spec.method.output, message as never)) as unknown as UnaryResponse;
+  return call.answered(create(spec.method.output, message as never));
 }
 
 /**
@@ -220,10 +225,11 @@ function deadlineReached(call: DirectCall): void {
   call.controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
 }
 
-// Accessors shared by every call's objects (the same functions, so their
-// shapes are shared too): each reads its call's headers, making them on
-// first use. Own properties, not a class's: a spread of a request or a
-// context (interceptors make them) copies their values.
+// Accessors shared by every call's requests and responses (the same
+// functions, so their shapes are shared too): each reads its call's
+// headers, making them on first use. Own properties, not a class's: a
+// spread of a request or a response (interceptors make them) copies their
+// values.
 const accessor = (get: (call: DirectCall) => Headers, set: (call: DirectCall, h: Headers) => void) => ({
   get(this: Tagged) {
     return get(this[kCall]!);
@@ -246,21 +252,6 @@ const RESPONSE_TRAILER = accessor(
   (c) => c.responseTrailer(),
   (c, h) => c.setResponseTrailer(h),
 );
-/**
- * A handler context's signal, made on first read (DirectCall.handlerSignal):
- * most handlers never look at it, and a signal's abort at the call's end
- * costs an Event and its dispatch.
- */
-const CONTEXT_SIGNAL = {
-  get(this: Tagged) {
-    return this[kCall]!.handlerSignal();
-  },
-  set(this: Tagged, signal: AbortSignal) {
-    this[kCall]!.setHandlerSignal(signal);
-  },
-  enumerable: true,
-  configurable: true,
-};
 /** A request's signal, made on first read; one an interceptor sets is the request's own (data) property. */
 const REQUEST_SIGNAL = {
   get(this: Tagged) {
@@ -272,14 +263,71 @@ const REQUEST_SIGNAL = {
   enumerable: true,
   configurable: true,
 };
-const CONTEXT_PROPERTIES = {
-  signal: CONTEXT_SIGNAL,
-  requestHeader: REQUEST_HEADER,
-  responseHeader: RESPONSE_HEADER,
-  responseTrailer: RESPONSE_TRAILER,
-};
 const REQUEST_PROPERTIES = { signal: REQUEST_SIGNAL, header: REQUEST_HEADER };
 const RESPONSE_HEADERS = { header: RESPONSE_HEADER, trailer: RESPONSE_TRAILER };
+
+/**
+ * A handler's context. Its signal (DirectCall.handlerSignal: made on first
+ * read; most handlers never look at it, and a signal's abort at the call's
+ * end costs an Event and its dispatch) and headers (made on first use) are
+ * accessors of the class, not own properties as on a request: defining
+ * four accessors on every context (Object.defineProperties, a runtime
+ * call) cost ~2.5 us here, against ~0.1 us for a class's instance
+ * (packages/bench/ANALYSIS.md, verify-token). A spread
+ * of a context would not copy them: nothing spreads a handler's context
+ * (interceptors spread requests and responses, whose accessors are own).
+ */
+class CallContext {
+  readonly service: DescService;
+  readonly method: DescMethod;
+  readonly protocolName = "rest";
+  readonly requestMethod = "POST";
+  readonly url: string;
+  readonly [kCall]: DirectCall;
+
+  constructor(
+    call: DirectCall,
+    readonly timeoutMs: () => number | undefined,
+    public values: ContextValues,
+  ) {
+    this.service = call.method.parent;
+    this.method = call.method;
+    this.url = call.entry.url;
+    this[kCall] = call;
+  }
+
+  get signal(): AbortSignal {
+    return this[kCall].handlerSignal();
+  }
+
+  set signal(signal: AbortSignal) {
+    this[kCall].setHandlerSignal(signal);
+  }
+
+  get requestHeader(): Headers {
+    return this[kCall].requestHeader();
+  }
+
+  set requestHeader(h: Headers) {
+    this[kCall].setRequestHeader(h);
+  }
+
+  get responseHeader(): Headers {
+    return this[kCall].responseHeader();
+  }
+
+  set responseHeader(h: Headers) {
+    this[kCall].setResponseHeader(h);
+  }
+
+  get responseTrailer(): Headers {
+    return this[kCall].responseTrailer();
+  }
+
+  set responseTrailer(h: Headers) {
+    this[kCall].setResponseTrailer(h);
+  }
+}
 
 /**
  * One call: its CallController (the caller's own when it handed or offered
@@ -302,6 +350,8 @@ class DirectCall {
   #responseTrailer: Headers | undefined;
   /** The signal an interceptor passed on in place of the call's (the handler's then). */
   #handlerSignal: AbortSignal | undefined;
+  /** The implementation's unary answer (answered). */
+  #answer: UnaryResponse | undefined;
 
   constructor(
     readonly method: DescMethod,
@@ -322,17 +372,11 @@ class DirectCall {
     }
     this.#requestSource = header;
     if (timeoutMs !== undefined) this.#timer = setTimeout(deadlineReached, timeoutMs, this);
-    const context = {
-      service: method.parent,
-      method,
-      protocolName: "rest",
-      requestMethod: "POST",
-      url: entry.url,
-      timeoutMs: timeoutMs === undefined ? noDeadline : remainingUntil(Date.now() + timeoutMs),
+    this.#context = new CallContext(
+      this,
+      timeoutMs === undefined ? noDeadline : remainingUntil(Date.now() + timeoutMs),
       values,
-      [kCall]: this,
-    };
-    this.#context = Object.defineProperties(context, CONTEXT_PROPERTIES) as unknown as HandlerContext & Tagged;
+    ) as unknown as HandlerContext & Tagged;
   }
 
   get context(): HandlerContext & Tagged {
@@ -435,6 +479,25 @@ class DirectCall {
   response(stream: boolean, message: unknown): UnaryResponse & StreamResponse {
     const res = { stream, service: this.method.parent, method: this.method, message, [kCall]: this };
     return Object.defineProperties(res, RESPONSE_HEADERS) as unknown as UnaryResponse & StreamResponse;
+  }
+
+  /** The implementation's answer (invokeUnary), as the interceptors got it. */
+  answered(message: unknown): UnaryResponse {
+    const res = this.response(false, message) as unknown as UnaryResponse;
+    this.#answer = res;
+    return res;
+  }
+
+  /**
+   * A unary call's response as its caller gets it: the implementation's
+   * own, when the interceptors passed it on (its headers are the call's
+   * already; one object with two accessors fewer a call), else a new one
+   * with the headers of the interceptors' answer adopted.
+   */
+  unaryAnswer(res: UnaryResponse): UnaryResponse {
+    if (res === this.#answer) return res;
+    this.adoptResponseHeaders(res);
+    return this.response(false, res.message) as unknown as UnaryResponse;
   }
 
   /**
