@@ -20,6 +20,7 @@ export {
 export { errorDomain, fromConnectError, toConnectError } from "./errors.ts";
 export { isPlatformStatus } from "./platform-status.ts";
 export { openStream } from "./calls/open-stream.ts";
+export { fixedMessage } from "./grpc/fixed-message.ts";
 export { endsOnAbort, type Parkable, parkableOf, type Waiter } from "./calls/parkable.ts";
 export { assertPublicTarget, isPublicAddress, publicOnlyFetch, publicOnlyLookup } from "./outbound/public-target.ts";
 export {

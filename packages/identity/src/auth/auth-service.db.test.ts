@@ -196,6 +196,24 @@ describe("VerifyAPIKey and VerifyToken", () => {
   });
 });
 
+describe("VerifyToken of a cached session", () => {
+  test("answers with one frozen AuthContext, and the same reply, call after call", async () => {
+    const u = await f.seedUser();
+    const { accessToken: jwt } = await c.auth.issueJWT({ userId: u.user.id, orgId: u.orgId });
+    await f.identity.authenticator.verifyToken(jwt);
+    const first = await f.identity.authenticator.verifyToken(jwt);
+    const again = await f.identity.authenticator.verifyToken(jwt);
+    assert.equal(again, first);
+    assert.ok(Object.isFrozen(first));
+    assert.equal(first.userId, u.user.id);
+    const replies = [await c.auth.verifyToken({ token: jwt }), await c.auth.verifyToken({ token: jwt })];
+    for (const r of replies) {
+      assert.equal(r.context!.userId, u.user.id);
+      assert.equal(r.context!.mode, AuthMode.JWT);
+    }
+  });
+});
+
 describe("GetPublicKey", () => {
   test("returns SPKI DER of the active kid; unknown and retired kids are NOT_FOUND kid_unknown", async () => {
     const kid = await f.identity.keys.ensureActiveKey();

@@ -1,11 +1,19 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { IdentityRestCode, PlatformError } from "@platform/errors";
-import { type AuthContextSchema, AuthMode, type AuthService, Env, Role } from "@platform/gen/identity/v1/auth_pb";
+import {
+  type AuthContextSchema,
+  AuthMode,
+  type AuthService,
+  Env,
+  Role,
+  type VerifyTokenResponse,
+  VerifyTokenResponseSchema,
+} from "@platform/gen/identity/v1/auth_pb";
 import { OrgService, SessionService, UserService } from "@platform/gen/identity/v1/rest_pb";
 import type { AuthContext, KeyEnv } from "../auth/auth-context.ts";
-import { requestInfo } from "@platform/rpc";
+import { fixedMessage, requestInfo } from "@platform/rpc";
 import type { Identity } from "../identity.ts";
 import { actorOf, auditFailedLogin } from "../audit/audit-log.ts";
 import { apiKeyMessage } from "./api-key-message.ts";
@@ -37,6 +45,28 @@ export function toAuthContextMessage(c: AuthContext): MessageInitShape<typeof Au
 }
 
 const envOf = (e: Env): KeyEnv | undefined => (e === Env.LIVE ? "live" : e === Env.TEST ? "test" : undefined);
+/** VerifyToken's reply for each frozen AuthContext (a cached session's: jwt-service.ts). */
+const verifyTokenReplies = new WeakMap<AuthContext, VerifyTokenResponse>();
+
+/**
+ * VerifyToken's reply to `c`. A frozen AuthContext does not change, so its
+ * reply is made once, as a fixed message (frozen, encoded once: rpc's
+ * fixedMessage): a session re-verified thousands of times a second gets the
+ * same bytes without making and encoding the message each call.
+ */
+function verifyTokenReply(c: AuthContext): VerifyTokenResponse {
+  if (!Object.isFrozen(c)) return create(VerifyTokenResponseSchema, { context: toAuthContextMessage(c) });
+  let reply = verifyTokenReplies.get(c);
+  if (reply === undefined) {
+    reply = fixedMessage(
+      VerifyTokenResponseSchema,
+      create(VerifyTokenResponseSchema, { context: toAuthContextMessage(c) }),
+    );
+    verifyTokenReplies.set(c, reply);
+  }
+  return reply;
+}
+
 const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
 
 export function sessionService(identity: Identity): Partial<ServiceImpl<typeof SessionService>> {
@@ -159,9 +189,7 @@ export function authService(identity: Identity): Partial<ServiceImpl<typeof Auth
       context: toAuthContextMessage(await identity.authenticator.verifyApiKey(req.apiKey, envOf(req.requiredEnv))),
     }),
     verifyJWT: async (req) => ({ context: toAuthContextMessage(await identity.authenticator.verifyJwt(req.token)) }),
-    verifyToken: async (req) => ({
-      context: toAuthContextMessage(await identity.authenticator.verifyToken(req.token)),
-    }),
+    verifyToken: async (req) => verifyTokenReply(await identity.authenticator.verifyToken(req.token)),
     issueJWT: async (req) => {
       const seconds = req.ttl ? Number(req.ttl.seconds) + req.ttl.nanos / 1e9 : 0;
       const issued = await identity.jwt.issueForMember(req.userId, req.orgId, seconds);

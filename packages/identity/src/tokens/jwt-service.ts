@@ -116,7 +116,7 @@ export class JwtService {
     if (!key || !role) return this.#checkedSlowly(claims);
     try {
       this.#stillValid(claims, key);
-      return Promise.resolve(contextOf(claims, key, role));
+      return Promise.resolve(cachedContextOf(claims, key, role));
     } catch (err) {
       return Promise.reject(err);
     }
@@ -177,6 +177,24 @@ export class JwtService {
 }
 
 /** The caller a verified token stands for, with the current membership's role (never the token's). */
+/** The last answer for a cached token's claims, with the key and role it was made with. */
+const answers = new WeakMap<VerifiedClaims, { key: PublicKey; role: Role; context: AuthContext }>();
+
+/**
+ * contextOf for a cached token: the same frozen AuthContext while its key
+ * and role are the same objects as last time (every call of a re-verified
+ * session), so a handler may keep what it makes of it (VerifyToken's reply,
+ * encoded once: handlers.ts) instead of making it again each call. Frozen:
+ * callers share it.
+ */
+function cachedContextOf(claims: VerifiedClaims, key: PublicKey, role: Role): AuthContext {
+  const last = answers.get(claims);
+  if (last !== undefined && last.key === key && last.role === role) return last.context;
+  const context = Object.freeze(contextOf(claims, key, role));
+  answers.set(claims, { key, role, context });
+  return context;
+}
+
 function contextOf(claims: VerifiedClaims, key: PublicKey, role: Role | undefined): AuthContext {
   if (!role) throw PlatformError.unauthenticated("no membership in the token's organization", AuthReason.noMembership);
   return {

@@ -1,5 +1,6 @@
 import { type DescField, type DescMessage, type Message, ScalarType, toBinary } from "@bufbuild/protobuf";
 import { reflect } from "@bufbuild/protobuf/reflect";
+import { fixedEncodingOf } from "./fixed-message.ts";
 
 /** Bytes fields at least this large are referenced, not copied. */
 export const SPLICE_MIN_BYTES = 64 * 1024;
@@ -62,6 +63,8 @@ interface Found {
  * its encoding (no envelope copy); a small one is one piece (one DATA frame).
  */
 export function encodeEnveloped(schema: DescMessage, message: Message, options: SpliceOptions = {}): Uint8Array[] {
+  const fixed = fixedEncodingOf(schema, message);
+  if (fixed !== undefined) return [envelopeHead(fixed.length, fixed)];
   const spliced = spliceEncode(schema, message, options);
   if (spliced) return [envelopeHead(spliced.length, spliced.head), spliced.tail];
   const body = toBinary(schema, message);
