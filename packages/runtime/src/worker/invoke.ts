@@ -35,62 +35,148 @@ export interface WorkerInvokeDeps {
 export function workerInvoke(deps: WorkerInvokeDeps) {
   const tenantId = deps.tenantId.toLowerCase();
   const orgId = deps.orgId.toLowerCase();
-  return async function* invoke(req: InvokeRequest, ctx: HandlerContext): AsyncIterable<InvokeEventInit> {
+  return function invoke(req: InvokeRequest, ctx: HandlerContext): AsyncIterable<InvokeEventInit> {
+    return new InvokeRelay(deps, tenantId, orgId, req, ctx);
+  };
+}
+
+/**
+ * One Invoke's events, mapped from the agents stream as they are read: an
+ * iterator object rather than an async generator, so an event costs the
+ * source's read and one reaction here, where a generator's for-await and
+ * yield cost two more promises and their turns, on the path of every
+ * streamed token (packages/bench/ANALYSIS.md, per-token latency). The call
+ * is checked and the agents call made on the first read, as the generator
+ * did; after a terminal event (or the end of the agents stream) the stream
+ * is done.
+ */
+class InvokeRelay implements AsyncIterableIterator<InvokeEventInit> {
+  #events: AsyncIterator<AgentEvent> | undefined;
+  #rejoin = false;
+  #log: Logger | undefined;
+  #done = false;
+
+  constructor(
+    private readonly deps: WorkerInvokeDeps,
+    private readonly tenantId: string,
+    private readonly orgId: string,
+    private readonly req: InvokeRequest,
+    private readonly ctx: HandlerContext,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<InvokeEventInit>> {
+    if (this.#done) return Promise.resolve({ done: true, value: undefined });
+    let events = this.#events;
+    if (!events) {
+      try {
+        events = this.#open();
+      } catch (e) {
+        this.#done = true;
+        return Promise.reject(e);
+      }
+    }
+    return this.#read(events);
+  }
+
+  async return(): Promise<IteratorResult<InvokeEventInit>> {
+    this.#done = true;
+    await this.#events?.return?.();
+    return { done: true, value: undefined };
+  }
+
+  /** Checks the call and starts the agents call (the first read). */
+  #open(): AsyncIterator<AgentEvent> {
+    const { req, ctx, deps } = this;
     const call = callIdentity(req, ctx.requestHeader);
-    if (call.tenantId.toLowerCase() !== tenantId || call.orgId.toLowerCase() !== orgId) {
+    if (call.tenantId.toLowerCase() !== this.tenantId || call.orgId.toLowerCase() !== this.orgId) {
       throw PlatformError.unauthenticated("tenant metadata does not match this worker");
     }
     if (!req.sessionId) throw PlatformError.invalidArgument("session_id is required");
-    const log = deps.logger?.child({ requestId: call.requestId, traceId: call.traceId, sessionId: req.sessionId });
-    const rejoin = req.messages.length === 0;
+    this.#log = deps.logger?.child({ requestId: call.requestId, traceId: call.traceId, sessionId: req.sessionId });
+    this.#rejoin = req.messages.length === 0;
     // The agents service accepted the call: so does this worker (the router
     // sends its caller the SSE headers on this, not on the first text).
     const accepted = () => openStream(ctx);
-    const events: AsyncIterable<AgentEvent> = rejoin
+    const events: AsyncIterable<AgentEvent> = this.#rejoin
       ? deps.agents.rejoin(req.sessionId, call, ctx.signal, accepted)
       : deps.agents.sendMessages(req.sessionId, req.messages, call, ctx.signal, accepted);
+    this.#events = events[Symbol.asyncIterator]();
+    return this.#events;
+  }
+
+  #read(events: AsyncIterator<AgentEvent>): Promise<IteratorResult<InvokeEventInit>> {
+    let read: Promise<IteratorResult<AgentEvent>>;
     try {
-      for await (const e of events) {
-        switch (e.type) {
-          case "text":
-            yield { event: { case: "textChunk", value: { content: e.content } } };
-            break;
-          case "done":
-            yield { event: { case: "turnDone", value: {} } };
-            return;
-          case "error":
-            yield { event: { case: "error", value: { message: e.content || "agent run failed" } } };
-            return;
-          case "requires_action":
-            yield { event: { case: "requiresAction", value: { calls: pendingCalls(e.content) } } };
-            return;
-          // The run ended at one of the session's budgets (agents, issue 20): the runtime has no such event.
-          case "budget_reached":
-            yield { event: { case: "error", value: { message: budgetMessage(e.content) } } };
-            return;
-          default:
-            // tool_use, tool_result, user/assistant/tool: not runtime events.
-            break;
-        }
-      }
-    } catch (err) {
-      if (ctx.signal.aborted) throw err;
-      log?.warn({ err: String(err) }, "agents call failed");
-      // A request the agents service refused (malformed: hostile input must
-      // never read as a server fault; no such session; a busy one) is the
-      // caller's fault, not a failed call: its status is relayed as it is.
-      if (isCallerFault(err)) throw fromConnectError(err);
-      // The agents' own message is relayed; a client-side failure's text
-      // (an address, a JavaScript exception) stays in the log.
-      const detail = isPlatformStatus(err) ? `: ${err.rawMessage}` : "";
-      throw new PlatformError(Code.Internal, "internal", `agents call failed${detail}`, {}, { cause: err });
+      read = events.next();
+    } catch (e) {
+      return Promise.reject(this.#failed(e));
     }
-    if (rejoin) {
-      yield { event: { case: "turnDone", value: {} } };
-      return;
+    return read.then(
+      (r) => this.#relay(r, events),
+      (e: unknown) => {
+        throw this.#failed(e);
+      },
+    );
+  }
+
+  /** An agents event as the runtime's (the stream ends after a terminal one); one it does not relay reads on. */
+  #relay(
+    r: IteratorResult<AgentEvent>,
+    events: AsyncIterator<AgentEvent>,
+  ): IteratorResult<InvokeEventInit> | Promise<IteratorResult<InvokeEventInit>> {
+    if (this.#done) return { done: true, value: undefined };
+    if (r.done) {
+      this.#done = true;
+      if (this.#rejoin) return { done: false, value: { event: { case: "turnDone", value: {} } } };
+      return {
+        done: false,
+        value: { event: { case: "error", value: { message: "agents stream ended without a terminal event" } } },
+      };
     }
-    yield { event: { case: "error", value: { message: "agents stream ended without a terminal event" } } };
-  };
+    const e = r.value;
+    switch (e.type) {
+      case "text":
+        return { done: false, value: { event: { case: "textChunk", value: { content: e.content } } } };
+      case "done":
+        return this.#last({ event: { case: "turnDone", value: {} } });
+      case "error":
+        return this.#last({ event: { case: "error", value: { message: e.content || "agent run failed" } } });
+      case "requires_action":
+        return this.#last({ event: { case: "requiresAction", value: { calls: pendingCalls(e.content) } } });
+      // The run ended at one of the session's budgets (agents, issue 20): the runtime has no such event.
+      case "budget_reached":
+        return this.#last({ event: { case: "error", value: { message: budgetMessage(e.content) } } });
+      default:
+        // tool_use, tool_result, user/assistant/tool: not runtime events.
+        return this.#read(events);
+    }
+  }
+
+  /** A terminal event: the agents stream is closed, as leaving a for-await closed it. */
+  #last(value: InvokeEventInit): IteratorResult<InvokeEventInit> {
+    this.#done = true;
+    this.#events?.return?.()?.catch(() => {});
+    return { done: false, value };
+  }
+
+  /** What a failed agents call ends the stream with. */
+  #failed(err: unknown): unknown {
+    this.#done = true;
+    if (this.ctx.signal.aborted) return err;
+    this.#log?.warn({ err: String(err) }, "agents call failed");
+    // A request the agents service refused (malformed: hostile input must
+    // never read as a server fault; no such session; a busy one) is the
+    // caller's fault, not a failed call: its status is relayed as it is.
+    if (isCallerFault(err)) return fromConnectError(err);
+    // The agents' own message is relayed; a client-side failure's text
+    // (an address, a JavaScript exception) stays in the log.
+    const detail = isPlatformStatus(err) ? `: ${err.rawMessage}` : "";
+    return new PlatformError(Code.Internal, "internal", `agents call failed${detail}`, {}, { cause: err });
+  }
 }
 
 /** The tenant metadata of the call; UNAUTHENTICATED when a required entry is missing. */
