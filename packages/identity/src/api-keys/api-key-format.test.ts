@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { base62, base62Uint32 } from "../crypto/base62.ts";
 import { crc32 } from "../crypto/crc32.ts";
 import { generateApiKey, looksLikeApiKey, parseApiKey } from "./api-key-format.ts";
 
@@ -34,4 +35,24 @@ test("any single-character change or truncation fails the checksum", () => {
   }
   assert.equal(parseApiKey(""), undefined);
   assert.equal(parseApiKey("sk_prod_abc"), undefined);
+});
+
+test("the checksum is computed in plain numbers: the same digits as base62 of the CRC's bytes, no Buffer or BigInt a key", () => {
+  for (const n of [0, 1, 61, 62, 0xffffffff, 0x80000000, 123456789, 0xcbf43926])
+    assert.equal(base62Uint32(n, 6), base62(Uint8Array.of(n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff), 6));
+  // Non-ASCII text is still checksummed over its UTF-8 bytes.
+  assert.equal(crc32("ü日\u{1F600}"), crc32(Buffer.from("ü日\u{1F600}", "utf8")));
+  const { raw } = generateApiKey("live");
+  const from = Buffer.from;
+  const big = globalThis.BigInt;
+  let calls = 0;
+  Buffer.from = ((...args: Parameters<typeof from>) => (calls++, from(...args))) as typeof from;
+  globalThis.BigInt = ((v: Parameters<typeof big>[0]) => (calls++, big(v))) as typeof big;
+  try {
+    assert.ok(parseApiKey(raw));
+  } finally {
+    Buffer.from = from;
+    globalThis.BigInt = big;
+  }
+  assert.equal(calls, 0, "Buffer.from or BigInt called while verifying a key's checksum");
 });

@@ -1,4 +1,4 @@
-import { base62, isBase62 } from "../crypto/base62.ts";
+import { base62Uint32, isBase62 } from "../crypto/base62.ts";
 import { crc32 } from "../crypto/crc32.ts";
 import { randomBase62 } from "../crypto/hash.ts";
 import type { KeyEnv } from "../auth/auth-context.ts";
@@ -13,8 +13,7 @@ const FORMAT = /^sk_(live|test)_([0-9A-Za-z]+)$/;
 export type GeneratedKey = { raw: string; keyPrefix: string; env: KeyEnv };
 
 function checksum(body: string): string {
-  const c = crc32(body);
-  return base62(Uint8Array.of(c >>> 24, (c >>> 16) & 0xff, (c >>> 8) & 0xff, c & 0xff), CHECKSUM_CHARS);
+  return base62Uint32(crc32(body), CHECKSUM_CHARS);
 }
 
 /** A new high-entropy key with environment prefix and CRC32 checksum (design.md). */

@@ -13,3 +13,14 @@ export function base62(bytes: Uint8Array, width = 0): string {
 }
 
 export const isBase62 = (s: string): boolean => /^[0-9A-Za-z]+$/.test(s);
+
+/** base62() of a uint32's four big-endian bytes, in plain numbers: no BigInt or byte array (an API key's checksum, on every verify). */
+export function base62Uint32(n: number, width = 0): string {
+  let v = n >>> 0;
+  let out = "";
+  while (v > 0) {
+    out = ALPHABET[v % 62] + out;
+    v = Math.floor(v / 62);
+  }
+  return out.padStart(width, "0");
+}
