@@ -33,6 +33,13 @@ export interface ExecTarget extends Pick<UsageSources, "io" | "ioBase"> {
   readonly slots: ExecSlots;
 }
 
+/**
+ * How long an exec's cleanup waits at most for its consumer to take the
+ * event after its completed one (runExec), which rpc asks for once that
+ * event and the status reached the socket.
+ */
+const COMPLETED_OUT_MS = 1000;
+
 export interface ExecDeps {
   helper: ExecHelper;
   /** The sandboxes' way out through the egress proxy (absent: no sandbox has a network). */
@@ -141,43 +148,56 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
   // only for a SIGKILLed exec (v1 counts an OOM kill in the victim's own cgroup,
   // this exec's, not in the limited parent).
   const counters = run.cgroup.execCounters({ io: !(ioStart && ioEnd), oomKills: killed });
-  await endExec(target, run, deps);
-  const oomKilled = killed && (counters.oomKills ?? 0) > 0;
-  if (oomKilled) {
-    const msg = `[compute] out of memory: the process was killed at the sandbox's memory limit of ${target.spec.limits.memoryBytes} bytes\n`;
-    yield { type: "stderr", data: new TextEncoder().encode(msg) };
+  // The cleanup (rmdirs, the next slot's mkdirs and its helper child: several ms of kernel
+  // time) starts once the consumer asks past the completed event (rpc: once that event and the
+  // status reached the socket), not from the next turn, while node still sends them.
+  let out!: () => void;
+  const completedOut = new Promise<void>((resolve) => (out = resolve));
+  let fallback: NodeJS.Timeout | undefined;
+  try {
+    await endExec(target, run, deps, completedOut);
+    const oomKilled = killed && (counters.oomKills ?? 0) > 0;
+    if (oomKilled) {
+      const msg = `[compute] out of memory: the process was killed at the sandbox's memory limit of ${target.spec.limits.memoryBytes} bytes\n`;
+      yield { type: "stderr", data: new TextEncoder().encode(msg) };
+    }
+    const usage = usageOf(
+      {
+        cpuNs: counters.cpuNs,
+        memoryPeakBytes: counters.memoryPeakBytes,
+        ioReadBytes: counters.io?.read ?? 0,
+        ioWriteBytes: counters.io?.write ?? 0,
+      },
+      run,
+    );
+    if (ioStart && ioEnd) {
+      // What reached the workspace's disk while it ran (writes still cached at its end count in the sandbox's totals once flushed).
+      const done = ioSince(ioEnd, ioStart);
+      usage.diskReadBytes = done.read;
+      usage.diskWriteBytes = done.write;
+    }
+    if (deps.network && netStart && Object.keys(networkEnv).length > 0) {
+      // Its connections end with its processes; their last bytes are counted once the proxy sees them end (bounded).
+      await deps.network.settled(sandboxId, 500);
+      const netEnd = deps.network.counters(sandboxId);
+      usage.networkEgressBytes = netEnd.egressBytes - netStart.egressBytes;
+      usage.networkIngressBytes = netEnd.ingressBytes - netStart.ingressBytes;
+    }
+    const code = cancelled ? -1 : exitSignal ? 128 + signalNumber(exitSignal) : (exitCode ?? -1);
+    // A consumer that never asks again (nor returns) holds it at most this long.
+    fallback = setTimeout(out, COMPLETED_OUT_MS).unref();
+    yield {
+      type: "completed",
+      exitCode: code,
+      wallTimeMs: (exitedAt || Date.now()) - started,
+      cancelled,
+      usage,
+      ...(oomKilled ? { oomKilled } : {}),
+    };
+  } finally {
+    clearTimeout(fallback);
+    out();
   }
-  const usage = usageOf(
-    {
-      cpuNs: counters.cpuNs,
-      memoryPeakBytes: counters.memoryPeakBytes,
-      ioReadBytes: counters.io?.read ?? 0,
-      ioWriteBytes: counters.io?.write ?? 0,
-    },
-    run,
-  );
-  if (ioStart && ioEnd) {
-    // What reached the workspace's disk while it ran (writes still cached at its end count in the sandbox's totals once flushed).
-    const done = ioSince(ioEnd, ioStart);
-    usage.diskReadBytes = done.read;
-    usage.diskWriteBytes = done.write;
-  }
-  if (deps.network && netStart && Object.keys(networkEnv).length > 0) {
-    // Its connections end with its processes; their last bytes are counted once the proxy sees them end (bounded).
-    await deps.network.settled(sandboxId, 500);
-    const netEnd = deps.network.counters(sandboxId);
-    usage.networkEgressBytes = netEnd.egressBytes - netStart.egressBytes;
-    usage.networkIngressBytes = netEnd.ingressBytes - netStart.ingressBytes;
-  }
-  const code = cancelled ? -1 : exitSignal ? 128 + signalNumber(exitSignal) : (exitCode ?? -1);
-  yield {
-    type: "completed",
-    exitCode: code,
-    wallTimeMs: (exitedAt || Date.now()) - started,
-    cancelled,
-    usage,
-    ...(oomKilled ? { oomKilled } : {}),
-  };
 }
 
 /**
@@ -185,19 +205,26 @@ export async function* runExec(target: ExecTarget, request: ExecRequest, deps: E
  * stopped, completed): nothing of its tree survives, its cgroup goes, and
  * the next exec's slot is made.
  */
-async function endExec(target: ExecTarget, run: RunningExec, deps: ExecDeps): Promise<void> {
+async function endExec(
+  target: ExecTarget,
+  run: RunningExec,
+  deps: ExecDeps,
+  completedOut: Promise<void> = Promise.resolve(),
+): Promise<void> {
   target.execs.delete(run);
   // Once the kill begun at the command's exit is done the cgroup is empty for good (nothing is
   // left in it to fork): awaited, not begun again (it would read the cgroup once more on the way).
   await (run.leftovers ?? run.cgroup.killAll());
-  deps.aftermath.ended(
-    () => void run.cgroup.remove(),
-    () => target.slots.replenish(),
-  );
-  const after = target.afterExec;
-  target.afterExec = undefined;
-  // After the completed event is written, not before it.
-  if (after) setImmediate(after);
+  void completedOut.then(() => {
+    deps.aftermath.ended(
+      () => void run.cgroup.remove(),
+      () => target.slots.replenish(),
+    );
+    const after = target.afterExec;
+    target.afterExec = undefined;
+    // After the completed event is written, not before it.
+    if (after) setImmediate(after);
+  });
 }
 
 /** Starts the command in the sandbox's namespaces, as its uid, inside the exec's cgroup. */
