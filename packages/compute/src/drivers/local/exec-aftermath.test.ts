@@ -3,52 +3,28 @@
 // figure's burst of 100 execs on 100 sandboxes the first to finish took CPU
 // from the rest with their rmdirs and mkdirs.
 import assert from "node:assert/strict";
-import * as fs from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ExecEvent } from "../../driver.ts";
-import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
+import { collectExec } from "../../testing/driver-contract.ts";
+import { type ReadySandboxes, readySandboxes } from "../../testing/ready-sandboxes.ts";
 import { until } from "../../testing/until.ts";
-import { AFTERMATH_HOLD_MS, LocalDriver } from "./local-driver.ts";
+import { AFTERMATH_HOLD_MS, type LocalDriver } from "./local-driver.ts";
 
 describe("local driver: an ended exec's cleanup waits for the driver's other execs", () => {
-  let dataDir: string;
+  let sandboxes: ReadySandboxes;
   let driver: LocalDriver;
   let long: string;
   let short: string;
+  let execCgroups: (id: string) => string[];
 
   before(async () => {
-    dataDir = fs.mkdtempSync(join(tmpdir(), "compute-aftermath-"));
-    fs.chmodSync(dataDir, 0o711);
-    driver = new LocalDriver({
-      dataDir,
-      killGraceMs: 300,
-      dieWithService: true,
-      warmSandboxes: 0,
-      cgroupPrefix: `platform-compute-aftermath-${process.pid}`,
-    });
-    const specs = [contractSpec("local"), contractSpec("local")];
-    for (const spec of specs) await driver.create(spec);
-    for (const spec of specs) {
-      assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(20_000))).phase, "ready");
-    }
-    [long, short] = specs.map((s) => s.sandboxId) as [string, string];
+    sandboxes = await readySandboxes("aftermath", 2);
+    ({ driver, execCgroups } = sandboxes);
+    [long, short] = sandboxes.ids as [string, string];
   });
 
-  after(async () => {
-    for (const id of [long, short]) await driver?.destroy(id).catch(() => {});
-    await driver?.close();
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  });
-
-  /** The exec cgroups of a sandbox (the spare made ahead, those of execs not yet cleaned up). */
-  const execCgroups = (id: string) =>
-    fs
-      .readdirSync(dirname(driver.cgroupOf(id).procsFiles()[0] as string))
-      .filter((n) => n.startsWith("exec-"))
-      .sort();
+  after(() => sandboxes?.close());
 
   /** Starts `sleep 30` on the long sandbox and resolves once it runs; abort ends it. */
   async function running(abort: AbortController): Promise<{ done: Promise<ExecEvent[]> }> {

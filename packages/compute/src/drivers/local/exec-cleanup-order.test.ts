@@ -4,47 +4,25 @@
 // once that event and the status reached the socket: begun from the next
 // turn, it ran while node was still sending them (exec round trip).
 import assert from "node:assert/strict";
-import * as fs from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { contractSpec } from "../../testing/driver-contract.ts";
+import { type ReadySandboxes, readySandboxes } from "../../testing/ready-sandboxes.ts";
 import { until } from "../../testing/until.ts";
-import { LocalDriver } from "./local-driver.ts";
+import type { LocalDriver } from "./local-driver.ts";
 
 describe("local driver: an exec's cleanup waits for its completed event to be taken", () => {
-  let dataDir: string;
+  let sandboxes: ReadySandboxes;
   let driver: LocalDriver;
   let id: string;
+  const execCgroups = () => sandboxes.execCgroups(id);
 
   before(async () => {
-    dataDir = fs.mkdtempSync(join(tmpdir(), "compute-cleanup-order-"));
-    fs.chmodSync(dataDir, 0o711);
-    driver = new LocalDriver({
-      dataDir,
-      killGraceMs: 300,
-      dieWithService: true,
-      warmSandboxes: 0,
-      cgroupPrefix: `platform-compute-cleanup-order-${process.pid}`,
-    });
-    const spec = contractSpec("local");
-    await driver.create(spec);
-    assert.equal((await driver.waitSettled(spec.sandboxId, AbortSignal.timeout(20_000))).phase, "ready");
-    id = spec.sandboxId;
+    sandboxes = await readySandboxes("cleanup-order", 1);
+    driver = sandboxes.driver;
+    id = sandboxes.ids[0] as string;
   });
 
-  after(async () => {
-    await driver?.destroy(id).catch(() => {});
-    await driver?.close();
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  });
-
-  const execCgroups = () =>
-    fs
-      .readdirSync(dirname(driver.cgroupOf(id).procsFiles()[0] as string))
-      .filter((n) => n.startsWith("exec-"))
-      .sort();
+  after(() => sandboxes?.close());
 
   test("the used cgroup stays and no slot is made until the consumer asks past the completed event", async () => {
     await until("the first slot is made", () => execCgroups().length === 1);
