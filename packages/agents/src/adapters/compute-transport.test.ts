@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { createHook } from "node:async_hooks";
 import { after, before, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ComputeService, type ExecEvent, ExecEventSchema } from "@platform/gen/compute/v1/compute_pb";
 import { codeNameEnvelope, createServer, type Server } from "@platform/rpc";
+import { promisesPerItem } from "@platform/rpc/testing/promise-count";
 import pino from "pino";
 import { ComputeSandboxes } from "./compute.ts";
 import { computeTransport } from "./grpc-transport.ts";
@@ -45,25 +45,11 @@ test("ExecCommand's events are read by the direct stream reader: a few promises 
       signal: new AbortController().signal,
     });
   // Promises made in this process (the stand-in server's included) while an exec of n events is read.
-  const promisesFor = async (n: number) => {
-    let made = 0;
-    const hook = createHook({
-      init(_id, type) {
-        if (type === "PROMISE") made++;
-      },
-    });
-    hook.enable();
-    try {
-      const r = await exec(n);
-      assert.equal(r.exitCode, 7);
-      assert.equal(r.stdoutBytes, Array.from({ length: n }, (_, i) => `${i}\n`).join("").length);
-    } finally {
-      hook.disable();
-    }
-    return made;
-  };
-  await promisesFor(10);
-  const perEvent = ((await promisesFor(1010)) - (await promisesFor(10))) / 1000;
+  const perEvent = await promisesPerItem(async (n) => {
+    const r = await exec(n);
+    assert.equal(r.exitCode, 7);
+    assert.equal(r.stdoutBytes, Array.from({ length: n }, (_, i) => `${i}\n`).join("").length);
+  });
   // The stand-in's handler makes most of these; Connect's client added ~18 an event on top.
   assert.ok(perEvent < 15, `${perEvent} promises an event`);
 });

@@ -5,9 +5,9 @@
 // (auth-caches.db.test.ts); here, that the fast path answers what the slow
 // one does and keeps no await on the way.
 import assert from "node:assert/strict";
-import { createHook } from "node:async_hooks";
 import { after, before, test } from "node:test";
 import { AuthReason, PlatformError } from "@platform/errors";
+import { promisesMadeBy } from "@platform/rpc/testing/promise-count";
 import { createFixture, type Fixture } from "../testing/fixture.ts";
 
 let f: Fixture;
@@ -15,22 +15,6 @@ before(async () => {
   f = await createFixture();
 });
 after(() => f.close());
-
-/** The promises made while `fn` runs to its settled result. */
-async function promisesMadeBy<T>(fn: () => Promise<T>): Promise<{ made: number; result: T }> {
-  let made = 0;
-  const hook = createHook({
-    init(_id, type) {
-      if (type === "PROMISE") made++;
-    },
-  }).enable();
-  try {
-    const result = await fn();
-    return { made, result };
-  } finally {
-    hook.disable();
-  }
-}
 
 test("a cached key verifies with one promise and the same answer", async () => {
   const u = await f.seedUser();

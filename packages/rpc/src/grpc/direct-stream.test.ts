@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { createHook } from "node:async_hooks";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { StreamService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { createServiceTransport } from "../client.ts";
 import { streamCall } from "../stream-call.ts";
 import { testServer } from "../testing/fixture.ts";
+import { promisesPerItem } from "../testing/promise-count.ts";
 
 // Server streams of `direct` methods read by grpc/direct-stream.ts (the
 // router's Invoke to a tenant worker, the worker's SendMessages to agents):
@@ -106,23 +106,9 @@ describe("createServiceTransport with direct server streams", () => {
 
   test("a message costs the reader a few promises, not Connect's pipeline of generators", async () => {
     // Promises made in this process while a stream of n messages is read, server side included.
-    const promisesFor = async (n: number) => {
-      let made = 0;
-      const hook = createHook({
-        init(_id, type) {
-          if (type === "PROMISE") made++;
-        },
-      });
-      hook.enable();
-      try {
-        assert.equal((await read(streamCall(transport(), tick, { count: n }))).length, n);
-      } finally {
-        hook.disable();
-      }
-      return made;
-    };
-    await promisesFor(10);
-    const perMessage = ((await promisesFor(1010)) - (await promisesFor(10))) / 1000;
+    const perMessage = await promisesPerItem(async (n) => {
+      assert.equal((await read(streamCall(transport(), tick, { count: n }))).length, n);
+    });
     // The server's handler (an async generator through the direct transport) makes most of these;
     // Connect's client added ~18 a message on top (28 in all).
     assert.ok(perMessage < 15, `${perMessage} promises a message`);

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { createHook } from "node:async_hooks";
 import { after, before, test } from "node:test";
+import { promisesPerItem } from "@platform/rpc/testing/promise-count";
 import { AgentsDouble } from "../testing/agents-double.ts";
 import { connectAgents } from "./warm-up.ts";
 
@@ -29,34 +29,20 @@ const CALL = {
 test("an adopted spare's agents client reads SendMessages' events with a few promises an event", async () => {
   const { agents: port } = await connectAgents(url, undefined);
   // Promises made in this process (the double's server included) while a reply of n text events is read.
-  const promisesFor = async (n: number) => {
+  const perEvent = await promisesPerItem(async (n) => {
     agents.script = () => [
       ...Array.from({ length: n }, (_, i) => ({ type: "text", content: `t${i}` })),
       { type: "done" },
     ];
-    let made = 0;
-    const hook = createHook({
-      init(_id, type) {
-        if (type === "PROMISE") made++;
-      },
-    });
-    hook.enable();
     let texts = 0;
-    try {
-      for await (const e of port.sendMessages(
-        "5e551000-0000-4000-8000-000000000003",
-        [],
-        CALL,
-        new AbortController().signal,
-      ))
-        if (e.type === "text") texts++;
-    } finally {
-      hook.disable();
-    }
+    for await (const e of port.sendMessages(
+      "5e551000-0000-4000-8000-000000000003",
+      [],
+      CALL,
+      new AbortController().signal,
+    ))
+      if (e.type === "text") texts++;
     assert.equal(texts, n);
-    return made;
-  };
-  await promisesFor(10);
-  const perEvent = ((await promisesFor(1010)) - (await promisesFor(10))) / 1000;
+  });
   assert.ok(perEvent < 15, `${perEvent} promises an event`);
 });
