@@ -176,7 +176,6 @@ export class JwtService {
   }
 }
 
-/** The caller a verified token stands for, with the current membership's role (never the token's). */
 /** The last answer for a cached token's claims, with the key and role it was made with. */
 const answers = new WeakMap<VerifiedClaims, { key: PublicKey; role: Role; context: AuthContext }>();
 
@@ -195,6 +194,7 @@ function cachedContextOf(claims: VerifiedClaims, key: PublicKey, role: Role): Au
   return context;
 }
 
+/** The caller a verified token stands for, with the current membership's role (never the token's). */
 function contextOf(claims: VerifiedClaims, key: PublicKey, role: Role | undefined): AuthContext {
   if (!role) throw PlatformError.unauthenticated("no membership in the token's organization", AuthReason.noMembership);
   return {
