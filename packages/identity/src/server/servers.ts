@@ -122,6 +122,11 @@ export function createIdentityServers(
     // The spec shows API keys' expires_at as "RFC 3339 or null".
     json: { emitNulls: true },
     metricsToken: settings.metricsToken,
+    // Identity calls no other service and its handlers log through
+    // requestInfo(ctx): the request's ids need no AsyncLocalStorage here,
+    // whose promise hooks Node 20 would run on every promise and nextTick
+    // of the process (rpc ServerOptions.asyncRequestContext).
+    asyncRequestContext: false,
   };
   const rest = createServer({
     ...common,

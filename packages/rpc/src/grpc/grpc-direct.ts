@@ -35,8 +35,8 @@ export interface GrpcDirectOptions {
   services: DescService[];
   /** The direct transport: the implementations with the router's interceptors. */
   transport: DirectTransport;
-  /** A call's context values, as the transport would make them. */
-  contextValues: () => ContextValues;
+  /** A call's context values, as the transport would make them, for the request `res` answers. */
+  contextValues: (res: NodeResponse) => ContextValues;
   bodyLimitBytes: number;
   /** Deadline of calls that bring none; 0: none. */
   requestTimeoutMs: number;
@@ -48,7 +48,7 @@ export interface GrpcDirectOptions {
    */
   inflight?: { begin(): void; end(): void };
   /** Where the failure of a handler after its stream's last message goes (the status is sent by then). */
-  logger?: () => Logger;
+  logger?: (values: ContextValues) => Logger;
 }
 
 type DirectMethod = DescMethodUnary | DescMethodServerStreaming;
@@ -111,6 +111,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
         timeout.timeoutMs ?? (o.requestTimeoutMs > 0 ? o.requestTimeoutMs : undefined),
         headers,
         input as never,
+        o.contextValues(res),
       );
       if (isGone(res)) return;
       const sent = sentHeaders(out);
@@ -162,7 +163,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     headers: HeadersInit,
     input: Message,
   ): Promise<void> {
-    const values = o.contextValues();
+    const values = o.contextValues(res);
     const opened = whenOpened(values);
     const out = await o.transport.stream(method, signal, timeoutMs, headers, oneMessage(input as never), values);
     const it = (out.message as AsyncIterable<Message>)[Symbol.asyncIterator]();
@@ -198,7 +199,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
         res.addTrailers(plain(setTrailerStatus(new Headers(), errorOf(e))));
       }
       res.end();
-      if (last) r = await afterLast(method, res, it);
+      if (last) r = await afterLast(method, res, it, values);
     } finally {
       if (!r?.done) {
         // The pending first message settles (the call's signal ended the handler's work) before the return.
@@ -222,6 +223,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
     method: DescMethodServerStreaming,
     res: http2.Http2ServerResponse,
     it: AsyncIterator<Message>,
+    values: ContextValues,
   ): Promise<IteratorResult<Message> | undefined> {
     o.inflight?.begin();
     try {
@@ -230,7 +232,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
       for (let r = await it.next(); ; r = await it.next()) {
         if (r.done) {
           if (dropped > 0)
-            o.logger?.().warn(
+            o.logger?.(values).warn(
               { procedure: `${method.parent.typeName}/${method.name}`, dropped },
               "messages after the stream's declared last message were dropped",
             );
@@ -239,7 +241,7 @@ export function createGrpcDirect(o: GrpcDirectOptions) {
         dropped++;
       }
     } catch (err) {
-      o.logger?.().warn(
+      o.logger?.(values).warn(
         { err, procedure: `${method.parent.typeName}/${method.name}` },
         "the handler failed after its stream's last message (its status was sent)",
       );

@@ -3,6 +3,7 @@ import { test } from "node:test";
 import { Code, ConnectError, type StreamRequest, type StreamResponse } from "@connectrpc/connect";
 import { StreamService } from "@platform/gen/rpctest/v1/rpctest_pb";
 import { pino } from "pino";
+import { CallValues } from "../calls/call-values.ts";
 import { callEnded } from "../calls/direct-transport.ts";
 import { ServerMetrics } from "../metrics/server-metrics.ts";
 import { callOutcomeInterceptor } from "./call-outcome.ts";
@@ -28,7 +29,12 @@ async function tick(metrics: ServerMetrics, signal: AbortSignal) {
     },
   };
   const next = (async (req: StreamRequest) => ({ stream: true, message: source, method: req.method })) as never;
-  const req = { stream: true, method: StreamService.method.tick, signal } as unknown as StreamRequest;
+  const req = {
+    stream: true,
+    method: StreamService.method.tick,
+    signal,
+    contextValues: new CallValues(),
+  } as unknown as StreamRequest;
   const res = (await callOutcomeInterceptor(metrics, "test", pino({ level: "silent" }))(next)(req)) as StreamResponse;
   const it = res.message[Symbol.asyncIterator]();
   await it.next();

@@ -3,6 +3,7 @@ import type { ConnectError, Interceptor, StreamResponse, UnaryResponse } from "@
 import type { Span } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import { callEnded } from "../calls/direct-transport.ts";
+import { type RequestInfo, requestInfoKey } from "../context.ts";
 import { endsOnAbort, type Parkable, parkableOf, type Waiter } from "../calls/parkable.ts";
 import { codeNameOf, observeRpc } from "../metrics/rpc-observe.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
@@ -29,7 +30,7 @@ import { errorConverter } from "./interceptors.ts";
 export function callOutcomeInterceptor(metrics: ServerMetrics, server: string, fallback: Logger): Interceptor {
   const convert = errorConverter(fallback);
   return (next) => async (req) => {
-    const outcome = new CallOutcome(metrics, server, convert, req.method);
+    const outcome = new CallOutcome(metrics, server, convert, req.method, req.contextValues.get(requestInfoKey));
     let res: UnaryResponse | StreamResponse;
     try {
       res = await next(req);
@@ -62,15 +63,16 @@ class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
   constructor(
     private readonly metrics: ServerMetrics,
     private readonly server: string,
-    private readonly convert: (e: unknown, procedure: string) => ConnectError,
+    private readonly convert: (e: unknown, procedure: string, info: RequestInfo | undefined) => ConnectError,
     private readonly method: DescMethod,
+    private readonly info: RequestInfo | undefined,
   ) {
     this.#span = serverRpcSpan(method.parent.typeName, method.name);
   }
 
   /** What the call throws instead of `e`; the call ended with it. */
   failed(e: unknown): ConnectError {
-    const err = this.convert(e, `${this.method.parent.typeName}/${this.method.name}`);
+    const err = this.convert(e, `${this.method.parent.typeName}/${this.method.name}`, this.info);
     if (this.#span) recordRpcStatus(this.#span, err);
     this.#count(codeNameOf(err));
     return err;
@@ -148,7 +150,7 @@ class CallOutcome implements AsyncIterableIterator<unknown>, Parkable {
     try {
       await this.#it.return(value);
     } catch (e) {
-      const err = this.convert(e, `${this.method.parent.typeName}/${this.method.name}`);
+      const err = this.convert(e, `${this.method.parent.typeName}/${this.method.name}`, this.info);
       if (this.#span) recordRpcStatus(this.#span, err);
       throw err;
     }

@@ -78,8 +78,11 @@ export function createConnectSide(o: ConnectRouterOptions): ConnectSide {
   const wrap = (h: UniversalHandler): UniversalHandler =>
     Object.assign(
       (req: Parameters<UniversalHandler>[0]) => {
-        const info = currentRequest() ?? o.makeInfo(req.header.get("x-request-id"), req.header.get("x-trace-id"));
         const contextValues = req.contextValues ?? new CallValues();
+        const info =
+          contextValues.get(requestInfoKey) ??
+          currentRequest() ??
+          o.makeInfo(req.header.get("x-request-id"), req.header.get("x-trace-id"));
         contextValues.set(requestInfoKey, info);
         return h({ ...req, contextValues });
       },

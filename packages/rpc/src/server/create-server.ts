@@ -26,7 +26,7 @@ import { inputGuard } from "./input-guard.ts";
 import { requestIdsMixin } from "./log-ids.ts";
 import type { Server, ServerOptions } from "./options.ts";
 import { requestInfoMaker } from "./request-info.ts";
-import { createRequestEntry } from "./requests.ts";
+import { createRequestEntry, requestInfoOf } from "./requests.ts";
 
 /**
  * ServerOptions.shed as the request entry asks it, before dispatch: never
@@ -94,14 +94,19 @@ export function createServer(options: ServerOptions): Server {
   });
 
   // REST routes and plain gRPC calls reach the implementations in-process,
-  // through the same interceptors, with the request's RequestInfo.
-  const callValues = () => new CallValues().set(requestInfoKey, currentRequest() ?? makeInfo(undefined, undefined));
+  // through the same interceptors, with the request's RequestInfo: the one
+  // the entry made for the response they answer (an in-process call made
+  // while serving a request: that request's, from the async path).
+  const infoOf = (res: NodeResponse | undefined) => (res && requestInfoOf(res)) ?? currentRequest();
+  const callValues = (res?: NodeResponse) =>
+    new CallValues().set(requestInfoKey, infoOf(res) ?? makeInfo(undefined, undefined));
+  const requestLogger = (res: NodeResponse) => infoOf(res)?.logger ?? logger;
   const routes = collectRoutes(options.services.map((s) => s.service));
   const labels = routeLabeler(routes, connect.byPath, Object.keys(options.documents ?? {}));
   const transport = createDirectTransport({
     services: connect.directServices,
     interceptors,
-    contextValues: callValues,
+    contextValues: () => callValues(),
   });
   const grpcDirect = createGrpcDirect({
     services: connect.directServices.map((s) => s.service),
@@ -111,7 +116,7 @@ export function createServer(options: ServerOptions): Server {
     requestTimeoutMs,
     shutdown: restShutdown,
     inflight,
-    logger: () => currentRequest()?.logger ?? logger,
+    logger: (values) => values.get(requestInfoKey)?.logger ?? logger,
   });
   const rest = createRestHandler({
     routes,
@@ -126,7 +131,7 @@ export function createServer(options: ServerOptions): Server {
     strictBody: options.strictBody ?? false,
     sseErrorEvent: options.sseErrorEvent,
     shutdown: restShutdown,
-    logger: () => currentRequest()?.logger ?? logger,
+    logger: requestLogger,
     routed: labels.routed,
     sseOpened: (route) => metrics.sseOpened(options.name, route.template.source),
     sseClosed: (route) => metrics.sseClosed(options.name, route.template.source),
@@ -179,6 +184,7 @@ export function createServer(options: ServerOptions): Server {
     },
     closing: () => connections.closing,
     closeIdle: () => connections.closeIdle(),
+    asyncRequestContext: options.asyncRequestContext ?? true,
     shed: options.shed && earlyShed(options.shed, connect.byPath, Object.keys(options.documents ?? {})),
     dispatch: createDispatch({
       name: options.name,

@@ -2,7 +2,7 @@ import type { Interceptor } from "@connectrpc/connect";
 import { ConnectError } from "@connectrpc/connect";
 import { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import { currentRequest } from "../context.ts";
+import { currentRequest, type RequestInfo, requestInfoKey } from "../context.ts";
 import { boundConnectError, boundPlatformError } from "../error-bounds.ts";
 import { carryPlatformError, toConnectError } from "../errors.ts";
 import { isPlatformStatus } from "../platform-status.ts";
@@ -24,15 +24,20 @@ export function errorInterceptor(fallback: Logger): Interceptor {
     const procedure = `${req.service.typeName}/${req.method.name}`;
     return watchCall(
       () => next(req),
-      (e) => convert(e, procedure),
+      (e) => convert(e, procedure, req.contextValues.get(requestInfoKey)),
     );
   };
 }
 
-/** What errorInterceptor throws in place of `e`, thrown by a call of `procedure` (service/method). */
-export function errorConverter(fallback: Logger): (e: unknown, procedure: string) => ConnectError {
-  return (e, procedure) => {
-    const log = currentRequest()?.logger ?? fallback;
+/**
+ * What errorInterceptor throws in place of `e`, thrown by a call of
+ * `procedure` (service/method); logged with the call's request ids.
+ */
+export function errorConverter(
+  fallback: Logger,
+): (e: unknown, procedure: string, info: RequestInfo | undefined) => ConnectError {
+  return (e, procedure, info) => {
+    const log = (info ?? currentRequest())?.logger ?? fallback;
     let p: PlatformError;
     if (e instanceof ConnectError) {
       // Connect's own and relayed platform statuses travel as they are.

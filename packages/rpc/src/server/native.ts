@@ -1,7 +1,10 @@
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { CallValues } from "../calls/call-values.ts";
+import { requestInfoKey } from "../context.ts";
 import { boundStatusHeaders } from "../error-bounds.ts";
 import type { NodeRequest, NodeResponse } from "../http/node-io.ts";
+import { requestInfoOf } from "./requests.ts";
 
 /**
  * Serves a request through Connect's own handler (gRPC with JSON or
@@ -14,7 +17,9 @@ export async function serveNative(
   res: NodeResponse,
   requestTimeoutMs: number,
 ): Promise<void> {
-  const ureq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+  const info = requestInfoOf(res);
+  const values = info ? new CallValues().set(requestInfoKey, info) : undefined;
+  const ureq = universalRequestFromNodeRequest(req, res, undefined, values);
   if (handler.method.methodKind === "unary" && requestTimeoutMs > 0) {
     const ct = ureq.header.get("content-type") ?? "";
     if (ct.startsWith("application/grpc")) {

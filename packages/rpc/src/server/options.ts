@@ -22,6 +22,18 @@ export interface ServerOptions {
   services: ServiceRegistration[];
   /** REST error body format. */
   envelope: EnvelopeName | Envelope;
+  /**
+   * Whether a request's RequestInfo is also the current request on its
+   * async path (context.ts's AsyncLocalStorage), default true: log lines of
+   * any logger written while it is served (the pino mixin) and calls to
+   * other services made for it (propagateRequestIds) carry its ids. False:
+   * it reaches the handlers and interceptors only through the call's
+   * context values (requestInfo(ctx)). For a service that calls no other
+   * service and logs a request only through requestInfo(ctx): on Node 20 an
+   * AsyncLocalStorage once used turns on promise hooks for the whole
+   * process, a JavaScript callback for every promise and nextTick.
+   */
+  asyncRequestContext?: boolean;
   /** Run after the built-in error interceptor, for gRPC, Connect and REST alike. */
   interceptors?: Interceptor[];
   /** /readyz answers 200 only when this resolves true. */

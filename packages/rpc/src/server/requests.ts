@@ -2,7 +2,7 @@ import * as http from "node:http";
 import type * as net from "node:net";
 import { PlatformError } from "@platform/errors";
 import type { Logger } from "pino";
-import { acceptOrGenerateRequestId, acceptOrGenerateTraceId, runWithRequest } from "../context.ts";
+import { acceptOrGenerateRequestId, acceptOrGenerateTraceId, type RequestInfo, runWithRequest } from "../context.ts";
 import type { Envelope } from "../envelope.ts";
 import { retryAfterOf } from "../errors.ts";
 import { headerOf, type NodeRequest, type NodeResponse, sendJson } from "../http/node-io.ts";
@@ -29,6 +29,8 @@ export interface RequestEntryOptions {
   /** Ends keep-alive connections that are idle (called as requests end during a shutdown). */
   closeIdle: () => void;
   dispatch: (req: NodeRequest, res: NodeResponse) => Promise<void>;
+  /** ServerOptions.asyncRequestContext: the RequestInfo is also the current request on the call's async path. */
+  asyncRequestContext: boolean;
   /** The name of the request's span, once it has ended (the RPC, or the method and route template). */
   spanName?: (req: NodeRequest) => string;
   /**
@@ -198,6 +200,11 @@ function earlyRefusals(o: RequestEntryOptions) {
 const kEnd = Symbol("platform.requestEnd");
 type Ending = NodeResponse & { [kEnd]?: RequestEnd };
 
+/** The RequestInfo the entry made for the request `res` answers, until the response closes. */
+export function requestInfoOf(res: NodeResponse): RequestInfo | undefined {
+  return (res as Ending)[kEnd]?.info;
+}
+
 /** A response's close (listener): its request's end, once. One function for every response. */
 function endRequest(this: Ending): void {
   const end = this[kEnd];
@@ -221,7 +228,7 @@ class RequestEnd {
     private readonly acceptMs: number | undefined,
     private readonly path: string,
     private readonly trace: ReturnType<typeof startRequestTrace>,
-    private readonly info: ReturnType<MakeRequestInfo>,
+    readonly info: RequestInfo,
   ) {}
 
   closed(): void {
@@ -291,15 +298,16 @@ export function createRequestEntry(o: RequestEntryOptions): RequestEntry {
     if (o.closing() && req.httpVersionMajor === 1) res.setHeader("connection", "close");
     (res as Ending)[kEnd] = new RequestEnd(o, access, req, res, started, acceptMs, path, trace, info);
     res.on("close", endRequest);
-    runWithRequest(info, () =>
+    const serve = () =>
       runInTrace(trace, () => {
         o.dispatch(req, res).catch((err) => {
           info.logger.error({ err }, "request failed");
           if (!res.headersSent) sendJson(res, 500, o.envelope.render(PlatformError.internal()).body);
           else res.destroy();
         });
-      }),
-    );
+      });
+    if (o.asyncRequestContext) runWithRequest(info, serve);
+    else serve();
   };
   if (early) entry.refuseFirst = early.refuseFirst;
   return entry;

@@ -51,7 +51,8 @@ export interface RestOptions {
   routes: Route[];
   transport: DirectTransport;
   /** A call's context values, as the transport would make them. */
-  contextValues: () => ContextValues;
+  /** A call's context values, for the request `res` answers. */
+  contextValues: (res: NodeResponse) => ContextValues;
   envelope: Envelope;
   bodyLimitBytes: number;
   requestTimeoutMs?: number;
@@ -286,7 +287,8 @@ function tolerantRequest(route: Route, body: Buffer): Message {
 }
 
 export interface RestHandlerDeps extends RestOptions {
-  logger: (req: NodeRequest) => Logger;
+  /** The logger of the request `res` answers. */
+  logger: (res: NodeResponse) => Logger;
 }
 
 /**
@@ -298,12 +300,12 @@ export function createRestHandler(o: RestHandlerDeps) {
   const relayDeps: SseRelayDeps = {
     pinger: new SsePinger(o.ssePingMs),
     broke: (res, err) => {
-      o.logger(res.req).error({ err }, "request failed");
+      o.logger(res).error({ err }, "request failed");
       res.destroy();
     },
     warn: (res, err) =>
       o
-        .logger(res.req)
+        .logger(res)
         .warn({ err: { code: err.code, reason: err.reason, message: err.message } }, "stream failed mid-way"),
     errorEvent: o.sseErrorEvent,
     closed: o.sseClosed,
@@ -397,6 +399,7 @@ export function createRestHandler(o: RestHandlerDeps) {
         o.requestTimeoutMs,
         headers,
         message as never,
+        o.contextValues(res),
       );
     } catch (e) {
       // No one to answer (the controller is the call's too: it is aborted whenever the call failed).
@@ -463,7 +466,7 @@ export function createRestHandler(o: RestHandlerDeps) {
     let first: Promise<IteratorResult<Message>>;
     let out: Awaited<ReturnType<Transport["stream"]>> | undefined;
     try {
-      const values = o.contextValues();
+      const values = o.contextValues(res);
       const opened = whenOpened(values);
       out = await o.transport.stream(
         method,
