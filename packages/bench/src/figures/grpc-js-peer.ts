@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { ComputeService } from "@platform/gen/compute/v1/compute_pb";
 import type { Figure, PeerResult } from "../figure.ts";
 import { GrpcLoadClient } from "../grpc-load-client.ts";
@@ -9,6 +10,18 @@ import { OWNER } from "../stack.ts";
 import { fmtMs, fmtRate, lat, now, type Summary, summarize } from "../stats.ts";
 
 const CONCURRENCY = 32;
+
+/**
+ * The pause before each ExecCommand sample. Both servers run the same driver,
+ * whose cleanup after an exec (the exec's cgroups removed, the next spare
+ * helper child made and moved into its cgroups: p50 1.2, p97 12, max 31 ms
+ * of kernel time on this machine's six cgroup v1 hierarchies) ran during the
+ * other server's next sample: 292 of 300 of ours held the peer's, so the
+ * tail compared the driver's cleanup, not the servers (packages/bench/ANALYSIS.md).
+ * Each sample now starts once the previous one's cleanup is over; the
+ * driver's own cost stays in exec-round-trip and density.
+ */
+const EXEC_SETTLE_MS = 30;
 
 /** Ours relative to the peer as a speed: > 1 is faster (throughput ours/theirs, latency theirs/ours). */
 const speed = (x: number) => (Number.isFinite(x) ? `${x.toFixed(2)}×` : "n/a");
@@ -130,7 +143,10 @@ export const grpcJsPeer: Figure = {
         for (let i = 0; i < 5; i++) await exec(side.client, sandboxId, "/bin/true", []);
       }
       execs = await repeat({ n: quick ? 5 : 300, budgetMs: quick ? 5_000 : 30_000, minN: 5 }, async () => {
-        for (const [i, side] of sides.entries()) side.lat.push((await exec(side.client, ids[i]!, "/bin/true", [])).ns);
+        for (const [i, side] of sides.entries()) {
+          await sleep(EXEC_SETTLE_MS);
+          side.lat.push((await exec(side.client, ids[i]!, "/bin/true", [])).ns);
+        }
       });
       rounds = await repeat({ n: quick ? 1 : 4, budgetMs: quick ? 5_000 : 30_000 }, async () => {
         for (const [i, side] of sides.entries()) {
@@ -175,7 +191,7 @@ export const grpcJsPeer: Figure = {
       measured: `VerifyToken ${fmtRate(oursRate, "calls/s")}, p50 ${fmtMs(uo.p50)}; ExecCommand p50 ${fmtMs(so.p50)}, ${fmtRate(oursMibs, "MiB/s")}`,
       ratio: `unary ${speed(oursRate / theirRate)} throughput, ${speed(ut.p50 / uo.p50)} p50; streaming ${speed(st.p50 / so.p50)} p50, ${speed(oursMibs / theirMibs)} throughput`,
       met: peers.every((p) => p.met),
-      notes: `Each peer is the service's own implementation (identity's authService(identity), compute's computeServiceImpl(domain) over its own local driver) registered on a @grpc/grpc-js Server through src/peers/grpc-js-server.ts (protobuf-es serializers, a Connect HandlerContext per call, the caller policy checked from the client certificate as our server does) in a process of its own with the same mutual TLS; ours is the service as it runs. Both driven by the bench's lean load client over one HTTP/2 connection each (1 MiB stream / 8 MiB connection windows for the streams). Unary: ${quick ? 1 : 4} alternating windows of ${quick ? 0.3 : 3} s with ${CONCURRENCY} calls in flight for throughput, then a third of that one call at a time for latency. Streaming: ${execs} alternating execs of /bin/true to the end of the stream (completed event and OK status), then ${rounds} alternating rounds of \`head -c ${bytes >> 20}M\` of /dev/zero. Speeds are ours relative to the peer's: > 1.0× means ours is faster. Our server does more per call than the peer (request ids, access log, metrics, input guards): the ratio includes that.`,
+      notes: `Each peer is the service's own implementation (identity's authService(identity), compute's computeServiceImpl(domain) over its own local driver) registered on a @grpc/grpc-js Server through src/peers/grpc-js-server.ts (protobuf-es serializers, a Connect HandlerContext per call, the caller policy checked from the client certificate as our server does) in a process of its own with the same mutual TLS; ours is the service as it runs. Both driven by the bench's lean load client over one HTTP/2 connection each (1 MiB stream / 8 MiB connection windows for the streams). Unary: ${quick ? 1 : 4} alternating windows of ${quick ? 0.3 : 3} s with ${CONCURRENCY} calls in flight for throughput, then a third of that one call at a time for latency. Streaming: ${execs} alternating execs of /bin/true to the end of the stream (completed event and OK status), each ${EXEC_SETTLE_MS} ms after the one before so that no sample carries the driver's cleanup of the previous exec (either server's), then ${rounds} alternating rounds of \`head -c ${bytes >> 20}M\` of /dev/zero. Speeds are ours relative to the peer's: > 1.0× means ours is faster. Our server does more per call than the peer (request ids, access log, metrics, input guards): the ratio includes that.`,
       raw: {
         unary: { oursRate, theirRate, ours: uo, theirs: ut },
         streaming: { ours: so, theirs: st, oursMibs, theirMibs },
