@@ -15,7 +15,7 @@ import { describe, test } from "node:test";
 import type { SandboxSpec } from "../../driver.ts";
 import { collectExec, contractSpec } from "../../testing/driver-contract.ts";
 import { firstLine } from "../../testing/first-line.ts";
-import { until } from "../../testing/until.ts";
+import { LOOP_SETTLE_MS, until } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { loopDevicesBackedBy, mountPointsOf } from "./mount-table.ts";
 import { processStartTime } from "./sandbox-layout.ts";
@@ -81,9 +81,13 @@ const text = (b: Uint8Array) => new TextDecoder().decode(b);
 async function assertNothingLeft(killed: Killed): Promise<void> {
   await until("the sandbox's init has ended", () => processStartTime(killed.initPid) !== killed.initStartTime);
   await until("its cgroups are removed", () => killed.cgroupDirs.every((d) => !fs.existsSync(d)));
-  const loops = loopDevicesBackedBy(killed.image);
-  assert.deepEqual(loops, [], "no loop device backs the workspace image");
-  assert.deepEqual(loops.flatMap(mountPointsOf), []);
+  // Another test file's sandbox launch may hold the workspace's mount for a few ms more (LOOP_SETTLE_MS).
+  await until(
+    "no loop device backs the workspace image",
+    () => loopDevicesBackedBy(killed.image).length === 0,
+    LOOP_SETTLE_MS,
+  );
+  assert.deepEqual(loopDevicesBackedBy(killed.image).flatMap(mountPointsOf), []);
 }
 
 async function withKilledService(

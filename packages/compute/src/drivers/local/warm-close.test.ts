@@ -14,6 +14,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
 import { contractSpec } from "../../testing/driver-contract.ts";
 import { firstLine } from "../../testing/first-line.ts";
+import { LOOP_SETTLE_MS } from "../../testing/until.ts";
 import { LocalDriver } from "./local-driver.ts";
 import { loopDevicesBackedBy } from "./mount-table.ts";
 import type { WarmPool } from "./warm-pool.ts";
@@ -42,9 +43,6 @@ function cgroupsOf(prefix: string): string[] {
   return found;
 }
 
-/** How long a released workspace's loop device may stay attached after close: until another holder lets go. */
-const LOOP_SETTLE_MS = 5000;
-
 describe("local driver: closed while its warm pool provisions", () => {
   let dataDir: string;
   const prefix = `platform-compute-warmclose-${process.pid}`;
@@ -62,12 +60,8 @@ describe("local driver: closed while its warm pool provisions", () => {
   /**
    * Closes `d` and asserts nothing of any sandbox of this prefix is left: its cgroups and warm directories
    * when close returns, its loop devices once every other holder of their filesystems let go (afterClose
-   * runs in between). A sandbox launch anywhere on the host (another test file's driver in a full run, or
-   * this one's) copies the host's mounts with its mount namespace and drops them a few ms later (launch.ts:
-   * its `umount -l` of MOUNTS_ROOT). A workspace such a launch held as close released it ends when the launch
-   * lets go, and that process's last reference detaches the (autoclear) loop device: a full CI run found 3 still
-   * attached as close returned; beside another driver's launches they went 2-5 ms later. One attached after
-   * LOOP_SETTLE_MS was never released.
+   * runs in between; LOOP_SETTLE_MS says why they may outlive close by a few ms: a full CI run found 3 still
+   * attached as close returned).
    */
   async function closeLeavesNothing(d: LocalDriver, afterClose?: () => void): Promise<void> {
     const closed = performance.now();
