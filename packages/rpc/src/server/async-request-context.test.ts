@@ -73,36 +73,34 @@ async function callEveryWay(url: string): Promise<string[]> {
   return ["grpc-unary", "connect-unary", "rest-unary", "grpc-stream", "rest-stream"];
 }
 
-describe("asyncRequestContext: false", () => {
-  const { server, seen } = serverWith(false);
-  let url = "";
-  before(async () => {
-    url = (await server.listen()).url;
-  });
-  after(() => server.close());
+const cases = [
+  {
+    option: false,
+    name: "asyncRequestContext: false: every kind of call reaches its handler with its request's ids, and no async-local store is entered",
+    asyncLocal: (_id: string) => undefined,
+  },
+  {
+    option: undefined,
+    name: "asyncRequestContext by default: the handler's context and the async path name the same request",
+    asyncLocal: (id: string) => `${id} from 127.0.0.1`,
+  },
+];
 
-  test("every kind of call reaches its handler with its request's ids, and no async-local store is entered", async () => {
-    const ids = await callEveryWay(url);
-    assert.deepEqual(
-      seen,
-      ids.map((id) => ({ fromContext: `${id} from 127.0.0.1`, asyncLocal: undefined })),
-    );
-  });
-});
+for (const c of cases) {
+  describe(c.name, () => {
+    const { server, seen } = serverWith(c.option);
+    let url = "";
+    before(async () => {
+      url = (await server.listen()).url;
+    });
+    after(() => server.close());
 
-describe("asyncRequestContext by default", () => {
-  const { server, seen } = serverWith(undefined);
-  let url = "";
-  before(async () => {
-    url = (await server.listen()).url;
+    test("each call as its request", async () => {
+      const ids = await callEveryWay(url);
+      assert.deepEqual(
+        seen,
+        ids.map((id) => ({ fromContext: `${id} from 127.0.0.1`, asyncLocal: c.asyncLocal(id) })),
+      );
+    });
   });
-  after(() => server.close());
-
-  test("the handler's context and the async path name the same request", async () => {
-    const ids = await callEveryWay(url);
-    assert.deepEqual(
-      seen,
-      ids.map((id) => ({ fromContext: `${id} from 127.0.0.1`, asyncLocal: `${id} from 127.0.0.1` })),
-    );
-  });
-});
+}
