@@ -50,8 +50,7 @@ import { SsePinger, SseRelay, type SseRelayDeps } from "./sse-relay.ts";
 export interface RestOptions {
   routes: Route[];
   transport: DirectTransport;
-  /** A call's context values, as the transport would make them. */
-  /** A call's context values, for the request `res` answers. */
+  /** A call's context values, as the transport would make them, for the request `res` answers. */
   contextValues: (res: NodeResponse) => ContextValues;
   envelope: Envelope;
   bodyLimitBytes: number;
