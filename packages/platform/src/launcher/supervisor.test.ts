@@ -2,6 +2,7 @@
 // with backoff, gives up on a crash loop, routes logs; the real launcher with
 // the real services is in supervision.test.ts.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -193,6 +194,27 @@ test("a service that crashes at once on every restart is given up on at maxCrash
   assert.equal(supervisor.status().gamma!.state, "failed");
   assert.equal(supervisor.status().gamma!.restarts, 3);
   await supervisor.stopAll();
+});
+
+test("a service outlives no launcher: when the supervisor is SIGKILLed its service stops (its stdin pipe closes)", {
+  timeout: 60_000,
+}, async () => {
+  const port = await freePort("127.0.0.1");
+  const host = spawn(
+    process.execPath,
+    ["--import", "tsx", new URL("../testing/supervisor-host.ts", import.meta.url).pathname],
+    {
+      env: { ...process.env, FAKE_PORT: String(port), LOG_DIR: join(dir, "orphan-logs") },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  let out = "";
+  host.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+  const pid = Number((await until("the service started", () => /^ready (\d+)$/m.exec(out) ?? undefined, 45_000))[1]);
+  assert.equal(await probe(`http://127.0.0.1:${port}/livez`), true);
+  host.kill("SIGKILL");
+  // The stand-in stops on SIGTERM, as the real services do (each drains on its own handler).
+  await until("the service gone with its launcher", () => !alive(pid), 10_000);
 });
 
 test("a service that does not stop within the grace after SIGTERM is killed, and the launcher says so", {

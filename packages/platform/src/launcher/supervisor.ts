@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import * as https from "node:https";
+import { fileURLToPath } from "node:url";
 import { createSecureContext, type SecureContext } from "node:tls";
 import type { RestartPolicy } from "./config.ts";
 import { CrashHistory } from "./crash-history.ts";
@@ -102,6 +103,9 @@ type Supervised = {
   timedOut?: boolean;
 };
 
+/** Preloaded into each service: it stops when this process is gone, however that happened (its file says how). */
+const EXIT_WITH_LAUNCHER = fileURLToPath(new URL("./exit-with-launcher.mjs", import.meta.url));
+
 const seconds = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
 
 /**
@@ -176,9 +180,10 @@ export class Supervisor {
 
   #spawn(s: Supervised): ChildProcess {
     const run = s.spec.bundle ? [s.spec.bundle] : ["--import", "tsx", s.spec.entry];
-    const child = spawn(process.execPath, [...(s.spec.nodeArgs ?? []), ...run], {
+    const child = spawn(process.execPath, [...(s.spec.nodeArgs ?? []), "--import", EXIT_WITH_LAUNCHER, ...run], {
       env: { ...process.env, ...s.spec.env },
-      stdio: ["ignore", "pipe", "pipe"],
+      // stdin: the pipe the service watches (EXIT_WITH_LAUNCHER); nothing is written to it.
+      stdio: ["pipe", "pipe", "pipe"],
     });
     s.child = child;
     s.exited = once(child, "exit");
