@@ -143,8 +143,13 @@ export interface ExecStdin {
   read(): Promise<Uint8Array | null>;
   /** The driver's side: the command can take no more (it exited or closed its stdin); later input is refused. */
   end(): void;
-  /** ResizeExecTerminal's sizes, for a terminal exec; returns an unsubscribe function. */
-  onResize(listener: (size: TerminalSize) => void): () => void;
+  /**
+   * ResizeExecTerminal's sizes, for a terminal exec; returns an unsubscribe
+   * function. The call answers once the listener's promise settles: the
+   * driver resolves it when the terminal has the size, so input sent after
+   * the answer meets the new size.
+   */
+  onResize(listener: (size: TerminalSize) => unknown): () => void;
 }
 
 export type ExecEvent =

@@ -471,7 +471,7 @@ export class ComputeDomain {
     const channel = await this.inputOf(sandboxId, execId);
     const checked = terminalSize(size);
     if (!channel.terminal) throw PlatformError.failedPrecondition("the exec has no terminal (start it with terminal)");
-    channel.resize(checked);
+    await channel.resize(checked);
   }
 
   private async inputOf(sandboxId: string, execId: string): Promise<ExecInputChannel> {

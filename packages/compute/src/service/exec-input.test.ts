@@ -39,6 +39,19 @@ test("once the driver ends a channel, input and resizes are refused and a waitin
   assert.deepEqual(sizes, [5]);
 });
 
+test("a resize answers only once the driver applied it: input sent after the answer meets the new size", async () => {
+  const c = new ExecInputChannel(true);
+  let apply!: () => void;
+  c.onResize(() => new Promise<void>((r) => (apply = r)));
+  let answered = false;
+  const resized = c.resize({ rows: 45, cols: 132 }).then(() => (answered = true));
+  await new Promise((r) => setImmediate(r));
+  assert.equal(answered, false, "answered before the driver applied the size");
+  apply();
+  await resized;
+  assert.equal(answered, true);
+});
+
 test("exec ids are per sandbox: the same id in another sandbox is another exec; closing forgets it", () => {
   const inputs = new ExecInputs();
   const [a, b, id] = [randomUUID(), randomUUID(), randomUUID()];

@@ -19,7 +19,7 @@ export class ExecInputChannel implements ExecStdin {
   private eof = false;
   private ended = false;
   private waiter?: () => void;
-  private readonly resizeListeners = new Set<(size: TerminalSize) => void>();
+  private readonly resizeListeners = new Set<(size: TerminalSize) => unknown>();
 
   constructor(readonly terminal: boolean) {}
 
@@ -45,10 +45,11 @@ export class ExecInputChannel implements ExecStdin {
     this.wake();
   }
 
-  resize(size: TerminalSize): void {
+  /** Settles once every listener (the driver) says the terminal has the size. */
+  resize(size: TerminalSize): Promise<void> {
     if (this.ended)
       throw PlatformError.failedPrecondition("the command no longer reads its input", ComputeReason.stdinClosed);
-    for (const l of this.resizeListeners) l(size);
+    return Promise.all([...this.resizeListeners].map((l) => l(size))).then(() => {});
   }
 
   async read(): Promise<Uint8Array | null> {
@@ -73,7 +74,7 @@ export class ExecInputChannel implements ExecStdin {
     this.wake();
   }
 
-  onResize(listener: (size: TerminalSize) => void): () => void {
+  onResize(listener: (size: TerminalSize) => unknown): () => void {
     this.resizeListeners.add(listener);
     return () => this.resizeListeners.delete(listener);
   }

@@ -13,7 +13,9 @@
  *       input: "-" stdin is /dev/null, "s" stdin is a third stream
  *       connection, "t<rows>,<cols>" the command runs on a pseudo-terminal;
  *   W id rows cols
- *       resizes the terminal of the running command id;
+ *       resizes the terminal of the running command id, then reports
+ *       R id (also when there is none), so the service answers the resize
+ *       only once typed input meets the new size;
  *   P id init-pid init-start-time uid gid n-cgroups cgroup.procs-files... [stream-socket]
  *       forks a child that joins those cgroups, enters the sandbox and waits
  *       for an X naming it (killing it is how an unused one ends); with a
@@ -44,6 +46,7 @@
  *
  * Reports, one line each on stdout:
  *   E <id> <exit code> <signal number>   the command ended
+ *   R <id>                               its W was applied
  *   F <id> <message>                     it could not be started
  * The helper exits when stdin closes (the service went away); running
  * commands are not affected, prepared children see their socket close and exit.
@@ -590,6 +593,7 @@ static void resize_terminal(char **f, size_t n) {
     struct parked *k = prepared[i].parked;
     if (k && k->master >= 0 && k->len > 4 && strtoul(k->req + 2, NULL, 10) == id) ioctl(k->master, TIOCSWINSZ, &ws);
   }
+  report("R %u\n", id);
 }
 
 /*

@@ -57,8 +57,8 @@ export interface Launched {
   stderr: Readable;
   /** The command's stdin (Launch.input "stdin"). */
   stdin?: net.Socket;
-  /** A terminal's new size (Launch.input a size). */
-  resize?: (rows: number, cols: number) => void;
+  /** A terminal's new size (Launch.input a size); resolves once the terminal has it (or the command is gone). */
+  resize?: (rows: number, cols: number) => Promise<void>;
   /** Resolves when the command exits; rejects when it could not be started. */
   exit: Promise<ExitStatus>;
 }
@@ -78,6 +78,8 @@ interface Pending {
   stdin?: net.Socket;
   streams: { resolve: (s: Streams) => void; reject: (e: Error) => void };
   exit: { resolve: (s: ExitStatus) => void; reject: (e: Error) => void };
+  /** Resizes sent and not yet applied, oldest first: the helper applies and acknowledges W in order. */
+  resizes?: (() => void)[];
 }
 
 const SOURCE_DIR = dirname(fileURLToPath(import.meta.url));
@@ -208,11 +210,14 @@ export class ExecHelper {
     const { stdout, stderr, stdin } = await streams;
     const resize =
       input !== undefined && input !== "stdin"
-        ? (rows: number, cols: number) => {
-            // Only while it runs: a later id may be another command's.
-            if (this.child === child && this.pending.has(id))
+        ? (rows: number, cols: number) =>
+            new Promise<void>((resolve) => {
+              // Only while it runs: a later id may be another command's.
+              const p = this.pending.get(id);
+              if (this.child !== child || !p || p.exited) return resolve();
+              (p.resizes ??= []).push(resolve);
               this.send(child, ["W", String(id), String(Math.trunc(rows)), String(Math.trunc(cols))]);
-          }
+            })
         : undefined;
     return { stdout, stderr, exit, ...(stdin ? { stdin } : {}), ...(resize ? { resize } : {}) };
   }
@@ -256,6 +261,7 @@ export class ExecHelper {
   }
 
   private forget(id: number): void {
+    settleResizes(this.pending.get(id));
     this.pending.delete(id);
     this.holdLoop();
   }
@@ -344,8 +350,12 @@ export class ExecHelper {
         if (kind === "F") this.log?.error({ report: line }, "exec helper refused a request");
         continue;
       }
-      if (kind === "E") {
+      if (kind === "R") {
+        p.resizes?.shift()?.();
+      } else if (kind === "E") {
         p.exited = true;
+        // Its terminal is gone with it: a resize waiting for it has nothing left to wait for.
+        settleResizes(p);
         if (p.stdout && p.stderr && (!p.wantStdin || p.stdin)) this.forget(id);
         const [code, sig] = rest.map(Number);
         p.exit.resolve({
@@ -371,6 +381,7 @@ export class ExecHelper {
     if (this.pending.size > 0)
       this.log?.error({ err }, "exec helper died; its running commands are lost to their callers");
     for (const p of this.pending.values()) {
+      settleResizes(p);
       p.streams.reject(err);
       p.exit.reject(err);
     }
@@ -402,4 +413,8 @@ async function seccompFilterOf(binary: string): Promise<Buffer> {
   // A sock_filter is 8 bytes; an empty or torn program must not reach bwrap.
   if (stdout.length === 0 || stdout.length % 8 !== 0) throw new Error(`${binary} printed no seccomp filter`);
   return stdout;
+}
+
+function settleResizes(p: Pending | undefined): void {
+  for (const done of p?.resizes?.splice(0) ?? []) done();
 }
