@@ -19,12 +19,11 @@ export async function publicKeyOf(client: AuthClient, token: string): Promise<Ke
   return createPublicKey({ key: Buffer.from(res.der), format: "der", type: "spki" });
 }
 
-/** VerifyToken and VerifyAPIKey through the lean load client (grpc-load-client.ts), for throughput and latency figures. */
+/** VerifyToken through the lean load client (grpc-load-client.ts), for the throughput figure (VerifyAPIKey: load/load-child.ts). */
 export function authLoadClient(baseUrl: string, tls: ServiceTls | undefined) {
   const client = new GrpcLoadClient(baseUrl, tls);
   return {
     verifyToken: (token: string) => client.unary(AuthService.method.verifyToken, { token }),
-    verifyAPIKey: (apiKey: string) => client.unary(AuthService.method.verifyAPIKey, { apiKey }),
     close: () => client.close(),
   };
 }

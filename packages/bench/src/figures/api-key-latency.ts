@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { loadavg } from "node:os";
 import type { Figure } from "../figure.ts";
-import { authLoadClient } from "../identity-client.ts";
+import { LoadProcess } from "../load/load-process.ts";
 import { lat, summarize } from "../stats.ts";
 
 /**
@@ -31,23 +31,25 @@ export const apiKeyLatency: Figure = {
     });
     if (res.status !== 201) throw new Error(`creating an API key: ${res.status} ${await res.text()}`);
     const { raw_key: apiKey } = (await res.json()) as { raw_key: string };
-    const tls = await stack.tls("agents");
-    const client = authLoadClient(identity.urls.grpc!, tls);
+    const { ca, cert, key } = await stack.tls("agents");
     const floorServer = await stack.bareGrpc();
-    const floorClient = authLoadClient(floorServer.urls.grpc!, tls);
+    // The client in a process of its own (load/load-child.ts), one HTTP/2 connection to each server.
+    const load = LoadProcess.start();
+    await load.connect("ours", identity.urls.grpc!, { ca, cert, key });
+    await load.connect("floor", floorServer.urls.grpc!, { ca, cert, key });
     const seconds = size === "quick" ? 0.1 : 15;
     const loadBefore = loadavg()[0]!;
     try {
-      for (let i = 0; i < 200; i++) await client.verifyAPIKey(apiKey);
-      for (let i = 0; i < 200; i++) await floorClient.verifyAPIKey(apiKey);
+      await load.verifyAPIKey("ours", apiKey, 200);
+      await load.verifyAPIKey("floor", apiKey, 200);
 
-      const floorBefore = await openLoop(() => floorClient.verifyAPIKey(apiKey), 1000, seconds / 2);
+      const floorBefore = await load.openLoop("floor", apiKey, 1000, seconds / 2);
       await identity.request("resetLag");
-      const full = await openLoop(() => client.verifyAPIKey(apiKey), 1000, seconds);
+      const full = await load.openLoop("ours", apiKey, 1000, seconds);
       const stats = await identity.stats();
-      const floorAfter = await openLoop(() => floorClient.verifyAPIKey(apiKey), 1000, seconds / 2);
+      const floorAfter = await load.openLoop("floor", apiKey, 1000, seconds / 2);
       // Context for a miss: the same calls at a rate one identity process does sustain here.
-      const light = await openLoop(() => client.verifyAPIKey(apiKey), 100, size === "quick" ? 0.1 : 5);
+      const light = await load.openLoop("ours", apiKey, 100, size === "quick" ? 0.1 : 5);
       const loadAfter = loadavg()[0]!;
       const m = summarize(full.samples);
       const l = summarize(light.samples);
@@ -59,7 +61,7 @@ export const apiKeyLatency: Figure = {
         measured: lat(m),
         ratio: `p99 ${(m.p99 / f.p99).toFixed(2)}× the floor's`,
         met: m.p99 <= 2 && full.failures === 0 && !full.gaveUp,
-        notes: `${full.gaveUp ? `The service could not sustain the rate: the offer stopped after ${full.sent} calls with over 1,000 outstanding (it completed ${full.completedPerSecond.toFixed(0)}/s). ` : ""}${full.sent} of ${full.total} VerifyAPIKey calls offered at 1,000/s over ${full.wall.toFixed(1)} s (open loop, latency from the scheduled send time, one HTTP/2 connection from the bench's lean load client (raw node:http2 + protobuf, grpc-status checked and the response decoded; not connect-node), server in its own process; its event-loop lag p99 ${stats.lagP99Ms.toFixed(2)} ms, max ${stats.lagMaxMs.toFixed(1)} ms; ${stats.gc.count} GC pauses, ${stats.gc.totalMs.toFixed(0)} ms in all, the longest ${stats.gc.maxMs.toFixed(1)} ms), ${full.failures} failures; p90 ${m.p90.toFixed(2)} ms, max ${m.max.toFixed(1)} ms. The floor (a server that answers a fixed message: what the transport, the client and this machine's scheduling allow any server at that moment): p90 ${f.p90.toFixed(2)} ms, max ${f.max.toFixed(1)} ms, ${floorFailures} failures${floorGaveUp ? ", the offer given up" : ""}. Same calls offered at 100/s: ${lat(l)}. Load average (1 min) ${loadBefore.toFixed(2)} before, ${loadAfter.toFixed(2)} after.`,
+        notes: `${full.gaveUp ? `The service could not sustain the rate: the offer stopped after ${full.sent} calls with over 1,000 outstanding (it completed ${full.completedPerSecond.toFixed(0)}/s). ` : ""}${full.sent} of ${full.total} VerifyAPIKey calls offered at 1,000/s over ${full.wall.toFixed(1)} s (open loop, latency from the scheduled send time, one HTTP/2 connection from the bench's lean load client (raw node:http2 + protobuf, grpc-status checked and the response decoded; not connect-node) in a process of its own, server in its own process; its event-loop lag p99 ${stats.lagP99Ms.toFixed(2)} ms, max ${stats.lagMaxMs.toFixed(1)} ms; ${stats.gc.count} GC pauses, ${stats.gc.totalMs.toFixed(0)} ms in all, the longest ${stats.gc.maxMs.toFixed(1)} ms), ${full.failures} failures; p90 ${m.p90.toFixed(2)} ms, max ${m.max.toFixed(1)} ms. The floor (a server that answers a fixed message: what the transport, the client and this machine's scheduling allow any server at that moment): p90 ${f.p90.toFixed(2)} ms, max ${f.max.toFixed(1)} ms, ${floorFailures} failures${floorGaveUp ? ", the offer given up" : ""}. Same calls offered at 100/s: ${lat(l)}. Load average (1 min) ${loadBefore.toFixed(2)} before, ${loadAfter.toFixed(2)} after.`,
         raw: {
           latency: m,
           floor: f,
@@ -71,52 +73,8 @@ export const apiKeyLatency: Figure = {
         },
       };
     } finally {
-      await client.close();
-      await floorClient.close();
+      await load.close();
       await floorServer.stop();
     }
   },
 };
-
-/**
- * Offers `call` at `rate`/s for `seconds` regardless of completions (open
- * loop); latency counts from each call's scheduled time. Stops offering once
- * a second's worth of calls is outstanding: the service cannot keep up.
- */
-async function openLoop(call: () => Promise<unknown>, rate: number, seconds: number) {
-  const total = Math.round(rate * seconds);
-  const samples: number[] = [];
-  const inflight: Promise<void>[] = [];
-  let failures = 0;
-  let sent = 0;
-  let done = 0;
-  let gaveUp = false;
-  const start = process.hrtime.bigint();
-  while (sent < total) {
-    if (sent - done > rate) {
-      gaveUp = true;
-      break;
-    }
-    const elapsed = Number(process.hrtime.bigint() - start);
-    const due = Math.min(total, Math.floor((elapsed / 1e9) * rate) + 1);
-    for (; sent < due; sent++) {
-      const scheduled = start + BigInt(Math.round((sent / rate) * 1e9));
-      inflight.push(
-        call().then(
-          () => {
-            done++;
-            samples.push(Number(process.hrtime.bigint() - scheduled));
-          },
-          () => {
-            done++;
-            failures++;
-          },
-        ),
-      );
-    }
-    await new Promise((r) => setImmediate(r));
-  }
-  await Promise.all(inflight);
-  const wall = Number(process.hrtime.bigint() - start) / 1e9;
-  return { samples, failures, sent, total, gaveUp, wall, completedPerSecond: done / wall };
-}
