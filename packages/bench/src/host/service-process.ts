@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 // launcher's harness: the bench depends on the platform's sources, never the other way round.
 import { BUNDLE_CACHE, ensureBundles } from "../../../platform/src/launcher/bundles.ts";
 import { SERVICE_NODE_ARGS } from "../../../platform/src/launcher/services.ts";
+import { IpcCalls } from "./ipc-calls.ts";
 
 const CHILD = fileURLToPath(new URL("./child.ts", import.meta.url));
 
@@ -78,22 +79,14 @@ export interface ChildStats {
 
 /** A service under test running in its own Node process (see child.ts). */
 export class ServiceProcess {
-  #seq = 0;
-  readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  readonly #calls: IpcCalls;
 
   private constructor(
     readonly kind: string,
     readonly child: ChildProcess,
     readonly urls: Record<string, string>,
   ) {
-    child.on("message", (raw) => {
-      const msg = raw as { id?: number; result?: unknown; error?: string };
-      if (msg.id === undefined) return;
-      const p = this.#pending.get(msg.id);
-      this.#pending.delete(msg.id);
-      if (msg.error) p?.reject(new Error(msg.error));
-      else p?.resolve(msg.result);
-    });
+    this.#calls = new IpcCalls(child, kind);
   }
 
   get pid(): number {
@@ -133,35 +126,7 @@ export class ServiceProcess {
 
   /** `args` travel with the request (the child's handler of `type` reads them). */
   request<T>(type: string, timeoutMs = 30_000, args: Record<string, unknown> = {}): Promise<T> {
-    const id = ++this.#seq;
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#pending.delete(id);
-        reject(new Error(`${this.kind}: ${type} timed out`));
-      }, timeoutMs);
-      this.#pending.set(id, {
-        resolve: (v) => {
-          clearTimeout(timer);
-          resolve(v as T);
-        },
-        reject: (e) => {
-          clearTimeout(timer);
-          reject(e);
-        },
-      });
-      // The callback takes a send to a process already gone (ERR_IPC_CHANNEL_CLOSED), which would
-      // otherwise be an unhandled 'error' event: a late stats timer once ended a whole run so.
-      if (!this.child.connected) {
-        this.#pending.get(id)?.reject(new Error(`${this.kind}: ${type}: the process is gone`));
-        this.#pending.delete(id);
-        return;
-      }
-      this.child.send({ ...args, id, type }, (err) => {
-        if (!err) return;
-        this.#pending.get(id)?.reject(err);
-        this.#pending.delete(id);
-      });
-    });
+    return this.#calls.request<T>(type, timeoutMs, args);
   }
 
   /** Stops the event-loop delay sampling a resetLag started (the runner, after each figure). */

@@ -6,7 +6,7 @@ import { AuthService } from "@platform/gen/identity/v1/auth_pb";
 import { GrpcLoadClient } from "../grpc-load-client.ts";
 import { openLoop } from "./open-loop.ts";
 
-export type LoadRequest =
+type LoadRequest =
   | { id: number; type: "connect"; name: string; url: string; tls?: { ca: Buffer; cert: Buffer; key: Buffer } }
   | { id: number; type: "verifyAPIKey"; name: string; apiKey: string; times: number }
   | { id: number; type: "openLoop"; name: string; apiKey: string; rate: number; seconds: number }

@@ -1,33 +1,23 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import type { LoadRequest } from "./load-child.ts";
+import { IpcCalls } from "../host/ipc-calls.ts";
 import type { OpenLoopResult } from "./open-loop.ts";
 
 const CHILD = fileURLToPath(new URL("./load-child.ts", import.meta.url));
-
-type Without<T> = T extends unknown ? Omit<T, "id"> : never;
+/** Beyond a request's own duration: the child answers at once after it. */
+const ANSWER_MS = 60_000;
 
 /** The bench's side of load-child.ts: VerifyAPIKey load offered from a process of its own. */
 export class LoadProcess {
-  #next = 0;
-  readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  readonly #calls: IpcCalls;
 
   private constructor(private readonly child: ChildProcess) {
-    child.on("message", (raw) => {
-      const msg = raw as { id: number; result?: unknown; error?: string };
-      const p = this.#pending.get(msg.id);
-      this.#pending.delete(msg.id);
-      if (msg.error !== undefined) p?.reject(new Error(`load generator: ${msg.error}`));
-      else p?.resolve(msg.result);
-    });
-    child.once("exit", (code) => {
-      for (const p of this.#pending.values()) p.reject(new Error(`load generator exited (${code})`));
-      this.#pending.clear();
-    });
+    this.#calls = new IpcCalls(child, "load generator");
+    child.once("exit", (code) => this.#calls.rejectAll(new Error(`load generator exited (${code})`)));
   }
 
   static start(): LoadProcess {
-    // Buffers (the TLS files) and typed arrays cross as they are.
+    // Buffers (the TLS files) cross as they are.
     return new LoadProcess(
       fork(CHILD, [], {
         execArgv: ["--import", "tsx"],
@@ -37,33 +27,25 @@ export class LoadProcess {
     );
   }
 
-  #ask<T>(req: Without<LoadRequest>): Promise<T> {
-    const id = this.#next++;
-    return new Promise<T>((resolve, reject) => {
-      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.child.send({ ...req, id });
-    });
-  }
-
   /** An HTTP/2 connection named `name` (mutual TLS with `tls`). */
   connect(name: string, url: string, tls?: { ca: Buffer; cert: Buffer; key: Buffer }): Promise<void> {
-    return this.#ask({ type: "connect", name, url, ...(tls ? { tls } : {}) });
+    return this.#calls.request("connect", ANSWER_MS, { name, url, ...(tls ? { tls } : {}) });
   }
 
   /** `times` VerifyAPIKey calls one after another on `name`. */
   verifyAPIKey(name: string, apiKey: string, times: number): Promise<void> {
-    return this.#ask({ type: "verifyAPIKey", name, apiKey, times });
+    return this.#calls.request("verifyAPIKey", ANSWER_MS, { name, apiKey, times });
   }
 
   /** VerifyAPIKey on `name` offered at `rate`/s for `seconds` (open loop). */
   openLoop(name: string, apiKey: string, rate: number, seconds: number): Promise<OpenLoopResult> {
-    return this.#ask({ type: "openLoop", name, apiKey, rate, seconds });
+    return this.#calls.request("openLoop", seconds * 1000 + ANSWER_MS, { name, apiKey, rate, seconds });
   }
 
   async close(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return;
     const exited = new Promise((r) => this.child.once("exit", r));
-    await this.#ask({ type: "close" }).catch(() => {});
+    await this.#calls.request("close", ANSWER_MS).catch(() => {});
     this.child.disconnect();
     await exited;
   }
