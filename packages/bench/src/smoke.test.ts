@@ -7,6 +7,7 @@ import { test } from "node:test";
 import { CHART_DIR } from "./chart.ts";
 import { curveFigures } from "./curves/index.ts";
 import { figures } from "./figures/index.ts";
+import { loginThroughput } from "./figures/login-throughput.ts";
 import { tokenLatency } from "./figures/token-latency.ts";
 import { runBench } from "./runner.ts";
 
@@ -35,6 +36,9 @@ test("pnpm bench --quick produces a number for every figure", { timeout: 570_000
       ((tokens?.raw as { commitFloor?: { n: number } } | undefined)?.commitFloor?.n ?? 0) > 0,
       "per-token figure without its commit floor",
     );
+  // The login figure measures its floor (a bare login server) beside it.
+  const login = results.find((r) => r.figure === loginThroughput.title);
+  assert.ok(((login?.raw as { floorRate?: number } | undefined)?.floorRate ?? 0) > 0, "login figure without its floor");
   const curves = results.flatMap((r) => r.curves ?? []);
   assert.ok(curves.length >= curveFigures.length, "a curve from every curve figure");
   for (const c of curves) {

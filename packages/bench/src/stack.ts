@@ -192,6 +192,21 @@ export class Stack {
     return ServiceProcess.start("bare-exec", { ...(await this.#tlsEnv("compute")), HOST: "127.0.0.1" });
   }
 
+  /**
+   * The bare login server (src/peers/bare-login.ts) with the bench owner's
+   * account, in a process of its own on a database of its own (the same
+   * kind as identity's), stopped by `stop()` of the result.
+   */
+  async bareLogin(): Promise<ServiceProcess> {
+    const url = await this.#databaseUrl();
+    return ServiceProcess.start("bare-login", {
+      ...(url ? { DATABASE_URL: url } : {}),
+      HOST: "127.0.0.1",
+      BENCH_LOGIN_EMAIL: OWNER.email,
+      BENCH_LOGIN_PASSWORD: OWNER.password,
+    });
+  }
+
   router(): Promise<{ router: RunningRouter; orchestrator: LocalOrchestrator }> {
     this.#router ??= (async () => {
       const identity = await this.identity();

@@ -1,5 +1,5 @@
 // A service under test in its own process, driven over IPC by the bench
-// runner: `node <bundle of child.ts> <identity|compute|agents|bare-sse|bare-grpc|bare-exec>`
+// runner: `node <bundle of child.ts> <identity|compute|agents|bare-sse|bare-grpc|bare-exec|bare-login>`
 // with the launcher's flags (service-process.ts; BENCH_CHILD_TSX=1: through
 // tsx). It starts the real service factory on ephemeral ports, sends {type:"ready", urls},
 // and answers {type:"stats"} with its memory and event-loop lag, so the
@@ -7,7 +7,8 @@
 // identity and compute serve their own implementations under grpc-js instead
 // (the peers of src/peers/); bare-sse is the bare SSE server peer, bare-grpc
 // the bare gRPC server the API key latency figure's tail is compared with,
-// bare-exec the bare server streaming a command's stdout (exec throughput's floor).
+// bare-exec the bare server streaming a command's stdout (exec throughput's floor), bare-login
+// the bare login server (the login figure's floor).
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
@@ -139,6 +140,14 @@ async function start(): Promise<Record<string, string>> {
     const server = await startBareExec(process.env.HOST ?? "127.0.0.1", tls);
     closeService = () => server.close();
     return { grpc: server.url };
+  }
+  if (kind === "bare-login") {
+    // The floor of the login figure: a bare node:http login server (peers/bare-login.ts).
+    const { startBareLogin } = await import("../peers/bare-login.ts");
+    const account = { email: process.env.BENCH_LOGIN_EMAIL ?? "", password: process.env.BENCH_LOGIN_PASSWORD ?? "" };
+    const server = await startBareLogin(process.env.HOST ?? "127.0.0.1", account, process.env.DATABASE_URL);
+    closeService = () => server.close();
+    return { url: server.url };
   }
   if (kind === "bare-sse") {
     // The peer of agents' SSE streams: a bare node:http server (peers/bare-sse.ts).

@@ -17,7 +17,7 @@ const CHILD = fileURLToPath(new URL("./child.ts", import.meta.url));
  */
 const CHILD_BUNDLE_CACHE = join(dirname(BUNDLE_CACHE), "platform-bench-bundles");
 
-export type ServiceKind = "identity" | "compute" | "agents" | "bare-sse" | "bare-grpc" | "bare-exec";
+export type ServiceKind = "identity" | "compute" | "agents" | "bare-sse" | "bare-grpc" | "bare-exec" | "bare-login";
 
 /**
  * Each kind's Node flags: the services' own (`bash scripts/run.sh` runs them
@@ -31,6 +31,7 @@ const NODE_ARGS: Record<ServiceKind, readonly string[]> = {
   "bare-sse": SERVICE_NODE_ARGS.agents,
   "bare-grpc": SERVICE_NODE_ARGS.identity,
   "bare-exec": SERVICE_NODE_ARGS.compute,
+  "bare-login": SERVICE_NODE_ARGS.identity,
 };
 
 let childBundle: Promise<string> | undefined;
