@@ -29,13 +29,17 @@ test("pnpm bench --quick produces a number for every figure", { timeout: 570_000
   assert.ok(results.flatMap((r) => r.peers ?? []).length >= 7, "a peer row for every peer measured");
   // Every curve: a table and a rendered chart, linked from the report.
   const report = readFileSync(join(dir, "BENCHMARKS.md"), "utf8");
-  // On PostgreSQL the per-token figure measures its floor, a durable commit, beside it.
+  // On PostgreSQL the per-token figure measures its commit floor beside it, and its hops floor on either database.
   const tokens = results.find((r) => r.figure === tokenLatency.title);
   if (report.includes("| databases | postgresql |"))
     assert.ok(
       ((tokens?.raw as { commitFloor?: { n: number } } | undefined)?.commitFloor?.n ?? 0) > 0,
       "per-token figure without its commit floor",
     );
+  assert.ok(
+    ((tokens?.raw as { hopsFloor?: { n: number } } | undefined)?.hopsFloor?.n ?? 0) > 0,
+    "per-token figure without its hops floor",
+  );
   // The login figure measures its floor (a bare login server) beside it.
   const login = results.find((r) => r.figure === loginThroughput.title);
   assert.ok(((login?.raw as { floorRate?: number } | undefined)?.floorRate ?? 0) > 0, "login figure without its floor");

@@ -30,6 +30,7 @@ export function readSse(
   token: string,
   body?: unknown,
   agent?: http.Agent,
+  headers: http.OutgoingHttpHeaders = {},
 ): Promise<{ status: number; firstByteAt: bigint; events: SseEvent[] }> {
   if (agent) stampFrees(agent);
   return new Promise((resolve, reject) => {
@@ -40,6 +41,7 @@ export function readSse(
         method,
         agent,
         headers: {
+          ...headers,
           authorization: `Bearer ${token}`,
           accept: "text/event-stream",
           ...(payload === undefined

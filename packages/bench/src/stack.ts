@@ -1,3 +1,4 @@
+import { startTokenEdge } from "./peers/bare-token-chain.ts";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -205,6 +206,41 @@ export class Stack {
       BENCH_LOGIN_EMAIL: OWNER.email,
       BENCH_LOGIN_PASSWORD: OWNER.password,
     });
+  }
+
+  /**
+   * The per-token figure's hops floor (src/peers/bare-token-chain.ts): the
+   * source with agents' certificate on agents' database, the relay with the
+   * tenant worker's, each in a process of its own, the edge in this process
+   * with the router's; `url` is the edge's. Stopped by `stop()`.
+   */
+  async tokenChainFloor(): Promise<{ url: string; stop(): Promise<void> }> {
+    const url = this.databaseUrls.agents;
+    const source = await ServiceProcess.start("bare-token-source", {
+      ...(await this.#tlsEnv("agents")),
+      ...(url ? { DATABASE_URL: url } : {}),
+      HOST: "127.0.0.1",
+    });
+    const stops: Array<() => Promise<unknown>> = [() => source.stop()];
+    try {
+      const relay = await ServiceProcess.start("bare-token-relay", {
+        ...(await this.#tlsEnv("runtime-worker")),
+        HOST: "127.0.0.1",
+        BENCH_UPSTREAM: source.urls.grpc!,
+      });
+      stops.unshift(() => relay.stop());
+      const edge = await startTokenEdge("127.0.0.1", await this.tls("runtime-router"), relay.urls.grpc!);
+      stops.unshift(() => edge.close());
+      return {
+        url: edge.url,
+        stop: async () => {
+          for (const stop of stops) await stop().catch(() => {});
+        },
+      };
+    } catch (err) {
+      for (const stop of stops) await stop().catch(() => {});
+      throw err;
+    }
   }
 
   router(): Promise<{ router: RunningRouter; orchestrator: LocalOrchestrator }> {

@@ -8,7 +8,8 @@
 // (the peers of src/peers/); bare-sse is the bare SSE server peer, bare-grpc
 // the bare gRPC server the API key latency figure's tail is compared with,
 // bare-exec the bare server streaming a command's stdout (exec throughput's floor), bare-login
-// the bare login server (the login figure's floor).
+// the bare login server (the login figure's floor), bare-token-source and bare-token-relay the
+// per-token figure's hops floor.
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
@@ -148,6 +149,19 @@ async function start(): Promise<Record<string, string>> {
     const server = await startBareLogin(process.env.HOST ?? "127.0.0.1", account, process.env.DATABASE_URL);
     closeService = () => server.close();
     return { url: server.url };
+  }
+  if (kind === "bare-token-source" || kind === "bare-token-relay") {
+    // The per-token figure's hops floor: agents' and the tenant worker's stand-ins (peers/bare-token-chain.ts).
+    const { startTokenSource, startTokenRelay } = await import("../peers/bare-token-chain.ts");
+    const tls = (await import("@platform/rpc")).internalTlsFromEnv(process.env);
+    if (!tls) throw new Error(`${kind} needs TLS_CA_FILE, TLS_CERT_FILE and TLS_KEY_FILE`);
+    const host = process.env.HOST ?? "127.0.0.1";
+    const server =
+      kind === "bare-token-source"
+        ? await startTokenSource(host, tls, process.env.DATABASE_URL)
+        : await startTokenRelay(host, tls, process.env.BENCH_UPSTREAM ?? "");
+    closeService = () => server.close();
+    return { grpc: server.url };
   }
   if (kind === "bare-sse") {
     // The peer of agents' SSE streams: a bare node:http server (peers/bare-sse.ts).

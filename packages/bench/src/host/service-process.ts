@@ -17,7 +17,16 @@ const CHILD = fileURLToPath(new URL("./child.ts", import.meta.url));
  */
 const CHILD_BUNDLE_CACHE = join(dirname(BUNDLE_CACHE), "platform-bench-bundles");
 
-export type ServiceKind = "identity" | "compute" | "agents" | "bare-sse" | "bare-grpc" | "bare-exec" | "bare-login";
+export type ServiceKind =
+  | "identity"
+  | "compute"
+  | "agents"
+  | "bare-sse"
+  | "bare-grpc"
+  | "bare-exec"
+  | "bare-login"
+  | "bare-token-source"
+  | "bare-token-relay";
 
 /**
  * Each kind's Node flags: the services' own (`bash scripts/run.sh` runs them
@@ -32,6 +41,8 @@ const NODE_ARGS: Record<ServiceKind, readonly string[]> = {
   "bare-grpc": SERVICE_NODE_ARGS.identity,
   "bare-exec": SERVICE_NODE_ARGS.compute,
   "bare-login": SERVICE_NODE_ARGS.identity,
+  "bare-token-source": SERVICE_NODE_ARGS.agents,
+  "bare-token-relay": SERVICE_NODE_ARGS.runtime,
 };
 
 let childBundle: Promise<string> | undefined;

@@ -11,7 +11,7 @@ import type { ServiceTls } from "@platform/rpc";
 export async function startBareHttp2(
   host: string,
   tls: ServiceTls,
-  onStream: (stream: http2.ServerHttp2Stream) => void,
+  onStream: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void,
 ): Promise<{ url: string; close(): Promise<void> }> {
   const server = http2.createSecureServer({
     ca: tls.ca,
