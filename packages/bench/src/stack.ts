@@ -1,4 +1,3 @@
-import { startTokenEdge } from "./peers/bare-token-chain.ts";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +12,7 @@ import { createServiceTransport, loadServiceTls, type ServiceTls } from "@platfo
 import { LocalOrchestrator } from "../../runtime/src/orchestrator/local/local-orchestrator.ts";
 import { type RunningRouter, startRouter } from "../../runtime/src/router/router.ts";
 import { ServiceProcess } from "./host/service-process.ts";
+import { startTokenEdge } from "./peers/bare-token-chain.ts";
 
 export const OWNER = { email: "bench-owner@example.com", password: "bench-owner-password-1" };
 const PG_DEFAULT = "postgres://postgres@127.0.0.1:5432/postgres";
