@@ -1,5 +1,6 @@
 export { type App, openIdentityDatabase, runMigrations, startApp } from "./app.ts";
 export type { AuthContext, KeyEnv, Role } from "./auth/auth-context.ts";
+export { Semaphore } from "./passwords/semaphore.ts";
 export { ARGON2_DEFAULTS, IDENTITY_SETTINGS, loadSettings, type Settings, SettingsError } from "./config/settings.ts";
 export { identityMigrations, MIGRATIONS_TABLE, migrateIdentity } from "./db/migrations.ts";
 export type { IdentityDB } from "./db/schema.ts";

@@ -3,7 +3,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { ExecCommandRequestSchema, ExecEventSchema } from "@platform/gen/compute/v1/compute_pb";
 import type { ServiceTls } from "@platform/rpc";
-import { startBareHttp2 } from "./bare-http2.ts";
+import { envelope, respondGrpcOk, startBareHttp2 } from "./bare-http2.ts";
 
 /**
  * The gRPC envelope and the ExecEvent fields before a stdout chunk of `size`
@@ -30,10 +30,7 @@ function completed(exitCode: number): Buffer {
     ExecEventSchema,
     create(ExecEventSchema, { event: { case: "completed", value: { exitCode } } }),
   );
-  const out = Buffer.alloc(5 + message.length);
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, 5);
-  return out;
+  return envelope(message);
 }
 
 /**
@@ -56,8 +53,7 @@ export async function startBareExec(host: string, tls: ServiceTls): Promise<{ ur
     stream.on("end", () => {
       if (stream.destroyed) return;
       const request = fromBinary(ExecCommandRequestSchema, Buffer.concat(body).subarray(5));
-      stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
-      stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      respondGrpcOk(stream);
       // No command: the completed event at once, the transport's floor for a server-streaming call.
       if (request.command === "") {
         stream.end(completed(0));

@@ -1,7 +1,7 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import { AuthMode, Env, Role, VerifyAPIKeyResponseSchema } from "@platform/gen/identity/v1/auth_pb";
 import type { ServiceTls } from "@platform/rpc";
-import { startBareHttp2 } from "./bare-http2.ts";
+import { envelope, respondGrpcOk, startBareHttp2 } from "./bare-http2.ts";
 
 /**
  * The least a Node gRPC server can be: node:http2 with the same mutual TLS
@@ -28,15 +28,12 @@ export async function startBareGrpc(host: string, tls: ServiceTls): Promise<{ ur
       },
     }),
   );
-  const frame = Buffer.alloc(5 + body.length);
-  frame.writeUInt32BE(body.length, 1);
-  frame.set(body, 5);
+  const frame = envelope(body);
   return startBareHttp2(host, tls, (stream) => {
     stream.on("data", () => {});
     stream.on("end", () => {
       if (stream.destroyed) return;
-      stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
-      stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      respondGrpcOk(stream);
       stream.end(frame);
     });
     stream.on("error", () => {});

@@ -37,3 +37,17 @@ export async function startBareHttp2(
       }),
   };
 }
+
+/** A gRPC message: the 5-byte envelope (uncompressed, big-endian length) and `body`. */
+export function envelope(body: Uint8Array): Buffer {
+  const out = Buffer.alloc(5 + body.length);
+  out.writeUInt32BE(body.length, 1);
+  out.set(body, 5);
+  return out;
+}
+
+/** Answers a gRPC stream's headers; its trailers say OK once the stream ends (waitForTrailers). */
+export function respondGrpcOk(stream: http2.ServerHttp2Stream): void {
+  stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
+  stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+}

@@ -2,7 +2,7 @@ import { createHash, generateKeyPairSync, randomBytes, randomUUID, sign } from "
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { openDatabase } from "@platform/db";
-import { ARGON2_DEFAULTS } from "@platform/identity";
+import { ARGON2_DEFAULTS, Semaphore } from "@platform/identity";
 import argon2 from "argon2";
 import { CompiledQuery } from "kysely";
 
@@ -21,7 +21,7 @@ const REFRESH_TTL_MS = 30 * 24 * 3600 * 1000;
  * `{email, password}` answered with an access token and a refresh token as
  * identity answers it, doing only what any login must: one statement for the
  * user and its hash, argon2id verify at identity's parameters and
- * concurrency (ARGON2_DEFAULTS, a FIFO semaphore), one statement storing the
+ * concurrency (ARGON2_DEFAULTS, identity's FIFO semaphore), one statement storing the
  * refresh token's hash, an RS256 signature of the access token's claims
  * (node:crypto, RSA-2048). No routing, validation, throttle, audit, log or
  * framework: the floor the login figure's ratio to raw argon2id is judged
@@ -55,19 +55,9 @@ export async function startBareLogin(
   const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
   const header = Buffer.from(JSON.stringify({ alg: "RS256", typ: "JWT", kid: "floor" })).toString("base64url");
 
-  let hashing = 0;
-  const waiting: Array<() => void> = [];
-  const verify = async (stored: string, password: string): Promise<boolean> => {
-    if (hashing >= ARGON2_DEFAULTS.maxConcurrent) await new Promise<void>((go) => waiting.push(go));
-    else hashing++;
-    try {
-      return await argon2.verify(stored, password);
-    } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else hashing--;
-    }
-  };
+  // identity's own semaphore, unbounded queue: the floor never sheds.
+  const hashing = new Semaphore(ARGON2_DEFAULTS.maxConcurrent);
+  const verify = (stored: string, password: string) => hashing.run(() => argon2.verify(stored, password));
 
   const login = async (email: string, password: string): Promise<object | undefined> => {
     const [user] = await query<{ id: string; password_hash: string; org_id: string }>(FIND_USER, [email.toLowerCase()]);

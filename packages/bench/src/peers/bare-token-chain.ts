@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ServiceTls } from "@platform/rpc";
 import pg from "pg";
-import { startBareHttp2 } from "./bare-http2.ts";
+import { envelope, respondGrpcOk, startBareHttp2 } from "./bare-http2.ts";
 
 /**
  * The per-token figure's hops floor: the path of a streamed token (agents →
@@ -25,14 +25,6 @@ function pacing(headers: http2.IncomingHttpHeaders | http.IncomingHttpHeaders): 
   const count = Math.min(10_000, Math.max(0, Number(headers["x-tokens"]) || 0));
   const intervalUs = Math.min(1_000_000, Math.max(0, Number(headers["x-interval-us"]) || 0));
   return { count, intervalUs };
-}
-
-function envelope(text: string): Buffer {
-  const body = Buffer.from(text);
-  const out = Buffer.alloc(5 + body.length);
-  out.writeUInt32BE(body.length, 1);
-  body.copy(out, 5);
-  return out;
 }
 
 /** Reads a request's body to its end, then calls `then` (nothing for a stream the client reset). */
@@ -79,15 +71,14 @@ export async function startTokenSource(
   const server = await startBareHttp2(host, tls, (stream, headers) =>
     afterBody(stream, async () => {
       const { count, intervalUs } = pacing(headers);
-      stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
-      stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      respondGrpcOk(stream);
       try {
         for (let i = 0; i < count && !stream.destroyed; i++) {
           // A timer, never a spin, as the paced model waits.
           await sleep(intervalUs / 1000);
           const text = `${process.hrtime.bigint()};`;
           await db?.query("insert into bench_token_floor (body) values ($1)", [text]);
-          stream.write(envelope(text));
+          stream.write(envelope(Buffer.from(text)));
         }
         stream.end();
       } catch {
@@ -120,8 +111,7 @@ export async function startTokenRelay(
       });
       source.end();
       source.on("response", () => {
-        stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
-        stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        respondGrpcOk(stream);
       });
       source.on("data", (chunk: Buffer) => stream.write(chunk));
       source.on("end", () => stream.end());
