@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { preparedQuery } from "@platform/db";
 import { type Insertable, sql, type Kysely } from "kysely";
 import { randomBase62, sha256 } from "../crypto/hash.ts";
 import type { AuditEventsTable, IdentityDB } from "../db/schema.ts";
@@ -9,6 +10,26 @@ export type ConsumeResult =
   | { kind: "consumed"; familyId: string; userId: string; orgId: string }
   | { kind: "reused"; familyId: string }
   | { kind: "invalid" };
+
+/**
+ * startFamily's statements, written out and prepared (preparedQuery): a
+ * login's one write, so its text is neither built nor parsed and planned by
+ * the server on every login. Parameters: the family (id, user, org, device
+ * label), its first token (id, hash, created, expires), then with the
+ * audit entry its columns (audit_events, as auditRow fills them).
+ */
+const START_FAMILY_CTE = `with family as (
+  insert into refresh_token_families (id, user_id, org_id, device_label) values ($1, $2, $3, $4)
+)`;
+const TOKEN_VALUES =
+  "insert into refresh_tokens (id, family_id, token_hash, created_at, expires_at) values ($5, $1, $6, $7, $8)";
+const START_FAMILY = `${START_FAMILY_CTE}
+${TOKEN_VALUES}`;
+const START_FAMILY_AUDITED = `${START_FAMILY_CTE}, token as (
+  ${TOKEN_VALUES}
+)
+insert into audit_events (org_id, actor_user_id, actor_api_key_id, action, target_type, target_id, request_id, client_address, details)
+values ($9, $10, $11, $12, $13, $14, $15, $16, $17)`;
 
 /**
  * Refresh-token families. Tokens are opaque (`rt_` + 256 random bits) and
@@ -35,18 +56,32 @@ export class RefreshTokens {
   ): Promise<string> {
     const familyId = randomUUID();
     const { raw, row } = this.#newToken(familyId, now);
-    const family = this.db.with("family", (db) =>
-      db
-        .insertInto("refresh_token_families")
-        .values({ id: familyId, user_id: userId, org_id: orgId, device_label: deviceLabel ?? null }),
+    const family = [
+      familyId,
+      userId,
+      orgId,
+      deviceLabel ?? null,
+      row.id,
+      row.token_hash,
+      row.created_at,
+      row.expires_at,
+    ];
+    await this.db.executeQuery(
+      audit
+        ? preparedQuery(START_FAMILY_AUDITED, [
+            ...family,
+            audit.org_id ?? null,
+            audit.actor_user_id ?? null,
+            audit.actor_api_key_id ?? null,
+            audit.action,
+            audit.target_type ?? null,
+            audit.target_id ?? null,
+            audit.request_id ?? null,
+            audit.client_address ?? null,
+            audit.details ?? "{}",
+          ])
+        : preparedQuery(START_FAMILY, family),
     );
-    await (audit
-      ? family
-          .with("token", (db) => db.insertInto("refresh_tokens").values(row))
-          .insertInto("audit_events")
-          .values(audit)
-      : family.insertInto("refresh_tokens").values(row)
-    ).execute();
     return raw;
   }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { isUniqueViolation } from "@platform/db";
+import { isUniqueViolation, preparedQuery } from "@platform/db";
 import { IdentityRestCode, PlatformError } from "@platform/errors";
-import { CompiledQuery, type Kysely, sql } from "kysely";
+import { type Kysely, sql } from "kysely";
 import type { Role } from "../auth/auth-context.ts";
 import type { IdentityDB } from "../db/schema.ts";
 import type { PasswordHasher } from "../passwords/password-hasher.ts";
@@ -82,7 +82,7 @@ export class Users {
   async findForLogin(
     email: string,
   ): Promise<(UserWithHash & { membership?: { orgId: string; role: Role } }) | undefined> {
-    const { rows } = await this.db.executeQuery<LoginRow>(CompiledQuery.raw(LOGIN_SQL, [email.toLowerCase()]));
+    const { rows } = await this.db.executeQuery(preparedQuery<LoginRow>(LOGIN_SQL, [email.toLowerCase()]));
     const r = rows[0];
     if (!r) return undefined;
     const user = { id: r.id, email: r.email, name: r.name, createdAt: r.created_at, passwordHash: r.password_hash };
