@@ -18,6 +18,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import { fileURLToPath } from "node:url";
+import { processCpuMs } from "./host/proc-cpu.ts";
 import { buildStormClient, nativeStorm } from "../../identity/src/testing/login-storm-native.ts";
 
 const PROCESSES = 4;
@@ -60,12 +61,6 @@ async function serve(kind: string): Promise<void> {
     logger: pino({ level: "info" }, destination({ dest: "/dev/null", sync: true })),
   });
   console.log((await server.listen()).port);
-}
-
-/** CPU (user + system, every thread) of process `pid` so far, in ms (Linux, 10 ms ticks). */
-function cpuMs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(f[11]) + Number(f[12])) * 10;
 }
 
 const pct = (v: number[], p: number) => {
@@ -119,7 +114,7 @@ async function round(kind: string): Promise<string> {
         await new Promise((r) => setTimeout(r, 20));
       }
     })();
-    const before = cpuMs(child.pid!);
+    const before = processCpuMs(child.pid!);
     const started = performance.now();
     let clientCpu = "";
     let answers: Answer[];
@@ -131,7 +126,7 @@ async function round(kind: string): Promise<string> {
       answers = (await Promise.all(Array.from({ length: PROCESSES }, (_, p) => stormProcess(port, `p${p}`)))).flat();
     }
     const stormMs = performance.now() - started;
-    const used = cpuMs(child.pid!) - before;
+    const used = processCpuMs(child.pid!) - before;
     storming = false;
     await probing;
     agent.destroy();

@@ -1,6 +1,5 @@
 import { execFile, execFileSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
 import {
   createResolver,
   EgressProxy,
@@ -11,28 +10,14 @@ import {
 } from "@platform/compute";
 import { createIsolatedNetns, createNetworkWorld } from "@platform/compute/testing";
 import type { Figure } from "../figure.ts";
+import { processesCpuMs } from "../host/proc-cpu.ts";
 import { ratio } from "../loop.ts";
 import { fmtMs, lat, summarize } from "../stats.ts";
 
 /** CPU time of this process's splice relay children (µs): the proxy's work that process.cpuUsage() does not see. */
 function relayCpuUs(): { user: number; system: number } {
-  const tick = 1e6 / 100; // USER_HZ
-  const total = { user: 0, system: 0 };
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    } catch {
-      continue;
-    }
-    if (!stat.includes("(splice-relay-")) continue;
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (Number(f[1]) !== process.pid) continue;
-    total.user += Number(f[11]) * tick;
-    total.system += Number(f[12]) * tick;
-  }
-  return total;
+  const ms = processesCpuMs((s) => s.comm.startsWith("splice-relay-") && s.parent === process.pid);
+  return { user: ms.user * 1000, system: ms.system * 1000 };
 }
 
 /**

@@ -1,16 +1,9 @@
-import { readFileSync } from "node:fs";
 import { spawnTimed } from "../baselines.ts";
 import { computeClient, readySandbox, timedExec } from "../compute-client.ts";
 import type { Figure } from "../figure.ts";
+import { processCpuMs } from "../host/proc-cpu.ts";
 import { pct, repeat } from "../loop.ts";
 import { fmtBytes, fmtRate } from "../stats.ts";
-
-/** CPU time (user + system) of process `pid` so far, in ms. */
-function processCpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // USER_HZ
-}
 
 /**
  * `head -c N /dev/zero` streamed through ExecCommand, against the same
