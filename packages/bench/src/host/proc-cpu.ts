@@ -30,16 +30,18 @@ export function processCpuMs(pid: number): number {
 }
 
 /**
- * CPU time so far (ms) of every process whose command name `match`es, summed:
+ * CPU time so far (ms) of every process whose command name `match`es, summed,
+ * and how many there are:
  * for the work of processes the bench did not start itself (PostgreSQL's
  * backends) or does not hold a handle on (a helper's children).
  */
-export function processesCpuMs(match: (s: Stat) => boolean): { user: number; system: number } {
-  const total = { user: 0, system: 0 };
+export function processesCpuMs(match: (s: Stat) => boolean): { user: number; system: number; processes: number } {
+  const total = { user: 0, system: 0, processes: 0 };
   for (const pid of readdirSync("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
     const s = statOf(pid);
     if (!s || !match(s)) continue;
+    total.processes++;
     total.user += s.userMs;
     total.system += s.systemMs;
   }
