@@ -237,6 +237,7 @@ export async function createAgentsApp(options: AgentsAppOptions) {
       clearInterval(queueSweep);
       reaper.stop();
       await runner.stop();
+      kysely.stopNotifying();
       await listener?.stop();
     },
   };

@@ -7,6 +7,7 @@ import { Code, PlatformError } from "@platform/errors";
 import { sql } from "kysely";
 import pg from "pg";
 import { EVENTS_CHANNEL, KyselyStore } from "./kysely-store.ts";
+import { NOTIFY_WINDOW_MS } from "./notify-pacer.ts";
 import { MIGRATIONS_TABLE, migrations } from "./migrations.ts";
 import type { AgentsDB } from "./schema.ts";
 
@@ -416,7 +417,8 @@ test("a plain batch's store (each streamed text token's) builds no query: its st
   const heard: string[] = [];
   if (listener) {
     await listener.connect();
-    listener.on("notification", (n) => heard.push(`${n.channel} ${n.payload}`));
+    // This session's only: an earlier test's store may still end its notify window.
+    listener.on("notification", (n) => n.payload?.endsWith(s.id) && heard.push(`${n.channel} ${n.payload}`));
     await listener.query(`listen ${EVENTS_CHANNEL}`);
   }
   await counted.storeEvents(s.id, run, [event(1, "a")]);
@@ -424,6 +426,7 @@ test("a plain batch's store (each streamed text token's) builds no query: its st
   if (listener) {
     for (let i = 0; i < 100 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
     await listener.end();
+    // The first store notified in its statement; the second, in its notify window, at the window's end.
     assert.deepEqual(heard, [`${EVENTS_CHANNEL} origin-a:${s.id}`, `${EVENTS_CHANNEL} origin-a:${s.id}`]);
   }
   assert.equal(built, 0, "no query built for a plain batch");
@@ -454,6 +457,40 @@ test("a plain batch's store (each streamed text token's) builds no query: its st
   const session = await store.getSession(org, s.id);
   assert.equal(session?.lastSeq, 4);
   assert.equal(session?.status, "idle");
+});
+
+test("a fast stream notifies other replicas about once a notify window, and after its last token", async (t) => {
+  if (!database.url) return t.skip("LISTEN/NOTIFY between connections: PostgreSQL");
+  const { org, s, run } = await heldSession("paced");
+  const paced = new KyselyStore(database.db, "origin-p", database.run);
+  const listener = new pg.Client({ connectionString: database.url });
+  await listener.connect();
+  const heard: number[] = [];
+  listener.on("notification", (n) => {
+    if (n.payload === `origin-p:${s.id}`) heard.push(performance.now());
+  });
+  await listener.query(`listen ${EVENTS_CHANNEL}`);
+  try {
+    const started = performance.now();
+    const tokens = 40;
+    for (let seq = 1; seq <= tokens; seq++) {
+      await paced.storeEvents(s.id, run, [numbered(run, seq, `t${seq}`)]);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    const lastStored = performance.now();
+    for (let i = 0; i < 100 && (heard.at(-1) ?? 0) < lastStored; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok((heard.at(-1) ?? 0) >= lastStored, "a notification after the last token was stored");
+    const windows = Math.ceil((lastStored - started) / NOTIFY_WINDOW_MS) + 1;
+    assert.ok(
+      heard.length <= windows + 1,
+      `${heard.length} notifications for ${tokens} tokens over ${windows} windows`,
+    );
+    assert.ok(heard.length < tokens, "fewer notifications than tokens");
+    assert.equal((await store.readLog(org, s.id, 0, 100))?.events.length, tokens, "every token stored");
+  } finally {
+    paced.stopNotifying();
+    await listener.end();
+  }
 });
 
 test("readLog: the session and its events after a cursor in one read, org-scoped", async () => {

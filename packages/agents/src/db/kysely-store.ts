@@ -32,6 +32,7 @@ import type {
 } from "../domain/store.ts";
 import type { Budgets } from "../domain/usage.ts";
 import type { AgentsDB, AgentsTable, SessionEventsTable, SessionsTable } from "./schema.ts";
+import { NotifyPacer } from "./notify-pacer.ts";
 import { budgetsOf } from "./usage-store.ts";
 
 /** Channel of the per-append notifications; payload `<origin>:<sessionId>`. */
@@ -49,6 +50,16 @@ export class KyselyStore implements Store {
     /** The database's statement runner without kysely (Database.run: PostgreSQL), for the per-token store. */
     private readonly run?: RunPrepared,
   ) {}
+
+  /** The per-token stores' notifications, paced per session (NotifyPacer). */
+  readonly #notifications = new NotifyPacer((sessionId) =>
+    this.#runPrepared(NOTIFY, [EVENTS_CHANNEL, `${this.origin}:${sessionId}`]),
+  );
+
+  /** Stops pacing notifications (the service stops; see NotifyPacer.stop). */
+  stopNotifying(): void {
+    this.#notifications.stop();
+  }
 
   async createAgent(agent: NewAgent): Promise<Agent> {
     try {
@@ -475,7 +486,7 @@ export class KyselyStore implements Store {
     // Prepared (one parse and plan per connection): it runs once per streamed text token.
     const rows =
       options.release !== true && !options.ifDead && taken.length === 0
-        ? await this.#storePlain([
+        ? await this.#storePlain(sessionId, [
             last,
             sessionId,
             runId,
@@ -532,9 +543,17 @@ export class KyselyStore implements Store {
    * STORE_EVENTS with its parameters: on PostgreSQL straight on a pooled
    * connection (Database.run), on PGlite through kysely.
    */
-  #storePlain(parameters: unknown[]): Promise<Array<{ stored: number }>> {
-    if (this.run) return this.run<{ stored: number }>(STORE_EVENTS, parameters);
-    return this.db.executeQuery(preparedQuery<{ stored: number }>(STORE_EVENTS, parameters)).then((r) => r.rows);
+  #storePlain(sessionId: string, parameters: unknown[]): Promise<Array<{ stored: number }>> {
+    // Its notification in the statement, or at the end of the session's notify window (NotifyPacer).
+    return this.#notifications.claim(sessionId)
+      ? this.#runPrepared(STORE_EVENTS, parameters)
+      : this.#runPrepared(STORE_EVENTS_QUIET, parameters.slice(0, STORE_EVENTS_QUIET_PARAMETERS));
+  }
+
+  /** A statement written out with its `$n` parameters: on PostgreSQL straight on a pooled connection (Database.run), on PGlite through kysely. */
+  #runPrepared<R>(text: string, parameters: unknown[]): Promise<R[]> {
+    if (this.run) return this.run<R>(text, parameters);
+    return this.db.executeQuery(preparedQuery<R>(text, parameters)).then((r) => r.rows);
   }
 
   /** storeEvents' statement in its every variant (STORE_EVENTS is the one of a plain batch). */
@@ -724,7 +743,7 @@ function deadSql(by: DeadRunsBy) {
  * arrays (seq, type, content, tokens in, tokens out, tool use id, is error,
  * created at, queued seq), the notification's channel and payload.
  */
-const STORE_EVENTS = `with s as (
+const STORE_EVENTS_APPEND = `with s as (
   update sessions set last_seq = $1, updated_at = now()
   where id = $2 and active_run_id = $3::uuid and last_seq = $4
   returning id
@@ -734,10 +753,17 @@ const STORE_EVENTS = `with s as (
   from s, unnest($5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::boolean[], $12::timestamptz[], $13::bigint[])
     as e(seq, type, content, tokens_in, tokens_out, tool_use_id, is_error, created_at, queued_seq)
   returning 1
-), n as (
+)`;
+const STORE_EVENTS = `${STORE_EVENTS_APPEND}, n as (
   select pg_notify($14, $15) from s
 )
 select (select count(*) from ins)::int as stored, (select count(*) from n)::int as notified`;
+/** STORE_EVENTS without its notification, which the session's notify window sends (NotifyPacer); its first 13 parameters. */
+const STORE_EVENTS_QUIET = `${STORE_EVENTS_APPEND}
+select (select count(*) from ins)::int as stored`;
+const STORE_EVENTS_QUIET_PARAMETERS = 13;
+/** The notification a notify window ends with: channel, payload. */
+const NOTIFY = "select pg_notify($1, $2)";
 
 /** The SET list that frees the session from `runId` when `release` (and that run still holds it). */
 function releaseColumns(release: boolean, runId: string | undefined) {
