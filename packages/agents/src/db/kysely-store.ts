@@ -539,12 +539,8 @@ export class KyselyStore implements Store {
     );
   }
 
-  /**
-   * STORE_EVENTS with its parameters: on PostgreSQL straight on a pooled
-   * connection (Database.run), on PGlite through kysely.
-   */
+  /** A plain batch's store: STORE_EVENTS, or STORE_EVENTS_QUIET within the session's notify window (NotifyPacer). */
   #storePlain(sessionId: string, parameters: unknown[]): Promise<Array<{ stored: number }>> {
-    // Its notification in the statement, or at the end of the session's notify window (NotifyPacer).
     return this.#notifications.claim(sessionId)
       ? this.#runPrepared(STORE_EVENTS, parameters)
       : this.#runPrepared(STORE_EVENTS_QUIET, parameters.slice(0, STORE_EVENTS_QUIET_PARAMETERS));

@@ -42,8 +42,11 @@ export type AuditEvent = {
   createdAt: Date;
 };
 
+/** An audit_events row as an entry makes it: every column but the id and time, which the table gives. */
+export type AuditRow = Required<Omit<Insertable<AuditEventsTable>, "id" | "created_at">>;
+
 /** The audit_events row of an entry, for a statement that writes it beside what it records. */
-export function auditRow(actor: Actor, entry: AuditEntry): Insertable<AuditEventsTable> {
+export function auditRow(actor: Actor, entry: AuditEntry): AuditRow {
   return {
     org_id: entry.orgId ?? actor.orgId ?? null,
     actor_user_id: actor.userId ?? null,
@@ -113,7 +116,7 @@ export async function auditReuse(db: Kysely<IdentityDB>, familyId: string, meta:
  * A successful password login's entry, written by the statement that starts
  * its session (Sessions.login): one round trip and one commit fewer a login.
  */
-export function loginAuditRow(meta: RequestMeta, userId: string, orgId: string): Insertable<AuditEventsTable> {
+export function loginAuditRow(meta: RequestMeta, userId: string, orgId: string): AuditRow {
   return auditRow({ ...meta, userId, orgId }, { action: "auth.login", target: { type: "user", id: userId } });
 }
 

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { preparedQuery } from "@platform/db";
-import { type Insertable, sql, type Kysely } from "kysely";
+import { sql, type Kysely } from "kysely";
 import { randomBase62, sha256 } from "../crypto/hash.ts";
-import type { AuditEventsTable, IdentityDB } from "../db/schema.ts";
+import type { AuditRow } from "../audit/audit-log.ts";
+import type { IdentityDB } from "../db/schema.ts";
 
 export const REFRESH_TOKEN_PREFIX = "rt_";
 
@@ -52,7 +53,7 @@ export class RefreshTokens {
     orgId: string,
     deviceLabel: string | undefined,
     now: Date,
-    audit?: Insertable<AuditEventsTable>,
+    audit?: AuditRow,
   ): Promise<string> {
     const familyId = randomUUID();
     const { raw, row } = this.#newToken(familyId, now);
@@ -70,15 +71,15 @@ export class RefreshTokens {
       audit
         ? preparedQuery(START_FAMILY_AUDITED, [
             ...family,
-            audit.org_id ?? null,
-            audit.actor_user_id ?? null,
-            audit.actor_api_key_id ?? null,
+            audit.org_id,
+            audit.actor_user_id,
+            audit.actor_api_key_id,
             audit.action,
-            audit.target_type ?? null,
-            audit.target_id ?? null,
-            audit.request_id ?? null,
-            audit.client_address ?? null,
-            audit.details ?? "{}",
+            audit.target_type,
+            audit.target_id,
+            audit.request_id,
+            audit.client_address,
+            audit.details,
           ])
         : preparedQuery(START_FAMILY, family),
     );

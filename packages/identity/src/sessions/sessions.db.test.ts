@@ -47,6 +47,54 @@ describe("login", () => {
     assert.equal(fam.device_label, "laptop");
   });
 
+  test("the session's family, first token and audit entry are written by one statement, each column in place", async () => {
+    const u = await f.seedUser();
+    const pair = await f.identity.sessions.login({
+      email: u.user.email,
+      password: u.password,
+      deviceLabel: "tablet",
+      requestId: "req-login-columns",
+      clientAddress: "192.0.2.7",
+    });
+    const token = await f.identity.db
+      .selectFrom("refresh_tokens as t")
+      .innerJoin("refresh_token_families as fam", "fam.id", "t.family_id")
+      .select(["fam.user_id", "fam.org_id", "fam.device_label", "t.created_at", "t.expires_at", "t.consumed_at"])
+      .where("t.token_hash", "=", sha256(pair.refreshToken))
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(
+      { user: token.user_id, org: token.org_id, device: token.device_label, consumed: token.consumed_at },
+      { user: u.user.id, org: u.orgId, device: "tablet", consumed: null },
+    );
+    assert.equal(new Date(token.expires_at).getTime() - new Date(token.created_at).getTime(), 30 * 86_400_000);
+    const entry = await f.identity.db
+      .selectFrom("audit_events")
+      .select([
+        "org_id",
+        "actor_user_id",
+        "actor_api_key_id",
+        "action",
+        "target_type",
+        "target_id",
+        "request_id",
+        "client_address",
+        "details",
+      ])
+      .where("request_id", "=", "req-login-columns")
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(entry, {
+      org_id: u.orgId,
+      actor_user_id: u.user.id,
+      actor_api_key_id: null,
+      action: "auth.login",
+      target_type: "user",
+      target_id: u.user.id,
+      request_id: "req-login-columns",
+      client_address: "192.0.2.7",
+      details: {},
+    });
+  });
+
   test("a member of several orgs lands in the oldest membership, the owner one on a tie", async () => {
     const u = await f.seedUser({ role: "member" });
     const later = (await f.identity.orgs.create({ name: `Later ${randomUUID()}` })).id;
