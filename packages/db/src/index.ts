@@ -11,4 +11,4 @@ export { GuardedPool, POOL_BOUNDS_DEFAULTS, type PoolBounds } from "./pool-guard
 export { type ChannelHandlers, ChannelListener } from "./listen.ts";
 export { type Migration, migrate } from "./migrate.ts";
 export { PollLoop } from "./poll-loop.ts";
-export { prepared, preparedQuery, type RunPrepared } from "./prepared.ts";
+export { prepared, preparedQuery, type RunPrepared, statementRunner } from "./prepared.ts";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { sql, type Transaction } from "kysely";
-import { prepared } from "./prepared.ts";
+import { prepared, statementRunner } from "./prepared.ts";
 import { createTestDatabase } from "./testing.ts";
 
 let database: Awaited<ReturnType<typeof createTestDatabase<unknown>>>;
@@ -62,4 +62,16 @@ test("run (PostgreSQL): a statement as preparedQuery() writes it, on a pooled co
   });
   // The connection that failed a statement is still good for the next one.
   for (let i = 0; i < 3; i++) assert.deepEqual(await run<{ twice: number }>(text, [i]), [{ twice: 2 * i }]);
+});
+
+test("statementRunner: the database's runner where it has one (PostgreSQL), else kysely (PGlite), the same rows", async () => {
+  const runner = statementRunner(database);
+  if (database.run) assert.equal(runner, database.run, "PostgreSQL: its own runner, nothing around it");
+  const text = "select $1::int * 2 as twice, $2::text as label";
+  for (const n of [21, 4])
+    assert.deepEqual(await runner<{ twice: number; label: string }>(text, [n, "x"]), [{ twice: 2 * n, label: "x" }]);
+  await assert.rejects(runner("select $1::int from no_such_table", [1]), (err: unknown) => {
+    assert.equal((err as { code?: string }).code, "42P01", "a statement's own failure, on either backend");
+    return true;
+  });
 });

@@ -32,6 +32,22 @@ export function preparedQuery<R>(text: string, parameters: readonly unknown[]): 
   return CompiledQuery.raw(`${MARK}${text}`, parameters as unknown[]) as CompiledQuery<R>;
 }
 
+/**
+ * Runs statements written out with their `$n` parameters (as preparedQuery()
+ * takes them): on PostgreSQL the database's own runner (Database.run, a named
+ * prepared statement straight on a pooled connection), on PGlite, which has
+ * none, through kysely.
+ */
+export function statementRunner(database: {
+  db: { executeQuery<R>(query: CompiledQuery<R>): Promise<{ rows: R[] }> };
+  run?: RunPrepared;
+}): RunPrepared {
+  const { db, run } = database;
+  if (run) return run;
+  return <R>(text: string, values: readonly unknown[]) =>
+    db.executeQuery(preparedQuery<R>(text, values)).then((r) => r.rows);
+}
+
 type Client = {
   query(...args: unknown[]): unknown;
   release(err?: unknown): void;
@@ -125,8 +141,7 @@ export class PreparingPool {
    * makes it.
    */
   run<R>(text: string, values: readonly unknown[], mapError: (err: unknown) => unknown): Promise<R[]> {
-    const statement = `${MARK}${text}`;
-    const name = this.#nameOf(statement);
+    const { statement, name } = this.#statementOf(text);
     return new Promise<R[]>((resolve, reject) => {
       (this.inner as unknown as CallbackPool).connect((err, client, release) => {
         if (err || !client) return reject(mapError(err));
@@ -147,6 +162,23 @@ export class PreparingPool {
   }
 
   readonly #heard = new WeakSet<Client>();
+  readonly #statements = new Map<string, { statement: string; name: string }>();
+
+  /**
+   * The marked text and name of a statement `run` is given, kept by its text:
+   * callers pass the same constant string each time, whose hash V8 keeps with
+   * it, where the marked text made anew on each call was hashed anew (its
+   * whole length) to find its name.
+   */
+  #statementOf(text: string): { statement: string; name: string } {
+    let known = this.#statements.get(text);
+    if (!known) {
+      const statement = `${MARK}${text}`;
+      known = { statement, name: this.#nameOf(statement) };
+      this.#statements.set(text, known);
+    }
+    return known;
+  }
 
   #nameOf(text: string): string {
     let name = this.#names.get(text);

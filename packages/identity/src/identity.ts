@@ -1,4 +1,4 @@
-import type { Database } from "@platform/db";
+import { type Database, statementRunner } from "@platform/db";
 import { ApiKeys } from "./api-keys/api-keys.ts";
 import { type Clock, type KeyEnv, systemClock } from "./auth/auth-context.ts";
 import { Authenticator } from "./auth/authenticator.ts";
@@ -68,11 +68,12 @@ export function createIdentity(database: Database<IdentityDB>, options: Identity
   const caches = new AuthCaches({ enabled: database.kind === "pglite" });
   const memberships = new MembershipRoles(db, caches);
   const keys = new SigningKeys(db, options.kek, caches);
-  const users = new Users(db, hasher);
+  const run = statementRunner(database);
+  const users = new Users(db, hasher, run);
   const orgs = new Orgs(db);
   const apiKeys = new ApiKeys(db, memberships, caches, clock);
   const jwt = new JwtService(keys, memberships, caches, { env: claimEnvOf(options.env), clock });
-  const refreshTokens = new RefreshTokens(db, options.refreshTokenTtlSeconds);
+  const refreshTokens = new RefreshTokens(db, options.refreshTokenTtlSeconds, run);
   const loginThrottle = new LoginThrottle(options.loginThrottle ?? LOGIN_THROTTLE_DEFAULTS, clock);
   const sessions = new Sessions({
     db,

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { isUniqueViolation, prepared, preparedQuery, type RunPrepared } from "@platform/db";
+import { isUniqueViolation, prepared, type RunPrepared, statementRunner } from "@platform/db";
 import { Code, PlatformError } from "@platform/errors";
 import type { NetworkPolicy } from "@platform/network-policy";
 import { type Kysely, type RawBuilder, type Selectable, sql } from "kysely";
@@ -546,10 +546,12 @@ export class KyselyStore implements Store {
       : this.#runPrepared(STORE_EVENTS_QUIET, parameters.slice(0, STORE_EVENTS_QUIET_PARAMETERS));
   }
 
-  /** A statement written out with its `$n` parameters: on PostgreSQL straight on a pooled connection (Database.run), on PGlite through kysely. */
+  #runner?: RunPrepared;
+
+  /** A statement written out with its `$n` parameters (statementRunner: kysely only on PGlite). */
   #runPrepared<R>(text: string, parameters: unknown[]): Promise<R[]> {
-    if (this.run) return this.run<R>(text, parameters);
-    return this.db.executeQuery(preparedQuery<R>(text, parameters)).then((r) => r.rows);
+    this.#runner ??= statementRunner({ db: this.db, run: this.run });
+    return this.#runner<R>(text, parameters);
   }
 
   /** storeEvents' statement in its every variant (STORE_EVENTS is the one of a plain batch). */

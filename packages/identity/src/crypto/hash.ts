@@ -1,9 +1,9 @@
-import { createHash, hash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 import { base62 } from "./base62.ts";
 
-/** SHA-256 of a secret token: the only form in which tokens and keys are stored. */
+/** SHA-256 of a secret token: the only form in which tokens and keys are stored (one call: no Hash object). */
 export function sha256(text: string): Buffer {
-  return createHash("sha256").update(text, "utf8").digest();
+  return hash("sha256", text, "buffer");
 }
 
 /** sha256(text) in hex, in one call (no Hash object, no Buffer): how the caches key a token. */

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { preparedQuery } from "@platform/db";
+import type { RunPrepared } from "@platform/db";
 import { sql, type Kysely } from "kysely";
 import { randomBase62, sha256 } from "../crypto/hash.ts";
 import type { AuditRow } from "../audit/audit-log.ts";
@@ -13,7 +13,7 @@ export type ConsumeResult =
   | { kind: "invalid" };
 
 /**
- * startFamily's statements, written out and prepared (preparedQuery): a
+ * startFamily's statements, written out and prepared (statementRunner): a
  * login's one write, so its text is neither built nor parsed and planned by
  * the server on every login. Parameters: the family (id, user, org, device
  * label), its first token (id, hash, created, expires), then with the
@@ -42,6 +42,8 @@ export class RefreshTokens {
   constructor(
     private readonly db: Kysely<IdentityDB>,
     private readonly ttlSeconds: number,
+    /** Runs login's write (statementRunner: on PostgreSQL without kysely around it). */
+    private readonly run: RunPrepared,
   ) {}
 
   /**
@@ -67,10 +69,9 @@ export class RefreshTokens {
       row.created_at,
       row.expires_at,
     ];
-    await this.db.executeQuery(
-      audit
-        ? preparedQuery(START_FAMILY_AUDITED, [
-            ...family,
+    await (audit
+      ? this.run(START_FAMILY_AUDITED, [
+          ...family,
             audit.org_id,
             audit.actor_user_id,
             audit.actor_api_key_id,
@@ -80,9 +81,8 @@ export class RefreshTokens {
             audit.request_id,
             audit.client_address,
             audit.details,
-          ])
-        : preparedQuery(START_FAMILY, family),
-    );
+        ])
+      : this.run(START_FAMILY, family));
     return raw;
   }
 

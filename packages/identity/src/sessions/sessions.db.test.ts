@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { ErrorAction, IdentityRestCode, PlatformError } from "@platform/errors";
+import { type RunPrepared, statementRunner } from "@platform/db";
 import { sha256 } from "../crypto/hash.ts";
 import { type Fixture, createFixture } from "../testing/fixture.ts";
 import { Users } from "../users/users.ts";
@@ -171,12 +172,17 @@ describe("login", () => {
         return args.result;
       },
     });
+    const run = statementRunner({ db: f.identity.db });
+    const countedRun: RunPrepared = (text, values) => {
+      statements++;
+      return run(text, values);
+    };
     const sessions = new Sessions({
       db: counted,
-      users: new Users(counted, f.identity.hasher),
+      users: new Users(counted, f.identity.hasher, countedRun),
       hasher: f.identity.hasher,
       jwt: f.identity.jwt,
-      refreshTokens: new RefreshTokens(counted, 3600),
+      refreshTokens: new RefreshTokens(counted, 3600, countedRun),
       throttle: f.identity.loginThrottle,
       jwtTtlSeconds: 3600,
     });

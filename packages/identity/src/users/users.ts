@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { isUniqueViolation, preparedQuery } from "@platform/db";
+import { isUniqueViolation, type RunPrepared } from "@platform/db";
 import { IdentityRestCode, PlatformError } from "@platform/errors";
 import { type Kysely, sql } from "kysely";
 import type { Role } from "../auth/auth-context.ts";
@@ -34,6 +34,8 @@ export class Users {
   constructor(
     private readonly db: Kysely<IdentityDB>,
     private readonly hasher: PasswordHasher,
+    /** Runs login's read (statementRunner: on PostgreSQL without kysely around it). */
+    private readonly run: RunPrepared,
   ) {}
 
   async create(
@@ -82,8 +84,7 @@ export class Users {
   async findForLogin(
     email: string,
   ): Promise<(UserWithHash & { membership?: { orgId: string; role: Role } }) | undefined> {
-    const { rows } = await this.db.executeQuery(preparedQuery<LoginRow>(LOGIN_SQL, [email.toLowerCase()]));
-    const r = rows[0];
+    const [r] = await this.run<LoginRow>(LOGIN_SQL, [email.toLowerCase()]);
     if (!r) return undefined;
     const user = { id: r.id, email: r.email, name: r.name, createdAt: r.created_at, passwordHash: r.password_hash };
     return r.org_id && r.role ? { ...user, membership: { orgId: r.org_id, role: r.role } } : user;

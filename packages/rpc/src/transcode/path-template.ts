@@ -134,15 +134,14 @@ export interface TemplateMatch {
  * undefined when it does not match, including when a variable value has an
  * invalid percent-encoding.
  */
-export function matchTemplate(t: PathTemplate, rawPath: string): TemplateMatch | undefined {
+export function matchTemplate(t: PathTemplate, rawPath: string, split?: PathParts): TemplateMatch | undefined {
   if (!rawPath.startsWith("/")) return undefined;
-  let path = rawPath.slice(1);
+  let parts: readonly string[];
   if (t.verb !== undefined) {
     const suffix = `:${t.verb}`;
-    if (!path.endsWith(suffix)) return undefined;
-    path = path.slice(0, -suffix.length);
-  }
-  const parts = path === "" ? [] : path.split("/");
+    if (!rawPath.endsWith(suffix)) return undefined;
+    parts = partsOf(rawPath.slice(1, -suffix.length));
+  } else parts = split?.parts ?? partsOf(rawPath.slice(1));
   // Start index in `parts` of every template segment (for variable values).
   const starts: number[] = [];
   let j = 0;
@@ -155,10 +154,7 @@ export function matchTemplate(t: PathTemplate, rawPath: string): TemplateMatch |
     }
     const part = parts[j];
     if (part === undefined || part === "") return undefined;
-    if (seg.kind === "literal") {
-      const decoded = decodeAll(part);
-      if (decoded !== seg.value) return undefined;
-    }
+    if (seg.kind === "literal" && (part.includes("%") ? decodeAll(part) : part) !== seg.value) return undefined;
     j++;
   }
   starts[t.segments.length] = j;
@@ -173,6 +169,20 @@ export function matchTemplate(t: PathTemplate, rawPath: string): TemplateMatch |
   const score: number[] = t.segments.map((s) => (s.kind === "literal" ? 3 : s.kind === "*" ? 2 : 1));
   score.push(t.verb !== undefined ? 1 : 0);
   return { values, score };
+}
+
+const partsOf = (path: string): string[] => (path === "" ? [] : path.split("/"));
+
+/**
+ * A raw path (leading "/" and all) split at "/" once, for matching it
+ * against every template of a table (lookupRoute) instead of splitting it
+ * again for each.
+ */
+export class PathParts {
+  readonly parts: readonly string[];
+  constructor(rawPath: string) {
+    this.parts = partsOf(rawPath.startsWith("/") ? rawPath.slice(1) : rawPath);
+  }
 }
 
 function decodeAll(raw: string): string | undefined {
