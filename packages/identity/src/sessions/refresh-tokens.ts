@@ -72,15 +72,15 @@ export class RefreshTokens {
     await (audit
       ? this.run(START_FAMILY_AUDITED, [
           ...family,
-            audit.org_id,
-            audit.actor_user_id,
-            audit.actor_api_key_id,
-            audit.action,
-            audit.target_type,
-            audit.target_id,
-            audit.request_id,
-            audit.client_address,
-            audit.details,
+          audit.org_id,
+          audit.actor_user_id,
+          audit.actor_api_key_id,
+          audit.action,
+          audit.target_type,
+          audit.target_id,
+          audit.request_id,
+          audit.client_address,
+          audit.details,
         ])
       : this.run(START_FAMILY, family));
     return raw;
