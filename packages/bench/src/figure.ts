@@ -19,6 +19,8 @@ export interface FigureResult {
   curves?: Curve[];
   /** What users would pick instead, measured in the same run (BENCHMARKS.md's "Peers (same run)" table). */
   peers?: PeerResult[];
+  /** CPU time the hypervisor took from the machine while the figure ran, ms (set by the runner). */
+  stolenMs?: number;
 }
 
 /** One row of the peers table: ours against a peer on the same work, with its own goal. */

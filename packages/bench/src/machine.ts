@@ -36,3 +36,19 @@ export function describeMachine(): Machine {
       .join(" "),
   };
 }
+
+/**
+ * CPU time the hypervisor took from this virtual machine so far (the steal
+ * column of /proc/stat, all CPUs), in ms; 0 where there is none to read. A
+ * figure measured while the host ran other guests' work is slower for it,
+ * which the figure's own baseline does not always share.
+ */
+export function stolenCpuMs(): number {
+  try {
+    const cpu = fs.readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/);
+    // cpu user nice system idle iowait irq softirq steal …, in USER_HZ (100 a second).
+    return Number(cpu[8] ?? 0) * 10;
+  } catch {
+    return 0;
+  }
+}

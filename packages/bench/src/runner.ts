@@ -4,7 +4,7 @@ import { writeCharts } from "./chart.ts";
 import { curvesSection, curveTable } from "./curve.ts";
 import type { Figure, FigureResult, Size } from "./figure.ts";
 import { figures } from "./figures/index.ts";
-import { describeMachine } from "./machine.ts";
+import { describeMachine, stolenCpuMs } from "./machine.ts";
 import { markdown, peerTable, table } from "./report.ts";
 import { Stack } from "./stack.ts";
 
@@ -26,15 +26,18 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
   const selected = figures.filter((f) => !options.only?.length || options.only.includes(f.id));
   const stack = new Stack();
   const t0 = performance.now();
+  const stolenAtStart = stolenCpuMs();
   const results: FigureResult[] = [];
   try {
     for (const figure of selected) {
       log(`bench: ${figure.id} ...`);
       const started = performance.now();
+      const stolen = stolenCpuMs();
       const result = await runOne(figure, stack, options.size);
+      result.stolenMs = stolenCpuMs() - stolen;
       await stack.figureDone();
       log(
-        `bench: ${figure.id}: ${result.measured} (baseline ${result.baseline}; ${result.ratio}) ${((performance.now() - started) / 1000).toFixed(1)} s${result.met === undefined ? ` — ${result.notes}` : ""}`,
+        `bench: ${figure.id}: ${result.measured} (baseline ${result.baseline}; ${result.ratio}) ${((performance.now() - started) / 1000).toFixed(1)} s, ${(result.stolenMs / 1000).toFixed(1)} s stolen${result.met === undefined ? ` — ${result.notes}` : ""}`,
       );
       results.push(result);
     }
@@ -58,6 +61,7 @@ export async function runBench(options: RunOptions): Promise<FigureResult[]> {
       markdown(results, machine, {
         size: options.size,
         seconds,
+        stolenMs: stolenCpuMs() - stolenAtStart,
         database: stack.databaseKind,
         preamble,
         // Each curve's chart is an SVG beside the file (docs/bench/<id>.svg), linked from its section.

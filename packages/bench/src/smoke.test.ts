@@ -22,6 +22,7 @@ test("pnpm bench --quick produces a number for every figure", { timeout: 570_000
     assert.notEqual(r.met, undefined, `${r.figure} was not measured: ${r.notes}`);
     assert.match(r.measured, /\d/, `${r.figure} has no number`);
     assert.ok(r.raw, `${r.figure} has no raw numbers`);
+    assert.equal(typeof r.stolenMs, "number", `${r.figure}: the hypervisor's share of its time not read`);
     for (const p of r.peers ?? [])
       assert.notEqual(p.met, undefined, `${r.figure}: peer ${p.peer} was not measured: ${p.theirs}`);
   }
@@ -29,6 +30,7 @@ test("pnpm bench --quick produces a number for every figure", { timeout: 570_000
   assert.ok(results.flatMap((r) => r.peers ?? []).length >= 7, "a peer row for every peer measured");
   // Every curve: a table and a rendered chart, linked from the report.
   const report = readFileSync(join(dir, "BENCHMARKS.md"), "utf8");
+  assert.match(report, /\| CPU stolen by the hypervisor \| \d+\.\d s \(/, "the run's stolen CPU in the machine table");
   // On PostgreSQL the per-token figure measures its commit floor beside it, and its hops floor on either database.
   const tokens = results.find((r) => r.figure === tokenLatency.title);
   if (report.includes("| databases | postgresql |"))
