@@ -48,12 +48,17 @@ export class KyselyStore implements Store {
     private readonly db: Kysely<AgentsDB>,
     private readonly origin = "",
     /** The database's statement runner without kysely (Database.run: PostgreSQL), for the per-token store. */
-    private readonly run?: RunPrepared,
-  ) {}
+    run?: RunPrepared,
+  ) {
+    this.#run = statementRunner({ db, run });
+  }
+
+  /** Runs the statements written out with `$n` parameters (statementRunner: kysely only on PGlite). */
+  readonly #run: RunPrepared;
 
   /** The per-token stores' notifications, paced per session (NotifyPacer). */
   readonly #notifications = new NotifyPacer((sessionId) =>
-    this.#runPrepared(NOTIFY, [EVENTS_CHANNEL, `${this.origin}:${sessionId}`]),
+    this.#run(NOTIFY, [EVENTS_CHANNEL, `${this.origin}:${sessionId}`]),
   );
 
   /** Stops pacing notifications (the service stops; see NotifyPacer.stop). */
@@ -542,16 +547,8 @@ export class KyselyStore implements Store {
   /** A plain batch's store: STORE_EVENTS, or STORE_EVENTS_QUIET within the session's notify window (NotifyPacer). */
   #storePlain(sessionId: string, parameters: unknown[]): Promise<Array<{ stored: number }>> {
     return this.#notifications.claim(sessionId)
-      ? this.#runPrepared(STORE_EVENTS, parameters)
-      : this.#runPrepared(STORE_EVENTS_QUIET, parameters.slice(0, STORE_EVENTS_QUIET_PARAMETERS));
-  }
-
-  #runner?: RunPrepared;
-
-  /** A statement written out with its `$n` parameters (statementRunner: kysely only on PGlite). */
-  #runPrepared<R>(text: string, parameters: unknown[]): Promise<R[]> {
-    this.#runner ??= statementRunner({ db: this.db, run: this.run });
-    return this.#runner<R>(text, parameters);
+      ? this.#run(STORE_EVENTS, parameters)
+      : this.#run(STORE_EVENTS_QUIET, parameters.slice(0, STORE_EVENTS_QUIET_PARAMETERS));
   }
 
   /** storeEvents' statement in its every variant (STORE_EVENTS is the one of a plain batch). */

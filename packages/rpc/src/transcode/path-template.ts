@@ -134,14 +134,18 @@ export interface TemplateMatch {
  * undefined when it does not match, including when a variable value has an
  * invalid percent-encoding.
  */
-export function matchTemplate(t: PathTemplate, rawPath: string, split?: PathParts): TemplateMatch | undefined {
+export function matchTemplate(
+  t: PathTemplate,
+  rawPath: string,
+  split: readonly string[] = pathParts(rawPath),
+): TemplateMatch | undefined {
   if (!rawPath.startsWith("/")) return undefined;
   let parts: readonly string[];
   if (t.verb !== undefined) {
     const suffix = `:${t.verb}`;
     if (!rawPath.endsWith(suffix)) return undefined;
     parts = partsOf(rawPath.slice(1, -suffix.length));
-  } else parts = split?.parts ?? partsOf(rawPath.slice(1));
+  } else parts = split;
   // Start index in `parts` of every template segment (for variable values).
   const starts: number[] = [];
   let j = 0;
@@ -174,15 +178,11 @@ export function matchTemplate(t: PathTemplate, rawPath: string, split?: PathPart
 const partsOf = (path: string): string[] => (path === "" ? [] : path.split("/"));
 
 /**
- * A raw path (leading "/" and all) split at "/" once, for matching it
- * against every template of a table (lookupRoute) instead of splitting it
- * again for each.
+ * A raw path (leading "/" and all) split at "/", once for matching it
+ * against every template of a table (lookupRoute) instead of again for each.
  */
-export class PathParts {
-  readonly parts: readonly string[];
-  constructor(rawPath: string) {
-    this.parts = partsOf(rawPath.startsWith("/") ? rawPath.slice(1) : rawPath);
-  }
+export function pathParts(rawPath: string): readonly string[] {
+  return partsOf(rawPath.startsWith("/") ? rawPath.slice(1) : rawPath);
 }
 
 function decodeAll(raw: string): string | undefined {

@@ -2,7 +2,7 @@ import { type DescField, type DescMethod, type DescService, ScalarType } from "@
 import type { SseStream } from "@platform/gen/platform/api/v1/options_pb";
 import { type HttpBinding, httpBindingsOf, rawBytesOf, sseOf, successStatusOf, tolerantBodyOf } from "./http-rule.ts";
 import { BindError, findField, resolveFieldPath } from "./json.ts";
-import { compareScores, matchTemplate, PathParts, type PathTemplate, parseTemplate } from "./path-template.ts";
+import { compareScores, matchTemplate, type PathTemplate, parseTemplate, pathParts } from "./path-template.ts";
 
 /** One REST binding of an RPC (the rule itself or one of its additional_bindings). */
 export interface Route {
@@ -129,7 +129,7 @@ export function lookupRoute(routes: Route[], httpMethod: string, rawPath: string
   const want = httpMethod === "HEAD" ? "GET" : httpMethod;
   let best: { route: Route; values: Map<string, string>; score: number[] } | undefined;
   const allow = new Set<string>();
-  const split = new PathParts(rawPath);
+  const split = pathParts(rawPath);
   for (const route of routes) {
     const m = matchTemplate(route.template, rawPath, split);
     if (!m) continue;
