@@ -44,8 +44,14 @@ test("pnpm bench --quick produces a number for every figure", { timeout: 570_000
   );
   // The login figure measures its floor (a bare login server) beside it.
   const login = results.find((r) => r.figure === loginThroughput.title);
-  const loginRaw = login?.raw as { floorRate?: number; databaseCpuMsPerLogin?: number } | undefined;
+  const loginRaw = login?.raw as
+    | { floorRate?: number; databaseCpuMsPerLogin?: number; cpuRatioLogin?: number; cpuRatioFloor?: number }
+    | undefined;
   assert.ok((loginRaw?.floorRate ?? 0) > 0, "login figure without its floor");
+  // The ratio by CPU alone, for ours and the floor: what separates the login from the machine's idle time.
+  for (const r of [loginRaw?.cpuRatioLogin, loginRaw?.cpuRatioFloor])
+    assert.ok(Number.isFinite(r) && r! > 0, `login figure without its ratio by CPU (${r})`);
+  assert.match(report, /by CPU alone \(a raw hash's against a login's/);
   // On a local PostgreSQL its ledger counts the database's CPU too (0 ms possible: 10 ms ticks, short windows).
   if (report.includes("| databases | postgresql |"))
     assert.equal(typeof loginRaw?.databaseCpuMsPerLogin, "number", "login figure without the database's CPU");

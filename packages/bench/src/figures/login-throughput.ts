@@ -49,7 +49,7 @@ export const loginThroughput: Figure = {
     let f = { ops: 0, seconds: 0 };
     // CPU (ms) in the windows: this process's while it hashes raw and while it is the logins' client, the servers'.
     const cpuMs = (u: { user: number; system: number }) => (u.user + u.system) / 1000;
-    const cpu = { raw: 0, client: 0, identity: 0, floor: 0, database: 0, floorDatabase: 0 };
+    const cpu = { raw: 0, client: 0, identity: 0, floor: 0, database: 0, floorDatabase: 0, floorClient: 0 };
     // PostgreSQL's backends (each login's statements), when its server runs on this machine: on PGlite that work is identity's own.
     // (Its processes are found by name: none where its server runs on another machine.)
     const databaseLocal =
@@ -77,7 +77,9 @@ export const loginThroughput: Figure = {
         cpu.identity += cpuMs((await identity.stats()).cpu) - cpuMs(service);
         const floorCpu = (await floor.stats()).cpu;
         database = databaseMs();
+        own = process.cpuUsage();
         const c = await saturate(8, windowMs, floorLogin);
+        cpu.floorClient += cpuMs(process.cpuUsage(own));
         cpu.floorDatabase += databaseMs() - database;
         cpu.floor += cpuMs((await floor.stats()).cpu) - cpuMs(floorCpu);
         r = { ops: r.ops + a.ops, seconds: r.seconds + a.seconds };
@@ -93,6 +95,19 @@ export const loginThroughput: Figure = {
     const floorRate = f.ops / f.seconds;
     const perLogin = (ms: number) => (ms / l.ops).toFixed(2);
     const cores = availableParallelism();
+    // Every process's CPU a login (server, client, database) against a raw
+    // hash's: the ratio with the cores' idle time taken out, which the
+    // wall-clock ratio keeps (raw's two hashes leave a core idle at each
+    // hand-off to the event loop and back; the servers' queued logins less).
+    const loginCpuMs = (cpu.identity + cpu.client + cpu.database) / l.ops;
+    const floorCpuMs = (cpu.floor + cpu.floorClient + cpu.floorDatabase) / f.ops;
+    const rawCpuMs = cpu.raw / r.ops;
+    const busy = {
+      raw: cpu.raw / (r.seconds * 1000),
+      login: (cpu.identity + cpu.client + cpu.database) / (l.seconds * 1000),
+      floor: (cpu.floor + cpu.floorClient + cpu.floorDatabase) / (f.seconds * 1000),
+    };
+    const byCpu = `by CPU alone (a raw hash's against a login's in every process: server, client${databaseLocal ? ", database" : ""}) ours ${pct(rawCpuMs, loginCpuMs)}, the floor ${pct(rawCpuMs, floorCpuMs)} (${loginCpuMs.toFixed(2)} and ${floorCpuMs.toFixed(2)} ms a login); cores busy ${busy.raw.toFixed(2)} raw, ${busy.login.toFixed(2)} ours, ${busy.floor.toFixed(2)} the floor, of ${cores}`;
     const ledger = `CPU a raw hash ${(cpu.raw / r.ops).toFixed(2)} ms (this process); a login ${perLogin(cpu.identity)} ms in identity (hashing threads, event loop, RS256), ${perLogin(cpu.client)} ms in this client, ${(cpu.floor / f.ops).toFixed(2)} ms in the floor server; ${databaseLocal ? `PostgreSQL's processes ${perLogin(cpu.database)} ms a login of ours, ${(cpu.floorDatabase / f.ops).toFixed(2)} ms a login of the floor's (the server is local: its CPU comes out of the same cores)` : stack.databaseKind === "postgresql" ? "PostgreSQL's CPU not counted (its server is not on this machine)" : "the database is inside identity (PGlite)"}`;
     // Memory under a burst far above the hashing concurrency: the semaphore
     // should queue logins, not run 128 argon2 buffers of 19 MiB at once.
@@ -121,12 +136,15 @@ export const loginThroughput: Figure = {
       measured: `${fmtRate(loginRate, "logins/s")}; RSS ${fmtBytes(before.rss)} → peak ${fmtBytes(peak)} under ${burstClients} concurrent clients (${shed.burst} answers of ${burst.ops} were 503 and retried after Retry-After)${shed.windows ? `; in the measured windows ${shed.windows} answers were 503, waited out as told and not counted as logins` : ""}`,
       ratio: `${pct(loginRate, rawRate)} (the floor ${pct(floorRate, rawRate)}; ours ${pct(loginRate, floorRate)} of the floor)`,
       met: loginRate >= 0.9 * rawRate && bounded,
-      notes: `${rounds} alternating windows of ${windowMs / 1000} s: raw argon2.verify with ${SERVICE_CONCURRENCY} in flight (the service's ARGON2_MAX_CONCURRENT) in the bench process, then POST /v1/auth/login from 8 keep-alive HTTP/1.1 connections (node:http, not fetch: ~1 ms of client CPU a login instead of ~2.5 ms, on the same cores) to identity in its own process, then the same client and logins against the floor (${fmtRate(floorRate, "logins/s")}${shed.floor ? `, ${shed.floor} answers 503` : ""}: a bare node:http server in its own process doing only what any login must: one statement for the user, argon2id at the same parameters and concurrency, one statement storing the refresh token, an RS256 signature; peers/bare-login.ts) (each login = one argon2id verify + an RS256 signature + two statements: the user with its landing membership, one insert of the refresh-token family and its first token). Memory: identity's RSS sampled every 50 ms during a ${(burst.seconds).toFixed(1)} s burst of ${burstClients} concurrent clients (${fmtRate((burst.ops - shed.burst) / burst.seconds, "logins/s")}; beyond the hashing queue identity answers 503 with Retry-After, which these clients honour); "bounded" = growth under 256 MiB (the argon2 semaphore caps hashing memory at ${SERVICE_CONCURRENCY} × ${MIB} MiB). ${ledger}; ${SERVICE_CONCURRENCY} hashes at a time on ${cores} cores${cores <= SERVICE_CONCURRENCY ? ": everything a login costs beside its hash (client, database, HTTP, signing) comes out of the hashes' CPU" : ""}.`,
+      notes: `${rounds} alternating windows of ${windowMs / 1000} s: raw argon2.verify with ${SERVICE_CONCURRENCY} in flight (the service's ARGON2_MAX_CONCURRENT) in the bench process, then POST /v1/auth/login from 8 keep-alive HTTP/1.1 connections (node:http, not fetch: ~1 ms of client CPU a login instead of ~2.5 ms, on the same cores) to identity in its own process, then the same client and logins against the floor (${fmtRate(floorRate, "logins/s")}${shed.floor ? `, ${shed.floor} answers 503` : ""}: a bare node:http server in its own process doing only what any login must: one statement for the user, argon2id at the same parameters and concurrency, one statement storing the refresh token, an RS256 signature; peers/bare-login.ts) (each login = one argon2id verify + an RS256 signature + two statements: the user with its landing membership, one insert of the refresh-token family and its first token). Memory: identity's RSS sampled every 50 ms during a ${(burst.seconds).toFixed(1)} s burst of ${burstClients} concurrent clients (${fmtRate((burst.ops - shed.burst) / burst.seconds, "logins/s")}; beyond the hashing queue identity answers 503 with Retry-After, which these clients honour); "bounded" = growth under 256 MiB (the argon2 semaphore caps hashing memory at ${SERVICE_CONCURRENCY} × ${MIB} MiB). ${ledger}; ${byCpu}; ${SERVICE_CONCURRENCY} hashes at a time on ${cores} cores${cores <= SERVICE_CONCURRENCY ? ": everything a login costs beside its hash (client, database, HTTP, signing) comes out of the hashes' CPU" : ""}.`,
       raw: {
         rawRate,
         loginRate,
         floorRate,
         cpuMsPerLoginFloor: cpu.floor / f.ops,
+        cpuRatioLogin: rawCpuMs / loginCpuMs,
+        cpuRatioFloor: rawCpuMs / floorCpuMs,
+        coresBusy: busy,
         ...(databaseLocal
           ? { databaseCpuMsPerLogin: cpu.database / l.ops, databaseCpuMsPerLoginFloor: cpu.floorDatabase / f.ops }
           : {}),
