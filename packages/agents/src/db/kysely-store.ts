@@ -545,10 +545,14 @@ export class KyselyStore implements Store {
   }
 
   /** A plain batch's store: STORE_EVENTS, or STORE_EVENTS_QUIET within the session's notify window (NotifyPacer). */
-  #storePlain(sessionId: string, parameters: unknown[]): Promise<Array<{ stored: number }>> {
-    return this.#notifications.claim(sessionId)
-      ? this.#run(STORE_EVENTS, parameters)
-      : this.#run(STORE_EVENTS_QUIET, parameters.slice(0, STORE_EVENTS_QUIET_PARAMETERS));
+  async #storePlain(sessionId: string, parameters: unknown[]): Promise<Array<{ stored: number }>> {
+    if (this.#notifications.claim(sessionId)) return this.#run<{ stored: number }>(STORE_EVENTS, parameters);
+    const rows = await this.#run<{ stored: number }>(
+      STORE_EVENTS_QUIET,
+      parameters.slice(0, STORE_EVENTS_QUIET_PARAMETERS),
+    );
+    this.#notifications.stored(sessionId);
+    return rows;
   }
 
   /** storeEvents' statement in its every variant (STORE_EVENTS is the one of a plain batch). */

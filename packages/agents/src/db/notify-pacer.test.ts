@@ -1,25 +1,33 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import { NotifyPacer } from "./notify-pacer.ts";
 
-test("a session's stores notify in their statement after a quiet spell, else once when the window ends", async () => {
+// The windows run on node:test's mocked setTimeout: time moves only when a
+// test ticks it, so a loaded machine cannot reorder a window's end and a store.
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+test("a session's stores notify in their statement after a quiet spell, else once when the window ends", (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
   const sent: string[] = [];
   const pacer = new NotifyPacer(async (id) => sent.push(id), 40);
   try {
     assert.equal(pacer.claim("a"), true, "the first store notifies itself");
     assert.equal(pacer.claim("a"), false, "the next within the window leaves it to the window's end");
+    pacer.stored("a");
     assert.equal(pacer.claim("a"), false);
+    pacer.stored("a");
     assert.equal(pacer.claim("b"), true, "each session has a window of its own");
+    t.mock.timers.tick(39);
     assert.deepEqual(sent, []);
-    await sleep(70);
+    t.mock.timers.tick(1);
     assert.deepEqual(sent, ["a"], "one notification for the stores the window held back; none for b, which had none");
     // The stream went on: the window reopened with that notification.
     assert.equal(pacer.claim("a"), false);
-    await sleep(70);
+    pacer.stored("a");
+    t.mock.timers.tick(40);
     assert.deepEqual(sent, ["a", "a"]);
     // Quiet since: the window closed without a notification, and the next store notifies itself again.
-    await sleep(70);
+    t.mock.timers.tick(40);
     assert.deepEqual(sent, ["a", "a"]);
     assert.equal(pacer.claim("a"), true);
     assert.equal(pacer.claim("b"), true);
@@ -28,7 +36,36 @@ test("a session's stores notify in their statement after a quiet spell, else onc
   }
 });
 
-test("a stopped pacer sends nothing more, and a failed notification is not the store's failure", async () => {
+test("a store still in flight when its window ends is announced once it has committed, not before", (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  const sent: string[] = [];
+  const pacer = new NotifyPacer(async (id) => sent.push(id), 25);
+  try {
+    assert.equal(pacer.claim("a"), true);
+    assert.equal(pacer.claim("a"), false, "a second store within the window: quiet");
+    t.mock.timers.tick(30);
+    assert.deepEqual(sent, [], "the window ended while that store was in flight: nothing announced yet");
+    pacer.stored("a");
+    assert.deepEqual(sent, ["a"], "committed after its window: announced at once");
+    // A window opened behind that notification, so the stream stays paced.
+    assert.equal(pacer.claim("a"), false);
+    pacer.stored("a");
+    t.mock.timers.tick(25);
+    assert.deepEqual(sent, ["a", "a"]);
+    // Committed within the window that was open when it claimed: the window's end announces it.
+    assert.equal(pacer.claim("a"), false);
+    t.mock.timers.tick(10);
+    pacer.stored("a");
+    assert.deepEqual(sent, ["a", "a"]);
+    t.mock.timers.tick(15);
+    assert.deepEqual(sent, ["a", "a", "a"]);
+  } finally {
+    pacer.stop();
+  }
+});
+
+test("a stopped pacer sends nothing more, and a failed notification is not the store's failure", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
   let calls = 0;
   const pacer = new NotifyPacer(async () => {
     calls++;
@@ -36,11 +73,15 @@ test("a stopped pacer sends nothing more, and a failed notification is not the s
   }, 20);
   pacer.claim("a");
   pacer.claim("a");
-  await sleep(50);
+  pacer.stored("a");
+  t.mock.timers.tick(20);
+  await flush();
   assert.equal(calls, 1, "the window's notification was tried; its rejection is dropped, not unhandled");
   pacer.claim("c");
   pacer.claim("c");
   pacer.stop();
-  await sleep(50);
+  pacer.stored("c");
+  t.mock.timers.tick(100);
+  await flush();
   assert.equal(calls, 1, "nothing after stop");
 });

@@ -2,7 +2,7 @@
  * How often at most a session's streamed text tokens notify other replicas
  * (PgEventListener), ms. The first store after a quiet spell notifies in its
  * own statement; the ones within the window after it notify once, when the
- * window ends. A follower on another replica then sees a token at most this
+ * window ends (or at once, if they commit after it). A follower on another replica then sees a token at most this
  * much later than its own replica would have shown it; followers on the
  * run's own replica get every event from the in-process hub at once.
  */
@@ -23,6 +23,7 @@ type Window = { timer: NodeJS.Timeout; pending: boolean };
  */
 export class NotifyPacer {
   readonly #windows = new Map<string, Window>();
+  #stopped = false;
 
   constructor(
     /** Sends one notification for the session (after the stores it stands for have committed). */
@@ -32,21 +33,36 @@ export class NotifyPacer {
 
   /**
    * Whether the store about to run notifies in its own statement (true: no
-   * window was open for the session, one opens now) or leaves it to the
-   * window's end (false).
+   * window was open for the session, one opens now) or not (false): then
+   * the caller calls `stored` once that store has committed.
    */
   claim(sessionId: string): boolean {
-    const open = this.#windows.get(sessionId);
-    if (open) {
-      open.pending = true;
-      return false;
-    }
+    if (this.#windows.has(sessionId)) return false;
     this.#open(sessionId);
     return true;
   }
 
+  /**
+   * A store that `claim` left without its notification has committed. Only
+   * now does it count for its window's notification: one sent while the
+   * store was still in flight would announce rows not yet visible, and
+   * nothing after it would. If the window has ended meanwhile, the
+   * notification goes out now and a window opens behind it.
+   */
+  stored(sessionId: string): void {
+    if (this.#stopped) return;
+    const open = this.#windows.get(sessionId);
+    if (open) {
+      open.pending = true;
+      return;
+    }
+    this.#open(sessionId);
+    this.send(sessionId).catch(() => {});
+  }
+
   /** Ends every window without its notification (the service stops; the followers' re-reads cover it). */
   stop(): void {
+    this.#stopped = true;
     for (const w of this.#windows.values()) clearTimeout(w.timer);
     this.#windows.clear();
   }
