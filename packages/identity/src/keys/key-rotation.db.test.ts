@@ -92,3 +92,18 @@ test("replicas stepping at once take turns: one pending key, one switch, one act
   const kids = new Set(await Promise.all(replicas.map(async (r) => (await r.active()).kid)));
   assert.equal(kids.size, 1);
 });
+
+test("pre-publication counts from when the key was written, not from when its step began (a slow key generation)", async () => {
+  // The step's clock reads half an hour before its row is written, as when generating the key took that long.
+  const began = new Date(Date.now() - 30 * 60_000);
+  const step = await f.identity.keys.advanceRotation(policy, { now: began, force: true });
+  const next = step.published!;
+  assert.ok(next);
+  const early = await f.identity.keys.advanceRotation(policy, {
+    now: new Date(Date.now() + policy.prePublishMs - 60_000),
+  });
+  assert.equal(early.activated, undefined, "not active before it has been published prePublishMs");
+  assert.equal((await f.identity.keys.active()).kid === next, false);
+  const due = await f.identity.keys.advanceRotation(policy, { now: new Date(Date.now() + policy.prePublishMs + 1000) });
+  assert.equal(due.activated, next);
+});

@@ -39,6 +39,11 @@ test("the schedule rotates on its own; an outside verifier never fails during th
     cacheMaxAge: 2000,
   });
   const tokens: { token: string; kid: string; exp: number }[] = [];
+  const started = Date.now();
+  // For a failure's message: when it happened, how long the token had left, and the keys' rows then.
+  let keyRows = "";
+  const where = (t: { exp: number }) =>
+    `at +${Date.now() - started} ms, ${t.exp - Date.now()} ms before its expiry; keys: ${keyRows}`;
   const failures: string[] = [];
   let verified = 0;
   let firstToken: string | undefined;
@@ -57,23 +62,31 @@ test("the schedule rotates on its own; an outside verifier never fails during th
         () => verified++,
         (e: Error) => {
           if (!(e instanceof errors.JWTExpired) && !expiredWhileChecked(t))
-            failures.push(`jose ${t.kid}: ${e.message}`);
+            failures.push(`jose ${t.kid === first ? "first" : "second"} key ${t.kid}: ${e.message} (${where(t)})`);
         },
       );
       await s.identity.jwt.verify(t.token).then(
         () => verified++,
         (e: Error & { reason?: string }) => {
           if (e.reason !== AuthReason.expired && !expiredWhileChecked(t))
-            failures.push(`VerifyJWT ${t.kid}: ${e.reason ?? e.message}`);
+            failures.push(
+              `VerifyJWT ${t.kid === first ? "first" : "second"} key ${t.kid}: ${e.reason ?? e.message} (${where(t)})`,
+            );
         },
       );
     }
-    const row = await s.identity.db
+    const rows = await s.identity.db
       .selectFrom("signing_keys")
-      .select("state")
-      .where("kid", "=", first)
-      .executeTakeFirstOrThrow();
-    if (row.state === "retired") break;
+      .select(["kid", "state", "created_at", "activated_at", "deactivated_at"])
+      .execute();
+    keyRows = rows
+      .map((r) =>
+        [r.kid.slice(0, 8), r.state, r.created_at, r.activated_at, r.deactivated_at]
+          .map((v) => (v instanceof Date ? `${v.getTime() - started}` : (v ?? "-")))
+          .join(" "),
+      )
+      .join("; ");
+    if (rows.find((r) => r.kid === first)?.state === "retired") break;
     await sleep(150);
   }
   assert.deepEqual(failures, []);

@@ -216,9 +216,13 @@ export class SigningKeys {
     if (!force && !replaceDue) return;
     // Generated under the lock (a fraction of a second, once per interval): the other replicas' steps wait for it.
     const { kid, publicDer, privateEnc } = await this.#newKeyMaterial();
+    // Published when its row is written, not when the step began: the key's
+    // generation can take seconds on a loaded machine, and pre-publication
+    // must count only time in which a verifier could have fetched the key.
+    const publishedAt = new Date(Math.max(now.getTime(), Date.now()));
     await trx
       .insertInto("signing_keys")
-      .values({ kid, state: "pending", public_der: publicDer, private_enc: privateEnc, created_at: now })
+      .values({ kid, state: "pending", public_der: publicDer, private_enc: privateEnc, created_at: publishedAt })
       .execute();
     step.published = kid;
   }
