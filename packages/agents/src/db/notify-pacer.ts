@@ -2,9 +2,10 @@
  * How often at most a session's streamed text tokens notify other replicas
  * (PgEventListener), ms. The first store after a quiet spell notifies in its
  * own statement; the ones within the window after it notify once, when the
- * window ends (or at once, if they commit after it). A follower on another replica then sees a token at most this
- * much later than its own replica would have shown it; followers on the
- * run's own replica get every event from the in-process hub at once.
+ * window ends (or at once, if they commit after it). A follower on another
+ * replica then sees a token at most this much later than its own replica
+ * would have shown it; followers on the run's own replica get every event
+ * from the in-process hub at once.
  */
 export const NOTIFY_WINDOW_MS = 25;
 
@@ -56,8 +57,7 @@ export class NotifyPacer {
       open.pending = true;
       return;
     }
-    this.#open(sessionId);
-    this.send(sessionId).catch(() => {});
+    this.#announce(sessionId);
   }
 
   /** Ends every window without its notification (the service stops; the followers' re-reads cover it). */
@@ -76,8 +76,12 @@ export class NotifyPacer {
 
   #end(sessionId: string, w: Window): void {
     this.#windows.delete(sessionId);
-    if (!w.pending) return;
     // The stream goes on: the next window starts with this notification.
+    if (w.pending) this.#announce(sessionId);
+  }
+
+  /** Notifies now and opens the window that paces what follows. */
+  #announce(sessionId: string): void {
     this.#open(sessionId);
     this.send(sessionId).catch(() => {});
   }

@@ -99,16 +99,20 @@ export const loginThroughput: Figure = {
     // hash's: the ratio with the cores' idle time taken out, which the
     // wall-clock ratio keeps (raw's two hashes leave a core idle at each
     // hand-off to the event loop and back; the servers' queued logins less).
-    const loginCpuMs = (cpu.identity + cpu.client + cpu.database) / l.ops;
-    const floorCpuMs = (cpu.floor + cpu.floorClient + cpu.floorDatabase) / f.ops;
+    const allCpu = {
+      login: cpu.identity + cpu.client + cpu.database,
+      floor: cpu.floor + cpu.floorClient + cpu.floorDatabase,
+    };
+    const loginCpuMs = allCpu.login / l.ops;
+    const floorCpuMs = allCpu.floor / f.ops;
     const rawCpuMs = cpu.raw / r.ops;
     const busy = {
       raw: cpu.raw / (r.seconds * 1000),
-      login: (cpu.identity + cpu.client + cpu.database) / (l.seconds * 1000),
-      floor: (cpu.floor + cpu.floorClient + cpu.floorDatabase) / (f.seconds * 1000),
+      login: allCpu.login / (l.seconds * 1000),
+      floor: allCpu.floor / (f.seconds * 1000),
     };
     const byCpu = `by CPU alone (a raw hash's against a login's in every process: server, client${databaseLocal ? ", database" : ""}) ours ${pct(rawCpuMs, loginCpuMs)}, the floor ${pct(rawCpuMs, floorCpuMs)} (${loginCpuMs.toFixed(2)} and ${floorCpuMs.toFixed(2)} ms a login); cores busy ${busy.raw.toFixed(2)} raw, ${busy.login.toFixed(2)} ours, ${busy.floor.toFixed(2)} the floor, of ${cores}`;
-    const ledger = `CPU a raw hash ${(cpu.raw / r.ops).toFixed(2)} ms (this process); a login ${perLogin(cpu.identity)} ms in identity (hashing threads, event loop, RS256), ${perLogin(cpu.client)} ms in this client, ${(cpu.floor / f.ops).toFixed(2)} ms in the floor server; ${databaseLocal ? `PostgreSQL's processes ${perLogin(cpu.database)} ms a login of ours, ${(cpu.floorDatabase / f.ops).toFixed(2)} ms a login of the floor's (the server is local: its CPU comes out of the same cores)` : stack.databaseKind === "postgresql" ? "PostgreSQL's CPU not counted (its server is not on this machine)" : "the database is inside identity (PGlite)"}`;
+    const ledger = `CPU a raw hash ${rawCpuMs.toFixed(2)} ms (this process); a login ${perLogin(cpu.identity)} ms in identity (hashing threads, event loop, RS256), ${perLogin(cpu.client)} ms in this client, ${(cpu.floor / f.ops).toFixed(2)} ms in the floor server; ${databaseLocal ? `PostgreSQL's processes ${perLogin(cpu.database)} ms a login of ours, ${(cpu.floorDatabase / f.ops).toFixed(2)} ms a login of the floor's (the server is local: its CPU comes out of the same cores)` : stack.databaseKind === "postgresql" ? "PostgreSQL's CPU not counted (its server is not on this machine)" : "the database is inside identity (PGlite)"}`;
     // Memory under a burst far above the hashing concurrency: the semaphore
     // should queue logins, not run 128 argon2 buffers of 19 MiB at once.
     global.gc?.();

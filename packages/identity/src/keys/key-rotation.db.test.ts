@@ -103,7 +103,7 @@ test("pre-publication counts from when the key was written, not from when its st
     now: new Date(Date.now() + policy.prePublishMs - 60_000),
   });
   assert.equal(early.activated, undefined, "not active before it has been published prePublishMs");
-  assert.equal((await f.identity.keys.active()).kid === next, false);
+  assert.notEqual((await f.identity.keys.active()).kid, next, "the pending key does not sign yet");
   const due = await f.identity.keys.advanceRotation(policy, { now: new Date(Date.now() + policy.prePublishMs + 1000) });
   assert.equal(due.activated, next);
 });
